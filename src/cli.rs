@@ -1,0 +1,132 @@
+//! The command line, as clap definitions and nothing else: no I/O here.
+//!
+//! Doc comments are the help: the first line is `-h`, the rest is `--help`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const SEARCH_EXAMPLES: &str = "\
+Examples:
+  cca search \"what changed in rust 1.89 file locking?\"
+  cca search --resume \"and on windows?\"       # or: , and on windows?
+  git diff | cca search \"review this\"          # stdin is attached as context
+  echo \"a question from a script\" | cca search
+  answer=$(cca search -q \"one word: capital of France?\")
+  cca search --engine gemini --model gemini-2.5-pro \"...\"
+  cca search --session 20261121-101500 \"back to that one\"";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cca",
+    version,
+    about = "Resumable LLM conversations in your terminal, kept as markdown transcripts",
+    long_about = "Resumable LLM conversations in your terminal, kept as markdown transcripts.\n\n\
+        cca sends your question, with a system prompt and the conversation so far, to an engine \
+        (claude, gemini, or any program that reads stdin and writes stdout), streams the answer, \
+        and keeps the exchange in a markdown file under $CCA_HOME/sessions (default ~/.cca). \
+        Continue a conversation with `cca search --resume`, or `,` after `eval \"$(cca init bash)\"`.",
+    after_help = "Start with: cca search \"your question\"",
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Ask a question: starts a new session, or continues one with --resume
+    #[command(after_long_help = SEARCH_EXAMPLES)]
+    Search(SearchArgs),
+
+    /// Continue the latest session: the same as `cca search --resume`
+    #[command(name = ",")]
+    Comma(AskArgs),
+
+    /// Print shell code that defines the `,` shortcut
+    ///
+    /// Add to your shell's startup file:
+    ///   bash: eval "$(cca init bash)"
+    ///   zsh:  eval "$(cca init zsh)"
+    ///   fish: cca init fish | source
+    ///
+    /// Then `, and on windows?` continues the latest session.
+    Init {
+        #[arg(value_enum)]
+        shell: InitShell,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InitShell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// Continue the latest session (or $CCA_SESSION) instead of starting a new one
+    #[arg(short, long)]
+    pub resume: bool,
+
+    #[command(flatten)]
+    pub ask: AskArgs,
+}
+
+/// What every command that asks a question takes.
+#[derive(Debug, Args, Clone, Default)]
+pub struct AskArgs {
+    /// The question; several words are joined with spaces
+    ///
+    /// Without a question, it is read from stdin. With both, stdin is attached as context
+    /// (a diff, a log, a file) in its own tag, and kept in the transcript.
+    #[arg(value_name = "QUESTION")]
+    pub query: Vec<String>,
+
+    /// Continue this session: an id, or any unique start of one [env: CCA_SESSION]
+    #[arg(short, long, value_name = "ID")]
+    pub session: Option<String>,
+
+    /// Engine: claude, gemini, or a name declared in config.toml [default: the first of claude
+    /// and gemini on PATH; a session keeps its own] [env: CCA_ENGINE]
+    #[arg(short, long, value_name = "NAME")]
+    pub engine: Option<String>,
+
+    /// Model, passed to the engine as is [env: CCA_MODEL]
+    #[arg(short, long, value_name = "MODEL")]
+    pub model: Option<String>,
+
+    /// System prompt: a built-in name, or NAME.md under $CCA_HOME/prompts
+    /// [default: search_agents/haiku45; a session keeps its own] [env: CCA_PROMPT]
+    #[arg(short, long, value_name = "NAME")]
+    pub prompt: Option<String>,
+
+    /// System prompt from a file
+    #[arg(long, value_name = "PATH", conflicts_with = "prompt")]
+    pub prompt_file: Option<PathBuf>,
+
+    /// Print the answer only: no spinner, no notices; the engine's stderr only if it fails
+    #[arg(short, long, conflicts_with = "json")]
+    pub quiet: bool,
+
+    /// Print one JSON object when done (session, turn, answer, engine, model, duration, usage)
+    #[arg(long)]
+    pub json: bool,
+
+    /// Fail at once (exit 75) if another cca is answering in this session, instead of waiting
+    #[arg(long)]
+    pub no_wait: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn verify_cli() {
+        Cli::command().debug_assert();
+    }
+}

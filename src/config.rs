@@ -1,0 +1,540 @@
+//! Settings: defaults < `$CCA_HOME/config.toml` < `CCA_*` environment < flags, resolved once into
+//! one [`Settings`] value that remembers where each value came from. Nothing downstream reads
+//! the environment again.
+//!
+//! Pure: the environment arrives as an [`Env`] snapshot and the config file as text, so that
+//! precedence is unit-tested without touching the process.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::Deserialize;
+
+use crate::error::Failure;
+
+/// Every environment variable cca reads, in one place.
+pub mod vars {
+    /// Where sessions, prompts and config live (default `~/.cca`). Must be absolute.
+    pub const HOME: &str = "CCA_HOME";
+    /// The engine for new sessions: `claude`, `gemini`, or a name from `[engines.NAME]`.
+    pub const ENGINE: &str = "CCA_ENGINE";
+    /// The model passed to the engine.
+    pub const MODEL: &str = "CCA_MODEL";
+    /// The system prompt's name for new sessions.
+    pub const PROMPT: &str = "CCA_PROMPT";
+    /// The session this terminal follows: `--resume` and `,` continue it instead of `latest`.
+    pub const SESSION: &str = "CCA_SESSION";
+    /// Path of the `claude` program.
+    pub const CLAUDE: &str = "CCA_CLAUDE";
+    /// Path of the `gemini` program.
+    pub const GEMINI: &str = "CCA_GEMINI";
+    /// For tests: a fixed clock, as an RFC 3339 time (`2026-11-21T10:15:00Z`).
+    pub const NOW: &str = "CCA_NOW";
+    /// Standard: turn colour off.
+    pub const NO_COLOR: &str = "NO_COLOR";
+    /// Standard: `dumb` turns the spinner and colour off.
+    pub const TERM: &str = "TERM";
+    /// Standard: where engines are looked for.
+    pub const PATH: &str = "PATH";
+    /// Standard: the default `CCA_HOME` is `$HOME/.cca`.
+    pub const USER_HOME: &str = "HOME";
+
+    pub const ALL: [&str; 12] = [
+        HOME, ENGINE, MODEL, PROMPT, SESSION, CLAUDE, GEMINI, NOW, NO_COLOR, TERM, PATH, USER_HOME,
+    ];
+}
+
+/// A snapshot of the environment variables cca reads.
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    vars: BTreeMap<&'static str, OsString>,
+}
+
+impl Env {
+    pub fn from_process() -> Env {
+        let vars = vars::ALL
+            .iter()
+            .filter_map(|&name| std::env::var_os(name).map(|v| (name, v)))
+            .collect();
+        Env { vars }
+    }
+
+    /// For tests: an environment made of these pairs only.
+    pub fn from_pairs(pairs: &[(&'static str, &str)]) -> Env {
+        Env { vars: pairs.iter().map(|(k, v)| (*k, OsString::from(v))).collect() }
+    }
+
+    pub fn os(&self, name: &str) -> Option<&OsString> {
+        self.vars.get(name).filter(|v| !v.is_empty())
+    }
+
+    fn text(&self, name: &'static str) -> Result<Option<String>> {
+        match self.os(name) {
+            None => Ok(None),
+            Some(v) => v
+                .to_str()
+                .map(|s| Some(s.to_string()))
+                .ok_or_else(|| Failure::usage(format!("{name} is not valid UTF-8")).into()),
+        }
+    }
+}
+
+/// Where a setting's value came from, for `cca config`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    Default,
+    File,
+    Env(&'static str),
+    Flag,
+    /// Kept from the session being continued.
+    Session,
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Default => f.write_str("default"),
+            Source::File => f.write_str("config file"),
+            Source::Env(name) => write!(f, "environment ({name})"),
+            Source::Flag => f.write_str("flag"),
+            Source::Session => f.write_str("session"),
+        }
+    }
+}
+
+/// A value and where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sourced<T> {
+    pub value: T,
+    pub source: Source,
+}
+
+/// How an engine receives the system prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SystemPromptMode {
+    /// In `<system_instructions>` at the top of stdin (works with any engine).
+    #[default]
+    Inline,
+    /// Through the engine's own system prompt mechanism.
+    Native,
+}
+
+/// How an engine receives the history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum HistoryMode {
+    /// In `<conversation_history>` on stdin (works with any engine).
+    #[default]
+    Inline,
+    /// As the engine's own session file, so it sees real turns.
+    Structured,
+}
+
+/// What kind of program an engine is: it decides the flags cca passes and how output is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineKind {
+    Claude,
+    Gemini,
+    /// Any program that reads the prompt on stdin and writes the answer on stdout.
+    Command,
+}
+
+/// One `[engines.NAME]` table of the config file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineFile {
+    /// claude/gemini: the program to run instead of the one on PATH.
+    pub program: Option<PathBuf>,
+    /// Other engines: the program and its arguments.
+    pub command: Option<Vec<String>>,
+    /// Extra arguments for claude/gemini.
+    #[serde(default)]
+    pub args: Vec<String>,
+    pub model: Option<String>,
+    /// Other engines: the flag that takes a model name (`-m`).
+    pub model_arg: Option<String>,
+    pub system_prompt: Option<SystemPromptMode>,
+    /// Other engines: the flag that takes the system prompt's text (`-s`), for `native`.
+    pub system_prompt_arg: Option<String>,
+    pub history: Option<HistoryMode>,
+    /// claude: the built-in tools allowed (`WebSearch,WebFetch`); empty for none.
+    pub tools: Option<String>,
+    /// The largest input cca sends, in bytes; larger turns are refused before spawning.
+    pub max_input_bytes: Option<u64>,
+}
+
+/// The config file, `$CCA_HOME/config.toml`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct File {
+    pub engine: Option<String>,
+    pub model: Option<String>,
+    pub prompt: Option<String>,
+    #[serde(default)]
+    pub engines: BTreeMap<String, EngineFile>,
+}
+
+impl File {
+    /// Parses the config file; errors name the file, line and column.
+    pub fn parse(path: &Path, text: &str) -> Result<File> {
+        toml::from_str(text).map_err(|e| {
+            let at = e
+                .span()
+                .map(|span| {
+                    let before = &text[..span.start.min(text.len())];
+                    let line = before.matches('\n').count() + 1;
+                    let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+                    format!(":{line}:{col}")
+                })
+                .unwrap_or_default();
+            Failure::usage(format!("{}{at}: {}", path.display(), e.message()))
+                .hint("fix the file, or move it aside to use the defaults")
+                .into()
+        })
+    }
+}
+
+/// A fully resolved engine: what to run and how to talk to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineConfig {
+    pub name: String,
+    pub kind: EngineKind,
+    /// The program: a path, or a name looked up on PATH.
+    pub program: OsString,
+    /// Where `program` came from, for messages.
+    pub program_source: Source,
+    pub args: Vec<String>,
+    pub model_arg: Option<String>,
+    pub system_prompt: SystemPromptMode,
+    pub system_prompt_arg: Option<String>,
+    pub history: HistoryMode,
+    pub tools: Option<String>,
+    pub max_input_bytes: Option<u64>,
+    /// The model from `[engines.NAME] model`, used when no other is chosen.
+    pub model: Option<String>,
+}
+
+/// The limits measured for the real programs (DESIGN.md).
+pub const CLAUDE_MAX_INPUT: u64 = 2_500_000;
+pub const GEMINI_MAX_INPUT: u64 = 8 * 1024 * 1024;
+
+/// What the user chose on the command line; `None` where they chose nothing.
+#[derive(Debug, Clone, Default)]
+pub struct Flags {
+    pub engine: Option<String>,
+    pub model: Option<String>,
+    pub prompt: Option<String>,
+    pub prompt_file: Option<PathBuf>,
+    pub session: Option<String>,
+}
+
+/// Which system prompt to use.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PromptChoice {
+    Name(String),
+    File(PathBuf),
+}
+
+/// Everything a command needs to know, resolved once.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub home: Sourced<PathBuf>,
+    pub config_path: PathBuf,
+    pub config_loaded: bool,
+    /// `None`: the first of claude and gemini found on PATH.
+    pub engine: Option<Sourced<String>>,
+    pub model: Option<Sourced<String>>,
+    pub prompt: Sourced<PromptChoice>,
+    pub session: Option<Sourced<String>>,
+    pub engines: BTreeMap<String, EngineConfig>,
+    pub now: Option<chrono::DateTime<chrono::Utc>>,
+    pub path: Option<OsString>,
+    pub color: bool,
+    pub dumb_terminal: bool,
+}
+
+/// Where cca keeps its files: `CCA_HOME`, or `~/.cca`.
+pub fn home(env: &Env) -> Result<Sourced<PathBuf>> {
+    if let Some(dir) = env.os(vars::HOME) {
+        let dir = PathBuf::from(dir);
+        if !dir.is_absolute() {
+            return Err(Failure::usage(format!(
+                "{} must be an absolute path, not `{}`",
+                vars::HOME,
+                dir.display()
+            ))
+            .hint(format!("export {}=\"$HOME/.cca\"", vars::HOME))
+            .into());
+        }
+        return Ok(Sourced { value: dir, source: Source::Env(vars::HOME) });
+    }
+    let user_home = env.os(vars::USER_HOME).map(PathBuf::from).or_else(dirs::home_dir);
+    match user_home {
+        Some(h) if h.is_absolute() => {
+            Ok(Sourced { value: h.join(".cca"), source: Source::Default })
+        }
+        _ => Err(Failure::usage("cannot tell where your home directory is")
+            .hint(format!("set {} to an absolute path", vars::HOME))
+            .into()),
+    }
+}
+
+/// Resolves the settings. `file` is the config file's text, if it exists.
+pub fn resolve(
+    env: &Env,
+    flags: &Flags,
+    home: Sourced<PathBuf>,
+    file: Option<&str>,
+) -> Result<Settings> {
+    let config_path = home.value.join("config.toml");
+    let parsed = match file {
+        Some(text) => File::parse(&config_path, text)?,
+        None => File::default(),
+    };
+
+    let pick = |flag: &Option<String>,
+                var: &'static str,
+                from_file: &Option<String>|
+     -> Result<Option<Sourced<String>>> {
+        if let Some(v) = flag {
+            return Ok(Some(Sourced { value: v.clone(), source: Source::Flag }));
+        }
+        if let Some(v) = env.text(var)? {
+            return Ok(Some(Sourced { value: v, source: Source::Env(var) }));
+        }
+        Ok(from_file.clone().map(|v| Sourced { value: v, source: Source::File }))
+    };
+
+    let engine = pick(&flags.engine, vars::ENGINE, &parsed.engine)?;
+    let model = pick(&flags.model, vars::MODEL, &parsed.model)?;
+    let prompt = match &flags.prompt_file {
+        Some(path) => Sourced { value: PromptChoice::File(path.clone()), source: Source::Flag },
+        None => match pick(&flags.prompt, vars::PROMPT, &parsed.prompt)? {
+            Some(Sourced { value, source }) => Sourced { value: PromptChoice::Name(value), source },
+            None => Sourced {
+                value: PromptChoice::Name(crate::prompt::DEFAULT.to_string()),
+                source: Source::Default,
+            },
+        },
+    };
+    if let PromptChoice::Name(name) = &prompt.value {
+        crate::prompt::validate_name(name).map_err(Failure::usage)?;
+    }
+    let session = pick(&flags.session, vars::SESSION, &None)?;
+
+    let engines = engines(env, &parsed)?;
+    if let Some(name) = &engine
+        && !engines.contains_key(&name.value)
+    {
+        return Err(unknown_engine(&name.value, &engines).into());
+    }
+
+    let now = match env.text(vars::NOW)? {
+        Some(text) => Some(
+            chrono::DateTime::parse_from_rfc3339(&text)
+                .with_context(|| format!("{} is not an RFC 3339 time: {text}", vars::NOW))?
+                .with_timezone(&chrono::Utc),
+        ),
+        None => None,
+    };
+    let dumb_terminal = env.os(vars::TERM).is_some_and(|t| t == "dumb");
+    Ok(Settings {
+        home,
+        config_path,
+        config_loaded: file.is_some(),
+        engine,
+        model,
+        prompt,
+        session,
+        engines,
+        now,
+        path: env.os(vars::PATH).cloned(),
+        color: env.os(vars::NO_COLOR).is_none() && !dumb_terminal,
+        dumb_terminal,
+    })
+}
+
+pub fn unknown_engine(name: &str, engines: &BTreeMap<String, EngineConfig>) -> Failure {
+    let known: Vec<&str> = engines.keys().map(String::as_str).collect();
+    Failure::usage(format!("unknown engine `{name}`")).hint(format!(
+        "choose one of: {}; or declare it in config.toml as [engines.{name}] with a command",
+        known.join(", ")
+    ))
+}
+
+/// The built-in engines plus those declared in the config file, with env overrides applied.
+fn engines(env: &Env, file: &File) -> Result<BTreeMap<String, EngineConfig>> {
+    let mut engines = BTreeMap::new();
+    for (name, kind, var, max) in [
+        ("claude", EngineKind::Claude, vars::CLAUDE, CLAUDE_MAX_INPUT),
+        ("gemini", EngineKind::Gemini, vars::GEMINI, GEMINI_MAX_INPUT),
+    ] {
+        let f = file.engines.get(name).cloned().unwrap_or_default();
+        if f.command.is_some() {
+            return Err(Failure::usage(format!(
+                "[engines.{name}] cannot set `command`: {name} is built in; use `program` and `args`"
+            ))
+            .into());
+        }
+        let (program, program_source) = match (env.os(var), &f.program) {
+            (Some(p), _) => (p.clone(), Source::Env(var)),
+            (None, Some(p)) => (p.clone().into_os_string(), Source::File),
+            (None, None) => (OsString::from(name), Source::Default),
+        };
+        let tools = match kind {
+            EngineKind::Claude => Some(f.tools.unwrap_or_else(|| "WebSearch,WebFetch".into())),
+            _ => f.tools,
+        };
+        engines.insert(
+            name.to_string(),
+            EngineConfig {
+                name: name.to_string(),
+                kind,
+                program,
+                program_source,
+                args: f.args,
+                model_arg: None,
+                system_prompt: f.system_prompt.unwrap_or_default(),
+                system_prompt_arg: None,
+                history: f.history.unwrap_or_default(),
+                tools,
+                max_input_bytes: Some(f.max_input_bytes.unwrap_or(max)),
+                model: f.model,
+            },
+        );
+    }
+    for (name, f) in &file.engines {
+        if engines.contains_key(name) {
+            continue;
+        }
+        if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
+            return Err(Failure::usage(format!("`{name}` is not a usable engine name")).into());
+        }
+        let Some(command) = f.command.as_ref().filter(|c| !c.is_empty()) else {
+            return Err(Failure::usage(format!(
+                "[engines.{name}] needs `command`, the program and its arguments"
+            ))
+            .hint(format!("for example: [engines.{name}]\ncommand = [\"llm\", \"-m\", \"echo\"]"))
+            .into());
+        };
+        let system_prompt = f.system_prompt.unwrap_or_default();
+        if system_prompt == SystemPromptMode::Native && f.system_prompt_arg.is_none() {
+            return Err(Failure::usage(format!(
+                "[engines.{name}] system_prompt = \"native\" needs system_prompt_arg, the flag that takes it"
+            ))
+            .into());
+        }
+        if f.history == Some(HistoryMode::Structured) {
+            return Err(Failure::usage(format!(
+                "[engines.{name}] history = \"structured\" works only with claude and gemini"
+            ))
+            .into());
+        }
+        engines.insert(
+            name.clone(),
+            EngineConfig {
+                name: name.clone(),
+                kind: EngineKind::Command,
+                program: OsString::from(&command[0]),
+                program_source: Source::File,
+                args: command[1..].to_vec(),
+                model_arg: f.model_arg.clone(),
+                system_prompt,
+                system_prompt_arg: f.system_prompt_arg.clone(),
+                history: HistoryMode::Inline,
+                tools: f.tools.clone(),
+                max_input_bytes: f.max_input_bytes,
+                model: f.model.clone(),
+            },
+        );
+    }
+    Ok(engines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(
+        env: &[(&'static str, &str)],
+        flags: Flags,
+        file: Option<&str>,
+    ) -> Result<Settings> {
+        let env = Env::from_pairs(env);
+        let home = Sourced { value: PathBuf::from("/h/.cca"), source: Source::Default };
+        resolve(&env, &flags, home, file)
+    }
+
+    #[test]
+    fn flags_beat_env_beat_file_beat_defaults() {
+        let file = Some("engine = \"gemini\"\nmodel = \"file-model\"\nprompt = \"general\"\n");
+        let s = settings(&[], Flags::default(), file).unwrap();
+        assert_eq!(s.engine.unwrap(), Sourced { value: "gemini".into(), source: Source::File });
+        assert_eq!(s.prompt.value, PromptChoice::Name("general".into()));
+
+        let env = [(vars::ENGINE, "claude"), (vars::MODEL, "env-model")];
+        let s = settings(&env, Flags::default(), file).unwrap();
+        assert_eq!(s.engine.unwrap().source, Source::Env(vars::ENGINE));
+        assert_eq!(s.model.unwrap().value, "env-model");
+
+        let flags = Flags { model: Some("flag-model".into()), ..Flags::default() };
+        let s = settings(&env, flags, file).unwrap();
+        assert_eq!(s.model.unwrap(), Sourced { value: "flag-model".into(), source: Source::Flag });
+
+        let s = settings(&[], Flags::default(), None).unwrap();
+        assert!(s.engine.is_none());
+        assert_eq!(s.prompt.value, PromptChoice::Name(crate::prompt::DEFAULT.into()));
+        assert_eq!(s.prompt.source, Source::Default);
+    }
+
+    #[test]
+    fn a_malformed_file_names_its_line() {
+        let err =
+            settings(&[], Flags::default(), Some("engine = \"claude\"\nmodel = \n")).unwrap_err();
+        let text = err.to_string();
+        assert!(text.starts_with("/h/.cca/config.toml:2:"), "{text}");
+        let err = settings(&[], Flags::default(), Some("colour = true\n")).unwrap_err();
+        assert!(err.to_string().contains(":1:1"), "{err}");
+    }
+
+    #[test]
+    fn engine_programs_come_from_env_then_file() {
+        let file = Some("[engines.claude]\nprogram = \"/opt/claude\"\n");
+        let s = settings(&[], Flags::default(), file).unwrap();
+        assert_eq!(s.engines["claude"].program, "/opt/claude");
+        let s = settings(&[(vars::CLAUDE, "/env/claude")], Flags::default(), file).unwrap();
+        assert_eq!(s.engines["claude"].program, "/env/claude");
+        assert_eq!(s.engines["gemini"].program, "gemini");
+        assert_eq!(s.engines["claude"].tools.as_deref(), Some("WebSearch,WebFetch"));
+    }
+
+    #[test]
+    fn command_engines_are_declared_in_the_file() {
+        let file = Some("[engines.echo]\ncommand = [\"llm\", \"-m\", \"echo\"]\n");
+        let s =
+            settings(&[], Flags { engine: Some("echo".into()), ..Flags::default() }, file).unwrap();
+        let echo = &s.engines["echo"];
+        assert_eq!(echo.kind, EngineKind::Command);
+        assert_eq!(echo.program, "llm");
+        assert_eq!(echo.args, ["-m", "echo"]);
+        assert!(
+            settings(&[], Flags { engine: Some("nope".into()), ..Flags::default() }, None).is_err()
+        );
+        assert!(settings(&[], Flags::default(), Some("[engines.x]\nmodel = \"m\"\n")).is_err());
+    }
+
+    #[test]
+    fn bad_names_and_homes_are_refused() {
+        let flags = Flags { prompt: Some("../../etc/passwd".into()), ..Flags::default() };
+        assert!(settings(&[], flags, None).is_err());
+        assert!(home(&Env::from_pairs(&[(vars::HOME, "relative/dir")])).is_err());
+        assert_eq!(
+            home(&Env::from_pairs(&[(vars::USER_HOME, "/home/u")])).unwrap().value,
+            PathBuf::from("/home/u/.cca")
+        );
+    }
+}

@@ -1,0 +1,230 @@
+//! Engines are data plus small functions: how to build the command line, environment and stdin
+//! for a turn, and how to decode what the program prints. Adding an engine touches one file.
+//!
+//! Nothing here spawns (that is `run`'s job) or touches the file system: files an engine needs
+//! (a system prompt file, a history file) are described as [`Arg::File`] and created by the caller.
+
+pub mod claude;
+pub mod command;
+pub mod gemini;
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use crate::config::{EngineConfig, EngineKind};
+use crate::frame::{self, Piece};
+use crate::transcript::Live;
+
+/// A command-line argument or environment value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Arg {
+    Plain(OsString),
+    /// Written to a private temporary file; the argument is that file's path.
+    File {
+        name: &'static str,
+        contents: String,
+    },
+}
+
+impl Arg {
+    pub fn plain(text: impl Into<OsString>) -> Arg {
+        Arg::Plain(text.into())
+    }
+}
+
+/// Everything needed to run one turn through an engine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Invocation {
+    pub program: PathBuf,
+    pub args: Vec<Arg>,
+    pub env: Vec<(String, Arg)>,
+    pub stdin: Vec<Piece>,
+}
+
+/// One turn, as the engine module sees it.
+pub struct Request<'a> {
+    pub system: &'a str,
+    pub live: &'a Live,
+    /// Stored content of the live context, for engines that need it as text (structured history).
+    pub stored: &'a dyn Fn(&std::ops::Range<u64>) -> std::io::Result<String>,
+    pub attachment: Option<frame::Attachment<'a>>,
+    pub query: &'a str,
+    pub model: Option<&'a str>,
+}
+
+/// What a decoder found in the engine's output.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    /// Answer text, to show and keep.
+    Text(String),
+    /// A tool call, in a few words (`WebSearch: rust 1.89 file locking`).
+    Tool(String),
+    /// Something the engine printed that is not the answer; shown on stderr.
+    Note(String),
+    /// The engine said the turn failed, and why.
+    Error(String),
+    Usage(Usage),
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Usage {
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cost_usd: Option<f64>,
+}
+
+/// Turns an engine's stdout, in whatever chunks it arrives, into [`Output`]s.
+pub trait Decoder: Send {
+    fn feed(&mut self, chunk: &[u8], out: &mut Vec<Output>);
+    fn finish(&mut self, out: &mut Vec<Output>);
+}
+
+/// Builds the invocation for a turn. `program` is the located program.
+pub fn invocation(
+    engine: &EngineConfig,
+    program: PathBuf,
+    request: &Request,
+) -> anyhow::Result<Invocation> {
+    match engine.kind {
+        EngineKind::Claude => claude::invocation(engine, program, request),
+        EngineKind::Gemini => gemini::invocation(engine, program, request),
+        EngineKind::Command => command::invocation(engine, program, request),
+    }
+}
+
+pub fn decoder(kind: EngineKind) -> Box<dyn Decoder> {
+    match kind {
+        EngineKind::Claude => Box::new(claude::Decoder::default()),
+        EngineKind::Gemini => Box::new(gemini::Decoder::default()),
+        EngineKind::Command => Box::new(TextDecoder::default()),
+    }
+}
+
+/// How to install an engine that was not found.
+pub fn install_hint(engine: &EngineConfig) -> String {
+    match engine.kind {
+        EngineKind::Claude => "install it with `npm install -g @anthropic-ai/claude-code`, \
+             or set CCA_CLAUDE to its path"
+            .into(),
+        EngineKind::Gemini => "install it with `npm install -g @google/gemini-cli`, \
+             or set CCA_GEMINI to its path"
+            .into(),
+        EngineKind::Command => format!(
+            "check `command` in [engines.{}] of config.toml, or install the program",
+            engine.name
+        ),
+    }
+}
+
+/// Splits stdout into complete lines for the JSON-lines decoders.
+#[derive(Debug, Default)]
+pub struct LineBuffer {
+    pending: Vec<u8>,
+}
+
+impl LineBuffer {
+    pub fn feed(&mut self, chunk: &[u8], mut each: impl FnMut(&[u8])) {
+        let mut rest = chunk;
+        while let Some(p) = memchr::memchr(b'\n', rest) {
+            if self.pending.is_empty() {
+                each(&rest[..p]);
+            } else {
+                self.pending.extend_from_slice(&rest[..p]);
+                each(&std::mem::take(&mut self.pending));
+            }
+            rest = &rest[p + 1..];
+        }
+        self.pending.extend_from_slice(rest);
+    }
+
+    pub fn finish(&mut self, mut each: impl FnMut(&[u8])) {
+        if !self.pending.is_empty() {
+            each(&std::mem::take(&mut self.pending));
+        }
+    }
+}
+
+/// A non-JSON line from a JSON-lines engine: shown to the user, as they would have seen it.
+pub fn note_line(line: &[u8], out: &mut Vec<Output>) {
+    let text = String::from_utf8_lossy(line);
+    let text = text.trim_end();
+    if !text.is_empty() {
+        out.push(Output::Note(text.to_string()));
+    }
+}
+
+/// Plain text engines: stdout is the answer. Invalid UTF-8 becomes U+FFFD; chunks may split a
+/// character anywhere.
+#[derive(Debug, Default)]
+pub struct TextDecoder {
+    pending: Vec<u8>,
+}
+
+impl Decoder for TextDecoder {
+    fn feed(&mut self, chunk: &[u8], out: &mut Vec<Output>) {
+        self.pending.extend_from_slice(chunk);
+        let mut text = String::new();
+        let mut rest: &[u8] = &self.pending;
+        loop {
+            match std::str::from_utf8(rest) {
+                Ok(valid) => {
+                    text.push_str(valid);
+                    rest = &[];
+                    break;
+                }
+                Err(e) => {
+                    let (valid, after) = rest.split_at(e.valid_up_to());
+                    text.push_str(std::str::from_utf8(valid).expect("checked"));
+                    match e.error_len() {
+                        Some(bad) => {
+                            text.push(char::REPLACEMENT_CHARACTER);
+                            rest = &after[bad..];
+                        }
+                        // An incomplete character at the end: wait for the next chunk.
+                        None => {
+                            rest = after;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        self.pending = rest.to_vec();
+        if !text.is_empty() {
+            out.push(Output::Text(text));
+        }
+    }
+
+    fn finish(&mut self, out: &mut Vec<Output>) {
+        if !self.pending.is_empty() {
+            let text = String::from_utf8_lossy(&self.pending).into_owned();
+            self.pending.clear();
+            out.push(Output::Text(text));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_decoder_rejoins_split_characters() {
+        let mut d = TextDecoder::default();
+        let mut out = Vec::new();
+        let bytes = "héllo €".as_bytes();
+        for b in bytes {
+            d.feed(&[*b], &mut out);
+        }
+        d.feed(b"\xff!", &mut out);
+        d.finish(&mut out);
+        let text: String = out
+            .into_iter()
+            .map(|o| match o {
+                Output::Text(t) => t,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(text, "héllo €\u{fffd}!");
+    }
+}

@@ -1,0 +1,33 @@
+//! cca: durable, readable, resumable conversations with LLM command-line engines.
+//!
+//! The flow of a turn, and the module that owns each step (DESIGN.md):
+//! args (`cli`) -> settings (`config`) -> system prompt (`prompt`) -> session file and lock
+//! (`store`) -> transcript and live context (`transcript`) -> framing (`frame`) -> argv, env and
+//! output decoding (`engine`) -> spawn, stream, signals (`run`) -> append (`store`).
+//! `turn` ties one turn together; `app` runs each command.
+
+pub mod app;
+pub mod cli;
+pub mod config;
+pub mod engine;
+pub mod error;
+pub mod frame;
+pub mod prompt;
+pub mod run;
+pub mod shell;
+pub mod store;
+pub mod transcript;
+pub mod turn;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// Parses the command line, runs the command, and turns the result into an exit code.
+pub fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    match app::run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => ExitCode::from(error::report(&err)),
+    }
+}

@@ -1,0 +1,430 @@
+//! Every file-system effect cca has: the `CCA_HOME` layout, session files, the `latest` link,
+//! locks, appends, atomic replacement, and permissions.
+//!
+//! Rules kept here so no other module has to know them: directories are 0700 and files 0600
+//! whatever the umask; appends are one write plus fsync under the session lock; anything
+//! rewritten goes through a temp file in the same directory and a rename; reading never creates.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+use crate::error::{Failure, exit};
+use crate::transcript::{self, NotTranscript, Summary};
+
+pub const DIR_MODE: u32 = 0o700;
+pub const FILE_MODE: u32 = 0o600;
+const LATEST: &str = "latest";
+const PREFIX: &str = "session_";
+const SUFFIX: &str = ".md";
+
+/// The `CCA_HOME` folder and what lives in it.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pub home: PathBuf,
+}
+
+impl Store {
+    pub fn new(home: PathBuf) -> Store {
+        Store { home }
+    }
+
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.home.join("sessions")
+    }
+
+    fn locks_dir(&self) -> PathBuf {
+        self.home.join("locks")
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.home.join("config.toml")
+    }
+
+    pub fn latest_path(&self) -> PathBuf {
+        self.sessions_dir().join(LATEST)
+    }
+
+    /// Creates `CCA_HOME` and its folders (0700) if missing.
+    pub fn ensure(&self) -> Result<()> {
+        for dir in [&self.home, &self.sessions_dir(), &self.locks_dir()] {
+            make_private_dir(dir)?;
+        }
+        Ok(())
+    }
+
+    /// The config file's text, if there is one.
+    pub fn read_config(&self) -> Result<Option<String>> {
+        read_optional(&self.config_path())
+    }
+
+    /// `$CCA_HOME/prompts/NAME.md`, if the user has one (it overrides a built-in).
+    pub fn read_prompt_override(&self, name: &str) -> Result<Option<String>> {
+        read_optional(&self.home.join("prompts").join(format!("{name}.md")))
+    }
+
+    pub fn session_path(&self, id: &str) -> PathBuf {
+        self.sessions_dir().join(file_name(id))
+    }
+
+    /// Creates a new session file holding `header(id)`, named after `stamp`; a second session in
+    /// the same second gets `-2`, `-3`, ... The file appears whole or not at all.
+    pub fn create_session(&self, stamp: &str, header: impl Fn(&str) -> String) -> Result<String> {
+        self.ensure()?;
+        let dir = self.sessions_dir();
+        for n in 1u32.. {
+            let id = if n == 1 { stamp.to_string() } else { format!("{stamp}-{n}") };
+            let mut temp = tempfile::Builder::new()
+                .prefix(".new-session-")
+                .tempfile_in(&dir)
+                .with_context(|| format!("cannot create a file in {}", dir.display()))?;
+            temp.write_all(header(&id).as_bytes())
+                .and_then(|()| temp.as_file().sync_data())
+                .with_context(|| format!("cannot write a new session in {}", dir.display()))?;
+            set_mode(temp.path(), FILE_MODE)?;
+            match temp.persist_noclobber(self.session_path(&id)) {
+                Ok(_) => {
+                    sync_dir(&dir);
+                    return Ok(id);
+                }
+                Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(e.error).with_context(|| {
+                        format!("cannot create {}", self.session_path(&id).display())
+                    });
+                }
+            }
+        }
+        unreachable!("the loop returns")
+    }
+
+    /// Points `latest` at a session, atomically: readers see the old or the new link, never none.
+    pub fn set_latest(&self, id: &str) -> Result<()> {
+        let dir = self.sessions_dir();
+        let link = self.latest_path();
+        for attempt in 0u32.. {
+            let temp = dir.join(format!(".latest-{}-{attempt}", std::process::id()));
+            match std::os::unix::fs::symlink(file_name(id), &temp) {
+                Ok(()) => {
+                    return fs::rename(&temp, &link).with_context(|| {
+                        let _ = fs::remove_file(&temp);
+                        format!("cannot update {}", link.display())
+                    });
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 100 => continue,
+                Err(e) if e.kind() == io::ErrorKind::Unsupported || e.raw_os_error() == Some(1) => {
+                    // No symlinks here (EPERM on some file systems): a text file with the name.
+                    return replace_file(&link, file_name(id).as_bytes());
+                }
+                Err(e) => {
+                    return Err(e)
+                        .with_context(|| format!("cannot create a link in {}", dir.display()));
+                }
+            }
+        }
+        unreachable!("the loop returns")
+    }
+
+    /// The session `latest` points at; `None` when there is no session yet.
+    pub fn latest(&self) -> Result<Option<String>> {
+        let link = self.latest_path();
+        let target = match fs::read_link(&link) {
+            Ok(target) => target,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            // Not a symlink: the text-file form.
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput => PathBuf::from(
+                fs::read_to_string(&link)
+                    .with_context(|| format!("cannot read {}", link.display()))?
+                    .trim(),
+            ),
+            Err(e) => return Err(e).with_context(|| format!("cannot read {}", link.display())),
+        };
+        let bad = |why: &str| {
+            Failure::new(
+                exit::ERROR,
+                format!("{} points to `{}`, {why}", link.display(), target.display()),
+            )
+            .hint("start a new session with `cca search QUESTION`, or pick one with --session ID")
+        };
+        let Some(id) = target.to_str().and_then(id_from_file_name) else {
+            return Err(bad("which is not a session file in this folder").into());
+        };
+        if !self.session_path(&id).is_file() {
+            return Err(bad("which does not exist").into());
+        }
+        Ok(Some(id))
+    }
+
+    /// Every session id, in no particular order.
+    pub fn session_ids(&self) -> Result<Vec<String>> {
+        let dir = self.sessions_dir();
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+        };
+        let mut ids = Vec::new();
+        for entry in entries {
+            let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
+            if let Some(id) = entry.file_name().to_str().and_then(id_from_file_name) {
+                ids.push(id);
+            }
+        }
+        Ok(ids)
+    }
+
+    /// A session id from an id or a unique prefix of one.
+    pub fn resolve_id(&self, wanted: &str) -> Result<String> {
+        validate_id(wanted)?;
+        if self.session_path(wanted).is_file() {
+            return Ok(wanted.to_string());
+        }
+        let mut matches: Vec<String> =
+            self.session_ids()?.into_iter().filter(|id| id.starts_with(wanted)).collect();
+        matches.sort();
+        match matches.len() {
+            1 => Ok(matches.remove(0)),
+            0 => Err(Failure::usage(format!("no session `{wanted}`"))
+                .hint("list sessions with `cca sessions`")
+                .into()),
+            n => {
+                let shown: Vec<&str> = matches.iter().take(10).map(String::as_str).collect();
+                let more = if n > 10 { format!(" and {} more", n - 10) } else { String::new() };
+                Err(Failure::usage(format!("`{wanted}` matches {n} sessions"))
+                    .hint(format!("give more of the id: {}{more}", shown.join(", ")))
+                    .into())
+            }
+        }
+    }
+
+    /// Takes the session's lock, the one writer allowed at a time. If another cca holds it,
+    /// `on_wait` is called (to say so) and this waits, unless `wait` is false.
+    pub fn lock(&self, id: &str, wait: bool, on_wait: impl FnOnce()) -> Result<SessionLock> {
+        self.ensure()?;
+        let path = self.locks_dir().join(format!("{id}.lock"));
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(FILE_MODE)
+            .open(&path)
+            .with_context(|| format!("cannot open the lock {}", path.display()))?;
+        match file.try_lock() {
+            Ok(()) => return Ok(SessionLock { _file: file }),
+            Err(fs::TryLockError::WouldBlock) => {}
+            Err(fs::TryLockError::Error(e)) => {
+                return Err(e).with_context(|| format!("cannot lock {}", path.display()));
+            }
+        }
+        if !wait {
+            return Err(Failure::new(
+                exit::BUSY,
+                format!("session {id} is busy: another cca is answering in it"),
+            )
+            .hint("try again when it is done, or leave out --no-wait to wait for it")
+            .into());
+        }
+        on_wait();
+        file.lock().with_context(|| format!("cannot lock {}", path.display()))?;
+        Ok(SessionLock { _file: file })
+    }
+
+    /// Opens a session for reading.
+    pub fn open_session(&self, id: &str) -> Result<File> {
+        let path = self.session_path(id);
+        File::open(&path).with_context(|| format!("cannot open {}", path.display()))
+    }
+
+    /// Reads a session's summary: header, live context, counts, problems.
+    pub fn summarize(&self, id: &str) -> Result<Summary> {
+        let path = self.session_path(id);
+        let file = self.open_session(id)?;
+        let summary = transcript::summarize(BufReader::with_capacity(256 * 1024, file))
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        summary.map_err(|e| not_transcript(&path, id, e))
+    }
+
+    /// A file to tee an answer into as it streams: unnamed, private, gone when dropped.
+    pub fn scratch_file(&self) -> Result<File> {
+        self.ensure()?;
+        tempfile::tempfile_in(self.sessions_dir()).with_context(|| {
+            format!("cannot create a scratch file in {}", self.sessions_dir().display())
+        })
+    }
+
+    /// A private folder for files handed to an engine (system prompt, history); removed on drop.
+    pub fn engine_scratch_dir(&self) -> Result<tempfile::TempDir> {
+        self.ensure()?;
+        tempfile::Builder::new()
+            .prefix(".engine-")
+            .tempdir_in(&self.home)
+            .with_context(|| format!("cannot create a folder in {}", self.home.display()))
+    }
+
+    /// Writes a file inside a folder from [`Self::engine_scratch_dir`].
+    pub fn write_private(&self, path: &Path, contents: &[u8]) -> Result<()> {
+        let mut file = OpenOptions::new()
+            .create_new(true)
+            .write(true)
+            .mode(FILE_MODE)
+            .open(path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        file.write_all(contents).with_context(|| format!("cannot write {}", path.display()))
+    }
+}
+
+/// Held while a session is being read and appended to; released on drop.
+#[derive(Debug)]
+pub struct SessionLock {
+    _file: File,
+}
+
+/// Appends records to a session. Use only while holding its [`SessionLock`].
+pub struct Appender {
+    file: File,
+    path: PathBuf,
+}
+
+impl Appender {
+    pub fn open(store: &Store, id: &str) -> Result<Appender> {
+        let path = store.session_path(id);
+        let file = OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("cannot open {} to append", path.display()))?;
+        Ok(Appender { file, path })
+    }
+
+    /// Appends `bytes` with one write and an fsync. If the write fails (disk full), the file is
+    /// cut back to where it was, so a failed append leaves nothing half-written.
+    pub fn append(&mut self, bytes: &[u8]) -> Result<()> {
+        self.append_with(|w| w.write_all(bytes))
+    }
+
+    /// Like [`Self::append`], for records written in pieces (a large answer streamed from disk).
+    pub fn append_with(&mut self, write: impl FnOnce(&mut File) -> io::Result<()>) -> Result<()> {
+        let before = self
+            .file
+            .seek(SeekFrom::End(0))
+            .with_context(|| format!("cannot append to {}", self.path.display()))?;
+        let result = write(&mut self.file).and_then(|()| self.file.sync_data());
+        if let Err(e) = result {
+            let _ = self.file.set_len(before);
+            let _ = self.file.sync_data();
+            return Err(e).with_context(|| {
+                format!("cannot append to {} (nothing was changed)", self.path.display())
+            });
+        }
+        Ok(())
+    }
+}
+
+pub fn file_name(id: &str) -> String {
+    format!("{PREFIX}{id}{SUFFIX}")
+}
+
+fn id_from_file_name(name: &str) -> Option<String> {
+    let id = name.strip_prefix(PREFIX)?.strip_suffix(SUFFIX)?;
+    validate_id(id).ok().map(|()| id.to_string())
+}
+
+/// Session ids are plain names: letters, digits, `-` and `_`; never a path.
+pub fn validate_id(id: &str) -> Result<()> {
+    if !id.is_empty()
+        && id.len() <= 128
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Ok(());
+    }
+    bail!(
+        Failure::usage(format!("`{id}` is not a session id"))
+            .hint("ids look like 20261121-101500; list them with `cca sessions`")
+    )
+}
+
+fn not_transcript(path: &Path, id: &str, e: NotTranscript) -> anyhow::Error {
+    Failure::new(exit::ERROR, format!("{} is not a transcript cca can read ({e})", path.display()))
+        .hint(format!(
+            "repair it by hand (`$EDITOR \"{}\"`), or start a new session; the id was {id}",
+            path.display()
+        ))
+        .into()
+}
+
+fn read_optional(path: &Path) -> Result<Option<String>> {
+    match fs::read(path) {
+        Ok(bytes) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| Failure::usage(format!("{} is not UTF-8 text", path.display())).into()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+/// Reads a text file the user named (a prompt file).
+pub fn read_text(path: &Path) -> Result<String> {
+    let mut bytes = Vec::new();
+    File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut bytes))
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    String::from_utf8(bytes)
+        .map_err(|_| Failure::usage(format!("{} is not UTF-8 text", path.display())).into())
+}
+
+fn make_private_dir(dir: &Path) -> Result<()> {
+    match fs::DirBuilder::new().mode(DIR_MODE).create(dir) {
+        Ok(()) => set_mode(dir, DIR_MODE),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot create the folder {}", dir.display())),
+    }
+}
+
+fn set_mode(path: &Path, mode: u32) -> Result<()> {
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+        .with_context(|| format!("cannot set permissions on {}", path.display()))
+}
+
+/// Replaces a file's contents atomically: temp file in the same folder, fsync, rename.
+pub fn replace_file(path: &Path, contents: &[u8]) -> Result<()> {
+    let dir = path.parent().context("a file to replace has a folder")?;
+    let mut temp = tempfile::Builder::new()
+        .prefix(".replace-")
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot create a file in {}", dir.display()))?;
+    temp.write_all(contents)
+        .and_then(|()| temp.as_file().sync_data())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    set_mode(temp.path(), FILE_MODE)?;
+    temp.persist(path).with_context(|| format!("cannot replace {}", path.display()))?;
+    sync_dir(dir);
+    Ok(())
+}
+
+/// Makes a rename or creation in `dir` durable. Best effort: not every file system allows it.
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_never_paths() {
+        for bad in ["", "..", "a/b", "/etc", "a b", "x.md", "../../x"] {
+            assert!(validate_id(bad).is_err(), "{bad}");
+        }
+        validate_id("20261121-101500-2").unwrap();
+        assert_eq!(
+            id_from_file_name("session_20261121-101500.md").as_deref(),
+            Some("20261121-101500")
+        );
+        assert_eq!(id_from_file_name("session_../x.md"), None);
+        assert_eq!(id_from_file_name("latest"), None);
+    }
+}

@@ -1,0 +1,264 @@
+//! The test environment: each test runs the built `cca` in its own temp HOME and CCA_HOME, with
+//! fake engines first on PATH, a fixed clock, and a timeout on every process it starts.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// No test process may run longer than this: a hang fails the test instead of stalling CI.
+pub const TIMEOUT: Duration = Duration::from_secs(60);
+pub const NOW: &str = "2026-11-21T10:15:00Z";
+pub const STAMP: &str = "20261121-101500";
+
+pub fn cca_exe() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_cca"))
+}
+
+/// The fake engine, built by `cargo test` as the `fake-engine` example target.
+pub fn fake_engine() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/..");
+    let path = profile_dir.join("examples").join("fake-engine");
+    assert!(path.is_file(), "{} is missing: run the tests with `cargo test`", path.display());
+    path
+}
+
+pub struct TestEnv {
+    pub root: tempfile::TempDir,
+    pub home: PathBuf,
+    pub cca_home: PathBuf,
+    pub bin: PathBuf,
+    pub log: PathBuf,
+    pub work: PathBuf,
+}
+
+impl TestEnv {
+    /// An environment with fake `claude` and `gemini` on PATH.
+    pub fn new() -> TestEnv {
+        Self::with_engines(&["claude", "gemini"])
+    }
+
+    pub fn with_engines(names: &[&str]) -> TestEnv {
+        let root = tempfile::tempdir().expect("a temp dir");
+        let r = root.path();
+        let (home, bin, log, work) = (r.join("home"), r.join("bin"), r.join("log"), r.join("work"));
+        for d in [&home, &bin, &log, &work] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        let env = TestEnv { cca_home: home.join(".cca"), root, home, bin, log, work };
+        for name in names {
+            env.add_engine(name);
+        }
+        env
+    }
+
+    /// Puts the fake engine on PATH under this name.
+    pub fn add_engine(&self, name: &str) -> PathBuf {
+        let path = self.bin.join(name);
+        std::os::unix::fs::symlink(fake_engine(), &path).unwrap();
+        path
+    }
+
+    pub fn path_var(&self) -> String {
+        format!("{}:/usr/local/bin:/usr/bin:/bin", self.bin.display())
+    }
+
+    /// A `cca` command in this environment, with nothing of the test process's environment.
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(cca_exe());
+        cmd.env_clear()
+            .env("HOME", &self.home)
+            .env("CCA_HOME", &self.cca_home)
+            .env("PATH", self.path_var())
+            .env("CCA_NOW", NOW)
+            .env("TERM", "dumb")
+            .env("FAKE_LOG_DIR", &self.log)
+            .current_dir(&self.work)
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs `cca ARGS` to completion (with a timeout), stdin from `input` if given.
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.run_with(args, None, &[])
+    }
+
+    pub fn run_with(&self, args: &[&str], input: Option<&[u8]>, env: &[(&str, &str)]) -> Run {
+        let mut cmd = self.command();
+        cmd.args(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        run_command(cmd, input)
+    }
+
+    /// What each engine call received, in order: argv, stdin, env.
+    pub fn calls(&self) -> Vec<Value> {
+        let mut calls = Vec::new();
+        for n in 1.. {
+            let path = self.log.join(format!("call-{n}.json"));
+            if !path.exists() {
+                break;
+            }
+            calls.push(serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap());
+        }
+        calls
+    }
+
+    pub fn last_call(&self) -> Value {
+        self.calls().pop().expect("the engine was called")
+    }
+
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.cca_home.join("sessions")
+    }
+
+    pub fn session_path(&self, id: &str) -> PathBuf {
+        self.sessions_dir().join(format!("session_{id}.md"))
+    }
+
+    /// The transcript `latest` points at.
+    pub fn latest(&self) -> String {
+        std::fs::read_to_string(self.sessions_dir().join("latest")).expect("a latest session")
+    }
+
+    pub fn session_files(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.sessions_dir())
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with("session_"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    pub fn write_config(&self, text: &str) {
+        std::fs::create_dir_all(&self.cca_home).unwrap();
+        std::fs::write(self.cca_home.join("config.toml"), text).unwrap();
+    }
+}
+
+/// A finished run.
+#[derive(Debug)]
+pub struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    #[track_caller]
+    pub fn ok(&self) -> &Run {
+        assert_eq!(self.code, Some(0), "expected success\n{self}");
+        self
+    }
+
+    #[track_caller]
+    pub fn code(&self, code: i32) -> &Run {
+        assert_eq!(self.code, Some(code), "expected exit {code}\n{self}");
+        self
+    }
+
+    #[track_caller]
+    pub fn stderr_has(&self, text: &str) -> &Run {
+        assert!(self.stderr.contains(text), "stderr lacks {text:?}\n{self}");
+        self
+    }
+}
+
+impl std::fmt::Display for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit: {:?}\n--- stdout\n{}\n--- stderr\n{}", self.code, self.stdout, self.stderr)
+    }
+}
+
+/// Runs a command to completion, killing it if it outlives [`TIMEOUT`].
+pub fn run_command(mut cmd: Command, input: Option<&[u8]>) -> Run {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    if input.is_some() {
+        cmd.stdin(Stdio::piped());
+    }
+    let mut child = cmd.spawn().expect("spawn");
+    if let Some(input) = input {
+        let mut stdin = child.stdin.take().unwrap();
+        let input = input.to_vec();
+        std::thread::spawn(move || {
+            use std::io::Write;
+            let _ = stdin.write_all(&input);
+        });
+    }
+    let output = wait_with_timeout(child, TIMEOUT);
+    Run {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// Waits for a child, reading its output; kills it and fails the test after `timeout`.
+pub fn wait_with_timeout(child: Child, timeout: Duration) -> Output {
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(timeout) {
+        Ok(output) => output.expect("wait"),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("the process did not finish within {timeout:?}");
+        }
+    }
+}
+
+/// Kills a spawned child if the test ends (or panics) before it does.
+pub struct Guard(pub Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Polls `check` until it is true or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    check()
+}
+
+/// Whether a process exists (and is not a zombie).
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'),
+        Err(_) => false,
+    }
+}
+
+/// The text of a call's stdin between `<tag>` and `</tag>` (the first such part).
+pub fn tag<'a>(stdin: &'a str, name: &str) -> Option<&'a str> {
+    let open = format!("<{name}>\n");
+    let close = format!("\n</{name}>");
+    let start = stdin.find(&open)? + open.len();
+    let end = stdin[start..].find(&close)? + start;
+    Some(&stdin[start..end])
+}
+
+pub fn stdin_of(call: &Value) -> &str {
+    call["stdin"].as_str().expect("stdin recorded")
+}
+
+pub fn argv_of(call: &Value) -> Vec<&str> {
+    call["argv"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect()
+}

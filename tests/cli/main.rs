@@ -1,0 +1,5 @@
+//! Integration tests: the built `cca` against fake engines, one module per area.
+
+mod common;
+mod search;
+mod signals;

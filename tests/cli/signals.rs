@@ -1,0 +1,118 @@
+//! Ctrl-C, SIGTERM and SIGHUP: the whole engine group stops, the partial answer is recorded as
+//! interrupted (never replayed), and cca exits 128 + the signal.
+
+use std::io::Read;
+use std::process::Stdio;
+use std::time::Duration;
+
+use rustix::process::{Pid, Signal};
+
+use crate::common::*;
+
+fn pid_in(path: &std::path::Path) -> i32 {
+    assert!(wait_until(TIMEOUT, || std::fs::read_to_string(path).is_ok_and(|s| !s.is_empty())));
+    std::fs::read_to_string(path).unwrap().trim().parse().unwrap()
+}
+
+/// Starts `cca search` with an engine that ignores SIGTERM and has a grandchild that does too,
+/// sends `signal` once the partial answer is out, and checks that nothing is left running.
+fn interrupt_with(signal: Signal, expected_code: i32) {
+    let env = TestEnv::new();
+    env.run(&["search", "first"]).ok();
+    let (engine_pid, grandchild_pid) =
+        (env.root.path().join("engine.pid"), env.root.path().join("grandchild.pid"));
+    let script = format!(
+        "ignore-term;grandchild {};pid {};say partial answer;hang",
+        grandchild_pid.display(),
+        engine_pid.display()
+    );
+    let mut cmd = env.command();
+    cmd.args(["search", "-r", "q-second"])
+        .env("FAKE_SCRIPT", script)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut cca = Guard(cmd.spawn().unwrap());
+    let engine = pid_in(&engine_pid);
+    let grandchild = pid_in(&grandchild_pid);
+    let mut stdout = cca.0.stdout.take().unwrap();
+    let mut seen = [0u8; 14];
+    stdout.read_exact(&mut seen).unwrap();
+    assert_eq!(&seen, b"partial answer");
+
+    rustix::process::kill_process(Pid::from_raw(cca.0.id() as i32).unwrap(), signal).unwrap();
+    let output = wait_with_timeout(
+        std::mem::replace(&mut cca.0, std::process::Command::new("true").spawn().unwrap()),
+        TIMEOUT,
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(expected_code), "{stderr}");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert!(!alive(engine), "the engine is still running");
+    assert!(!alive(grandchild), "the engine's child is still running");
+
+    let text = env.latest();
+    assert!(text.contains("<!-- cca:interrupted "), "{text}");
+    assert!(text.contains("\n\npartial answer\n<!-- cca:end -->"), "{text}");
+    assert!(text.contains("## 2. You\n\nq-second\n"), "the question is kept");
+
+    env.run(&["search", "-r", "third"]).ok();
+    let stdin = stdin_of(&env.last_call()).to_string();
+    assert!(!stdin.contains("partial answer") && !stdin.contains("q-second"), "{stdin}");
+}
+
+#[test]
+fn ctrl_c_stops_the_engine_group_and_records_the_partial_answer() {
+    interrupt_with(Signal::INT, 130);
+}
+
+#[test]
+fn sigterm_exits_143() {
+    interrupt_with(Signal::TERM, 143);
+}
+
+#[test]
+fn sighup_exits_129() {
+    interrupt_with(Signal::HUP, 129);
+}
+
+#[test]
+fn a_second_ctrl_c_kills_at_once() {
+    let env = TestEnv::new();
+    let engine_pid = env.root.path().join("engine.pid");
+    let mut cmd = env.command();
+    cmd.args(["search", "q"])
+        .env("FAKE_SCRIPT", format!("ignore-term;pid {};hang", engine_pid.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut cca = Guard(cmd.spawn().unwrap());
+    let engine = pid_in(&engine_pid);
+    let pid = Pid::from_raw(cca.0.id() as i32).unwrap();
+    rustix::process::kill_process(pid, Signal::INT).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(alive(engine), "the engine ignores SIGTERM, so it waits for the grace period");
+    rustix::process::kill_process(pid, Signal::INT).unwrap();
+    assert!(
+        wait_until(Duration::from_millis(1500), || !alive(engine)),
+        "a second Ctrl-C kills at once"
+    );
+    let status = wait_with_timeout(
+        std::mem::replace(&mut cca.0, std::process::Command::new("true").spawn().unwrap()),
+        TIMEOUT,
+    )
+    .status;
+    assert_eq!(status.code(), Some(130));
+}
+
+#[test]
+fn leftovers_of_a_finished_engine_are_stopped() {
+    let env = TestEnv::new();
+    let grandchild_pid = env.root.path().join("grandchild.pid");
+    let run = env.run_with(
+        &["search", "q"],
+        None,
+        &[("FAKE_SCRIPT", &format!("grandchild {};echo", grandchild_pid.display()))],
+    );
+    run.ok();
+    assert_eq!(run.stdout, "ECHO: q");
+    assert!(!alive(pid_in(&grandchild_pid)));
+}

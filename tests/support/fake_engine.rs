@@ -1,0 +1,273 @@
+//! A fake engine for cca's tests and benchmarks: a small program driven by a script.
+//!
+//! Linked or copied as `claude` it speaks claude's stream-json, as `gemini` gemini's stream-json,
+//! under any other name plain text. The script comes from `FAKE_SCRIPT_<N>` (for the N-th call)
+//! or `FAKE_SCRIPT`, steps separated by `;` (default: `echo`):
+//!
+//! ```text
+//! echo              answer "ECHO: " + the question (the last <user_query>, or all of stdin)
+//! say TEXT          answer TEXT (`\n` is a newline)
+//! bytes N           answer N bytes of text, in lines
+//! raw TEXT          write TEXT to stdout as is, outside any format
+//! rawbytes HEX      write these bytes to stdout as is
+//! err TEXT          write TEXT to stderr
+//! sleep MS          wait
+//! fail TEXT         fail the way the engine does (claude: an is_error result; others: stderr), exit 1
+//! tool NAME ARG     claude/gemini: report a tool call
+//! exit N            stop here with this status (after finishing the format's last lines if 0)
+//! hang              sleep forever
+//! ignore-term       ignore SIGTERM from now on
+//! pid FILE          write this process's pid to FILE
+//! grandchild FILE   start a child that ignores SIGTERM and hangs, holding stdout; its pid goes to FILE
+//! nostdin           do not read stdin (by default it is read whole before the first step)
+//! ```
+//!
+//! With `FAKE_LOG_DIR` set, each call writes `call-N.json` there: argv, stdin, and the
+//! environment variables whose names start with `GEMINI_`, `CLAUDE_` or `CCA_`.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::Duration;
+
+fn main() {
+    let argv: Vec<String> = std::env::args().collect();
+    let name = Path::new(&argv[0]).file_name().and_then(|n| n.to_str()).unwrap_or("").to_string();
+    let format = match name.as_str() {
+        "claude" => Format::Claude,
+        "gemini" => Format::Gemini,
+        _ => Format::Text,
+    };
+    let (call, log_dir) = match std::env::var_os("FAKE_LOG_DIR") {
+        Some(dir) => (claim_call_number(Path::new(&dir)), Some(dir)),
+        None => (1, None),
+    };
+    let script = std::env::var(format!("FAKE_SCRIPT_{call}"))
+        .or_else(|_| std::env::var("FAKE_SCRIPT"))
+        .unwrap_or_else(|_| "echo".to_string());
+    let steps: Vec<&str> = script.split(';').map(str::trim).filter(|s| !s.is_empty()).collect();
+
+    let mut stdin = Vec::new();
+    if !steps.contains(&"nostdin") {
+        std::io::stdin().read_to_end(&mut stdin).expect("read stdin");
+    }
+    let stdin = String::from_utf8_lossy(&stdin).into_owned();
+    if let Some(dir) = log_dir {
+        let env: serde_json::Map<String, serde_json::Value> = std::env::vars()
+            .filter(|(k, _)| {
+                k.starts_with("GEMINI_") || k.starts_with("CLAUDE_") || k.starts_with("CCA_")
+            })
+            .map(|(k, v)| (k, serde_json::Value::String(v)))
+            .collect();
+        // Files named in arguments (system prompt, history) are gone after the call: keep them.
+        let mut named: Vec<String> =
+            argv[1..].iter().filter(|a| a.starts_with('/')).cloned().collect();
+        named.extend(std::env::var("GEMINI_SYSTEM_MD").ok());
+        let files: serde_json::Map<String, serde_json::Value> = named
+            .into_iter()
+            .filter(|a| Path::new(a).is_file())
+            .map(|a| {
+                let text = std::fs::read_to_string(&a).unwrap_or_default();
+                (a, serde_json::Value::String(text))
+            })
+            .collect();
+        let record =
+            serde_json::json!({ "argv": argv, "stdin": stdin, "env": env, "files": files });
+        let path = Path::new(&dir).join(format!("call-{call}.json"));
+        std::fs::write(&path, record.to_string()).expect("write the call log");
+    }
+
+    let mut out = Out { format, started: false, text: String::new() };
+    out.start();
+    for step in steps {
+        let (word, arg) = step.split_once(' ').unwrap_or((step, ""));
+        let arg_text = arg.replace("\\n", "\n");
+        match word {
+            "echo" => {
+                let query = last_query(&stdin);
+                out.say(&format!("ECHO: {query}"));
+            }
+            "say" => out.say(&arg_text),
+            "bytes" => {
+                let mut left: usize = arg.parse().expect("bytes N");
+                let line = "The quick brown fox jumps over the lazy dog; pack my box with five dozen jugs.\n";
+                let mut chunk = String::new();
+                while left > 0 {
+                    chunk.clear();
+                    while chunk.len() < 64 * 1024 && left > 0 {
+                        let take = left.min(line.len());
+                        chunk.push_str(&line[..take]);
+                        left -= take;
+                    }
+                    out.say(&chunk);
+                }
+            }
+            "raw" => write_stdout(arg_text.as_bytes()),
+            "rawbytes" => {
+                let bytes: Vec<u8> = (0..arg.len() / 2)
+                    .map(|i| u8::from_str_radix(&arg[2 * i..2 * i + 2], 16).expect("hex"))
+                    .collect();
+                write_stdout(&bytes);
+            }
+            "err" => {
+                let mut e = std::io::stderr();
+                let _ = e.write_all(format!("{arg_text}\n").as_bytes());
+            }
+            "sleep" => std::thread::sleep(Duration::from_millis(arg.parse().expect("sleep MS"))),
+            "fail" => {
+                out.fail(&arg_text);
+                std::process::exit(1);
+            }
+            "tool" => {
+                let (tool, input) = arg.split_once(' ').unwrap_or((arg, ""));
+                out.tool(tool, input);
+            }
+            "exit" => {
+                let code: i32 = arg.parse().expect("exit N");
+                if code == 0 {
+                    out.end();
+                }
+                std::process::exit(code);
+            }
+            "hang" => loop {
+                std::thread::sleep(Duration::from_secs(3600));
+            },
+            "ignore-term" => unsafe {
+                libc_signal(15, 1);
+            },
+            "pid" => std::fs::write(arg, std::process::id().to_string()).expect("write pid"),
+            "grandchild" => {
+                let me = std::env::current_exe().expect("current exe");
+                let child = std::process::Command::new(me)
+                    .env("FAKE_SCRIPT", format!("nostdin;ignore-term;pid {arg};hang"))
+                    .env_remove("FAKE_LOG_DIR")
+                    .stdin(std::process::Stdio::null())
+                    .spawn()
+                    .expect("spawn a grandchild");
+                // Wait until it has written its pid, so the test knows it exists.
+                while !Path::new(arg).exists() {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                std::mem::forget(child);
+            }
+            "nostdin" => {}
+            other => panic!("fake engine: unknown step `{other}`"),
+        }
+    }
+    out.end();
+}
+
+/// Claims the next call number in the log folder, race-free across concurrent calls.
+fn claim_call_number(dir: &Path) -> u64 {
+    for n in 1.. {
+        let claim = dir.join(format!(".claim-{n}"));
+        if std::fs::OpenOptions::new().write(true).create_new(true).open(&claim).is_ok() {
+            return n;
+        }
+    }
+    unreachable!()
+}
+
+/// The text of the last `<user_query>`, or all of stdin when there is none.
+fn last_query(stdin: &str) -> String {
+    match (stdin.rfind("<user_query>\n"), stdin.rfind("\n</user_query>")) {
+        (Some(start), Some(end)) if end >= start + 13 => stdin[start + 13..end].to_string(),
+        _ => stdin.trim_end().to_string(),
+    }
+}
+
+fn write_stdout(bytes: &[u8]) {
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(bytes);
+    let _ = o.flush();
+}
+
+unsafe extern "C" {
+    #[link_name = "signal"]
+    fn libc_signal(signum: i32, handler: usize) -> usize;
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Format {
+    Claude,
+    Gemini,
+    Text,
+}
+
+struct Out {
+    format: Format,
+    started: bool,
+    text: String,
+}
+
+impl Out {
+    fn line(&self, value: serde_json::Value) {
+        write_stdout(format!("{value}\n").as_bytes());
+    }
+
+    fn start(&mut self) {
+        match self.format {
+            Format::Claude => self.line(serde_json::json!({"type":"system","subtype":"init","session_id":"fake","model":"fake-claude"})),
+            Format::Gemini => self.line(serde_json::json!({"type":"init","session_id":"fake","model":"fake-gemini"})),
+            Format::Text => {}
+        }
+    }
+
+    fn say(&mut self, text: &str) {
+        self.text.push_str(text);
+        match self.format {
+            Format::Claude => {
+                if !self.started {
+                    self.line(serde_json::json!({"type":"stream_event","event":{"type":"message_start","message":{"id":"msg_fake_1","role":"assistant","content":[]}}}));
+                    self.line(serde_json::json!({"type":"stream_event","event":{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}}));
+                }
+                self.line(serde_json::json!({"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":text}}}));
+            }
+            Format::Gemini => self.line(serde_json::json!({"type":"message","role":"assistant","content":text,"delta":true})),
+            Format::Text => write_stdout(text.as_bytes()),
+        }
+        self.started = true;
+    }
+
+    fn tool(&mut self, name: &str, input: &str) {
+        match self.format {
+            Format::Claude => self.line(serde_json::json!({"type":"assistant","message":{"id":"msg_fake_tool","role":"assistant","content":[{"type":"tool_use","name":name,"input":{"query":input}}]}})),
+            Format::Gemini => self.line(serde_json::json!({"type":"tool_use","tool_name":name,"parameters":{"query":input}})),
+            Format::Text => {}
+        }
+    }
+
+    fn fail(&mut self, message: &str) {
+        match self.format {
+            Format::Claude => {
+                self.line(serde_json::json!({"type":"assistant","message":{"id":"err","role":"assistant","model":"<synthetic>","content":[{"type":"text","text":message}]},"error":"server_error","is_api_error_message":true}));
+                self.line(serde_json::json!({"type":"result","subtype":"success","is_error":true,"result":message,"usage":{"input_tokens":0,"output_tokens":0},"total_cost_usd":0}));
+            }
+            Format::Gemini => {
+                let _ = std::io::stderr().write_all(
+                    format!(
+                        "Error when talking to Gemini API: {message}\n    at fake (fake.js:1:1)\n"
+                    )
+                    .as_bytes(),
+                );
+                self.line(serde_json::json!({"type":"result","status":"error","error":{"type":"unknown","message":message}}));
+            }
+            Format::Text => {
+                let _ = std::io::stderr().write_all(format!("{message}\n").as_bytes());
+            }
+        }
+    }
+
+    fn end(&mut self) {
+        match self.format {
+            Format::Claude => {
+                if self.started {
+                    self.line(serde_json::json!({"type":"assistant","message":{"id":"msg_fake_1","role":"assistant","content":[{"type":"text","text":self.text}]}}));
+                    self.line(serde_json::json!({"type":"stream_event","event":{"type":"message_stop"}}));
+                }
+                self.line(serde_json::json!({"type":"result","subtype":"success","is_error":false,"result":self.text,"usage":{"input_tokens":12,"output_tokens":34},"total_cost_usd":0.0015}));
+            }
+            Format::Gemini => self.line(serde_json::json!({"type":"result","status":"success","stats":{"input_tokens":12,"output_tokens":34}})),
+            Format::Text => {}
+        }
+    }
+}
