@@ -4,7 +4,9 @@ use std::io::{self, IsTerminal, Read, Write};
 
 use anyhow::{Context, Result};
 
-use crate::cli::{AskArgs, Cli, Command};
+use clap::CommandFactory;
+
+use crate::cli::{AskArgs, Cli, Command, CompletionShell};
 use crate::config::{self, Env, Flags, Settings};
 use crate::error::{Failure, exit};
 use crate::store::Store;
@@ -28,7 +30,30 @@ pub fn run(cli: Cli) -> Result<u8> {
             print(crate::shell::init(shell))?;
             Ok(exit::OK)
         }
+        Command::Completions { shell } => {
+            print(&completions(shell)?)?;
+            Ok(exit::OK)
+        }
+        Command::Man => {
+            let mut page = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut page)
+                .context("cannot render the man page")?;
+            print(&String::from_utf8_lossy(&page))?;
+            Ok(exit::OK)
+        }
     }
+}
+
+/// The shell code that registers completions; the shell then asks `cca` for candidates.
+pub fn completions(shell: CompletionShell) -> Result<String> {
+    let shells = clap_complete::env::Shells::builtins();
+    let completer = shells.completer(shell.name()).context("a built-in shell")?;
+    let mut out = Vec::new();
+    completer
+        .write_registration(crate::cli::COMPLETE_VAR, "cca", "cca", "cca", &mut out)
+        .context("cannot write completions")?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
 /// Resolves settings for a command, given its flags.

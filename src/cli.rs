@@ -5,6 +5,27 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap_complete::engine::{ArgValueCandidates, CompletionCandidate};
+
+/// The variable that makes `cca` answer a completion request instead of running.
+pub const COMPLETE_VAR: &str = "CCA_COMPLETE";
+
+// Completion candidates are looked up when the shell asks, through `crate::complete`.
+fn session_candidates() -> ArgValueCandidates {
+    ArgValueCandidates::new(|| candidates(crate::complete::session_ids()))
+}
+
+fn prompt_candidates() -> ArgValueCandidates {
+    ArgValueCandidates::new(|| candidates(crate::complete::prompt_names()))
+}
+
+fn engine_candidates() -> ArgValueCandidates {
+    ArgValueCandidates::new(|| candidates(crate::complete::engine_names()))
+}
+
+fn candidates(values: Vec<String>) -> Vec<CompletionCandidate> {
+    values.into_iter().map(CompletionCandidate::new).collect()
+}
 
 const SEARCH_EXAMPLES: &str = "\
 Examples:
@@ -56,6 +77,45 @@ pub enum Command {
         #[arg(value_enum)]
         shell: InitShell,
     },
+
+    /// Print shell completions (session ids and prompt names complete too)
+    ///
+    /// Load them at shell start-up:
+    ///   bash: source <(cca completions bash)
+    ///   zsh:  source <(cca completions zsh)
+    ///   fish: cca completions fish | source
+    ///
+    /// `make install` puts them where bash-completion, zsh and fish find them.
+    Completions {
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
+
+    /// Print the man page (roff)
+    ///
+    /// Read it with `cca man | man -l -`; `make install` installs it as cca(1).
+    Man,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
+    Elvish,
+    Powershell,
+}
+
+impl CompletionShell {
+    pub fn name(self) -> &'static str {
+        match self {
+            CompletionShell::Bash => "bash",
+            CompletionShell::Zsh => "zsh",
+            CompletionShell::Fish => "fish",
+            CompletionShell::Elvish => "elvish",
+            CompletionShell::Powershell => "powershell",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -86,12 +146,12 @@ pub struct AskArgs {
     pub query: Vec<String>,
 
     /// Continue this session: an id, or any unique start of one [env: CCA_SESSION]
-    #[arg(short, long, value_name = "ID")]
+    #[arg(short, long, value_name = "ID", add = session_candidates())]
     pub session: Option<String>,
 
     /// Engine: claude, gemini, or a name declared in config.toml [default: the first of claude
     /// and gemini on PATH; a session keeps its own] [env: CCA_ENGINE]
-    #[arg(short, long, value_name = "NAME")]
+    #[arg(short, long, value_name = "NAME", add = engine_candidates())]
     pub engine: Option<String>,
 
     /// Model, passed to the engine as is [env: CCA_MODEL]
@@ -100,7 +160,7 @@ pub struct AskArgs {
 
     /// System prompt: a built-in name, or NAME.md under $CCA_HOME/prompts
     /// [default: search_agents/haiku45; a session keeps its own] [env: CCA_PROMPT]
-    #[arg(short, long, value_name = "NAME")]
+    #[arg(short, long, value_name = "NAME", add = prompt_candidates())]
     pub prompt: Option<String>,
 
     /// System prompt from a file

@@ -8,6 +8,7 @@
 
 pub mod app;
 pub mod cli;
+pub mod complete;
 pub mod config;
 pub mod engine;
 pub mod error;
@@ -25,6 +26,11 @@ use clap::Parser;
 
 /// Parses the command line, runs the command, and turns the result into an exit code.
 pub fn main() -> ExitCode {
+    // A completion request from the shell (see `cca completions`) is answered and exits here.
+    clap_complete::CompleteEnv::with_factory(<cli::Cli as clap::CommandFactory>::command)
+        .var(cli::COMPLETE_VAR)
+        .completer("cca")
+        .complete();
     let cli = cli::Cli::parse();
     match app::run(cli) {
         Ok(code) => ExitCode::from(code),

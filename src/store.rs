@@ -66,6 +66,28 @@ impl Store {
         read_optional(&self.home.join("prompts").join(format!("{name}.md")))
     }
 
+    /// Names of the user's own prompts: `$CCA_HOME/prompts/**/NAME.md`.
+    pub fn prompt_names(&self) -> Result<Vec<String>> {
+        fn walk(dir: &Path, prefix: &str, names: &mut Vec<String>) {
+            let Ok(entries) = fs::read_dir(dir) else { return };
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let path = entry.path();
+                if path.is_dir() && !name.starts_with('.') {
+                    walk(&path, &format!("{prefix}{name}/"), names);
+                } else if let Some(stem) = name.strip_suffix(".md") {
+                    let full = format!("{prefix}{stem}");
+                    if crate::prompt::validate_name(&full).is_ok() {
+                        names.push(full);
+                    }
+                }
+            }
+        }
+        let mut names = Vec::new();
+        walk(&self.home.join("prompts"), "", &mut names);
+        Ok(names)
+    }
+
     pub fn session_path(&self, id: &str) -> PathBuf {
         self.sessions_dir().join(file_name(id))
     }

@@ -21,7 +21,11 @@ pub fn fake_engine() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
     let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/..");
     let path = profile_dir.join("examples").join("fake-engine");
-    assert!(path.is_file(), "{} is missing: run the tests with `cargo test`", path.display());
+    assert!(
+        path.is_file(),
+        "{} is missing: `cargo test` builds it; with a target filter, run `cargo build --examples` first",
+        path.display()
+    );
     path
 }
 

@@ -2,4 +2,5 @@
 
 mod common;
 mod search;
+mod shell;
 mod signals;

@@ -1,0 +1,70 @@
+# cca: build, test, install, bench. `make test` is the full test suite; CI runs it (.ci/run).
+
+PREFIX ?= $(HOME)/.local
+BUILD := build
+CARGO ?= cargo
+
+# The real engines and the third-party engine the tests drive, pinned.
+CLAUDE_CODE_VERSION := 2.1.329
+GEMINI_CLI_VERSION := 0.61.0
+LLM_VERSION := 0.36
+LLM_ECHO_VERSION := 0.5
+
+ENGINES := $(BUILD)/engines
+LLM_VENV := $(BUILD)/llm-venv
+
+# Tests find the real programs here.
+export CCA_TEST_CLAUDE := $(abspath $(ENGINES))/node_modules/.bin/claude
+export CCA_TEST_GEMINI := $(abspath $(ENGINES))/node_modules/.bin/gemini
+export CCA_TEST_LLM := $(abspath $(LLM_VENV))/bin/llm
+
+.PHONY: build test engines llm install uninstall bench clean
+
+build:
+	$(CARGO) build --release --locked
+
+## The full test suite: unit, property and integration tests, and the real engines.
+test: engines llm
+	$(CARGO) test --locked
+
+## The real `claude` and `gemini` programs from npm, into build/ (nothing global).
+engines: $(ENGINES)/.installed
+$(ENGINES)/.installed:
+	mkdir -p $(ENGINES)
+	npm install --prefix $(ENGINES) --no-save --no-audit --no-fund --loglevel=error \
+		@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @google/gemini-cli@$(GEMINI_CLI_VERSION)
+	$(CCA_TEST_CLAUDE) --version
+	$(CCA_TEST_GEMINI) --version
+	touch $@
+
+## `llm` from PyPI with its echo plugin, in a virtual environment under build/.
+llm: $(LLM_VENV)/.installed
+$(LLM_VENV)/.installed:
+	python3 -m venv $(LLM_VENV)
+	$(LLM_VENV)/bin/pip install --quiet --disable-pip-version-check \
+		llm==$(LLM_VERSION) llm-echo==$(LLM_ECHO_VERSION)
+	touch $@
+
+## Installs cca, its shell completions and its man page under PREFIX (default ~/.local).
+install:
+	$(CARGO) install --locked --path . --root $(PREFIX) --force
+	install -d $(PREFIX)/share/bash-completion/completions $(PREFIX)/share/zsh/site-functions \
+		$(PREFIX)/share/fish/vendor_completions.d $(PREFIX)/share/man/man1
+	install -m 644 completions/cca.bash $(PREFIX)/share/bash-completion/completions/cca
+	install -m 644 completions/_cca $(PREFIX)/share/zsh/site-functions/_cca
+	install -m 644 completions/cca.fish $(PREFIX)/share/fish/vendor_completions.d/cca.fish
+	$(PREFIX)/bin/cca man > $(PREFIX)/share/man/man1/cca.1
+
+uninstall:
+	$(CARGO) uninstall --root $(PREFIX) cca
+	rm -f $(PREFIX)/share/bash-completion/completions/cca $(PREFIX)/share/zsh/site-functions/_cca \
+		$(PREFIX)/share/fish/vendor_completions.d/cca.fish $(PREFIX)/share/man/man1/cca.1
+
+## Benchmarks; results go to BENCHMARKS.md by hand from what this prints.
+bench: llm
+	$(CARGO) build --release --locked --examples
+	$(CARGO) run --release --locked --example bench
+
+clean:
+	$(CARGO) clean
+	rm -rf $(BUILD)
