@@ -91,6 +91,11 @@ pub enum Command {
         shell: CompletionShell,
     },
 
+    /// Check the setup: engines found (path, version), the default, and CCA_HOME's state
+    ///
+    /// Says what to do about each problem. Exits 1 when no engine is usable.
+    Doctor,
+
     /// Print the man page (roff)
     ///
     /// Read it with `cca man | man -l -`; `make install` installs it as cca(1).

@@ -6,8 +6,8 @@
 //! output decoding (`engine`) -> spawn, stream, signals (`run`) -> append (`store`).
 //! `turn` ties one turn together; `app` runs each command.
 
-pub mod app;
 pub mod cli;
+pub mod cmd;
 pub mod complete;
 pub mod config;
 pub mod engine;
@@ -31,8 +31,14 @@ pub fn main() -> ExitCode {
         .var(cli::COMPLETE_VAR)
         .completer("cca")
         .complete();
+    // A file-size limit (ulimit -f) must make a write fail with EFBIG, reported like a full
+    // disk, instead of killing cca in the middle of an append.
+    let _ = signal_hook::flag::register(
+        signal_hook::consts::SIGXFSZ,
+        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    );
     let cli = cli::Cli::parse();
-    match app::run(cli) {
+    match cmd::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(err) => ExitCode::from(error::report(&err)),
     }

@@ -437,3 +437,43 @@ pub fn describe_status(status: &ExitStatus) -> String {
         _ => "an unknown status".to_string(),
     }
 }
+
+/// Runs a short command (`claude --version`) and returns the first line it prints, or `None` if
+/// it fails or takes longer than `timeout` (then its group is killed).
+pub fn first_line_of(
+    program: &std::path::Path,
+    args: &[&str],
+    timeout: Duration,
+) -> Option<String> {
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .ok()?;
+    let group = Pid::from_child(&child);
+    let mut stdout = child.stdout.take()?;
+    let reader = thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        text
+    });
+    let deadline = Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                let text = reader.join().ok()?;
+                let line = text.lines().map(str::trim).find(|l| !l.is_empty())?.to_string();
+                return status.success().then_some(line);
+            }
+            Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(10)),
+            _ => {
+                signal_group(group, Signal::KILL);
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+}

@@ -48,6 +48,21 @@ impl Store {
         self.sessions_dir().join(LATEST)
     }
 
+    /// Fails early, and clearly, when `CCA_HOME` cannot be a folder (a file is in its way).
+    pub fn check_home(&self) -> Result<()> {
+        let blocker = self.home.ancestors().find(|p| p.exists()).filter(|p| !p.is_dir());
+        if let Some(blocker) = blocker {
+            return Err(Failure::usage(format!(
+                "CCA_HOME ({}) cannot be used: {} is not a folder",
+                self.home.display(),
+                blocker.display()
+            ))
+            .hint("set CCA_HOME to a folder you can write to, or move that file away")
+            .into());
+        }
+        Ok(())
+    }
+
     /// Creates `CCA_HOME` and its folders (0700) if missing.
     pub fn ensure(&self) -> Result<()> {
         for dir in [&self.home, &self.sessions_dir(), &self.locks_dir()] {
@@ -64,6 +79,24 @@ impl Store {
     /// `$CCA_HOME/prompts/NAME.md`, if the user has one (it overrides a built-in).
     pub fn read_prompt_override(&self, name: &str) -> Result<Option<String>> {
         read_optional(&self.home.join("prompts").join(format!("{name}.md")))
+    }
+
+    /// Temporary files an interrupted cca may have left behind (a crash before its cleanup).
+    pub fn leftovers(&self) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        for dir in [self.home.clone(), self.sessions_dir()] {
+            let Ok(entries) = fs::read_dir(&dir) else { continue };
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if [".new-session-", ".latest-", ".engine-", ".replace-"]
+                    .iter()
+                    .any(|p| name.starts_with(p))
+                {
+                    found.push(entry.path());
+                }
+            }
+        }
+        found
     }
 
     /// Names of the user's own prompts: `$CCA_HOME/prompts/**/NAME.md`.

@@ -257,6 +257,15 @@ pub fn ask(settings: &Settings, store: &Store, ask: &Ask) -> Result<TurnResult> 
         out.clear();
         body.finish(&mut out);
         file.write_all(&out)
+    })
+    .map_err(|e| {
+        let what = match kind {
+            Kind::Assistant => "the answer was shown but could not be saved",
+            _ => "the outcome of this attempt could not be saved",
+        };
+        e.context(Failure::new(exit::ERROR, what).hint(
+            "free some disk space; your question is in the transcript, and the next turn will not send it",
+        ))
     })?;
 
     report(settings, store, &id, turn, engine, model.as_deref(), ask, &ended, answer)
@@ -507,7 +516,7 @@ fn resume_target(settings: &Settings, store: &Store) -> Result<String> {
 }
 
 /// The engine for this turn: a flag wins; then the session's own; then settings; then the first
-/// of claude and gemini found on PATH (claude if neither is, so the error names it).
+/// of claude and gemini found on PATH.
 fn choose_engine(settings: &Settings, header: Option<&Header>) -> String {
     if let Some(e) = &settings.engine
         && (e.source == Source::Flag || header.is_none())
@@ -519,6 +528,12 @@ fn choose_engine(settings: &Settings, header: Option<&Header>) -> String {
     {
         return h.engine.clone();
     }
+    default_engine(settings)
+}
+
+/// The engine new sessions use: the one configured, else the first of claude and gemini found
+/// on PATH (claude if neither is, so that the error names it).
+pub fn default_engine(settings: &Settings) -> String {
     if let Some(e) = &settings.engine {
         return e.value.clone();
     }

@@ -158,6 +158,7 @@ pub fn note_line(line: &[u8], out: &mut Vec<Output>) {
 #[derive(Debug, Default)]
 pub struct TextDecoder {
     pending: Vec<u8>,
+    warned: bool,
 }
 
 impl Decoder for TextDecoder {
@@ -179,6 +180,12 @@ impl Decoder for TextDecoder {
                         Some(bad) => {
                             text.push(char::REPLACEMENT_CHARACTER);
                             rest = &after[bad..];
+                            if !self.warned {
+                                self.warned = true;
+                                out.push(Output::Note(
+                                    "cca: the engine wrote bytes that are not UTF-8; they are shown and kept as \u{fffd}".into(),
+                                ));
+                            }
                         }
                         // An incomplete character at the end: wait for the next chunk.
                         None => {
@@ -218,12 +225,13 @@ mod tests {
         }
         d.feed(b"\xff!", &mut out);
         d.finish(&mut out);
+        assert!(
+            matches!(&out[out.len() - 2], Output::Note(n) if n.contains("not UTF-8")),
+            "{out:?}"
+        );
         let text: String = out
             .into_iter()
-            .map(|o| match o {
-                Output::Text(t) => t,
-                other => panic!("{other:?}"),
-            })
+            .filter_map(|o| if let Output::Text(t) = o { Some(t) } else { None })
             .collect();
         assert_eq!(text, "héllo €\u{fffd}!");
     }

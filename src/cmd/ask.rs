@@ -1,70 +1,14 @@
-//! Runs each command: gathers input, resolves settings, and hands off to `turn` or `store`.
+//! `cca search` and `cca ,`: the question from arguments and stdin, then one turn.
 
-use std::io::{self, IsTerminal, Read, Write};
+use std::io::{self, IsTerminal, Read};
 
 use anyhow::{Context, Result};
 
-use clap::CommandFactory;
-
-use crate::cli::{AskArgs, Cli, Command, CompletionShell};
-use crate::config::{self, Env, Flags, Settings};
-use crate::error::{Failure, exit};
-use crate::store::Store;
+use super::settings;
+use crate::cli::AskArgs;
+use crate::config::Flags;
+use crate::error::Failure;
 use crate::turn::{self, Ask, OutputMode, Target};
-
-pub fn run(cli: Cli) -> Result<u8> {
-    match cli.command {
-        Command::Search(args) => {
-            let target = match (&args.ask.session, args.resume) {
-                (Some(id), _) => Target::Session(id.clone()),
-                (None, true) => Target::Resume,
-                (None, false) => Target::New,
-            };
-            search(&args.ask, target)
-        }
-        Command::Comma(ask) => {
-            let target = ask.session.clone().map_or(Target::Resume, Target::Session);
-            search(&ask, target)
-        }
-        Command::Init { shell } => {
-            print(crate::shell::init(shell))?;
-            Ok(exit::OK)
-        }
-        Command::Completions { shell } => {
-            print(&completions(shell)?)?;
-            Ok(exit::OK)
-        }
-        Command::Man => {
-            let mut page = Vec::new();
-            clap_mangen::Man::new(Cli::command())
-                .render(&mut page)
-                .context("cannot render the man page")?;
-            print(&String::from_utf8_lossy(&page))?;
-            Ok(exit::OK)
-        }
-    }
-}
-
-/// The shell code that registers completions; the shell then asks `cca` for candidates.
-pub fn completions(shell: CompletionShell) -> Result<String> {
-    let shells = clap_complete::env::Shells::builtins();
-    let completer = shells.completer(shell.name()).context("a built-in shell")?;
-    let mut out = Vec::new();
-    completer
-        .write_registration(crate::cli::COMPLETE_VAR, "cca", "cca", "cca", &mut out)
-        .context("cannot write completions")?;
-    Ok(String::from_utf8_lossy(&out).into_owned())
-}
-
-/// Resolves settings for a command, given its flags.
-pub fn settings(flags: &Flags) -> Result<(Settings, Store)> {
-    let env = Env::from_process();
-    let home = config::home(&env)?;
-    let store = Store::new(home.value.clone());
-    let file = store.read_config()?;
-    let settings = config::resolve(&env, flags, home, file.as_deref())?;
-    Ok((settings, store))
-}
 
 fn flags(ask: &AskArgs) -> Flags {
     Flags {
@@ -76,7 +20,7 @@ fn flags(ask: &AskArgs) -> Flags {
     }
 }
 
-fn search(args: &AskArgs, target: Target) -> Result<u8> {
+pub fn search(args: &AskArgs, target: Target) -> Result<u8> {
     let (settings, store) = settings(&flags(args))?;
     let (query, attachment) = question(&args.query)?;
     let output = if args.json {
@@ -144,13 +88,4 @@ fn read_text(mut from: impl Read, what: &str) -> Result<Option<String>> {
         .hint("convert it first, for example with `iconv -f latin1 -t utf-8`")
         .into()
     })
-}
-
-/// Writes to stdout; a closed pipe (`| head`) is not an error.
-pub fn print(text: &str) -> Result<()> {
-    let mut out = io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(e).context("cannot write to stdout"),
-        _ => Ok(()),
-    }
 }

@@ -1,0 +1,140 @@
+//! `cca doctor`: what cca finds, and what to do about each problem.
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use anyhow::Result;
+
+use crate::config::Flags;
+use crate::error::exit;
+use crate::store::Store;
+use crate::turn;
+
+pub fn run() -> Result<u8> {
+    let (settings, store) = super::settings(&Flags::default())?;
+    let mut problems: Vec<String> = Vec::new();
+    let mut out = format!("cca {}\n\nengines:\n", env!("CARGO_PKG_VERSION"));
+
+    let default = turn::default_engine(&settings);
+    let mut usable = 0;
+    for engine in settings.engines.values() {
+        let mark = if engine.name == default { "  (default)" } else { "" };
+        match turn::locate(&settings, engine) {
+            Ok(path) => {
+                usable += 1;
+                let version =
+                    crate::run::first_line_of(&path, &["--version"], Duration::from_secs(15))
+                        .unwrap_or_else(|| "version unknown".into());
+                out.push_str(&format!(
+                    "  {:<8} {}  {version}{mark}\n",
+                    engine.name,
+                    path.display()
+                ));
+            }
+            Err(e) => {
+                let hint = e
+                    .chain()
+                    .find_map(|c| c.downcast_ref::<crate::error::Failure>())
+                    .and_then(|f| f.hint.clone())
+                    .unwrap_or_default();
+                out.push_str(&format!("  {:<8} not found{mark}\n", engine.name));
+                if engine.name == default
+                    || settings.engine.as_ref().is_some_and(|e| e.value == engine.name)
+                {
+                    problems.push(format!("{e:#}: {hint}"));
+                }
+            }
+        }
+    }
+    if usable == 0 {
+        problems.push(
+            "no engine is usable: install claude (`npm install -g @anthropic-ai/claude-code`) or \
+             gemini (`npm install -g @google/gemini-cli`), or declare one in config.toml"
+                .into(),
+        );
+    }
+
+    out.push_str(&format!("\nhome: {} ({})\n", store.home.display(), settings.home.source));
+    home_report(&store, &mut out, &mut problems);
+    let config = store.config_path();
+    if settings.config_loaded {
+        out.push_str(&format!("  config: {}\n", config.display()));
+        check_mode(&config, 0o077, &mut problems);
+    } else {
+        out.push_str(&format!("  config: none ({} would be read)\n", config.display()));
+    }
+
+    if problems.is_empty() {
+        out.push_str("\nno problems found\n");
+    } else {
+        out.push_str("\nproblems:\n");
+        for p in &problems {
+            out.push_str(&format!("  - {p}\n"));
+        }
+    }
+    super::print(&out)?;
+    Ok(if usable == 0 { exit::ERROR } else { exit::OK })
+}
+
+fn home_report(store: &Store, out: &mut String, problems: &mut Vec<String>) {
+    if !store.home.exists() {
+        out.push_str("  not created yet (the first `cca search` creates it, private to you)\n");
+        return;
+    }
+    for dir in [store.home.clone(), store.sessions_dir()] {
+        check_mode(&dir, 0o077, problems);
+    }
+    let ids = store.session_ids().unwrap_or_default();
+    out.push_str(&format!("  sessions: {}\n", ids.len()));
+    match store.latest() {
+        Ok(Some(id)) => out.push_str(&format!("  latest: {id}\n")),
+        Ok(None) => out.push_str("  latest: none yet\n"),
+        Err(e) => problems.push(format!(
+            "{e:#}: start a new session, or remove {}",
+            store.latest_path().display()
+        )),
+    }
+    let exposed: Vec<String> = ids
+        .iter()
+        .map(|id| store.session_path(id))
+        .filter(|p| std::fs::metadata(p).is_ok_and(|m| m.permissions().mode() & 0o077 != 0))
+        .map(|p| p.display().to_string())
+        .collect();
+    if !exposed.is_empty() {
+        let shown: Vec<&str> = exposed.iter().take(5).map(String::as_str).collect();
+        problems.push(format!(
+            "{} transcript(s) can be read by others ({}{}): run `chmod 600 {}/session_*.md`",
+            exposed.len(),
+            shown.join(", "),
+            if exposed.len() > 5 { ", ..." } else { "" },
+            store.sessions_dir().display()
+        ));
+    }
+    let leftovers = store.leftovers();
+    if !leftovers.is_empty() {
+        problems.push(format!(
+            "{} temporary file(s) left by an interrupted cca ({}); they are safe to delete",
+            leftovers.len(),
+            leftovers
+                .iter()
+                .take(3)
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+}
+
+fn check_mode(path: &std::path::Path, forbidden: u32, problems: &mut Vec<String>) {
+    if let Ok(meta) = std::fs::metadata(path) {
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & forbidden != 0 {
+            let want = if meta.is_dir() { "700" } else { "600" };
+            problems.push(format!(
+                "{} can be read by others (mode {mode:o}): run `chmod {want} {}`",
+                path.display(),
+                path.display()
+            ));
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! Runs each command: gathers input, resolves settings, and hands off to `turn` or `store`.
+//! One file per group of commands; this one dispatches.
+
+mod ask;
+mod doctor;
+
+use std::io::{self, Write};
+
+use anyhow::{Context, Result};
+
+use clap::CommandFactory;
+
+use crate::cli::{Cli, Command, CompletionShell};
+use crate::config::{self, Env, Flags, Settings};
+use crate::error::exit;
+use crate::store::Store;
+use crate::turn::Target;
+
+pub fn run(cli: Cli) -> Result<u8> {
+    match cli.command {
+        Command::Search(args) => {
+            let target = match (&args.ask.session, args.resume) {
+                (Some(id), _) => Target::Session(id.clone()),
+                (None, true) => Target::Resume,
+                (None, false) => Target::New,
+            };
+            ask::search(&args.ask, target)
+        }
+        Command::Comma(ask) => {
+            let target = ask.session.clone().map_or(Target::Resume, Target::Session);
+            ask::search(&ask, target)
+        }
+        Command::Init { shell } => {
+            print(crate::shell::init(shell))?;
+            Ok(exit::OK)
+        }
+        Command::Completions { shell } => {
+            print(&completions(shell)?)?;
+            Ok(exit::OK)
+        }
+        Command::Doctor => doctor::run(),
+        Command::Man => {
+            let mut page = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut page)
+                .context("cannot render the man page")?;
+            print(&String::from_utf8_lossy(&page))?;
+            Ok(exit::OK)
+        }
+    }
+}
+
+/// The shell code that registers completions; the shell then asks `cca` for candidates.
+pub fn completions(shell: CompletionShell) -> Result<String> {
+    let shells = clap_complete::env::Shells::builtins();
+    let completer = shells.completer(shell.name()).context("a built-in shell")?;
+    let mut out = Vec::new();
+    completer
+        .write_registration(crate::cli::COMPLETE_VAR, "cca", "cca", "cca", &mut out)
+        .context("cannot write completions")?;
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// Resolves settings for a command, given its flags.
+pub fn settings(flags: &Flags) -> Result<(Settings, Store)> {
+    let env = Env::from_process();
+    let home = config::home(&env)?;
+    let store = Store::new(home.value.clone());
+    store.check_home()?;
+    let file = store.read_config()?;
+    let settings = config::resolve(&env, flags, home, file.as_deref())?;
+    Ok((settings, store))
+}
+
+/// Writes to stdout; a closed pipe (`| head`) is not an error.
+pub fn print(text: &str) -> Result<()> {
+    let mut out = io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(e).context("cannot write to stdout"),
+        _ => Ok(()),
+    }
+}
