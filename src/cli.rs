@@ -65,6 +65,80 @@ pub enum Command {
     #[command(name = ",")]
     Comma(AskArgs),
 
+    /// Talk in a loop: each message is a turn, saved as it completes
+    ///
+    /// Starts a new session, or continues one with --resume or --session. A line ending in `\`
+    /// continues on the next line, as does everything between two `"""` lines; Alt-Enter
+    /// inserts a newline. Ctrl-C stops an answer (kept as interrupted) and returns to the
+    /// prompt; Ctrl-D leaves. Commands: /clear, /fork [N], /session [ID], /help, /quit.
+    Chat(ChatArgs),
+
+    /// List sessions, newest first: id, last activity, turns, engine, title
+    ///
+    /// `*` marks the session `--resume` and `,` continue. Fast with thousands of sessions: the
+    /// details are cached in $CCA_HOME/index.json and re-read only from changed files.
+    Sessions {
+        /// Print a JSON array for scripts
+        #[arg(long)]
+        json: bool,
+        /// Show at most N sessions
+        #[arg(short = 'n', long, value_name = "N")]
+        limit: Option<usize>,
+    },
+
+    /// Show a session's conversation (through $PAGER on a terminal)
+    ///
+    /// Without an id, the session `--resume` would continue ($CCA_SESSION, else latest).
+    Show {
+        #[arg(value_name = "ID", add = session_candidates())]
+        id: Option<String>,
+        /// Print the file as it is
+        #[arg(long)]
+        raw: bool,
+    },
+
+    /// Print a session's file path, for `$EDITOR "$(cca path)"`
+    ///
+    /// Hand edits are honoured: the next turn sends the edited history.
+    Path {
+        #[arg(value_name = "ID", add = session_candidates())]
+        id: Option<String>,
+    },
+
+    /// Start a new session from the first N exchanges of another; it becomes latest
+    ///
+    /// The new session records where it came from (`forked_from`); both continue independently.
+    Fork {
+        #[arg(value_name = "ID", add = session_candidates())]
+        id: Option<String>,
+        /// Keep the first N exchanges [default: all]
+        #[arg(long, value_name = "N")]
+        at: Option<u64>,
+    },
+
+    /// Clear a session's context: the next turn sends nothing from before
+    ///
+    /// The file keeps everything; `cca show` marks where the clear happened.
+    Clear {
+        #[arg(value_name = "ID", add = session_candidates())]
+        id: Option<String>,
+    },
+
+    /// Move sessions to the trash ($CCA_HOME/trash), or delete them with --purge
+    Rm {
+        #[arg(value_name = "ID", required = true, add = session_candidates())]
+        ids: Vec<String>,
+        /// Delete for good instead of moving to the trash
+        #[arg(long)]
+        purge: bool,
+    },
+
+    /// Bring sessions back from the trash; with no id, list what the trash holds
+    Restore {
+        #[arg(value_name = "ID")]
+        ids: Vec<String>,
+    },
+
     /// Print shell code that defines the `,` shortcut
     ///
     /// Add to your shell's startup file:
@@ -128,6 +202,29 @@ pub enum InitShell {
     Bash,
     Zsh,
     Fish,
+}
+
+#[derive(Debug, Args)]
+pub struct ChatArgs {
+    /// Continue the latest session (or $CCA_SESSION) instead of starting a new one
+    #[arg(short, long)]
+    pub resume: bool,
+
+    /// Continue this session: an id, or any unique start of one
+    #[arg(short, long, value_name = "ID", add = session_candidates())]
+    pub session: Option<String>,
+
+    /// Engine for a new session (see `cca search --help`)
+    #[arg(short, long, value_name = "NAME", add = engine_candidates())]
+    pub engine: Option<String>,
+
+    /// Model, passed to the engine as is
+    #[arg(short, long, value_name = "MODEL")]
+    pub model: Option<String>,
+
+    /// System prompt for a new session
+    #[arg(short, long, value_name = "NAME", add = prompt_candidates())]
+    pub prompt: Option<String>,
 }
 
 #[derive(Debug, Args)]

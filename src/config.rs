@@ -37,6 +37,8 @@ pub mod vars {
     pub const NO_COLOR: &str = "NO_COLOR";
     /// Standard: `dumb` turns the spinner and colour off.
     pub const TERM: &str = "TERM";
+    /// Standard: the pager for `cca show` on a terminal (default `less -FRX`).
+    pub const PAGER: &str = "PAGER";
     /// Standard: where engines are looked for.
     pub const PATH: &str = "PATH";
     /// Standard: the default `CCA_HOME` is `$HOME/.cca`.
@@ -253,6 +255,7 @@ pub struct Settings {
     pub engines: BTreeMap<String, EngineConfig>,
     pub now: Option<chrono::DateTime<chrono::Utc>>,
     pub path: Option<OsString>,
+    pub pager: Option<String>,
     pub color: bool,
     pub dumb_terminal: bool,
 }
@@ -353,6 +356,7 @@ pub fn resolve(
         engines,
         now,
         path: env.os(vars::PATH).cloned(),
+        pager: env.text(vars::PAGER)?,
         color: env.os(vars::NO_COLOR).is_none() && !dumb_terminal,
         dumb_terminal,
     })

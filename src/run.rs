@@ -28,18 +28,22 @@ pub const GRACE: Duration = Duration::from_secs(3);
 /// How much of the engine's stderr is kept for error messages.
 const STDERR_TAIL: usize = 8 * 1024;
 
-/// Watches for Ctrl-C, SIGTERM and SIGHUP once cca has something to protect. While it exists
-/// these signals no longer kill cca; they are handled where the turn can record them.
+/// Watches for Ctrl-C, SIGTERM and SIGHUP once cca has something to protect. From the first
+/// [`SignalWatch::get`] on, these signals no longer kill cca; they are handled where the turn
+/// can record them.
 pub struct SignalWatch {
-    rx: Receiver<i32>,
-    handle: signal_hook::iterator::Handle,
+    rx: std::sync::Mutex<Receiver<i32>>,
 }
 
 impl SignalWatch {
-    pub fn start() -> Result<SignalWatch> {
+    /// The process's watch, started on first use.
+    pub fn get() -> Result<&'static SignalWatch> {
+        static WATCH: std::sync::OnceLock<SignalWatch> = std::sync::OnceLock::new();
+        if let Some(watch) = WATCH.get() {
+            return Ok(watch);
+        }
         let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
             .context("cannot install signal handlers")?;
-        let handle = signals.handle();
         let (tx, rx) = mpsc::channel();
         thread::spawn(move || {
             for signal in signals.forever() {
@@ -48,18 +52,17 @@ impl SignalWatch {
                 }
             }
         });
-        Ok(SignalWatch { rx, handle })
+        Ok(WATCH.get_or_init(|| SignalWatch { rx: std::sync::Mutex::new(rx) }))
     }
 
     /// A signal that arrived since the last call, if any.
     pub fn pending(&self) -> Option<i32> {
-        self.rx.try_recv().ok()
+        self.rx.lock().ok()?.try_recv().ok()
     }
-}
 
-impl Drop for SignalWatch {
-    fn drop(&mut self) {
-        self.handle.close();
+    /// Forgets signals that arrived while nothing was running (a late second Ctrl-C).
+    pub fn drain(&self) {
+        while self.pending().is_some() {}
     }
 }
 
@@ -476,4 +479,24 @@ pub fn first_line_of(
             }
         }
     }
+}
+
+/// Shows text through a pager (`$PAGER`, else `less -FRX`); prints it directly if none runs.
+pub fn page(text: &str, pager: Option<&str>) -> Result<()> {
+    let command = pager.unwrap_or("less -FRX");
+    let mut words = command.split_whitespace();
+    let spawned = words
+        .next()
+        .and_then(|program| Command::new(program).args(words).stdin(Stdio::piped()).spawn().ok());
+    let Some(mut child) = spawned else {
+        let mut out = io::stdout().lock();
+        let _ = out.write_all(text.as_bytes());
+        return Ok(());
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        // The reader may quit before reading it all (q in less): not an error.
+        let _ = stdin.write_all(text.as_bytes());
+    }
+    child.wait().context("cannot wait for the pager")?;
+    Ok(())
 }

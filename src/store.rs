@@ -40,6 +40,14 @@ impl Store {
         self.home.join("locks")
     }
 
+    pub fn trash_dir(&self) -> PathBuf {
+        self.home.join("trash")
+    }
+
+    fn index_path(&self) -> PathBuf {
+        self.home.join("index.json")
+    }
+
     pub fn config_path(&self) -> PathBuf {
         self.home.join("config.toml")
     }
@@ -125,9 +133,9 @@ impl Store {
         self.sessions_dir().join(file_name(id))
     }
 
-    /// Creates a new session file holding `header(id)`, named after `stamp`; a second session in
-    /// the same second gets `-2`, `-3`, ... The file appears whole or not at all.
-    pub fn create_session(&self, stamp: &str, header: impl Fn(&str) -> String) -> Result<String> {
+    /// Creates a new session file holding `contents(id)`, named after `stamp`; a second session
+    /// in the same second gets `-2`, `-3`, ... The file appears whole or not at all.
+    pub fn create_session(&self, stamp: &str, contents: impl Fn(&str) -> String) -> Result<String> {
         self.ensure()?;
         let dir = self.sessions_dir();
         for n in 1u32.. {
@@ -136,7 +144,7 @@ impl Store {
                 .prefix(".new-session-")
                 .tempfile_in(&dir)
                 .with_context(|| format!("cannot create a file in {}", dir.display()))?;
-            temp.write_all(header(&id).as_bytes())
+            temp.write_all(contents(&id).as_bytes())
                 .and_then(|()| temp.as_file().sync_data())
                 .with_context(|| format!("cannot write a new session in {}", dir.display()))?;
             set_mode(temp.path(), FILE_MODE)?;
@@ -328,6 +336,212 @@ impl Store {
             .open(path)
             .with_context(|| format!("cannot create {}", path.display()))?;
         file.write_all(contents).with_context(|| format!("cannot write {}", path.display()))
+    }
+}
+
+/// One session as `cca sessions` shows it. Cached in `$CCA_HOME/index.json` and trusted while
+/// the file's size and modification time are unchanged, so listing does not re-read transcripts.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Listed {
+    pub id: String,
+    pub title: String,
+    pub created: String,
+    pub last_activity: String,
+    pub turns: u64,
+    pub engine: String,
+    pub model: Option<String>,
+    pub prompt: String,
+    pub forked_from: Option<transcript::ForkedFrom>,
+    /// Bytes of content sent to the engine on the next turn (before framing).
+    pub live_bytes: u64,
+    /// The whole file.
+    pub full_bytes: u64,
+    pub problems: usize,
+    /// Set when the file is not a transcript cca can read.
+    pub unreadable: Option<String>,
+    #[serde(default)]
+    mtime_ns: u128,
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Index {
+    format: u32,
+    sessions: Vec<Listed>,
+}
+
+impl Store {
+    /// Every session, from the index where it is current and from the transcript where not.
+    pub fn listing(&self) -> Result<Vec<Listed>> {
+        let dir = self.sessions_dir();
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+        };
+        let mut cached: std::collections::HashMap<String, Listed> = fs::read(self.index_path())
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Index>(&bytes).ok())
+            .filter(|index| index.format == 1)
+            .map(|index| index.sessions.into_iter().map(|l| (l.id.clone(), l)).collect())
+            .unwrap_or_default();
+        let cached_count = cached.len();
+        let (mut listed, mut refreshed) = (Vec::new(), 0usize);
+        for entry in entries {
+            let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
+            let Some(id) = entry.file_name().to_str().and_then(id_from_file_name) else { continue };
+            let Ok(meta) = entry.metadata() else { continue };
+            let mtime_ns = meta
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_nanos());
+            match cached.remove(&id) {
+                Some(l) if l.full_bytes == meta.len() && l.mtime_ns == mtime_ns => listed.push(l),
+                _ => {
+                    refreshed += 1;
+                    listed.push(self.describe(&id, meta.len(), mtime_ns));
+                }
+            }
+        }
+        if refreshed > 0 || listed.len() != cached_count {
+            // A cache: if it cannot be written (a read-only home), listing still works.
+            let index = Index { format: 1, sessions: listed.clone() };
+            if let Ok(bytes) = serde_json::to_vec(&index) {
+                let _ = replace_file(&self.index_path(), &bytes);
+            }
+        }
+        Ok(listed)
+    }
+
+    fn describe(&self, id: &str, full_bytes: u64, mtime_ns: u128) -> Listed {
+        match self.summarize(id) {
+            Ok(s) => Listed {
+                id: id.to_string(),
+                title: s.header.title.clone(),
+                created: s.header.created.clone(),
+                last_activity: s.last_activity.clone(),
+                turns: s.exchanges,
+                engine: s.header.engine.clone(),
+                model: s.header.model.clone(),
+                prompt: s.header.prompt.clone(),
+                forked_from: s.header.forked_from.clone(),
+                live_bytes: s.live.bytes(),
+                full_bytes,
+                problems: s.problems.len(),
+                unreadable: None,
+                mtime_ns,
+            },
+            Err(e) => Listed {
+                id: id.to_string(),
+                title: String::new(),
+                created: String::new(),
+                last_activity: String::new(),
+                turns: 0,
+                engine: String::new(),
+                model: None,
+                prompt: String::new(),
+                forked_from: None,
+                live_bytes: 0,
+                full_bytes,
+                problems: 0,
+                unreadable: Some(format!("{e:#}")),
+                mtime_ns,
+            },
+        }
+    }
+
+    /// Moves a session to `$CCA_HOME/trash/` (or deletes it with `purge`), and keeps `latest`
+    /// pointing at a session that exists.
+    pub fn remove(&self, id: &str, purge: bool) -> Result<()> {
+        let path = self.session_path(id);
+        if purge {
+            fs::remove_file(&path).with_context(|| format!("cannot delete {}", path.display()))?;
+        } else {
+            make_private_dir(&self.trash_dir())?;
+            let to = self.trash_dir().join(file_name(id));
+            if to.exists() {
+                bail!(
+                    Failure::new(exit::ERROR, format!("the trash already holds a session {id}"))
+                        .hint(format!(
+                            "delete that one first (`rm {}`), or use --purge",
+                            to.display()
+                        ))
+                );
+            }
+            fs::rename(&path, &to)
+                .with_context(|| format!("cannot move {} to the trash", path.display()))?;
+        }
+        let _ = fs::remove_file(self.locks_dir().join(format!("{id}.lock")));
+        if self.latest_target().as_deref() == Some(file_name(id).as_str()) {
+            self.repoint_latest()?;
+        }
+        Ok(())
+    }
+
+    /// Moves a session back from the trash.
+    pub fn restore(&self, id: &str) -> Result<()> {
+        validate_id(id)?;
+        let from = self.trash_dir().join(file_name(id));
+        let to = self.session_path(id);
+        if !from.is_file() {
+            bail!(
+                Failure::usage(format!("the trash holds no session {id}"))
+                    .hint("see what it holds with `cca restore` (no id)")
+            );
+        }
+        if to.exists() {
+            bail!(Failure::new(exit::ERROR, format!("a session {id} exists already")));
+        }
+        fs::rename(&from, &to).with_context(|| format!("cannot move {} back", from.display()))?;
+        if self.latest()?.is_none() {
+            self.set_latest(id)?;
+        }
+        Ok(())
+    }
+
+    /// Ids of the sessions in the trash.
+    pub fn trash_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = fs::read_dir(self.trash_dir())
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter_map(|e| e.file_name().to_str().and_then(id_from_file_name))
+                    .collect()
+            })
+            .unwrap_or_default();
+        ids.sort_by_key(|id| sort_key(id));
+        ids
+    }
+
+    /// What `latest` names, without checking it.
+    fn latest_target(&self) -> Option<String> {
+        match fs::read_link(self.latest_path()) {
+            Ok(target) => Some(target.to_string_lossy().into_owned()),
+            Err(_) => fs::read_to_string(self.latest_path()).ok().map(|t| t.trim().to_string()),
+        }
+    }
+
+    /// Points `latest` at the newest remaining session, or removes it when none is left.
+    fn repoint_latest(&self) -> Result<()> {
+        match self.session_ids()?.into_iter().max_by_key(|id| sort_key(id)) {
+            Some(newest) => self.set_latest(&newest),
+            None => match fs::remove_file(self.latest_path()) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e)
+                    .with_context(|| format!("cannot remove {}", self.latest_path().display())),
+                _ => Ok(()),
+            },
+        }
+    }
+}
+
+/// Orders ids by time, then by their same-second counter (`-2` before `-10`).
+pub fn sort_key(id: &str) -> (String, u64) {
+    let parts: Vec<&str> = id.splitn(3, '-').collect();
+    match parts.as_slice() {
+        [day, time, n] if n.chars().all(|c| c.is_ascii_digit()) => {
+            (format!("{day}-{time}"), n.parse().unwrap_or(0))
+        }
+        _ => (id.to_string(), 1),
     }
 }
 

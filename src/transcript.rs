@@ -542,7 +542,8 @@ pub struct Problem {
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
-    Header(Header),
+    /// The header, and the offset just past it.
+    Header(Header, u64),
     Record(RecordSpan),
     Problem(Problem),
 }
@@ -654,18 +655,18 @@ impl Scanner {
                     });
                 }
             },
-            State::InHeader { header, line } => match marker {
+            State::InHeader { header, line: header_line } => match marker {
                 Some(Marker::End { .. }) => {
-                    on_event(Event::Header(header));
+                    on_event(Event::Header(header, line.end + 1));
                     State::Between
                 }
                 Some(_) => {
                     return Err(NotTranscript {
-                        line,
+                        line: header_line,
                         message: "the session header has no end marker".into(),
                     });
                 }
-                None => State::InHeader { header, line },
+                None => State::InHeader { header, line: header_line },
             },
             State::Between => self.start_or_skip(marker, line, on_event),
             State::InRecord(mut open) => match marker {
@@ -891,7 +892,7 @@ pub fn parse(text: &str) -> Result<(Transcript, Vec<Problem>), NotTranscript> {
     let mut records = Vec::new();
     let mut problems = Vec::new();
     Scanner::scan(text.as_bytes(), |event| match event {
-        Event::Header(h) => header = Some(h),
+        Event::Header(h, _) => header = Some(h),
         Event::Record(span) => records.push(Record {
             kind: span.kind,
             meta: span.meta,
@@ -948,6 +949,8 @@ impl Live {
 #[derive(Debug, Clone)]
 pub struct Summary {
     pub header: Header,
+    /// Offset just past the header, where records begin.
+    pub header_end: u64,
     pub live: Live,
     /// Complete exchanges in the file, live or not.
     pub exchanges: u64,
@@ -964,6 +967,7 @@ pub struct Summary {
 #[derive(Default)]
 pub struct Summarizer {
     header: Option<Header>,
+    header_end: u64,
     live: Live,
     exchanges: u64,
     exchange_ends: Vec<u64>,
@@ -975,7 +979,10 @@ pub struct Summarizer {
 impl Summarizer {
     pub fn event(&mut self, event: Event) {
         match event {
-            Event::Header(h) => self.header = Some(h),
+            Event::Header(h, end) => {
+                self.header = Some(h);
+                self.header_end = end;
+            }
             Event::Problem(p) => {
                 self.pending = None;
                 self.problems.push(p);
@@ -1024,6 +1031,7 @@ impl Summarizer {
         let last_activity = self.last_activity.unwrap_or_else(|| header.created.clone());
         Summary {
             header,
+            header_end: self.header_end,
             live: self.live,
             exchanges: self.exchanges,
             exchange_ends: self.exchange_ends,

@@ -95,7 +95,7 @@ pub fn ask(settings: &Settings, store: &Store, ask: &Ask) -> Result<TurnResult> 
             })?;
             (id, true)
         }
-        Target::Resume => (resume_target(settings, store)?, false),
+        Target::Resume => (followed_session(settings, store)?, false),
         Target::Session(wanted) => (store.resolve_id(wanted)?, false),
     };
     let _lock = store.lock(&id, ask.wait, || {
@@ -136,7 +136,7 @@ pub fn ask(settings: &Settings, store: &Store, ask: &Ask) -> Result<TurnResult> 
     }
 
     // From here on, nothing the user typed may be lost.
-    let signals = SignalWatch::start()?;
+    let signals = SignalWatch::get()?;
     let turn = summary.exchanges + 1;
     let mut appender = Appender::open(store, &id)?;
     let at = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
@@ -170,7 +170,7 @@ pub fn ask(settings: &Settings, store: &Store, ask: &Ask) -> Result<TurnResult> 
         summary: &summary,
         ask,
     };
-    let finished = attempt.run(&signals);
+    let finished = attempt.run(signals);
     let meta_base = Meta {
         at: Some(now_string(settings)),
         engine: Some(engine.name.clone()),
@@ -503,8 +503,8 @@ fn report(
     Ok(TurnResult { session: id.to_string(), exit_code: code })
 }
 
-/// The session `--resume` continues: `CCA_SESSION`, else `latest`.
-fn resume_target(settings: &Settings, store: &Store) -> Result<String> {
+/// The session a terminal follows, which `--resume` and `,` continue: `CCA_SESSION`, else `latest`.
+pub fn followed_session(settings: &Settings, store: &Store) -> Result<String> {
     if let Some(session) = &settings.session {
         return store.resolve_id(&session.value);
     }
@@ -513,6 +513,20 @@ fn resume_target(settings: &Settings, store: &Store) -> Result<String> {
             .hint("start one with `cca search \"your question\"`")
             .into()
     })
+}
+
+/// The session a command is about: the id given (or a unique start of one), else the followed one.
+pub fn session_for(settings: &Settings, store: &Store, id: Option<&str>) -> Result<String> {
+    match id {
+        Some(id) => store.resolve_id(id),
+        None => followed_session(settings, store),
+    }
+}
+
+pub fn say_waiting(id: &str) {
+    eprintln!(
+        "cca: session {id} is busy: another cca is answering in it; waiting for it to finish…"
+    );
 }
 
 /// The engine for this turn: a flag wins; then the session's own; then settings; then the first
@@ -626,7 +640,7 @@ pub fn now(settings: &Settings) -> chrono::DateTime<chrono::Utc> {
     settings.now.unwrap_or_else(chrono::Utc::now)
 }
 
-fn now_string(settings: &Settings) -> String {
+pub fn now_string(settings: &Settings) -> String {
     now(settings).to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 

@@ -2,7 +2,9 @@
 //! One file per group of commands; this one dispatches.
 
 mod ask;
+mod chat;
 mod doctor;
+mod sessions;
 
 use std::io::{self, Write};
 
@@ -39,6 +41,14 @@ pub fn run(cli: Cli) -> Result<u8> {
             Ok(exit::OK)
         }
         Command::Doctor => doctor::run(),
+        Command::Chat(args) => chat::run(&args),
+        Command::Sessions { json, limit } => sessions::list(json, limit),
+        Command::Show { id, raw } => sessions::show(id.as_deref(), raw),
+        Command::Path { id } => sessions::path(id.as_deref()),
+        Command::Fork { id, at } => sessions::fork(id.as_deref(), at),
+        Command::Clear { id } => sessions::clear(id.as_deref()),
+        Command::Rm { ids, purge } => sessions::remove(&ids, purge),
+        Command::Restore { ids } => sessions::restore(&ids),
         Command::Man => {
             let mut page = Vec::new();
             clap_mangen::Man::new(Cli::command())

@@ -84,6 +84,13 @@ impl TestEnv {
         cmd
     }
 
+    /// A `cca` command for a pty (rexpect): the pty is its stdin, and the terminal is capable.
+    pub fn pty_command(&self) -> Command {
+        let mut cmd = self.command();
+        cmd.stdin(Stdio::inherit()).env("TERM", "xterm-256color");
+        cmd
+    }
+
     /// Runs `cca ARGS` to completion (with a timeout), stdin from `input` if given.
     pub fn run(&self, args: &[&str]) -> Run {
         self.run_with(args, None, &[])

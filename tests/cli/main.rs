@@ -3,6 +3,7 @@
 mod common;
 mod safety;
 mod search;
+mod sessions;
 mod shell;
 mod signals;
 mod terminal;

@@ -6,8 +6,8 @@ use rexpect::session::{PtySession, spawn_command};
 use crate::common::*;
 
 fn in_pty(env: &TestEnv, args: &[&str], vars: &[(&str, &str)]) -> PtySession {
-    let mut cmd = env.command();
-    cmd.args(args).env("TERM", "xterm-256color");
+    let mut cmd = env.pty_command();
+    cmd.args(args);
     for (k, v) in vars {
         cmd.env(k, v);
     }

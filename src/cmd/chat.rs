@@ -1,0 +1,216 @@
+//! `cca chat`: an interactive loop on a session. Each message is one turn (`turn::ask`), saved as
+//! it completes; Ctrl-C stops an answer and returns to the prompt; Ctrl-D leaves.
+
+use std::io::IsTerminal;
+
+use anyhow::{Context, Result};
+use rustyline::error::ReadlineError;
+use rustyline::validate::{ValidationContext, ValidationResult, Validator};
+use rustyline::{Cmd, Editor, KeyCode, KeyEvent, Modifiers};
+
+use super::settings;
+use crate::cli::ChatArgs;
+use crate::config::Flags;
+use crate::error::{Failure, exit};
+use crate::run::SignalWatch;
+use crate::turn::{self, Ask, OutputMode, Target};
+
+const HELP: &str = "\
+Type a message and press Enter; the answer streams, and the exchange is saved.
+  a line ending in \\   continues on the next line (so does Alt-Enter)
+  \"\"\" ... \"\"\"           everything between two \"\"\" lines is one message
+  Ctrl-C              stop the answer (kept as interrupted); at the prompt, clear the line
+  Ctrl-D, /quit       leave
+  /clear              clear the context: later turns send nothing from before
+  /fork [N]           continue in a new session made of the first N exchanges (default all)
+  /session [ID]       show this session, or switch to another
+  /help               this text";
+
+pub fn run(args: &ChatArgs) -> Result<u8> {
+    let flags = Flags {
+        engine: args.engine.clone(),
+        model: args.model.clone(),
+        prompt: args.prompt.clone(),
+        ..Flags::default()
+    };
+    let (settings, store) = settings(&flags)?;
+    let mut session: Option<String> = match (&args.session, args.resume) {
+        (Some(id), _) => Some(store.resolve_id(id)?),
+        (None, true) => Some(turn::followed_session(&settings, &store)?),
+        (None, false) => None,
+    };
+
+    let mut editor: Editor<MultiLine, rustyline::history::DefaultHistory> =
+        Editor::new().context("cannot start the line editor")?;
+    editor.set_helper(Some(MultiLine));
+    editor.bind_sequence(KeyEvent(KeyCode::Enter, Modifiers::ALT), Cmd::Newline);
+    let history = store.home.join("chat_history");
+    let _ = editor.load_history(&history);
+
+    match &session {
+        Some(id) => eprintln!("cca chat · session {id} · /help for help, Ctrl-D to leave"),
+        None => eprintln!(
+            "cca chat · a new session starts with your first message · /help for help, Ctrl-D to leave"
+        ),
+    }
+    let stderr_is_terminal = std::io::stderr().is_terminal();
+    loop {
+        let line = match editor.readline("> ") {
+            Ok(line) => line,
+            Err(ReadlineError::Interrupted) => continue,
+            Err(ReadlineError::Eof) => break,
+            Err(e) => return Err(e).context("cannot read from the terminal"),
+        };
+        let message = unfold(&line);
+        if message.trim().is_empty() {
+            continue;
+        }
+        let _ = editor.add_history_entry(line.as_str());
+        if let Some(command) = message.trim().strip_prefix('/') {
+            match slash(command, &settings, &store, &mut session) {
+                Ok(Flow::Leave) => break,
+                Ok(Flow::Stay) => {}
+                Err(e) => {
+                    crate::error::report(&e);
+                }
+            }
+            continue;
+        }
+        // A Ctrl-C that arrived after the last answer ended belongs to no turn.
+        SignalWatch::get()?.drain();
+        let ask = Ask {
+            target: session.clone().map_or(Target::New, Target::Session),
+            query: message,
+            attachment: None,
+            output: OutputMode::Normal,
+            wait: true,
+            stderr_is_terminal,
+        };
+        match turn::ask(&settings, &store, &ask) {
+            Ok(result) => {
+                if session.is_none() {
+                    eprintln!("cca: session {}", result.session);
+                }
+                session = Some(result.session);
+                println!();
+            }
+            Err(e) => {
+                crate::error::report(&e);
+            }
+        }
+    }
+    if editor.save_history(&history).is_ok() {
+        let _ =
+            std::fs::set_permissions(&history, std::os::unix::fs::PermissionsExt::from_mode(0o600));
+    }
+    Ok(exit::OK)
+}
+
+enum Flow {
+    Stay,
+    Leave,
+}
+
+fn slash(
+    command: &str,
+    settings: &crate::config::Settings,
+    store: &crate::store::Store,
+    session: &mut Option<String>,
+) -> Result<Flow> {
+    let (name, arg) = command.split_once(char::is_whitespace).unwrap_or((command, ""));
+    let arg = arg.trim();
+    let current = || {
+        session.clone().ok_or_else(|| {
+            anyhow::Error::from(Failure::usage("no session yet: send a message first"))
+        })
+    };
+    match name {
+        "help" | "?" => eprintln!("{HELP}"),
+        "quit" | "exit" | "q" => return Ok(Flow::Leave),
+        "clear" => {
+            let id = current()?;
+            super::sessions::clear_session(settings, store, &id)?;
+            eprintln!(
+                "cca: context cleared; the next message starts afresh (the file keeps everything)"
+            );
+        }
+        "fork" => {
+            let id = current()?;
+            let at = match arg {
+                "" => None,
+                n => Some(
+                    n.parse::<u64>()
+                        .map_err(|_| Failure::usage(format!("/fork takes a number, not `{n}`")))?,
+                ),
+            };
+            let new = super::sessions::fork_session(settings, store, &id, at)?;
+            eprintln!("cca: forked {id} into {new}; now talking in {new}");
+            *session = Some(new);
+        }
+        "session" => {
+            if !arg.is_empty() {
+                *session = Some(store.resolve_id(arg)?);
+            }
+            match session {
+                Some(id) => eprintln!("cca: session {id}: {}", store.session_path(id).display()),
+                None => eprintln!("cca: no session yet: your first message starts one"),
+            }
+        }
+        other => {
+            return Err(Failure::usage(format!("unknown command /{other}"))
+                .hint("/help lists the commands")
+                .into());
+        }
+    }
+    Ok(Flow::Stay)
+}
+
+/// The message typed: `\` line continuations joined, `"""` fences removed.
+fn unfold(input: &str) -> String {
+    let text = input.replace("\\\n", "\n");
+    let trimmed = text.trim();
+    match trimmed.strip_prefix("\"\"\"").and_then(|t| t.strip_suffix("\"\"\"")) {
+        Some(inner) => inner.trim_matches('\n').to_string(),
+        None => text,
+    }
+}
+
+/// Keeps reading lines while the input asks for more: a trailing `\`, or an open `"""`.
+struct MultiLine;
+
+impl Validator for MultiLine {
+    fn validate(&self, ctx: &mut ValidationContext) -> rustyline::Result<ValidationResult> {
+        let input = ctx.input();
+        let open_quotes = input.trim_start().starts_with("\"\"\"")
+            && (input.trim().len() < 6 || !input.trim_end().ends_with("\"\"\""));
+        if input.ends_with('\\') || open_quotes {
+            Ok(ValidationResult::Incomplete)
+        } else {
+            Ok(ValidationResult::Valid(None))
+        }
+    }
+}
+
+impl rustyline::completion::Completer for MultiLine {
+    type Candidate = String;
+}
+
+impl rustyline::hint::Hinter for MultiLine {
+    type Hint = String;
+}
+
+impl rustyline::highlight::Highlighter for MultiLine {}
+
+impl rustyline::Helper for MultiLine {}
+
+#[cfg(test)]
+mod tests {
+    use super::unfold;
+
+    #[test]
+    fn continuations_and_quotes_unfold() {
+        assert_eq!(unfold("one\\\ntwo"), "one\ntwo");
+        assert_eq!(unfold("\"\"\"\nline 1\nline 2\n\"\"\""), "line 1\nline 2");
+        assert_eq!(unfold("plain"), "plain");
+    }
+}

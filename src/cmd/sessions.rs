@@ -1,0 +1,313 @@
+//! Steering sessions: `sessions`, `show`, `path`, `fork`, `clear`, `rm`, `restore`.
+//! Everything is recorded in the transcripts themselves; nothing here talks to an engine.
+
+use std::io::{IsTerminal, Read};
+
+use anyhow::{Context, Result};
+use serde_json::json;
+
+use super::{print, settings};
+use crate::config::{Flags, Settings};
+use crate::error::{Failure, exit};
+use crate::store::{self, Appender, Store};
+use crate::transcript::{self, Header, Kind, Meta, Record, Transcript};
+use crate::turn::{self, human_bytes};
+
+/// `cca sessions`
+pub fn list(json_output: bool, limit: Option<usize>) -> Result<u8> {
+    let (settings, store) = settings(&Flags::default())?;
+    let mut listed = store.listing()?;
+    listed.sort_by(|a, b| {
+        (&b.last_activity, store::sort_key(&b.id)).cmp(&(&a.last_activity, store::sort_key(&a.id)))
+    });
+    listed.truncate(limit.unwrap_or(usize::MAX));
+    let followed = turn::followed_session(&settings, &store).ok();
+    if json_output {
+        let items: Vec<_> = listed
+            .iter()
+            .map(|l| {
+                json!({
+                    "id": l.id,
+                    "path": store.session_path(&l.id),
+                    "title": l.title,
+                    "created": l.created,
+                    "last_activity": l.last_activity,
+                    "turns": l.turns,
+                    "engine": l.engine,
+                    "model": l.model,
+                    "prompt": l.prompt,
+                    "forked_from": l.forked_from,
+                    "live_bytes": l.live_bytes,
+                    "live_tokens_estimate": estimate_tokens(l.live_bytes),
+                    "full_bytes": l.full_bytes,
+                    "problems": l.problems,
+                    "unreadable": l.unreadable,
+                    "followed": followed.as_deref() == Some(l.id.as_str()),
+                })
+            })
+            .collect();
+        print(&format!("{}\n", serde_json::Value::Array(items)))?;
+        return Ok(exit::OK);
+    }
+    if listed.is_empty() {
+        eprintln!("cca: no sessions yet; start one with `cca search \"your question\"`");
+        return Ok(exit::OK);
+    }
+    let width = listed.iter().map(|l| l.id.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for l in &listed {
+        let mark = if followed.as_deref() == Some(l.id.as_str()) { '*' } else { ' ' };
+        let line = match &l.unreadable {
+            Some(why) => format!("{mark} {:<width$}  unreadable: {why}\n", l.id),
+            None => format!(
+                "{mark} {:<width$}  {}  {:>3} {}  {:<7} {}\n",
+                l.id,
+                local_time(&l.last_activity),
+                l.turns,
+                if l.turns == 1 { "turn " } else { "turns" },
+                l.engine,
+                transcript::one_line(&l.title, 70)
+            ),
+        };
+        out.push_str(&line);
+    }
+    print(&out)?;
+    Ok(exit::OK)
+}
+
+/// About 3.5 bytes per token, DESIGN's cheap estimate.
+pub fn estimate_tokens(bytes: u64) -> u64 {
+    (bytes as f64 / 3.5).round() as u64
+}
+
+fn local_time(rfc3339: &str) -> String {
+    chrono::DateTime::parse_from_rfc3339(rfc3339)
+        .map(|t| t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M").to_string())
+        .unwrap_or_else(|_| rfc3339.to_string())
+}
+
+/// `cca show`
+pub fn show(id: Option<&str>, raw: bool) -> Result<u8> {
+    let (settings, store) = settings(&Flags::default())?;
+    let id = turn::session_for(&settings, &store, id)?;
+    let mut text = String::new();
+    store
+        .open_session(&id)?
+        .read_to_string(&mut text)
+        .with_context(|| format!("cannot read {}", store.session_path(&id).display()))?;
+    let out = if raw {
+        text
+    } else {
+        let (t, problems) = transcript::parse(&text).map_err(|e| {
+            Failure::new(
+                exit::ERROR,
+                format!(
+                    "{} is not a transcript cca can read ({e})",
+                    store.session_path(&id).display()
+                ),
+            )
+            .hint("`cca show --raw` prints it as it is")
+        })?;
+        let summary = store.summarize(&id)?;
+        let mut out = readable(&t, summary.live.bytes(), text.len() as u64);
+        for p in problems {
+            out.push_str(&format!("\n(line {}: {})\n", p.line, p.message));
+        }
+        out
+    };
+    if std::io::stdout().is_terminal() {
+        crate::run::page(&out, settings.pager.as_deref())?;
+    } else {
+        print(&out)?;
+    }
+    Ok(exit::OK)
+}
+
+/// The conversation for a person: no markers, clear separators, every record visible.
+pub fn readable(t: &Transcript, live_bytes: u64, full_bytes: u64) -> String {
+    let h = &t.header;
+    let mut out = format!("{}\n", if h.title.is_empty() { "(untitled)" } else { &h.title });
+    out.push_str(&format!(
+        "session {} · {}{} · prompt {} · started {}\n",
+        h.id,
+        h.engine,
+        h.model.as_ref().map(|m| format!(" ({m})")).unwrap_or_default(),
+        h.prompt,
+        local_time(&h.created)
+    ));
+    if let Some(f) = &h.forked_from {
+        out.push_str(&format!("forked from {} at turn {}\n", f.session, f.turn));
+    }
+    out.push_str(&format!(
+        "context sent next turn: {} (~{} tokens); the file: {}\n",
+        human_bytes(live_bytes),
+        estimate_tokens(live_bytes),
+        human_bytes(full_bytes)
+    ));
+    let mut done = 0;
+    for r in &t.records {
+        let turn = done + 1;
+        let title = match r.kind {
+            Kind::User => format!("{turn}. You"),
+            Kind::Attachment => {
+                format!("attached: {}", r.meta.name.as_deref().unwrap_or("context"))
+            }
+            Kind::Assistant => {
+                done += 1;
+                let mut t = format!("{turn}. {}", r.meta.engine.as_deref().unwrap_or("answer"));
+                if let Some(m) = &r.meta.model {
+                    t.push_str(&format!(" ({m})"));
+                }
+                if let Some(ms) = r.meta.duration_ms {
+                    t.push_str(&format!(" · {:.1} s", ms as f64 / 1000.0));
+                }
+                t
+            }
+            Kind::Failed => format!(
+                "not answered, not sent again: {}",
+                transcript::one_line(r.meta.reason.as_deref().unwrap_or("failed"), 120)
+            ),
+            Kind::Interrupted => format!(
+                "interrupted, not sent again: {}",
+                r.meta.reason.as_deref().unwrap_or("stopped")
+            ),
+            Kind::Clear => "context cleared here: nothing above is sent again".to_string(),
+            Kind::Compaction => format!(
+                "summary of turns {}–{}, sent in their place ({} → {})",
+                r.meta.first.unwrap_or(1),
+                r.meta.through.unwrap_or(0),
+                human_bytes(r.meta.bytes_before.unwrap_or(0)),
+                human_bytes(r.meta.bytes_after.unwrap_or(0))
+            ),
+        };
+        out.push_str(&format!("\n── {title} ──\n"));
+        if !r.content.is_empty() {
+            out.push_str(&r.content);
+            if !r.content.ends_with('\n') {
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+/// `cca path`
+pub fn path(id: Option<&str>) -> Result<u8> {
+    let (settings, store) = settings(&Flags::default())?;
+    let id = turn::session_for(&settings, &store, id)?;
+    print(&format!("{}\n", store.session_path(&id).display()))?;
+    Ok(exit::OK)
+}
+
+/// `cca fork`
+pub fn fork(id: Option<&str>, at: Option<u64>) -> Result<u8> {
+    let (settings, store) = settings(&Flags::default())?;
+    let source = turn::session_for(&settings, &store, id)?;
+    let new = fork_session(&settings, &store, &source, at)?;
+    print(&format!("{new}\n"))?;
+    eprintln!("cca: forked {source} into {new}; it is now the latest session");
+    Ok(exit::OK)
+}
+
+/// Creates a session from the first `at` exchanges of `source` (all by default); returns its id.
+pub fn fork_session(
+    settings: &Settings,
+    store: &Store,
+    source: &str,
+    at: Option<u64>,
+) -> Result<String> {
+    let _lock = store.lock(source, true, || turn::say_waiting(source))?;
+    let summary = store.summarize(source)?;
+    let n = at.unwrap_or(summary.exchanges);
+    if n > summary.exchanges {
+        return Err(Failure::usage(format!(
+            "session {source} has {} exchange(s); cannot fork at {n}",
+            summary.exchanges
+        ))
+        .into());
+    }
+    let end = match n {
+        0 => summary.header_end,
+        n => summary.exchange_ends[n as usize - 1],
+    };
+    let mut body = vec![0u8; (end - summary.header_end) as usize];
+    std::os::unix::fs::FileExt::read_exact_at(
+        &store.open_session(source)?,
+        &mut body,
+        summary.header_end,
+    )
+    .with_context(|| format!("cannot read {}", store.session_path(source).display()))?;
+    let body = String::from_utf8(body).context("the transcript is not UTF-8")?;
+    let now = turn::now(settings);
+    let header = Header {
+        created: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        forked_from: Some(transcript::ForkedFrom { session: source.to_string(), turn: n }),
+        ..summary.header
+    };
+    let stamp = now.format("%Y%m%d-%H%M%S").to_string();
+    let id = store.create_session(&stamp, |id| {
+        transcript::render_header(&Header { id: id.to_string(), ..header.clone() }) + &body
+    })?;
+    store.set_latest(&id)?;
+    Ok(id)
+}
+
+/// `cca clear`
+pub fn clear(id: Option<&str>) -> Result<u8> {
+    let (settings, store) = settings(&Flags::default())?;
+    let id = turn::session_for(&settings, &store, id)?;
+    clear_session(&settings, &store, &id)?;
+    eprintln!("cca: cleared {id}: its next turn starts without the history (the file keeps it)");
+    Ok(exit::OK)
+}
+
+pub fn clear_session(settings: &Settings, store: &Store, id: &str) -> Result<()> {
+    let _lock = store.lock(id, true, || turn::say_waiting(id))?;
+    let summary = store.summarize(id)?;
+    let record = Record {
+        kind: Kind::Clear,
+        meta: Meta { at: Some(turn::now_string(settings)), ..Meta::default() },
+        content: String::new(),
+    };
+    Appender::open(store, id)?
+        .append(transcript::render_record(&record, summary.exchanges + 1).as_bytes())
+}
+
+/// `cca rm`
+pub fn remove(ids: &[String], purge: bool) -> Result<u8> {
+    let (_, store) = settings(&Flags::default())?;
+    // Resolve all first: one bad id removes nothing.
+    let ids: Vec<String> = ids.iter().map(|id| store.resolve_id(id)).collect::<Result<_>>()?;
+    for id in &ids {
+        let _lock = store.lock(id, true, || turn::say_waiting(id))?;
+        store.remove(id, purge)?;
+        if purge {
+            eprintln!("cca: deleted {id}");
+        } else {
+            eprintln!(
+                "cca: moved {id} to {} (`cca restore {id}` brings it back)",
+                store.trash_dir().display()
+            );
+        }
+    }
+    Ok(exit::OK)
+}
+
+/// `cca restore`
+pub fn restore(ids: &[String]) -> Result<u8> {
+    let (_, store) = settings(&Flags::default())?;
+    if ids.is_empty() {
+        let trash = store.trash_ids();
+        if trash.is_empty() {
+            eprintln!("cca: the trash is empty");
+        } else {
+            print(&trash.iter().map(|id| format!("{id}\n")).collect::<String>())?;
+        }
+        return Ok(exit::OK);
+    }
+    for id in ids {
+        store.restore(id)?;
+        eprintln!("cca: restored {id}");
+    }
+    Ok(exit::OK)
+}

@@ -1,0 +1,263 @@
+//! Steering sessions: --session, CCA_SESSION, sessions, show, path, fork, clear, rm, restore, chat.
+
+use rexpect::session::spawn_command;
+
+use crate::common::*;
+
+fn history_users(stdin: &str) -> Vec<String> {
+    let Some(history) = tag(stdin, "conversation_history") else { return Vec::new() };
+    history
+        .split("<user_turn>\n")
+        .skip(1)
+        .map(|part| part.split("\n</user_turn>").next().unwrap().to_string())
+        .collect()
+}
+
+fn last_users(env: &TestEnv) -> Vec<String> {
+    history_users(stdin_of(&env.last_call()))
+}
+
+#[test]
+fn two_terminals_follow_their_own_sessions() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "alpha-1"]).ok();
+    env.run_with(&["search", "-q", "beta-1"], None, &[("CCA_NOW", "2026-11-21T10:16:00Z")]).ok();
+    let (a, b) = ("20261121-101500", "20261121-101600");
+    for round in 2..=3 {
+        env.run_with(&[",", &format!("alpha-{round}")], None, &[("CCA_SESSION", a)]).ok();
+        assert_eq!(last_users(&env).first().map(String::as_str), Some("alpha-1"));
+        env.run_with(&[",", &format!("beta-{round}")], None, &[("CCA_SESSION", b)]).ok();
+        assert_eq!(last_users(&env).first().map(String::as_str), Some("beta-1"));
+    }
+    assert_eq!(last_users(&env), ["beta-1", "beta-2"]);
+    let a_text = std::fs::read_to_string(env.session_path(a)).unwrap();
+    assert!(a_text.contains("alpha-3") && !a_text.contains("beta"), "{a_text}");
+    // A unique prefix works; an ambiguous one lists the candidates.
+    env.run(&["search", "-s", "20261121-1016", "-q", "beta-4"]).ok();
+    assert_eq!(last_users(&env), ["beta-1", "beta-2", "beta-3"]);
+    env.run(&["search", "-s", "20261121-10", "q"])
+        .code(2)
+        .stderr_has("matches 2 sessions")
+        .stderr_has(a)
+        .stderr_has(b);
+}
+
+#[test]
+fn sessions_lists_newest_first_with_details() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "first topic"]).ok();
+    env.run_with(&["search", "-q", "second topic"], None, &[("CCA_NOW", "2026-11-21T11:00:00Z")])
+        .ok();
+    env.run_with(
+        &["search", "-q", "-r", "more on it"],
+        None,
+        &[("CCA_NOW", "2026-11-21T11:05:00Z")],
+    )
+    .ok();
+    let run = env.run(&["sessions"]);
+    run.ok();
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{run}");
+    assert!(
+        lines[0]
+            .starts_with("* 20261121-110000  2026-11-21 11:05    2 turns  claude  second topic"),
+        "{run}"
+    );
+    assert!(
+        lines[1].starts_with("  20261121-101500  2026-11-21 10:15    1 turn   claude  first topic"),
+        "{run}"
+    );
+    let run = env.run(&["sessions", "-n", "1"]);
+    assert_eq!(run.stdout.lines().count(), 1);
+
+    let run = env.run(&["sessions", "--json"]);
+    run.ok();
+    let v: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(v[0]["id"], "20261121-110000");
+    assert_eq!(v[0]["turns"], 2);
+    assert_eq!(v[0]["title"], "second topic");
+    assert_eq!(v[0]["engine"], "claude");
+    assert_eq!(v[0]["followed"], true);
+    assert!(v[0]["live_bytes"].as_u64().unwrap() > 0);
+    assert!(v[0]["full_bytes"].as_u64().unwrap() > v[0]["live_bytes"].as_u64().unwrap());
+    assert_eq!(v[1]["last_activity"], "2026-11-21T10:15:00Z");
+}
+
+#[test]
+fn sessions_reads_the_index_not_the_transcripts() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "cached title"]).ok();
+    env.run(&["sessions"]).ok();
+    assert!(env.cca_home.join("index.json").is_file());
+    // Same size, same time, different bytes: a listing that re-read transcripts would notice.
+    let path = env.session_path(STAMP);
+    let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
+    let len = std::fs::metadata(&path).unwrap().len() as usize;
+    std::fs::write(&path, "x".repeat(len)).unwrap();
+    std::fs::File::options().write(true).open(&path).unwrap().set_modified(modified).unwrap();
+    let run = env.run(&["sessions"]);
+    assert!(run.stdout.contains("cached title"), "{run}");
+    // A real change (a hand edit) is noticed.
+    std::fs::write(&path, "still nonsense").unwrap();
+    let run = env.run(&["sessions"]);
+    assert!(run.stdout.contains("unreadable"), "{run}");
+}
+
+#[test]
+fn show_path_and_hand_edits() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "original question"]).ok();
+    let run = env.run(&["show"]);
+    run.ok();
+    assert!(run.stdout.starts_with("original question\nsession 20261121-101500 · claude"), "{run}");
+    assert!(run.stdout.contains("\n── 1. You ──\noriginal question\n\n── 1. claude"), "{run}");
+    assert!(!run.stdout.contains("<!--"), "{run}");
+    let raw = env.run(&["show", "--raw"]);
+    assert_eq!(raw.stdout, env.latest());
+
+    let run = env.run(&["path"]);
+    run.ok();
+    let path = run.stdout.trim().to_string();
+    assert_eq!(path, env.session_path(STAMP).to_str().unwrap());
+    let edited = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("ECHO: original question", "a better answer, by hand");
+    std::fs::write(&path, edited).unwrap();
+    env.run(&["search", "-q", "-r", "next"]).ok();
+    let stdin = stdin_of(&env.last_call()).to_string();
+    assert!(
+        tag(&stdin, "conversation_history")
+            .unwrap()
+            .contains("<assistant_turn>\na better answer, by hand\n</assistant_turn>"),
+        "{stdin}"
+    );
+}
+
+#[test]
+fn fork_at_turn_two_sends_exactly_two_exchanges() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "t1"]).ok();
+    for t in ["t2", "t3", "t4"] {
+        env.run(&["search", "-q", "-r", t]).ok();
+    }
+    let run = env.run_with(&["fork", "--at", "2"], None, &[("CCA_NOW", "2026-11-21T12:00:00Z")]);
+    run.ok();
+    assert_eq!(run.stdout.trim(), "20261121-120000");
+    let forked = env.latest();
+    assert!(
+        forked.contains("\"forked_from\":{\"session\":\"20261121-101500\",\"turn\":2}"),
+        "{forked}"
+    );
+    assert!(forked.contains("forked from `20261121-101500` at turn 2"), "{forked}");
+    env.run(&["search", "-q", "-r", "t5 in the fork"]).ok();
+    assert_eq!(last_users(&env), ["t1", "t2"]);
+    // The original goes on with all four.
+    env.run(&["search", "-q", "-s", "20261121-101500", "t5 in the original"]).ok();
+    assert_eq!(last_users(&env), ["t1", "t2", "t3", "t4"]);
+    env.run(&["fork", "--at", "9"]).code(2).stderr_has("has 5 exchange(s)");
+}
+
+#[test]
+fn clear_sends_no_history_but_keeps_the_file() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "before the clear"]).ok();
+    env.run(&["clear"]).ok();
+    env.run(&["search", "-q", "-r", "after the clear"]).ok();
+    assert!(tag(stdin_of(&env.last_call()), "conversation_history").is_none());
+    env.run(&["search", "-q", "-r", "later"]).ok();
+    assert_eq!(last_users(&env), ["after the clear"]);
+    let text = env.latest();
+    assert!(text.contains("before the clear") && text.contains("<!-- cca:clear"), "{text}");
+    let show = env.run(&["show"]);
+    assert!(
+        show.stdout.contains("── context cleared here: nothing above is sent again ──"),
+        "{show}"
+    );
+}
+
+#[test]
+fn rm_moves_to_the_trash_and_restore_brings_back() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "one"]).ok();
+    env.run_with(&["search", "-q", "two"], None, &[("CCA_NOW", "2026-11-21T10:20:00Z")]).ok();
+    let (one, two) = ("20261121-101500", "20261121-102000");
+    env.run(&["rm", two]).ok().stderr_has("cca restore");
+    assert!(env.cca_home.join(format!("trash/session_{two}.md")).is_file());
+    assert!(env.latest().contains("# one"), "latest moved to the remaining session");
+    assert_eq!(env.run(&["restore"]).stdout.trim(), two);
+    env.run(&["restore", two]).ok();
+    assert!(env.session_path(two).is_file());
+    env.run(&["rm", "--purge", one, two]).ok();
+    assert!(env.session_files().is_empty());
+    assert!(
+        !env.sessions_dir().join("latest").exists()
+            && std::fs::symlink_metadata(env.sessions_dir().join("latest")).is_err()
+    );
+    env.run(&["search", "-r", "q"]).code(2).stderr_has("no session to continue");
+    env.run(&["rm", "nope"]).code(2).stderr_has("no session `nope`");
+    env.run(&["restore", "nope"]).code(2);
+}
+
+#[test]
+fn chat_in_a_terminal_with_ctrl_c_in_the_middle() {
+    let env = TestEnv::new();
+    let mut cmd = env.pty_command();
+    cmd.args(["chat"]).env("FAKE_SCRIPT_2", "say partial second;hang");
+    let mut chat = spawn_command(cmd, Some(TIMEOUT.as_millis() as u64)).unwrap();
+    chat.exp_string("Ctrl-D to leave").unwrap();
+    chat.exp_string("> ").unwrap();
+    chat.send_line("chat-one").unwrap();
+    chat.exp_string("ECHO: chat-one").unwrap();
+    chat.exp_string("> ").unwrap();
+    chat.send_line("chat-two").unwrap();
+    chat.exp_string("partial second").unwrap();
+    chat.send_control('c').unwrap();
+    chat.exp_string("interrupted (Ctrl-C)").unwrap();
+    chat.exp_string("> ").unwrap();
+    chat.send_line("chat-three").unwrap();
+    chat.exp_string("ECHO: chat-three").unwrap();
+    chat.exp_string("> ").unwrap();
+    chat.send_line("/session").unwrap();
+    chat.exp_string(&format!("session {STAMP}")).unwrap();
+    chat.send_control('d').unwrap();
+    chat.exp_eof().unwrap();
+
+    let (t, problems) = cca::transcript::parse(&env.latest()).unwrap();
+    assert!(problems.is_empty());
+    use cca::transcript::Kind::*;
+    let kinds: Vec<_> = t.records.iter().map(|r| r.kind).collect();
+    assert_eq!(kinds, [User, Assistant, User, Interrupted, User, Assistant]);
+    assert_eq!(t.records[3].content, "partial second");
+    let calls = env.calls();
+    assert_eq!(calls.len(), 3);
+    assert_eq!(history_users(stdin_of(&calls[2])), ["chat-one"]);
+}
+
+#[test]
+fn chat_commands_clear_and_fork() {
+    let env = TestEnv::new();
+    let mut cmd = env.pty_command();
+    cmd.args(["chat"]);
+    let mut chat = spawn_command(cmd, Some(TIMEOUT.as_millis() as u64)).unwrap();
+    chat.exp_string("> ").unwrap();
+    chat.send_line("c-one").unwrap();
+    chat.exp_string("ECHO: c-one").unwrap();
+    chat.send_line("/clear").unwrap();
+    chat.exp_string("context cleared").unwrap();
+    chat.send_line("c-two").unwrap();
+    chat.exp_string("ECHO: c-two").unwrap();
+    chat.send_line("/fork 0").unwrap();
+    chat.exp_string("now talking in").unwrap();
+    chat.send_line("c-three \\").unwrap();
+    chat.send_line("continued").unwrap();
+    chat.exp_string("ECHO: c-three \r\ncontinued").unwrap();
+    chat.send_line("/nope").unwrap();
+    chat.exp_string("unknown command /nope").unwrap();
+    chat.send_line("/quit").unwrap();
+    chat.exp_eof().unwrap();
+    let calls = env.calls();
+    assert!(tag(stdin_of(&calls[1]), "conversation_history").is_none(), "cleared");
+    assert!(tag(stdin_of(&calls[2]), "conversation_history").is_none(), "forked at 0");
+    assert_eq!(tag(stdin_of(&calls[2]), "user_query"), Some("c-three \ncontinued"));
+    assert_eq!(env.session_files().len(), 2);
+}
