@@ -9,23 +9,41 @@ CLAUDE_CODE_VERSION := 2.1.329
 GEMINI_CLI_VERSION := 0.61.0
 LLM_VERSION := 0.36
 LLM_ECHO_VERSION := 0.5
+CARGO_FUZZ_VERSION := 0.13.2
+# Seconds each fuzz target runs in `make test` (three targets).
+FUZZ_SECONDS ?= 60
 
 ENGINES := $(BUILD)/engines
 LLM_VENV := $(BUILD)/llm-venv
+TOOLS := $(BUILD)/tools
+CARGO_FUZZ := $(abspath $(TOOLS))/bin/cargo-fuzz
 
 # Tests find the real programs here.
 export CCA_TEST_CLAUDE := $(abspath $(ENGINES))/node_modules/.bin/claude
 export CCA_TEST_GEMINI := $(abspath $(ENGINES))/node_modules/.bin/gemini
 export CCA_TEST_LLM := $(abspath $(LLM_VENV))/bin/llm
 
-.PHONY: build test engines llm install uninstall bench clean
+.PHONY: build test engines llm fuzz install uninstall bench clean
 
 build:
 	$(CARGO) build --release --locked
 
-## The full test suite: unit, property and integration tests, and the real engines.
+## The full test suite: unit, property and integration tests, the real engines, and fuzzing.
 test: engines llm
 	$(CARGO) test --locked
+	$(MAKE) fuzz
+
+## Coverage-guided fuzzing of the transcript parser and the framing, FUZZ_SECONDS per target,
+## starting from the committed regression corpus in fuzz/seeds/.
+fuzz: $(CARGO_FUZZ)
+	cd fuzz && for target in parse round_trip framing; do \
+		mkdir -p corpus/$$target && \
+		$(CARGO_FUZZ) run --sanitizer none $$target corpus/$$target seeds/$$target -- \
+			-max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 || exit 1; \
+	done
+
+$(CARGO_FUZZ):
+	$(CARGO) install --locked --quiet cargo-fuzz --version $(CARGO_FUZZ_VERSION) --root $(TOOLS)
 
 ## The real `claude` and `gemini` programs from npm, into build/ (nothing global).
 engines: $(ENGINES)/.installed

@@ -1,0 +1,24 @@
+//! Any bytes as a transcript: reading never panics, the streaming summary agrees with the full
+//! parse, and what was read renders back to something that reads the same.
+#![no_main]
+
+use cca::transcript::{self, Kind};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let summary = transcript::summarize(data).expect("reading memory cannot fail");
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let parsed = transcript::parse(text);
+    match (&parsed, &summary) {
+        (Ok((t, problems)), Ok(s)) => {
+            assert_eq!(problems.len(), s.problems.len());
+            let answers = t.records.iter().filter(|r| r.kind == Kind::Assistant).count() as u64;
+            assert!(s.exchanges <= answers);
+            let again = transcript::parse(&transcript::render(t)).expect("a render reads back");
+            assert!(again.1.is_empty(), "{:?}", again.1);
+            assert_eq!(&again.0, t);
+        }
+        (Err(_), Err(_)) => {}
+        _ => panic!("parse and summarize disagree on whether this is a transcript"),
+    }
+});
