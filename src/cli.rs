@@ -90,6 +90,7 @@ pub enum Command {
     ///
     /// Without an id, the session `--resume` would continue ($CCA_SESSION, else latest).
     Show {
+        /// The session: an id, or any unique start of one [default: $CCA_SESSION, else latest]
         #[arg(value_name = "ID", add = session_candidates())]
         id: Option<String>,
         /// Print the file as it is
@@ -101,6 +102,7 @@ pub enum Command {
     ///
     /// Hand edits are honoured: the next turn sends the edited history.
     Path {
+        /// The session: an id, or any unique start of one [default: $CCA_SESSION, else latest]
         #[arg(value_name = "ID", add = session_candidates())]
         id: Option<String>,
     },
@@ -109,6 +111,7 @@ pub enum Command {
     ///
     /// The new session records where it came from (`forked_from`); both continue independently.
     Fork {
+        /// The session: an id, or any unique start of one [default: $CCA_SESSION, else latest]
         #[arg(value_name = "ID", add = session_candidates())]
         id: Option<String>,
         /// Keep the first N exchanges [default: all]
@@ -120,12 +123,14 @@ pub enum Command {
     ///
     /// The file keeps everything; `cca show` marks where the clear happened.
     Clear {
+        /// The session: an id, or any unique start of one [default: $CCA_SESSION, else latest]
         #[arg(value_name = "ID", add = session_candidates())]
         id: Option<String>,
     },
 
     /// Move sessions to the trash ($CCA_HOME/trash), or delete them with --purge
     Rm {
+        /// The sessions: ids, or unique starts of them
         #[arg(value_name = "ID", required = true, add = session_candidates())]
         ids: Vec<String>,
         /// Delete for good instead of moving to the trash
@@ -135,6 +140,7 @@ pub enum Command {
 
     /// Bring sessions back from the trash; with no id, list what the trash holds
     Restore {
+        /// The sessions to bring back (full ids, as `cca restore` lists them)
         #[arg(value_name = "ID")]
         ids: Vec<String>,
     },
@@ -148,6 +154,7 @@ pub enum Command {
     ///
     /// Then `, and on windows?` continues the latest session.
     Init {
+        /// The shell to print code for
         #[arg(value_enum)]
         shell: InitShell,
     },
@@ -161,9 +168,24 @@ pub enum Command {
     ///
     /// `make install` puts them where bash-completion, zsh and fish find them.
     Completions {
+        /// The shell to print completions for
         #[arg(value_enum)]
         shell: CompletionShell,
     },
+
+    /// Print the effective settings and where each came from
+    ///
+    /// Sources, lowest to highest: default, config file ($CCA_HOME/config.toml), environment
+    /// (CCA_*), flag.
+    ///
+    /// Config file keys: engine, model, prompt, and per engine in [engines.NAME]: program,
+    /// command, args, model, model_arg, system_prompt ("inline" or "native"),
+    /// system_prompt_arg, history ("inline" or "structured"), tools, max_input_bytes.
+    ///
+    /// Environment: CCA_HOME, CCA_ENGINE, CCA_MODEL, CCA_PROMPT, CCA_SESSION, CCA_CLAUDE,
+    /// CCA_GEMINI, CCA_NOW (a fixed clock, for tests), CCA_COMPLETE (used by completions),
+    /// and the standard NO_COLOR, TERM, PAGER, PATH, HOME.
+    Config,
 
     /// Check the setup: engines found (path, version), the default, and CCA_HOME's state
     ///

@@ -145,6 +145,21 @@ pub enum EngineKind {
     Command,
 }
 
+/// Every key the config file takes, for the docs and their test.
+pub const FILE_KEYS: &[&str] = &["engine", "model", "prompt"];
+pub const ENGINE_KEYS: &[&str] = &[
+    "program",
+    "command",
+    "args",
+    "model",
+    "model_arg",
+    "system_prompt",
+    "system_prompt_arg",
+    "history",
+    "tools",
+    "max_input_bytes",
+];
+
 /// One `[engines.NAME]` table of the config file.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -493,6 +508,23 @@ mod tests {
         assert!(s.engine.is_none());
         assert_eq!(s.prompt.value, PromptChoice::Name(crate::prompt::DEFAULT.into()));
         assert_eq!(s.prompt.source, Source::Default);
+    }
+
+    #[test]
+    fn the_documented_keys_are_the_keys() {
+        let mut file = FILE_KEYS.iter().map(|k| format!("{k} = \"x\"\n")).collect::<String>();
+        file.push_str("[engines.x]\n");
+        for key in ENGINE_KEYS {
+            let value = match *key {
+                "command" | "args" => "[\"x\"]",
+                "system_prompt" | "history" => "\"inline\"",
+                "max_input_bytes" => "1",
+                _ => "\"x\"",
+            };
+            file.push_str(&format!("{key} = {value}\n"));
+        }
+        File::parse(Path::new("c"), &file).unwrap();
+        assert!(File::parse(Path::new("c"), "[engines.x]\nnot_a_key = 1\n").is_err());
     }
 
     #[test]

@@ -5,6 +5,7 @@ mod ask;
 mod chat;
 mod doctor;
 mod sessions;
+mod show_settings;
 
 use std::io::{self, Write};
 
@@ -41,6 +42,7 @@ pub fn run(cli: Cli) -> Result<u8> {
             Ok(exit::OK)
         }
         Command::Doctor => doctor::run(),
+        Command::Config => show_settings::run(),
         Command::Chat(args) => chat::run(&args),
         Command::Sessions { json, limit } => sessions::list(json, limit),
         Command::Show { id, raw } => sessions::show(id.as_deref(), raw),

@@ -109,7 +109,8 @@ pub fn show(id: Option<&str>, raw: bool) -> Result<u8> {
             .hint("`cca show --raw` prints it as it is")
         })?;
         let summary = store.summarize(&id)?;
-        let mut out = readable(&t, summary.live.bytes(), text.len() as u64);
+        let bold = settings.color && std::io::stdout().is_terminal();
+        let mut out = readable(&t, summary.live.bytes(), text.len() as u64, bold);
         for p in problems {
             out.push_str(&format!("\n(line {}: {})\n", p.line, p.message));
         }
@@ -124,7 +125,7 @@ pub fn show(id: Option<&str>, raw: bool) -> Result<u8> {
 }
 
 /// The conversation for a person: no markers, clear separators, every record visible.
-pub fn readable(t: &Transcript, live_bytes: u64, full_bytes: u64) -> String {
+pub fn readable(t: &Transcript, live_bytes: u64, full_bytes: u64, bold: bool) -> String {
     let h = &t.header;
     let mut out = format!("{}\n", if h.title.is_empty() { "(untitled)" } else { &h.title });
     out.push_str(&format!(
@@ -180,7 +181,8 @@ pub fn readable(t: &Transcript, live_bytes: u64, full_bytes: u64) -> String {
                 human_bytes(r.meta.bytes_after.unwrap_or(0))
             ),
         };
-        out.push_str(&format!("\n── {title} ──\n"));
+        let (on, off) = if bold { ("\x1b[1m", "\x1b[0m") } else { ("", "") };
+        out.push_str(&format!("\n{on}── {title} ──{off}\n"));
         if !r.content.is_empty() {
             out.push_str(&r.content);
             if !r.content.ends_with('\n') {
