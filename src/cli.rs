@@ -180,11 +180,13 @@ pub enum Command {
     ///
     /// Config file keys: engine, model, prompt, and per engine in [engines.NAME]: program,
     /// command, args, model, model_arg, system_prompt ("inline" or "native"),
-    /// system_prompt_arg, history ("inline" or "structured"), tools, max_input_bytes.
+    /// system_prompt_arg, history ("inline" or "structured"), tools, max_input_bytes, retries,
+    /// policy.
     ///
     /// Environment: CCA_HOME, CCA_ENGINE, CCA_MODEL, CCA_PROMPT, CCA_SESSION, CCA_CLAUDE,
     /// CCA_GEMINI, CCA_NOW (a fixed clock, for tests), CCA_COMPLETE (used by completions),
-    /// and the standard NO_COLOR, TERM, PAGER, PATH, HOME.
+    /// GEMINI_CLI_HOME (where gemini keeps its files), and the standard NO_COLOR, TERM, PAGER,
+    /// PATH, HOME.
     Config,
 
     /// Check the setup: engines found (path, version), the default, and CCA_HOME's state
@@ -247,6 +249,10 @@ pub struct ChatArgs {
     /// System prompt for a new session
     #[arg(short, long, value_name = "NAME", add = prompt_candidates())]
     pub prompt: Option<String>,
+
+    /// Ask claude and gemini not to retry a failing API
+    #[arg(long)]
+    pub fail_fast: bool,
 }
 
 #[derive(Debug, Args)]
@@ -302,6 +308,11 @@ pub struct AskArgs {
     /// Fail at once (exit 75) if another cca is answering in this session, instead of waiting
     #[arg(long)]
     pub no_wait: bool,
+
+    /// Ask claude and gemini not to retry a failing API (they retry for minutes by default);
+    /// `retries = 0` in config.toml does the same for good
+    #[arg(long)]
+    pub fail_fast: bool,
 }
 
 #[cfg(test)]

@@ -37,6 +37,9 @@ pub mod vars {
     pub const NO_COLOR: &str = "NO_COLOR";
     /// Standard: `dumb` turns the spinner and colour off.
     pub const TERM: &str = "TERM";
+    /// gemini's own: where it keeps its files (else `$HOME`); cca looks there only to remove the
+    /// session file gemini writes for each of cca's turns.
+    pub const GEMINI_CLI_HOME: &str = "GEMINI_CLI_HOME";
     /// Standard: the pager for `cca show` on a terminal (default `less -FRX`).
     pub const PAGER: &str = "PAGER";
     /// Standard: where engines are looked for.
@@ -158,6 +161,8 @@ pub const ENGINE_KEYS: &[&str] = &[
     "history",
     "tools",
     "max_input_bytes",
+    "retries",
+    "policy",
 ];
 
 /// One `[engines.NAME]` table of the config file.
@@ -182,6 +187,10 @@ pub struct EngineFile {
     pub tools: Option<String>,
     /// The largest input cca sends, in bytes; larger turns are refused before spawning.
     pub max_input_bytes: Option<u64>,
+    /// claude/gemini: how often the engine retries a failing API (its own default otherwise).
+    pub retries: Option<u32>,
+    /// gemini: a policy file for its tools (cca's own denies shell and file writes); "" for none.
+    pub policy: Option<String>,
 }
 
 /// The config file, `$CCA_HOME/config.toml`.
@@ -233,6 +242,8 @@ pub struct EngineConfig {
     pub max_input_bytes: Option<u64>,
     /// The model from `[engines.NAME] model`, used when no other is chosen.
     pub model: Option<String>,
+    pub retries: Option<u32>,
+    pub policy: Option<String>,
 }
 
 /// The limits measured for the real programs (DESIGN.md).
@@ -247,6 +258,8 @@ pub struct Flags {
     pub prompt: Option<String>,
     pub prompt_file: Option<PathBuf>,
     pub session: Option<String>,
+    /// No API retries for claude and gemini.
+    pub fail_fast: bool,
 }
 
 /// Which system prompt to use.
@@ -271,6 +284,8 @@ pub struct Settings {
     pub now: Option<chrono::DateTime<chrono::Utc>>,
     pub path: Option<OsString>,
     pub pager: Option<String>,
+    /// Where gemini keeps its files: `GEMINI_CLI_HOME`, else the user's home.
+    pub gemini_home: Option<PathBuf>,
     pub color: bool,
     pub dumb_terminal: bool,
 }
@@ -344,7 +359,12 @@ pub fn resolve(
     }
     let session = pick(&flags.session, vars::SESSION, &None)?;
 
-    let engines = engines(env, &parsed)?;
+    let mut engines = engines(env, &parsed)?;
+    if flags.fail_fast {
+        for engine in engines.values_mut().filter(|e| e.kind != EngineKind::Command) {
+            engine.retries = Some(0);
+        }
+    }
     if let Some(name) = &engine
         && !engines.contains_key(&name.value)
     {
@@ -372,6 +392,11 @@ pub fn resolve(
         now,
         path: env.os(vars::PATH).cloned(),
         pager: env.text(vars::PAGER)?,
+        gemini_home: env
+            .os(vars::GEMINI_CLI_HOME)
+            .or(env.os(vars::USER_HOME))
+            .map(PathBuf::from)
+            .or_else(dirs::home_dir),
         color: env.os(vars::NO_COLOR).is_none() && !dumb_terminal,
         dumb_terminal,
     })
@@ -423,6 +448,8 @@ fn engines(env: &Env, file: &File) -> Result<BTreeMap<String, EngineConfig>> {
                 tools,
                 max_input_bytes: Some(f.max_input_bytes.unwrap_or(max)),
                 model: f.model,
+                retries: f.retries,
+                policy: f.policy,
             },
         );
     }
@@ -447,6 +474,12 @@ fn engines(env: &Env, file: &File) -> Result<BTreeMap<String, EngineConfig>> {
             ))
             .into());
         }
+        if f.retries.is_some() || f.policy.is_some() {
+            return Err(Failure::usage(format!(
+                "[engines.{name}]: `retries` and `policy` apply to claude and gemini only"
+            ))
+            .into());
+        }
         if f.history == Some(HistoryMode::Structured) {
             return Err(Failure::usage(format!(
                 "[engines.{name}] history = \"structured\" works only with claude and gemini"
@@ -468,6 +501,8 @@ fn engines(env: &Env, file: &File) -> Result<BTreeMap<String, EngineConfig>> {
                 tools: f.tools.clone(),
                 max_input_bytes: f.max_input_bytes,
                 model: f.model.clone(),
+                retries: None,
+                policy: None,
             },
         );
     }
@@ -518,7 +553,7 @@ mod tests {
             let value = match *key {
                 "command" | "args" => "[\"x\"]",
                 "system_prompt" | "history" => "\"inline\"",
-                "max_input_bytes" => "1",
+                "max_input_bytes" | "retries" => "1",
                 _ => "\"x\"",
             };
             file.push_str(&format!("{key} = {value}\n"));

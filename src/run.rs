@@ -97,6 +97,8 @@ pub struct Outcome {
     pub printed_newline: bool,
     pub status: Option<ExitStatus>,
     pub engine_error: Option<String>,
+    /// The engine's own id for the run, if it told.
+    pub engine_session: Option<String>,
     pub usage: Usage,
     /// The end of what the engine wrote on stderr (and on stdout outside its answer).
     pub stderr_tail: String,
@@ -184,6 +186,7 @@ pub fn run(
         last_answer_byte: b'\n',
         usage: Usage::default(),
         engine_error: None,
+        engine_session: None,
         stderr_tail: Vec::new(),
         live_stderr: display.live_stderr,
     };
@@ -257,6 +260,7 @@ pub fn run(
         printed_newline: screen.printed_newline,
         status,
         engine_error: state.engine_error,
+        engine_session: state.engine_session,
         usage: state.usage,
         stderr_tail: String::from_utf8_lossy(&state.stderr_tail).into_owned(),
         interrupted,
@@ -372,6 +376,7 @@ struct Turn {
     last_answer_byte: u8,
     usage: Usage,
     engine_error: Option<String>,
+    engine_session: Option<String>,
     stderr_tail: Vec<u8>,
     live_stderr: bool,
 }
@@ -402,6 +407,7 @@ impl Turn {
                 Output::Note(note) => self.engine_stderr(format!("{note}\n").as_bytes(), screen),
                 Output::Error(e) => self.engine_error = Some(e),
                 Output::Usage(u) => self.usage = u,
+                Output::Session(id) => self.engine_session = Some(id),
             }
         }
         Ok(())

@@ -534,6 +534,21 @@ impl Store {
     }
 }
 
+/// Removes the files under `root/*/chats/` that `is_engine_session` recognises: the session
+/// file an engine wrote for one of cca's turns. Best effort: what cannot be removed stays.
+pub fn remove_engine_session_files(root: &Path, is_engine_session: impl Fn(&Path) -> bool) {
+    let Ok(projects) = fs::read_dir(root) else { return };
+    for project in projects.flatten() {
+        let Ok(chats) = fs::read_dir(project.path().join("chats")) else { continue };
+        for file in chats.flatten() {
+            let path = file.path();
+            if is_engine_session(&path) {
+                let _ = fs::remove_file(&path);
+            }
+        }
+    }
+}
+
 /// Orders ids by time, then by their same-second counter (`-2` before `-10`).
 pub fn sort_key(id: &str) -> (String, u64) {
     let parts: Vec<&str> = id.splitn(3, '-').collect();

@@ -348,6 +348,15 @@ impl Attempt<'_> {
         let decoder = engine::decoder(self.engine.kind);
         let outcome = run::run(spawn, decoder, self.store.scratch_file()?, &display, signals)?;
         drop(scratch);
+        // cca is the memory: gemini's own copy of the turn must not pile up.
+        if let (EngineKind::Gemini, Some(id), Some(home)) =
+            (self.engine.kind, &outcome.engine_session, &self.settings.gemini_home)
+        {
+            crate::store::remove_engine_session_files(
+                &engine::gemini::sessions_root(home),
+                |path| engine::gemini::session_file_matches(path, id),
+            );
+        }
         Ok(outcome)
     }
 }

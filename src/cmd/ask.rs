@@ -17,6 +17,7 @@ fn flags(ask: &AskArgs) -> Flags {
         prompt: ask.prompt.clone(),
         prompt_file: ask.prompt_file.clone(),
         session: None,
+        fail_fast: ask.fail_fast,
     }
 }
 

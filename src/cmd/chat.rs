@@ -31,6 +31,7 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
         engine: args.engine.clone(),
         model: args.model.clone(),
         prompt: args.prompt.clone(),
+        fail_fast: args.fail_fast,
         ..Flags::default()
     };
     let (settings, store) = settings(&flags)?;

@@ -69,7 +69,11 @@ pub fn invocation(
         }
     };
     args.extend(engine.args.iter().map(Arg::plain));
-    Ok(Invocation { program, args, env: Vec::new(), stdin })
+    let mut env = Vec::new();
+    if let Some(retries) = engine.retries {
+        env.push(("CLAUDE_CODE_MAX_RETRIES".to_string(), Arg::plain(retries.to_string())));
+    }
+    Ok(Invocation { program, args, env, stdin })
 }
 
 /// The live exchanges as claude's own session file: one JSON object per message.
@@ -171,17 +175,7 @@ impl Decoder {
                     out.push(Output::Error(reason));
                 }
             }
-            Some("system") => {
-                if let Some(sub) = v["subtype"].as_str()
-                    && sub.contains("retry")
-                {
-                    let attempt = v["attempt"]
-                        .as_u64()
-                        .map(|a| format!(" (attempt {a})"))
-                        .unwrap_or_default();
-                    out.push(Output::Note(format!("claude is retrying the API{attempt}")));
-                }
-            }
+            Some("system") if v["subtype"] == "api_retry" => out.push(Output::Note(retry_note(&v))),
             _ => {}
         }
     }
@@ -242,6 +236,26 @@ impl Decoder {
             }
         }
     }
+}
+
+/// claude retries a failing API for minutes by default: say so, each time, and how to stop it.
+fn retry_note(v: &Value) -> String {
+    let what = match (v["error_status"].as_u64(), v["error"].as_str()) {
+        (Some(status), Some(e)) => format!("the API answered {status} ({e})"),
+        (None, Some(e)) => format!("the API failed ({e})"),
+        _ => "the API failed".to_string(),
+    };
+    let wait = v["retry_delay_ms"]
+        .as_f64()
+        .map(|ms| format!(" in {:.1} s", ms / 1000.0))
+        .unwrap_or_default();
+    let attempt = match (v["attempt"].as_u64(), v["max_retries"].as_u64()) {
+        (Some(a), Some(m)) => format!(" (retry {a} of {m})"),
+        _ => String::new(),
+    };
+    format!(
+        "cca: claude: {what}; retrying{wait}{attempt}; Ctrl-C stops, --fail-fast does not retry"
+    )
 }
 
 /// `WebSearch: rust 1.89 file locking`, `WebFetch: https://...`: the gist of a tool call.

@@ -5,13 +5,28 @@
 //! prompt larger than the model's window with no output and exit 0 (an empty answer is a
 //! failure). Its errors go to stderr, and the final `result` line says `status`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{Arg, Invocation, LineBuffer, Output, Request, Usage, note_line};
 use crate::config::{EngineConfig, HistoryMode, SystemPromptMode};
 use crate::frame;
+use crate::transcript::Live;
+
+/// cca's default tool policy for gemini: a search agent searches and reads the web; it never
+/// runs commands or changes files, whatever the user's own approval mode.
+const POLICY: &str = r#"# cca: the search agent searches and reads; it never runs commands or changes files.
+[[rule]]
+toolName = ["run_shell_command", "write_file", "replace", "save_memory"]
+decision = "deny"
+priority = 900
+
+[[rule]]
+toolName = ["google_web_search", "web_fetch"]
+decision = "allow"
+priority = 900
+"#;
 
 pub fn invocation(
     engine: &EngineConfig,
@@ -25,7 +40,27 @@ pub fn invocation(
         args.push(Arg::plain("-m"));
         args.push(Arg::plain(model));
     }
+    match engine.policy.as_deref() {
+        None => {
+            args.push(Arg::plain("--policy"));
+            args.push(Arg::File { name: "policy.toml", contents: POLICY.to_string() });
+        }
+        Some("") => {}
+        Some(path) => {
+            args.push(Arg::plain("--policy"));
+            args.push(Arg::plain(path));
+        }
+    }
     let mut env = Vec::new();
+    if let Some(retries) = engine.retries {
+        // Only a settings file sets gemini's attempts; the system level one overrides the
+        // user's settings key by key, leaving the rest (auth) to them.
+        let settings = json!({ "general": { "maxAttempts": retries + 1 } });
+        env.push((
+            "GEMINI_CLI_SYSTEM_SETTINGS_PATH".to_string(),
+            Arg::File { name: "gemini-settings.json", contents: settings.to_string() },
+        ));
+    }
     let inline_system = match engine.system_prompt {
         SystemPromptMode::Inline => Some(request.system),
         SystemPromptMode::Native => {
@@ -36,17 +71,66 @@ pub fn invocation(
             None
         }
     };
-    if engine.history == HistoryMode::Structured {
-        anyhow::bail!(
-            crate::error::Failure::usage(
-                "history = \"structured\" is not available for gemini in this version of cca"
-            )
-            .hint("set history = \"inline\" in [engines.gemini] of config.toml")
-        );
-    }
-    let stdin = frame::inline(inline_system, request.live, request.attachment, request.query);
+    let stdin = match engine.history {
+        HistoryMode::Inline => {
+            frame::inline(inline_system, request.live, request.attachment, request.query)
+        }
+        HistoryMode::Structured => {
+            if !request.live.exchanges.is_empty() {
+                args.push(Arg::plain("--session-file"));
+                args.push(Arg::File { name: "history.jsonl", contents: history_jsonl(request)? });
+            }
+            let summary_only =
+                Live { summary: request.live.summary.clone(), exchanges: Vec::new() };
+            frame::inline(inline_system, &summary_only, request.attachment, request.query)
+        }
+    };
     args.extend(engine.args.iter().map(Arg::plain));
     Ok(Invocation { program, args, env, stdin })
+}
+
+/// The live exchanges as gemini's own session file: a metadata line, then one line per message.
+fn history_jsonl(request: &Request) -> std::io::Result<String> {
+    let stamp = "2026-01-01T00:00:00.000Z";
+    let mut lines = vec![json!({
+        "sessionId": "00000000-0000-4000-8000-000000000000",
+        "projectHash": "cca",
+        "startTime": stamp,
+        "lastUpdated": stamp,
+        "kind": "main",
+    })];
+    for (n, exchange) in request.live.exchanges.iter().enumerate() {
+        let mut user = (request.stored)(&exchange.user)?;
+        for (name, range) in &exchange.attachments {
+            let text = frame::escape(&(request.stored)(range)?);
+            user.push_str(&format!("\n\n<attachment name=\"{name}\">\n{text}\n</attachment>"));
+        }
+        let answer = (request.stored)(&exchange.assistant)?;
+        for (role, text) in [("user", user), ("gemini", answer)] {
+            lines.push(json!({
+                "id": format!("cca-{n}-{role}"),
+                "timestamp": stamp,
+                "type": role,
+                "content": [{ "text": text }],
+            }));
+        }
+    }
+    Ok(lines.iter().map(|l| format!("{l}\n")).collect())
+}
+
+/// Where gemini writes its session file for a run: `<home>/.gemini/tmp/<project>/chats/`,
+/// named `session-<time>-<first 8 of the id>.jsonl`. cca removes the one each turn leaves.
+pub fn session_file_matches(path: &Path, session_id: &str) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let short: String = session_id.chars().take(8).collect();
+    short.len() == 8
+        && name.starts_with("session-")
+        && name.ends_with(&format!("-{short}.jsonl"))
+        && path.parent().and_then(|p| p.file_name()).is_some_and(|d| d == "chats")
+}
+
+pub fn sessions_root(gemini_home: &Path) -> PathBuf {
+    gemini_home.join(".gemini").join("tmp")
 }
 
 /// Decodes `-o stream-json`: assistant message deltas, tool calls, and the final result.
@@ -73,6 +157,11 @@ fn decode_line(line: &[u8], out: &mut Vec<Output>) {
         return;
     };
     match v["type"].as_str() {
+        Some("init") => {
+            if let Some(id) = v["session_id"].as_str() {
+                out.push(Output::Session(id.to_string()));
+            }
+        }
         Some("message") if v["role"] == "assistant" => {
             if let Some(text) = v["content"].as_str()
                 && !text.is_empty()

@@ -64,6 +64,8 @@ pub enum Output {
     /// The engine said the turn failed, and why.
     Error(String),
     Usage(Usage),
+    /// The engine's own id for this run (gemini: to find the session file it wrote).
+    Session(String),
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -1,5 +1,8 @@
 //! Integration tests: the built `cca` against fake engines, one module per area.
 
+// Shared with tests/real; each binary uses part of it.
+#[allow(dead_code)]
+#[path = "../support/env.rs"]
 mod common;
 mod help;
 mod readme;

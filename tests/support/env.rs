@@ -1,4 +1,4 @@
-//! The test environment: each test runs the built `cca` in its own temp HOME and CCA_HOME, with
+//! The test environment, shared by the test binaries: each test runs the built `cca` in its own temp HOME and CCA_HOME, with
 //! fake engines first on PATH, a fixed clock, and a timeout on every process it starts.
 
 use std::path::{Path, PathBuf};
@@ -11,6 +11,20 @@ use serde_json::Value;
 pub const TIMEOUT: Duration = Duration::from_secs(60);
 pub const NOW: &str = "2026-11-21T10:15:00Z";
 pub const STAMP: &str = "20261121-101500";
+
+/// A real engine installed by `make engines` / `make llm`: from the variable the Makefile sets,
+/// else from where the Makefile puts it.
+pub fn real_program(var: &str, under_build: &str) -> PathBuf {
+    let path = std::env::var_os(var)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("build").join(under_build));
+    assert!(
+        path.exists(),
+        "{} is missing: run `make test` (or `make engines llm` once), which installs the real engines",
+        path.display()
+    );
+    path
+}
 
 pub fn cca_exe() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_cca"))
@@ -45,7 +59,14 @@ impl TestEnv {
     }
 
     pub fn with_engines(names: &[&str]) -> TestEnv {
-        let root = tempfile::tempdir().expect("a temp dir");
+        Self::in_dir(&std::env::temp_dir(), names)
+    }
+
+    /// An environment in a folder of `base`. (gemini ignores settings files below a folder
+    /// others can write to, such as /tmp, so the real engines run under target/tmp.)
+    pub fn in_dir(base: &Path, names: &[&str]) -> TestEnv {
+        std::fs::create_dir_all(base).unwrap();
+        let root = tempfile::tempdir_in(base).expect("a temp dir");
         let r = root.path();
         let (home, bin, log, work) = (r.join("home"), r.join("bin"), r.join("log"), r.join("work"));
         for d in [&home, &bin, &log, &work] {
