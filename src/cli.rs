@@ -128,6 +128,24 @@ pub enum Command {
         id: Option<String>,
     },
 
+    /// Summarise a session's older turns now, keeping the most recent ones verbatim
+    ///
+    /// The session's engine writes the summary (with the `compaction` prompt); it is recorded
+    /// in the transcript and sent in place of those turns from then on. The file keeps every
+    /// turn. cca also does this on its own before a turn that would pass a share of the
+    /// engine's context budget ([compaction] in config.toml; --no-compact to skip).
+    Compact {
+        /// The session: an id, or any unique start of one [default: $CCA_SESSION, else latest]
+        #[arg(value_name = "ID", add = session_candidates())]
+        id: Option<String>,
+        /// Keep this many recent exchanges verbatim [default: keep_recent from config, 4]
+        #[arg(long, value_name = "N")]
+        keep: Option<u64>,
+        /// Ask the engine not to retry a failing API
+        #[arg(long)]
+        fail_fast: bool,
+    },
+
     /// Move sessions to the trash ($CCA_HOME/trash), or delete them with --purge
     Rm {
         /// The sessions: ids, or unique starts of them
@@ -181,7 +199,9 @@ pub enum Command {
     /// Config file keys: engine, model, prompt, and per engine in [engines.NAME]: program,
     /// command, args, model, model_arg, system_prompt ("inline" or "native"),
     /// system_prompt_arg, history ("inline" or "structured"), tools, max_input_bytes, retries,
-    /// policy.
+    /// policy, context_budget (tokens), model_budgets ({ "model" = tokens }), bytes_per_token.
+    /// Under [compaction]: enabled, threshold (a share of the budget, 0.75), keep_recent (4),
+    /// warn_tokens (30000).
     ///
     /// Environment: CCA_HOME, CCA_ENGINE, CCA_MODEL, CCA_PROMPT, CCA_SESSION, CCA_CLAUDE,
     /// CCA_GEMINI, CCA_NOW (a fixed clock, for tests), CCA_COMPLETE (used by completions),
@@ -253,6 +273,10 @@ pub struct ChatArgs {
     /// Ask claude and gemini not to retry a failing API
     #[arg(long)]
     pub fail_fast: bool,
+
+    /// Do not summarise older turns automatically
+    #[arg(long)]
+    pub no_compact: bool,
 }
 
 #[derive(Debug, Args)]
@@ -313,6 +337,11 @@ pub struct AskArgs {
     /// `retries = 0` in config.toml does the same for good
     #[arg(long)]
     pub fail_fast: bool,
+
+    /// Do not summarise older turns first, even when the context has grown past the threshold
+    /// (`enabled = false` under [compaction] in config.toml does it for good)
+    #[arg(long)]
+    pub no_compact: bool,
 }
 
 #[cfg(test)]

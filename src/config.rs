@@ -150,6 +150,7 @@ pub enum EngineKind {
 
 /// Every key the config file takes, for the docs and their test.
 pub const FILE_KEYS: &[&str] = &["engine", "model", "prompt"];
+pub const COMPACTION_KEYS: &[&str] = &["enabled", "threshold", "keep_recent", "warn_tokens"];
 pub const ENGINE_KEYS: &[&str] = &[
     "program",
     "command",
@@ -163,6 +164,9 @@ pub const ENGINE_KEYS: &[&str] = &[
     "max_input_bytes",
     "retries",
     "policy",
+    "context_budget",
+    "model_budgets",
+    "bytes_per_token",
 ];
 
 /// One `[engines.NAME]` table of the config file.
@@ -191,6 +195,35 @@ pub struct EngineFile {
     pub retries: Option<u32>,
     /// gemini: a policy file for its tools (cca's own denies shell and file writes); "" for none.
     pub policy: Option<String>,
+    /// The context the engine is given, in tokens; compaction keeps below a share of it.
+    pub context_budget: Option<u64>,
+    /// Budgets for particular models, by model name.
+    #[serde(default)]
+    pub model_budgets: BTreeMap<String, u64>,
+    /// How many bytes make a token, for estimates (default 3.5).
+    pub bytes_per_token: Option<f64>,
+}
+
+/// `[compaction]` of the config file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompactionFile {
+    pub enabled: Option<bool>,
+    pub threshold: Option<f64>,
+    pub keep_recent: Option<u64>,
+    pub warn_tokens: Option<u64>,
+}
+
+/// When and how a session's older turns are summarised.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compaction {
+    pub enabled: Sourced<bool>,
+    /// Compact when the live context would pass this share of the engine's budget.
+    pub threshold: f64,
+    /// Exchanges kept verbatim after the summary.
+    pub keep_recent: u64,
+    /// Before a turn larger than this many tokens, say so on stderr.
+    pub warn_tokens: u64,
 }
 
 /// The config file, `$CCA_HOME/config.toml`.
@@ -200,6 +233,8 @@ pub struct File {
     pub engine: Option<String>,
     pub model: Option<String>,
     pub prompt: Option<String>,
+    #[serde(default)]
+    pub compaction: CompactionFile,
     #[serde(default)]
     pub engines: BTreeMap<String, EngineFile>,
 }
@@ -244,7 +279,28 @@ pub struct EngineConfig {
     pub model: Option<String>,
     pub retries: Option<u32>,
     pub policy: Option<String>,
+    pub context_budget: u64,
+    pub model_budgets: BTreeMap<String, u64>,
+    pub bytes_per_token: f64,
 }
+
+impl EngineConfig {
+    /// The context budget, in tokens, for a model of this engine.
+    pub fn budget(&self, model: Option<&str>) -> u64 {
+        model.and_then(|m| self.model_budgets.get(m)).copied().unwrap_or(self.context_budget)
+    }
+
+    /// An estimate of the tokens `bytes` of text make for this engine.
+    pub fn tokens(&self, bytes: u64) -> u64 {
+        (bytes as f64 / self.bytes_per_token).ceil() as u64
+    }
+}
+
+/// Context budgets in tokens, below the models' windows so that an answer fits too.
+pub const CLAUDE_BUDGET: u64 = 160_000;
+pub const GEMINI_BUDGET: u64 = 800_000;
+pub const OTHER_BUDGET: u64 = 100_000;
+pub const BYTES_PER_TOKEN: f64 = 3.5;
 
 /// The limits measured for the real programs (DESIGN.md).
 pub const CLAUDE_MAX_INPUT: u64 = 2_500_000;
@@ -260,6 +316,8 @@ pub struct Flags {
     pub session: Option<String>,
     /// No API retries for claude and gemini.
     pub fail_fast: bool,
+    /// No automatic compaction.
+    pub no_compact: bool,
 }
 
 /// Which system prompt to use.
@@ -281,6 +339,7 @@ pub struct Settings {
     pub prompt: Sourced<PromptChoice>,
     pub session: Option<Sourced<String>>,
     pub engines: BTreeMap<String, EngineConfig>,
+    pub compaction: Compaction,
     pub now: Option<chrono::DateTime<chrono::Utc>>,
     pub path: Option<OsString>,
     pub pager: Option<String>,
@@ -371,6 +430,27 @@ pub fn resolve(
         return Err(unknown_engine(&name.value, &engines).into());
     }
 
+    let c = &parsed.compaction;
+    let threshold = c.threshold.unwrap_or(0.75);
+    if !(0.05..=1.0).contains(&threshold) {
+        return Err(Failure::usage(format!(
+            "{}: compaction.threshold is a share of the budget, between 0.05 and 1, not {threshold}",
+            config_path.display()
+        ))
+        .into());
+    }
+    let enabled = match (flags.no_compact, c.enabled) {
+        (true, _) => Sourced { value: false, source: Source::Flag },
+        (false, Some(on)) => Sourced { value: on, source: Source::File },
+        (false, None) => Sourced { value: true, source: Source::Default },
+    };
+    let compaction = Compaction {
+        enabled,
+        threshold,
+        keep_recent: c.keep_recent.unwrap_or(4),
+        warn_tokens: c.warn_tokens.unwrap_or(30_000),
+    };
+
     let now = match env.text(vars::NOW)? {
         Some(text) => Some(
             chrono::DateTime::parse_from_rfc3339(&text)
@@ -389,6 +469,7 @@ pub fn resolve(
         prompt,
         session,
         engines,
+        compaction,
         now,
         path: env.os(vars::PATH).cloned(),
         pager: env.text(vars::PAGER)?,
@@ -410,12 +491,23 @@ pub fn unknown_engine(name: &str, engines: &BTreeMap<String, EngineConfig>) -> F
     ))
 }
 
+fn bytes_per_token(engine: &str, value: Option<f64>) -> Result<f64> {
+    match value {
+        None => Ok(BYTES_PER_TOKEN),
+        Some(v) if (0.5..=20.0).contains(&v) => Ok(v),
+        Some(v) => Err(Failure::usage(format!(
+            "[engines.{engine}] bytes_per_token must be between 0.5 and 20, not {v}"
+        ))
+        .into()),
+    }
+}
+
 /// The built-in engines plus those declared in the config file, with env overrides applied.
 fn engines(env: &Env, file: &File) -> Result<BTreeMap<String, EngineConfig>> {
     let mut engines = BTreeMap::new();
-    for (name, kind, var, max) in [
-        ("claude", EngineKind::Claude, vars::CLAUDE, CLAUDE_MAX_INPUT),
-        ("gemini", EngineKind::Gemini, vars::GEMINI, GEMINI_MAX_INPUT),
+    for (name, kind, var, max, budget) in [
+        ("claude", EngineKind::Claude, vars::CLAUDE, CLAUDE_MAX_INPUT, CLAUDE_BUDGET),
+        ("gemini", EngineKind::Gemini, vars::GEMINI, GEMINI_MAX_INPUT, GEMINI_BUDGET),
     ] {
         let f = file.engines.get(name).cloned().unwrap_or_default();
         if f.command.is_some() {
@@ -450,6 +542,9 @@ fn engines(env: &Env, file: &File) -> Result<BTreeMap<String, EngineConfig>> {
                 model: f.model,
                 retries: f.retries,
                 policy: f.policy,
+                context_budget: f.context_budget.unwrap_or(budget),
+                model_budgets: f.model_budgets,
+                bytes_per_token: bytes_per_token(name, f.bytes_per_token)?,
             },
         );
     }
@@ -503,6 +598,9 @@ fn engines(env: &Env, file: &File) -> Result<BTreeMap<String, EngineConfig>> {
                 model: f.model.clone(),
                 retries: None,
                 policy: None,
+                context_budget: f.context_budget.unwrap_or(OTHER_BUDGET),
+                model_budgets: f.model_budgets.clone(),
+                bytes_per_token: bytes_per_token(name, f.bytes_per_token)?,
             },
         );
     }
@@ -548,12 +646,25 @@ mod tests {
     #[test]
     fn the_documented_keys_are_the_keys() {
         let mut file = FILE_KEYS.iter().map(|k| format!("{k} = \"x\"\n")).collect::<String>();
+        file.push_str("[compaction]\n");
+        for key in COMPACTION_KEYS {
+            let value = if *key == "enabled" {
+                "true"
+            } else if *key == "threshold" {
+                "0.5"
+            } else {
+                "1"
+            };
+            file.push_str(&format!("{key} = {value}\n"));
+        }
         file.push_str("[engines.x]\n");
         for key in ENGINE_KEYS {
             let value = match *key {
                 "command" | "args" => "[\"x\"]",
                 "system_prompt" | "history" => "\"inline\"",
-                "max_input_bytes" | "retries" => "1",
+                "max_input_bytes" | "retries" | "context_budget" => "1",
+                "bytes_per_token" => "3.5",
+                "model_budgets" => "{ m = 1 }",
                 _ => "\"x\"",
             };
             file.push_str(&format!("{key} = {value}\n"));

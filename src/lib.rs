@@ -6,8 +6,10 @@
 //! output decoding (`engine`) -> spawn, stream, signals (`run`) -> append (`store`).
 //! `turn` ties one turn together; `app` runs each command.
 
+pub mod call;
 pub mod cli;
 pub mod cmd;
+pub mod compact;
 pub mod complete;
 pub mod config;
 pub mod engine;

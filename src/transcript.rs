@@ -925,6 +925,8 @@ pub struct ExchangeSpans {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Live {
     pub summary: Option<Range<u64>>,
+    /// The first and last exchange the summary stands for.
+    pub summary_turns: Option<(u64, u64)>,
     pub exchanges: Vec<ExchangeSpans>,
 }
 
@@ -1020,6 +1022,7 @@ impl Summarizer {
                         let through = r.meta.through.unwrap_or(0);
                         self.live.exchanges.retain(|e| e.number > through);
                         self.live.summary = Some(r.content);
+                        self.live.summary_turns = Some((r.meta.first.unwrap_or(1), through));
                     }
                 }
             }

@@ -5,22 +5,22 @@
 //! before the engine starts, and the outcome after it ends. Only a complete, non-empty answer
 //! becomes part of the live context; anything else is recorded as a failed or interrupted attempt.
 
-use std::ffi::OsString;
 use std::io::{self, BufReader, Read};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use serde_json::json;
 
-use crate::config::{EngineConfig, EngineKind, PromptChoice, Settings, Source};
-use crate::engine::{self, Arg, Invocation, Request, Usage};
+use crate::call::{self, Interrupted, Verdict, locate};
+use crate::compact;
+use crate::config::{EngineConfig, PromptChoice, Settings, Source};
+use crate::engine::Usage;
 use crate::error::{Failure, exit};
-use crate::frame;
 use crate::prompt::{self, Prompt};
-use crate::run::{self, Display, SignalWatch, Spawn};
+use crate::run::{self, Display, SignalWatch};
 use crate::store::{Appender, Store};
-use crate::transcript::{self, BodyWriter, Header, Kind, Meta, Record, Summary};
+use crate::transcript::{self, BodyWriter, Header, Kind, Meta, Record};
 
 /// Which session a turn goes to.
 #[derive(Debug, Clone, PartialEq)]
@@ -98,11 +98,7 @@ pub fn ask(settings: &Settings, store: &Store, ask: &Ask) -> Result<TurnResult> 
         Target::Resume => (followed_session(settings, store)?, false),
         Target::Session(wanted) => (store.resolve_id(wanted)?, false),
     };
-    let _lock = store.lock(&id, ask.wait, || {
-        eprintln!(
-            "cca: session {id} is busy: another cca is answering in it; waiting for it to finish…"
-        );
-    })?;
+    let _lock = store.lock(&id, ask.wait, || say_waiting(&id))?;
     if created || store.latest().ok().flatten().as_deref() != Some(id.as_str()) {
         store.set_latest(&id)?;
     }
@@ -160,17 +156,55 @@ pub fn ask(settings: &Settings, store: &Store, ask: &Ask) -> Result<TurnResult> 
     }
     appender.append(question.as_bytes())?;
 
-    let attempt = Attempt {
-        settings,
-        store,
-        id: &id,
-        engine,
-        model: model.as_deref(),
-        prompt: &prompt,
-        summary: &summary,
-        ask,
-    };
-    let finished = attempt.run(signals);
+    let finished = (|| {
+        let mut summary = summary;
+        if let Some(compacted) = compact::if_needed(
+            &compact::Context { settings, store, id: &id, engine, model: model.as_deref() },
+            &summary,
+            &prompt.text,
+            ask.query.len() + ask.attachment.as_ref().map_or(0, String::len),
+            ask.output,
+            signals,
+        )? {
+            summary = compacted;
+        }
+        let tokens = engine.tokens(
+            summary.live.bytes()
+                + (prompt.text.len()
+                    + ask.query.len()
+                    + ask.attachment.as_ref().map_or(0, String::len)) as u64,
+        );
+        if tokens > settings.compaction.warn_tokens && ask.output != OutputMode::Quiet {
+            eprintln!(
+                "cca: sending about {tokens} tokens ({}) of context to {}",
+                human_bytes(summary.live.bytes()),
+                engine.name
+            );
+        }
+        let spinner =
+            (ask.output == OutputMode::Normal && ask.stderr_is_terminal && !settings.dumb_terminal)
+                .then(|| engine.name.clone());
+        let display = Display {
+            print: ask.output != OutputMode::Json,
+            spinner,
+            live_stderr: ask.output == OutputMode::Normal,
+        };
+        call::call(
+            &call::Call {
+                settings,
+                store,
+                session: &id,
+                engine,
+                model: model.as_deref(),
+                system: &prompt.text,
+                live: &summary.live,
+                attachment: ask.attachment.as_deref(),
+                query: &ask.query,
+                display,
+            },
+            signals,
+        )
+    })();
     let meta_base = Meta {
         at: Some(now_string(settings)),
         engine: Some(engine.name.clone()),
@@ -178,33 +212,39 @@ pub fn ask(settings: &Settings, store: &Store, ask: &Ask) -> Result<TurnResult> 
         ..Meta::default()
     };
     let (ended, answer) = match finished {
-        Ok(outcome) => {
-            let verdict = verdict(engine, &outcome);
-            (
-                Ended {
-                    verdict,
-                    duration: outcome.duration,
-                    usage: outcome.usage.clone(),
-                    stderr_tail: outcome.stderr_tail.clone(),
-                    printed_newline: outcome.printed_newline,
-                },
-                Some(outcome.answer),
-            )
-        }
+        Ok(outcome) => (
+            Ended {
+                verdict: call::verdict(engine, &outcome),
+                duration: outcome.duration,
+                usage: outcome.usage.clone(),
+                stderr_tail: outcome.stderr_tail.clone(),
+                printed_newline: outcome.printed_newline,
+            },
+            Some(outcome.answer),
+        ),
         Err(e) => {
-            let hint =
-                e.chain().find_map(|c| c.downcast_ref::<Failure>()).and_then(|f| f.hint.clone());
-            let reason = format!("{e:#}");
-            (
-                Ended {
-                    verdict: Verdict::Failed { reason, hint, code: failure_code(&e) },
-                    duration: Duration::ZERO,
-                    usage: Usage::default(),
-                    stderr_tail: String::new(),
-                    printed_newline: true,
+            let verdict = match e.downcast_ref::<Interrupted>() {
+                Some(Interrupted(signal)) => Verdict::Interrupted { signal: *signal },
+                None => Verdict::Failed {
+                    reason: format!("{e:#}"),
+                    hint: e
+                        .chain()
+                        .find_map(|c| c.downcast_ref::<Failure>())
+                        .and_then(|f| f.hint.clone()),
+                    code: e
+                        .chain()
+                        .find_map(|c| c.downcast_ref::<Failure>())
+                        .map_or(exit::ERROR, |f| f.code),
                 },
-                None,
-            )
+            };
+            let ended = Ended {
+                verdict,
+                duration: Duration::ZERO,
+                usage: Usage::default(),
+                stderr_tail: String::new(),
+                printed_newline: true,
+            };
+            (ended, None)
         }
     };
 
@@ -271,178 +311,12 @@ pub fn ask(settings: &Settings, store: &Store, ask: &Ask) -> Result<TurnResult> 
     report(settings, store, &id, turn, engine, model.as_deref(), ask, &ended, answer)
 }
 
-/// The parts of a turn that run the engine; any error here becomes a failed attempt.
-struct Attempt<'a> {
-    settings: &'a Settings,
-    store: &'a Store,
-    id: &'a str,
-    engine: &'a EngineConfig,
-    model: Option<&'a str>,
-    prompt: &'a Prompt,
-    summary: &'a Summary,
-    ask: &'a Ask,
-}
-
-impl Attempt<'_> {
-    fn run(&self, signals: &SignalWatch) -> Result<run::Outcome> {
-        if let Some(signal) = signals.pending() {
-            return Err(Interrupted(signal).into());
-        }
-        let transcript = self.store.open_session(self.id)?;
-        let stored = |range: &std::ops::Range<u64>| -> io::Result<String> {
-            let mut buf = vec![0u8; (range.end - range.start) as usize];
-            std::os::unix::fs::FileExt::read_exact_at(&transcript, &mut buf, range.start)?;
-            let text = String::from_utf8(buf)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-            Ok(transcript::unescape(&text))
-        };
-        let request = Request {
-            system: &self.prompt.text,
-            live: &self.summary.live,
-            stored: &stored,
-            attachment: self
-                .ask
-                .attachment
-                .as_deref()
-                .map(|text| frame::Attachment { name: "stdin", text }),
-            query: &self.ask.query,
-            model: self.model,
-        };
-        let program = locate(self.settings, self.engine)?;
-        let invocation = engine::invocation(self.engine, program, &request)?;
-        let input_bytes = frame::write(&invocation.stdin, &transcript, &mut io::sink())
-            .context("cannot read the transcript")?;
-        if let Some(limit) = self.engine.max_input_bytes
-            && input_bytes > limit
-        {
-            return Err(Failure::new(
-                exit::ERROR,
-                format!(
-                    "this turn is {} for {}, over its limit of {}; it was not sent",
-                    human_bytes(input_bytes),
-                    self.engine.name,
-                    human_bytes(limit)
-                ),
-            )
-            .hint("start a new session, or `cca clear` this one, or raise max_input_bytes in config.toml")
-            .into());
-        }
-        let scratch = self.store.engine_scratch_dir()?;
-        let (args, env) = materialize(self.store, &invocation, scratch.path())?;
-        let spinner = (self.ask.output == OutputMode::Normal
-            && self.ask.stderr_is_terminal
-            && !self.settings.dumb_terminal)
-            .then(|| self.engine.name.clone());
-        let display = Display {
-            print: self.ask.output != OutputMode::Json,
-            spinner,
-            live_stderr: self.ask.output == OutputMode::Normal,
-        };
-        let spawn = Spawn {
-            program: invocation.program.clone(),
-            args,
-            env,
-            stdin: invocation.stdin,
-            transcript,
-        };
-        let decoder = engine::decoder(self.engine.kind);
-        let outcome = run::run(spawn, decoder, self.store.scratch_file()?, &display, signals)?;
-        drop(scratch);
-        // cca is the memory: gemini's own copy of the turn must not pile up.
-        if let (EngineKind::Gemini, Some(id), Some(home)) =
-            (self.engine.kind, &outcome.engine_session, &self.settings.gemini_home)
-        {
-            crate::store::remove_engine_session_files(
-                &engine::gemini::sessions_root(home),
-                |path| engine::gemini::session_file_matches(path, id),
-            );
-        }
-        Ok(outcome)
-    }
-}
-
-/// Stopped by a signal before the engine started.
-#[derive(Debug)]
-struct Interrupted(i32);
-
-impl std::fmt::Display for Interrupted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", signal_name(self.0))
-    }
-}
-
-impl std::error::Error for Interrupted {}
-
-enum Verdict {
-    Answered,
-    Failed { reason: String, hint: Option<String>, code: u8 },
-    Interrupted { signal: i32 },
-}
-
 struct Ended {
     verdict: Verdict,
     duration: Duration,
     usage: Usage,
     stderr_tail: String,
     printed_newline: bool,
-}
-
-fn failure_code(e: &anyhow::Error) -> u8 {
-    if let Some(Interrupted(signal)) = e.downcast_ref::<Interrupted>() {
-        return run::signal_exit_code(*signal);
-    }
-    e.chain().find_map(|c| c.downcast_ref::<Failure>()).map_or(exit::ERROR, |f| f.code)
-}
-
-/// Decides whether the engine answered (DESIGN.md: only a successful, non-empty answer counts).
-fn verdict(engine: &EngineConfig, outcome: &run::Outcome) -> Verdict {
-    if let Some(signal) = outcome.interrupted {
-        return Verdict::Interrupted { signal };
-    }
-    let name = &engine.name;
-    let said = |fallback: &str| -> String {
-        outcome
-            .engine_error
-            .clone()
-            .or_else(|| last_line(&outcome.stderr_tail))
-            .unwrap_or_else(|| fallback.to_string())
-    };
-    let failed =
-        |reason: String, hint: Option<String>| Verdict::Failed { reason, hint, code: exit::ERROR };
-    let status = outcome.status.as_ref();
-    if let Some(status) = status.filter(|s| !s.success()) {
-        return failed(
-            format!("{name} failed ({}): {}", run::describe_status(status), said("no message")),
-            Some(retry_hint(engine)),
-        );
-    }
-    if let Some(error) = &outcome.engine_error {
-        return failed(format!("{name} reported an error: {error}"), Some(retry_hint(engine)));
-    }
-    if let Some(e) = &outcome.feed_error {
-        return failed(format!("cannot send the prompt to {name}: {e}"), None);
-    }
-    if !outcome.answer_has_text {
-        let hint = if engine.kind == EngineKind::Gemini {
-            "gemini answers nothing when the prompt is larger than the model's context window; \
-             try `cca search` for a new session, or a model with a larger window"
-        } else {
-            "try again; if it keeps happening, run the engine by hand to see what it does"
-        };
-        return failed(format!("{name} returned an empty answer"), Some(hint.to_string()));
-    }
-    Verdict::Answered
-}
-
-fn retry_hint(engine: &EngineConfig) -> String {
-    match engine.kind {
-        EngineKind::Claude => "for claude's own diagnosis, run `claude doctor`".to_string(),
-        _ => format!("run {} by hand to see more", engine.name),
-    }
-}
-
-fn last_line(text: &str) -> Option<String> {
-    text.lines().rev().find(|l| !l.trim().is_empty()).map(|l| l.trim().to_string())
 }
 
 /// Prints the ending: the JSON object, or the error and hint; returns the exit code.
@@ -585,64 +459,26 @@ fn load_prompt(settings: &Settings, store: &Store, header: Option<&Header>) -> R
             let text = crate::store::read_text(&path)?;
             Ok(Prompt { name: path.display().to_string(), text })
         }
-        PromptChoice::Name(name) => {
-            prompt::validate_name(&name).map_err(Failure::usage)?;
-            if let Some(text) = store.read_prompt_override(&name)? {
-                return Ok(Prompt { name, text });
-            }
-            match prompt::builtin(&name) {
-                Some(text) => Ok(Prompt { name, text: text.to_string() }),
-                None => Err(Failure::usage(format!("there is no prompt named `{name}`"))
-                    .hint(format!(
-                        "built-in prompts: {}; add your own as {}",
-                        prompt::builtin_names().collect::<Vec<_>>().join(", "),
-                        store.home.join("prompts").join(format!("{name}.md")).display()
-                    ))
-                    .into()),
-            }
-        }
+        PromptChoice::Name(name) => named_prompt(store, &name),
     }
 }
 
-/// Finds the engine's program: a path as given, or a name on PATH.
-pub fn locate(settings: &Settings, engine: &EngineConfig) -> Result<PathBuf> {
-    let program = Path::new(&engine.program);
-    let found = if program.components().count() > 1 {
-        program.is_file().then(|| program.to_path_buf())
-    } else {
-        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-        which::which_in(program, settings.path.as_ref(), cwd).ok()
-    };
-    found.ok_or_else(|| {
-        let looked = if program.components().count() > 1 {
-            format!("{} ({}) does not exist", program.display(), engine.program_source)
-        } else {
-            format!("`{}` is not on PATH", program.display())
-        };
-        Failure::new(exit::ERROR, format!("engine {} not found: {looked}", engine.name))
-            .hint(engine::install_hint(engine))
-            .into()
-    })
-}
-
-type EnvVars = Vec<(OsString, OsString)>;
-
-/// Creates the files an invocation asks for and returns plain arguments and environment.
-fn materialize(store: &Store, inv: &Invocation, dir: &Path) -> Result<(Vec<OsString>, EnvVars)> {
-    let resolve = |arg: &Arg| -> Result<OsString> {
-        match arg {
-            Arg::Plain(s) => Ok(s.clone()),
-            Arg::File { name, contents } => {
-                let path = dir.join(name);
-                store.write_private(&path, contents.as_bytes())?;
-                Ok(path.into_os_string())
-            }
-        }
-    };
-    let args = inv.args.iter().map(resolve).collect::<Result<_>>()?;
-    let env =
-        inv.env.iter().map(|(k, v)| Ok((OsString::from(k), resolve(v)?))).collect::<Result<_>>()?;
-    Ok((args, env))
+/// A prompt by name: the user's `$CCA_HOME/prompts/NAME.md`, else the built-in.
+pub fn named_prompt(store: &Store, name: &str) -> Result<Prompt> {
+    prompt::validate_name(name).map_err(Failure::usage)?;
+    if let Some(text) = store.read_prompt_override(name)? {
+        return Ok(Prompt { name: name.to_string(), text });
+    }
+    match prompt::builtin(name) {
+        Some(text) => Ok(Prompt { name: name.to_string(), text: text.to_string() }),
+        None => Err(Failure::usage(format!("there is no prompt named `{name}`"))
+            .hint(format!(
+                "built-in prompts: {}; add your own as {}",
+                prompt::builtin_names().collect::<Vec<_>>().join(", "),
+                store.home.join("prompts").join(format!("{name}.md")).display()
+            ))
+            .into()),
+    }
 }
 
 pub fn now(settings: &Settings) -> chrono::DateTime<chrono::Utc> {

@@ -18,6 +18,7 @@ fn flags(ask: &AskArgs) -> Flags {
         prompt_file: ask.prompt_file.clone(),
         session: None,
         fail_fast: ask.fail_fast,
+        no_compact: ask.no_compact,
     }
 }
 

@@ -32,6 +32,7 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
         model: args.model.clone(),
         prompt: args.prompt.clone(),
         fail_fast: args.fail_fast,
+        no_compact: args.no_compact,
         ..Flags::default()
     };
     let (settings, store) = settings(&flags)?;

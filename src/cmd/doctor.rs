@@ -19,7 +19,7 @@ pub fn run() -> Result<u8> {
     let mut usable = 0;
     for engine in settings.engines.values() {
         let mark = if engine.name == default { "  (default)" } else { "" };
-        match turn::locate(&settings, engine) {
+        match crate::call::locate(&settings, engine) {
             Ok(path) => {
                 usable += 1;
                 let version =

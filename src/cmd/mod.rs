@@ -49,6 +49,9 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Path { id } => sessions::path(id.as_deref()),
         Command::Fork { id, at } => sessions::fork(id.as_deref(), at),
         Command::Clear { id } => sessions::clear(id.as_deref()),
+        Command::Compact { id, keep, fail_fast } => {
+            sessions::compact(id.as_deref(), keep, fail_fast)
+        }
         Command::Rm { ids, purge } => sessions::remove(&ids, purge),
         Command::Restore { ids } => sessions::restore(&ids),
         Command::Man => {

@@ -275,6 +275,62 @@ pub fn clear_session(settings: &Settings, store: &Store, id: &str) -> Result<()>
         .append(transcript::render_record(&record, summary.exchanges + 1).as_bytes())
 }
 
+/// `cca compact`
+pub fn compact(id: Option<&str>, keep: Option<u64>, fail_fast: bool) -> Result<u8> {
+    let (settings, store) = settings(&Flags { fail_fast, ..Flags::default() })?;
+    let id = turn::session_for(&settings, &store, id)?;
+    let _lock = store.lock(&id, true, || turn::say_waiting(&id))?;
+    let summary = store.summarize(&id)?;
+    let engine_name = if settings.engines.contains_key(&summary.header.engine) {
+        summary.header.engine.clone()
+    } else {
+        turn::default_engine(&settings)
+    };
+    let engine = &settings.engines[&engine_name];
+    let model = summary.header.model.clone().or_else(|| engine.model.clone());
+    let ctx = crate::compact::Context {
+        settings: &settings,
+        store: &store,
+        id: &id,
+        engine,
+        model: model.as_deref(),
+    };
+    let stderr_is_terminal = std::io::stderr().is_terminal();
+    let display = crate::run::Display {
+        print: false,
+        spinner: (stderr_is_terminal && !settings.dumb_terminal)
+            .then(|| format!("{engine_name} to summarise")),
+        live_stderr: true,
+    };
+    let keep = keep.unwrap_or(settings.compaction.keep_recent);
+    match crate::compact::compact(&ctx, &summary, keep, display, crate::run::SignalWatch::get()?) {
+        Ok(Some(c)) => {
+            eprintln!(
+                "cca: turns {}-{} of {id} are now a summary: {} -> {} of context",
+                c.first,
+                c.through,
+                human_bytes(c.bytes_before),
+                human_bytes(c.bytes_after)
+            );
+            Ok(exit::OK)
+        }
+        Ok(None) => {
+            eprintln!(
+                "cca: nothing to compact in {id}: it has {} live exchange(s), and the last {keep} are kept",
+                summary.live.exchanges.len()
+            );
+            Ok(exit::OK)
+        }
+        Err(e) => match e.downcast_ref::<crate::call::Interrupted>() {
+            Some(crate::call::Interrupted(signal)) => {
+                eprintln!("cca: interrupted; nothing changed");
+                Ok(crate::run::signal_exit_code(*signal))
+            }
+            None => Err(e.context(format!("compaction of {id} failed; nothing changed"))),
+        },
+    }
+}
+
 /// `cca rm`
 pub fn remove(ids: &[String], purge: bool) -> Result<u8> {
     let (_, store) = settings(&Flags::default())?;

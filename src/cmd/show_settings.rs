@@ -53,7 +53,7 @@ pub fn run() -> Result<u8> {
             EngineKind::Command => "command",
         };
         let prefix = format!("engines.{}", engine.name);
-        let found = turn::locate(&settings, engine)
+        let found = crate::call::locate(&settings, engine)
             .map(|p| format!(" → {}", p.display()))
             .unwrap_or_else(|_| " (not found)".into());
         row(

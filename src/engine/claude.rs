@@ -61,10 +61,8 @@ pub fn invocation(
                 args.push(Arg::plain("--resume"));
                 args.push(Arg::File { name: "history.jsonl", contents: history });
             }
-            let summary_only = crate::transcript::Live {
-                summary: request.live.summary.clone(),
-                exchanges: Vec::new(),
-            };
+            let summary_only =
+                crate::transcript::Live { exchanges: Vec::new(), ..request.live.clone() };
             frame::inline(inline_system, &summary_only, request.attachment, request.query)
         }
     };
@@ -345,6 +343,7 @@ mod tests {
     fn structured_history_is_claude_session_jsonl() {
         let live = crate::transcript::Live {
             summary: None,
+            summary_turns: None,
             exchanges: vec![crate::transcript::ExchangeSpans {
                 number: 1,
                 user: 0..2,

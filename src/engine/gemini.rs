@@ -80,8 +80,7 @@ pub fn invocation(
                 args.push(Arg::plain("--session-file"));
                 args.push(Arg::File { name: "history.jsonl", contents: history_jsonl(request)? });
             }
-            let summary_only =
-                Live { summary: request.live.summary.clone(), exchanges: Vec::new() };
+            let summary_only = Live { exchanges: Vec::new(), ..request.live.clone() };
             frame::inline(inline_system, &summary_only, request.attachment, request.query)
         }
     };

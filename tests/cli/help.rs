@@ -3,29 +3,13 @@
 
 use crate::common::*;
 
-const COMMANDS: &[&str] = &[
-    "",
-    "search",
-    ",",
-    "chat",
-    "sessions",
-    "show",
-    "path",
-    "fork",
-    "clear",
-    "rm",
-    "restore",
-    "config",
-    "doctor",
-    "init",
-    "completions",
-    "man",
-];
-
 #[test]
 fn help_for_every_command() {
+    use clap::CommandFactory;
     let env = TestEnv::new();
-    for command in COMMANDS {
+    let mut commands = vec![String::new()];
+    commands.extend(cca::cli::Cli::command().get_subcommands().map(|c| c.get_name().to_string()));
+    for command in &commands {
         let mut args: Vec<&str> = command.split_whitespace().collect();
         args.push("--help");
         let run = env.run(&args);

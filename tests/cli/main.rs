@@ -4,6 +4,7 @@
 #[allow(dead_code)]
 #[path = "../support/env.rs"]
 mod common;
+mod compaction;
 mod help;
 mod readme;
 mod safety;

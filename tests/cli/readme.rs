@@ -97,7 +97,11 @@ fn the_readme_documents_every_setting_and_command() {
         assert!(text.contains(var), "README lacks {var}");
     }
     assert!(text.contains("CCA_COMPLETE"));
-    for key in cca::config::FILE_KEYS.iter().chain(cca::config::ENGINE_KEYS) {
+    for key in cca::config::FILE_KEYS
+        .iter()
+        .chain(cca::config::ENGINE_KEYS)
+        .chain(cca::config::COMPACTION_KEYS)
+    {
         assert!(text.contains(&format!("{key} =")), "README lacks the config key {key}");
     }
     for sub in cca::cli::Cli::command().get_subcommands() {
@@ -117,7 +121,11 @@ fn config_help_lists_every_key_and_variable() {
     for var in cca::config::vars::ALL {
         assert!(help.contains(var), "cca config --help lacks {var}");
     }
-    for key in cca::config::FILE_KEYS.iter().chain(cca::config::ENGINE_KEYS) {
+    for key in cca::config::FILE_KEYS
+        .iter()
+        .chain(cca::config::ENGINE_KEYS)
+        .chain(cca::config::COMPACTION_KEYS)
+    {
         assert!(help.contains(key), "cca config --help lacks {key}");
     }
 }

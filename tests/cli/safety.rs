@@ -136,7 +136,7 @@ fn kill_9_at_random_moments_never_breaks_a_transcript() {
         }
         let size_before = std::fs::metadata(&path).unwrap().len();
         let mut cmd = env.command();
-        cmd.args(["search", "-r", &format!("k-{i}")])
+        cmd.args(["search", "--no-compact", "-r", &format!("k-{i}")])
             .env("FAKE_SCRIPT", "bytes 200000")
             .env_remove("FAKE_LOG_DIR")
             .stdout(Stdio::null())
@@ -168,7 +168,7 @@ fn kill_9_at_random_moments_never_breaks_a_transcript() {
     }
     assert!(cut_off > 20, "only {cut_off} kills landed inside an append: the test lost its aim");
     // The session still works, and sends only complete exchanges.
-    env.run(&["search", "-r", "after the storm"]).ok();
+    env.run(&["search", "--no-compact", "-r", "after the storm"]).ok();
     let stdin = stdin_of(&env.last_call()).to_string();
     let expected = previous.iter().filter(|r| r.kind == cca::transcript::Kind::Assistant).count();
     assert_eq!(stdin.matches("</assistant_turn>").count(), expected);

@@ -26,7 +26,7 @@ struct Real {
 
 impl Real {
     fn new() -> Real {
-        let env = TestEnv::in_dir(Path::new(env!("CARGO_TARGET_TMPDIR")), &[]);
+        let env = TestEnv::in_dir(&secure_base(), &[]);
         let gemini_dir = env.home.join(".gemini");
         std::fs::create_dir_all(&gemini_dir).unwrap();
         std::fs::write(
@@ -80,6 +80,27 @@ impl Real {
         assert!(problems.is_empty(), "{problems:?}");
         t
     }
+}
+
+/// A folder for test homes that gemini trusts: it ignores a settings file (which `--fail-fast`
+/// uses) below any folder that others can write to, such as /tmp. target/tmp qualifies unless the
+/// checkout itself lies below such a folder; then a private folder in ~/.cache does.
+fn secure_base() -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let secure = |dir: &Path| {
+        dir.ancestors()
+            .all(|a| std::fs::metadata(a).map_or(true, |m| m.permissions().mode() & 0o022 == 0))
+    };
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    if secure(&target) {
+        return target;
+    }
+    let home = PathBuf::from(std::env::var_os("HOME").expect("HOME is set"));
+    let cache = home.join(".cache").join("cca-tests");
+    std::fs::create_dir_all(&cache).unwrap();
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).unwrap();
+    assert!(secure(&cache), "no folder for the real engines' tests that others cannot write to");
+    cache
 }
 
 fn answers(t: &cca::transcript::Transcript) -> Vec<String> {

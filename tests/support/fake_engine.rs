@@ -5,7 +5,11 @@
 //! or `FAKE_SCRIPT`, steps separated by `;` (default: `echo`):
 //!
 //! ```text
-//! echo              answer "ECHO: " + the question (the last <user_query>, or all of stdin)
+//! echo              answer "ECHO: " + the question (the last <user_query>, or all of stdin);
+//!                   asked to summarise (cca's compaction prompt), answer "SUMMARY[...]" instead,
+//!                   naming the turns it saw and any earlier summary it folds in
+//! echo-pad N        like echo, with the answer padded to N bytes
+//! no-summary        when asked to summarise, fail (stderr "summariser down", exit 1)
 //! say TEXT          answer TEXT (`\n` is a newline)
 //! bytes N           answer N bytes of text, in lines
 //! raw TEXT          write TEXT to stdout as is, outside any format
@@ -82,9 +86,19 @@ fn main() {
         let (word, arg) = step.split_once(' ').unwrap_or((step, ""));
         let arg_text = arg.replace("\\n", "\n");
         match word {
-            "echo" => {
-                let query = last_query(&stdin);
-                out.say(&format!("ECHO: {query}"));
+            "echo" | "echo-pad" => {
+                let mut answer = match summary_of(&stdin) {
+                    Some(summary) => summary,
+                    None => format!("ECHO: {}", last_query(&stdin)),
+                };
+                if word == "echo-pad" && !answer.starts_with("SUMMARY") {
+                    let size: usize = arg.parse().expect("echo-pad N");
+                    let filler = " Some more words to make the answer as long as a real one.";
+                    while answer.len() < size {
+                        answer.push_str(&filler[..filler.len().min(size - answer.len())]);
+                    }
+                }
+                out.say(&answer);
             }
             "say" => out.say(&arg_text),
             "bytes" => {
@@ -149,6 +163,12 @@ fn main() {
                 }
                 std::mem::forget(child);
             }
+            "no-summary" => {
+                if summary_of(&stdin).is_some() {
+                    let _ = std::io::stderr().write_all(b"summariser down\n");
+                    std::process::exit(1);
+                }
+            }
             "nostdin" => {}
             other => panic!("fake engine: unknown step `{other}`"),
         }
@@ -165,6 +185,25 @@ fn claim_call_number(dir: &Path) -> u64 {
         }
     }
     unreachable!()
+}
+
+/// When cca asks for a compaction: `SUMMARY[q1 | q2 | ...]`, with `folded{...}` holding the
+/// earlier summary it was given.
+fn summary_of(stdin: &str) -> Option<String> {
+    if !stdin.contains("<system_instructions>\nYou condense the earlier part of a conversation") {
+        return None;
+    }
+    let between = |text: &str, open: &str, close: &str| -> Vec<String> {
+        text.split(open).skip(1).filter_map(|p| p.split(close).next()).map(String::from).collect()
+    };
+    let users = between(stdin, "<user_turn>\n", "\n</user_turn>");
+    let mut summary = format!("SUMMARY[{}]", users.join(" | "));
+    if let Some(earlier) =
+        between(stdin, "<conversation_summary>\n", "\n</conversation_summary>").first()
+    {
+        summary.push_str(&format!(" folded{{{earlier}}}"));
+    }
+    Some(summary)
 }
 
 /// The text of the last `<user_query>`, or all of stdin when there is none.

@@ -1,0 +1,206 @@
+//! Compaction: when a session's live context would pass a share of the engine's budget, the same
+//! engine first summarises the older exchanges (with the `compaction` prompt), keeping the last
+//! few verbatim. The summary is recorded in the transcript, with the turns it stands for and the
+//! sizes before and after, and takes their place in the context from then on. The file keeps
+//! everything; a hand edit of the summary is honoured like any other.
+
+use std::io::Read;
+
+use anyhow::{Context as _, Result};
+
+use crate::call::{self, Call, Interrupted, Verdict};
+use crate::config::{EngineConfig, Settings};
+use crate::run::{Display, SignalWatch};
+use crate::store::{Appender, Store};
+use crate::transcript::{self, Kind, Live, Meta, Record, Summary};
+use crate::turn::{self, OutputMode, human_bytes};
+
+/// The session and engine a compaction works with.
+pub struct Context<'a> {
+    pub settings: &'a Settings,
+    pub store: &'a Store,
+    pub id: &'a str,
+    pub engine: &'a EngineConfig,
+    pub model: Option<&'a str>,
+}
+
+/// What a compaction folds: the current summary (if any) and every live exchange but the last
+/// `keep`. `None` when there is nothing to fold.
+pub fn plan(live: &Live, keep: u64) -> Option<(Live, u64, u64)> {
+    let keep = keep as usize;
+    if live.exchanges.len() <= keep {
+        return None;
+    }
+    let fold = Live {
+        summary: live.summary.clone(),
+        summary_turns: live.summary_turns,
+        exchanges: live.exchanges[..live.exchanges.len() - keep].to_vec(),
+    };
+    let through = fold.exchanges.last()?.number;
+    let first = live.summary_turns.map_or(fold.exchanges[0].number, |(first, _)| first);
+    Some((fold, first, through))
+}
+
+/// A compaction that happened.
+#[derive(Debug)]
+pub struct Compacted {
+    pub first: u64,
+    pub through: u64,
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+}
+
+/// Compacts now; the caller holds the session lock. `Ok(None)`: nothing to fold.
+pub fn compact(
+    ctx: &Context,
+    summary: &Summary,
+    keep: u64,
+    display: Display,
+    signals: &SignalWatch,
+) -> Result<Option<Compacted>> {
+    let Some((fold, first, through)) = plan(&summary.live, keep) else { return Ok(None) };
+    let prompt = turn::named_prompt(ctx.store, crate::prompt::COMPACTION)?;
+    let folds_summary =
+        if fold.summary.is_some() { ", folding in the earlier summary" } else { "" };
+    let query = format!(
+        "Write the summary of turns {first}-{through} of the conversation above{folds_summary}, \
+         as your instructions say. Output only the summary."
+    );
+    let outcome = call::call(
+        &Call {
+            settings: ctx.settings,
+            store: ctx.store,
+            session: ctx.id,
+            engine: ctx.engine,
+            model: ctx.model,
+            system: &prompt.text,
+            live: &fold,
+            attachment: None,
+            query: &query,
+            display,
+        },
+        signals,
+    )?;
+    match call::verdict(ctx.engine, &outcome) {
+        Verdict::Answered => {}
+        Verdict::Interrupted { signal } => return Err(Interrupted(signal).into()),
+        Verdict::Failed { reason, .. } => anyhow::bail!("{reason}"),
+    }
+    let mut text = String::new();
+    let mut answer = outcome.answer;
+    answer.read_to_string(&mut text).context("cannot read back the summary")?;
+    let text = text.trim().to_string();
+
+    let kept: u64 = summary.live.bytes() - fold.bytes();
+    let compacted = Compacted {
+        first,
+        through,
+        bytes_before: summary.live.bytes(),
+        bytes_after: text.len() as u64 + kept,
+    };
+    let record = Record {
+        kind: Kind::Compaction,
+        meta: Meta {
+            at: Some(turn::now_string(ctx.settings)),
+            engine: Some(ctx.engine.name.clone()),
+            model: ctx.model.map(str::to_string),
+            duration_ms: Some(outcome.duration.as_millis() as u64),
+            first: Some(first),
+            through: Some(through),
+            bytes_before: Some(compacted.bytes_before),
+            bytes_after: Some(compacted.bytes_after),
+            ..Meta::default()
+        },
+        content: text,
+    };
+    Appender::open(ctx.store, ctx.id)?
+        .append(transcript::render_record(&record, summary.exchanges + 1).as_bytes())?;
+    Ok(Some(compacted))
+}
+
+/// Compacts first if the turn about to be sent would pass the threshold. Returns the session's
+/// new summary when it compacted. A compaction that fails changes nothing and says so; the
+/// turn then goes ahead as it is.
+pub fn if_needed(
+    ctx: &Context,
+    summary: &Summary,
+    system: &str,
+    new_bytes: usize,
+    output: OutputMode,
+    signals: &SignalWatch,
+) -> Result<Option<Summary>> {
+    let settings = ctx.settings;
+    if !settings.compaction.enabled.value {
+        return Ok(None);
+    }
+    let budget = ctx.engine.budget(ctx.model);
+    let tokens = ctx.engine.tokens(summary.live.bytes() + (system.len() + new_bytes) as u64);
+    if (tokens as f64) <= budget as f64 * settings.compaction.threshold {
+        return Ok(None);
+    }
+    let Some((_, first, through)) = plan(&summary.live, settings.compaction.keep_recent) else {
+        return Ok(None);
+    };
+    let quiet = output == OutputMode::Quiet;
+    if !quiet {
+        eprintln!(
+            "cca: the context (~{tokens} tokens) passes {:.0}% of {}'s budget of {budget}; \
+             summarising turns {first}-{through} first",
+            settings.compaction.threshold * 100.0,
+            ctx.engine.name,
+        );
+    }
+    let display =
+        Display { print: false, spinner: None, live_stderr: output == OutputMode::Normal };
+    match compact(ctx, summary, settings.compaction.keep_recent, display, signals) {
+        Ok(Some(c)) => {
+            if !quiet {
+                eprintln!(
+                    "cca: turns {}-{} are now a summary: {} -> {}",
+                    c.first,
+                    c.through,
+                    human_bytes(c.bytes_before),
+                    human_bytes(c.bytes_after)
+                );
+            }
+            Ok(Some(ctx.store.summarize(ctx.id)?))
+        }
+        Ok(None) => Ok(None),
+        Err(e) if e.downcast_ref::<Interrupted>().is_some() => Err(e),
+        Err(e) => {
+            eprintln!("cca: warning: compaction failed, nothing changed: {e:#}");
+            Ok(None)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transcript::ExchangeSpans;
+
+    fn exchange(number: u64) -> ExchangeSpans {
+        let at = number * 10;
+        ExchangeSpans { number, user: at..at + 2, attachments: vec![], assistant: at + 3..at + 8 }
+    }
+
+    #[test]
+    fn plans_fold_all_but_the_most_recent() {
+        let live =
+            Live { summary: None, summary_turns: None, exchanges: (1..=6).map(exchange).collect() };
+        let (fold, first, through) = plan(&live, 4).unwrap();
+        assert_eq!((first, through), (1, 2));
+        assert_eq!(fold.exchanges.len(), 2);
+        assert!(plan(&live, 6).is_none());
+
+        // A second compaction folds the first summary in and stands for everything before.
+        let live = Live {
+            summary: Some(0..5),
+            summary_turns: Some((1, 2)),
+            exchanges: (3..=9).map(exchange).collect(),
+        };
+        let (fold, first, through) = plan(&live, 4).unwrap();
+        assert_eq!((first, through), (1, 5));
+        assert_eq!(fold.summary, Some(0..5));
+    }
+}
