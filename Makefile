@@ -78,10 +78,10 @@ uninstall:
 	rm -f $(PREFIX)/share/bash-completion/completions/cca $(PREFIX)/share/zsh/site-functions/_cca \
 		$(PREFIX)/share/fish/vendor_completions.d/cca.fish $(PREFIX)/share/man/man1/cca.1
 
-## Benchmarks; results go to BENCHMARKS.md by hand from what this prints.
+## Benchmarks: prints markdown; BENCHMARKS.md holds a run of it.
 bench: llm
 	$(CARGO) build --release --locked --examples
-	$(CARGO) run --release --locked --example bench
+	$(CARGO) bench --locked --bench bench
 
 clean:
 	$(CARGO) clean

@@ -68,8 +68,9 @@ pub fn call(c: &Call, signals: &SignalWatch) -> Result<run::Outcome> {
     let invocation = engine::invocation(c.engine, program, &request)?;
     if let Some(limit) = c.engine.max_input_bytes {
         // The measured limits are those of stdin.
-        let input_bytes = frame::write(&invocation.stdin, &transcript, &mut io::sink())
-            .context("cannot read the transcript")?;
+        let input_bytes =
+            frame::write(&invocation.stdin, &frame::Windowed::new(&transcript), &mut io::sink())
+                .context("cannot read the transcript")?;
         if input_bytes > limit {
             return Err(Failure::new(
                 exit::ERROR,

@@ -119,11 +119,52 @@ impl Source for std::fs::File {
     }
 }
 
+impl<S: Source + ?Sized> Source for &S {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        (**self).read_at(buf, offset)
+    }
+}
+
 impl Source for [u8] {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
         let start = (offset as usize).min(self.len());
         let n = buf.len().min(self.len() - start);
         buf[..n].copy_from_slice(&self[start..start + n]);
+        Ok(n)
+    }
+}
+
+/// A [`Source`] read through a window of its bytes: stored pieces come in file order, so one
+/// read serves many small pieces instead of a system call each.
+pub struct Windowed<S> {
+    inner: S,
+    window: std::cell::RefCell<(u64, Vec<u8>)>,
+}
+
+impl<S: Source> Windowed<S> {
+    pub fn new(inner: S) -> Self {
+        Windowed { inner, window: std::cell::RefCell::new((0, Vec::new())) }
+    }
+}
+
+impl<S: Source> Source for Windowed<S> {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        const SIZE: usize = 256 * 1024;
+        if buf.len() >= SIZE {
+            return self.inner.read_at(buf, offset);
+        }
+        let mut window = self.window.borrow_mut();
+        let (start, bytes) = &mut *window;
+        let inside = offset >= *start && offset + buf.len() as u64 <= *start + bytes.len() as u64;
+        if !inside {
+            bytes.resize(SIZE, 0);
+            let n = self.inner.read_at(bytes, offset)?;
+            bytes.truncate(n);
+            *start = offset;
+        }
+        let from = (offset - *start) as usize;
+        let n = buf.len().min(bytes.len() - from);
+        buf[..n].copy_from_slice(&bytes[from..from + n]);
         Ok(n)
     }
 }

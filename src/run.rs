@@ -160,7 +160,8 @@ pub fn run(
     let feed_tx = tx.clone();
     thread::spawn(move || {
         let mut stdin = io::BufWriter::with_capacity(64 * 1024, stdin);
-        let result = frame::write(&pieces, &transcript, &mut stdin).and_then(|_| stdin.flush());
+        let source = frame::Windowed::new(transcript);
+        let result = frame::write(&pieces, &source, &mut stdin).and_then(|_| stdin.flush());
         match result {
             // The engine may stop reading early (it failed, or it needs no more): not ours to report.
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}

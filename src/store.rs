@@ -140,6 +140,10 @@ impl Store {
         let dir = self.sessions_dir();
         for n in 1u32.. {
             let id = if n == 1 { stamp.to_string() } else { format!("{stamp}-{n}") };
+            // Taken names are skipped cheaply; the no-clobber rename settles any race.
+            if self.session_path(&id).exists() {
+                continue;
+            }
             let mut temp = tempfile::Builder::new()
                 .prefix(".new-session-")
                 .tempfile_in(&dir)

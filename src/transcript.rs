@@ -624,22 +624,86 @@ impl Scanner {
 
     /// Reads a whole transcript, calling `on_event` for each event, in file order.
     pub fn scan(
-        reader: impl BufRead,
+        mut reader: impl BufRead,
         mut on_event: impl FnMut(Event),
     ) -> io::Result<Result<(), NotTranscript>> {
         let mut scanner = Scanner::new();
-        let mut lines = LineReader::new(reader);
-        while let Some(line) = lines.next_line()? {
+        // Lines are handed over straight from the reader's buffer; only a line split across two
+        // refills is copied, and of it only the first HEAD_MAX bytes.
+        let mut split: Option<(u64, Vec<u8>, bool)> = None;
+        let mut offset = 0u64;
+        loop {
+            let buf = match reader.fill_buf() {
+                Ok(buf) => buf,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if buf.is_empty() {
+                break;
+            }
+            let mut pos = 0;
+            while let Some(p) = memchr::memchr(b'\n', &buf[pos..]) {
+                let end = pos + p;
+                let result = match split.take() {
+                    Some((start, mut head, whole)) => {
+                        let whole = whole && head.len() + p <= HEAD_MAX;
+                        let room = HEAD_MAX.saturating_sub(head.len());
+                        head.extend_from_slice(&buf[pos..end][..p.min(room)]);
+                        let line = Line { start, end: offset + end as u64, head: &head, whole };
+                        scanner.line(&line, &mut on_event)
+                    }
+                    None => {
+                        let text = &buf[pos..end];
+                        let line = Line {
+                            start: offset + pos as u64,
+                            end: offset + end as u64,
+                            head: &text[..text.len().min(HEAD_MAX)],
+                            whole: text.len() <= HEAD_MAX,
+                        };
+                        scanner.line(&line, &mut on_event)
+                    }
+                };
+                if let Err(e) = result {
+                    return Ok(Err(e));
+                }
+                pos = end + 1;
+            }
+            if pos < buf.len() {
+                let (_, head, whole) =
+                    split.get_or_insert_with(|| (offset + pos as u64, Vec::new(), true));
+                let rest = &buf[pos..];
+                let room = HEAD_MAX.saturating_sub(head.len());
+                *whole = *whole && rest.len() <= room;
+                head.extend_from_slice(&rest[..rest.len().min(room)]);
+            }
+            let n = buf.len();
+            reader.consume(n);
+            offset += n as u64;
+        }
+        if let Some((start, head, whole)) = split.take() {
+            // The last line has no newline.
+            let line = Line { start, end: offset, head: &head, whole };
             if let Err(e) = scanner.line(&line, &mut on_event) {
                 return Ok(Err(e));
             }
         }
-        Ok(scanner.finish(lines.offset, &mut on_event))
+        Ok(scanner.finish(&mut on_event))
     }
 
     fn line(&mut self, line: &Line, on_event: &mut impl FnMut(Event)) -> Result<(), NotTranscript> {
         self.line_no += 1;
         let no = self.line_no;
+        // Most lines are content: handled in place, without moving the state around.
+        if !line.head.starts_with(MARKER) {
+            match &mut self.state {
+                State::InRecord(open) => {
+                    open.body_line(line);
+                    return Ok(());
+                }
+                State::InHeader { .. } | State::Between => return Ok(()),
+                State::BeforeHeader => {}
+            }
+        }
         let marker = if line.head.starts_with(MARKER) { Some(parse_marker(line)) } else { None };
         let state = std::mem::replace(&mut self.state, State::Between);
         self.state = match state {
@@ -732,7 +796,7 @@ impl Scanner {
         }
     }
 
-    fn finish(self, _end: u64, on_event: &mut impl FnMut(Event)) -> Result<(), NotTranscript> {
+    fn finish(self, on_event: &mut impl FnMut(Event)) -> Result<(), NotTranscript> {
         match self.state {
             State::BeforeHeader => {
                 Err(NotTranscript { line: 1, message: "the file is empty".into() })
@@ -831,56 +895,6 @@ fn parse_marker(line: &Line) -> Marker {
             match meta {
                 Ok(meta) => Marker::Open(kind, meta),
                 Err(e) => Marker::Bad(format!("record data: {e}")),
-            }
-        }
-    }
-}
-
-/// Splits a reader into lines without ever holding a whole long line: only the first
-/// `HEAD_MAX` bytes of each line are kept.
-struct LineReader<R> {
-    reader: R,
-    head: Vec<u8>,
-    offset: u64,
-}
-
-impl<R: BufRead> LineReader<R> {
-    fn new(reader: R) -> Self {
-        LineReader { reader, head: Vec::new(), offset: 0 }
-    }
-
-    fn next_line(&mut self) -> io::Result<Option<Line<'_>>> {
-        self.head.clear();
-        let start = self.offset;
-        let mut whole = true;
-        loop {
-            let buf = match self.reader.fill_buf() {
-                Ok(buf) => buf,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
-            if buf.is_empty() {
-                if self.offset == start {
-                    return Ok(None);
-                }
-                let end = self.offset;
-                return Ok(Some(Line { start, end, head: &self.head, whole }));
-            }
-            let (take, found) = match memchr::memchr(b'\n', buf) {
-                Some(p) => (p, true),
-                None => (buf.len(), false),
-            };
-            let room = HEAD_MAX.saturating_sub(self.head.len());
-            if take > room {
-                whole = false;
-            }
-            self.head.extend_from_slice(&buf[..take.min(room)]);
-            let consumed = if found { take + 1 } else { take };
-            self.reader.consume(consumed);
-            self.offset += consumed as u64;
-            if found {
-                let end = self.offset - 1;
-                return Ok(Some(Line { start, end, head: &self.head, whole }));
             }
         }
     }
@@ -1167,6 +1181,25 @@ mod tests {
     }
 
     #[test]
+    fn very_long_lines_are_content_whatever_the_buffer() {
+        let long = format!("{}\n<!-- cca:end -->{}", "x".repeat(200_000), "y".repeat(70_000));
+        let t = Transcript {
+            header: header(),
+            records: vec![
+                record(Kind::User, &long),
+                record(Kind::Assistant, "```\n".repeat(3).as_str()),
+            ],
+        };
+        let text = render(&t);
+        round_trip(&t);
+        let mut events = Vec::new();
+        let reader = std::io::BufReader::with_capacity(4096, text.as_bytes());
+        Scanner::scan(reader, |e| events.push(e)).unwrap().unwrap();
+        let spans: Vec<_> = events.iter().filter(|e| matches!(e, Event::Record(_))).collect();
+        assert_eq!(spans.len(), 2);
+    }
+
+    #[test]
     fn nonsense_is_not_a_transcript() {
         assert!(parse("hello\nworld\n").is_err());
         assert!(parse("").is_err());
@@ -1296,6 +1329,30 @@ mod tests {
             let (back, problems) = parse(&text).map_err(|e| TestCaseError::fail(e.to_string()))?;
             prop_assert!(problems.is_empty(), "{:?}", problems);
             prop_assert_eq!(back, t);
+        }
+
+        #[test]
+        fn lines_split_across_reads_scan_the_same(
+            contents in proptest::collection::vec((any_kind(), hostile_text()), 0..5),
+            capacity in 1usize..40,
+            cut in any::<proptest::sample::Index>(),
+        ) {
+            let records = contents
+                .into_iter()
+                .map(|(kind, content)| Record { kind, meta: Meta::default(), content })
+                .collect();
+            let text = render(&Transcript { header: header(), records });
+            let at = cut.index(text.len() + 1);
+            let at = (0..=at).rev().find(|&i| text.is_char_boundary(i)).unwrap();
+            let text = &text[..at];
+            let events = |reader: &mut dyn BufRead| {
+                let mut events = Vec::new();
+                let result = Scanner::scan(reader, |e| events.push(e)).unwrap().map_err(|e| e.to_string());
+                (result, events)
+            };
+            let whole = events(&mut text.as_bytes());
+            let pieces = events(&mut std::io::BufReader::with_capacity(capacity, text.as_bytes()));
+            prop_assert_eq!(whole, pieces);
         }
 
         #[test]

@@ -17,8 +17,8 @@ use crate::turn::{self, human_bytes};
 pub fn list(json_output: bool, limit: Option<usize>) -> Result<u8> {
     let (settings, store) = settings(&Flags::default())?;
     let mut listed = store.listing()?;
-    listed.sort_by(|a, b| {
-        (&b.last_activity, store::sort_key(&b.id)).cmp(&(&a.last_activity, store::sort_key(&a.id)))
+    listed.sort_by_cached_key(|l| {
+        std::cmp::Reverse((l.last_activity.clone(), store::sort_key(&l.id)))
     });
     listed.truncate(limit.unwrap_or(usize::MAX));
     let followed = turn::followed_session(&settings, &store).ok();
@@ -54,6 +54,8 @@ pub fn list(json_output: bool, limit: Option<usize>) -> Result<u8> {
         return Ok(exit::OK);
     }
     let width = listed.iter().map(|l| l.id.len()).max().unwrap_or(0);
+    let when =
+        chrono::format::StrftimeItems::new("%Y-%m-%d %H:%M").parse().expect("a valid format");
     let mut out = String::new();
     for l in &listed {
         let mark = if followed.as_deref() == Some(l.id.as_str()) { '*' } else { ' ' };
@@ -62,7 +64,7 @@ pub fn list(json_output: bool, limit: Option<usize>) -> Result<u8> {
             None => format!(
                 "{mark} {:<width$}  {}  {:>3} {}  {:<7} {}\n",
                 l.id,
-                local_time(&l.last_activity),
+                local_time_with(&l.last_activity, &when),
                 l.turns,
                 if l.turns == 1 { "turn " } else { "turns" },
                 l.engine,
@@ -81,8 +83,15 @@ pub fn estimate_tokens(bytes: u64) -> u64 {
 }
 
 fn local_time(rfc3339: &str) -> String {
+    let when =
+        chrono::format::StrftimeItems::new("%Y-%m-%d %H:%M").parse().expect("a valid format");
+    local_time_with(rfc3339, &when)
+}
+
+/// An RFC 3339 time as local `YYYY-MM-DD HH:MM`, with the format parsed once by the caller.
+fn local_time_with(rfc3339: &str, format: &[chrono::format::Item]) -> String {
     chrono::DateTime::parse_from_rfc3339(rfc3339)
-        .map(|t| t.with_timezone(&chrono::Local).format("%Y-%m-%d %H:%M").to_string())
+        .map(|t| t.with_timezone(&chrono::Local).format_with_items(format.iter()).to_string())
         .unwrap_or_else(|_| rfc3339.to_string())
 }
 

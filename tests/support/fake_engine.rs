@@ -24,6 +24,9 @@
 //! pid FILE          write this process's pid to FILE
 //! grandchild FILE   start a child that ignores SIGTERM and hangs, holding stdout; its pid goes to FILE
 //! nostdin           do not read stdin (by default it is read whole before the first step)
+//! drain             read stdin to its end in small pieces, keeping none of it (implies nostdin)
+//! eof-stamp FILE    write the wall-clock time (ns) to FILE: after `drain`, when stdin ended
+//! stamps N MS       answer N lines `T<ns>`, each stamped with the time it is written, MS apart
 //! ```
 //!
 //! With `FAKE_LOG_DIR` set, each call writes `call-N.json` there: argv, stdin, and the
@@ -51,7 +54,7 @@ fn main() {
     let steps: Vec<&str> = script.split(';').map(str::trim).filter(|s| !s.is_empty()).collect();
 
     let mut stdin = Vec::new();
-    if !steps.contains(&"nostdin") {
+    if !steps.contains(&"nostdin") && !steps.contains(&"drain") {
         std::io::stdin().read_to_end(&mut stdin).expect("read stdin");
     }
     let stdin = String::from_utf8_lossy(&stdin).into_owned();
@@ -91,8 +94,20 @@ fn main() {
                     Some(summary) => summary,
                     None => format!("ECHO: {}", last_query(&stdin)),
                 };
-                if word == "echo-pad" && !answer.starts_with("SUMMARY") {
+                if word == "echo-pad" {
+                    // A summary is about as long as a few answers would be... when they are long.
                     let size: usize = arg.parse().expect("echo-pad N");
+                    let size = if answer.starts_with("SUMMARY") {
+                        // ...and condensed: it never grows past an answer's length.
+                        let mut cut = size.min(answer.len());
+                        while !answer.is_char_boundary(cut) {
+                            cut -= 1;
+                        }
+                        answer.truncate(cut);
+                        (size / 2).max(answer.len())
+                    } else {
+                        size
+                    };
                     let filler = " Some more words to make the answer as long as a real one.";
                     while answer.len() < size {
                         answer.push_str(&filler[..filler.len().min(size - answer.len())]);
@@ -170,10 +185,31 @@ fn main() {
                 }
             }
             "nostdin" => {}
+            "drain" => {
+                let mut buf = vec![0u8; 64 * 1024];
+                let mut input = std::io::stdin().lock();
+                while input.read(&mut buf).expect("read stdin") > 0 {}
+            }
+            "eof-stamp" => std::fs::write(arg, now_ns().to_string()).expect("write the stamp"),
+            "stamps" => {
+                let (n, ms) = arg.split_once(' ').expect("stamps N MS");
+                let (n, ms): (u32, u64) = (n.parse().unwrap(), ms.parse().unwrap());
+                for i in 0..n {
+                    if i > 0 {
+                        std::thread::sleep(Duration::from_millis(ms));
+                    }
+                    out.say(&format!("T{}\n", now_ns()));
+                }
+            }
             other => panic!("fake engine: unknown step `{other}`"),
         }
     }
     out.end();
+}
+
+/// Wall-clock nanoseconds: comparable between processes on one machine.
+fn now_ns() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
 }
 
 /// Claims the next call number in the log folder, race-free across concurrent calls.

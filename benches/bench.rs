@@ -1,0 +1,571 @@
+//! `make bench`: cca's overhead, streaming latency, long transcripts, many sessions, memory, a
+//! side-by-side with `llm`, and the bytes compaction saves. Prints markdown for BENCHMARKS.md.
+//!
+//! Runs the release `cca` against the release fake engine (tests/support/fake_engine.rs).
+//! `cargo bench -- NAME...` runs only the sections whose names contain one of the words.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use cca::transcript::{self, Header, Kind, Meta, Record};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).collect();
+    if args.first().map(String::as_str) == Some("__rss") {
+        return measure_rss(&args[1..]);
+    }
+    let wanted = |name: &str| args.is_empty() || args.iter().any(|a| name.contains(a.as_str()));
+    let bench = Bench::new();
+    println!("# cca benchmarks\n");
+    println!("{}\n", machine());
+    type Section = (&'static str, fn(&Bench));
+    let sections: [Section; 8] = [
+        ("overhead", Bench::overhead),
+        ("version", Bench::version),
+        ("streaming", Bench::streaming),
+        ("long-transcripts", Bench::long_transcripts),
+        ("sessions", Bench::sessions),
+        ("memory", Bench::memory),
+        ("llm", Bench::llm),
+        ("compaction", Bench::compaction),
+    ];
+    for (name, run) in sections {
+        if wanted(name) {
+            run(&bench);
+        }
+    }
+}
+
+struct Bench {
+    cca: PathBuf,
+    fake: PathBuf,
+    root: tempfile::TempDir,
+}
+
+/// Timings, in milliseconds.
+struct Stats {
+    samples: Vec<f64>,
+}
+
+impl Stats {
+    fn new(mut samples: Vec<f64>) -> Stats {
+        samples.sort_by(|a, b| a.partial_cmp(b).unwrap());
+        Stats { samples }
+    }
+
+    fn pct(&self, p: f64) -> f64 {
+        let i = ((self.samples.len() - 1) as f64 * p).round() as usize;
+        self.samples[i]
+    }
+
+    fn median(&self) -> f64 {
+        self.pct(0.5)
+    }
+
+    fn row(&self, what: &str) -> String {
+        format!(
+            "| {what} | {:.2} | {:.2} | {:.2} | {:.2} | {} |",
+            self.median(),
+            self.pct(0.1),
+            self.pct(0.9),
+            self.samples.last().unwrap(),
+            self.samples.len()
+        )
+    }
+}
+
+const TABLE: &str =
+    "| what | median ms | p10 | p90 | max | runs |\n| --- | ---: | ---: | ---: | ---: | ---: |";
+
+impl Bench {
+    fn new() -> Bench {
+        let cca = PathBuf::from(env!("CARGO_BIN_EXE_cca"));
+        let fake = cca.parent().unwrap().join("examples").join("fake-engine");
+        assert!(fake.is_file(), "build the fake engine first: cargo build --release --examples");
+        let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join("bench-tmp");
+        std::fs::create_dir_all(&base).unwrap();
+        Bench { cca, fake, root: tempfile::tempdir_in(base).unwrap() }
+    }
+
+    /// A fresh home with the fake engine on PATH as `claude` and as `plain`.
+    fn home(&self, name: &str) -> Home {
+        let dir = self.root.path().join(name);
+        let bin = dir.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        for engine in ["claude", "plain-engine"] {
+            let _ = std::os::unix::fs::symlink(&self.fake, bin.join(engine));
+        }
+        let home = Home { dir, cca: self.cca.clone() };
+        home.config("");
+        home
+    }
+
+    fn overhead(&self) {
+        println!("## Overhead: cca versus the engine alone\n");
+        println!("An instant engine (the fake engine answering `hi`), the same input on stdin.\n");
+        let home = self.home("overhead");
+        home.cca(&["search", "-q", "first"], "say hi").checked();
+        let input = framed_input(&home);
+        let direct = time_runs(60, || {
+            let mut engine = Command::new(home.dir.join("bin/plain-engine"));
+            engine.env("FAKE_SCRIPT", "say hi");
+            run_with_input(engine, input.as_bytes());
+        });
+        let resume = time_runs(60, || {
+            home.cca(&["search", "-q", "-r", "--no-compact", "next"], "say hi").checked()
+        });
+        let new = time_runs(60, || home.cca(&["search", "-q", "new"], "say hi").checked());
+        println!("{TABLE}");
+        println!("{}", direct.row("engine alone"));
+        println!("{}", resume.row("`cca search -r` (a short session)"));
+        println!("{}", new.row("`cca search` (a new session)"));
+        println!(
+            "\nAdded by cca at the median: {:.2} ms continuing a session, {:.2} ms starting one (target: 5 ms).\n",
+            resume.median() - direct.median(),
+            new.median() - direct.median()
+        );
+    }
+
+    fn version(&self) {
+        println!("## `cca --version`\n");
+        let stats = time_runs(100, || {
+            let status =
+                Command::new(&self.cca).arg("--version").stdout(Stdio::null()).status().unwrap();
+            assert!(status.success());
+        });
+        println!("{TABLE}\n{}\n\nTarget: under 3 ms.\n", stats.row("cca --version"));
+    }
+
+    fn streaming(&self) {
+        println!("## Streaming: engine write to cca's stdout\n");
+        println!(
+            "The engine writes 200 lines 5 ms apart, each stamped with the wall clock as it is written; the bench stamps each as it reads it from cca's stdout.\n"
+        );
+        let home = self.home("streaming");
+        let mut lags = Vec::new();
+        for (engine, script) in [("plain", "stamps 200 5"), ("claude", "stamps 200 5")] {
+            let mut cmd = home.command(&["search", "-q", "-e", engine, "go"], script);
+            cmd.stdout(Stdio::piped());
+            let mut child = cmd.spawn().unwrap();
+            let reader = BufReader::new(child.stdout.take().unwrap());
+            let mut these = Vec::new();
+            for line in reader.lines() {
+                let line = line.unwrap();
+                let now = now_ns();
+                if let Some(stamp) = line.strip_prefix('T').and_then(|t| t.parse::<u128>().ok()) {
+                    these.push((now - stamp) as f64 / 1e6);
+                }
+            }
+            assert!(child.wait().unwrap().success());
+            let stats = Stats::new(these.clone());
+            lags.push((engine, stats));
+        }
+        println!("{TABLE}");
+        for (engine, stats) in &lags {
+            let label = if *engine == "claude" {
+                "claude's stream-json (decoded)"
+            } else {
+                "plain text engine"
+            };
+            println!("{}", stats.row(label));
+        }
+        println!("\nTarget: under 1 ms at the median.\n");
+    }
+
+    fn long_transcripts(&self) {
+        println!("## Long transcripts: `--resume` until the engine has its input\n");
+        println!(
+            "From starting `cca search -r` to the engine reading the end of its stdin (`--no-compact`: the whole history is sent). Answers of 2 KB; 1,000 exchanges per 2 MB.\n"
+        );
+        println!(
+            "| transcript | exchanges | median ms | p10 | p90 | MB/s | runs |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+        );
+        for (mb, exchanges, runs) in
+            [(2u64, 1_000u64, 15usize), (20, 10_000, 10), (200, 100_000, 5)]
+        {
+            let home = self.home(&format!("long-{mb}"));
+            let size = write_long_session(&home, exchanges);
+            let stamp = home.dir.join("eof");
+            let script = format!("drain;eof-stamp {};say ok", stamp.display());
+            let mut samples = Vec::new();
+            for _ in 0..runs {
+                let _ = std::fs::remove_file(&stamp);
+                let start = now_ns();
+                home.cca(&["search", "-q", "-r", "--no-compact", "next"], &script).checked();
+                let end: u128 = std::fs::read_to_string(&stamp).unwrap().parse().unwrap();
+                samples.push((end - start) as f64 / 1e6);
+                // Keep the file as it was: drop the exchange just appended.
+                truncate_to(&home, size);
+            }
+            let s = Stats::new(samples);
+            println!(
+                "| {:.0} MB | {exchanges} | {:.1} | {:.1} | {:.1} | {:.0} | {runs} |",
+                size as f64 / 1e6,
+                s.median(),
+                s.pct(0.1),
+                s.pct(0.9),
+                size as f64 / 1e6 / (s.median() / 1000.0)
+            );
+        }
+        println!(
+            "\nTarget: under 50 ms for 20 MB, growing linearly. (For reference: aichat takes about 0.9 s to load a session of that size, llm about 1.5 s to continue a long one.)\n"
+        );
+    }
+
+    fn sessions(&self) {
+        println!("## Many sessions: `cca sessions`\n");
+        let home = self.home("sessions");
+        let dir = home.dir.join("cca/sessions");
+        std::fs::create_dir_all(&dir).unwrap();
+        for i in 0..10_000u64 {
+            let id = format!("2026{:04}-{:06}", i / 1000 + 101, i % 1000);
+            let text = session_text(&id, 3, 1500);
+            std::fs::write(dir.join(format!("session_{id}.md")), text).unwrap();
+        }
+        let list = || {
+            let out = home.command(&["sessions"], "").stdout(Stdio::null()).status().unwrap();
+            assert!(out.success());
+        };
+        let cold = time_runs(1, list);
+        let warm = time_runs(20, list);
+        println!("{TABLE}");
+        println!("{}", cold.row("first listing (reads every transcript, writes the index)"));
+        println!("{}", warm.row("later listings (index)"));
+        println!("\n10,000 sessions of 3 exchanges. Target: under 100 ms.\n");
+    }
+
+    fn memory(&self) {
+        println!("## Memory: peak RSS\n");
+        println!(
+            "Peak resident set of cca and the (lean) fake engine it runs, from `getrusage(RUSAGE_CHILDREN)` in a fresh process.\n"
+        );
+        println!("| case | peak RSS MB |\n| --- | ---: |");
+        let home = self.home("memory-answer");
+        home.cca(&["search", "-q", "start"], "say hi").checked();
+        let answer =
+            self.rss(&home, &["search", "-q", "-r", "--no-compact", "big"], "bytes 200000000");
+        println!(
+            "| a 200 MB answer streamed through cca (and teed to the transcript) | {:.1} |",
+            answer
+        );
+        let home = self.home("memory-transcript");
+        write_long_session(&home, 100_000);
+        let transcript =
+            self.rss(&home, &["search", "-q", "-r", "--no-compact", "next"], "drain;say ok");
+        println!("| `--resume` on a 200 MB transcript (all of it sent) | {:.1} |", transcript);
+        let baseline = self.rss(&home, &["--version"], "");
+        println!("| `cca --version`, for scale | {:.1} |", baseline);
+        println!("\nTarget: under 16 MB.\n");
+    }
+
+    fn rss(&self, home: &Home, args: &[&str], script: &str) -> f64 {
+        let me = std::env::current_exe().unwrap();
+        let mut cmd = Command::new(me);
+        cmd.arg("__rss").arg(&self.cca).args(args);
+        home.env(&mut cmd, script);
+        let out = cmd.stdout(Stdio::piped()).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().parse::<f64>().unwrap() / 1024.0
+    }
+
+    fn llm(&self) {
+        println!("## Side by side: continuing a conversation, cca and llm\n");
+        let llm = Path::new(env!("CARGO_MANIFEST_DIR")).join("build/llm-venv/bin/llm");
+        if !llm.is_file() {
+            println!("(skipped: `make llm` installs llm with llm-echo into build/)\n");
+            return;
+        }
+        println!(
+            "Both continue a 20-exchange conversation with an instant model: llm 0.36 with `-c -m echo` (its SQLite log), cca with `-r` and the fake engine (its markdown transcript).\n"
+        );
+        let home = self.home("llm");
+        let llm_home = home.dir.join("llm-home");
+        std::fs::create_dir_all(&llm_home).unwrap();
+        let llm_cmd = |args: &[&str]| {
+            let mut c = Command::new(&llm);
+            c.args(args).env("LLM_USER_PATH", &llm_home).stdout(Stdio::null()).stdin(Stdio::null());
+            c
+        };
+        assert!(llm_cmd(&["-m", "echo", "turn 1"]).status().unwrap().success());
+        home.cca(&["search", "-q", "turn 1"], "say hi").checked();
+        for i in 2..=20 {
+            assert!(
+                llm_cmd(&["-c", "-m", "echo", &format!("turn {i}")]).status().unwrap().success()
+            );
+            home.cca(&["search", "-q", "-r", &format!("turn {i}")], "say hi").checked();
+        }
+        let llm_stats = time_runs(15, || {
+            assert!(llm_cmd(&["-c", "-m", "echo", "and then?"]).status().unwrap().success());
+        });
+        let cca_stats = time_runs(15, || {
+            home.cca(&["search", "-q", "-r", "--no-compact", "and then?"], "say hi").checked()
+        });
+        println!("{TABLE}");
+        println!("{}", llm_stats.row("llm -c -m echo"));
+        println!("{}", cca_stats.row("cca search -r (fake engine)"));
+        println!(
+            "\nllm takes {:.0}x as long as cca at the median.\n",
+            llm_stats.median() / cca_stats.median()
+        );
+    }
+
+    fn compaction(&self) {
+        println!("## Compaction: bytes sent over a 100-exchange conversation\n");
+        println!(
+            "Questions of about 120 bytes, answers of 4,000 bytes (the fake engine; its summaries are 2,000 bytes), the default system prompt (2.6 KB). Total bytes the engine received: stdin plus any history file.\n"
+        );
+        println!(
+            "| mode | total MB | largest turn KB | last turn KB | compactions |\n| --- | ---: | ---: | ---: | ---: |"
+        );
+        let modes: [(&str, &str, &[&str]); 4] = [
+            ("naive replay (`--no-compact`)", "", &["--no-compact"]),
+            ("compaction, a 16k-token budget", "[engines.claude]\ncontext_budget = 16000\n", &[]),
+            ("compaction, claude's default budget (160k tokens)", "", &[]),
+            (
+                "structured history (`history = \"structured\"`, `--no-compact`)",
+                "[engines.claude]\nhistory = \"structured\"\n",
+                &["--no-compact"],
+            ),
+        ];
+        let mut totals = Vec::new();
+        for (i, (label, config, flags)) in modes.iter().enumerate() {
+            let home = self.home(&format!("compaction-{i}"));
+            home.config(config);
+            let log = home.dir.join("log");
+            std::fs::create_dir_all(&log).unwrap();
+            for n in 1..=100 {
+                let question = format!(
+                    "question {n}: what about the part of the answer that covers the details of step {n}?"
+                );
+                let mut args = vec!["search", "-q", "-e", "claude"];
+                if n > 1 {
+                    args.push("-r");
+                }
+                args.extend_from_slice(flags);
+                args.push(&question);
+                let mut cmd = home.command(&args, "echo-pad 4000");
+                cmd.env("FAKE_LOG_DIR", &log).stdout(Stdio::null());
+                assert!(cmd.status().unwrap().success());
+            }
+            let (mut total, mut largest, mut last, mut compactions) = (0u64, 0u64, 0u64, 0);
+            for n in 1.. {
+                let path = log.join(format!("call-{n}.json"));
+                let Ok(text) = std::fs::read_to_string(&path) else { break };
+                let call: serde_json::Value = serde_json::from_str(&text).unwrap();
+                let stdin = call["stdin"].as_str().unwrap();
+                let files: u64 = call["files"]
+                    .as_object()
+                    .unwrap()
+                    .values()
+                    .map(|v| v.as_str().unwrap().len() as u64)
+                    .sum();
+                let bytes = stdin.len() as u64 + files;
+                total += bytes;
+                if stdin.contains("You condense the earlier part") {
+                    compactions += 1;
+                } else {
+                    largest = largest.max(bytes);
+                    last = bytes;
+                }
+            }
+            totals.push(total);
+            println!(
+                "| {label} | {:.2} | {:.1} | {:.1} | {compactions} |",
+                total as f64 / 1e6,
+                largest as f64 / 1e3,
+                last as f64 / 1e3
+            );
+        }
+        println!(
+            "\nWith compaction (16k-token budget) the total is {:.1}x smaller than naive replay, and no turn sends more than the threshold allows (75% of the budget).\n",
+            totals[0] as f64 / totals[1] as f64
+        );
+    }
+}
+
+/// One `CCA_HOME` with its fake engines.
+struct Home {
+    dir: PathBuf,
+    cca: PathBuf,
+}
+
+impl Home {
+    fn config(&self, extra: &str) {
+        let dir = self.dir.join("cca");
+        std::fs::create_dir_all(&dir).unwrap();
+        let text =
+            format!("engine = \"plain\"\n[engines.plain]\ncommand = [\"plain-engine\"]\n{extra}");
+        std::fs::write(dir.join("config.toml"), text).unwrap();
+    }
+
+    fn env(&self, cmd: &mut Command, script: &str) {
+        cmd.env_clear()
+            .env("HOME", &self.dir)
+            .env("CCA_HOME", self.dir.join("cca"))
+            .env("PATH", format!("{}:/usr/bin:/bin", self.dir.join("bin").display()))
+            .env("FAKE_SCRIPT", script)
+            .env("TERM", "dumb")
+            .current_dir(&self.dir)
+            .stdin(Stdio::null());
+    }
+
+    fn command(&self, args: &[&str], script: &str) -> Command {
+        let mut cmd = Command::new(&self.cca);
+        cmd.args(args);
+        self.env(&mut cmd, script);
+        cmd
+    }
+
+    fn cca(&self, args: &[&str], script: &str) -> std::process::ExitStatus {
+        self.command(args, script).stdout(Stdio::null()).status().unwrap()
+    }
+}
+
+trait Checked {
+    fn checked(self);
+}
+
+impl Checked for std::process::ExitStatus {
+    fn checked(self) {
+        assert!(self.success(), "cca failed: {self}");
+    }
+}
+
+fn time_runs(n: usize, mut run: impl FnMut()) -> Stats {
+    let mut samples = Vec::with_capacity(n);
+    for _ in 0..n {
+        let start = Instant::now();
+        run();
+        samples.push(start.elapsed().as_secs_f64() * 1000.0);
+    }
+    Stats::new(samples)
+}
+
+fn run_with_input(mut cmd: Command, input: &[u8]) {
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
+/// What cca sends on a resume in this home: captured once through the fake engine's log.
+fn framed_input(home: &Home) -> String {
+    let log = home.dir.join("framed-log");
+    std::fs::create_dir_all(&log).unwrap();
+    let mut cmd = home.command(&["search", "-q", "-r", "--no-compact", "next"], "say hi");
+    cmd.env("FAKE_LOG_DIR", &log).stdout(Stdio::null());
+    assert!(cmd.status().unwrap().success());
+    let call: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(log.join("call-1.json")).unwrap()).unwrap();
+    call["stdin"].as_str().unwrap().to_string()
+}
+
+fn header(id: &str) -> Header {
+    Header {
+        format: transcript::FORMAT,
+        id: id.to_string(),
+        created: "2026-11-21T10:15:00Z".into(),
+        engine: "plain".into(),
+        model: None,
+        prompt: "search_agents/haiku45".into(),
+        prompt_hash: cca::prompt::hash(cca::prompt::builtin("search_agents/haiku45").unwrap()),
+        cwd: "/".into(),
+        title: format!("session {id}"),
+        forked_from: None,
+    }
+}
+
+fn session_text(id: &str, exchanges: u64, answer_bytes: usize) -> String {
+    let mut text = transcript::render_header(&header(id));
+    let answer = "The quick brown fox jumps over the lazy dog. ".repeat(answer_bytes / 45 + 1);
+    for n in 1..=exchanges {
+        let at = Some("2026-11-21T10:15:00Z".to_string());
+        text.push_str(&transcript::render_record(
+            &Record {
+                kind: Kind::User,
+                meta: Meta { at: at.clone(), ..Meta::default() },
+                content: format!("question number {n}?"),
+            },
+            n,
+        ));
+        text.push_str(&transcript::render_record(
+            &Record {
+                kind: Kind::Assistant,
+                meta: Meta {
+                    at,
+                    engine: Some("plain".into()),
+                    duration_ms: Some(1000),
+                    ..Meta::default()
+                },
+                content: answer[..answer_bytes].to_string(),
+            },
+            n,
+        ));
+    }
+    text
+}
+
+/// A session of `exchanges` exchanges of about 2 KB each, as `latest`; returns its size.
+fn write_long_session(home: &Home, exchanges: u64) -> u64 {
+    let dir = home.dir.join("cca/sessions");
+    std::fs::create_dir_all(&dir).unwrap();
+    let id = "20261121-101500";
+    let path = dir.join(format!("session_{id}.md"));
+    let mut file = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    file.write_all(transcript::render_header(&header(id)).as_bytes()).unwrap();
+    let one = session_text(id, 1, 1900);
+    let body = &one[transcript::render_header(&header(id)).len()..];
+    for _ in 0..exchanges {
+        file.write_all(body.as_bytes()).unwrap();
+    }
+    file.flush().unwrap();
+    drop(file);
+    let _ = std::fs::remove_file(dir.join("latest"));
+    std::os::unix::fs::symlink(format!("session_{id}.md"), dir.join("latest")).unwrap();
+    std::fs::metadata(&path).unwrap().len()
+}
+
+fn truncate_to(home: &Home, size: u64) {
+    let path = home.dir.join("cca/sessions/session_20261121-101500.md");
+    std::fs::OpenOptions::new().write(true).open(path).unwrap().set_len(size).unwrap();
+}
+
+fn now_ns() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+}
+
+/// `bench __rss PROGRAM ARGS...`: runs it and prints the peak RSS (KB) of it and its children.
+fn measure_rss(args: &[String]) {
+    let status = Command::new(&args[0]).args(&args[1..]).stdout(Stdio::null()).status().unwrap();
+    assert!(status.success(), "{args:?} failed");
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage writes into the struct it is given.
+    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) }, 0);
+    println!("{}", usage.ru_maxrss);
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .next()
+                .map(|l| l.split_whitespace().nth(1).unwrap_or("0").parse::<u64>().unwrap_or(0))
+        })
+        .unwrap_or(0);
+    let date = chrono::Utc::now().format("%Y-%m-%d");
+    format!(
+        "Machine: {cpu}, {cores} cores, {:.0} GiB; measured {date}; release build.",
+        mem as f64 / 1048576.0
+    )
+}
