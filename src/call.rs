@@ -25,7 +25,7 @@ pub struct Call<'a> {
     pub engine: &'a EngineConfig,
     pub model: Option<&'a str>,
     pub system: &'a str,
-    pub live: &'a Live,
+    pub live: &'a std::sync::Arc<Live>,
     pub attachment: Option<&'a str>,
     pub query: &'a str,
     pub display: Display,

@@ -59,6 +59,7 @@ pub fn compact(
     signals: &SignalWatch,
 ) -> Result<Option<Compacted>> {
     let Some((fold, first, through)) = plan(&summary.live, keep) else { return Ok(None) };
+    let fold = std::sync::Arc::new(fold);
     let prompt = turn::named_prompt(ctx.store, crate::prompt::COMPACTION)?;
     let folds_summary =
         if fold.summary.is_some() { ", folding in the earlier summary" } else { "" };

@@ -47,8 +47,21 @@ pub mod vars {
     /// Standard: the default `CCA_HOME` is `$HOME/.cca`.
     pub const USER_HOME: &str = "HOME";
 
-    pub const ALL: [&str; 12] = [
-        HOME, ENGINE, MODEL, PROMPT, SESSION, CLAUDE, GEMINI, NOW, NO_COLOR, TERM, PATH, USER_HOME,
+    pub const ALL: [&str; 14] = [
+        HOME,
+        ENGINE,
+        MODEL,
+        PROMPT,
+        SESSION,
+        CLAUDE,
+        GEMINI,
+        NOW,
+        NO_COLOR,
+        TERM,
+        PAGER,
+        PATH,
+        USER_HOME,
+        GEMINI_CLI_HOME,
     ];
 }
 
@@ -641,6 +654,37 @@ mod tests {
         assert!(s.engine.is_none());
         assert_eq!(s.prompt.value, PromptChoice::Name(crate::prompt::DEFAULT.into()));
         assert_eq!(s.prompt.source, Source::Default);
+    }
+
+    #[test]
+    fn every_variable_is_read() {
+        let defined = [
+            vars::HOME,
+            vars::ENGINE,
+            vars::MODEL,
+            vars::PROMPT,
+            vars::SESSION,
+            vars::CLAUDE,
+            vars::GEMINI,
+            vars::NOW,
+            vars::NO_COLOR,
+            vars::TERM,
+            vars::PAGER,
+            vars::PATH,
+            vars::USER_HOME,
+            vars::GEMINI_CLI_HOME,
+        ];
+        for var in defined {
+            assert!(vars::ALL.contains(&var), "{var} is not in vars::ALL, so it is never read");
+        }
+        let s = settings(
+            &[(vars::PAGER, "most"), (vars::GEMINI_CLI_HOME, "/g")],
+            Flags::default(),
+            None,
+        )
+        .unwrap();
+        assert_eq!(s.pager.as_deref(), Some("most"));
+        assert_eq!(s.gemini_home, Some(PathBuf::from("/g")));
     }
 
     #[test]

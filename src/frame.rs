@@ -9,6 +9,7 @@
 
 use std::io::{self, Write};
 use std::ops::Range;
+use std::sync::Arc;
 
 use crate::transcript::{Direction, Live, MarkerEscaper};
 
@@ -33,6 +34,8 @@ pub enum Piece {
     Text(String),
     /// Content stored in the transcript at this byte range, in its escaped stored form.
     Stored(Range<u64>),
+    /// The history block: every live exchange, framed, read from the transcript as it is sent.
+    History(Arc<Live>),
 }
 
 /// A part of the context for [`inline`]: the new attachment's name and text.
@@ -46,51 +49,71 @@ pub struct Attachment<'a> {
 /// `system` is `None` when the engine receives the system prompt some other way.
 pub fn inline(
     system: Option<&str>,
-    live: &Live,
+    live: &Arc<Live>,
     attachment: Option<Attachment>,
     query: &str,
 ) -> Vec<Piece> {
     let mut pieces = Vec::new();
-    let frame = |pieces: &mut Vec<Piece>, text: String| match pieces.last_mut() {
-        Some(Piece::Frame(last)) => last.push_str(&text),
-        _ => pieces.push(Piece::Frame(text)),
-    };
     if let Some(system) = system {
-        frame(&mut pieces, open(SYSTEM));
+        pieces.push(Piece::Frame(open(SYSTEM)));
         pieces.push(Piece::Text(system.to_string()));
-        frame(&mut pieces, close(SYSTEM) + "\n");
+        pieces.push(Piece::Frame(close(SYSTEM) + "\n"));
     }
     if live.summary.is_some() || !live.exchanges.is_empty() {
-        frame(&mut pieces, format!("{}The conversation so far, oldest first.\n", open(HISTORY)));
-        if let Some(summary) = &live.summary {
-            frame(&mut pieces, open(SUMMARY));
-            pieces.push(Piece::Stored(summary.clone()));
-            frame(&mut pieces, close(SUMMARY));
-        }
-        for exchange in &live.exchanges {
-            frame(&mut pieces, open(USER_TURN));
-            pieces.push(Piece::Stored(exchange.user.clone()));
-            frame(&mut pieces, close(USER_TURN));
-            for (name, range) in &exchange.attachments {
-                frame(&mut pieces, open_attachment(name));
-                pieces.push(Piece::Stored(range.clone()));
-                frame(&mut pieces, close(ATTACHMENT));
-            }
-            frame(&mut pieces, open(ASSISTANT_TURN));
-            pieces.push(Piece::Stored(exchange.assistant.clone()));
-            frame(&mut pieces, close(ASSISTANT_TURN));
-        }
-        frame(&mut pieces, format!("</{HISTORY}>\n\n"));
+        pieces.push(Piece::History(live.clone()));
     }
     if let Some(a) = attachment {
-        frame(&mut pieces, open_attachment(a.name));
+        pieces.push(Piece::Frame(open_attachment(a.name)));
         pieces.push(Piece::Text(a.text.to_string()));
-        frame(&mut pieces, close(ATTACHMENT) + "\n");
+        pieces.push(Piece::Frame(close(ATTACHMENT) + "\n"));
     }
-    frame(&mut pieces, open(QUERY));
+    pieces.push(Piece::Frame(open(QUERY)));
     pieces.push(Piece::Text(query.to_string()));
-    frame(&mut pieces, close(QUERY));
+    pieces.push(Piece::Frame(close(QUERY)));
     pieces
+}
+
+/// A part of the history block: framing text, or content stored in the transcript.
+enum Part<'a> {
+    Frame(&'a str),
+    Stored(&'a Range<u64>),
+}
+
+/// Lays out the history block part by part, without building it: a long session has many
+/// exchanges, and memory must not grow with them.
+fn history_parts(live: &Live, mut each: impl FnMut(Part) -> io::Result<()>) -> io::Result<()> {
+    let mut frame = String::new();
+    each(Part::Frame(&format!("{}The conversation so far, oldest first.\n", open(HISTORY))))?;
+    if let Some(summary) = &live.summary {
+        each(Part::Frame(&open(SUMMARY)))?;
+        each(Part::Stored(summary))?;
+        each(Part::Frame(&close(SUMMARY)))?;
+    }
+    for (i, exchange) in live.exchanges.iter().enumerate() {
+        if i == 0 {
+            each(Part::Frame(&open(USER_TURN)))?;
+        }
+        each(Part::Stored(&exchange.user))?;
+        frame.clear();
+        frame.push_str(&close(USER_TURN));
+        for (name, range) in &exchange.attachments {
+            frame.push_str(&open_attachment(name));
+            each(Part::Frame(&frame))?;
+            each(Part::Stored(range))?;
+            frame.clear();
+            frame.push_str(&close(ATTACHMENT));
+        }
+        frame.push_str(&open(ASSISTANT_TURN));
+        each(Part::Frame(&frame))?;
+        each(Part::Stored(&exchange.assistant))?;
+        frame.clear();
+        frame.push_str(&close(ASSISTANT_TURN));
+        if i + 1 < live.exchanges.len() {
+            frame.push_str(&open(USER_TURN));
+        }
+        each(Part::Frame(&frame))?;
+    }
+    each(Part::Frame(&format!("</{HISTORY}>\n\n")))
 }
 
 fn open(tag: &str) -> String {
@@ -175,59 +198,89 @@ pub fn write(
     source: &(impl Source + ?Sized),
     out: &mut impl Write,
 ) -> io::Result<u64> {
-    let mut written = 0u64;
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut escaped = Vec::with_capacity(70 * 1024);
-    let mut unescaped = Vec::with_capacity(64 * 1024);
+    let mut w = PieceWriter {
+        source,
+        out,
+        written: 0,
+        buf: vec![0u8; 64 * 1024],
+        unescaped: Vec::with_capacity(64 * 1024),
+        escaped: Vec::with_capacity(70 * 1024),
+    };
     for piece in pieces {
-        let mut framing = FrameEscaper::default();
         match piece {
-            Piece::Frame(text) => {
-                out.write_all(text.as_bytes())?;
-                written += text.len() as u64;
-            }
-            Piece::Text(text) => {
-                for chunk in text.as_bytes().chunks(64 * 1024) {
-                    escaped.clear();
-                    framing.push(chunk, &mut escaped);
-                    out.write_all(&escaped)?;
-                    written += escaped.len() as u64;
-                }
-            }
-            Piece::Stored(range) => {
-                let mut markers = MarkerEscaper::new(Direction::Unescape);
-                let mut at = range.start;
-                while at < range.end {
-                    let want = ((range.end - at) as usize).min(buf.len());
-                    let n = source.read_at(&mut buf[..want], at)?;
-                    if n == 0 {
-                        return Err(io::Error::new(
-                            io::ErrorKind::UnexpectedEof,
-                            "the transcript changed while it was being read",
-                        ));
-                    }
-                    at += n as u64;
-                    unescaped.clear();
-                    markers.push(&buf[..n], &mut unescaped);
-                    escaped.clear();
-                    framing.push(&unescaped, &mut escaped);
-                    out.write_all(&escaped)?;
-                    written += escaped.len() as u64;
-                }
-                unescaped.clear();
-                markers.finish(&mut unescaped);
-                escaped.clear();
-                framing.push(&unescaped, &mut escaped);
-                out.write_all(&escaped)?;
-                written += escaped.len() as u64;
-            }
+            Piece::Frame(text) => w.frame(text)?,
+            Piece::Text(text) => w.text(text)?,
+            Piece::Stored(range) => w.stored(range)?,
+            Piece::History(live) => history_parts(live, |part| match part {
+                Part::Frame(text) => w.frame(text),
+                Part::Stored(range) => w.stored(range),
+            })?,
         }
-        escaped.clear();
-        framing.finish(&mut escaped);
-        out.write_all(&escaped)?;
-        written += escaped.len() as u64;
     }
-    Ok(written)
+    Ok(w.written)
+}
+
+/// Writes pieces one by one, with its buffers reused from piece to piece.
+struct PieceWriter<'a, S: ?Sized, W> {
+    source: &'a S,
+    out: &'a mut W,
+    written: u64,
+    buf: Vec<u8>,
+    unescaped: Vec<u8>,
+    escaped: Vec<u8>,
+}
+
+impl<S: Source + ?Sized, W: Write> PieceWriter<'_, S, W> {
+    fn emit(&mut self, bytes_from_escaped: bool, text: &[u8]) -> io::Result<()> {
+        let bytes = if bytes_from_escaped { &self.escaped[..] } else { text };
+        self.out.write_all(bytes)?;
+        self.written += bytes.len() as u64;
+        Ok(())
+    }
+
+    fn frame(&mut self, text: &str) -> io::Result<()> {
+        self.emit(false, text.as_bytes())
+    }
+
+    fn text(&mut self, text: &str) -> io::Result<()> {
+        let mut framing = FrameEscaper::default();
+        for chunk in text.as_bytes().chunks(64 * 1024) {
+            self.escaped.clear();
+            framing.push(chunk, &mut self.escaped);
+            self.emit(true, &[])?;
+        }
+        self.escaped.clear();
+        framing.finish(&mut self.escaped);
+        self.emit(true, &[])
+    }
+
+    fn stored(&mut self, range: &Range<u64>) -> io::Result<()> {
+        let mut markers = MarkerEscaper::new(Direction::Unescape);
+        let mut framing = FrameEscaper::default();
+        let mut at = range.start;
+        while at < range.end {
+            let want = ((range.end - at) as usize).min(self.buf.len());
+            let n = self.source.read_at(&mut self.buf[..want], at)?;
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "the transcript changed while it was being read",
+                ));
+            }
+            at += n as u64;
+            self.unescaped.clear();
+            markers.push(&self.buf[..n], &mut self.unescaped);
+            self.escaped.clear();
+            framing.push(&self.unescaped, &mut self.escaped);
+            self.emit(true, &[])?;
+        }
+        self.unescaped.clear();
+        markers.finish(&mut self.unescaped);
+        self.escaped.clear();
+        framing.push(&self.unescaped, &mut self.escaped);
+        framing.finish(&mut self.escaped);
+        self.emit(true, &[])
+    }
 }
 
 /// The pieces as one string (stored content read from `source`).

@@ -12,7 +12,7 @@ use std::io::{self, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -152,7 +152,9 @@ pub fn run(
         .spawn()
         .map_err(|error| SpawnError { program: spawn.program.clone(), error })?;
     let group = Pid::from_child(&child);
-    let (tx, rx) = mpsc::channel();
+    // Bounded: an engine that writes faster than the terminal reads waits, instead of its
+    // output piling up in memory.
+    let (tx, rx) = mpsc::sync_channel(16);
 
     let stdin = child.stdin.take().expect("piped");
     let transcript = spawn.transcript;
@@ -272,7 +274,7 @@ pub fn run(
 
 fn pump(
     mut from: impl Read + Send + 'static,
-    tx: Sender<Event>,
+    tx: SyncSender<Event>,
     data: fn(Vec<u8>) -> Event,
     end: Event,
 ) {

@@ -967,7 +967,8 @@ pub struct Summary {
     pub header: Header,
     /// Offset just past the header, where records begin.
     pub header_end: u64,
-    pub live: Live,
+    /// Shared, not copied, with what is sent: a long session has many exchanges.
+    pub live: std::sync::Arc<Live>,
     /// Complete exchanges in the file, live or not.
     pub exchanges: u64,
     /// Offset just past the last complete exchange, for forks.
@@ -1046,10 +1047,12 @@ impl Summarizer {
     pub fn finish(self) -> Summary {
         let header = self.header.expect("finish is called after a successful scan");
         let last_activity = self.last_activity.unwrap_or_else(|| header.created.clone());
+        let mut live = self.live;
+        live.exchanges.shrink_to_fit();
         Summary {
             header,
             header_end: self.header_end,
-            live: self.live,
+            live: std::sync::Arc::new(live),
             exchanges: self.exchanges,
             exchange_ends: self.exchange_ends,
             problems: self.problems,
@@ -1255,7 +1258,7 @@ mod tests {
         records.push(record(Kind::User, "3"));
         let text = render(&Transcript { header: header(), records });
         let s = summarize(text.as_bytes()).unwrap().unwrap();
-        assert_eq!(s.live, Live::default());
+        assert_eq!(*s.live, Live::default());
         assert!(s.pending_user);
     }
 

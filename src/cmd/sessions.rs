@@ -125,7 +125,8 @@ pub fn show(id: Option<&str>, raw: bool) -> Result<u8> {
         }
         out
     };
-    if std::io::stdout().is_terminal() {
+    // A dumb terminal cannot run less; a pager the user named is still theirs to choose.
+    if std::io::stdout().is_terminal() && (!settings.dumb_terminal || settings.pager.is_some()) {
         crate::run::page(&out, settings.pager.as_deref())?;
     } else {
         print(&out)?;

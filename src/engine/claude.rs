@@ -61,8 +61,11 @@ pub fn invocation(
                 args.push(Arg::plain("--resume"));
                 args.push(Arg::File { name: "history.jsonl", contents: history });
             }
-            let summary_only =
-                crate::transcript::Live { exchanges: Vec::new(), ..request.live.clone() };
+            let summary_only = std::sync::Arc::new(crate::transcript::Live {
+                summary: request.live.summary.clone(),
+                summary_turns: request.live.summary_turns,
+                exchanges: Vec::new(),
+            });
             frame::inline(inline_system, &summary_only, request.attachment, request.query)
         }
     };
@@ -341,7 +344,7 @@ mod tests {
 
     #[test]
     fn structured_history_is_claude_session_jsonl() {
-        let live = crate::transcript::Live {
+        let live = std::sync::Arc::new(crate::transcript::Live {
             summary: None,
             summary_turns: None,
             exchanges: vec![crate::transcript::ExchangeSpans {
@@ -350,7 +353,7 @@ mod tests {
                 attachments: vec![],
                 assistant: 2..4,
             }],
-        };
+        });
         let stored =
             |r: &std::ops::Range<u64>| Ok(["q1", "a1"][(r.start / 2) as usize].to_string());
         let request = Request {

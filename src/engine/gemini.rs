@@ -80,7 +80,11 @@ pub fn invocation(
                 args.push(Arg::plain("--session-file"));
                 args.push(Arg::File { name: "history.jsonl", contents: history_jsonl(request)? });
             }
-            let summary_only = Live { exchanges: Vec::new(), ..request.live.clone() };
+            let summary_only = std::sync::Arc::new(Live {
+                summary: request.live.summary.clone(),
+                summary_turns: request.live.summary_turns,
+                exchanges: Vec::new(),
+            });
             frame::inline(inline_system, &summary_only, request.attachment, request.query)
         }
     };

@@ -44,7 +44,7 @@ pub struct Invocation {
 /// One turn, as the engine module sees it.
 pub struct Request<'a> {
     pub system: &'a str,
-    pub live: &'a Live,
+    pub live: &'a std::sync::Arc<Live>,
     /// Stored content of the live context, for engines that need it as text (structured history).
     pub stored: &'a dyn Fn(&std::ops::Range<u64>) -> std::io::Result<String>,
     pub attachment: Option<frame::Attachment<'a>>,

@@ -72,3 +72,18 @@ fn no_spinner_on_a_dumb_terminal() {
     let all = session.exp_eof().unwrap();
     assert!(!all.contains("waiting for"), "{all:?}");
 }
+
+#[test]
+fn show_uses_bold_on_a_terminal_unless_no_color() {
+    let env = TestEnv::new();
+    env.run(&["search", "q"]).ok();
+    let mut session = in_pty(&env, &["show"], &[("PAGER", "cat")]);
+    let all = session.exp_eof().unwrap();
+    assert!(all.contains("\u{1b}[1m"), "{all:?}");
+    let mut session = in_pty(&env, &["show"], &[("PAGER", "cat"), ("NO_COLOR", "1")]);
+    let all = session.exp_eof().unwrap();
+    assert!(!all.contains("\u{1b}[1m") && all.contains("1. You"), "{all:?}");
+    let mut session = in_pty(&env, &["show"], &[("PAGER", "cat"), ("TERM", "dumb")]);
+    let all = session.exp_eof().unwrap();
+    assert!(!all.contains("\u{1b}[1m"), "{all:?}");
+}

@@ -288,7 +288,11 @@ impl Out {
     }
 
     fn say(&mut self, text: &str) {
-        self.text.push_str(text);
+        // claude's final lines repeat the whole answer; plain text needs no copy (and a
+        // 200 MB answer must not be held).
+        if self.format != Format::Text {
+            self.text.push_str(text);
+        }
         match self.format {
             Format::Claude => {
                 if !self.started {
