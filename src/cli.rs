@@ -258,25 +258,8 @@ pub struct ChatArgs {
     #[arg(short, long, value_name = "ID", add = session_candidates())]
     pub session: Option<String>,
 
-    /// Engine for a new session (see `cca search --help`)
-    #[arg(short, long, value_name = "NAME", add = engine_candidates())]
-    pub engine: Option<String>,
-
-    /// Model, passed to the engine as is
-    #[arg(short, long, value_name = "MODEL")]
-    pub model: Option<String>,
-
-    /// System prompt for a new session
-    #[arg(short, long, value_name = "NAME", add = prompt_candidates())]
-    pub prompt: Option<String>,
-
-    /// Ask claude and gemini not to retry a failing API
-    #[arg(long)]
-    pub fail_fast: bool,
-
-    /// Do not summarise older turns automatically
-    #[arg(long)]
-    pub no_compact: bool,
+    #[command(flatten)]
+    pub answering: AnswerArgs,
 }
 
 #[derive(Debug, Args)]
@@ -303,6 +286,25 @@ pub struct AskArgs {
     #[arg(short, long, value_name = "ID", add = session_candidates())]
     pub session: Option<String>,
 
+    #[command(flatten)]
+    pub answering: AnswerArgs,
+
+    /// Print the answer only: no spinner, no notices; the engine's stderr only if it fails
+    #[arg(short, long, conflicts_with = "json")]
+    pub quiet: bool,
+
+    /// Print one JSON object when done (session, turn, answer, engine, model, duration, usage)
+    #[arg(long)]
+    pub json: bool,
+
+    /// Fail at once (exit 75) if another cca is answering in this session, instead of waiting
+    #[arg(long)]
+    pub no_wait: bool,
+}
+
+/// How a turn is answered: the options `search`, `,` and `chat` share.
+#[derive(Debug, Args, Clone, Default)]
+pub struct AnswerArgs {
     /// Engine: claude, gemini, or a name declared in config.toml [default: the first of claude
     /// and gemini on PATH; a session keeps its own] [env: CCA_ENGINE]
     #[arg(short, long, value_name = "NAME", add = engine_candidates())]
@@ -320,18 +322,6 @@ pub struct AskArgs {
     /// System prompt from a file
     #[arg(long, value_name = "PATH", conflicts_with = "prompt")]
     pub prompt_file: Option<PathBuf>,
-
-    /// Print the answer only: no spinner, no notices; the engine's stderr only if it fails
-    #[arg(short, long, conflicts_with = "json")]
-    pub quiet: bool,
-
-    /// Print one JSON object when done (session, turn, answer, engine, model, duration, usage)
-    #[arg(long)]
-    pub json: bool,
-
-    /// Fail at once (exit 75) if another cca is answering in this session, instead of waiting
-    #[arg(long)]
-    pub no_wait: bool,
 
     /// Ask claude and gemini not to retry a failing API (they retry for minutes by default);
     /// `retries = 0` in config.toml does the same for good

@@ -326,7 +326,6 @@ pub struct Flags {
     pub model: Option<String>,
     pub prompt: Option<String>,
     pub prompt_file: Option<PathBuf>,
-    pub session: Option<String>,
     /// No API retries for claude and gemini.
     pub fail_fast: bool,
     /// No automatic compaction.
@@ -429,7 +428,7 @@ pub fn resolve(
     if let PromptChoice::Name(name) = &prompt.value {
         crate::prompt::validate_name(name).map_err(Failure::usage)?;
     }
-    let session = pick(&flags.session, vars::SESSION, &None)?;
+    let session = pick(&None, vars::SESSION, &None)?;
 
     let mut engines = engines(env, &parsed)?;
     if flags.fail_fast {

@@ -6,24 +6,11 @@ use anyhow::{Context, Result};
 
 use super::settings;
 use crate::cli::AskArgs;
-use crate::config::Flags;
 use crate::error::Failure;
 use crate::turn::{self, Ask, OutputMode, Target};
 
-fn flags(ask: &AskArgs) -> Flags {
-    Flags {
-        engine: ask.engine.clone(),
-        model: ask.model.clone(),
-        prompt: ask.prompt.clone(),
-        prompt_file: ask.prompt_file.clone(),
-        session: None,
-        fail_fast: ask.fail_fast,
-        no_compact: ask.no_compact,
-    }
-}
-
 pub fn search(args: &AskArgs, target: Target) -> Result<u8> {
-    let (settings, store) = settings(&flags(args))?;
+    let (settings, store) = settings(&super::flags(&args.answering))?;
     let (query, attachment) = question(&args.query)?;
     let output = if args.json {
         OutputMode::Json

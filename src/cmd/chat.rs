@@ -10,7 +10,6 @@ use rustyline::{Cmd, Editor, KeyCode, KeyEvent, Modifiers};
 
 use super::settings;
 use crate::cli::ChatArgs;
-use crate::config::Flags;
 use crate::error::{Failure, exit};
 use crate::run::SignalWatch;
 use crate::turn::{self, Ask, OutputMode, Target};
@@ -27,15 +26,7 @@ Type a message and press Enter; the answer streams, and the exchange is saved.
   /help               this text";
 
 pub fn run(args: &ChatArgs) -> Result<u8> {
-    let flags = Flags {
-        engine: args.engine.clone(),
-        model: args.model.clone(),
-        prompt: args.prompt.clone(),
-        fail_fast: args.fail_fast,
-        no_compact: args.no_compact,
-        ..Flags::default()
-    };
-    let (settings, store) = settings(&flags)?;
+    let (settings, store) = settings(&super::flags(&args.answering))?;
     let mut session: Option<String> = match (&args.session, args.resume) {
         (Some(id), _) => Some(store.resolve_id(id)?),
         (None, true) => Some(turn::followed_session(&settings, &store)?),

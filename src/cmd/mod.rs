@@ -76,6 +76,18 @@ pub fn completions(shell: CompletionShell) -> Result<String> {
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
+/// The settings a turn's options choose.
+fn flags(a: &crate::cli::AnswerArgs) -> Flags {
+    Flags {
+        engine: a.engine.clone(),
+        model: a.model.clone(),
+        prompt: a.prompt.clone(),
+        prompt_file: a.prompt_file.clone(),
+        fail_fast: a.fail_fast,
+        no_compact: a.no_compact,
+    }
+}
+
 /// Resolves settings for a command, given its flags.
 pub fn settings(flags: &Flags) -> Result<(Settings, Store)> {
     let env = Env::from_process();

@@ -4,19 +4,6 @@ use rexpect::session::spawn_command;
 
 use crate::common::*;
 
-fn history_users(stdin: &str) -> Vec<String> {
-    let Some(history) = tag(stdin, "conversation_history") else { return Vec::new() };
-    history
-        .split("<user_turn>\n")
-        .skip(1)
-        .map(|part| part.split("\n</user_turn>").next().unwrap().to_string())
-        .collect()
-}
-
-fn last_users(env: &TestEnv) -> Vec<String> {
-    history_users(stdin_of(&env.last_call()))
-}
-
 #[test]
 fn two_terminals_follow_their_own_sessions() {
     let env = TestEnv::new();
@@ -25,16 +12,16 @@ fn two_terminals_follow_their_own_sessions() {
     let (a, b) = ("20261121-101500", "20261121-101600");
     for round in 2..=3 {
         env.run_with(&[",", &format!("alpha-{round}")], None, &[("CCA_SESSION", a)]).ok();
-        assert_eq!(last_users(&env).first().map(String::as_str), Some("alpha-1"));
+        assert_eq!(env.last_users().first().map(String::as_str), Some("alpha-1"));
         env.run_with(&[",", &format!("beta-{round}")], None, &[("CCA_SESSION", b)]).ok();
-        assert_eq!(last_users(&env).first().map(String::as_str), Some("beta-1"));
+        assert_eq!(env.last_users().first().map(String::as_str), Some("beta-1"));
     }
-    assert_eq!(last_users(&env), ["beta-1", "beta-2"]);
+    assert_eq!(env.last_users(), ["beta-1", "beta-2"]);
     let a_text = std::fs::read_to_string(env.session_path(a)).unwrap();
     assert!(a_text.contains("alpha-3") && !a_text.contains("beta"), "{a_text}");
     // A unique prefix works; an ambiguous one lists the candidates.
     env.run(&["search", "-s", "20261121-1016", "-q", "beta-4"]).ok();
-    assert_eq!(last_users(&env), ["beta-1", "beta-2", "beta-3"]);
+    assert_eq!(env.last_users(), ["beta-1", "beta-2", "beta-3"]);
     env.run(&["search", "-s", "20261121-10", "q"])
         .code(2)
         .stderr_has("matches 2 sessions")
@@ -150,10 +137,10 @@ fn fork_at_turn_two_sends_exactly_two_exchanges() {
     );
     assert!(forked.contains("forked from `20261121-101500` at turn 2"), "{forked}");
     env.run(&["search", "-q", "-r", "t5 in the fork"]).ok();
-    assert_eq!(last_users(&env), ["t1", "t2"]);
+    assert_eq!(env.last_users(), ["t1", "t2"]);
     // The original goes on with all four.
     env.run(&["search", "-q", "-s", "20261121-101500", "t5 in the original"]).ok();
-    assert_eq!(last_users(&env), ["t1", "t2", "t3", "t4"]);
+    assert_eq!(env.last_users(), ["t1", "t2", "t3", "t4"]);
     env.run(&["fork", "--at", "9"]).code(2).stderr_has("has 5 exchange(s)");
 }
 
@@ -165,7 +152,7 @@ fn clear_sends_no_history_but_keeps_the_file() {
     env.run(&["search", "-q", "-r", "after the clear"]).ok();
     assert!(tag(stdin_of(&env.last_call()), "conversation_history").is_none());
     env.run(&["search", "-q", "-r", "later"]).ok();
-    assert_eq!(last_users(&env), ["after the clear"]);
+    assert_eq!(env.last_users(), ["after the clear"]);
     let text = env.latest();
     assert!(text.contains("before the clear") && text.contains("<!-- cca:clear"), "{text}");
     let show = env.run(&["show"]);

@@ -216,15 +216,7 @@ fn native_system_prompts() {
         let framed = framed_message(&body);
         assert!(tag(&framed, "system_instructions").is_none(), "{engine}: sent twice: {framed}");
     }
-    let leftovers = r
-        .env
-        .cca_home
-        .read_dir()
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(".engine-"))
-        .count();
-    assert_eq!(leftovers, 0, "temporary files are removed");
+    assert_eq!(engine_files_left(&r), 0, "temporary files are removed");
 }
 
 fn structured_history(engine: &str) {
@@ -260,15 +252,13 @@ fn structured_history(engine: &str) {
         "{engine}: {turns:?}"
     );
     assert_eq!(answers_of(&r), ["ECHO: first", "ECHO: second", "ECHO: third"]);
-    let leftovers = r
-        .env
-        .cca_home
-        .read_dir()
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().starts_with(".engine-"))
-        .count();
-    assert_eq!(leftovers, 0, "temporary files are removed");
+    assert_eq!(engine_files_left(&r), 0, "temporary files are removed");
+}
+
+/// Folders of files cca made for an engine (prompt, history) still in CCA_HOME.
+fn engine_files_left(r: &Real) -> usize {
+    let entries = r.env.cca_home.read_dir().unwrap().flatten();
+    entries.filter(|e| e.file_name().to_string_lossy().starts_with(".engine-")).count()
 }
 
 fn answers_of(r: &Real) -> Vec<String> {

@@ -143,6 +143,21 @@ impl TestEnv {
         self.calls().pop().expect("the engine was called")
     }
 
+    /// The user turns the last engine call received as history.
+    pub fn last_users(&self) -> Vec<String> {
+        history_users(stdin_of(&self.last_call()))
+    }
+
+    /// Starts a session with the first question and continues it with the others (`-q`),
+    /// each with these variables; every turn must succeed.
+    pub fn converse(&self, questions: &[&str], vars: &[(&str, &str)]) {
+        for (i, q) in questions.iter().enumerate() {
+            let args: &[&str] =
+                if i == 0 { &["search", "-q", q] } else { &["search", "-q", "-r", q] };
+            self.run_with(args, None, vars).ok();
+        }
+    }
+
     pub fn sessions_dir(&self) -> PathBuf {
         self.cca_home.join("sessions")
     }
@@ -285,6 +300,16 @@ pub fn tag<'a>(stdin: &'a str, name: &str) -> Option<&'a str> {
     let start = stdin.find(&open)? + open.len();
     let end = stdin[start..].find(&close)? + start;
     Some(&stdin[start..end])
+}
+
+/// The user turns a call's stdin carried as history, oldest first.
+pub fn history_users(stdin: &str) -> Vec<String> {
+    let Some(history) = tag(stdin, "conversation_history") else { return Vec::new() };
+    history
+        .split("<user_turn>\n")
+        .skip(1)
+        .map(|part| part.split("\n</user_turn>").next().unwrap().to_string())
+        .collect()
 }
 
 pub fn stdin_of(call: &Value) -> &str {
