@@ -5,6 +5,7 @@
 //! before the engine starts, and the outcome after it ends. Only a complete, non-empty answer
 //! becomes part of the live context; anything else is recorded as a failed or interrupted attempt.
 
+use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -20,7 +21,7 @@ use crate::error::{Failure, exit};
 use crate::prompt::{self, Prompt};
 use crate::run::{self, Display, SignalWatch};
 use crate::store::{Appender, Store};
-use crate::transcript::{self, BodyWriter, Header, Kind, Meta, Record};
+use crate::transcript::{self, BodyWriter, Header, Kind, Meta, Record, Summary};
 
 /// Which session a turn goes to.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,10 +66,63 @@ pub struct TurnResult {
 /// Asks the question and records the exchange.
 pub fn ask(settings: &Settings, store: &Store, ask: &Ask) -> Result<TurnResult> {
     let now = now(settings);
-    let notices = ask.output == OutputMode::Normal;
+    let (id, created) = open_session(settings, store, ask, &now)?;
+    let _lock = store.lock(&id, ask.wait, || say_waiting(&id))?;
+    if created || store.latest().ok().flatten().as_deref() != Some(id.as_str()) {
+        store.set_latest(&id)?;
+    }
+    let summary = store.summarize(&id)?;
+    if ask.output != OutputMode::Quiet {
+        for p in &summary.problems {
+            let path = store.session_path(&id);
+            eprintln!("cca: warning: {}: line {}: {}", path.display(), p.line, p.message);
+        }
+    }
+    let header = &summary.header;
+    let engine_name = choose_engine(settings, Some(header));
+    let engine = settings
+        .engines
+        .get(&engine_name)
+        .ok_or_else(|| crate::config::unknown_engine(&engine_name, &settings.engines))?;
+    let model = match &settings.model {
+        Some(m) if m.source == Source::Flag || created => Some(m.value.clone()),
+        _ => header.model.clone().or_else(|| engine.model.clone()),
+    };
+    let prompt = load_prompt(settings, store, Some(header))?;
+    if prompt.hash() != header.prompt_hash && ask.output == OutputMode::Normal && !created {
+        let name = &prompt.name;
+        eprintln!("cca: note: the system prompt `{name}` has changed since this session started");
+    }
 
-    // The session, its lock, and what it says about engine, model and prompt.
-    let (id, created) = match &ask.target {
+    // From here on, nothing the user typed may be lost.
+    let signals = SignalWatch::get()?;
+    let turn = summary.exchanges + 1;
+    let mut appender = Appender::open(store, &id)?;
+    appender.append(question_records(ask, &now, turn).as_bytes())?;
+    let answering = Answering {
+        settings,
+        store,
+        id: &id,
+        engine,
+        model: model.as_deref(),
+        prompt: &prompt,
+        ask,
+    };
+    let (ended, mut answer) = ended(engine, answering.answer(summary, signals));
+    record_outcome(&mut appender, &answering, &ended, answer.as_mut(), turn)?;
+    report(&answering, turn, &ended, answer)
+}
+
+/// The session a turn goes to: a new one (created here, with its header), or an existing one.
+fn open_session(
+    settings: &Settings,
+    store: &Store,
+    ask: &Ask,
+    now: &chrono::DateTime<chrono::Utc>,
+) -> Result<(String, bool)> {
+    match &ask.target {
+        Target::Resume => Ok((followed_session(settings, store)?, false)),
+        Target::Session(wanted) => Ok((store.resolve_id(wanted)?, false)),
         Target::New => {
             let engine = choose_engine(settings, None);
             let prompt = load_prompt(settings, store, None)?;
@@ -93,59 +147,24 @@ pub fn ask(settings: &Settings, store: &Store, ask: &Ask) -> Result<TurnResult> 
             let id = store.create_session(&stamp, |id| {
                 transcript::render_header(&Header { id: id.to_string(), ..header.clone() })
             })?;
-            (id, true)
-        }
-        Target::Resume => (followed_session(settings, store)?, false),
-        Target::Session(wanted) => (store.resolve_id(wanted)?, false),
-    };
-    let _lock = store.lock(&id, ask.wait, || say_waiting(&id))?;
-    if created || store.latest().ok().flatten().as_deref() != Some(id.as_str()) {
-        store.set_latest(&id)?;
-    }
-    let summary = store.summarize(&id)?;
-    if ask.output != OutputMode::Quiet {
-        for p in &summary.problems {
-            eprintln!(
-                "cca: warning: {}: line {}: {}",
-                store.session_path(&id).display(),
-                p.line,
-                p.message
-            );
+            Ok((id, true))
         }
     }
-    let header = &summary.header;
-    let engine_name = choose_engine(settings, Some(header));
-    let engine = settings
-        .engines
-        .get(&engine_name)
-        .ok_or_else(|| crate::config::unknown_engine(&engine_name, &settings.engines))?;
-    let model = match &settings.model {
-        Some(m) if m.source == Source::Flag || created => Some(m.value.clone()),
-        _ => header.model.clone().or_else(|| engine.model.clone()),
-    };
-    let prompt = load_prompt(settings, store, Some(header))?;
-    if prompt.hash() != header.prompt_hash && notices && !created {
-        eprintln!(
-            "cca: note: the system prompt `{}` has changed since this session started",
-            prompt.name
-        );
-    }
+}
 
-    // From here on, nothing the user typed may be lost.
-    let signals = SignalWatch::get()?;
-    let turn = summary.exchanges + 1;
-    let mut appender = Appender::open(store, &id)?;
+/// The question and its attachment, as records to append.
+fn question_records(ask: &Ask, now: &chrono::DateTime<chrono::Utc>, turn: u64) -> String {
     let at = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let mut question = transcript::render_record(
+    let mut records = transcript::render_record(
         &Record {
             kind: Kind::User,
-            meta: Meta { at: Some(at.clone()), ..Meta::default() },
+            meta: Meta { at: Some(at), ..Meta::default() },
             content: ask.query.clone(),
         },
         turn,
     );
     if let Some(text) = &ask.attachment {
-        question.push_str(&transcript::render_record(
+        records.push_str(&transcript::render_record(
             &Record {
                 kind: Kind::Attachment,
                 meta: Meta { name: Some("stdin".into()), ..Meta::default() },
@@ -154,32 +173,41 @@ pub fn ask(settings: &Settings, store: &Store, ask: &Ask) -> Result<TurnResult> 
             turn,
         ));
     }
-    appender.append(question.as_bytes())?;
+    records
+}
 
-    let finished = (|| {
-        let mut summary = summary;
-        if let Some(compacted) = compact::if_needed(
-            &compact::Context { settings, store, id: &id, engine, model: model.as_deref() },
-            &summary,
-            &prompt.text,
-            ask.query.len() + ask.attachment.as_ref().map_or(0, String::len),
-            ask.output,
-            signals,
-        )? {
-            summary = compacted;
-        }
-        let tokens = engine.tokens(
-            summary.live.bytes()
-                + (prompt.text.len()
-                    + ask.query.len()
-                    + ask.attachment.as_ref().map_or(0, String::len)) as u64,
-        );
+/// Everything a turn needs to get its answer, once the session is settled.
+struct Answering<'a> {
+    settings: &'a Settings,
+    store: &'a Store,
+    id: &'a str,
+    engine: &'a EngineConfig,
+    model: Option<&'a str>,
+    prompt: &'a Prompt,
+    ask: &'a Ask,
+}
+
+impl Answering<'_> {
+    /// Compacts first if needed, says how large the context is if it is large, and runs the
+    /// engine. An error means the engine did not run to an end.
+    fn answer(&self, summary: Summary, signals: &SignalWatch) -> Result<run::Outcome> {
+        let (settings, ask, engine) = (self.settings, self.ask, self.engine);
+        let new_bytes = ask.query.len() + ask.attachment.as_ref().map_or(0, String::len);
+        let ctx = compact::Context {
+            settings,
+            store: self.store,
+            id: self.id,
+            engine,
+            model: self.model,
+        };
+        let summary =
+            compact::if_needed(&ctx, &summary, &self.prompt.text, new_bytes, ask.output, signals)?
+                .unwrap_or(summary);
+        let tokens =
+            engine.tokens(summary.live.bytes() + (self.prompt.text.len() + new_bytes) as u64);
         if tokens > settings.compaction.warn_tokens && ask.output != OutputMode::Quiet {
-            eprintln!(
-                "cca: sending about {tokens} tokens ({}) of context to {}",
-                human_bytes(summary.live.bytes()),
-                engine.name
-            );
+            let size = human_bytes(summary.live.bytes());
+            eprintln!("cca: sending about {tokens} tokens ({size}) of context to {}", engine.name);
         }
         let spinner =
             (ask.output == OutputMode::Normal && ask.stderr_is_terminal && !settings.dumb_terminal)
@@ -192,11 +220,11 @@ pub fn ask(settings: &Settings, store: &Store, ask: &Ask) -> Result<TurnResult> 
         call::call(
             &call::Call {
                 settings,
-                store,
-                session: &id,
+                store: self.store,
+                session: self.id,
                 engine,
-                model: model.as_deref(),
-                system: &prompt.text,
+                model: self.model,
+                system: &self.prompt.text,
                 live: &summary.live,
                 attachment: ask.attachment.as_deref(),
                 query: &ask.query,
@@ -204,14 +232,12 @@ pub fn ask(settings: &Settings, store: &Store, ask: &Ask) -> Result<TurnResult> 
             },
             signals,
         )
-    })();
-    let meta_base = Meta {
-        at: Some(now_string(settings)),
-        engine: Some(engine.name.clone()),
-        model: model.clone(),
-        ..Meta::default()
-    };
-    let (ended, answer) = match finished {
+    }
+}
+
+/// How the turn ended, and the answer's scratch file if the engine ran.
+fn ended(engine: &EngineConfig, finished: Result<run::Outcome>) -> (Ended, Option<File>) {
+    match finished {
         Ok(outcome) => (
             Ended {
                 verdict: call::verdict(engine, &outcome),
@@ -223,18 +249,13 @@ pub fn ask(settings: &Settings, store: &Store, ask: &Ask) -> Result<TurnResult> 
             Some(outcome.answer),
         ),
         Err(e) => {
+            let failure = e.chain().find_map(|c| c.downcast_ref::<Failure>());
             let verdict = match e.downcast_ref::<Interrupted>() {
                 Some(Interrupted(signal)) => Verdict::Interrupted { signal: *signal },
                 None => Verdict::Failed {
                     reason: format!("{e:#}"),
-                    hint: e
-                        .chain()
-                        .find_map(|c| c.downcast_ref::<Failure>())
-                        .and_then(|f| f.hint.clone()),
-                    code: e
-                        .chain()
-                        .find_map(|c| c.downcast_ref::<Failure>())
-                        .map_or(exit::ERROR, |f| f.code),
+                    hint: failure.and_then(|f| f.hint.clone()),
+                    code: failure.map_or(exit::ERROR, |f| f.code),
                 },
             };
             let ended = Ended {
@@ -246,69 +267,72 @@ pub fn ask(settings: &Settings, store: &Store, ask: &Ask) -> Result<TurnResult> 
             };
             (ended, None)
         }
-    };
+    }
+}
 
+/// Appends the answer, or the failed or interrupted attempt with what arrived of it.
+fn record_outcome(
+    appender: &mut Appender,
+    a: &Answering,
+    ended: &Ended,
+    answer: Option<&mut File>,
+    turn: u64,
+) -> Result<()> {
+    let base = Meta {
+        at: Some(now_string(a.settings)),
+        engine: Some(a.engine.name.clone()),
+        model: a.model.map(str::to_string),
+        duration_ms: Some(ended.duration.as_millis() as u64),
+        ..Meta::default()
+    };
     let (kind, meta) = match &ended.verdict {
         Verdict::Answered => (
             Kind::Assistant,
             Meta {
-                duration_ms: Some(ended.duration.as_millis() as u64),
                 input_tokens: ended.usage.input_tokens,
                 output_tokens: ended.usage.output_tokens,
                 cost_usd: ended.usage.cost_usd,
-                ..meta_base
+                ..base
             },
         ),
-        Verdict::Failed { reason, .. } => (
-            Kind::Failed,
-            Meta {
-                duration_ms: Some(ended.duration.as_millis() as u64),
-                reason: Some(reason.clone()),
-                ..meta_base
-            },
-        ),
-        Verdict::Interrupted { signal } => (
-            Kind::Interrupted,
-            Meta {
-                reason: Some(signal_name(*signal)),
-                duration_ms: Some(ended.duration.as_millis() as u64),
-                ..meta_base
-            },
-        ),
-    };
-    let mut answer = answer;
-    appender.append_with(|file| {
-        use std::io::Write;
-        file.write_all(transcript::open_record(kind, &meta, turn).as_bytes())?;
-        let mut body = BodyWriter::new();
-        let mut out = Vec::with_capacity(72 * 1024);
-        if let Some(answer) = answer.as_mut() {
-            let mut buf = vec![0u8; 64 * 1024];
-            loop {
-                let n = answer.read(&mut buf)?;
-                if n == 0 {
-                    break;
-                }
-                out.clear();
-                body.push(&buf[..n], &mut out);
-                file.write_all(&out)?;
-            }
+        Verdict::Failed { reason, .. } => {
+            (Kind::Failed, Meta { reason: Some(reason.clone()), ..base })
         }
-        out.clear();
-        body.finish(&mut out);
-        file.write_all(&out)
-    })
-    .map_err(|e| {
-        let what = match kind {
-            Kind::Assistant => "the answer was shown but could not be saved",
-            _ => "the outcome of this attempt could not be saved",
-        };
-        e.context(Failure::new(exit::ERROR, what).hint(
-            "free some disk space; your question is in the transcript, and the next turn will not send it",
-        ))
-    })?;
-
-    report(settings, store, &id, turn, engine, model.as_deref(), ask, &ended, answer)
+        Verdict::Interrupted { signal } => {
+            (Kind::Interrupted, Meta { reason: Some(signal_name(*signal)), ..base })
+        }
+    };
+    appender
+        .append_with(|file| {
+            use std::io::Write;
+            file.write_all(transcript::open_record(kind, &meta, turn).as_bytes())?;
+            let mut body = BodyWriter::new();
+            let mut out = Vec::with_capacity(72 * 1024);
+            if let Some(answer) = answer {
+                let mut buf = vec![0u8; 64 * 1024];
+                loop {
+                    let n = answer.read(&mut buf)?;
+                    if n == 0 {
+                        break;
+                    }
+                    out.clear();
+                    body.push(&buf[..n], &mut out);
+                    file.write_all(&out)?;
+                }
+            }
+            out.clear();
+            body.finish(&mut out);
+            file.write_all(&out)
+        })
+        .map_err(|e| {
+            let what = match kind {
+                Kind::Assistant => "the answer was shown but could not be saved",
+                _ => "the outcome of this attempt could not be saved",
+            };
+            e.context(Failure::new(exit::ERROR, what).hint(
+                "free some disk space; your question is in the transcript, and the next turn will not send it",
+            ))
+        })
 }
 
 struct Ended {
@@ -320,19 +344,8 @@ struct Ended {
 }
 
 /// Prints the ending: the JSON object, or the error and hint; returns the exit code.
-#[allow(clippy::too_many_arguments)]
-fn report(
-    settings: &Settings,
-    store: &Store,
-    id: &str,
-    turn: u64,
-    engine: &EngineConfig,
-    model: Option<&str>,
-    ask: &Ask,
-    ended: &Ended,
-    answer: Option<std::fs::File>,
-) -> Result<TurnResult> {
-    let _ = settings;
+fn report(a: &Answering, turn: u64, ended: &Ended, answer: Option<File>) -> Result<TurnResult> {
+    let (ask, id) = (a.ask, a.id);
     let (code, error) = match &ended.verdict {
         Verdict::Answered => (exit::OK, None),
         Verdict::Failed { reason, hint, code } => (*code, Some((reason.clone(), hint.clone()))),
@@ -354,13 +367,13 @@ fn report(
         }
         let value = json!({
             "session": id,
-            "path": store.session_path(id),
+            "path": a.store.session_path(id),
             "turn": turn,
             "ok": error.is_none(),
             "answer": text,
             "error": error.as_ref().map(|(reason, _)| reason),
-            "engine": engine.name,
-            "model": model,
+            "engine": a.engine.name,
+            "model": a.model,
             "duration_ms": ended.duration.as_millis() as u64,
             "usage": {
                 "input_tokens": ended.usage.input_tokens,
