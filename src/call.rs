@@ -16,14 +16,19 @@ use crate::store::Store;
 use crate::transcript::{self, Live};
 use crate::turn::human_bytes;
 
-/// What to send, to which engine, and how to show it.
-pub struct Call<'a> {
+/// A session and the engine (and model) that answers in it.
+pub struct Session<'a> {
     pub settings: &'a Settings,
     pub store: &'a Store,
-    /// The session whose transcript holds the live context.
-    pub session: &'a str,
+    /// The session's id: its transcript holds the live context.
+    pub id: &'a str,
     pub engine: &'a EngineConfig,
     pub model: Option<&'a str>,
+}
+
+/// What to send, in which session, and how to show it.
+pub struct Call<'a> {
+    pub session: &'a Session<'a>,
     pub system: &'a str,
     pub live: &'a std::sync::Arc<Live>,
     pub attachment: Option<&'a str>,
@@ -48,7 +53,8 @@ pub fn call(c: &Call, signals: &SignalWatch) -> Result<run::Outcome> {
     if let Some(signal) = signals.pending() {
         return Err(Interrupted(signal).into());
     }
-    let transcript = c.store.open_session(c.session)?;
+    let s = c.session;
+    let transcript = s.store.open_session(s.id)?;
     let stored = |range: &std::ops::Range<u64>| -> io::Result<String> {
         let mut buf = vec![0u8; (range.end - range.start) as usize];
         std::os::unix::fs::FileExt::read_exact_at(&transcript, &mut buf, range.start)?;
@@ -62,11 +68,11 @@ pub fn call(c: &Call, signals: &SignalWatch) -> Result<run::Outcome> {
         stored: &stored,
         attachment: c.attachment.map(|text| frame::Attachment { name: "stdin", text }),
         query: c.query,
-        model: c.model,
+        model: s.model,
     };
-    let program = locate(c.settings, c.engine)?;
-    let invocation = engine::invocation(c.engine, program, &request)?;
-    if let Some(limit) = c.engine.max_input_bytes {
+    let program = locate(s.settings, s.engine)?;
+    let invocation = engine::invocation(s.engine, program, &request)?;
+    if let Some(limit) = s.engine.max_input_bytes {
         // The measured limits are those of stdin.
         let input_bytes =
             frame::write(&invocation.stdin, &frame::Windowed::new(&transcript), &mut io::sink())
@@ -77,7 +83,7 @@ pub fn call(c: &Call, signals: &SignalWatch) -> Result<run::Outcome> {
                 format!(
                     "this turn is {} for {}, over its limit of {}; it was not sent",
                     human_bytes(input_bytes),
-                    c.engine.name,
+                    s.engine.name,
                     human_bytes(limit)
                 ),
             )
@@ -85,8 +91,8 @@ pub fn call(c: &Call, signals: &SignalWatch) -> Result<run::Outcome> {
             .into());
         }
     }
-    let scratch = c.store.engine_scratch_dir()?;
-    let (args, env) = materialize(c.store, &invocation, scratch.path())?;
+    let scratch = s.store.engine_scratch_dir()?;
+    let (args, env) = materialize(s.store, &invocation, scratch.path())?;
     let spawn = Spawn {
         program: invocation.program.clone(),
         args,
@@ -94,12 +100,12 @@ pub fn call(c: &Call, signals: &SignalWatch) -> Result<run::Outcome> {
         stdin: invocation.stdin,
         transcript,
     };
-    let decoder = engine::decoder(c.engine.kind);
-    let outcome = run::run(spawn, decoder, c.store.scratch_file()?, &c.display, signals)?;
+    let decoder = engine::decoder(s.engine.kind);
+    let outcome = run::run(spawn, decoder, s.store.scratch_file()?, &c.display, signals)?;
     drop(scratch);
     // cca is the memory: gemini's own copy of the turn must not pile up.
     if let (EngineKind::Gemini, Some(id), Some(home)) =
-        (c.engine.kind, &outcome.engine_session, &c.settings.gemini_home)
+        (s.engine.kind, &outcome.engine_session, &s.settings.gemini_home)
     {
         crate::store::remove_engine_session_files(&engine::gemini::sessions_root(home), |path| {
             engine::gemini::session_file_matches(path, id)

@@ -8,21 +8,11 @@ use std::io::Read;
 
 use anyhow::{Context as _, Result};
 
-use crate::call::{self, Call, Interrupted, Verdict};
-use crate::config::{EngineConfig, Settings};
+use crate::call::{self, Call, Interrupted, Session, Verdict};
 use crate::run::{Display, SignalWatch};
-use crate::store::{Appender, Store};
+use crate::store::Appender;
 use crate::transcript::{self, Kind, Live, Meta, Record, Summary};
 use crate::turn::{self, OutputMode, human_bytes};
-
-/// The session and engine a compaction works with.
-pub struct Context<'a> {
-    pub settings: &'a Settings,
-    pub store: &'a Store,
-    pub id: &'a str,
-    pub engine: &'a EngineConfig,
-    pub model: Option<&'a str>,
-}
 
 /// What a compaction folds: the current summary (if any) and every live exchange but the last
 /// `keep`. `None` when there is nothing to fold.
@@ -52,7 +42,7 @@ pub struct Compacted {
 
 /// Compacts now; the caller holds the session lock. `Ok(None)`: nothing to fold.
 pub fn compact(
-    ctx: &Context,
+    ctx: &Session,
     summary: &Summary,
     keep: u64,
     display: Display,
@@ -69,11 +59,7 @@ pub fn compact(
     );
     let outcome = call::call(
         &Call {
-            settings: ctx.settings,
-            store: ctx.store,
-            session: ctx.id,
-            engine: ctx.engine,
-            model: ctx.model,
+            session: ctx,
             system: &prompt.text,
             live: &fold,
             attachment: None,
@@ -123,7 +109,7 @@ pub fn compact(
 /// new summary when it compacted. A compaction that fails changes nothing and says so; the
 /// turn then goes ahead as it is.
 pub fn if_needed(
-    ctx: &Context,
+    ctx: &Session,
     summary: &Summary,
     system: &str,
     new_bytes: usize,

@@ -99,15 +99,8 @@ pub fn ask(settings: &Settings, store: &Store, ask: &Ask) -> Result<TurnResult> 
     let turn = summary.exchanges + 1;
     let mut appender = Appender::open(store, &id)?;
     appender.append(question_records(ask, &now, turn).as_bytes())?;
-    let answering = Answering {
-        settings,
-        store,
-        id: &id,
-        engine,
-        model: model.as_deref(),
-        prompt: &prompt,
-        ask,
-    };
+    let session = call::Session { settings, store, id: &id, engine, model: model.as_deref() };
+    let answering = Answering { session, prompt: &prompt, ask };
     let (ended, mut answer) = ended(engine, answering.answer(summary, signals));
     record_outcome(&mut appender, &answering, &ended, answer.as_mut(), turn)?;
     report(&answering, turn, &ended, answer)
@@ -178,11 +171,7 @@ fn question_records(ask: &Ask, now: &chrono::DateTime<chrono::Utc>, turn: u64) -
 
 /// Everything a turn needs to get its answer, once the session is settled.
 struct Answering<'a> {
-    settings: &'a Settings,
-    store: &'a Store,
-    id: &'a str,
-    engine: &'a EngineConfig,
-    model: Option<&'a str>,
+    session: call::Session<'a>,
     prompt: &'a Prompt,
     ask: &'a Ask,
 }
@@ -191,18 +180,17 @@ impl Answering<'_> {
     /// Compacts first if needed, says how large the context is if it is large, and runs the
     /// engine. An error means the engine did not run to an end.
     fn answer(&self, summary: Summary, signals: &SignalWatch) -> Result<run::Outcome> {
-        let (settings, ask, engine) = (self.settings, self.ask, self.engine);
+        let (settings, ask, engine) = (self.session.settings, self.ask, self.session.engine);
         let new_bytes = ask.query.len() + ask.attachment.as_ref().map_or(0, String::len);
-        let ctx = compact::Context {
-            settings,
-            store: self.store,
-            id: self.id,
-            engine,
-            model: self.model,
-        };
-        let summary =
-            compact::if_needed(&ctx, &summary, &self.prompt.text, new_bytes, ask.output, signals)?
-                .unwrap_or(summary);
+        let summary = compact::if_needed(
+            &self.session,
+            &summary,
+            &self.prompt.text,
+            new_bytes,
+            ask.output,
+            signals,
+        )?
+        .unwrap_or(summary);
         let tokens =
             engine.tokens(summary.live.bytes() + (self.prompt.text.len() + new_bytes) as u64);
         if tokens > settings.compaction.warn_tokens && ask.output != OutputMode::Quiet {
@@ -219,11 +207,7 @@ impl Answering<'_> {
         };
         call::call(
             &call::Call {
-                settings,
-                store: self.store,
-                session: self.id,
-                engine,
-                model: self.model,
+                session: &self.session,
                 system: &self.prompt.text,
                 live: &summary.live,
                 attachment: ask.attachment.as_deref(),
@@ -279,9 +263,9 @@ fn record_outcome(
     turn: u64,
 ) -> Result<()> {
     let base = Meta {
-        at: Some(now_string(a.settings)),
-        engine: Some(a.engine.name.clone()),
-        model: a.model.map(str::to_string),
+        at: Some(now_string(a.session.settings)),
+        engine: Some(a.session.engine.name.clone()),
+        model: a.session.model.map(str::to_string),
         duration_ms: Some(ended.duration.as_millis() as u64),
         ..Meta::default()
     };
@@ -345,7 +329,7 @@ struct Ended {
 
 /// Prints the ending: the JSON object, or the error and hint; returns the exit code.
 fn report(a: &Answering, turn: u64, ended: &Ended, answer: Option<File>) -> Result<TurnResult> {
-    let (ask, id) = (a.ask, a.id);
+    let (ask, id) = (a.ask, a.session.id);
     let (code, error) = match &ended.verdict {
         Verdict::Answered => (exit::OK, None),
         Verdict::Failed { reason, hint, code } => (*code, Some((reason.clone(), hint.clone()))),
@@ -367,13 +351,13 @@ fn report(a: &Answering, turn: u64, ended: &Ended, answer: Option<File>) -> Resu
         }
         let value = json!({
             "session": id,
-            "path": a.store.session_path(id),
+            "path": a.session.store.session_path(id),
             "turn": turn,
             "ok": error.is_none(),
             "answer": text,
             "error": error.as_ref().map(|(reason, _)| reason),
-            "engine": a.engine.name,
-            "model": a.model,
+            "engine": a.session.engine.name,
+            "model": a.session.model,
             "duration_ms": ended.duration.as_millis() as u64,
             "usage": {
                 "input_tokens": ended.usage.input_tokens,

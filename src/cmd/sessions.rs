@@ -298,7 +298,7 @@ pub fn compact(id: Option<&str>, keep: Option<u64>, fail_fast: bool) -> Result<u
     };
     let engine = &settings.engines[&engine_name];
     let model = summary.header.model.clone().or_else(|| engine.model.clone());
-    let ctx = crate::compact::Context {
+    let ctx = crate::call::Session {
         settings: &settings,
         store: &store,
         id: &id,
