@@ -4,15 +4,16 @@
 use crate::config::{self, Env, Flags};
 use crate::store::Store;
 
-fn store() -> Option<(Env, Store)> {
+fn store() -> Option<(Env, config::Sourced<std::path::PathBuf>, Store)> {
     let env = Env::from_process();
     let home = config::home(&env).ok()?;
-    Some((env, Store::new(home.value)))
+    let store = Store::new(home.value.clone());
+    Some((env, home, store))
 }
 
 /// Session ids, newest first.
 pub fn session_ids() -> Vec<String> {
-    let Some((_, store)) = store() else { return Vec::new() };
+    let Some((_, _, store)) = store() else { return Vec::new() };
     let mut ids = store.session_ids().unwrap_or_default();
     ids.sort_by(|a, b| b.cmp(a));
     ids
@@ -21,7 +22,7 @@ pub fn session_ids() -> Vec<String> {
 /// Built-in prompt names and the user's own under `$CCA_HOME/prompts`.
 pub fn prompt_names() -> Vec<String> {
     let mut names: Vec<String> = crate::prompt::builtin_names().map(String::from).collect();
-    if let Some((_, store)) = store() {
+    if let Some((_, _, store)) = store() {
         names.extend(store.prompt_names().unwrap_or_default());
     }
     names.sort();
@@ -31,11 +32,7 @@ pub fn prompt_names() -> Vec<String> {
 
 /// claude, gemini, and the engines declared in config.toml.
 pub fn engine_names() -> Vec<String> {
-    let Some((env, store)) = store() else { return vec!["claude".into(), "gemini".into()] };
-    let home = match config::home(&env) {
-        Ok(home) => home,
-        Err(_) => return Vec::new(),
-    };
+    let Some((env, home, store)) = store() else { return vec!["claude".into(), "gemini".into()] };
     let file = store.read_config().ok().flatten();
     match config::resolve(&env, &Flags::default(), home, file.as_deref()) {
         Ok(settings) => settings.engines.into_keys().collect(),
