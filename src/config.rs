@@ -687,6 +687,33 @@ mod tests {
     }
 
     #[test]
+    fn budgets_per_engine_and_model_and_the_token_estimate() {
+        let file = "[engines.claude]\ncontext_budget = 1000\nbytes_per_token = 2.0\n\
+                    model_budgets = { \"big\" = 5000 }\n";
+        let s = settings(&[], Flags::default(), Some(file)).unwrap();
+        let claude = &s.engines["claude"];
+        assert_eq!(claude.budget(None), 1000);
+        assert_eq!(claude.budget(Some("other")), 1000);
+        assert_eq!(claude.budget(Some("big")), 5000);
+        assert_eq!(claude.tokens(1001), 501);
+        let gemini = &s.engines["gemini"];
+        assert_eq!(gemini.budget(None), GEMINI_BUDGET);
+        assert_eq!(gemini.tokens(35), 10);
+        assert!(
+            settings(&[], Flags::default(), Some("[engines.claude]\nbytes_per_token = 0\n"))
+                .is_err()
+        );
+        assert!(settings(&[], Flags::default(), Some("[compaction]\nthreshold = 2\n")).is_err());
+        let s = settings(
+            &[],
+            Flags { no_compact: true, ..Flags::default() },
+            Some("[compaction]\nenabled = true\n"),
+        )
+        .unwrap();
+        assert!(!s.compaction.enabled.value);
+    }
+
+    #[test]
     fn the_documented_keys_are_the_keys() {
         let mut file = FILE_KEYS.iter().map(|k| format!("{k} = \"x\"\n")).collect::<String>();
         file.push_str("[compaction]\n");

@@ -218,6 +218,9 @@ fn chat_in_a_terminal_with_ctrl_c_in_the_middle() {
     let calls = env.calls();
     assert_eq!(calls.len(), 3);
     assert_eq!(history_users(stdin_of(&calls[2])), ["chat-one"]);
+    // The line editor keeps its history for the next chat.
+    let history = std::fs::read_to_string(env.cca_home.join("chat_history")).unwrap();
+    assert!(history.contains("chat-one") && history.contains("chat-three"), "{history}");
 }
 
 #[test]
