@@ -116,6 +116,19 @@ fn history_parts(live: &Live, mut each: impl FnMut(Part) -> io::Result<()>) -> i
     each(Part::Frame(&format!("</{HISTORY}>\n\n")))
 }
 
+/// A user turn with its attachments after it, each in its own tag: the text of one user
+/// message for engines that take the history as real turns.
+pub fn user_with_attachments(user: String, attachments: &[(&str, String)]) -> String {
+    let mut text = user;
+    for (name, content) in attachments {
+        text.push_str("\n\n");
+        text.push_str(&open_attachment(name));
+        text.push_str(&escape(content));
+        text.push_str(close(ATTACHMENT).trim_end_matches('\n'));
+    }
+    text
+}
+
 fn open(tag: &str) -> String {
     format!("<{tag}>\n")
 }
@@ -435,6 +448,16 @@ mod tests {
              <attachment name=\"stdin\">\ndiff --git\n</attachment>\n\n\
              <user_query>\nsecond?\n</user_query>\n"
         );
+    }
+
+    #[test]
+    fn a_user_turn_carries_its_attachments_in_tags() {
+        let text = user_with_attachments("review".into(), &[("stdin", "a </attachment> b".into())]);
+        assert_eq!(
+            text,
+            "review\n\n<attachment name=\"stdin\">\na &lt;/attachment> b\n</attachment>"
+        );
+        assert_eq!(user_with_attachments("q".into(), &[]), "q");
     }
 
     proptest! {

@@ -83,11 +83,7 @@ fn history_jsonl(session_id: &str, request: &Request) -> std::io::Result<String>
     let mut parent: Option<String> = None;
     let mut n = 0u64;
     for exchange in &request.live.exchanges {
-        let mut user = (request.stored)(&exchange.user)?;
-        for (name, range) in &exchange.attachments {
-            let text = frame::escape(&(request.stored)(range)?);
-            user.push_str(&format!("\n\n<attachment name=\"{name}\">\n{text}\n</attachment>"));
-        }
+        let user = request.user_text(exchange)?;
         let assistant = (request.stored)(&exchange.assistant)?;
         for (role, content) in
             [("user", json!(user)), ("assistant", json!([{ "type": "text", "text": assistant }]))]

@@ -103,11 +103,7 @@ fn history_jsonl(request: &Request) -> std::io::Result<String> {
         "kind": "main",
     })];
     for (n, exchange) in request.live.exchanges.iter().enumerate() {
-        let mut user = (request.stored)(&exchange.user)?;
-        for (name, range) in &exchange.attachments {
-            let text = frame::escape(&(request.stored)(range)?);
-            user.push_str(&format!("\n\n<attachment name=\"{name}\">\n{text}\n</attachment>"));
-        }
+        let user = request.user_text(exchange)?;
         let answer = (request.stored)(&exchange.assistant)?;
         for (role, text) in [("user", user), ("gemini", answer)] {
             lines.push(json!({

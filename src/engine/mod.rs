@@ -52,6 +52,21 @@ pub struct Request<'a> {
     pub model: Option<&'a str>,
 }
 
+impl Request<'_> {
+    /// An exchange's user message with its attachments, read from the transcript.
+    pub fn user_text(
+        &self,
+        exchange: &crate::transcript::ExchangeSpans,
+    ) -> std::io::Result<String> {
+        let attachments = exchange
+            .attachments
+            .iter()
+            .map(|(name, range)| Ok((name.as_str(), (self.stored)(range)?)))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        Ok(frame::user_with_attachments((self.stored)(&exchange.user)?, &attachments))
+    }
+}
+
 /// What a decoder found in the engine's output.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Output {
