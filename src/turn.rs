@@ -79,15 +79,7 @@ pub fn ask(settings: &Settings, store: &Store, ask: &Ask) -> Result<TurnResult> 
         }
     }
     let header = &summary.header;
-    let engine_name = choose_engine(settings, Some(header));
-    let engine = settings
-        .engines
-        .get(&engine_name)
-        .ok_or_else(|| crate::config::unknown_engine(&engine_name, &settings.engines))?;
-    let model = match &settings.model {
-        Some(m) if m.source == Source::Flag || created => Some(m.value.clone()),
-        _ => header.model.clone().or_else(|| engine.model.clone()),
-    };
+    let (engine, model) = engine_and_model(settings, header, created)?;
     let prompt = load_prompt(settings, store, Some(header))?;
     if prompt.hash() != header.prompt_hash && ask.output == OutputMode::Normal && !created {
         let name = &prompt.name;
@@ -407,6 +399,25 @@ pub fn say_waiting(id: &str) {
     eprintln!(
         "cca: session {id} is busy: another cca is answering in it; waiting for it to finish…"
     );
+}
+
+/// The engine and model that answer in a session: a flag wins; otherwise what the session
+/// started with (a session just `created` has them from the settings already).
+pub fn engine_and_model<'a>(
+    settings: &'a Settings,
+    header: &Header,
+    created: bool,
+) -> Result<(&'a EngineConfig, Option<String>)> {
+    let name = choose_engine(settings, Some(header));
+    let engine = settings
+        .engines
+        .get(&name)
+        .ok_or_else(|| crate::config::unknown_engine(&name, &settings.engines))?;
+    let model = match &settings.model {
+        Some(m) if m.source == Source::Flag || created => Some(m.value.clone()),
+        _ => header.model.clone().or_else(|| engine.model.clone()),
+    };
+    Ok((engine, model))
 }
 
 /// The engine for this turn: a flag wins; then the session's own; then settings; then the first

@@ -291,13 +291,7 @@ pub fn compact(id: Option<&str>, keep: Option<u64>, fail_fast: bool) -> Result<u
     let id = turn::session_for(&settings, &store, id)?;
     let _lock = store.lock(&id, true, || turn::say_waiting(&id))?;
     let summary = store.summarize(&id)?;
-    let engine_name = if settings.engines.contains_key(&summary.header.engine) {
-        summary.header.engine.clone()
-    } else {
-        turn::default_engine(&settings)
-    };
-    let engine = &settings.engines[&engine_name];
-    let model = summary.header.model.clone().or_else(|| engine.model.clone());
+    let (engine, model) = turn::engine_and_model(&settings, &summary.header, false)?;
     let ctx = crate::call::Session {
         settings: &settings,
         store: &store,
@@ -309,7 +303,7 @@ pub fn compact(id: Option<&str>, keep: Option<u64>, fail_fast: bool) -> Result<u
     let display = crate::run::Display {
         print: false,
         spinner: (stderr_is_terminal && !settings.dumb_terminal)
-            .then(|| format!("{engine_name} to summarise")),
+            .then(|| format!("{} to summarise", engine.name)),
         live_stderr: true,
     };
     let keep = keep.unwrap_or(settings.compaction.keep_recent);
