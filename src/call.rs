@@ -91,8 +91,7 @@ pub fn call(c: &Call, signals: &SignalWatch) -> Result<run::Outcome> {
             .into());
         }
     }
-    let scratch = s.store.engine_scratch_dir()?;
-    let (args, env) = materialize(s.store, &invocation, scratch.path())?;
+    let (args, env, scratch) = materialize(s.store, &invocation)?;
     let spawn = Spawn {
         program: invocation.program.clone(),
         args,
@@ -195,20 +194,30 @@ pub fn locate(settings: &Settings, engine: &EngineConfig) -> Result<PathBuf> {
 
 type EnvVars = Vec<(OsString, OsString)>;
 
-/// Creates the files an invocation asks for and returns plain arguments and environment.
-fn materialize(store: &Store, inv: &Invocation, dir: &Path) -> Result<(Vec<OsString>, EnvVars)> {
-    let resolve = |arg: &Arg| -> Result<OsString> {
+/// Creates the files an invocation asks for and returns plain arguments and environment. The
+/// files go in a private folder, made only when there is one to write and removed when the
+/// returned guard is dropped.
+fn materialize(
+    store: &Store,
+    inv: &Invocation,
+) -> Result<(Vec<OsString>, EnvVars, Option<tempfile::TempDir>)> {
+    let mut dir: Option<tempfile::TempDir> = None;
+    let mut resolve = |arg: &Arg| -> Result<OsString> {
         match arg {
             Arg::Plain(s) => Ok(s.clone()),
             Arg::File { name, contents } => {
-                let path = dir.join(name);
+                let dir = match &mut dir {
+                    Some(dir) => dir,
+                    empty => empty.insert(store.engine_scratch_dir()?),
+                };
+                let path = dir.path().join(name);
                 store.write_private(&path, contents.as_bytes())?;
                 Ok(path.into_os_string())
             }
         }
     };
-    let args = inv.args.iter().map(resolve).collect::<Result<_>>()?;
+    let args = inv.args.iter().map(&mut resolve).collect::<Result<_>>()?;
     let env =
         inv.env.iter().map(|(k, v)| Ok((OsString::from(k), resolve(v)?))).collect::<Result<_>>()?;
-    Ok((args, env))
+    Ok((args, env, dir))
 }

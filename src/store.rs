@@ -315,16 +315,16 @@ impl Store {
     }
 
     /// A file to tee an answer into as it streams: unnamed, private, gone when dropped.
+    /// Called under a session lock, so the folders exist.
     pub fn scratch_file(&self) -> Result<File> {
-        self.ensure()?;
         tempfile::tempfile_in(self.sessions_dir()).with_context(|| {
             format!("cannot create a scratch file in {}", self.sessions_dir().display())
         })
     }
 
     /// A private folder for files handed to an engine (system prompt, history); removed on drop.
+    /// Called under a session lock, so `CCA_HOME` exists.
     pub fn engine_scratch_dir(&self) -> Result<tempfile::TempDir> {
-        self.ensure()?;
         tempfile::Builder::new()
             .prefix(".engine-")
             .tempdir_in(&self.home)
