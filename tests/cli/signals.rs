@@ -5,7 +5,7 @@ use std::io::Read;
 use std::process::Stdio;
 use std::time::Duration;
 
-use rustix::process::{Pid, Signal};
+use rustix::process::Signal;
 
 use crate::common::*;
 
@@ -39,11 +39,8 @@ fn interrupt_with(signal: Signal, expected_code: i32) {
     stdout.read_exact(&mut seen).unwrap();
     assert_eq!(&seen, b"partial answer");
 
-    rustix::process::kill_process(Pid::from_raw(cca.0.id() as i32).unwrap(), signal).unwrap();
-    let output = wait_with_timeout(
-        std::mem::replace(&mut cca.0, std::process::Command::new("true").spawn().unwrap()),
-        TIMEOUT,
-    );
+    cca.signal(signal);
+    let output = cca.finish();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(expected_code), "{stderr}");
     assert!(stderr.contains("interrupted"), "{stderr}");
@@ -84,22 +81,17 @@ fn a_second_ctrl_c_kills_at_once() {
         .env("FAKE_SCRIPT", format!("ignore-term;pid {};hang", engine_pid.display()))
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    let mut cca = Guard(cmd.spawn().unwrap());
+    let cca = Guard(cmd.spawn().unwrap());
     let engine = pid_in(&engine_pid);
-    let pid = Pid::from_raw(cca.0.id() as i32).unwrap();
-    rustix::process::kill_process(pid, Signal::INT).unwrap();
+    cca.signal(Signal::INT);
     std::thread::sleep(Duration::from_millis(200));
     assert!(alive(engine), "the engine ignores SIGTERM, so it waits for the grace period");
-    rustix::process::kill_process(pid, Signal::INT).unwrap();
+    cca.signal(Signal::INT);
     assert!(
         wait_until(Duration::from_millis(1500), || !alive(engine)),
         "a second Ctrl-C kills at once"
     );
-    let status = wait_with_timeout(
-        std::mem::replace(&mut cca.0, std::process::Command::new("true").spawn().unwrap()),
-        TIMEOUT,
-    )
-    .status;
+    let status = cca.finish().status;
     assert_eq!(status.code(), Some(130));
 }
 

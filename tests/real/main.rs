@@ -481,16 +481,8 @@ fn retries_are_visible_and_can_be_stopped() {
         seen.push_str(&String::from_utf8_lossy(&buf[..n]));
     }
     assert!(seen.contains("the API answered 500") && seen.contains("--fail-fast"), "{seen}");
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(child.0.id() as i32).unwrap(),
-        rustix::process::Signal::INT,
-    )
-    .unwrap();
-    let status = wait_with_timeout(
-        std::mem::replace(&mut child.0, std::process::Command::new("true").spawn().unwrap()),
-        TIMEOUT,
-    )
-    .status;
+    child.signal(rustix::process::Signal::INT);
+    let status = child.finish().status;
     assert_eq!(status.code(), Some(130));
 }
 

@@ -266,6 +266,41 @@ pub fn wait_with_timeout(child: Child, timeout: Duration) -> Output {
 /// Kills a spawned child if the test ends (or panics) before it does.
 pub struct Guard(pub Child);
 
+impl Guard {
+    /// Sends the child a signal.
+    pub fn signal(&self, signal: rustix::process::Signal) {
+        let pid = rustix::process::Pid::from_raw(self.0.id() as i32).expect("a live pid");
+        rustix::process::kill_process(pid, signal).expect("send a signal");
+    }
+
+    /// Waits for the child to end (failing the test after [`TIMEOUT`]), with what is left of
+    /// its output.
+    pub fn finish(mut self) -> Output {
+        let read = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                if let Some(mut pipe) = pipe {
+                    let _ = pipe.read_to_end(&mut bytes);
+                }
+                bytes
+            })
+        };
+        let stdout =
+            read(self.0.stdout.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
+        let stderr =
+            read(self.0.stderr.take().map(|p| Box::new(p) as Box<dyn std::io::Read + Send>));
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = self.0.try_wait().expect("wait") {
+                break status;
+            }
+            assert!(start.elapsed() < TIMEOUT, "the process did not finish within {TIMEOUT:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        Output { status, stdout: stdout.join().unwrap(), stderr: stderr.join().unwrap() }
+    }
+}
+
 impl Drop for Guard {
     fn drop(&mut self) {
         let _ = self.0.kill();
