@@ -117,9 +117,13 @@ pub fn show(id: Option<&str>, raw: bool) -> Result<u8> {
             )
             .hint("`cca show --raw` prints it as it is")
         })?;
-        let summary = store.summarize(&id)?;
+        // The live size, from the text already read: one read of the file, one version of it.
+        let live_bytes = match transcript::summarize(text.as_bytes()) {
+            Ok(Ok(summary)) => summary.live.bytes(),
+            _ => 0,
+        };
         let bold = settings.color && std::io::stdout().is_terminal();
-        let mut out = readable(&t, summary.live.bytes(), text.len() as u64, bold);
+        let mut out = readable(&t, live_bytes, text.len() as u64, bold);
         for p in problems {
             out.push_str(&format!("\n(line {}: {})\n", p.line, p.message));
         }
