@@ -1203,6 +1203,19 @@ mod tests {
     }
 
     #[test]
+    fn numbers_in_markers_come_back_exactly() {
+        // Found by fuzzing: a cost that shortest-form printing and an inexact parser disagree on.
+        let meta = Meta { cost_usd: Some(0.0017777777777777779), ..Meta::default() };
+        let t = Transcript {
+            header: header(),
+            records: vec![Record { kind: Kind::Assistant, meta, content: "a".into() }],
+        };
+        round_trip(&t);
+        let (once, _) = parse(&render(&t)).unwrap();
+        assert_eq!(parse(&render(&once)).unwrap().0, once);
+    }
+
+    #[test]
     fn nonsense_is_not_a_transcript() {
         assert!(parse("hello\nworld\n").is_err());
         assert!(parse("").is_err());
