@@ -3,56 +3,30 @@
 
 use std::ffi::OsString;
 use std::io;
-use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::config::{EngineConfig, EngineKind, Settings};
-use crate::engine::{self, Arg, Invocation, Request};
+use crate::engine::{Arg, EngineConfig, Invocation, Request};
 use crate::error::{Failure, exit};
 use crate::frame;
-use crate::run::{self, Display, SignalWatch, Spawn};
+use crate::human::human_bytes;
+use crate::run::{self, Cancel, Interrupted, Progress, Spawn, Stop, locate};
+use crate::session::Session;
 use crate::store::Store;
 use crate::transcript::{self, Live};
-use crate::turn::human_bytes;
 
-/// A session and the engine (and model) that answers in it.
-pub struct Session<'a> {
-    pub settings: &'a Settings,
-    pub store: &'a Store,
-    /// The session's id: its transcript holds the live context.
-    pub id: &'a str,
-    pub engine: &'a EngineConfig,
-    pub model: Option<&'a str>,
-}
-
-/// What to send, in which session, and how to show it.
+/// What to send, in which session.
 pub struct Call<'a> {
     pub session: &'a Session<'a>,
     pub system: &'a str,
     pub live: &'a std::sync::Arc<Live>,
     pub attachment: Option<&'a str>,
     pub query: &'a str,
-    pub display: Display,
 }
-
-/// Stopped by a signal before the engine started.
-#[derive(Debug)]
-pub struct Interrupted(pub i32);
-
-impl std::fmt::Display for Interrupted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "stopped by signal {}", self.0)
-    }
-}
-
-impl std::error::Error for Interrupted {}
 
 /// Runs the call. Errors mean the engine did not run (or its output could not be kept).
-pub fn call(c: &Call, signals: &SignalWatch) -> Result<run::Outcome> {
-    if let Some(signal) = signals.pending() {
-        return Err(Interrupted(signal).into());
-    }
+pub fn call(c: &Call, cancel: &Cancel, progress: &mut dyn FnMut(Progress)) -> Result<run::Outcome> {
+    cancel.check()?;
     let s = c.session;
     let transcript = s.store.open_session(s.id)?;
     let stored = |range: &std::ops::Range<u64>| -> io::Result<String> {
@@ -71,7 +45,7 @@ pub fn call(c: &Call, signals: &SignalWatch) -> Result<run::Outcome> {
         model: s.model,
     };
     let program = locate(s.settings, s.engine)?;
-    let invocation = engine::invocation(s.engine, program, &request)?;
+    let invocation = (s.engine.spec.invocation)(s.engine, program, &request)?;
     if let Some(limit) = s.engine.max_input_bytes {
         // The measured limits are those of stdin.
         let input_bytes =
@@ -99,31 +73,43 @@ pub fn call(c: &Call, signals: &SignalWatch) -> Result<run::Outcome> {
         stdin: invocation.stdin,
         transcript,
     };
-    let decoder = engine::decoder(s.engine.kind);
-    let outcome = run::run(spawn, decoder, s.store.scratch_file()?, &c.display, signals)?;
+    let decoder = (s.engine.spec.decoder)();
+    let outcome = run::run(spawn, decoder, s.store.scratch_file()?, cancel, progress)?;
     drop(scratch);
-    // cca is the memory: gemini's own copy of the turn must not pile up.
-    if let (EngineKind::Gemini, Some(id), Some(home)) =
-        (s.engine.kind, &outcome.engine_session, &s.settings.gemini_home)
-    {
-        crate::store::remove_engine_session_files(&engine::gemini::sessions_root(home), |path| {
-            engine::gemini::session_file_matches(path, id)
-        });
+    // cca is the memory: an engine's own copy of the turn must not pile up.
+    if let Some(id) = &outcome.engine_session {
+        (s.engine.spec.tidy)(s.settings.gemini_home.as_deref(), id);
     }
     Ok(outcome)
 }
 
 /// How a call ended.
+#[derive(Debug)]
 pub enum Verdict {
     Answered,
     Failed { reason: String, hint: Option<String>, code: u8 },
-    Interrupted { signal: i32 },
+    Interrupted { why: Stop },
+}
+
+impl Verdict {
+    /// How a call that did not run to an end (an error before or while running) counts.
+    pub fn of_error(e: &anyhow::Error) -> Verdict {
+        if let Some(Interrupted(why)) = e.downcast_ref::<Interrupted>() {
+            return Verdict::Interrupted { why: *why };
+        }
+        let failure = e.chain().find_map(|c| c.downcast_ref::<Failure>());
+        Verdict::Failed {
+            reason: format!("{e:#}"),
+            hint: failure.and_then(|f| f.hint.clone()),
+            code: failure.map_or(exit::ERROR, |f| f.code),
+        }
+    }
 }
 
 /// Decides whether the engine answered (DESIGN.md: only a successful, non-empty answer counts).
 pub fn verdict(engine: &EngineConfig, outcome: &run::Outcome) -> Verdict {
-    if let Some(signal) = outcome.interrupted {
-        return Verdict::Interrupted { signal };
+    if let Some(why) = outcome.interrupted {
+        return Verdict::Interrupted { why };
     }
     let name = &engine.name;
     let said = |fallback: &str| -> String {
@@ -139,57 +125,24 @@ pub fn verdict(engine: &EngineConfig, outcome: &run::Outcome) -> Verdict {
     if let Some(status) = status.filter(|s| !s.success()) {
         return failed(
             format!("{name} failed ({}): {}", run::describe_status(status), said("no message")),
-            Some(retry_hint(engine)),
+            Some(engine.failure_hint()),
         );
     }
     if let Some(error) = &outcome.engine_error {
-        return failed(format!("{name} reported an error: {error}"), Some(retry_hint(engine)));
+        return failed(format!("{name} reported an error: {error}"), Some(engine.failure_hint()));
     }
     if let Some(e) = &outcome.feed_error {
         return failed(format!("cannot send the prompt to {name}: {e}"), None);
     }
     if !outcome.answer_has_text {
-        let hint = if engine.kind == EngineKind::Gemini {
-            "gemini answers nothing when the prompt is larger than the model's context window; \
-             try `cca search` for a new session, or a model with a larger window"
-        } else {
-            "try again; if it keeps happening, run the engine by hand to see what it does"
-        };
-        return failed(format!("{name} returned an empty answer"), Some(hint.to_string()));
+        let hint = engine.spec.empty_answer_hint.to_string();
+        return failed(format!("{name} returned an empty answer"), Some(hint));
     }
     Verdict::Answered
 }
 
-fn retry_hint(engine: &EngineConfig) -> String {
-    match engine.kind {
-        EngineKind::Claude => "for claude's own diagnosis, run `claude doctor`".to_string(),
-        _ => format!("run {} by hand to see more", engine.name),
-    }
-}
-
 fn last_line(text: &str) -> Option<String> {
     text.lines().rev().find(|l| !l.trim().is_empty()).map(|l| l.trim().to_string())
-}
-
-/// Finds the engine's program: a path as given, or a name on PATH.
-pub fn locate(settings: &Settings, engine: &EngineConfig) -> Result<PathBuf> {
-    let program = Path::new(&engine.program);
-    let found = if program.components().count() > 1 {
-        program.is_file().then(|| program.to_path_buf())
-    } else {
-        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-        which::which_in(program, settings.path.as_ref(), cwd).ok()
-    };
-    found.ok_or_else(|| {
-        let looked = if program.components().count() > 1 {
-            format!("{} ({}) does not exist", program.display(), engine.program_source)
-        } else {
-            format!("`{}` is not on PATH", program.display())
-        };
-        Failure::new(exit::ERROR, format!("engine {} not found: {looked}", engine.name))
-            .hint(engine::install_hint(engine))
-            .into()
-    })
 }
 
 type EnvVars = Vec<(OsString, OsString)>;

@@ -8,11 +8,11 @@ use std::io::Read;
 
 use anyhow::{Context as _, Result};
 
-use crate::call::{self, Call, Interrupted, Session, Verdict};
-use crate::run::{Display, SignalWatch};
+use crate::call::{self, Call, Verdict};
+use crate::run::{Cancel, Interrupted, Progress};
+use crate::session::{self, Session};
 use crate::store::Appender;
 use crate::transcript::{self, Kind, Live, Meta, Record, Summary};
-use crate::turn::{self, OutputMode, human_bytes};
 
 /// What a compaction folds: the current summary (if any) and every live exchange but the last
 /// `keep`. `None` when there is nothing to fold.
@@ -45,12 +45,12 @@ pub fn compact(
     ctx: &Session,
     summary: &Summary,
     keep: u64,
-    display: Display,
-    signals: &SignalWatch,
+    cancel: &Cancel,
+    progress: &mut dyn FnMut(Progress),
 ) -> Result<Option<Compacted>> {
     let Some((fold, first, through)) = plan(&summary.live, keep) else { return Ok(None) };
     let fold = std::sync::Arc::new(fold);
-    let prompt = turn::named_prompt(ctx.store, crate::prompt::COMPACTION)?;
+    let prompt = session::named_prompt(ctx.store, crate::prompt::COMPACTION)?;
     let folds_summary =
         if fold.summary.is_some() { ", folding in the earlier summary" } else { "" };
     let query = format!(
@@ -58,19 +58,13 @@ pub fn compact(
          as your instructions say. Output only the summary."
     );
     let outcome = call::call(
-        &Call {
-            session: ctx,
-            system: &prompt.text,
-            live: &fold,
-            attachment: None,
-            query: &query,
-            display,
-        },
-        signals,
+        &Call { session: ctx, system: &prompt.text, live: &fold, attachment: None, query: &query },
+        cancel,
+        progress,
     )?;
     match call::verdict(ctx.engine, &outcome) {
         Verdict::Answered => {}
-        Verdict::Interrupted { signal } => return Err(Interrupted(signal).into()),
+        Verdict::Interrupted { why } => return Err(Interrupted(why).into()),
         Verdict::Failed { reason, .. } => anyhow::bail!("{reason}"),
     }
     let mut text = String::new();
@@ -88,7 +82,7 @@ pub fn compact(
     let record = Record {
         kind: Kind::Compaction,
         meta: Meta {
-            at: Some(turn::now_string(ctx.settings)),
+            at: Some(ctx.settings.now_string()),
             engine: Some(ctx.engine.name.clone()),
             model: ctx.model.map(str::to_string),
             duration_ms: Some(outcome.duration.as_millis() as u64),
@@ -105,60 +99,29 @@ pub fn compact(
     Ok(Some(compacted))
 }
 
-/// Compacts first if the turn about to be sent would pass the threshold. Returns the session's
-/// new summary when it compacted. A compaction that fails changes nothing and says so; the
-/// turn then goes ahead as it is.
-pub fn if_needed(
-    ctx: &Session,
-    summary: &Summary,
-    system: &str,
-    new_bytes: usize,
-    output: OutputMode,
-    signals: &SignalWatch,
-) -> Result<Option<Summary>> {
+/// Why a turn about to be sent should be compacted first.
+#[derive(Debug)]
+pub struct Needed {
+    pub tokens: u64,
+    pub budget: u64,
+    pub first: u64,
+    pub through: u64,
+}
+
+/// Whether the turn about to be sent (`system` and `new_bytes` on top of the live context)
+/// would pass the compaction threshold, with something to fold.
+pub fn needed(ctx: &Session, summary: &Summary, system: &str, new_bytes: usize) -> Option<Needed> {
     let settings = ctx.settings;
     if !settings.compaction.enabled.value {
-        return Ok(None);
+        return None;
     }
     let budget = ctx.engine.budget(ctx.model);
     let tokens = ctx.engine.tokens(summary.live.bytes() + (system.len() + new_bytes) as u64);
     if (tokens as f64) <= budget as f64 * settings.compaction.threshold {
-        return Ok(None);
+        return None;
     }
-    let Some((_, first, through)) = plan(&summary.live, settings.compaction.keep_recent) else {
-        return Ok(None);
-    };
-    let quiet = output == OutputMode::Quiet;
-    if !quiet {
-        eprintln!(
-            "cca: the context (~{tokens} tokens) passes {:.0}% of {}'s budget of {budget}; \
-             summarising turns {first}-{through} first",
-            settings.compaction.threshold * 100.0,
-            ctx.engine.name,
-        );
-    }
-    let display =
-        Display { print: false, spinner: None, live_stderr: output == OutputMode::Normal };
-    match compact(ctx, summary, settings.compaction.keep_recent, display, signals) {
-        Ok(Some(c)) => {
-            if !quiet {
-                eprintln!(
-                    "cca: turns {}-{} are now a summary: {} -> {}",
-                    c.first,
-                    c.through,
-                    human_bytes(c.bytes_before),
-                    human_bytes(c.bytes_after)
-                );
-            }
-            Ok(Some(ctx.store.summarize(ctx.id)?))
-        }
-        Ok(None) => Ok(None),
-        Err(e) if e.downcast_ref::<Interrupted>().is_some() => Err(e),
-        Err(e) => {
-            eprintln!("cca: warning: compaction failed, nothing changed: {e:#}");
-            Ok(None)
-        }
-    }
+    let (_, first, through) = plan(&summary.live, settings.compaction.keep_recent)?;
+    Some(Needed { tokens, budget, first, through })
 }
 
 #[cfg(test)]

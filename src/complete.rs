@@ -1,19 +1,17 @@
 //! Values the shell completes: session ids, prompt names, engine names. Called only while
 //! answering a completion request, so errors mean "no candidates", never a message.
 
-use crate::config::{self, Env, Flags};
+use crate::config::{Flags, Settings};
+use crate::session;
 use crate::store::Store;
 
-fn store() -> Option<(Env, config::Sourced<std::path::PathBuf>, Store)> {
-    let env = Env::from_process();
-    let home = config::home(&env).ok()?;
-    let store = Store::new(home.value.clone());
-    Some((env, home, store))
+fn store() -> Option<(Settings, Store)> {
+    session::settings(&Flags::default()).ok()
 }
 
 /// Session ids, newest first.
 pub fn session_ids() -> Vec<String> {
-    let Some((_, _, store)) = store() else { return Vec::new() };
+    let Some((_, store)) = store() else { return Vec::new() };
     let mut ids = store.session_ids().unwrap_or_default();
     ids.sort_by(|a, b| b.cmp(a));
     ids
@@ -22,7 +20,7 @@ pub fn session_ids() -> Vec<String> {
 /// Built-in prompt names and the user's own under `$CCA_HOME/prompts`.
 pub fn prompt_names() -> Vec<String> {
     let mut names: Vec<String> = crate::prompt::builtin_names().map(String::from).collect();
-    if let Some((_, _, store)) = store() {
+    if let Some((_, store)) = store() {
         names.extend(store.prompt_names().unwrap_or_default());
     }
     names.sort();
@@ -32,10 +30,8 @@ pub fn prompt_names() -> Vec<String> {
 
 /// claude, gemini, and the engines declared in config.toml.
 pub fn engine_names() -> Vec<String> {
-    let Some((env, home, store)) = store() else { return vec!["claude".into(), "gemini".into()] };
-    let file = store.read_config().ok().flatten();
-    match config::resolve(&env, &Flags::default(), home, file.as_deref()) {
-        Ok(settings) => settings.engines.into_keys().collect(),
-        Err(_) => vec!["claude".into(), "gemini".into()],
+    match store() {
+        Some((settings, _)) => settings.engines.into_keys().collect(),
+        None => crate::engine::BUILTIN.iter().map(|spec| spec.name.to_string()).collect(),
     }
 }

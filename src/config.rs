@@ -13,57 +13,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::Deserialize;
 
+use crate::engine::{self, BYTES_PER_TOKEN, EngineConfig, HistoryMode, SystemPromptMode};
 use crate::error::Failure;
-
-/// Every environment variable cca reads, in one place.
-pub mod vars {
-    /// Where sessions, prompts and config live (default `~/.cca`). Must be absolute.
-    pub const HOME: &str = "CCA_HOME";
-    /// The engine for new sessions: `claude`, `gemini`, or a name from `[engines.NAME]`.
-    pub const ENGINE: &str = "CCA_ENGINE";
-    /// The model passed to the engine.
-    pub const MODEL: &str = "CCA_MODEL";
-    /// The system prompt's name for new sessions.
-    pub const PROMPT: &str = "CCA_PROMPT";
-    /// The session this terminal follows: `--resume` and `,` continue it instead of `latest`.
-    pub const SESSION: &str = "CCA_SESSION";
-    /// Path of the `claude` program.
-    pub const CLAUDE: &str = "CCA_CLAUDE";
-    /// Path of the `gemini` program.
-    pub const GEMINI: &str = "CCA_GEMINI";
-    /// For tests: a fixed clock, as an RFC 3339 time (`2026-11-21T10:15:00Z`).
-    pub const NOW: &str = "CCA_NOW";
-    /// Standard: turn colour off.
-    pub const NO_COLOR: &str = "NO_COLOR";
-    /// Standard: `dumb` turns the spinner and colour off.
-    pub const TERM: &str = "TERM";
-    /// gemini's own: where it keeps its files (else `$HOME`); cca looks there only to remove the
-    /// session file gemini writes for each of cca's turns.
-    pub const GEMINI_CLI_HOME: &str = "GEMINI_CLI_HOME";
-    /// Standard: the pager for `cca show` on a terminal (default `less -FRX`).
-    pub const PAGER: &str = "PAGER";
-    /// Standard: where engines are looked for.
-    pub const PATH: &str = "PATH";
-    /// Standard: the default `CCA_HOME` is `$HOME/.cca`.
-    pub const USER_HOME: &str = "HOME";
-
-    pub const ALL: [&str; 14] = [
-        HOME,
-        ENGINE,
-        MODEL,
-        PROMPT,
-        SESSION,
-        CLAUDE,
-        GEMINI,
-        NOW,
-        NO_COLOR,
-        TERM,
-        PAGER,
-        PATH,
-        USER_HOME,
-        GEMINI_CLI_HOME,
-    ];
-}
+use crate::vars;
 
 /// A snapshot of the environment variables cca reads.
 #[derive(Debug, Clone, Default)]
@@ -128,37 +80,6 @@ impl fmt::Display for Source {
 pub struct Sourced<T> {
     pub value: T,
     pub source: Source,
-}
-
-/// How an engine receives the system prompt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum SystemPromptMode {
-    /// In `<system_instructions>` at the top of stdin (works with any engine).
-    #[default]
-    Inline,
-    /// Through the engine's own system prompt mechanism.
-    Native,
-}
-
-/// How an engine receives the history.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-pub enum HistoryMode {
-    /// In `<conversation_history>` on stdin (works with any engine).
-    #[default]
-    Inline,
-    /// As the engine's own session file, so it sees real turns.
-    Structured,
-}
-
-/// What kind of program an engine is: it decides the flags cca passes and how output is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EngineKind {
-    Claude,
-    Gemini,
-    /// Any program that reads the prompt on stdin and writes the answer on stdout.
-    Command,
 }
 
 /// Every key the config file takes, for the docs and their test.
@@ -272,53 +193,6 @@ impl File {
     }
 }
 
-/// A fully resolved engine: what to run and how to talk to it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EngineConfig {
-    pub name: String,
-    pub kind: EngineKind,
-    /// The program: a path, or a name looked up on PATH.
-    pub program: OsString,
-    /// Where `program` came from, for messages.
-    pub program_source: Source,
-    pub args: Vec<String>,
-    pub model_arg: Option<String>,
-    pub system_prompt: SystemPromptMode,
-    pub system_prompt_arg: Option<String>,
-    pub history: HistoryMode,
-    pub tools: Option<String>,
-    pub max_input_bytes: Option<u64>,
-    /// The model from `[engines.NAME] model`, used when no other is chosen.
-    pub model: Option<String>,
-    pub retries: Option<u32>,
-    pub policy: Option<String>,
-    pub context_budget: u64,
-    pub model_budgets: BTreeMap<String, u64>,
-    pub bytes_per_token: f64,
-}
-
-impl EngineConfig {
-    /// The context budget, in tokens, for a model of this engine.
-    pub fn budget(&self, model: Option<&str>) -> u64 {
-        model.and_then(|m| self.model_budgets.get(m)).copied().unwrap_or(self.context_budget)
-    }
-
-    /// An estimate of the tokens `bytes` of text make for this engine.
-    pub fn tokens(&self, bytes: u64) -> u64 {
-        (bytes as f64 / self.bytes_per_token).ceil() as u64
-    }
-}
-
-/// Context budgets in tokens, below the models' windows so that an answer fits too.
-pub const CLAUDE_BUDGET: u64 = 160_000;
-pub const GEMINI_BUDGET: u64 = 800_000;
-pub const OTHER_BUDGET: u64 = 100_000;
-pub const BYTES_PER_TOKEN: f64 = 3.5;
-
-/// The limits measured for the real programs (DESIGN.md).
-pub const CLAUDE_MAX_INPUT: u64 = 2_500_000;
-pub const GEMINI_MAX_INPUT: u64 = 8 * 1024 * 1024;
-
 /// What the user chose on the command line; `None` where they chose nothing.
 #[derive(Debug, Clone, Default)]
 pub struct Flags {
@@ -361,6 +235,18 @@ pub struct Settings {
     pub dumb_terminal: bool,
 }
 
+impl Settings {
+    /// The time now (`CCA_NOW` in tests).
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.now.unwrap_or_else(chrono::Utc::now)
+    }
+
+    /// The time now, as the transcript records it.
+    pub fn now_string(&self) -> String {
+        self.now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    }
+}
+
 /// Where cca keeps its files: `CCA_HOME`, or `~/.cca`.
 pub fn home(env: &Env) -> Result<Sourced<PathBuf>> {
     if let Some(dir) = env.os(vars::HOME) {
@@ -392,9 +278,9 @@ pub fn resolve(
     env: &Env,
     flags: &Flags,
     home: Sourced<PathBuf>,
+    config_path: PathBuf,
     file: Option<&str>,
 ) -> Result<Settings> {
-    let config_path = home.value.join("config.toml");
     let parsed = match file {
         Some(text) => File::parse(&config_path, text)?,
         None => File::default(),
@@ -432,7 +318,7 @@ pub fn resolve(
 
     let mut engines = engines(env, &parsed)?;
     if flags.fail_fast {
-        for engine in engines.values_mut().filter(|e| e.kind != EngineKind::Command) {
+        for engine in engines.values_mut().filter(|e| e.spec.is_builtin()) {
             engine.retries = Some(0);
         }
     }
@@ -517,10 +403,8 @@ fn bytes_per_token(engine: &str, value: Option<f64>) -> Result<f64> {
 /// The built-in engines plus those declared in the config file, with env overrides applied.
 fn engines(env: &Env, file: &File) -> Result<BTreeMap<String, EngineConfig>> {
     let mut engines = BTreeMap::new();
-    for (name, kind, var, max, budget) in [
-        ("claude", EngineKind::Claude, vars::CLAUDE, CLAUDE_MAX_INPUT, CLAUDE_BUDGET),
-        ("gemini", EngineKind::Gemini, vars::GEMINI, GEMINI_MAX_INPUT, GEMINI_BUDGET),
-    ] {
+    for spec in engine::BUILTIN {
+        let (name, var) = (spec.name, spec.program_var.expect("built in"));
         let f = file.engines.get(name).cloned().unwrap_or_default();
         if f.command.is_some() {
             return Err(Failure::usage(format!(
@@ -533,28 +417,24 @@ fn engines(env: &Env, file: &File) -> Result<BTreeMap<String, EngineConfig>> {
             (None, Some(p)) => (p.clone().into_os_string(), Source::File),
             (None, None) => (OsString::from(name), Source::Default),
         };
-        let tools = match kind {
-            EngineKind::Claude => Some(f.tools.unwrap_or_else(|| "WebSearch,WebFetch".into())),
-            _ => f.tools,
-        };
         engines.insert(
             name.to_string(),
             EngineConfig {
                 name: name.to_string(),
-                kind,
+                spec,
                 program,
-                program_source,
+                program_source: program_source.to_string(),
                 args: f.args,
                 model_arg: None,
                 system_prompt: f.system_prompt.unwrap_or_default(),
                 system_prompt_arg: None,
                 history: f.history.unwrap_or_default(),
-                tools,
-                max_input_bytes: Some(f.max_input_bytes.unwrap_or(max)),
+                tools: f.tools.or(spec.default_tools.map(str::to_string)),
+                max_input_bytes: f.max_input_bytes.or(spec.max_input_bytes),
                 model: f.model,
                 retries: f.retries,
                 policy: f.policy,
-                context_budget: f.context_budget.unwrap_or(budget),
+                context_budget: f.context_budget.unwrap_or(spec.context_budget),
                 model_budgets: f.model_budgets,
                 bytes_per_token: bytes_per_token(name, f.bytes_per_token)?,
             },
@@ -597,9 +477,9 @@ fn engines(env: &Env, file: &File) -> Result<BTreeMap<String, EngineConfig>> {
             name.clone(),
             EngineConfig {
                 name: name.clone(),
-                kind: EngineKind::Command,
+                spec: &engine::command::SPEC,
                 program: OsString::from(&command[0]),
-                program_source: Source::File,
+                program_source: Source::File.to_string(),
                 args: command[1..].to_vec(),
                 model_arg: f.model_arg.clone(),
                 system_prompt,
@@ -610,7 +490,7 @@ fn engines(env: &Env, file: &File) -> Result<BTreeMap<String, EngineConfig>> {
                 model: f.model.clone(),
                 retries: None,
                 policy: None,
-                context_budget: f.context_budget.unwrap_or(OTHER_BUDGET),
+                context_budget: f.context_budget.unwrap_or(engine::command::SPEC.context_budget),
                 model_budgets: f.model_budgets.clone(),
                 bytes_per_token: bytes_per_token(name, f.bytes_per_token)?,
             },
@@ -630,7 +510,7 @@ mod tests {
     ) -> Result<Settings> {
         let env = Env::from_pairs(env);
         let home = Sourced { value: PathBuf::from("/h/.cca"), source: Source::Default };
-        resolve(&env, &flags, home, file)
+        resolve(&env, &flags, home, PathBuf::from("/h/.cca/config.toml"), file)
     }
 
     #[test]
@@ -657,23 +537,15 @@ mod tests {
 
     #[test]
     fn every_variable_is_read() {
-        let defined = [
-            vars::HOME,
-            vars::ENGINE,
-            vars::MODEL,
-            vars::PROMPT,
-            vars::SESSION,
-            vars::CLAUDE,
-            vars::GEMINI,
-            vars::NOW,
-            vars::NO_COLOR,
-            vars::TERM,
-            vars::PAGER,
-            vars::PATH,
-            vars::USER_HOME,
-            vars::GEMINI_CLI_HOME,
-        ];
-        for var in defined {
+        // Every constant declared in vars.rs, read from its source, must be in vars::ALL
+        // (the list `Env::from_process` reads); a new variable left out of it fails here.
+        let declared: Vec<&str> = include_str!("vars.rs")
+            .lines()
+            .filter_map(|l| l.strip_prefix("pub const ")?.split_once(": &str = \""))
+            .map(|(_, value)| value.trim_end_matches("\";"))
+            .collect();
+        assert_eq!(declared.len(), vars::ALL.len(), "{declared:?}");
+        for var in declared {
             assert!(vars::ALL.contains(&var), "{var} is not in vars::ALL, so it is never read");
         }
         let s = settings(
@@ -697,7 +569,7 @@ mod tests {
         assert_eq!(claude.budget(Some("big")), 5000);
         assert_eq!(claude.tokens(1001), 501);
         let gemini = &s.engines["gemini"];
-        assert_eq!(gemini.budget(None), GEMINI_BUDGET);
+        assert_eq!(gemini.budget(None), engine::gemini::SPEC.context_budget);
         assert_eq!(gemini.tokens(35), 10);
         assert!(
             settings(&[], Flags::default(), Some("[engines.claude]\nbytes_per_token = 0\n"))
@@ -770,7 +642,7 @@ mod tests {
         let s =
             settings(&[], Flags { engine: Some("echo".into()), ..Flags::default() }, file).unwrap();
         let echo = &s.engines["echo"];
-        assert_eq!(echo.kind, EngineKind::Command);
+        assert_eq!(echo.spec, &engine::command::SPEC);
         assert_eq!(echo.program, "llm");
         assert_eq!(echo.args, ["-m", "echo"]);
         assert!(

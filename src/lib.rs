@@ -15,12 +15,16 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod frame;
+pub mod front;
+pub mod human;
 pub mod prompt;
 pub mod run;
+pub mod session;
 pub mod shell;
 pub mod store;
 pub mod transcript;
 pub mod turn;
+pub mod vars;
 
 use std::process::ExitCode;
 

@@ -1,26 +1,31 @@
 //! The only place cca spawns a process: the engine, in its own process group, with three
-//! threads for the three pipes (feed stdin, pump stdout, pump stderr) and the main thread
-//! decoding, printing, teeing the answer to a file, and handling signals.
+//! threads for the three pipes (feed stdin, pump stdout, pump stderr) and the calling thread
+//! decoding, teeing the answer to a file, reporting progress, and watching its [`Cancel`].
 //!
 //! No shell is involved. Stderr is always drained (an engine blocked on a full stderr pipe would
-//! never finish its stdout). On Ctrl-C, SIGTERM or SIGHUP the whole group gets SIGTERM, then
-//! SIGKILL after a grace period or a second Ctrl-C; nothing of the group outlives a turn.
+//! never finish its stdout). When the turn is cancelled (Ctrl-C in a terminal, `session/cancel`
+//! from an editor) the whole group gets SIGTERM, then SIGKILL after a grace period or a second
+//! cancel; nothing of the group outlives a turn. Nothing here prints: what happens is reported
+//! through a callback, and the front end decides what the user sees.
 
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use rustix::process::{Pid, Signal};
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
-use crate::engine::{Decoder, Output, Usage};
+use crate::config::Settings;
+use crate::engine::{Decoder, EngineConfig, Output, Usage};
+use crate::error::{Failure, exit};
 use crate::frame::{self, Piece};
 
 /// How long the engine's group has to exit after SIGTERM before it gets SIGKILL.
@@ -28,41 +33,85 @@ pub const GRACE: Duration = Duration::from_secs(3);
 /// How much of the engine's stderr is kept for error messages.
 const STDERR_TAIL: usize = 8 * 1024;
 
-/// Watches for Ctrl-C, SIGTERM and SIGHUP once cca has something to protect. From the first
-/// [`SignalWatch::get`] on, these signals no longer kill cca; they are handled where the turn
-/// can record them.
-pub struct SignalWatch {
-    rx: std::sync::Mutex<Receiver<i32>>,
+/// Why a turn was stopped before its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// A signal reached a terminal front end (Ctrl-C is SIGINT).
+    Signal(i32),
+    /// The front end asked (an editor's `session/cancel`, the client going away).
+    Request,
 }
 
-impl SignalWatch {
-    /// The process's watch, started on first use.
-    pub fn get() -> Result<&'static SignalWatch> {
-        static WATCH: std::sync::OnceLock<SignalWatch> = std::sync::OnceLock::new();
-        if let Some(watch) = WATCH.get() {
-            return Ok(watch);
+impl Stop {
+    /// How the transcript and messages name it: `Ctrl-C`, `SIGTERM`, `cancelled`.
+    pub fn name(self) -> String {
+        match self {
+            Stop::Signal(signal) => crate::human::signal_name(signal),
+            Stop::Request => "cancelled".into(),
         }
-        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
-            .context("cannot install signal handlers")?;
-        let (tx, rx) = mpsc::channel();
-        thread::spawn(move || {
-            for signal in signals.forever() {
-                if tx.send(signal).is_err() {
-                    break;
-                }
-            }
-        });
-        Ok(WATCH.get_or_init(|| SignalWatch { rx: std::sync::Mutex::new(rx) }))
     }
 
-    /// A signal that arrived since the last call, if any.
-    pub fn pending(&self) -> Option<i32> {
-        self.rx.lock().ok()?.try_recv().ok()
+    /// The conventional exit code: 128 + the signal (130 for Ctrl-C and for a request).
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Stop::Signal(signal) => signal_exit_code(signal),
+            Stop::Request => signal_exit_code(signal_hook::consts::SIGINT),
+        }
+    }
+}
+
+/// Stopped before the engine started (or while waiting for the session), so nothing ran.
+#[derive(Debug)]
+pub struct Interrupted(pub Stop);
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "interrupted ({})", self.0.name())
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// A handle that stops a turn from another thread. The first [`Cancel::stop`] ends the engine's
+/// group gently (TERM, then KILL after [`GRACE`]); a second one does not wait.
+#[derive(Debug, Clone, Default)]
+pub struct Cancel(Arc<CancelState>);
+
+#[derive(Debug, Default)]
+struct CancelState {
+    stop: Mutex<Option<Stop>>,
+    force: AtomicBool,
+}
+
+impl Cancel {
+    pub fn new() -> Cancel {
+        Cancel::default()
     }
 
-    /// Forgets signals that arrived while nothing was running (a late second Ctrl-C).
-    pub fn drain(&self) {
-        while self.pending().is_some() {}
+    pub fn stop(&self, why: Stop) {
+        let mut stop = self.0.stop.lock().unwrap_or_else(|e| e.into_inner());
+        if stop.is_some() {
+            self.0.force.store(true, Ordering::SeqCst);
+        } else {
+            *stop = Some(why);
+        }
+    }
+
+    /// Why the turn was asked to stop, if it was.
+    pub fn requested(&self) -> Option<Stop> {
+        *self.0.stop.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `Err(Interrupted)` once a stop was asked for: for the places that check before going on.
+    pub fn check(&self) -> Result<()> {
+        match self.requested() {
+            Some(why) => Err(Interrupted(why).into()),
+            None => Ok(()),
+        }
+    }
+
+    fn forced(&self) -> bool {
+        self.0.force.load(Ordering::SeqCst)
     }
 }
 
@@ -76,25 +125,25 @@ pub struct Spawn {
     pub transcript: File,
 }
 
-/// How the turn shows itself.
-pub struct Display {
-    /// Print the answer to stdout as it streams.
-    pub print: bool,
-    /// Show a spinner with this engine name on stderr until the first output.
-    pub spinner: Option<String>,
-    /// Show the engine's stderr as it comes; otherwise it is kept and shown only on failure.
-    pub live_stderr: bool,
+/// What the engine shows while it runs, as it happens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Progress<'a> {
+    /// Answer text.
+    Text(&'a str),
+    /// A tool call, in a few words (`WebSearch: rust 1.89 file locking`).
+    Tool(&'a str),
+    /// What the engine wrote on stderr, or a line of its output that is not the answer (a retry).
+    Stderr(&'a [u8]),
+    /// A stop was asked for and the engine is being ended.
+    Stopping,
 }
 
 /// What happened.
 pub struct Outcome {
-    /// The answer as streamed (text and tool lines), rewound to its start.
+    /// The answer as kept in the transcript (text and tool lines), rewound to its start.
     pub answer: File,
-    pub answer_bytes: u64,
     /// Whether the answer holds anything but whitespace.
     pub answer_has_text: bool,
-    /// Whether the last byte printed to stdout was a newline (or nothing was printed).
-    pub printed_newline: bool,
     pub status: Option<ExitStatus>,
     pub engine_error: Option<String>,
     /// The engine's own id for the run, if it told.
@@ -102,14 +151,14 @@ pub struct Outcome {
     pub usage: Usage,
     /// The end of what the engine wrote on stderr (and on stdout outside its answer).
     pub stderr_tail: String,
-    /// The signal that stopped the turn, if one did.
-    pub interrupted: Option<i32>,
+    /// Why the turn was stopped, if it was.
+    pub interrupted: Option<Stop>,
     pub duration: Duration,
     /// Feeding stdin failed for a reason other than the engine closing it.
     pub feed_error: Option<String>,
 }
 
-enum Event {
+enum Pipe {
     Stdout(Vec<u8>),
     StdoutEnd,
     Stderr(Vec<u8>),
@@ -133,13 +182,34 @@ impl std::fmt::Display for SpawnError {
 
 impl std::error::Error for SpawnError {}
 
-/// Runs one turn through the engine.
+/// Finds the engine's program: a path as given, or a name on PATH.
+pub fn locate(settings: &Settings, engine: &EngineConfig) -> Result<PathBuf> {
+    let program = Path::new(&engine.program);
+    let found = if program.components().count() > 1 {
+        program.is_file().then(|| program.to_path_buf())
+    } else {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        which::which_in(program, settings.path.as_ref(), cwd).ok()
+    };
+    found.ok_or_else(|| {
+        let looked = if program.components().count() > 1 {
+            format!("{} ({}) does not exist", program.display(), engine.program_source)
+        } else {
+            format!("`{}` is not on PATH", program.display())
+        };
+        Failure::new(exit::ERROR, format!("engine {} not found: {looked}", engine.name))
+            .hint(engine.install_hint())
+            .into()
+    })
+}
+
+/// Runs one turn through the engine, reporting what it shows to `progress`.
 pub fn run(
     spawn: Spawn,
     mut decoder: Box<dyn Decoder>,
     mut answer: File,
-    display: &Display,
-    signals: &SignalWatch,
+    cancel: &Cancel,
+    progress: &mut dyn FnMut(Progress),
 ) -> Result<Outcome> {
     let started = Instant::now();
     let mut child = Command::new(&spawn.program)
@@ -152,7 +222,7 @@ pub fn run(
         .spawn()
         .map_err(|error| SpawnError { program: spawn.program.clone(), error })?;
     let group = Pid::from_child(&child);
-    // Bounded: an engine that writes faster than the terminal reads waits, instead of its
+    // Bounded: an engine that writes faster than the front end reads waits, instead of its
     // output piling up in memory.
     let (tx, rx) = mpsc::sync_channel(16);
 
@@ -168,115 +238,108 @@ pub fn run(
             // The engine may stop reading early (it failed, or it needs no more): not ours to report.
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
             Err(e) => {
-                let _ = feed_tx.send(Event::FeedFailed(e));
+                let _ = feed_tx.send(Pipe::FeedFailed(e));
             }
             Ok(()) => {}
         }
     });
-    pump(child.stdout.take().expect("piped"), tx.clone(), Event::Stdout, Event::StdoutEnd);
-    pump(child.stderr.take().expect("piped"), tx.clone(), Event::Stderr, Event::StderrEnd);
+    pump(child.stdout.take().expect("piped"), tx.clone(), Pipe::Stdout, Pipe::StdoutEnd);
+    pump(child.stderr.take().expect("piped"), tx.clone(), Pipe::Stderr, Pipe::StderrEnd);
     let wait_tx = tx;
     thread::spawn(move || {
-        let _ = wait_tx.send(Event::Exited(child.wait()));
+        let _ = wait_tx.send(Pipe::Exited(child.wait()));
     });
 
-    let spinner = display.spinner.as_ref().map(|name| spinner(name));
-    let mut screen =
-        Screen { spinner, print: display.print, stdout_gone: false, printed_newline: true };
-    let mut state = Turn {
-        answer_bytes: 0,
-        answer_has_text: false,
-        last_answer_byte: b'\n',
-        usage: Usage::default(),
-        engine_error: None,
-        engine_session: None,
-        stderr_tail: Vec::new(),
-        live_stderr: display.live_stderr,
-    };
+    let mut state = Turn::default();
+    let mut ending = Ending::default();
     let mut outputs = Vec::new();
-    let (mut out_done, mut err_done, mut status) = (false, false, None);
-    let mut interrupted: Option<i32> = None;
-    let mut kill_at: Option<Instant> = None;
-    let mut exited_at: Option<Instant> = None;
-    let mut feed_error = None;
-
     loop {
-        if let Some(signal) = signals.pending() {
-            if interrupted.is_none() {
-                interrupted = Some(signal);
+        if let Some(why) = cancel.requested() {
+            if ending.interrupted.is_none() {
+                ending.interrupted = Some(why);
                 signal_group(group, Signal::TERM);
-                kill_at = Some(Instant::now() + GRACE);
-                screen.clear_spinner();
-            } else if signal == SIGINT {
-                // A second Ctrl-C: stop waiting.
+                ending.kill_at = Some(Instant::now() + GRACE);
+                progress(Progress::Stopping);
+            } else if cancel.forced() {
                 signal_group(group, Signal::KILL);
             }
         }
-        if kill_at.is_some_and(|at| Instant::now() >= at) {
+        if ending.kill_at.is_some_and(|at| Instant::now() >= at) {
             signal_group(group, Signal::KILL);
-            kill_at = None;
+            ending.kill_at = None;
         }
-        if status.is_some() && out_done && err_done {
+        if ending.status.is_some() && ending.out_done && ending.err_done {
             break;
         }
         // The engine is gone but something it started still holds the pipes: stop the group.
-        if exited_at.is_some_and(|at| at.elapsed() > Duration::from_millis(500))
-            && kill_at.is_none()
+        if ending.exited_at.is_some_and(|at| at.elapsed() > Duration::from_millis(500))
+            && ending.kill_at.is_none()
         {
             signal_group(group, Signal::TERM);
-            kill_at = Some(Instant::now() + GRACE);
-            exited_at = None;
+            ending.kill_at = Some(Instant::now() + GRACE);
+            ending.exited_at = None;
         }
-        let event = match rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(event) => event,
+        let pipe = match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(pipe) => pipe,
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => break,
         };
-        match event {
-            Event::Stdout(chunk) => {
+        match pipe {
+            Pipe::Stdout(chunk) => {
                 decoder.feed(&chunk, &mut outputs);
-                state.handle(&mut outputs, &mut screen, &mut answer)?;
+                state.handle(&mut outputs, progress, &mut answer)?;
             }
-            Event::StdoutEnd => {
+            Pipe::StdoutEnd => {
                 decoder.finish(&mut outputs);
-                state.handle(&mut outputs, &mut screen, &mut answer)?;
-                out_done = true;
+                state.handle(&mut outputs, progress, &mut answer)?;
+                ending.out_done = true;
             }
-            Event::Stderr(chunk) => state.engine_stderr(&chunk, &mut screen),
-            Event::StderrEnd => err_done = true,
-            Event::Exited(result) => {
-                status = Some(result.context("cannot wait for the engine")?);
-                exited_at = Some(Instant::now());
+            Pipe::Stderr(chunk) => state.engine_stderr(&chunk, progress),
+            Pipe::StderrEnd => ending.err_done = true,
+            Pipe::Exited(result) => {
+                ending.status = Some(result.context("cannot wait for the engine")?);
+                ending.exited_at = Some(Instant::now());
             }
-            Event::FeedFailed(e) => feed_error = Some(e.to_string()),
+            Pipe::FeedFailed(e) => ending.feed_error = Some(e.to_string()),
         }
     }
-    screen.clear_spinner();
-    stop_leftovers(group, interrupted.is_some());
+    stop_leftovers(group, ending.interrupted.is_some());
 
     answer.flush().context("cannot write the answer's scratch file")?;
     io::Seek::rewind(&mut answer).context("cannot read back the answer")?;
     Ok(Outcome {
         answer,
-        answer_bytes: state.answer_bytes,
         answer_has_text: state.answer_has_text,
-        printed_newline: screen.printed_newline,
-        status,
+        status: ending.status,
         engine_error: state.engine_error,
         engine_session: state.engine_session,
         usage: state.usage,
         stderr_tail: String::from_utf8_lossy(&state.stderr_tail).into_owned(),
-        interrupted,
+        interrupted: ending.interrupted,
         duration: started.elapsed(),
-        feed_error,
+        feed_error: ending.feed_error,
     })
+}
+
+/// How far the engine's process group is from being done.
+#[derive(Default)]
+struct Ending {
+    out_done: bool,
+    err_done: bool,
+    status: Option<ExitStatus>,
+    interrupted: Option<Stop>,
+    /// When the group gets SIGKILL, if it is still there.
+    kill_at: Option<Instant>,
+    /// When the engine itself exited (its pipes may still be held by something it started).
+    exited_at: Option<Instant>,
+    feed_error: Option<String>,
 }
 
 fn pump(
     mut from: impl Read + Send + 'static,
-    tx: SyncSender<Event>,
-    data: fn(Vec<u8>) -> Event,
-    end: Event,
+    tx: SyncSender<Pipe>,
+    data: fn(Vec<u8>) -> Pipe,
+    end: Pipe,
 ) {
     thread::spawn(move || {
         let mut buf = vec![0u8; 64 * 1024];
@@ -320,58 +383,6 @@ fn stop_leftovers(group: Pid, already_termed: bool) {
     signal_group(group, Signal::KILL);
 }
 
-/// What the user sees on their terminal.
-struct Screen {
-    spinner: Option<indicatif::ProgressBar>,
-    print: bool,
-    stdout_gone: bool,
-    printed_newline: bool,
-}
-
-impl Screen {
-    fn clear_spinner(&mut self) {
-        if let Some(s) = self.spinner.take() {
-            s.finish_and_clear();
-        }
-    }
-
-    fn answer(&mut self, text: &str) {
-        self.clear_spinner();
-        if !self.print || self.stdout_gone || text.is_empty() {
-            return;
-        }
-        let mut out = io::stdout().lock();
-        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-            Ok(()) => self.printed_newline = text.ends_with('\n'),
-            // The reader went away (`| head`): keep recording the answer, stop printing it.
-            Err(_) => self.stdout_gone = true,
-        }
-    }
-
-    fn stderr(&mut self, bytes: &[u8]) {
-        let write = || {
-            let mut err = io::stderr().lock();
-            let _ = err.write_all(bytes).and_then(|()| err.flush());
-        };
-        match &self.spinner {
-            Some(s) => s.suspend(write),
-            None => write(),
-        }
-    }
-}
-
-fn spinner(engine: &str) -> indicatif::ProgressBar {
-    let bar =
-        indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
-    bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} waiting for {msg} · {elapsed}")
-            .expect("a valid template"),
-    );
-    bar.set_message(engine.to_string());
-    bar.enable_steady_tick(Duration::from_millis(100));
-    bar
-}
-
 /// The turn's running state, fed by the decoder's outputs.
 struct Turn {
     answer_bytes: u64,
@@ -381,20 +392,33 @@ struct Turn {
     engine_error: Option<String>,
     engine_session: Option<String>,
     stderr_tail: Vec<u8>,
-    live_stderr: bool,
+}
+
+impl Default for Turn {
+    fn default() -> Self {
+        Turn {
+            answer_bytes: 0,
+            answer_has_text: false,
+            last_answer_byte: b'\n',
+            usage: Usage::default(),
+            engine_error: None,
+            engine_session: None,
+            stderr_tail: Vec::new(),
+        }
+    }
 }
 
 impl Turn {
     fn handle(
         &mut self,
         outputs: &mut Vec<Output>,
-        screen: &mut Screen,
+        progress: &mut dyn FnMut(Progress),
         answer: &mut File,
     ) -> Result<()> {
         for output in outputs.drain(..) {
             match output {
                 Output::Text(text) => {
-                    screen.answer(&text);
+                    progress(Progress::Text(&text));
                     self.keep(answer, text.as_bytes())?;
                     self.answer_has_text |= text.chars().any(|c| !c.is_whitespace());
                 }
@@ -405,9 +429,10 @@ impl Turn {
                         "\n\n"
                     };
                     self.keep(answer, format!("{sep}> {line}\n\n").as_bytes())?;
-                    self.engine_stderr(format!("· {line}\n").as_bytes(), screen);
+                    self.tail(format!("· {line}\n").as_bytes());
+                    progress(Progress::Tool(&line));
                 }
-                Output::Note(note) => self.engine_stderr(format!("{note}\n").as_bytes(), screen),
+                Output::Note(note) => self.engine_stderr(format!("{note}\n").as_bytes(), progress),
                 Output::Error(e) => self.engine_error = Some(e),
                 Output::Usage(u) => self.usage = u,
                 Output::Session(id) => self.engine_session = Some(id),
@@ -425,10 +450,12 @@ impl Turn {
         Ok(())
     }
 
-    fn engine_stderr(&mut self, bytes: &[u8], screen: &mut Screen) {
-        if self.live_stderr {
-            screen.stderr(bytes);
-        }
+    fn engine_stderr(&mut self, bytes: &[u8], progress: &mut dyn FnMut(Progress)) {
+        progress(Progress::Stderr(bytes));
+        self.tail(bytes);
+    }
+
+    fn tail(&mut self, bytes: &[u8]) {
         self.stderr_tail.extend_from_slice(bytes);
         if self.stderr_tail.len() > 2 * STDERR_TAIL {
             self.stderr_tail.drain(..self.stderr_tail.len() - STDERR_TAIL);
@@ -490,9 +517,12 @@ pub fn first_line_of(
     }
 }
 
-/// Shows text through a pager (`$PAGER`, else `less -FRX`); prints it directly if none runs.
+/// The pager when `PAGER` is not set.
+pub const DEFAULT_PAGER: &str = "less -FRX";
+
+/// Shows text through a pager (`$PAGER`, else [`DEFAULT_PAGER`]); prints it directly if none runs.
 pub fn page(text: &str, pager: Option<&str>) -> Result<()> {
-    let command = pager.unwrap_or("less -FRX");
+    let command = pager.unwrap_or(DEFAULT_PAGER);
     let mut words = command.split_whitespace();
     let spawned = words
         .next()

@@ -79,6 +79,16 @@ impl Store {
         Ok(())
     }
 
+    /// Where `cca chat` keeps the lines typed, for its line editor's history.
+    pub fn chat_history_path(&self) -> PathBuf {
+        self.home.join("chat_history")
+    }
+
+    /// Makes a file another library wrote for cca private (0600), as cca's own files are.
+    pub fn make_private(&self, path: &Path) {
+        let _ = set_mode(path, FILE_MODE);
+    }
+
     /// The config file's text, if there is one.
     pub fn read_config(&self) -> Result<Option<String>> {
         read_optional(&self.config_path())
@@ -270,6 +280,18 @@ impl Store {
     /// Takes the session's lock, the one writer allowed at a time. If another cca holds it,
     /// `on_wait` is called (to say so) and this waits, unless `wait` is false.
     pub fn lock(&self, id: &str, wait: bool, on_wait: impl FnOnce()) -> Result<SessionLock> {
+        self.lock_unless(id, wait, on_wait, || Ok(()))
+    }
+
+    /// Like [`Self::lock`], but while waiting, gives up with `stop`'s error as soon as it
+    /// returns one (the turn was cancelled).
+    pub fn lock_unless(
+        &self,
+        id: &str,
+        wait: bool,
+        on_wait: impl FnOnce(),
+        stop: impl Fn() -> Result<()>,
+    ) -> Result<SessionLock> {
         self.ensure()?;
         let path = self.locks_dir().join(format!("{id}.lock"));
         let file = OpenOptions::new()
@@ -279,24 +301,30 @@ impl Store {
             .mode(FILE_MODE)
             .open(&path)
             .with_context(|| format!("cannot open the lock {}", path.display()))?;
-        match file.try_lock() {
-            Ok(()) => return Ok(SessionLock { _file: file }),
-            Err(fs::TryLockError::WouldBlock) => {}
-            Err(fs::TryLockError::Error(e)) => {
-                return Err(e).with_context(|| format!("cannot lock {}", path.display()));
+        let mut on_wait = Some(on_wait);
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(SessionLock { _file: file }),
+                Err(fs::TryLockError::WouldBlock) => {}
+                Err(fs::TryLockError::Error(e)) => {
+                    return Err(e).with_context(|| format!("cannot lock {}", path.display()));
+                }
             }
+            if !wait {
+                return Err(Failure::new(
+                    exit::BUSY,
+                    format!("session {id} is busy: another cca is answering in it"),
+                )
+                .hint("try again when it is done, or leave out --no-wait to wait for it")
+                .into());
+            }
+            if let Some(say) = on_wait.take() {
+                say();
+            }
+            stop()?;
+            // Polled rather than blocked on, so that a cancel is noticed while waiting.
+            std::thread::sleep(std::time::Duration::from_millis(25));
         }
-        if !wait {
-            return Err(Failure::new(
-                exit::BUSY,
-                format!("session {id} is busy: another cca is answering in it"),
-            )
-            .hint("try again when it is done, or leave out --no-wait to wait for it")
-            .into());
-        }
-        on_wait();
-        file.lock().with_context(|| format!("cannot lock {}", path.display()))?;
-        Ok(SessionLock { _file: file })
     }
 
     /// Opens a session for reading.

@@ -4,30 +4,32 @@ use std::io::{self, IsTerminal, Read};
 
 use anyhow::{Context, Result};
 
-use super::settings;
 use crate::cli::AskArgs;
 use crate::error::Failure;
-use crate::turn::{self, Ask, OutputMode, Target};
+use crate::front::signals;
+use crate::front::terminal::{Mode, Terminal};
+use crate::run::Cancel;
+use crate::session;
+use crate::turn::{self, Ask, Target};
 
 pub fn search(args: &AskArgs, target: Target) -> Result<u8> {
-    let (settings, store) = settings(&super::flags(&args.answering))?;
+    let (settings, store) = session::settings(&super::flags(&args.answering))?;
     let (query, attachment) = question(&args.query)?;
-    let output = if args.json {
-        OutputMode::Json
+    let mode = if args.json {
+        Mode::Json
     } else if args.quiet {
-        OutputMode::Quiet
+        Mode::Quiet
     } else {
-        OutputMode::Normal
+        Mode::Normal
     };
-    let ask = Ask {
-        target,
-        query,
-        attachment,
-        output,
-        wait: !args.no_wait,
-        stderr_is_terminal: io::stderr().is_terminal(),
-    };
-    Ok(turn::ask(&settings, &store, &ask)?.exit_code)
+    let ask = Ask { target, query, attachment, wait: !args.no_wait };
+    let mut terminal = Terminal::new(mode, &settings);
+    let cancel = Cancel::new();
+    let _signals = signals::route_to(&cancel)?;
+    match turn::ask(&settings, &store, &ask, &mut terminal, &cancel) {
+        Ok(outcome) => terminal.finish(&outcome),
+        Err(e) => terminal.not_recorded(e),
+    }
 }
 
 /// The question from the arguments, or from stdin; with both, stdin is an attachment.

@@ -1,18 +1,18 @@
 //! `cca chat`: an interactive loop on a session. Each message is one turn (`turn::ask`), saved as
 //! it completes; Ctrl-C stops an answer and returns to the prompt; Ctrl-D leaves.
 
-use std::io::IsTerminal;
-
 use anyhow::{Context, Result};
 use rustyline::error::ReadlineError;
 use rustyline::validate::{ValidationContext, ValidationResult, Validator};
 use rustyline::{Cmd, Editor, KeyCode, KeyEvent, Modifiers};
 
-use super::settings;
 use crate::cli::ChatArgs;
 use crate::error::{Failure, exit};
-use crate::run::SignalWatch;
-use crate::turn::{self, Ask, OutputMode, Target};
+use crate::front::signals;
+use crate::front::terminal::{Mode, Terminal};
+use crate::run::Cancel;
+use crate::session;
+use crate::turn::{self, Ask, Target};
 
 const HELP: &str = "\
 Type a message and press Enter; the answer streams, and the exchange is saved.
@@ -26,10 +26,10 @@ Type a message and press Enter; the answer streams, and the exchange is saved.
   /help               this text";
 
 pub fn run(args: &ChatArgs) -> Result<u8> {
-    let (settings, store) = settings(&super::flags(&args.answering))?;
+    let (settings, store) = session::settings(&super::flags(&args.answering))?;
     let mut session: Option<String> = match (&args.session, args.resume) {
         (Some(id), _) => Some(store.resolve_id(id)?),
-        (None, true) => Some(turn::followed_session(&settings, &store)?),
+        (None, true) => Some(session::followed(&settings, &store)?),
         (None, false) => None,
     };
 
@@ -37,7 +37,7 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
         Editor::new().context("cannot start the line editor")?;
     editor.set_helper(Some(MultiLine));
     editor.bind_sequence(KeyEvent(KeyCode::Enter, Modifiers::ALT), Cmd::Newline);
-    let history = store.home.join("chat_history");
+    let history = store.chat_history_path();
     let _ = editor.load_history(&history);
 
     match &session {
@@ -46,7 +46,6 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
             "cca chat · a new session starts with your first message · /help for help, Ctrl-D to leave"
         ),
     }
-    let stderr_is_terminal = std::io::stderr().is_terminal();
     loop {
         let line = match editor.readline("> ") {
             Ok(line) => line,
@@ -69,32 +68,33 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
             }
             continue;
         }
-        // A Ctrl-C that arrived after the last answer ended belongs to no turn.
-        SignalWatch::get()?.drain();
         let ask = Ask {
             target: session.clone().map_or(Target::New, Target::Session),
             query: message,
             attachment: None,
-            output: OutputMode::Normal,
             wait: true,
-            stderr_is_terminal,
         };
-        match turn::ask(&settings, &store, &ask) {
-            Ok(result) => {
+        let mut terminal = Terminal::new(Mode::Normal, &settings);
+        // A cancel of its own for each turn: a Ctrl-C at the prompt belongs to no turn.
+        let cancel = Cancel::new();
+        let route = signals::route_to(&cancel)?;
+        let shown = match turn::ask(&settings, &store, &ask, &mut terminal, &cancel) {
+            Ok(outcome) => {
                 if session.is_none() {
-                    eprintln!("cca: session {}", result.session);
+                    eprintln!("cca: session {}", outcome.session);
                 }
-                session = Some(result.session);
-                println!();
+                session = Some(outcome.session.clone());
+                terminal.finish(&outcome).map(|_| println!())
             }
-            Err(e) => {
-                crate::error::report(&e);
-            }
+            Err(e) => terminal.not_recorded(e).map(|_| ()),
+        };
+        drop(route);
+        if let Err(e) = shown {
+            crate::error::report(&e);
         }
     }
     if editor.save_history(&history).is_ok() {
-        let _ =
-            std::fs::set_permissions(&history, std::os::unix::fs::PermissionsExt::from_mode(0o600));
+        store.make_private(&history);
     }
     Ok(exit::OK)
 }

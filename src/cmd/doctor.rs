@@ -7,19 +7,19 @@ use anyhow::Result;
 
 use crate::config::Flags;
 use crate::error::exit;
+use crate::session;
 use crate::store::Store;
-use crate::turn;
 
 pub fn run() -> Result<u8> {
-    let (settings, store) = super::settings(&Flags::default())?;
+    let (settings, store) = session::settings(&Flags::default())?;
     let mut problems: Vec<String> = Vec::new();
     let mut out = format!("cca {}\n\nengines:\n", env!("CARGO_PKG_VERSION"));
 
-    let default = turn::default_engine(&settings);
+    let default = session::default_engine(&settings);
     let mut usable = 0;
     for engine in settings.engines.values() {
         let mark = if engine.name == default { "  (default)" } else { "" };
-        match crate::call::locate(&settings, engine) {
+        match crate::run::locate(&settings, engine) {
             Ok(path) => {
                 usable += 1;
                 let version =
@@ -47,11 +47,14 @@ pub fn run() -> Result<u8> {
         }
     }
     if usable == 0 {
-        problems.push(
-            "no engine is usable: install claude (`npm install -g @anthropic-ai/claude-code`) or \
-             gemini (`npm install -g @google/gemini-cli`), or declare one in config.toml"
-                .into(),
-        );
+        let installs: Vec<String> = crate::engine::BUILTIN
+            .iter()
+            .filter_map(|spec| Some(format!("{} (`{}`)", spec.name, spec.install?)))
+            .collect();
+        problems.push(format!(
+            "no engine is usable: install {}, or declare one in config.toml",
+            installs.join(" or ")
+        ));
     }
 
     out.push_str(&format!("\nhome: {} ({})\n", store.home.display(), settings.home.source));

@@ -7,16 +7,14 @@ mod doctor;
 mod sessions;
 mod show_settings;
 
-use std::io::{self, Write};
-
 use anyhow::{Context, Result};
 
 use clap::CommandFactory;
 
 use crate::cli::{Cli, Command, CompletionShell};
-use crate::config::{self, Env, Flags, Settings};
+use crate::config::Flags;
 use crate::error::exit;
-use crate::store::Store;
+pub(crate) use crate::front::terminal::print_stdout as print;
 use crate::turn::Target;
 
 pub fn run(cli: Cli) -> Result<u8> {
@@ -85,25 +83,5 @@ fn flags(a: &crate::cli::AnswerArgs) -> Flags {
         prompt_file: a.prompt_file.clone(),
         fail_fast: a.fail_fast,
         no_compact: a.no_compact,
-    }
-}
-
-/// Resolves settings for a command, given its flags.
-pub fn settings(flags: &Flags) -> Result<(Settings, Store)> {
-    let env = Env::from_process();
-    let home = config::home(&env)?;
-    let store = Store::new(home.value.clone());
-    store.check_home()?;
-    let file = store.read_config()?;
-    let settings = config::resolve(&env, flags, home, file.as_deref())?;
-    Ok((settings, store))
-}
-
-/// Writes to stdout; a closed pipe (`| head`) is not an error.
-pub fn print(text: &str) -> Result<()> {
-    let mut out = io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(e).context("cannot write to stdout"),
-        _ => Ok(()),
     }
 }

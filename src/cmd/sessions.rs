@@ -6,12 +6,16 @@ use std::io::{IsTerminal, Read};
 use anyhow::{Context, Result};
 use serde_json::json;
 
-use super::{print, settings};
+use super::print;
 use crate::config::{Flags, Settings};
 use crate::error::{Failure, exit};
+use crate::front::signals;
+use crate::front::terminal::{Spinner, say_waiting, spinner_wanted};
+use crate::human::human_bytes;
+use crate::run::{Cancel, Interrupted, Progress};
+use crate::session::{self, settings};
 use crate::store::{self, Appender, Store};
 use crate::transcript::{self, Header, Kind, Meta, Record, Transcript};
-use crate::turn::{self, human_bytes};
 
 /// `cca sessions`
 pub fn list(json_output: bool, limit: Option<usize>) -> Result<u8> {
@@ -21,7 +25,7 @@ pub fn list(json_output: bool, limit: Option<usize>) -> Result<u8> {
         std::cmp::Reverse((l.last_activity.clone(), store::sort_key(&l.id)))
     });
     listed.truncate(limit.unwrap_or(usize::MAX));
-    let followed = turn::followed_session(&settings, &store).ok();
+    let followed = session::followed(&settings, &store).ok();
     if json_output {
         let items: Vec<_> = listed
             .iter()
@@ -38,7 +42,7 @@ pub fn list(json_output: bool, limit: Option<usize>) -> Result<u8> {
                     "prompt": l.prompt,
                     "forked_from": l.forked_from,
                     "live_bytes": l.live_bytes,
-                    "live_tokens_estimate": estimate_tokens(l.live_bytes),
+                    "live_tokens_estimate": estimate_tokens(&settings, &l.engine, l.live_bytes),
                     "full_bytes": l.full_bytes,
                     "problems": l.problems,
                     "unreadable": l.unreadable,
@@ -77,9 +81,13 @@ pub fn list(json_output: bool, limit: Option<usize>) -> Result<u8> {
     Ok(exit::OK)
 }
 
-/// About 3.5 bytes per token, DESIGN's cheap estimate.
-pub fn estimate_tokens(bytes: u64) -> u64 {
-    (bytes as f64 / 3.5).round() as u64
+/// The token estimate of the session's engine (its `bytes_per_token`), or the default one for
+/// an engine no longer configured.
+fn estimate_tokens(settings: &Settings, engine: &str, bytes: u64) -> u64 {
+    match settings.engines.get(engine) {
+        Some(engine) => engine.tokens(bytes),
+        None => (bytes as f64 / crate::engine::BYTES_PER_TOKEN).ceil() as u64,
+    }
 }
 
 fn local_time(rfc3339: &str) -> String {
@@ -98,7 +106,7 @@ fn local_time_with(rfc3339: &str, format: &[chrono::format::Item]) -> String {
 /// `cca show`
 pub fn show(id: Option<&str>, raw: bool) -> Result<u8> {
     let (settings, store) = settings(&Flags::default())?;
-    let id = turn::session_for(&settings, &store, id)?;
+    let id = session::chosen(&settings, &store, id)?;
     let mut text = String::new();
     store
         .open_session(&id)?
@@ -123,7 +131,8 @@ pub fn show(id: Option<&str>, raw: bool) -> Result<u8> {
             _ => 0,
         };
         let bold = settings.color && std::io::stdout().is_terminal();
-        let mut out = readable(&t, live_bytes, text.len() as u64, bold);
+        let live = (live_bytes, estimate_tokens(&settings, &t.header.engine, live_bytes));
+        let mut out = readable(&t, live, text.len() as u64, bold);
         for p in problems {
             out.push_str(&format!("\n(line {}: {})\n", p.line, p.message));
         }
@@ -139,7 +148,12 @@ pub fn show(id: Option<&str>, raw: bool) -> Result<u8> {
 }
 
 /// The conversation for a person: no markers, clear separators, every record visible.
-pub fn readable(t: &Transcript, live_bytes: u64, full_bytes: u64, bold: bool) -> String {
+pub fn readable(
+    t: &Transcript,
+    (live_bytes, live_tokens): (u64, u64),
+    full_bytes: u64,
+    bold: bool,
+) -> String {
     let h = &t.header;
     let mut out = format!("{}\n", if h.title.is_empty() { "(untitled)" } else { &h.title });
     out.push_str(&format!(
@@ -156,7 +170,7 @@ pub fn readable(t: &Transcript, live_bytes: u64, full_bytes: u64, bold: bool) ->
     out.push_str(&format!(
         "context sent next turn: {} (~{} tokens); the file: {}\n",
         human_bytes(live_bytes),
-        estimate_tokens(live_bytes),
+        live_tokens,
         human_bytes(full_bytes)
     ));
     let mut done = 0;
@@ -210,7 +224,7 @@ pub fn readable(t: &Transcript, live_bytes: u64, full_bytes: u64, bold: bool) ->
 /// `cca path`
 pub fn path(id: Option<&str>) -> Result<u8> {
     let (settings, store) = settings(&Flags::default())?;
-    let id = turn::session_for(&settings, &store, id)?;
+    let id = session::chosen(&settings, &store, id)?;
     print(&format!("{}\n", store.session_path(&id).display()))?;
     Ok(exit::OK)
 }
@@ -218,7 +232,7 @@ pub fn path(id: Option<&str>) -> Result<u8> {
 /// `cca fork`
 pub fn fork(id: Option<&str>, at: Option<u64>) -> Result<u8> {
     let (settings, store) = settings(&Flags::default())?;
-    let source = turn::session_for(&settings, &store, id)?;
+    let source = session::chosen(&settings, &store, id)?;
     let new = fork_session(&settings, &store, &source, at)?;
     print(&format!("{new}\n"))?;
     eprintln!("cca: forked {source} into {new}; it is now the latest session");
@@ -232,7 +246,7 @@ pub fn fork_session(
     source: &str,
     at: Option<u64>,
 ) -> Result<String> {
-    let _lock = store.lock(source, true, || turn::say_waiting(source))?;
+    let _lock = store.lock(source, true, || say_waiting(source))?;
     let summary = store.summarize(source)?;
     let n = at.unwrap_or(summary.exchanges);
     if n > summary.exchanges {
@@ -254,7 +268,7 @@ pub fn fork_session(
     )
     .with_context(|| format!("cannot read {}", store.session_path(source).display()))?;
     let body = String::from_utf8(body).context("the transcript is not UTF-8")?;
-    let now = turn::now(settings);
+    let now = settings.now();
     let header = Header {
         created: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         forked_from: Some(transcript::ForkedFrom { session: source.to_string(), turn: n }),
@@ -271,18 +285,18 @@ pub fn fork_session(
 /// `cca clear`
 pub fn clear(id: Option<&str>) -> Result<u8> {
     let (settings, store) = settings(&Flags::default())?;
-    let id = turn::session_for(&settings, &store, id)?;
+    let id = session::chosen(&settings, &store, id)?;
     clear_session(&settings, &store, &id)?;
     eprintln!("cca: cleared {id}: its next turn starts without the history (the file keeps it)");
     Ok(exit::OK)
 }
 
 pub fn clear_session(settings: &Settings, store: &Store, id: &str) -> Result<()> {
-    let _lock = store.lock(id, true, || turn::say_waiting(id))?;
+    let _lock = store.lock(id, true, || say_waiting(id))?;
     let summary = store.summarize(id)?;
     let record = Record {
         kind: Kind::Clear,
-        meta: Meta { at: Some(turn::now_string(settings)), ..Meta::default() },
+        meta: Meta { at: Some(settings.now_string()), ..Meta::default() },
         content: String::new(),
     };
     Appender::open(store, id)?
@@ -292,26 +306,33 @@ pub fn clear_session(settings: &Settings, store: &Store, id: &str) -> Result<()>
 /// `cca compact`
 pub fn compact(id: Option<&str>, keep: Option<u64>, fail_fast: bool) -> Result<u8> {
     let (settings, store) = settings(&Flags { fail_fast, ..Flags::default() })?;
-    let id = turn::session_for(&settings, &store, id)?;
-    let _lock = store.lock(&id, true, || turn::say_waiting(&id))?;
+    let id = session::chosen(&settings, &store, id)?;
+    let _lock = store.lock(&id, true, || say_waiting(&id))?;
     let summary = store.summarize(&id)?;
-    let (engine, model) = turn::engine_and_model(&settings, &summary.header, false)?;
-    let ctx = crate::call::Session {
+    let (engine, model) = session::engine_and_model(&settings, &summary.header, false)?;
+    let ctx = session::Session {
         settings: &settings,
         store: &store,
         id: &id,
         engine,
         model: model.as_deref(),
     };
-    let stderr_is_terminal = std::io::stderr().is_terminal();
-    let display = crate::run::Display {
-        print: false,
-        spinner: (stderr_is_terminal && !settings.dumb_terminal)
-            .then(|| format!("{} to summarise", engine.name)),
-        live_stderr: true,
-    };
+    let mut spinner = Spinner::default();
+    if spinner_wanted(&settings) {
+        spinner.start(&format!("waiting for {} to summarise", engine.name));
+    }
     let keep = keep.unwrap_or(settings.compaction.keep_recent);
-    match crate::compact::compact(&ctx, &summary, keep, display, crate::run::SignalWatch::get()?) {
+    let cancel = Cancel::new();
+    let _signals = signals::route_to(&cancel)?;
+    let compacted =
+        crate::compact::compact(&ctx, &summary, keep, &cancel, &mut |progress| match progress {
+            Progress::Stderr(bytes) => spinner.stderr(bytes),
+            Progress::Tool(line) => spinner.stderr(format!("· {line}\n").as_bytes()),
+            Progress::Stopping => spinner.clear(),
+            Progress::Text(_) => {}
+        });
+    spinner.clear();
+    match compacted {
         Ok(Some(c)) => {
             eprintln!(
                 "cca: turns {}-{} of {id} are now a summary: {} -> {} of context",
@@ -329,10 +350,10 @@ pub fn compact(id: Option<&str>, keep: Option<u64>, fail_fast: bool) -> Result<u
             );
             Ok(exit::OK)
         }
-        Err(e) => match e.downcast_ref::<crate::call::Interrupted>() {
-            Some(crate::call::Interrupted(signal)) => {
+        Err(e) => match e.downcast_ref::<Interrupted>() {
+            Some(Interrupted(why)) => {
                 eprintln!("cca: interrupted; nothing changed");
-                Ok(crate::run::signal_exit_code(*signal))
+                Ok(why.exit_code())
             }
             None => Err(e.context(format!("compaction of {id} failed; nothing changed"))),
         },
@@ -345,7 +366,7 @@ pub fn remove(ids: &[String], purge: bool) -> Result<u8> {
     // Resolve all first: one bad id removes nothing.
     let ids: Vec<String> = ids.iter().map(|id| store.resolve_id(id)).collect::<Result<_>>()?;
     for id in &ids {
-        let _lock = store.lock(id, true, || turn::say_waiting(id))?;
+        let _lock = store.lock(id, true, || say_waiting(id))?;
         store.remove(id, purge)?;
         if purge {
             eprintln!("cca: deleted {id}");

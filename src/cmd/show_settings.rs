@@ -2,12 +2,24 @@
 
 use anyhow::Result;
 
-use crate::config::{EngineKind, Flags, HistoryMode, PromptChoice, Source, SystemPromptMode, vars};
+use crate::config::{Flags, PromptChoice, Source};
+use crate::engine::{HistoryMode, SystemPromptMode};
 use crate::error::exit;
-use crate::turn;
+use crate::session;
+use crate::vars;
 
 pub fn run() -> Result<u8> {
-    let (settings, _) = super::settings(&Flags::default())?;
+    let (settings, store) = session::settings(&Flags::default())?;
+    // Which keys the file itself sets, to tell them from defaults (the file parsed already).
+    let file: toml::Table =
+        store.read_config()?.and_then(|text| text.parse().ok()).unwrap_or_default();
+    let from_file = |path: &[&str]| -> String {
+        let mut value: Option<&toml::Value> = None;
+        for (i, key) in path.iter().enumerate() {
+            value = if i == 0 { file.get(*key) } else { value.and_then(|v| v.get(key)) };
+        }
+        if value.is_some() { Source::File } else { Source::Default }.to_string()
+    };
     let mut rows: Vec<(String, String, String)> = Vec::new();
     let mut row =
         |key: &str, value: String, source: String| rows.push((key.to_string(), value, source));
@@ -22,8 +34,8 @@ pub fn run() -> Result<u8> {
         Some(e) => row("engine", e.value.clone(), e.source.to_string()),
         None => row(
             "engine",
-            turn::default_engine(&settings),
-            "default (first of claude, gemini on PATH)".into(),
+            session::default_engine(&settings),
+            "default (the first built-in engine on PATH)".into(),
         ),
     }
     match &settings.model {
@@ -41,49 +53,75 @@ pub fn run() -> Result<u8> {
     }
     match &settings.pager {
         Some(p) => row("pager", p.clone(), Source::Env(vars::PAGER).to_string()),
-        None => row("pager", "less -FRX".into(), Source::Default.to_string()),
+        None => row("pager", crate::run::DEFAULT_PAGER.into(), Source::Default.to_string()),
     }
     let colour = if settings.color { "on" } else { "off (NO_COLOR or TERM=dumb)" };
     row("colour", colour.into(), "environment".into());
 
+    let c = &settings.compaction;
+    row("compaction.enabled", c.enabled.value.to_string(), c.enabled.source.to_string());
+    row("compaction.threshold", c.threshold.to_string(), from_file(&["compaction", "threshold"]));
+    let keep = from_file(&["compaction", "keep_recent"]);
+    row("compaction.keep_recent", c.keep_recent.to_string(), keep);
+    let warn = from_file(&["compaction", "warn_tokens"]);
+    row("compaction.warn_tokens", c.warn_tokens.to_string(), warn);
+
     for engine in settings.engines.values() {
-        let kind = match engine.kind {
-            EngineKind::Claude => "claude",
-            EngineKind::Gemini => "gemini",
-            EngineKind::Command => "command",
-        };
         let prefix = format!("engines.{}", engine.name);
-        let found = crate::call::locate(&settings, engine)
+        let source = |key: &str| from_file(&["engines", &engine.name, key]);
+        let found = crate::run::locate(&settings, engine)
             .map(|p| format!(" → {}", p.display()))
             .unwrap_or_else(|_| " (not found)".into());
         row(
             &format!("{prefix}.program"),
             format!("{}{found}", engine.program.to_string_lossy()),
-            engine.program_source.to_string(),
+            engine.program_source.clone(),
         );
-        row(&format!("{prefix}.kind"), kind.into(), "built in".into());
+        let builtin = engine.spec.is_builtin();
+        let kind_source = if builtin { "built in".into() } else { Source::File.to_string() };
+        row(&format!("{prefix}.kind"), engine.spec.name.into(), kind_source);
         if !engine.args.is_empty() {
-            row(&format!("{prefix}.args"), format!("{:?}", engine.args), Source::File.to_string());
+            let key = if builtin { "args" } else { "command" };
+            row(&format!("{prefix}.args"), format!("{:?}", engine.args), source(key));
         }
-        if let Some(m) = &engine.model {
-            row(&format!("{prefix}.model"), m.clone(), Source::File.to_string());
-        }
+        let optional = |value: &Option<String>| value.clone().unwrap_or_else(|| "(none)".into());
+        row(&format!("{prefix}.model"), optional(&engine.model), source("model"));
         let system = match engine.system_prompt {
             SystemPromptMode::Inline => "inline",
             SystemPromptMode::Native => "native",
         };
-        row(&format!("{prefix}.system_prompt"), system.into(), String::new());
+        row(&format!("{prefix}.system_prompt"), system.into(), source("system_prompt"));
         let history = match engine.history {
             HistoryMode::Inline => "inline",
             HistoryMode::Structured => "structured",
         };
-        row(&format!("{prefix}.history"), history.into(), String::new());
-        if let Some(tools) = &engine.tools {
-            row(&format!("{prefix}.tools"), format!("{tools:?}"), String::new());
+        row(&format!("{prefix}.history"), history.into(), source("history"));
+        if builtin {
+            let tools = engine.tools.as_ref().map(|t| format!("{t:?}"));
+            row(&format!("{prefix}.tools"), optional(&tools), source("tools"));
+            let retries = engine.retries.map(|r| r.to_string());
+            let retries = retries.unwrap_or_else(|| "(the engine's own)".into());
+            row(&format!("{prefix}.retries"), retries, source("retries"));
+            let policy = engine.policy.clone().unwrap_or_else(|| "(cca's own)".into());
+            row(&format!("{prefix}.policy"), policy, source("policy"));
+        } else {
+            row(&format!("{prefix}.model_arg"), optional(&engine.model_arg), source("model_arg"));
+            let arg = optional(&engine.system_prompt_arg);
+            row(&format!("{prefix}.system_prompt_arg"), arg, source("system_prompt_arg"));
         }
-        if let Some(max) = engine.max_input_bytes {
-            row(&format!("{prefix}.max_input_bytes"), max.to_string(), String::new());
+        let max = engine.max_input_bytes.map_or_else(|| "(no limit)".into(), |m| m.to_string());
+        row(&format!("{prefix}.max_input_bytes"), max, source("max_input_bytes"));
+        let budget = engine.context_budget.to_string();
+        row(&format!("{prefix}.context_budget"), budget, source("context_budget"));
+        for (model, budget) in &engine.model_budgets {
+            row(
+                &format!("{prefix}.model_budgets.{model}"),
+                budget.to_string(),
+                source("model_budgets"),
+            );
         }
+        let per_token = engine.bytes_per_token.to_string();
+        row(&format!("{prefix}.bytes_per_token"), per_token, source("bytes_per_token"));
     }
     let key_width = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
     let value_width = rows.iter().map(|r| r.1.chars().count()).max().unwrap_or(0).min(60);

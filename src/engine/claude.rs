@@ -9,9 +9,28 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use super::{Arg, Invocation, LineBuffer, Output, Request, Usage, note_line};
-use crate::config::{EngineConfig, HistoryMode, SystemPromptMode};
+use super::{
+    Arg, EngineConfig, HistoryMode, Invocation, LineBuffer, Output, Request, Spec,
+    SystemPromptMode, Usage, note_line,
+};
 use crate::frame;
+
+/// Measured with claude-code 2.1.329 (docs/DESIGN.md, "Engines").
+pub const SPEC: Spec = Spec {
+    name: "claude",
+    program_var: Some(crate::vars::CLAUDE),
+    install: Some("npm install -g @anthropic-ai/claude-code"),
+    context_budget: 160_000,
+    // Stdin up to about 2.5 MB is taken whole; an argument over 128 KiB fails to exec.
+    max_input_bytes: Some(2_500_000),
+    default_tools: Some("WebSearch,WebFetch"),
+    failure_hint: Some("for claude's own diagnosis, run `claude doctor`"),
+    empty_answer_hint: "try again; if it keeps happening, run the engine by hand to see what it does",
+    invocation,
+    decoder: || Box::new(Decoder::default()),
+    // `--no-session-persistence` keeps claude from writing session files of its own.
+    tidy: |_, _| {},
+};
 
 pub fn invocation(
     engine: &EngineConfig,

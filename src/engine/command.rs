@@ -3,10 +3,24 @@
 
 use std::path::PathBuf;
 
-use super::{Arg, Invocation, Request};
-use crate::config::{EngineConfig, SystemPromptMode};
+use super::{Arg, EngineConfig, Invocation, Output, Request, Spec, SystemPromptMode};
 use crate::error::Failure;
 use crate::frame;
+
+/// Any `[engines.NAME]` with a `command`: no limits known, plain text out.
+pub const SPEC: Spec = Spec {
+    name: "command",
+    program_var: None,
+    install: None,
+    context_budget: 100_000,
+    max_input_bytes: None,
+    default_tools: None,
+    failure_hint: None,
+    empty_answer_hint: "try again; if it keeps happening, run the engine by hand to see what it does",
+    invocation,
+    decoder: || Box::new(TextDecoder::default()),
+    tidy: |_, _| {},
+};
 
 /// Linux refuses a single argument over 128 KiB; stay well below.
 const MAX_ARG: usize = 100 * 1024;
@@ -41,4 +55,89 @@ pub fn invocation(
     };
     let stdin = frame::inline(inline_system, request.live, request.attachment, request.query);
     Ok(Invocation { program, args, env: Vec::new(), stdin })
+}
+
+/// Plain text engines: stdout is the answer. Invalid UTF-8 becomes U+FFFD; chunks may split a
+/// character anywhere.
+#[derive(Debug, Default)]
+pub struct TextDecoder {
+    pending: Vec<u8>,
+    warned: bool,
+}
+
+impl super::Decoder for TextDecoder {
+    fn feed(&mut self, chunk: &[u8], out: &mut Vec<Output>) {
+        self.pending.extend_from_slice(chunk);
+        let mut text = String::new();
+        let mut rest: &[u8] = &self.pending;
+        loop {
+            match std::str::from_utf8(rest) {
+                Ok(valid) => {
+                    text.push_str(valid);
+                    rest = &[];
+                    break;
+                }
+                Err(e) => {
+                    let (valid, after) = rest.split_at(e.valid_up_to());
+                    text.push_str(std::str::from_utf8(valid).expect("checked"));
+                    match e.error_len() {
+                        Some(bad) => {
+                            text.push(char::REPLACEMENT_CHARACTER);
+                            rest = &after[bad..];
+                            if !self.warned {
+                                self.warned = true;
+                                out.push(Output::Note(
+                                    "cca: the engine wrote bytes that are not UTF-8; they are shown and kept as \u{fffd}".into(),
+                                ));
+                            }
+                        }
+                        // An incomplete character at the end: wait for the next chunk.
+                        None => {
+                            rest = after;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        self.pending = rest.to_vec();
+        if !text.is_empty() {
+            out.push(Output::Text(text));
+        }
+    }
+
+    fn finish(&mut self, out: &mut Vec<Output>) {
+        if !self.pending.is_empty() {
+            let text = String::from_utf8_lossy(&self.pending).into_owned();
+            self.pending.clear();
+            out.push(Output::Text(text));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Decoder as _;
+
+    #[test]
+    fn text_decoder_rejoins_split_characters() {
+        let mut d = TextDecoder::default();
+        let mut out = Vec::new();
+        let bytes = "héllo €".as_bytes();
+        for b in bytes {
+            d.feed(&[*b], &mut out);
+        }
+        d.feed(b"\xff!", &mut out);
+        d.finish(&mut out);
+        assert!(
+            matches!(&out[out.len() - 2], Output::Note(n) if n.contains("not UTF-8")),
+            "{out:?}"
+        );
+        let text: String = out
+            .into_iter()
+            .filter_map(|o| if let Output::Text(t) = o { Some(t) } else { None })
+            .collect();
+        assert_eq!(text, "héllo €\u{fffd}!");
+    }
 }

@@ -9,10 +9,39 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use super::{Arg, Invocation, LineBuffer, Output, Request, Usage, note_line};
-use crate::config::{EngineConfig, HistoryMode, SystemPromptMode};
+use super::{
+    Arg, EngineConfig, HistoryMode, Invocation, LineBuffer, Output, Request, Spec,
+    SystemPromptMode, Usage, note_line,
+};
 use crate::frame;
 use crate::transcript::Live;
+
+/// Measured with gemini-cli 0.61.0 (docs/DESIGN.md, "Engines").
+pub const SPEC: Spec = Spec {
+    name: "gemini",
+    program_var: Some(crate::vars::GEMINI),
+    install: Some("npm install -g @google/gemini-cli"),
+    context_budget: 800_000,
+    // gemini cuts stdin at 8 MiB without a word.
+    max_input_bytes: Some(8 * 1024 * 1024),
+    default_tools: None,
+    failure_hint: None,
+    empty_answer_hint: "gemini answers nothing when the prompt is larger than the model's context window; \
+             try `cca search` for a new session, or a model with a larger window",
+    invocation,
+    decoder: || Box::new(Decoder::default()),
+    tidy,
+};
+
+/// gemini always records its own copy of a run (it has no switch); cca is the memory, so the
+/// one file each turn leaves is removed, found by the id gemini reported.
+fn tidy(gemini_home: Option<&Path>, engine_session: &str) {
+    if let Some(home) = gemini_home {
+        crate::store::remove_engine_session_files(&sessions_root(home), |path| {
+            session_file_matches(path, engine_session)
+        });
+    }
+}
 
 /// cca's default tool policy for gemini: a search agent searches and reads the web; it never
 /// runs commands or changes files, whatever the user's own approval mode.

@@ -1,19 +1,154 @@
-//! Engines are data plus small functions: how to build the command line, environment and stdin
-//! for a turn, and how to decode what the program prints. Adding an engine touches one file.
+//! Engines are data plus small functions: what an engine is (its [`Spec`]: name, limits,
+//! hints, defaults), how to build the command line, environment and stdin for a turn, and how to
+//! decode what the program prints. Adding an engine touches one file: `engine/NAME.rs` with its
+//! `SPEC`, listed in [`BUILTIN`].
 //!
-//! Nothing here spawns (that is `run`'s job) or touches the file system: files an engine needs
-//! (a system prompt file, a history file) are described as [`Arg::File`] and created by the caller.
+//! Nothing here spawns (that is `run`'s job). Files an engine needs (a system prompt file, a
+//! history file) are described as [`Arg::File`] and created by the caller; what an engine leaves
+//! behind is removed through `store` ([`Spec::tidy`]).
 
 pub mod claude;
 pub mod command;
 pub mod gemini;
 
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use crate::config::{EngineConfig, EngineKind};
+use serde::Deserialize;
+
 use crate::frame::{self, Piece};
 use crate::transcript::Live;
+
+/// What cca knows about one kind of engine program. Each engine file has one, as `SPEC`.
+pub struct Spec {
+    /// The kind's name: `claude`, `gemini`, `command`.
+    pub name: &'static str,
+    /// Built-in engines: the variable that names the program's path (`CCA_CLAUDE`).
+    pub program_var: Option<&'static str>,
+    /// Built-in engines: how to install the program.
+    pub install: Option<&'static str>,
+    /// The context given to the engine, in tokens, below the model's window so an answer fits.
+    pub context_budget: u64,
+    /// The largest stdin the program takes whole (measured); larger turns are refused.
+    pub max_input_bytes: Option<u64>,
+    /// The tools the engine may use unless the config says otherwise.
+    pub default_tools: Option<&'static str>,
+    /// What to tell the user when the engine failed, beyond its own message.
+    pub failure_hint: Option<&'static str>,
+    /// Why an empty answer may have come, and what to do.
+    pub empty_answer_hint: &'static str,
+    pub invocation: fn(&EngineConfig, PathBuf, &Request) -> anyhow::Result<Invocation>,
+    pub decoder: fn() -> Box<dyn Decoder>,
+    /// Removes the files the program left for a run (its own session copy), given the id it
+    /// reported for the run.
+    pub tidy: fn(gemini_home: Option<&std::path::Path>, engine_session: &str),
+}
+
+impl Spec {
+    /// claude and gemini, known to cca by name; the rest are `[engines.NAME]` commands.
+    pub fn is_builtin(&self) -> bool {
+        self.program_var.is_some()
+    }
+}
+
+impl PartialEq for Spec {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl std::fmt::Debug for Spec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+/// The engines cca knows by name, in the order new sessions try them.
+pub const BUILTIN: [&Spec; 2] = [&claude::SPEC, &gemini::SPEC];
+
+/// How an engine receives the system prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SystemPromptMode {
+    /// In `<system_instructions>` at the top of stdin (works with any engine).
+    #[default]
+    Inline,
+    /// Through the engine's own system prompt mechanism.
+    Native,
+}
+
+/// How an engine receives the history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum HistoryMode {
+    /// In `<conversation_history>` on stdin (works with any engine).
+    #[default]
+    Inline,
+    /// As the engine's own session file, so it sees real turns.
+    Structured,
+}
+
+/// A fully resolved engine: what to run and how to talk to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EngineConfig {
+    pub name: String,
+    pub spec: &'static Spec,
+    /// The program: a path, or a name looked up on PATH.
+    pub program: OsString,
+    /// Where `program` came from, for messages (`default`, `environment (CCA_CLAUDE)`).
+    pub program_source: String,
+    pub args: Vec<String>,
+    pub model_arg: Option<String>,
+    pub system_prompt: SystemPromptMode,
+    pub system_prompt_arg: Option<String>,
+    pub history: HistoryMode,
+    pub tools: Option<String>,
+    pub max_input_bytes: Option<u64>,
+    /// The model from `[engines.NAME] model`, used when no other is chosen.
+    pub model: Option<String>,
+    pub retries: Option<u32>,
+    pub policy: Option<String>,
+    pub context_budget: u64,
+    pub model_budgets: BTreeMap<String, u64>,
+    pub bytes_per_token: f64,
+}
+
+impl EngineConfig {
+    /// The context budget, in tokens, for a model of this engine.
+    pub fn budget(&self, model: Option<&str>) -> u64 {
+        model.and_then(|m| self.model_budgets.get(m)).copied().unwrap_or(self.context_budget)
+    }
+
+    /// An estimate of the tokens `bytes` of text make for this engine.
+    pub fn tokens(&self, bytes: u64) -> u64 {
+        (bytes as f64 / self.bytes_per_token).ceil() as u64
+    }
+
+    /// How to get the program when it was not found.
+    pub fn install_hint(&self) -> String {
+        match (self.spec.install, self.spec.program_var) {
+            (Some(install), Some(var)) => {
+                format!("install it with `{install}`, or set {var} to its path")
+            }
+            _ => format!(
+                "check `command` in [engines.{}] of config.toml, or install the program",
+                self.name
+            ),
+        }
+    }
+
+    /// What to tell the user when the engine failed, beyond its own message.
+    pub fn failure_hint(&self) -> String {
+        match self.spec.failure_hint {
+            Some(hint) => hint.to_string(),
+            None => format!("run {} by hand to see more", self.name),
+        }
+    }
+}
+
+/// How many bytes make a token, for estimates, unless an engine's config says otherwise.
+pub const BYTES_PER_TOKEN: f64 = 3.5;
 
 /// A command-line argument or environment value.
 #[derive(Debug, Clone, PartialEq)]
@@ -96,43 +231,6 @@ pub trait Decoder: Send {
     fn finish(&mut self, out: &mut Vec<Output>);
 }
 
-/// Builds the invocation for a turn. `program` is the located program.
-pub fn invocation(
-    engine: &EngineConfig,
-    program: PathBuf,
-    request: &Request,
-) -> anyhow::Result<Invocation> {
-    match engine.kind {
-        EngineKind::Claude => claude::invocation(engine, program, request),
-        EngineKind::Gemini => gemini::invocation(engine, program, request),
-        EngineKind::Command => command::invocation(engine, program, request),
-    }
-}
-
-pub fn decoder(kind: EngineKind) -> Box<dyn Decoder> {
-    match kind {
-        EngineKind::Claude => Box::new(claude::Decoder::default()),
-        EngineKind::Gemini => Box::new(gemini::Decoder::default()),
-        EngineKind::Command => Box::new(TextDecoder::default()),
-    }
-}
-
-/// How to install an engine that was not found.
-pub fn install_hint(engine: &EngineConfig) -> String {
-    match engine.kind {
-        EngineKind::Claude => "install it with `npm install -g @anthropic-ai/claude-code`, \
-             or set CCA_CLAUDE to its path"
-            .into(),
-        EngineKind::Gemini => "install it with `npm install -g @google/gemini-cli`, \
-             or set CCA_GEMINI to its path"
-            .into(),
-        EngineKind::Command => format!(
-            "check `command` in [engines.{}] of config.toml, or install the program",
-            engine.name
-        ),
-    }
-}
-
 /// Splits stdout into complete lines for the JSON-lines decoders.
 #[derive(Debug, Default)]
 pub struct LineBuffer {
@@ -167,89 +265,5 @@ pub fn note_line(line: &[u8], out: &mut Vec<Output>) {
     let text = text.trim_end();
     if !text.is_empty() {
         out.push(Output::Note(text.to_string()));
-    }
-}
-
-/// Plain text engines: stdout is the answer. Invalid UTF-8 becomes U+FFFD; chunks may split a
-/// character anywhere.
-#[derive(Debug, Default)]
-pub struct TextDecoder {
-    pending: Vec<u8>,
-    warned: bool,
-}
-
-impl Decoder for TextDecoder {
-    fn feed(&mut self, chunk: &[u8], out: &mut Vec<Output>) {
-        self.pending.extend_from_slice(chunk);
-        let mut text = String::new();
-        let mut rest: &[u8] = &self.pending;
-        loop {
-            match std::str::from_utf8(rest) {
-                Ok(valid) => {
-                    text.push_str(valid);
-                    rest = &[];
-                    break;
-                }
-                Err(e) => {
-                    let (valid, after) = rest.split_at(e.valid_up_to());
-                    text.push_str(std::str::from_utf8(valid).expect("checked"));
-                    match e.error_len() {
-                        Some(bad) => {
-                            text.push(char::REPLACEMENT_CHARACTER);
-                            rest = &after[bad..];
-                            if !self.warned {
-                                self.warned = true;
-                                out.push(Output::Note(
-                                    "cca: the engine wrote bytes that are not UTF-8; they are shown and kept as \u{fffd}".into(),
-                                ));
-                            }
-                        }
-                        // An incomplete character at the end: wait for the next chunk.
-                        None => {
-                            rest = after;
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-        self.pending = rest.to_vec();
-        if !text.is_empty() {
-            out.push(Output::Text(text));
-        }
-    }
-
-    fn finish(&mut self, out: &mut Vec<Output>) {
-        if !self.pending.is_empty() {
-            let text = String::from_utf8_lossy(&self.pending).into_owned();
-            self.pending.clear();
-            out.push(Output::Text(text));
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn text_decoder_rejoins_split_characters() {
-        let mut d = TextDecoder::default();
-        let mut out = Vec::new();
-        let bytes = "héllo €".as_bytes();
-        for b in bytes {
-            d.feed(&[*b], &mut out);
-        }
-        d.feed(b"\xff!", &mut out);
-        d.finish(&mut out);
-        assert!(
-            matches!(&out[out.len() - 2], Output::Note(n) if n.contains("not UTF-8")),
-            "{out:?}"
-        );
-        let text: String = out
-            .into_iter()
-            .filter_map(|o| if let Output::Text(t) = o { Some(t) } else { None })
-            .collect();
-        assert_eq!(text, "héllo €\u{fffd}!");
     }
 }

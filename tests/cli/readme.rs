@@ -93,7 +93,7 @@ fn every_cca_command_in_the_readme_parses() {
 fn the_readme_documents_every_setting_and_command() {
     use clap::CommandFactory;
     let text = readme();
-    for var in cca::config::vars::ALL {
+    for var in cca::vars::ALL {
         assert!(text.contains(var), "README lacks {var}");
     }
     assert!(text.contains("CCA_COMPLETE"));
@@ -118,7 +118,7 @@ fn config_help_lists_every_key_and_variable() {
     use clap::CommandFactory;
     let mut cmd = cca::cli::Cli::command();
     let help = cmd.find_subcommand_mut("config").unwrap().render_long_help().to_string();
-    for var in cca::config::vars::ALL {
+    for var in cca::vars::ALL {
         assert!(help.contains(var), "cca config --help lacks {var}");
     }
     for key in cca::config::FILE_KEYS

@@ -1,0 +1,21 @@
+//! Numbers and names as people read them: sizes, signals. Pure.
+
+/// `1.5 MiB`, `812 bytes`.
+pub fn human_bytes(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
+        n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
+        n if n >= 1 << 10 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n => format!("{n} bytes"),
+    }
+}
+
+/// `Ctrl-C`, `SIGTERM`, `SIGHUP`, `signal N`.
+pub fn signal_name(signal: i32) -> String {
+    match signal {
+        signal_hook::consts::SIGINT => "Ctrl-C".into(),
+        signal_hook::consts::SIGTERM => "SIGTERM".into(),
+        signal_hook::consts::SIGHUP => "SIGHUP".into(),
+        n => format!("signal {n}"),
+    }
+}

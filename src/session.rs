@@ -1,0 +1,146 @@
+//! What a command works on: the settings and the store, which session (`--session`, a prefix,
+//! `CCA_SESSION`, `latest`), and the engine, model and system prompt that answer in it.
+//! Shared by every front end; prints nothing.
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+
+use crate::config::{self, Env, Flags, PromptChoice, Settings, Source};
+use crate::engine::{self, EngineConfig};
+use crate::error::Failure;
+use crate::prompt::{self, Prompt};
+use crate::run::locate;
+use crate::store::Store;
+use crate::transcript::Header;
+
+/// Resolves the settings for a command, given its flags: the one place the process's
+/// environment and the config file are read.
+pub fn settings(flags: &Flags) -> Result<(Settings, Store)> {
+    let env = Env::from_process();
+    let home = config::home(&env)?;
+    let store = Store::new(home.value.clone());
+    store.check_home()?;
+    let file = store.read_config()?;
+    let settings = config::resolve(&env, flags, home, store.config_path(), file.as_deref())?;
+    Ok((settings, store))
+}
+
+/// A session and the engine (and model) that answers in it.
+pub struct Session<'a> {
+    pub settings: &'a Settings,
+    pub store: &'a Store,
+    /// The session's id: its transcript holds the live context.
+    pub id: &'a str,
+    pub engine: &'a EngineConfig,
+    pub model: Option<&'a str>,
+}
+
+/// The session a terminal follows, which `--resume` and `,` continue: `CCA_SESSION`, else `latest`.
+pub fn followed(settings: &Settings, store: &Store) -> Result<String> {
+    if let Some(session) = &settings.session {
+        return store.resolve_id(&session.value);
+    }
+    store.latest()?.ok_or_else(|| {
+        Failure::usage("there is no session to continue yet")
+            .hint("start one with `cca search \"your question\"`")
+            .into()
+    })
+}
+
+/// The session a command is about: the id given (or a unique start of one), else the followed one.
+pub fn chosen(settings: &Settings, store: &Store, id: Option<&str>) -> Result<String> {
+    match id {
+        Some(id) => store.resolve_id(id),
+        None => followed(settings, store),
+    }
+}
+
+/// The engine and model that answer in a session: a flag wins; otherwise what the session
+/// started with (a session just `created` has them from the settings already).
+pub fn engine_and_model<'a>(
+    settings: &'a Settings,
+    header: &Header,
+    created: bool,
+) -> Result<(&'a EngineConfig, Option<String>)> {
+    let name = choose_engine(settings, Some(header));
+    let engine = settings
+        .engines
+        .get(&name)
+        .ok_or_else(|| config::unknown_engine(&name, &settings.engines))?;
+    let model = match &settings.model {
+        Some(m) if m.source == Source::Flag || created => Some(m.value.clone()),
+        _ => header.model.clone().or_else(|| engine.model.clone()),
+    };
+    Ok((engine, model))
+}
+
+/// The engine for a turn: a flag wins; then the session's own; then settings; then the first
+/// built-in engine found on PATH.
+pub fn choose_engine(settings: &Settings, header: Option<&Header>) -> String {
+    if let Some(e) = &settings.engine
+        && (e.source == Source::Flag || header.is_none())
+    {
+        return e.value.clone();
+    }
+    if let Some(h) = header
+        && settings.engines.contains_key(&h.engine)
+    {
+        return h.engine.clone();
+    }
+    default_engine(settings)
+}
+
+/// The engine new sessions use: the one configured, else the first built-in engine found on
+/// PATH (the first of them if none is, so that the error names it).
+pub fn default_engine(settings: &Settings) -> String {
+    if let Some(e) = &settings.engine {
+        return e.value.clone();
+    }
+    engine::BUILTIN
+        .iter()
+        .map(|spec| spec.name)
+        .find(|name| locate(settings, &settings.engines[*name]).is_ok())
+        .unwrap_or(engine::BUILTIN[0].name)
+        .to_string()
+}
+
+/// The system prompt: a flag wins; a session keeps its own; else settings.
+pub fn load_prompt(settings: &Settings, store: &Store, header: Option<&Header>) -> Result<Prompt> {
+    let choice = match header {
+        Some(h) if settings.prompt.source != Source::Flag => {
+            if h.prompt.starts_with('/') {
+                PromptChoice::File(PathBuf::from(&h.prompt))
+            } else {
+                PromptChoice::Name(h.prompt.clone())
+            }
+        }
+        _ => settings.prompt.value.clone(),
+    };
+    match choice {
+        PromptChoice::File(path) => {
+            let path = std::path::absolute(&path).unwrap_or(path);
+            let text = crate::store::read_text(&path)?;
+            Ok(Prompt { name: path.display().to_string(), text })
+        }
+        PromptChoice::Name(name) => named_prompt(store, &name),
+    }
+}
+
+/// A prompt by name: the user's `$CCA_HOME/prompts/NAME.md`, else the built-in.
+pub fn named_prompt(store: &Store, name: &str) -> Result<Prompt> {
+    prompt::validate_name(name).map_err(Failure::usage)?;
+    if let Some(text) = store.read_prompt_override(name)? {
+        return Ok(Prompt { name: name.to_string(), text });
+    }
+    match prompt::builtin(name) {
+        Some(text) => Ok(Prompt { name: name.to_string(), text: text.to_string() }),
+        None => Err(Failure::usage(format!("there is no prompt named `{name}`"))
+            .hint(format!(
+                "built-in prompts: {}; add your own as {}",
+                prompt::builtin_names().collect::<Vec<_>>().join(", "),
+                store.home.join("prompts").join(format!("{name}.md")).display()
+            ))
+            .into()),
+    }
+}

@@ -1,0 +1,49 @@
+//! Every environment variable cca reads, in one place, documented. `config` reads them once
+//! into a snapshot; nothing else reads the environment.
+
+/// Where sessions, prompts and config live (default `~/.cca`). Must be absolute.
+pub const HOME: &str = "CCA_HOME";
+/// The engine for new sessions: `claude`, `gemini`, or a name from `[engines.NAME]`.
+pub const ENGINE: &str = "CCA_ENGINE";
+/// The model passed to the engine.
+pub const MODEL: &str = "CCA_MODEL";
+/// The system prompt's name for new sessions.
+pub const PROMPT: &str = "CCA_PROMPT";
+/// The session this terminal follows: `--resume` and `,` continue it instead of `latest`.
+pub const SESSION: &str = "CCA_SESSION";
+/// Path of the `claude` program.
+pub const CLAUDE: &str = "CCA_CLAUDE";
+/// Path of the `gemini` program.
+pub const GEMINI: &str = "CCA_GEMINI";
+/// For tests: a fixed clock, as an RFC 3339 time (`2026-11-21T10:15:00Z`).
+pub const NOW: &str = "CCA_NOW";
+/// Standard: turn colour off.
+pub const NO_COLOR: &str = "NO_COLOR";
+/// Standard: `dumb` turns the spinner and colour off.
+pub const TERM: &str = "TERM";
+/// gemini's own: where it keeps its files (else `$HOME`); cca looks there only to remove the
+/// session file gemini writes for each of cca's turns.
+pub const GEMINI_CLI_HOME: &str = "GEMINI_CLI_HOME";
+/// Standard: the pager for `cca show` on a terminal (default `less -FRX`).
+pub const PAGER: &str = "PAGER";
+/// Standard: where engines are looked for.
+pub const PATH: &str = "PATH";
+/// Standard: the default `CCA_HOME` is `$HOME/.cca`.
+pub const USER_HOME: &str = "HOME";
+
+pub const ALL: [&str; 14] = [
+    HOME,
+    ENGINE,
+    MODEL,
+    PROMPT,
+    SESSION,
+    CLAUDE,
+    GEMINI,
+    NOW,
+    NO_COLOR,
+    TERM,
+    PAGER,
+    PATH,
+    USER_HOME,
+    GEMINI_CLI_HOME,
+];
