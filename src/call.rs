@@ -120,7 +120,8 @@ pub enum Verdict {
     Interrupted { signal: i32 },
 }
 
-/// Decides whether the engine answered (DESIGN.md: only a successful, non-empty answer counts).
+/// Decides whether the engine answered (docs/DESIGN.md: only a successful, non-empty answer
+/// counts).
 pub fn verdict(engine: &EngineConfig, outcome: &run::Outcome) -> Verdict {
     if let Some(signal) = outcome.interrupted {
         return Verdict::Interrupted { signal };

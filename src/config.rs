@@ -315,7 +315,7 @@ pub const GEMINI_BUDGET: u64 = 800_000;
 pub const OTHER_BUDGET: u64 = 100_000;
 pub const BYTES_PER_TOKEN: f64 = 3.5;
 
-/// The limits measured for the real programs (DESIGN.md).
+/// The limits measured for the real programs (docs/DESIGN.md).
 pub const CLAUDE_MAX_INPUT: u64 = 2_500_000;
 pub const GEMINI_MAX_INPUT: u64 = 8 * 1024 * 1024;
 

@@ -1,5 +1,5 @@
 //! One turn of a conversation, from the question to the appended exchange: the flow of
-//! DESIGN.md, tying the pure modules to `store` (files) and `run` (the engine).
+//! docs/DESIGN.md, tying the pure modules to `store` (files) and `run` (the engine).
 //!
 //! The order matters for "never lose a word": the question is appended (under the session lock)
 //! before the engine starts, and the outcome after it ends. Only a complete, non-empty answer

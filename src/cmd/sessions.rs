@@ -77,7 +77,7 @@ pub fn list(json_output: bool, limit: Option<usize>) -> Result<u8> {
     Ok(exit::OK)
 }
 
-/// About 3.5 bytes per token, DESIGN's cheap estimate.
+/// About 3.5 bytes per token, the cheap estimate of docs/DESIGN.md.
 pub fn estimate_tokens(bytes: u64) -> u64 {
     (bytes as f64 / 3.5).round() as u64
 }
