@@ -106,7 +106,8 @@ impl Verdict {
     }
 }
 
-/// Decides whether the engine answered (DESIGN.md: only a successful, non-empty answer counts).
+/// Decides whether the engine answered (docs/DESIGN.md: only a successful, non-empty answer
+/// counts).
 pub fn verdict(engine: &EngineConfig, outcome: &run::Outcome) -> Verdict {
     if let Some(why) = outcome.interrupted {
         return Verdict::Interrupted { why };

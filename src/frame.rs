@@ -1,4 +1,4 @@
-//! Framing: how a turn is laid out on an engine's stdin (DESIGN.md, option B).
+//! Framing: how a turn is laid out on an engine's stdin (docs/DESIGN.md, option B).
 //!
 //! Pure: builds a list of [`Piece`]s from the prompt, the live context and the query, and writes
 //! them to any writer. Content stored in the transcript is streamed from the file by its byte

@@ -1,6 +1,6 @@
 //! cca: durable, readable, resumable conversations with LLM command-line engines.
 //!
-//! The flow of a turn, and the module that owns each step (DESIGN.md):
+//! The flow of a turn, and the module that owns each step (docs/DESIGN.md):
 //! args (`cli`) -> settings (`config`) -> system prompt (`prompt`) -> session file and lock
 //! (`store`) -> transcript and live context (`transcript`) -> framing (`frame`) -> argv, env and
 //! output decoding (`engine`) -> spawn, stream, signals (`run`) -> append (`store`).
