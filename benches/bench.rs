@@ -540,6 +540,8 @@ fn now_ns() -> u128 {
 }
 
 /// `bench __rss PROGRAM ARGS...`: runs it and prints the peak RSS (KB) of it and its children.
+// getrusage has no safe wrapper in the crates cca uses; this is the one unsafe call, in a bench.
+#[allow(unsafe_code)]
 fn measure_rss(args: &[String]) {
     let status = Command::new(&args[0]).args(&args[1..]).stdout(Stdio::null()).status().unwrap();
     assert!(status.success(), "{args:?} failed");

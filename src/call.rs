@@ -72,6 +72,7 @@ pub fn call(c: &Call, cancel: &Cancel, progress: &mut dyn FnMut(Progress)) -> Re
         env,
         stdin: invocation.stdin,
         transcript,
+        grace: s.settings.grace,
     };
     let decoder = (s.engine.spec.decoder)();
     let outcome = run::run(spawn, decoder, s.store.scratch_file()?, cancel, progress)?;

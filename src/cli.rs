@@ -204,7 +204,7 @@ pub enum Command {
     /// warn_tokens (30000).
     ///
     /// Environment: CCA_HOME, CCA_ENGINE, CCA_MODEL, CCA_PROMPT, CCA_SESSION, CCA_CLAUDE,
-    /// CCA_GEMINI, CCA_NOW (a fixed clock, for tests), CCA_COMPLETE (used by completions),
+    /// CCA_GEMINI, CCA_NOW (a fixed clock, for tests), CCA_GRACE_MS (for tests), CCA_COMPLETE (used by completions),
     /// GEMINI_CLI_HOME (where gemini keeps its files), and the standard NO_COLOR, TERM, PAGER,
     /// PATH, HOME.
     Config,

@@ -59,8 +59,6 @@ pub enum Source {
     File,
     Env(&'static str),
     Flag,
-    /// Kept from the session being continued.
-    Session,
 }
 
 impl fmt::Display for Source {
@@ -70,7 +68,6 @@ impl fmt::Display for Source {
             Source::File => f.write_str("config file"),
             Source::Env(name) => write!(f, "environment ({name})"),
             Source::Flag => f.write_str("flag"),
-            Source::Session => f.write_str("session"),
         }
     }
 }
@@ -193,6 +190,9 @@ impl File {
     }
 }
 
+/// How long an engine's process group has to exit after SIGTERM before it gets SIGKILL.
+pub const GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// What the user chose on the command line; `None` where they chose nothing.
 #[derive(Debug, Clone, Default)]
 pub struct Flags {
@@ -227,6 +227,8 @@ pub struct Settings {
     pub engines: BTreeMap<String, EngineConfig>,
     pub compaction: Compaction,
     pub now: Option<chrono::DateTime<chrono::Utc>>,
+    /// How long an engine has after SIGTERM before SIGKILL.
+    pub grace: std::time::Duration,
     pub path: Option<OsString>,
     pub pager: Option<String>,
     /// Where gemini keeps its files: `GEMINI_CLI_HOME`, else the user's home.
@@ -357,6 +359,12 @@ pub fn resolve(
         ),
         None => None,
     };
+    let grace = match env.text(vars::GRACE_MS)? {
+        Some(ms) => std::time::Duration::from_millis(ms.parse().map_err(|_| {
+            Failure::usage(format!("{} is a number of milliseconds, not `{ms}`", vars::GRACE_MS))
+        })?),
+        None => GRACE,
+    };
     let dumb_terminal = env.os(vars::TERM).is_some_and(|t| t == "dumb");
     Ok(Settings {
         home,
@@ -369,6 +377,7 @@ pub fn resolve(
         engines,
         compaction,
         now,
+        grace,
         path: env.os(vars::PATH).cloned(),
         pager: env.text(vars::PAGER)?,
         gemini_home: env

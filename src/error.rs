@@ -1,7 +1,8 @@
 //! The few errors `main` must tell apart, and the exit codes they map to.
 //!
 //! Everything else is an `anyhow::Error` with context naming the path or command; it exits 1.
-//! Errors are printed once, in `main`, as `cca: error: ...` and an optional `hint: ...` line.
+//! Errors are printed once, by the front end (`front::terminal::report`), as `cca: error: ...`
+//! and optional `hint: ...` lines.
 
 use std::fmt;
 
@@ -14,8 +15,6 @@ pub mod exit {
     pub const USAGE: u8 = 2;
     /// The session is busy in another terminal and `--no-wait` was given (EX_TEMPFAIL).
     pub const BUSY: u8 = 75;
-    /// Stopped by a signal: 128 + its number (130 for Ctrl-C).
-    pub const SIGNAL_BASE: u8 = 128;
 }
 
 /// An error with its own exit code and a hint saying what to do next.
@@ -48,27 +47,3 @@ impl fmt::Display for Failure {
 }
 
 impl std::error::Error for Failure {}
-
-/// Prints an error the way every cca error is printed, and returns its exit code.
-pub fn report(err: &anyhow::Error) -> u8 {
-    let failure = err.chain().find_map(|e| e.downcast_ref::<Failure>());
-    // The outermost message, then the causes that add something.
-    let mut message = String::new();
-    for (i, cause) in err.chain().enumerate() {
-        let text = cause.to_string();
-        if i > 0 && message.contains(&text) {
-            continue;
-        }
-        if i > 0 {
-            message.push_str(": ");
-        }
-        message.push_str(&text);
-    }
-    eprintln!("cca: error: {message}");
-    if let Some(hint) = failure.and_then(|f| f.hint.as_deref()) {
-        for line in hint.lines() {
-            eprintln!("hint: {line}");
-        }
-    }
-    failure.map_or(exit::ERROR, |f| f.code)
-}

@@ -4,26 +4,30 @@
 //! args (`cli`) -> settings (`config`) -> system prompt (`prompt`) -> session file and lock
 //! (`store`) -> transcript and live context (`transcript`) -> framing (`frame`) -> argv, env and
 //! output decoding (`engine`) -> spawn, stream, signals (`run`) -> append (`store`).
-//! `turn` ties one turn together; `app` runs each command.
+//! `turn` ties one turn together as a library call; the front ends (`front`, and `cmd`, which
+//! runs each command) are the only code that prints.
 
-pub mod call;
+#![forbid(unsafe_code)]
+#![warn(clippy::print_stdout, clippy::print_stderr)]
+
+pub(crate) mod call;
 pub mod cli;
-pub mod cmd;
-pub mod compact;
-pub mod complete;
+pub(crate) mod cmd;
+pub(crate) mod compact;
+pub(crate) mod complete;
 pub mod config;
-pub mod engine;
-pub mod error;
+pub(crate) mod engine;
+pub(crate) mod error;
 pub mod frame;
-pub mod front;
-pub mod human;
+pub(crate) mod front;
+pub(crate) mod human;
 pub mod prompt;
-pub mod run;
-pub mod session;
-pub mod shell;
-pub mod store;
+pub(crate) mod run;
+pub(crate) mod session;
+pub(crate) mod shell;
+pub(crate) mod store;
 pub mod transcript;
-pub mod turn;
+pub(crate) mod turn;
 pub mod vars;
 
 use std::process::ExitCode;
@@ -46,6 +50,6 @@ pub fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     match cmd::run(cli) {
         Ok(code) => ExitCode::from(code),
-        Err(err) => ExitCode::from(error::report(&err)),
+        Err(err) => ExitCode::from(front::terminal::report(&err)),
     }
 }

@@ -28,34 +28,29 @@ use crate::engine::{Decoder, EngineConfig, Output, Usage};
 use crate::error::{Failure, exit};
 use crate::frame::{self, Piece};
 
-/// How long the engine's group has to exit after SIGTERM before it gets SIGKILL.
-pub const GRACE: Duration = Duration::from_secs(3);
 /// How much of the engine's stderr is kept for error messages.
 const STDERR_TAIL: usize = 8 * 1024;
 
-/// Why a turn was stopped before its end.
+/// Why a turn was stopped before its end. Front ends other than the terminal add their own
+/// reasons here (an editor's cancel).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stop {
     /// A signal reached a terminal front end (Ctrl-C is SIGINT).
     Signal(i32),
-    /// The front end asked (an editor's `session/cancel`, the client going away).
-    Request,
 }
 
 impl Stop {
-    /// How the transcript and messages name it: `Ctrl-C`, `SIGTERM`, `cancelled`.
+    /// How the transcript and messages name it: `Ctrl-C`, `SIGTERM`.
     pub fn name(self) -> String {
         match self {
             Stop::Signal(signal) => crate::human::signal_name(signal),
-            Stop::Request => "cancelled".into(),
         }
     }
 
-    /// The conventional exit code: 128 + the signal (130 for Ctrl-C and for a request).
+    /// The conventional exit code: 128 + the signal (130 for Ctrl-C).
     pub fn exit_code(self) -> u8 {
         match self {
             Stop::Signal(signal) => signal_exit_code(signal),
-            Stop::Request => signal_exit_code(signal_hook::consts::SIGINT),
         }
     }
 }
@@ -73,7 +68,7 @@ impl std::fmt::Display for Interrupted {
 impl std::error::Error for Interrupted {}
 
 /// A handle that stops a turn from another thread. The first [`Cancel::stop`] ends the engine's
-/// group gently (TERM, then KILL after [`GRACE`]); a second one does not wait.
+/// group gently (TERM, then KILL after the grace period); a second one does not wait.
 #[derive(Debug, Clone, Default)]
 pub struct Cancel(Arc<CancelState>);
 
@@ -123,6 +118,8 @@ pub struct Spawn {
     pub stdin: Vec<Piece>,
     /// The transcript, for [`Piece::Stored`] content.
     pub transcript: File,
+    /// How long the group has between SIGTERM and SIGKILL.
+    pub grace: Duration,
 }
 
 /// What the engine shows while it runs, as it happens.
@@ -212,6 +209,7 @@ pub fn run(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Outcome> {
     let started = Instant::now();
+    let grace = spawn.grace;
     let mut child = Command::new(&spawn.program)
         .args(&spawn.args)
         .envs(spawn.env.iter().map(|(k, v)| (k, v)))
@@ -258,7 +256,7 @@ pub fn run(
             if ending.interrupted.is_none() {
                 ending.interrupted = Some(why);
                 signal_group(group, Signal::TERM);
-                ending.kill_at = Some(Instant::now() + GRACE);
+                ending.kill_at = Some(Instant::now() + grace);
                 progress(Progress::Stopping);
             } else if cancel.forced() {
                 signal_group(group, Signal::KILL);
@@ -276,7 +274,7 @@ pub fn run(
             && ending.kill_at.is_none()
         {
             signal_group(group, Signal::TERM);
-            ending.kill_at = Some(Instant::now() + GRACE);
+            ending.kill_at = Some(Instant::now() + grace);
             ending.exited_at = None;
         }
         let pipe = match rx.recv_timeout(Duration::from_millis(50)) {
@@ -303,7 +301,7 @@ pub fn run(
             Pipe::FeedFailed(e) => ending.feed_error = Some(e.to_string()),
         }
     }
-    stop_leftovers(group, ending.interrupted.is_some());
+    stop_leftovers(group, ending.interrupted.is_some(), grace);
 
     answer.flush().context("cannot write the answer's scratch file")?;
     io::Seek::rewind(&mut answer).context("cannot read back the answer")?;
@@ -366,14 +364,14 @@ fn signal_group(group: Pid, signal: Signal) {
 
 /// After the engine exits, nothing it started may keep running: TERM what is left of its
 /// group, and KILL it after the grace period.
-fn stop_leftovers(group: Pid, already_termed: bool) {
+fn stop_leftovers(group: Pid, already_termed: bool, grace: Duration) {
     if rustix::process::test_kill_process_group(group).is_err() {
         return;
     }
     if !already_termed {
         signal_group(group, Signal::TERM);
     }
-    let deadline = Instant::now() + GRACE;
+    let deadline = Instant::now() + grace;
     while Instant::now() < deadline {
         if rustix::process::test_kill_process_group(group).is_err() {
             return;

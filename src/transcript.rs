@@ -976,8 +976,6 @@ pub struct Summary {
     pub problems: Vec<Problem>,
     /// The last `at` of any record, or the header's creation time.
     pub last_activity: String,
-    /// Whether the file ends inside an attempt that has no outcome yet.
-    pub pending_user: bool,
 }
 
 /// Folds scanner events into a [`Summary`].
@@ -1057,7 +1055,6 @@ impl Summarizer {
             exchange_ends: self.exchange_ends,
             problems: self.problems,
             last_activity,
-            pending_user: self.pending.is_some(),
         }
     }
 }
@@ -1272,7 +1269,8 @@ mod tests {
         let text = render(&Transcript { header: header(), records });
         let s = summarize(text.as_bytes()).unwrap().unwrap();
         assert_eq!(*s.live, Live::default());
-        assert!(s.pending_user);
+        // A question with no outcome yet is not an exchange.
+        assert_eq!(s.exchanges, 2);
     }
 
     #[test]

@@ -65,7 +65,7 @@ pub enum Event<'a> {
     /// Another cca is answering in the session; the turn waits for it.
     Waiting { session: &'a str },
     /// The question is in the transcript: from here on nothing typed can be lost.
-    Recorded { session: &'a str, turn: u64, created: bool },
+    Recorded { session: &'a str, created: bool },
     /// Something to tell the user, in a sentence (without the `cca: ` prefix).
     Notice { level: Level, text: &'a str },
     /// The engine is starting on the answer (a front end may show that it waits).
@@ -154,7 +154,7 @@ pub fn ask(
     let turn = summary.exchanges + 1;
     let mut appender = Appender::open(store, &id)?;
     appender.append(question_records(ask, &now, turn).as_bytes())?;
-    observer.event(Event::Recorded { session: &id, turn, created });
+    observer.event(Event::Recorded { session: &id, created });
     let session = Session { settings, store, id: &id, engine, model: model.as_deref() };
     let answering = Answering { session, prompt: &prompt, ask };
     let (ended, mut answer) = match answering.answer(summary, observer, cancel) {

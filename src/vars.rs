@@ -17,6 +17,8 @@ pub const CLAUDE: &str = "CCA_CLAUDE";
 pub const GEMINI: &str = "CCA_GEMINI";
 /// For tests: a fixed clock, as an RFC 3339 time (`2026-11-21T10:15:00Z`).
 pub const NOW: &str = "CCA_NOW";
+/// For tests: how long an engine has after SIGTERM before SIGKILL, in milliseconds (3000).
+pub const GRACE_MS: &str = "CCA_GRACE_MS";
 /// Standard: turn colour off.
 pub const NO_COLOR: &str = "NO_COLOR";
 /// Standard: `dumb` turns the spinner and colour off.
@@ -31,7 +33,7 @@ pub const PATH: &str = "PATH";
 /// Standard: the default `CCA_HOME` is `$HOME/.cca`.
 pub const USER_HOME: &str = "HOME";
 
-pub const ALL: [&str; 14] = [
+pub const ALL: [&str; 15] = [
     HOME,
     ENGINE,
     MODEL,
@@ -40,6 +42,7 @@ pub const ALL: [&str; 14] = [
     CLAUDE,
     GEMINI,
     NOW,
+    GRACE_MS,
     NO_COLOR,
     TERM,
     PAGER,

@@ -63,7 +63,7 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
                 Ok(Flow::Leave) => break,
                 Ok(Flow::Stay) => {}
                 Err(e) => {
-                    crate::error::report(&e);
+                    crate::front::terminal::report(&e);
                 }
             }
             continue;
@@ -74,15 +74,12 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
             attachment: None,
             wait: true,
         };
-        let mut terminal = Terminal::new(Mode::Normal, &settings);
+        let mut terminal = Terminal::new(Mode::Normal, &settings).announcing_new_sessions();
         // A cancel of its own for each turn: a Ctrl-C at the prompt belongs to no turn.
         let cancel = Cancel::new();
         let route = signals::route_to(&cancel)?;
         let shown = match turn::ask(&settings, &store, &ask, &mut terminal, &cancel) {
             Ok(outcome) => {
-                if session.is_none() {
-                    eprintln!("cca: session {}", outcome.session);
-                }
                 session = Some(outcome.session.clone());
                 terminal.finish(&outcome).map(|_| println!())
             }
@@ -90,7 +87,7 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
         };
         drop(route);
         if let Err(e) = shown {
-            crate::error::report(&e);
+            crate::front::terminal::report(&e);
         }
     }
     if editor.save_history(&history).is_ok() {

@@ -13,6 +13,7 @@ use serde_json::json;
 
 use crate::call::Verdict;
 use crate::config::Settings;
+use crate::error::{Failure, exit};
 use crate::run::Interrupted;
 use crate::turn::{Event, Level, Observer, Outcome};
 
@@ -41,6 +42,8 @@ pub struct Terminal {
     printed_newline: bool,
     /// `--json`: the answer as it would have been printed.
     answer: String,
+    /// Say which session a new one is, as soon as it has the question (chat).
+    announce_new_session: bool,
 }
 
 impl Terminal {
@@ -52,7 +55,14 @@ impl Terminal {
             stdout_gone: false,
             printed_newline: true,
             answer: String::new(),
+            announce_new_session: false,
         }
+    }
+
+    /// Says which session a turn created, once its question is recorded.
+    pub fn announcing_new_sessions(mut self) -> Terminal {
+        self.announce_new_session = true;
+        self
     }
 
     /// Shows how the turn ended (the JSON object, or the error and its hints) and returns the
@@ -92,12 +102,9 @@ impl Terminal {
             if self.mode == Mode::Quiet && !outcome.stderr_tail.trim().is_empty() {
                 eprintln!("{}", outcome.stderr_tail.trim_end());
             }
-            eprintln!("cca: error: {reason}");
             let kept = "your question is kept in the transcript, marked as not answered, and will \
                         not be sent again; ask again with `cca search --resume`";
-            for line in hint.iter().flat_map(|h| h.lines()).chain(std::iter::once(kept)) {
-                eprintln!("hint: {line}");
-            }
+            print_error(&reason, hint.iter().flat_map(|h| h.lines()).chain([kept]));
         }
         Ok(outcome.exit_code())
     }
@@ -145,7 +152,11 @@ impl Observer for Terminal {
     fn event(&mut self, event: Event<'_>) {
         match event {
             Event::Waiting { session } => say_waiting(session),
-            Event::Recorded { .. } => {}
+            Event::Recorded { session, created } => {
+                if created && self.announce_new_session {
+                    self.spinner.stderr(format!("cca: session {session}\n").as_bytes());
+                }
+            }
             Event::Notice { level, text } => {
                 if self.shows(level) {
                     self.spinner.stderr(format!("cca: {text}\n").as_bytes());
@@ -169,6 +180,33 @@ impl Observer for Terminal {
             }
             Event::Stopping => self.spinner.clear(),
         }
+    }
+}
+
+/// Prints an error the way every cca error is printed, and returns its exit code: the
+/// outermost message, then the causes that add something, then the hint of a [`Failure`].
+pub fn report(err: &anyhow::Error) -> u8 {
+    let failure = err.chain().find_map(|e| e.downcast_ref::<Failure>());
+    let mut message = String::new();
+    for (i, cause) in err.chain().enumerate() {
+        let text = cause.to_string();
+        if i > 0 && message.contains(&text) {
+            continue;
+        }
+        if i > 0 {
+            message.push_str(": ");
+        }
+        message.push_str(&text);
+    }
+    print_error(&message, failure.and_then(|f| f.hint.as_deref()).into_iter().flat_map(str::lines));
+    failure.map_or(exit::ERROR, |f| f.code)
+}
+
+/// `cca: error: MESSAGE`, then a `hint: ` line for each hint line.
+fn print_error<'a>(message: &str, hints: impl IntoIterator<Item = &'a str>) {
+    eprintln!("cca: error: {message}");
+    for line in hints {
+        eprintln!("hint: {line}");
     }
 }
 

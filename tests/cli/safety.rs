@@ -51,18 +51,20 @@ fn sixteen_resumes_at_once_take_turns() {
 fn no_wait_fails_at_once_with_its_own_code() {
     let env = TestEnv::new();
     env.run(&["search", "start"]).ok();
+    let go = env.root.path().join("go");
     let mut cmd = env.command();
     cmd.args(["search", "-r", "slow"])
-        .env("FAKE_SCRIPT", "sleep 3000;echo")
+        .env("FAKE_SCRIPT", format!("await {};echo", go.display()))
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    let slow = Guard(cmd.spawn().unwrap());
+    let mut slow = Guard(cmd.spawn().unwrap());
     assert!(wait_until(TIMEOUT, || env.log.join("call-2.json").exists()), "the slow turn started");
-    let started = std::time::Instant::now();
     let run = env.run(&["search", "-r", "--no-wait", "impatient"]);
     run.code(75).stderr_has("is busy");
-    assert!(started.elapsed() < Duration::from_secs(2));
-    drop(slow);
+    // It did not wait: the slow turn is still answering (its engine waits for our word).
+    assert!(slow.0.try_wait().unwrap().is_none(), "the slow turn ended first");
+    std::fs::write(&go, "").unwrap();
+    assert!(slow.finish().status.success());
 }
 
 #[test]

@@ -3,7 +3,6 @@
 
 use std::io::Read;
 use std::process::Stdio;
-use std::time::Duration;
 
 use rustix::process::Signal;
 
@@ -77,20 +76,24 @@ fn a_second_ctrl_c_kills_at_once() {
     let env = TestEnv::new();
     let engine_pid = env.root.path().join("engine.pid");
     let mut cmd = env.command();
+    // A grace period longer than any test: only the second Ctrl-C can end the engine in time.
+    let termed = env.root.path().join("termed");
     cmd.args(["search", "q"])
-        .env("FAKE_SCRIPT", format!("ignore-term;pid {};hang", engine_pid.display()))
+        .env(
+            "FAKE_SCRIPT",
+            format!("note-term {};pid {};hang", termed.display(), engine_pid.display()),
+        )
+        .env("CCA_GRACE_MS", "3600000")
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let cca = Guard(cmd.spawn().unwrap());
     let engine = pid_in(&engine_pid);
     cca.signal(Signal::INT);
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(alive(engine), "the engine ignores SIGTERM, so it waits for the grace period");
+    // The first Ctrl-C asked the engine to stop (it ignores that); only then the second.
+    assert!(wait_until(TIMEOUT, || termed.exists()), "the first Ctrl-C sends SIGTERM");
+    assert!(alive(engine), "the engine ignores SIGTERM, and the grace period is long");
     cca.signal(Signal::INT);
-    assert!(
-        wait_until(Duration::from_millis(1500), || !alive(engine)),
-        "a second Ctrl-C kills at once"
-    );
+    assert!(wait_until(TIMEOUT, || !alive(engine)), "a second Ctrl-C kills at once");
     let status = cca.finish().status;
     assert_eq!(status.code(), Some(130));
 }

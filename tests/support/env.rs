@@ -30,17 +30,30 @@ pub fn cca_exe() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_cca"))
 }
 
-/// The fake engine, built by `cargo test` as the `fake-engine` example target.
+/// The fake engine, the `fake-engine` example target. `cargo test` builds it; a filtered run
+/// (`cargo test --test cli`) does not, so it is built here, once, when missing.
 pub fn fake_engine() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/..");
-    let path = profile_dir.join("examples").join("fake-engine");
-    assert!(
-        path.is_file(),
-        "{} is missing: `cargo test` builds it; with a target filter, run `cargo build --examples` first",
-        path.display()
-    );
-    path
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().expect("the test binary's path");
+            let profile_dir =
+                exe.parent().and_then(Path::parent).expect("target/<profile>/deps/..");
+            let path = profile_dir.join("examples").join("fake-engine");
+            if !path.is_file() {
+                let target_dir = profile_dir.parent().expect("target/<profile>");
+                let mut build = std::process::Command::new(env!("CARGO"));
+                build.args(["build", "--example", "fake-engine", "--target-dir"]);
+                build.arg(target_dir).current_dir(env!("CARGO_MANIFEST_DIR"));
+                if profile_dir.file_name().is_some_and(|p| p == "release") {
+                    build.arg("--release");
+                }
+                let status = build.status().expect("cargo runs");
+                assert!(status.success() && path.is_file(), "cannot build {}", path.display());
+            }
+            path
+        })
+        .clone()
 }
 
 pub struct TestEnv {

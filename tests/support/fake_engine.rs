@@ -16,6 +16,8 @@
 //! rawbytes HEX      write these bytes to stdout as is
 //! err TEXT          write TEXT to stderr
 //! sleep MS          wait
+//! note-term PATH    ignore SIGTERM, and write PATH when one arrives
+//! await PATH        wait until PATH exists (a test says when to go on; gives up after 60 s, exit 3)
 //! fail TEXT         fail the way the engine does (claude: an is_error result; others: stderr), exit 1
 //! tool NAME ARG     claude/gemini: report a tool call
 //! exit N            stop here with this status (after finishing the format's last lines if 0)
@@ -142,6 +144,16 @@ fn main() {
                 let _ = e.write_all(format!("{arg_text}\n").as_bytes());
             }
             "sleep" => std::thread::sleep(Duration::from_millis(arg.parse().expect("sleep MS"))),
+            "await" => {
+                let path = std::path::Path::new(arg);
+                let deadline = std::time::Instant::now() + Duration::from_secs(60);
+                while !path.exists() {
+                    if std::time::Instant::now() > deadline {
+                        std::process::exit(3);
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
             "fail" => {
                 out.fail(&arg_text);
                 std::process::exit(1);
@@ -160,9 +172,25 @@ fn main() {
             "hang" => loop {
                 std::thread::sleep(Duration::from_secs(3600));
             },
-            "ignore-term" => unsafe {
-                libc_signal(15, 1);
-            },
+            // A handler that does nothing: TERM no longer ends this process.
+            "ignore-term" => {
+                let ignored = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+                signal_hook::flag::register(signal_hook::consts::SIGTERM, ignored)
+                    .expect("a TERM handler");
+            }
+            // Like ignore-term, and writes PATH when a TERM arrives (a test waits for it).
+            "note-term" => {
+                let got = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+                signal_hook::flag::register(signal_hook::consts::SIGTERM, got.clone())
+                    .expect("a TERM handler");
+                let path = arg.to_string();
+                std::thread::spawn(move || {
+                    while !got.load(std::sync::atomic::Ordering::SeqCst) {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    std::fs::write(path, "TERM").expect("write the note");
+                });
+            }
             "pid" => std::fs::write(arg, std::process::id().to_string()).expect("write pid"),
             "grandchild" => {
                 let me = std::env::current_exe().expect("current exe");
@@ -254,11 +282,6 @@ fn write_stdout(bytes: &[u8]) {
     let mut o = std::io::stdout().lock();
     let _ = o.write_all(bytes);
     let _ = o.flush();
-}
-
-unsafe extern "C" {
-    #[link_name = "signal"]
-    fn libc_signal(signum: i32, handler: usize) -> usize;
 }
 
 #[derive(Clone, Copy, PartialEq)]
