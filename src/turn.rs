@@ -432,3 +432,85 @@ fn record_outcome(
             ))
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Env, Flags, Source, Sourced};
+
+    /// Records what a turn reports.
+    #[derive(Default)]
+    struct Seen {
+        text: String,
+        recorded: bool,
+        stopping: bool,
+    }
+
+    impl Observer for Seen {
+        fn event(&mut self, event: Event<'_>) {
+            match event {
+                Event::Recorded { .. } => self.recorded = true,
+                Event::Text(text) => self.text.push_str(text),
+                Event::Stopping => self.stopping = true,
+                _ => {}
+            }
+        }
+    }
+
+    fn settings(home: &std::path::Path, engine: &str) -> Settings {
+        // Two command engines from the system: `cat` answers with what it is sent, `sleep`
+        // answers nothing until it is stopped.
+        let config = "[engines.cat]\ncommand = [\"cat\"]\n\
+                      [engines.sleep]\ncommand = [\"sleep\", \"60\"]\n";
+        let env = Env::from_pairs(&[("PATH", "/usr/bin:/bin"), ("CCA_GRACE_MS", "100")]);
+        let flags = Flags { engine: Some(engine.into()), ..Flags::default() };
+        let home = Sourced { value: home.to_path_buf(), source: Source::Env("CCA_HOME") };
+        let path = home.value.join("config.toml");
+        crate::config::resolve(&env, &flags, home, path, Some(config)).unwrap()
+    }
+
+    fn question(query: &str) -> Ask {
+        Ask { target: Target::New, query: query.into(), attachment: None, wait: true }
+    }
+
+    #[test]
+    fn turns_on_two_sessions_run_at_once_and_cancel_one_by_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path().join("cca"));
+        let (answering, sleeping) = (settings(&store.home, "cat"), settings(&store.home, "sleep"));
+        let stop_this = Cancel::new();
+        let (slow, fast) = std::thread::scope(|s| {
+            let slow = s.spawn(|| {
+                let mut seen = Seen::default();
+                let outcome = ask(&sleeping, &store, &question("wait"), &mut seen, &stop_this);
+                (outcome.unwrap(), seen)
+            });
+            // Stopped only after the other turn has answered: both were running at once.
+            let mut seen = Seen::default();
+            let outcome = ask(&answering, &store, &question("hello"), &mut seen, &Cancel::new());
+            stop_this.stop(run::Stop::Signal(signal_hook::consts::SIGINT));
+            (slow.join().unwrap(), (outcome.unwrap(), seen))
+        });
+        let ((slow, slow_seen), (fast, fast_seen)) = (slow, fast);
+        assert!(matches!(fast.verdict, Verdict::Answered), "{:?}", fast.verdict);
+        assert!(fast_seen.recorded && fast_seen.text.contains("hello"), "{}", fast_seen.text);
+        assert!(matches!(slow.verdict, Verdict::Interrupted { .. }), "{:?}", slow.verdict);
+        assert!(slow_seen.recorded && slow_seen.stopping);
+        assert_ne!(slow.session, fast.session);
+        let kept = std::fs::read_to_string(&slow.path).unwrap();
+        assert!(kept.contains("Interrupted (not sent again)"), "{kept}");
+    }
+
+    #[test]
+    fn a_cancel_before_the_question_is_saved_records_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path().join("cca"));
+        let cancel = Cancel::new();
+        cancel.stop(run::Stop::Signal(signal_hook::consts::SIGTERM));
+        let mut seen = Seen::default();
+        let err = ask(&settings(&store.home, "cat"), &store, &question("q"), &mut seen, &cancel)
+            .unwrap_err();
+        assert!(err.downcast_ref::<run::Interrupted>().is_some(), "{err:#}");
+        assert!(!seen.recorded);
+    }
+}
