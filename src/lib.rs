@@ -3,9 +3,11 @@
 //! The flow of a turn, and the module that owns each step (DESIGN.md):
 //! args (`cli`) -> settings (`config`) -> system prompt (`prompt`) -> session file and lock
 //! (`store`) -> transcript and live context (`transcript`) -> framing (`frame`) -> argv, env and
-//! output decoding (`engine`) -> spawn, stream, signals (`run`) -> append (`store`).
+//! output decoding (`engine`) -> spawn, stream, signals (`run`) -> the answer's record (`answer`)
+//! -> append (`store`).
 //! `turn` ties one turn together; `app` runs each command.
 
+pub mod answer;
 pub mod call;
 pub mod cli;
 pub mod cmd;

@@ -20,7 +20,8 @@ use anyhow::{Context, Result};
 use rustix::process::{Pid, Signal};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
-use crate::engine::{Decoder, Output, Usage};
+use crate::answer;
+use crate::engine::{Decoder, Output, ToolCall, Usage};
 use crate::frame::{self, Piece};
 
 /// How long the engine's group has to exit after SIGTERM before it gets SIGKILL.
@@ -88,9 +89,14 @@ pub struct Display {
 
 /// What happened.
 pub struct Outcome {
-    /// The answer as streamed (text and tool lines), rewound to its start.
+    /// The answer as the transcript keeps it (the printed text and a block per tool call, see
+    /// `answer`), rewound to its start.
     pub answer: File,
     pub answer_bytes: u64,
+    /// The parts of `answer` that were not printed: the tool calls' blocks.
+    pub not_printed: Vec<std::ops::Range<u64>>,
+    /// The tool calls the engine made, in order.
+    pub tools: Vec<ToolCall>,
     /// Whether the answer holds anything but whitespace.
     pub answer_has_text: bool,
     /// Whether the last byte printed to stdout was a newline (or nothing was printed).
@@ -186,7 +192,8 @@ pub fn run(
     let mut state = Turn {
         answer_bytes: 0,
         answer_has_text: false,
-        last_answer_byte: b'\n',
+        kept: answer::Kept::default(),
+        tools: Vec::new(),
         usage: Usage::default(),
         engine_error: None,
         engine_session: None,
@@ -254,12 +261,16 @@ pub fn run(
     screen.clear_spinner();
     stop_leftovers(group, interrupted.is_some());
 
+    let rest = state.kept.finish();
+    state.keep(&mut answer, rest.as_bytes())?;
     answer.flush().context("cannot write the answer's scratch file")?;
     io::Seek::rewind(&mut answer).context("cannot read back the answer")?;
     Ok(Outcome {
         answer,
         answer_bytes: state.answer_bytes,
         answer_has_text: state.answer_has_text,
+        not_printed: state.kept.added().to_vec(),
+        tools: state.tools,
         printed_newline: screen.printed_newline,
         status,
         engine_error: state.engine_error,
@@ -376,7 +387,8 @@ fn spinner(engine: &str) -> indicatif::ProgressBar {
 struct Turn {
     answer_bytes: u64,
     answer_has_text: bool,
-    last_answer_byte: u8,
+    kept: answer::Kept,
+    tools: Vec<ToolCall>,
     usage: Usage,
     engine_error: Option<String>,
     engine_session: Option<String>,
@@ -395,17 +407,14 @@ impl Turn {
             match output {
                 Output::Text(text) => {
                     screen.answer(&text);
-                    self.keep(answer, text.as_bytes())?;
+                    let kept = self.kept.text(&text);
+                    self.keep(answer, kept.as_bytes())?;
                     self.answer_has_text |= text.chars().any(|c| !c.is_whitespace());
                 }
-                Output::Tool(line) => {
-                    let sep = if self.last_answer_byte == b'\n' || self.answer_bytes == 0 {
-                        ""
-                    } else {
-                        "\n\n"
-                    };
-                    self.keep(answer, format!("{sep}> {line}\n\n").as_bytes())?;
-                    self.engine_stderr(format!("· {line}\n").as_bytes(), screen);
+                Output::Tool(call) => {
+                    self.engine_stderr(format!("· {}\n", call.summary()).as_bytes(), screen);
+                    self.kept.tool(&call);
+                    self.tools.push(call);
                 }
                 Output::Note(note) => self.engine_stderr(format!("{note}\n").as_bytes(), screen),
                 Output::Error(e) => self.engine_error = Some(e),
@@ -417,10 +426,9 @@ impl Turn {
     }
 
     fn keep(&mut self, answer: &mut File, bytes: &[u8]) -> Result<()> {
-        if let Some(&last) = bytes.last() {
+        if !bytes.is_empty() {
             answer.write_all(bytes).context("cannot write the answer's scratch file")?;
             self.answer_bytes += bytes.len() as u64;
-            self.last_answer_byte = last;
         }
         Ok(())
     }

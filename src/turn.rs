@@ -16,7 +16,7 @@ use serde_json::json;
 use crate::call::{self, Interrupted, Verdict, locate};
 use crate::compact;
 use crate::config::{EngineConfig, PromptChoice, Settings, Source};
-use crate::engine::Usage;
+use crate::engine::{ToolCall, Usage};
 use crate::error::{Failure, exit};
 use crate::prompt::{self, Prompt};
 use crate::run::{self, Display, SignalWatch};
@@ -221,6 +221,8 @@ fn ended(engine: &EngineConfig, finished: Result<run::Outcome>) -> (Ended, Optio
                 usage: outcome.usage.clone(),
                 stderr_tail: outcome.stderr_tail.clone(),
                 printed_newline: outcome.printed_newline,
+                tools: outcome.tools.clone(),
+                not_printed: outcome.not_printed.clone(),
             },
             Some(outcome.answer),
         ),
@@ -240,6 +242,8 @@ fn ended(engine: &EngineConfig, finished: Result<run::Outcome>) -> (Ended, Optio
                 usage: Usage::default(),
                 stderr_tail: String::new(),
                 printed_newline: true,
+                tools: Vec::new(),
+                not_printed: Vec::new(),
             };
             (ended, None)
         }
@@ -317,6 +321,9 @@ struct Ended {
     usage: Usage,
     stderr_tail: String,
     printed_newline: bool,
+    tools: Vec<ToolCall>,
+    /// The parts of the answer's record that stdout did not show (tool calls).
+    not_printed: Vec<std::ops::Range<u64>>,
 }
 
 /// Prints the ending: the JSON object, or the error and hint; returns the exit code.
@@ -346,7 +353,9 @@ fn report(a: &Answering, turn: u64, ended: &Ended, answer: Option<File>) -> Resu
             "path": a.session.store.session_path(id),
             "turn": turn,
             "ok": error.is_none(),
-            "answer": text,
+            // What stdout shows in the other modes; the tool calls come apart.
+            "answer": crate::answer::printed(&text, &ended.not_printed),
+            "tools": ended.tools.iter().map(ToolCall::to_json).collect::<Vec<_>>(),
             "error": error.as_ref().map(|(reason, _)| reason),
             "engine": a.session.engine.name,
             "model": a.session.model,
