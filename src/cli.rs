@@ -293,7 +293,7 @@ pub struct AskArgs {
     #[arg(short, long, conflicts_with = "json")]
     pub quiet: bool,
 
-    /// Print one JSON object when done (session, turn, answer, engine, model, duration, usage)
+    /// Print one JSON object when done (session, turn, answer, tools, engine, model, duration, usage)
     #[arg(long)]
     pub json: bool,
 

@@ -3,13 +3,15 @@
 //! The flow of a turn, and the module that owns each step (docs/DESIGN.md):
 //! args (`cli`) -> settings (`config`) -> system prompt (`prompt`) -> session file and lock
 //! (`store`) -> transcript and live context (`transcript`) -> framing (`frame`) -> argv, env and
-//! output decoding (`engine`) -> spawn, stream, signals (`run`) -> append (`store`).
+//! output decoding (`engine`) -> spawn, stream, signals (`run`) -> the answer's record (`answer`)
+//! -> append (`store`).
 //! `turn` ties one turn together as a library call; the front ends (`front`, and `cmd`, which
 //! runs each command) are the only code that prints.
 
 #![forbid(unsafe_code)]
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
+pub(crate) mod answer;
 pub(crate) mod call;
 pub mod cli;
 pub(crate) mod cmd;

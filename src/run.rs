@@ -23,8 +23,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use rustix::process::{Pid, Signal};
 
+use crate::answer;
 use crate::config::Settings;
-use crate::engine::{Decoder, EngineConfig, Output, Usage};
+use crate::engine::{Decoder, EngineConfig, Output, ToolCall, Usage};
 use crate::error::{Failure, exit};
 use crate::frame::{self, Piece};
 
@@ -127,8 +128,8 @@ pub struct Spawn {
 pub enum Progress<'a> {
     /// Answer text.
     Text(&'a str),
-    /// A tool call, in a few words (`WebSearch: rust 1.89 file locking`).
-    Tool(&'a str),
+    /// A tool call, once its result is in (ran, refused or failed).
+    Tool(&'a ToolCall),
     /// What the engine wrote on stderr, or a line of its output that is not the answer (a retry).
     Stderr(&'a [u8]),
     /// A stop was asked for and the engine is being ended.
@@ -137,7 +138,8 @@ pub enum Progress<'a> {
 
 /// What happened.
 pub struct Outcome {
-    /// The answer as kept in the transcript (text and tool lines), rewound to its start.
+    /// The answer as the transcript keeps it (the printed text and a block per tool call, see
+    /// `answer`), rewound to its start.
     pub answer: File,
     /// Whether the answer holds anything but whitespace.
     pub answer_has_text: bool,
@@ -303,6 +305,8 @@ pub fn run(
     }
     stop_leftovers(group, ending.interrupted.is_some(), grace);
 
+    let rest = state.kept.finish();
+    state.keep(&mut answer, rest.as_bytes())?;
     answer.flush().context("cannot write the answer's scratch file")?;
     io::Seek::rewind(&mut answer).context("cannot read back the answer")?;
     Ok(Outcome {
@@ -382,28 +386,14 @@ fn stop_leftovers(group: Pid, already_termed: bool, grace: Duration) {
 }
 
 /// The turn's running state, fed by the decoder's outputs.
+#[derive(Default)]
 struct Turn {
-    answer_bytes: u64,
     answer_has_text: bool,
-    last_answer_byte: u8,
+    kept: answer::Kept,
     usage: Usage,
     engine_error: Option<String>,
     engine_session: Option<String>,
     stderr_tail: Vec<u8>,
-}
-
-impl Default for Turn {
-    fn default() -> Self {
-        Turn {
-            answer_bytes: 0,
-            answer_has_text: false,
-            last_answer_byte: b'\n',
-            usage: Usage::default(),
-            engine_error: None,
-            engine_session: None,
-            stderr_tail: Vec::new(),
-        }
-    }
 }
 
 impl Turn {
@@ -417,18 +407,14 @@ impl Turn {
             match output {
                 Output::Text(text) => {
                     progress(Progress::Text(&text));
-                    self.keep(answer, text.as_bytes())?;
+                    let kept = self.kept.text(&text);
+                    self.keep(answer, kept.as_bytes())?;
                     self.answer_has_text |= text.chars().any(|c| !c.is_whitespace());
                 }
-                Output::Tool(line) => {
-                    let sep = if self.last_answer_byte == b'\n' || self.answer_bytes == 0 {
-                        ""
-                    } else {
-                        "\n\n"
-                    };
-                    self.keep(answer, format!("{sep}> {line}\n\n").as_bytes())?;
-                    self.tail(format!("· {line}\n").as_bytes());
-                    progress(Progress::Tool(&line));
+                Output::Tool(call) => {
+                    self.tail(format!("· {}\n", call.summary()).as_bytes());
+                    progress(Progress::Tool(&call));
+                    self.kept.tool(&call);
                 }
                 Output::Note(note) => self.engine_stderr(format!("{note}\n").as_bytes(), progress),
                 Output::Error(e) => self.engine_error = Some(e),
@@ -440,10 +426,8 @@ impl Turn {
     }
 
     fn keep(&mut self, answer: &mut File, bytes: &[u8]) -> Result<()> {
-        if let Some(&last) = bytes.last() {
+        if !bytes.is_empty() {
             answer.write_all(bytes).context("cannot write the answer's scratch file")?;
-            self.answer_bytes += bytes.len() as u64;
-            self.last_answer_byte = last;
         }
         Ok(())
     }

@@ -18,7 +18,7 @@ use anyhow::Result;
 use crate::call::{self, Verdict};
 use crate::compact;
 use crate::config::Settings;
-use crate::engine::Usage;
+use crate::engine::{ToolCall, Usage};
 use crate::error::{Failure, exit};
 use crate::human::human_bytes;
 use crate::prompt::Prompt;
@@ -72,8 +72,8 @@ pub enum Event<'a> {
     Started { engine: &'a str },
     /// Answer text, as it streams.
     Text(&'a str),
-    /// A tool call the engine made, in a few words.
-    Tool(&'a str),
+    /// A tool call the engine made, once its result is in (ran, refused or failed).
+    Tool(&'a ToolCall),
     /// What the engine wrote on stderr, or a line of its output that is not the answer.
     EngineOutput(&'a [u8]),
     /// The turn was asked to stop; the engine is being ended.
@@ -276,7 +276,7 @@ impl Answering<'_> {
         call::call(&call, cancel, &mut |progress| {
             observer.event(match progress {
                 Progress::Text(text) => Event::Text(text),
-                Progress::Tool(line) => Event::Tool(line),
+                Progress::Tool(call) => Event::Tool(call),
                 Progress::Stderr(bytes) => Event::EngineOutput(bytes),
                 Progress::Stopping => Event::Stopping,
             })

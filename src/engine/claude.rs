@@ -3,15 +3,19 @@
 //! Its plain text output arrives all at once at the end, so cca asks for `stream-json` with
 //! partial messages and prints the text deltas as they come. Errors arrive on stdout, in the
 //! final `result` line (`is_error`). With tools, one answer spans several API messages; the
-//! text of all of them is the answer, and each tool call becomes a one-line [`Output::Tool`].
+//! text of all of them is the answer, and each tool call becomes an [`Output::Tool`] once its
+//! result (a `user` event with a `tool_result`) tells how it went.
+//!
+//! The API splits one message's text into several blocks (at every citation): they are one text
+//! and are passed on exactly, with nothing between them. Only a new message gets a break.
 
 use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
 use super::{
-    Arg, EngineConfig, HistoryMode, Invocation, LineBuffer, Output, Request, Spec,
-    SystemPromptMode, Usage, note_line,
+    Arg, EngineConfig, HistoryMode, Invocation, LineBuffer, Output, Paragraphs, Request, Source,
+    Spec, SystemPromptMode, ToolCall, ToolCalls, ToolStatus, Usage, note_line,
 };
 use crate::frame;
 
@@ -137,11 +141,12 @@ fn uuid_like(seed: &str, n: u64) -> String {
 #[derive(Debug, Default)]
 pub struct Decoder {
     lines: LineBuffer,
-    /// Text has been printed; the next text block needs a paragraph break before it.
-    text_seen: bool,
-    new_block: bool,
+    paragraphs: Paragraphs,
+    /// The message the last text or tool call came from.
+    message: Option<String>,
     /// Messages whose text arrived as deltas (their full copy must not be printed again).
     streamed: Vec<String>,
+    tools: ToolCalls,
     result_seen: bool,
     /// The text of an API error message, if claude reported one.
     api_error: Option<String>,
@@ -157,6 +162,7 @@ impl super::Decoder for Decoder {
     fn finish(&mut self, out: &mut Vec<Output>) {
         let mut lines = std::mem::take(&mut self.lines);
         lines.finish(|line| self.line(line, out));
+        self.tools.flush(out);
         if !self.result_seen
             && let Some(error) = self.api_error.take()
         {
@@ -174,8 +180,10 @@ impl Decoder {
         match v["type"].as_str() {
             Some("stream_event") => self.stream_event(&v, out),
             Some("assistant") => self.assistant(&v, out),
+            Some("user") => self.tool_results(&v, out),
             Some("result") => {
                 self.result_seen = true;
+                self.tools.flush(out);
                 let usage = &v["usage"];
                 out.push(Output::Usage(Usage {
                     input_tokens: usage["input_tokens"].as_u64(),
@@ -202,30 +210,28 @@ impl Decoder {
             Some("message_start") => {
                 if let Some(id) = event["message"]["id"].as_str() {
                     self.streamed.push(id.to_string());
+                    self.message(id, out);
                 }
             }
-            Some("content_block_start") => self.new_block = true,
             Some("content_block_delta") => {
                 if event["delta"]["type"] == "text_delta"
                     && let Some(text) = event["delta"]["text"].as_str()
                 {
-                    self.text(text, out);
+                    self.paragraphs.text(text, out);
                 }
             }
             _ => {}
         }
     }
 
-    fn text(&mut self, text: &str, out: &mut Vec<Output>) {
-        if text.is_empty() {
-            return;
+    /// Output from message `id` follows: a new message starts a new paragraph, and by then the
+    /// tool calls of the one before have all been answered.
+    fn message(&mut self, id: &str, out: &mut Vec<Output>) {
+        if self.message.as_deref() != Some(id) {
+            self.message = Some(id.to_string());
+            self.tools.flush(out);
+            self.paragraphs.new_message();
         }
-        if self.new_block && self.text_seen {
-            out.push(Output::Text("\n\n".into()));
-        }
-        self.new_block = false;
-        self.text_seen = true;
-        out.push(Output::Text(text.to_string()));
     }
 
     fn assistant(&mut self, v: &Value, out: &mut Vec<Output>) {
@@ -236,22 +242,92 @@ impl Decoder {
             self.api_error = Some(text.join(" "));
             return;
         }
-        let streamed =
-            message["id"].as_str().is_some_and(|id| self.streamed.iter().any(|s| s == id));
+        let id = message["id"].as_str().unwrap_or("");
+        let streamed = self.streamed.iter().any(|s| s == id);
+        self.message(id, out);
         for block in &blocks {
             match block["type"].as_str() {
-                Some("tool_use") => out.push(Output::Tool(tool_line(block))),
+                Some("tool_use") => {
+                    let name = block["name"].as_str().unwrap_or("tool");
+                    let call = ToolCall::new(name, &block["input"]);
+                    self.tools.started(block["id"].as_str().unwrap_or(""), call);
+                }
                 // Text that did not arrive as deltas (no partial messages): show it now.
                 Some("text") if !streamed => {
-                    self.new_block = true;
                     if let Some(text) = block["text"].as_str() {
-                        self.text(text, out);
+                        self.paragraphs.text(text, out);
                     }
                 }
                 _ => {}
             }
         }
     }
+
+    /// claude's answers to the model's tool calls: what each returned, or that it was refused.
+    fn tool_results(&mut self, v: &Value, out: &mut Vec<Output>) {
+        let blocks = v["message"]["content"].as_array().cloned().unwrap_or_default();
+        for block in blocks.iter().filter(|b| b["type"] == "tool_result") {
+            let text = result_text(&block["content"]);
+            let id = block["tool_use_id"].as_str().unwrap_or("");
+            self.tools.settled(
+                id,
+                |call| {
+                    if block["is_error"].as_bool() == Some(true) {
+                        call.status =
+                            if refused(&text) { ToolStatus::Refused } else { ToolStatus::Failed };
+                        call.reason = Some(error_reason(&text));
+                    } else {
+                        call.sources = links(&text);
+                    }
+                },
+                out,
+            );
+        }
+    }
+}
+
+/// A tool result's text: a string, or text blocks.
+fn result_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => {
+            blocks.iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join("\n")
+        }
+        _ => String::new(),
+    }
+}
+
+/// Whether claude declined to run the tool, rather than ran it and failed: its words for a tool
+/// it does not offer, a permission not granted, or an input it would not take.
+fn refused(text: &str) -> bool {
+    ["No such tool available", "requested permissions", "haven't granted", "InputValidationError"]
+        .iter()
+        .any(|words| text.contains(words))
+}
+
+/// `<tool_use_error>Error: No such tool available: Bash. ...</tool_use_error>`, in a few words.
+fn error_reason(text: &str) -> String {
+    let text = text.replace("<tool_use_error>", "").replace("</tool_use_error>", "");
+    let text = text.trim();
+    crate::transcript::one_line(text.strip_prefix("Error: ").unwrap_or(text), 200)
+}
+
+/// The sources in claude's WebSearch result: `Web search results for query: "Q"`, then a
+/// `Links: [{"title":...,"url":...},...]` line per search it ran, then its summary.
+fn links(text: &str) -> Vec<Source> {
+    let mut found: Vec<Source> = Vec::new();
+    for list in text.lines().filter_map(|l| l.strip_prefix("Links: ")) {
+        let Ok(Value::Array(items)) = serde_json::from_str::<Value>(list) else { continue };
+        for item in items {
+            let (Some(title), Some(url)) = (item["title"].as_str(), item["url"].as_str()) else {
+                continue;
+            };
+            if !found.iter().any(|s| s.url == url) {
+                found.push(Source { title: title.to_string(), url: url.to_string() });
+            }
+        }
+    }
+    found
 }
 
 /// claude retries a failing API for minutes by default: say so, each time, and how to stop it.
@@ -272,18 +348,6 @@ fn retry_note(v: &Value) -> String {
     format!(
         "cca: claude: {what}; retrying{wait}{attempt}; Ctrl-C stops, --fail-fast does not retry"
     )
-}
-
-/// `WebSearch: rust 1.89 file locking`, `WebFetch: https://...`: the gist of a tool call.
-pub fn tool_line(block: &Value) -> String {
-    let name = block["name"].as_str().unwrap_or("tool");
-    let input = &block["input"];
-    let gist = ["query", "url", "pattern", "command", "file_path", "prompt"]
-        .iter()
-        .find_map(|k| input[k].as_str())
-        .map(str::to_string)
-        .unwrap_or_else(|| input.to_string());
-    format!("{name}: {}", crate::transcript::one_line(&gist, 200))
 }
 
 #[cfg(test)]
@@ -339,22 +403,111 @@ mod tests {
         }
     }
 
+    /// Texts run together and tool calls as their lines, in the order they came out.
+    fn flow(out: &[Output]) -> Vec<String> {
+        let mut flow: Vec<String> = Vec::new();
+        for o in out {
+            match o {
+                Output::Text(t) => match flow.last_mut() {
+                    Some(last) if !last.starts_with("> ") => last.push_str(t),
+                    _ => flow.push(t.clone()),
+                },
+                Output::Tool(call) => flow.push(format!("> {}", call.line())),
+                _ => {}
+            }
+        }
+        flow
+    }
+
+    fn tools(out: &[Output]) -> Vec<&ToolCall> {
+        out.iter().filter_map(|o| if let Output::Tool(t) = o { Some(t) } else { None }).collect()
+    }
+
     #[test]
-    fn tool_calls_become_one_line_and_texts_are_separated() {
-        let lines = [
-            json!({"type":"stream_event","event":{"type":"message_start","message":{"id":"m1"}}}),
-            json!({"type":"stream_event","event":{"type":"content_block_start","content_block":{"type":"text"}}}),
-            json!({"type":"stream_event","event":{"type":"content_block_delta","delta":{"type":"text_delta","text":"Let me search."}}}),
-            json!({"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"Let me search."},{"type":"tool_use","name":"WebSearch","input":{"query":"rust 1.89"}}]}}),
-            json!({"type":"stream_event","event":{"type":"message_start","message":{"id":"m2"}}}),
-            json!({"type":"stream_event","event":{"type":"content_block_start","content_block":{"type":"text"}}}),
-            json!({"type":"stream_event","event":{"type":"content_block_delta","delta":{"type":"text_delta","text":"Found it."}}}),
-            json!({"type":"result","is_error":false,"result":"Found it.","usage":{}}),
-        ];
-        let sample: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    fn a_turn_with_searches_and_a_refused_tool() {
+        // Recorded from claude 2.1.329 through the loopback server's scripted tool flow: text and
+        // a WebSearch; text and a second WebSearch; a Bash call claude refuses; then the answer
+        // in three text blocks, the middle one cited.
+        let out = decode(include_str!("../../tests/fixtures/claude-stream-json-tools.jsonl"));
+        assert_eq!(
+            flow(&out),
+            [
+                "Let me search.",
+                "> WebSearch: rust 1.89 file locking",
+                "\n\nOne more search.",
+                "> WebSearch: file locking on windows",
+                "> Bash (refused): ls -la",
+                "\n\nAccording to the results, Rust 1.89 stabilised File::lock. Sources: [Guide](https://guide.example.org/x)",
+            ]
+        );
+        let tools = tools(&out);
+        assert_eq!(
+            tools[0].sources,
+            [
+                Source {
+                    title: "rust 1.89 file locking: the guide".into(),
+                    url: "https://guide.example.org/rust-1-89-file-locking".into()
+                },
+                Source {
+                    title: "rust 1.89 file locking: the notes".into(),
+                    url: "https://notes.example.org/rust-1-89-file-locking".into()
+                },
+            ]
+        );
+        assert_eq!(tools[1].sources.len(), 2);
+        assert_eq!((tools[0].status, tools[0].reason.as_deref()), (ToolStatus::Ran, None));
+        assert_eq!(tools[2].status, ToolStatus::Refused);
+        let reason = tools[2].reason.as_deref().unwrap();
+        assert!(reason.starts_with("No such tool available: Bash."), "{reason}");
+        assert!(!out.iter().any(|o| matches!(o, Output::Error(_))));
+    }
+
+    fn lines(values: &[Value]) -> String {
+        values.iter().map(|l| format!("{l}\n")).collect()
+    }
+
+    #[test]
+    fn parallel_calls_come_out_in_the_order_they_were_made() {
+        let sample = lines(&[
+            json!({"type":"assistant","message":{"id":"m1","content":[
+                {"type":"tool_use","id":"a","name":"WebSearch","input":{"query":"first"}},
+                {"type":"tool_use","id":"b","name":"WebFetch","input":{"url":"https://x.example/","prompt":"p"}}]}}),
+            json!({"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"b","content":[{"type":"text","text":"page"}]}]}}),
+            json!({"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"a","content":"Web search results for query: \"first\"\n\nLinks: [{\"title\":\"T\",\"url\":\"https://t.example/\"}]\n\nsummary"}]}}),
+            json!({"type":"assistant","message":{"id":"m2","content":[{"type":"text","text":"Done."}]}}),
+            json!({"type":"result","is_error":false,"result":"Done.","usage":{}}),
+        ]);
         let out = decode(&sample);
-        assert_eq!(text(&out), "Let me search.\n\nFound it.");
-        assert!(out.contains(&Output::Tool("WebSearch: rust 1.89".into())));
+        assert_eq!(flow(&out), ["> WebSearch: first", "> WebFetch: https://x.example/", "Done."]);
+        assert_eq!(tools(&out)[0].sources[0].url, "https://t.example/");
+    }
+
+    #[test]
+    fn blocks_of_one_message_are_one_text_and_messages_get_a_break() {
+        // Without partial messages each block is its own `assistant` event of the same message.
+        let sample = lines(&[
+            json!({"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"First, "}]}}),
+            json!({"type":"assistant","message":{"id":"m1","content":[{"type":"text","text":"cited"}]}}),
+            json!({"type":"assistant","message":{"id":"m2","content":[{"type":"text","text":"Second.\n"}]}}),
+            json!({"type":"assistant","message":{"id":"m3","content":[{"type":"text","text":"Third."}]}}),
+        ]);
+        assert_eq!(text(&decode(&sample)), "First, cited\n\nSecond.\n\nThird.");
+    }
+
+    #[test]
+    fn a_call_without_a_result_is_kept_as_failed() {
+        let sample = lines(&[
+            json!({"type":"assistant","message":{"id":"m1","content":[{"type":"tool_use","id":"a","name":"WebSearch","input":{"query":"q"}}]}}),
+            json!({"type":"user","message":{"content":[{"type":"tool_result","tool_use_id":"a","is_error":true,"content":"Search API unavailable"}]}}),
+            json!({"type":"assistant","message":{"id":"m2","content":[{"type":"tool_use","id":"b","name":"WebSearch","input":{"query":"r"}}]}}),
+        ]);
+        let out = decode(&sample);
+        let tools = tools(&out);
+        assert_eq!(tools.len(), 2);
+        assert_eq!(tools[0].status, ToolStatus::Failed);
+        assert_eq!(tools[0].reason.as_deref(), Some("Search API unavailable"));
+        assert_eq!(tools[1].status, ToolStatus::Failed);
+        assert!(tools[1].reason.as_deref().unwrap().contains("before the tool gave a result"));
     }
 
     #[test]

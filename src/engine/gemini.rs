@@ -4,14 +4,18 @@
 //! stdin at 8 MiB without a word (cca refuses larger turns before spawning), and answers a
 //! prompt larger than the model's window with no output and exit 0 (an empty answer is a
 //! failure). Its errors go to stderr, and the final `result` line says `status`.
+//!
+//! With tools, its stream has `tool_use` and `tool_result` events between the text deltas; the
+//! text after a tool call is the model's next message, so it starts a new paragraph. Its
+//! `tool_result` for a search says only that results returned: the sources stay inside gemini.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
 use super::{
-    Arg, EngineConfig, HistoryMode, Invocation, LineBuffer, Output, Request, Spec,
-    SystemPromptMode, Usage, note_line,
+    Arg, EngineConfig, HistoryMode, Invocation, LineBuffer, Output, Paragraphs, Request, Spec,
+    SystemPromptMode, ToolCall, ToolCalls, ToolStatus, Usage, note_line,
 };
 use crate::frame;
 use crate::transcript::Live;
@@ -165,47 +169,81 @@ pub fn sessions_root(gemini_home: &Path) -> PathBuf {
 #[derive(Debug, Default)]
 pub struct Decoder {
     lines: LineBuffer,
+    paragraphs: Paragraphs,
+    tools: ToolCalls,
 }
 
 impl super::Decoder for Decoder {
     fn feed(&mut self, chunk: &[u8], out: &mut Vec<Output>) {
         let mut lines = std::mem::take(&mut self.lines);
-        lines.feed(chunk, |line| decode_line(line, out));
+        lines.feed(chunk, |line| self.line(line, out));
         self.lines = lines;
     }
 
     fn finish(&mut self, out: &mut Vec<Output>) {
-        self.lines.finish(|line| decode_line(line, out));
+        let mut lines = std::mem::take(&mut self.lines);
+        lines.finish(|line| self.line(line, out));
+        self.tools.flush(out);
     }
 }
 
-fn decode_line(line: &[u8], out: &mut Vec<Output>) {
-    let Ok(v) = serde_json::from_slice::<Value>(line) else {
-        note_line(line, out);
-        return;
-    };
+/// gemini's words for a call it did not run (`ToolErrorType` in its source); other errors mean
+/// the tool ran and failed.
+const REFUSALS: [&str; 3] = ["tool_not_registered", "policy_violation", "invalid_tool_params"];
+
+impl Decoder {
+    fn line(&mut self, line: &[u8], out: &mut Vec<Output>) {
+        let Ok(v) = serde_json::from_slice::<Value>(line) else {
+            note_line(line, out);
+            return;
+        };
+        match v["type"].as_str() {
+            Some("message") if v["role"] == "assistant" => {
+                if let Some(text) = v["content"].as_str() {
+                    self.paragraphs.text(text, out);
+                }
+            }
+            Some("tool_use") => {
+                let name = v["tool_name"].as_str().unwrap_or("tool");
+                let call = ToolCall::new(name, &v["parameters"]);
+                self.tools.started(v["tool_id"].as_str().unwrap_or(""), call);
+                // What the model says after a tool call is its next message.
+                self.paragraphs.new_message();
+            }
+            Some("tool_result") => {
+                let id = v["tool_id"].as_str().unwrap_or("");
+                self.tools.settled(
+                    id,
+                    |call| {
+                        if v["status"] != "success" {
+                            let kind = v["error"]["type"].as_str().unwrap_or("");
+                            call.status = if REFUSALS.contains(&kind) {
+                                ToolStatus::Refused
+                            } else {
+                                ToolStatus::Failed
+                            };
+                            let reason = v["error"]["message"].as_str().or(v["output"].as_str());
+                            call.reason = Some(crate::transcript::one_line(
+                                reason.unwrap_or("gemini reported an error"),
+                                200,
+                            ));
+                        }
+                    },
+                    out,
+                );
+            }
+            _ => decode_line(&v, out),
+        }
+    }
+}
+
+/// The lines that need no state: the session id, errors, the final result.
+fn decode_line(v: &Value, out: &mut Vec<Output>) {
     match v["type"].as_str() {
         Some("init") => {
             if let Some(id) = v["session_id"].as_str() {
                 out.push(Output::Session(id.to_string()));
             }
-        }
-        Some("message") if v["role"] == "assistant" => {
-            if let Some(text) = v["content"].as_str()
-                && !text.is_empty()
-            {
-                out.push(Output::Text(text.to_string()));
-            }
-        }
-        Some("tool_use") => {
-            let name = v["tool_name"].as_str().unwrap_or("tool");
-            let params = &v["parameters"];
-            let gist = ["query", "url", "prompt", "command", "file_path"]
-                .iter()
-                .find_map(|k| params[k].as_str())
-                .map(str::to_string)
-                .unwrap_or_else(|| params.to_string());
-            out.push(Output::Tool(format!("{name}: {}", crate::transcript::one_line(&gist, 200))));
         }
         Some("error") => {
             if let Some(message) = v["message"].as_str() {
@@ -262,5 +300,62 @@ mod tests {
             "{out:?}"
         );
         assert!(!out.iter().any(|o| matches!(o, Output::Text(_))));
+    }
+
+    #[test]
+    fn a_turn_with_searches_and_a_refused_tool() {
+        // Recorded from gemini 0.61.0 through the loopback server's scripted tool flow, with
+        // cca's policy: text and a google_web_search; text and a second search; a
+        // run_shell_command the policy keeps out; then the answer.
+        let out = decode(include_str!("../../tests/fixtures/gemini-stream-json-tools.jsonl"));
+        let text: String = out
+            .iter()
+            .filter_map(|o| if let Output::Text(t) = o { Some(t.as_str()) } else { None })
+            .collect();
+        assert_eq!(
+            text,
+            "Let me search.\n\nOne more search.\n\nAccording to the results, Rust 1.89 stabilised \
+             File::lock. Sources: [Guide](https://guide.example.org/x)"
+        );
+        let tools: Vec<&ToolCall> = out
+            .iter()
+            .filter_map(|o| if let Output::Tool(t) = o { Some(t) } else { None })
+            .collect();
+        let lines: Vec<String> = tools.iter().map(|t| t.line()).collect();
+        assert_eq!(
+            lines,
+            [
+                "google_web_search: rust 1.89 file locking",
+                "google_web_search: file locking on windows",
+                "run_shell_command (refused): ls -la",
+            ]
+        );
+        assert!(tools[2].reason.as_deref().unwrap().contains("not found"), "{tools:?}");
+        // Each call comes out when its result is in, before the text that follows it.
+        let first_tool = out.iter().position(|o| matches!(o, Output::Tool(_))).unwrap();
+        assert_eq!(out[first_tool - 1], Output::Text("Let me search.".into()));
+        assert_eq!(out[first_tool + 1], Output::Text("\n\n".into()));
+    }
+
+    #[test]
+    fn a_tool_that_ran_and_failed_is_not_refused() {
+        let sample = [
+            json!({"type":"tool_use","tool_name":"google_web_search","tool_id":"t1","parameters":{"query":"q"}}),
+            json!({"type":"tool_result","tool_id":"t1","status":"error","output":"x","error":{"type":"web_search_failed","message":"quota"}}),
+            json!({"type":"tool_use","tool_name":"web_fetch","tool_id":"t2","parameters":{"prompt":"read https://x.example/"}}),
+        ];
+        let out = decode(&sample.iter().map(|l| format!("{l}\n")).collect::<String>());
+        let tools: Vec<&ToolCall> = out
+            .iter()
+            .filter_map(|o| if let Output::Tool(t) = o { Some(t) } else { None })
+            .collect();
+        assert_eq!(tools.len(), 2, "{out:?}");
+        assert_eq!(
+            (tools[0].status, tools[0].reason.as_deref()),
+            (ToolStatus::Failed, Some("quota"))
+        );
+        // The output ended before the second call's result.
+        assert_eq!(tools[1].status, ToolStatus::Failed);
+        assert_eq!(tools[1].input, "read https://x.example/");
     }
 }

@@ -16,9 +16,10 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use serde::Deserialize;
+use serde_json::Value;
 
 use crate::frame::{self, Piece};
-use crate::transcript::Live;
+use crate::transcript::{self, Live};
 
 /// What cca knows about one kind of engine program. Each engine file has one, as `SPEC`.
 pub struct Spec {
@@ -207,8 +208,8 @@ impl Request<'_> {
 pub enum Output {
     /// Answer text, to show and keep.
     Text(String),
-    /// A tool call, in a few words (`WebSearch: rust 1.89 file locking`).
-    Tool(String),
+    /// A tool call the engine made for the model, once its outcome is known.
+    Tool(ToolCall),
     /// Something the engine printed that is not the answer; shown on stderr.
     Note(String),
     /// The engine said the turn failed, and why.
@@ -216,6 +217,182 @@ pub enum Output {
     Usage(Usage),
     /// The engine's own id for this run (gemini: to find the session file it wrote).
     Session(String),
+}
+
+/// A tool call, as cca shows it on stderr, keeps it in the transcript and reports it in `--json`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// The engine's name for the tool: `WebSearch`, `google_web_search`.
+    pub name: String,
+    /// What it was asked, in a few words on one line: the query, the URL, the command.
+    pub input: String,
+    pub status: ToolStatus,
+    /// Why it was refused or failed, in the engine's words.
+    pub reason: Option<String>,
+    /// What a search returned, where the engine says (claude's WebSearch lists its links).
+    pub sources: Vec<Source>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolStatus {
+    /// The engine ran it and gave the model its result.
+    Ran,
+    /// The engine did not run it: the tool is not allowed or not there.
+    Refused,
+    /// The engine ran it and it failed, or the turn ended before it gave a result.
+    Failed,
+}
+
+impl ToolStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolStatus::Ran => "ran",
+            ToolStatus::Refused => "refused",
+            ToolStatus::Failed => "failed",
+        }
+    }
+}
+
+/// A page a search returned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Source {
+    pub title: String,
+    pub url: String,
+}
+
+impl ToolCall {
+    /// A call whose outcome is not known yet; the decoder settles it when the result arrives.
+    pub fn new(name: &str, input: &Value) -> ToolCall {
+        ToolCall {
+            name: transcript::one_line(name, 100),
+            input: gist(input),
+            status: ToolStatus::Failed,
+            reason: Some("the turn ended before the tool gave a result".into()),
+            sources: Vec::new(),
+        }
+    }
+
+    /// `WebSearch: rust 1.89`, `Bash (refused): ls -la`: the call in one line.
+    pub fn line(&self) -> String {
+        let status = match self.status {
+            ToolStatus::Ran => String::new(),
+            other => format!(" ({})", other.as_str()),
+        };
+        match self.input.as_str() {
+            "" => format!("{}{status}", self.name),
+            input => format!("{}{status}: {input}", self.name),
+        }
+    }
+
+    /// The call as `--json` reports it.
+    pub fn to_json(&self) -> Value {
+        let sources: Vec<Value> = self
+            .sources
+            .iter()
+            .map(|s| serde_json::json!({"title": s.title, "url": s.url}))
+            .collect();
+        serde_json::json!({
+            "name": self.name,
+            "input": self.input,
+            "status": self.status.as_str(),
+            "reason": self.reason,
+            "sources": sources,
+        })
+    }
+
+    /// The line shown on stderr: the call, and what came of it.
+    pub fn summary(&self) -> String {
+        let mut line = self.line();
+        match (&self.reason, self.sources.len()) {
+            (Some(reason), _) if self.status != ToolStatus::Ran => {
+                line.push_str(" · ");
+                line.push_str(reason);
+            }
+            (_, 0) => {}
+            (_, 1) => line.push_str(" · 1 source"),
+            (_, n) => line.push_str(&format!(" · {n} sources")),
+        }
+        line
+    }
+}
+
+/// The gist of a tool's input: the query, the URL, the command; else the input as JSON.
+fn gist(input: &Value) -> String {
+    let text = ["query", "url", "pattern", "command", "file_path", "prompt"]
+        .iter()
+        .find_map(|k| input[k].as_str())
+        .map(str::to_string)
+        .unwrap_or_else(|| match input {
+            Value::Null => String::new(),
+            Value::Object(map) if map.is_empty() => String::new(),
+            other => other.to_string(),
+        });
+    transcript::one_line(&text, 200)
+}
+
+/// Keeps the tool calls of an answer in the order the model made them, and hands each out once
+/// its outcome is known (results of parallel calls may come back in any order).
+#[derive(Debug, Default)]
+pub struct ToolCalls {
+    pending: Vec<(String, ToolCall, bool)>,
+}
+
+impl ToolCalls {
+    pub fn started(&mut self, id: &str, call: ToolCall) {
+        self.pending.push((id.to_string(), call, false));
+    }
+
+    /// Settles the call with this id (an unknown id is ignored) and hands out those now due.
+    pub fn settled(&mut self, id: &str, settle: impl FnOnce(&mut ToolCall), out: &mut Vec<Output>) {
+        if let Some((_, call, done)) = self.pending.iter_mut().find(|(i, _, done)| i == id && !done)
+        {
+            call.status = ToolStatus::Ran;
+            call.reason = None;
+            settle(call);
+            *done = true;
+        }
+        while self.pending.first().is_some_and(|(_, _, done)| *done) {
+            out.push(Output::Tool(self.pending.remove(0).1));
+        }
+    }
+
+    /// Hands out every call left, settled or not (the model moved on, or the output ended).
+    pub fn flush(&mut self, out: &mut Vec<Output>) {
+        out.extend(self.pending.drain(..).map(|(_, call, _)| Output::Tool(call)));
+    }
+}
+
+/// One answer can span several messages of the model (text, a tool call, more text). Within a
+/// message the text is passed on exactly as it comes; between two messages that both have text
+/// comes a paragraph break: as many newlines as the text so far needs to end in a blank line.
+#[derive(Debug, Default)]
+pub struct Paragraphs {
+    /// Newlines the text so far ends with, up to two.
+    trailing: usize,
+    seen: bool,
+    new_message: bool,
+}
+
+impl Paragraphs {
+    /// The next text belongs to a new message.
+    pub fn new_message(&mut self) {
+        self.new_message = true;
+    }
+
+    pub fn text(&mut self, text: &str, out: &mut Vec<Output>) {
+        if text.is_empty() {
+            return;
+        }
+        if self.new_message && self.seen && self.trailing < 2 {
+            out.push(Output::Text("\n".repeat(2 - self.trailing)));
+        }
+        self.new_message = false;
+        self.seen = true;
+        let newlines = text.bytes().rev().take_while(|&b| b == b'\n').count();
+        self.trailing =
+            if newlines == text.len() { self.trailing + newlines } else { newlines }.min(2);
+        out.push(Output::Text(text.to_string()));
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]

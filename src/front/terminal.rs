@@ -40,8 +40,9 @@ pub struct Terminal {
     spinner: Spinner,
     stdout_gone: bool,
     printed_newline: bool,
-    /// `--json`: the answer as it would have been printed.
+    /// `--json`: the answer as it would have been printed, and the tool calls.
     answer: String,
+    tools: Vec<serde_json::Value>,
     /// Say which session a new one is, as soon as it has the question (chat).
     announce_new_session: bool,
 }
@@ -55,6 +56,7 @@ impl Terminal {
             stdout_gone: false,
             printed_newline: true,
             answer: String::new(),
+            tools: Vec::new(),
             announce_new_session: false,
         }
     }
@@ -83,7 +85,9 @@ impl Terminal {
                 "path": outcome.path,
                 "turn": outcome.turn,
                 "ok": error.is_none(),
+                // Exactly what stdout shows in the other modes; the tool calls come apart.
                 "answer": self.answer,
+                "tools": self.tools,
                 "error": error.as_ref().map(|(reason, _)| reason),
                 "engine": outcome.engine,
                 "model": outcome.model,
@@ -168,11 +172,11 @@ impl Observer for Terminal {
                 }
             }
             Event::Text(text) => self.answer_text(text),
-            Event::Tool(line) => {
-                if self.mode == Mode::Normal {
-                    self.spinner.stderr(format!("· {line}\n").as_bytes());
-                }
-            }
+            Event::Tool(call) => match self.mode {
+                Mode::Normal => self.spinner.stderr(format!("· {}\n", call.summary()).as_bytes()),
+                Mode::Json => self.tools.push(call.to_json()),
+                Mode::Quiet => {}
+            },
             Event::EngineOutput(bytes) => {
                 if self.mode == Mode::Normal {
                     self.spinner.stderr(bytes);

@@ -480,13 +480,30 @@ fn the_answer_streams_before_the_engine_finishes() {
 
 #[test]
 fn tool_calls_are_shown_and_kept() {
-    let env = TestEnv::new();
-    let run = env.run_with(
-        &["search", "q"],
-        None,
-        &[("FAKE_SCRIPT", "tool WebSearch rust 1.89 locking;say Found it.")],
-    );
-    run.ok().stderr_has("WebSearch: rust 1.89 locking");
-    assert_eq!(run.stdout, "Found it.");
-    assert!(env.latest().contains("> WebSearch: rust 1.89 locking\n\nFound it.\n"));
+    for engine in ["claude", "gemini"] {
+        let env = TestEnv::new();
+        let script =
+            "say Let me look.;tool WebSearch rust 1.89 locking;refused Bash ls;say Found it.";
+        let run = env.run_with(&["search", "-e", engine, "q"], None, &[("FAKE_SCRIPT", script)]);
+        run.ok().stderr_has("· WebSearch: rust 1.89 locking").stderr_has("· Bash (refused): ls · ");
+        assert_eq!(run.stdout, "Let me look.\n\nFound it.", "{engine}");
+        let source = if engine == "claude" {
+            "> - [About rust 1.89 locking](https://example.org/)\n"
+        } else {
+            ""
+        };
+        let kept = format!(
+            "Let me look.\n\n> WebSearch: rust 1.89 locking\n{source}\n> Bash (refused): ls\n\nFound it.\n"
+        );
+        assert!(env.latest().contains(&kept), "{engine}: {}", env.latest());
+
+        let run = env.run_with(&["search", "--json", "-r", "q2"], None, &[("FAKE_SCRIPT", script)]);
+        let json: serde_json::Value = serde_json::from_str(&run.ok().stdout).unwrap();
+        assert_eq!(json["answer"], "Let me look.\n\nFound it.", "{engine}");
+        assert_eq!(json["tools"][0]["name"], "WebSearch");
+        assert_eq!(json["tools"][0]["input"], "rust 1.89 locking");
+        assert_eq!(json["tools"][0]["status"], "ran");
+        assert_eq!(json["tools"][1]["status"], "refused");
+        assert_eq!(json["tools"].as_array().unwrap().len(), 2);
+    }
 }

@@ -19,7 +19,8 @@
 //! note-term PATH    ignore SIGTERM, and write PATH when one arrives
 //! await PATH        wait until PATH exists (a test says when to go on; gives up after 60 s, exit 3)
 //! fail TEXT         fail the way the engine does (claude: an is_error result; others: stderr), exit 1
-//! tool NAME ARG     claude/gemini: report a tool call
+//! tool NAME ARG     claude/gemini: report a tool call (ARG is its query) and its result
+//! refused NAME ARG  claude/gemini: report a tool call the engine refused
 //! exit N            stop here with this status (after finishing the format's last lines if 0)
 //! hang              sleep forever
 //! ignore-term       ignore SIGTERM from now on
@@ -85,7 +86,7 @@ fn main() {
         std::fs::write(&path, record.to_string()).expect("write the call log");
     }
 
-    let mut out = Out { format, started: false, text: String::new() };
+    let mut out = Out { format, in_message: false, tools: 0, text: String::new() };
     out.start();
     for step in steps {
         let (word, arg) = step.split_once(' ').unwrap_or((step, ""));
@@ -158,9 +159,9 @@ fn main() {
                 out.fail(&arg_text);
                 std::process::exit(1);
             }
-            "tool" => {
+            "tool" | "refused" => {
                 let (tool, input) = arg.split_once(' ').unwrap_or((arg, ""));
-                out.tool(tool, input);
+                out.tool(tool, input, word == "refused");
             }
             "exit" => {
                 let code: i32 = arg.parse().expect("exit N");
@@ -293,7 +294,9 @@ enum Format {
 
 struct Out {
     format: Format,
-    started: bool,
+    /// A message of the model is open (claude: text after a tool call is a new message).
+    in_message: bool,
+    tools: usize,
     text: String,
 }
 
@@ -318,8 +321,9 @@ impl Out {
         }
         match self.format {
             Format::Claude => {
-                if !self.started {
-                    self.line(serde_json::json!({"type":"stream_event","event":{"type":"message_start","message":{"id":"msg_fake_1","role":"assistant","content":[]}}}));
+                if !self.in_message {
+                    let id = format!("msg_fake_{}", self.tools + 1);
+                    self.line(serde_json::json!({"type":"stream_event","event":{"type":"message_start","message":{"id":id,"role":"assistant","content":[]}}}));
                     self.line(serde_json::json!({"type":"stream_event","event":{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}}));
                 }
                 self.line(serde_json::json!({"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":text}}}));
@@ -327,15 +331,40 @@ impl Out {
             Format::Gemini => self.line(serde_json::json!({"type":"message","role":"assistant","content":text,"delta":true})),
             Format::Text => write_stdout(text.as_bytes()),
         }
-        self.started = true;
+        self.in_message = true;
     }
 
-    fn tool(&mut self, name: &str, input: &str) {
+    /// A tool call and its result, as the engine reports them; the model's next words are a
+    /// new message.
+    fn tool(&mut self, name: &str, input: &str, refused: bool) {
+        self.tools += 1;
+        let id = format!("tool_fake_{}", self.tools);
         match self.format {
-            Format::Claude => self.line(serde_json::json!({"type":"assistant","message":{"id":"msg_fake_tool","role":"assistant","content":[{"type":"tool_use","name":name,"input":{"query":input}}]}})),
-            Format::Gemini => self.line(serde_json::json!({"type":"tool_use","tool_name":name,"parameters":{"query":input}})),
+            Format::Claude => {
+                self.line(serde_json::json!({"type":"assistant","message":{"id":format!("msg_fake_tool_{}", self.tools),"role":"assistant","content":[{"type":"tool_use","id":id,"name":name,"input":{"query":input}}]}}));
+                let result = if refused {
+                    serde_json::json!({"type":"tool_result","tool_use_id":id,"is_error":true,"content":format!("<tool_use_error>Error: No such tool available: {name}</tool_use_error>")})
+                } else {
+                    let links = serde_json::json!([{"title": format!("About {input}"), "url": "https://example.org/"}]);
+                    serde_json::json!({"type":"tool_result","tool_use_id":id,"content":format!("Web search results for query: \"{input}\"\n\nLinks: {links}\n\nA summary.")})
+                };
+                self.line(
+                    serde_json::json!({"type":"user","message":{"role":"user","content":[result]}}),
+                );
+            }
+            Format::Gemini => {
+                self.line(serde_json::json!({"type":"tool_use","tool_name":name,"tool_id":id,"parameters":{"query":input}}));
+                let result = if refused {
+                    let message = format!("Tool \"{name}\" not found.");
+                    serde_json::json!({"type":"tool_result","tool_id":id,"status":"error","output":message,"error":{"type":"tool_not_registered","message":message}})
+                } else {
+                    serde_json::json!({"type":"tool_result","tool_id":id,"status":"success","output":format!("Search results for \"{input}\" returned.")})
+                };
+                self.line(result);
+            }
             Format::Text => {}
         }
+        self.in_message = false;
     }
 
     fn fail(&mut self, message: &str) {
@@ -362,8 +391,9 @@ impl Out {
     fn end(&mut self) {
         match self.format {
             Format::Claude => {
-                if self.started {
-                    self.line(serde_json::json!({"type":"assistant","message":{"id":"msg_fake_1","role":"assistant","content":[{"type":"text","text":self.text}]}}));
+                if self.in_message {
+                    let id = format!("msg_fake_{}", self.tools + 1);
+                    self.line(serde_json::json!({"type":"assistant","message":{"id":id,"role":"assistant","content":[{"type":"text","text":self.text}]}}));
                     self.line(serde_json::json!({"type":"stream_event","event":{"type":"message_stop"}}));
                 }
                 self.line(serde_json::json!({"type":"result","subtype":"success","is_error":false,"result":self.text,"usage":{"input_tokens":12,"output_tokens":34},"total_cost_usd":0.0015}));

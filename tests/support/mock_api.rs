@@ -5,6 +5,12 @@
 //! It answers `ECHO: ` plus the last user text (the `<user_query>` part of it, when cca framed
 //! it), records every request, and can be told to fail with an HTTP status, to split the answer
 //! into chunks with delays between them, or to answer nothing.
+//!
+//! It can also play a scripted turn with tool calls ([`Behavior::script`]), in the request flows
+//! measured from the real programs (DESIGN.md, "Tool calls"): the model asks for a tool; the
+//! engine runs it (claude's WebSearch and gemini's google_web_search each make a search request
+//! of their own, answered here with sources the way the APIs answer); the engine sends the
+//! result back, and the model goes on with the next message of the script.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -31,6 +37,48 @@ pub struct Behavior {
     pub delay: Duration,
     /// Answer this text instead of the echo.
     pub answer: Option<String>,
+    /// The model's messages in a turn with tools: the first answers the question, each next one
+    /// answers the tool results the engine sent back. Empty: the echo.
+    pub script: Vec<Vec<Block>>,
+}
+
+/// One piece of a scripted model message.
+#[derive(Debug, Clone)]
+pub enum Block {
+    /// A text block (claude) or part (gemini).
+    Text(String),
+    /// A text block carrying a citation of this URL (claude streams it with `citations_delta`;
+    /// gemini has no citations in its stream, so there it is plain text).
+    Cited { text: String, url: String, title: String },
+    /// A tool call: claude's `tool_use` (input streamed as `input_json_delta`), gemini's
+    /// `functionCall`.
+    Tool { name: String, input: Value },
+}
+
+impl Block {
+    pub fn text(text: &str) -> Block {
+        Block::Text(text.to_string())
+    }
+
+    pub fn cited(text: &str, url: &str, title: &str) -> Block {
+        Block::Cited { text: text.into(), url: url.into(), title: title.into() }
+    }
+
+    pub fn tool(name: &str, input: Value) -> Block {
+        Block::Tool { name: name.to_string(), input }
+    }
+}
+
+/// The sources the search request for `query` returns: two, title and URL derived from it.
+pub fn sources(query: &str) -> Vec<(String, String)> {
+    let slug: String = query
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
+        .collect();
+    ["guide", "notes"]
+        .iter()
+        .map(|kind| (format!("{query}: the {kind}"), format!("https://{kind}.example.org/{slug}")))
+        .collect()
 }
 
 #[derive(Default)]
@@ -71,18 +119,24 @@ impl MockApi {
         self.state.lock().unwrap().behavior = behavior;
     }
 
-    /// The requests that asked for an answer (not gemini's model routing).
+    /// The requests that asked the model for an answer (not gemini's model routing, not the
+    /// engines' own search requests).
     pub fn turns(&self) -> Vec<Received> {
-        self.state
-            .lock()
-            .unwrap()
-            .received
-            .iter()
-            .filter(|r| {
-                r.path.contains("/v1/messages") || r.path.contains(":streamGenerateContent")
-            })
-            .cloned()
-            .collect()
+        self.received(|r| {
+            !is_search(&r.body)
+                && (r.path.contains("/v1/messages") || r.path.contains(":streamGenerateContent"))
+        })
+    }
+
+    /// The queries of the engines' own search requests (claude's WebSearch, gemini's
+    /// google_web_search), in order.
+    pub fn searches(&self) -> Vec<String> {
+        let found = self.received(|r| is_search(&r.body));
+        found.iter().map(|r| search_query(&r.path, &r.body)).collect()
+    }
+
+    fn received(&self, keep: impl Fn(&Received) -> bool) -> Vec<Received> {
+        self.state.lock().unwrap().received.iter().filter(|r| keep(r)).cloned().collect()
     }
 
     pub fn chunk_times(&self) -> Vec<Vec<Instant>> {
@@ -137,6 +191,14 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         s.behavior.clone()
     };
     let mut out = stream;
+    if behavior.status.is_none() && is_search(&body) {
+        let query = search_query(&path, &body);
+        return if path.contains("/v1/messages") {
+            claude_search(&mut out, &query)
+        } else {
+            gemini_search(&mut out, &query)
+        };
+    }
     if path.contains(":generateContent") {
         // gemini's router asks which model fits the request: any valid answer will do.
         let text = json!({"complexity_reasoning": "simple", "complexity_score": 10}).to_string();
@@ -151,6 +213,15 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
             json!({"error": {"code": status, "message": message, "status": if status == 401 { "UNAUTHENTICATED" } else { "INTERNAL" }}})
         };
         return respond(&mut out, status, "application/json", &reply.to_string());
+    }
+    if !behavior.script.is_empty() {
+        let step = model_messages_since_question(&path, &body);
+        let message = behavior.script.get(step).or(behavior.script.last()).unwrap();
+        return if path.contains("/v1/messages") {
+            claude_message(&mut out, message, step)
+        } else {
+            gemini_message(&mut out, message)
+        };
     }
     let answer = behavior
         .answer
@@ -272,4 +343,204 @@ pub fn content_text(content: &Value) -> String {
         }
         _ => String::new(),
     }
+}
+
+/// Whether a request is an engine's own web search: claude's carries the `web_search_20250305`
+/// server tool, gemini's the `googleSearch` tool.
+fn is_search(body: &Value) -> bool {
+    body["tools"].as_array().into_iter().flatten().any(|t| {
+        t["type"].as_str().is_some_and(|k| k.starts_with("web_search_"))
+            || t["googleSearch"].is_object()
+    })
+}
+
+/// The query of a search request: claude asks `Perform a web search for the query: Q`; gemini
+/// sends the bare query.
+fn search_query(path: &str, body: &Value) -> String {
+    let text = last_user_text(path, body);
+    let text = text.trim();
+    text.strip_prefix("Perform a web search for the query: ").unwrap_or(text).to_string()
+}
+
+/// How many model messages the request holds after the last question (a user message that is
+/// not a tool result): the step of the script to answer with.
+fn model_messages_since_question(path: &str, body: &Value) -> usize {
+    let (list, items, model, is_result): (&str, &str, &str, fn(&Value) -> bool) =
+        if path.contains("/v1/messages") {
+            ("messages", "content", "assistant", |b| b["type"] == "tool_result")
+        } else {
+            ("contents", "parts", "model", |p| p["functionResponse"].is_object())
+        };
+    let messages = body[list].as_array().cloned().unwrap_or_default();
+    let question = messages.iter().rposition(|m| {
+        m["role"] == "user" && !m[items].as_array().is_some_and(|parts| parts.iter().any(is_result))
+    });
+    let after = question.map_or(0, |q| q + 1);
+    messages[after..].iter().filter(|m| m["role"] == model).count()
+}
+
+fn sse_header(out: &mut TcpStream) -> std::io::Result<()> {
+    write!(
+        out,
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n"
+    )
+}
+
+fn event(out: &mut TcpStream, data: Value) -> std::io::Result<()> {
+    let name = data["type"].as_str().unwrap_or("message").to_string();
+    write!(out, "event: {name}\ndata: {data}\n\n")?;
+    out.flush()
+}
+
+fn message_start(out: &mut TcpStream, id: &str) -> std::io::Result<()> {
+    event(
+        out,
+        json!({"type": "message_start", "message": {"id": id, "type": "message", "role": "assistant", "model": "claude-mock", "content": [], "stop_reason": null, "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 1}}}),
+    )
+}
+
+fn message_end(out: &mut TcpStream, stop: &str, usage: Value) -> std::io::Result<()> {
+    event(
+        out,
+        json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": usage}),
+    )?;
+    event(out, json!({"type": "message_stop"}))
+}
+
+/// Streams a JSON input in two pieces, as the API does (`input_json_delta`).
+fn input_deltas(out: &mut TcpStream, index: usize, input: &Value) -> std::io::Result<()> {
+    let json = input.to_string();
+    let cut = json.char_indices().nth(json.chars().count() / 2).map_or(0, |(i, _)| i);
+    for part in [&json[..cut], &json[cut..]] {
+        event(
+            out,
+            json!({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": part}}),
+        )?;
+    }
+    Ok(())
+}
+
+/// A text block, in two deltas; with a citation first (`citations_delta`) when it is cited.
+fn text_block(
+    out: &mut TcpStream,
+    index: usize,
+    text: &str,
+    citation: Option<Value>,
+) -> std::io::Result<()> {
+    let mut start = json!({"type": "text", "text": ""});
+    if citation.is_some() {
+        start["citations"] = json!([]);
+    }
+    event(out, json!({"type": "content_block_start", "index": index, "content_block": start}))?;
+    if let Some(citation) = citation {
+        event(
+            out,
+            json!({"type": "content_block_delta", "index": index, "delta": {"type": "citations_delta", "citation": citation}}),
+        )?;
+    }
+    for part in split(text, 2) {
+        event(
+            out,
+            json!({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": part}}),
+        )?;
+    }
+    event(out, json!({"type": "content_block_stop", "index": index}))
+}
+
+/// One scripted message of the model, as the Messages API streams it.
+fn claude_message(out: &mut TcpStream, message: &[Block], step: usize) -> std::io::Result<()> {
+    sse_header(out)?;
+    message_start(out, &format!("msg_mock_step{step}"))?;
+    let mut stop = "end_turn";
+    for (index, block) in message.iter().enumerate() {
+        match block {
+            Block::Text(text) => text_block(out, index, text, None)?,
+            Block::Cited { text, url, title } => {
+                let citation = json!({"type": "web_search_result_location", "cited_text": text, "url": url, "title": title, "encrypted_index": "bW9jaw=="});
+                text_block(out, index, text, Some(citation))?;
+            }
+            Block::Tool { name, input } => {
+                stop = "tool_use";
+                event(
+                    out,
+                    json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": format!("toolu_mock_{step}_{index}"), "name": name, "input": {}}}),
+                )?;
+                input_deltas(out, index, input)?;
+                event(out, json!({"type": "content_block_stop", "index": index}))?;
+            }
+        }
+    }
+    message_end(out, stop, json!({"output_tokens": 5}))
+}
+
+/// claude's own search request, answered as the API answers a `web_search` server tool: the
+/// search it ran, the results it found, and text citing them.
+fn claude_search(out: &mut TcpStream, query: &str) -> std::io::Result<()> {
+    let found = sources(query);
+    sse_header(out)?;
+    message_start(out, "msg_mock_search")?;
+    event(
+        out,
+        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "server_tool_use", "id": "srvtoolu_mock", "name": "web_search", "input": {}}}),
+    )?;
+    input_deltas(out, 0, &json!({"query": query}))?;
+    event(out, json!({"type": "content_block_stop", "index": 0}))?;
+    let results: Vec<Value> = found
+        .iter()
+        .map(|(title, url)| json!({"type": "web_search_result", "title": title, "url": url, "encrypted_content": "bW9jaw==", "page_age": "November 20, 2026"}))
+        .collect();
+    event(
+        out,
+        json!({"type": "content_block_start", "index": 1, "content_block": {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_mock", "content": results}}),
+    )?;
+    event(out, json!({"type": "content_block_stop", "index": 1}))?;
+    text_block(out, 2, "Here is what the search found: ", None)?;
+    let (title, url) = &found[0];
+    let cited = format!("{title} answers it.");
+    let citation = json!({"type": "web_search_result_location", "cited_text": cited, "url": url, "title": title, "encrypted_index": "bW9jaw=="});
+    text_block(out, 3, &cited, Some(citation))?;
+    message_end(
+        out,
+        "end_turn",
+        json!({"output_tokens": 20, "server_tool_use": {"web_search_requests": 1}}),
+    )
+}
+
+/// One scripted message of the model, as gemini's stream answers it: one chunk per part.
+fn gemini_message(out: &mut TcpStream, message: &[Block]) -> std::io::Result<()> {
+    sse_header(out)?;
+    let last = message.len().saturating_sub(1);
+    for (i, block) in message.iter().enumerate() {
+        let part = match block {
+            Block::Text(text) | Block::Cited { text, .. } => json!({"text": text}),
+            Block::Tool { name, input } => json!({"functionCall": {"name": name, "args": input}}),
+        };
+        let mut data = json!({"candidates": [{"content": {"parts": [part], "role": "model"}, "index": 0}], "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": i + 1, "totalTokenCount": 11 + i}});
+        if i == last {
+            data["candidates"][0]["finishReason"] = json!("STOP");
+        }
+        write!(out, "data: {data}\r\n\r\n")?;
+        out.flush()?;
+    }
+    Ok(())
+}
+
+/// gemini's own search request (`tools: [{googleSearch: {}}]`), answered as the API answers
+/// it: text, with `groundingMetadata` naming the sources and the part of the text each supports.
+fn gemini_search(out: &mut TcpStream, query: &str) -> std::io::Result<()> {
+    let found = sources(query);
+    let text = format!("Search summary for {query}.");
+    let chunks: Vec<Value> =
+        found.iter().map(|(title, url)| json!({"web": {"uri": url, "title": title}})).collect();
+    let reply = json!({"candidates": [{
+        "content": {"parts": [{"text": text}], "role": "model"},
+        "finishReason": "STOP",
+        "index": 0,
+        "groundingMetadata": {
+            "webSearchQueries": [query],
+            "groundingChunks": chunks,
+            "groundingSupports": [{"segment": {"startIndex": 0, "endIndex": text.len(), "text": text}, "groundingChunkIndices": [0, 1]}],
+        },
+    }], "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}});
+    respond(out, 200, "application/json", &reply.to_string())
 }
