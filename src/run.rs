@@ -130,8 +130,10 @@ pub enum Progress<'a> {
     Text(&'a str),
     /// A tool call, once its result is in (ran, refused or failed).
     Tool(&'a ToolCall),
-    /// What the engine wrote on stderr, or a line of its output that is not the answer (a retry).
+    /// What the engine wrote on stderr, or a line of its output that is not the answer.
     Stderr(&'a [u8]),
+    /// The engine is retrying a failing API.
+    Retry(&'a str),
     /// A stop was asked for and the engine is being ended.
     Stopping,
 }
@@ -417,6 +419,10 @@ impl Turn {
                     self.kept.tool(&call);
                 }
                 Output::Note(note) => self.engine_stderr(format!("{note}\n").as_bytes(), progress),
+                Output::Retry(note) => {
+                    self.tail(format!("{note}\n").as_bytes());
+                    progress(Progress::Retry(&note));
+                }
                 Output::Error(e) => self.engine_error = Some(e),
                 Output::Usage(u) => self.usage = u,
                 Output::Session(id) => self.engine_session = Some(id),

@@ -76,6 +76,8 @@ pub enum Event<'a> {
     Tool(&'a ToolCall),
     /// What the engine wrote on stderr, or a line of its output that is not the answer.
     EngineOutput(&'a [u8]),
+    /// The engine is retrying a failing API (a sentence).
+    Retry(&'a str),
     /// The turn was asked to stop; the engine is being ended.
     Stopping,
 }
@@ -278,6 +280,7 @@ impl Answering<'_> {
                 Progress::Text(text) => Event::Text(text),
                 Progress::Tool(call) => Event::Tool(call),
                 Progress::Stderr(bytes) => Event::EngineOutput(bytes),
+                Progress::Retry(note) => Event::Retry(note),
                 Progress::Stopping => Event::Stopping,
             })
         })
@@ -310,11 +313,12 @@ impl Answering<'_> {
         observer.event(Event::Notice { level: Level::Info, text: &text });
         let keep = ctx.settings.compaction.keep_recent;
         // The summary is not the answer: only what the engine says on stderr is shown.
-        let compacted = compact::compact(ctx, &summary, keep, cancel, &mut |progress| {
-            if let Progress::Stderr(bytes) = progress {
-                observer.event(Event::EngineOutput(bytes));
-            }
-        });
+        let compacted =
+            compact::compact(ctx, &summary, keep, cancel, &mut |progress| match progress {
+                Progress::Stderr(bytes) => observer.event(Event::EngineOutput(bytes)),
+                Progress::Retry(note) => observer.event(Event::Retry(note)),
+                Progress::Text(_) | Progress::Tool(_) | Progress::Stopping => {}
+            });
         match compacted {
             Ok(Some(c)) => {
                 let text = format!(

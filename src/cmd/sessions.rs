@@ -327,6 +327,7 @@ pub fn compact(id: Option<&str>, keep: Option<u64>, fail_fast: bool) -> Result<u
     let compacted =
         crate::compact::compact(&ctx, &summary, keep, &cancel, &mut |progress| match progress {
             Progress::Stderr(bytes) => spinner.stderr(bytes),
+            Progress::Retry(note) => spinner.stderr(format!("{note}\n").as_bytes()),
             Progress::Tool(call) => spinner.stderr(format!("· {}\n", call.summary()).as_bytes()),
             Progress::Stopping => spinner.clear(),
             Progress::Text(_) => {}

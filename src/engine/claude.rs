@@ -199,7 +199,9 @@ impl Decoder {
                     out.push(Output::Error(reason));
                 }
             }
-            Some("system") if v["subtype"] == "api_retry" => out.push(Output::Note(retry_note(&v))),
+            Some("system") if v["subtype"] == "api_retry" => {
+                out.push(Output::Retry(retry_note(&v)))
+            }
             _ => {}
         }
     }

@@ -212,6 +212,8 @@ pub enum Output {
     Tool(ToolCall),
     /// Something the engine printed that is not the answer; shown on stderr.
     Note(String),
+    /// The engine is retrying a failing API, in a sentence (`API error 500; retrying in 1s`).
+    Retry(String),
     /// The engine said the turn failed, and why.
     Error(String),
     Usage(Usage),

@@ -182,6 +182,11 @@ impl Observer for Terminal {
                     self.spinner.stderr(bytes);
                 }
             }
+            Event::Retry(note) => {
+                if self.mode == Mode::Normal {
+                    self.spinner.stderr(format!("{note}\n").as_bytes());
+                }
+            }
             Event::Stopping => self.spinner.clear(),
         }
     }

@@ -110,3 +110,43 @@ fn error_messages() {
     all.push_str(&format!("$ cca search q  (bad config)\n[exit {:?}]\n{}\n", run.code, run.stderr));
     insta::assert_snapshot!("errors", filtered(&all, &env));
 }
+
+#[test]
+fn config_shows_every_setting_with_its_source() {
+    let env = TestEnv::new();
+    env.write_config(
+        "[compaction]\nkeep_recent = 2\n\n[engines.claude]\nretries = 1\ncontext_budget = 5000\n\
+         [engines.claude.model_budgets]\nbig = 9000\n\n[engines.echo]\ncommand = [\"echo-engine\", \"-x\"]\n",
+    );
+    let out = env.run(&["config"]).ok().stdout.clone();
+    let row = |key: &str| -> String {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(key))
+            .unwrap_or_else(|| panic!("no row for {key}:\n{out}"))
+            .to_string()
+    };
+    assert!(row("compaction.keep_recent").contains("[config file]"), "{out}");
+    assert!(
+        row("compaction.threshold").contains("0.75")
+            && row("compaction.threshold").contains("[default]")
+    );
+    assert!(row("compaction.enabled").contains("true"));
+    assert!(row("compaction.warn_tokens").contains("30000"));
+    assert!(
+        row("engines.claude.retries").contains('1')
+            && row("engines.claude.retries").contains("[config file]")
+    );
+    assert!(row("engines.claude.context_budget").contains("5000"));
+    assert!(row("engines.claude.model_budgets.big").contains("9000"));
+    assert!(
+        row("engines.gemini.context_budget").contains("800000")
+            && row("engines.gemini.context_budget").contains("[default]")
+    );
+    assert!(row("engines.gemini.policy").contains("cca's own"));
+    assert!(row("engines.claude.kind").contains("[built in]"));
+    let kind = row("engines.echo.kind");
+    assert!(
+        kind.contains("command") && kind.contains("[config file]") && !kind.contains("built in"),
+        "{kind}"
+    );
+}
