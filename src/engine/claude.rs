@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::{
     Arg, EngineConfig, HistoryMode, Invocation, LineBuffer, Output, Paragraphs, Request, Source,
-    Spec, SystemPromptMode, ToolCall, ToolCalls, ToolStatus, Usage, note_line,
+    Spec, SystemPromptMode, ToolCall, ToolCalls, ToolStatus, Usage, json_line,
 };
 use crate::frame;
 
@@ -173,10 +173,7 @@ impl super::Decoder for Decoder {
 
 impl Decoder {
     fn line(&mut self, line: &[u8], out: &mut Vec<Output>) {
-        let Ok(v) = serde_json::from_slice::<Value>(line) else {
-            note_line(line, out);
-            return;
-        };
+        let Some(v) = json_line(line, out) else { return };
         match v["type"].as_str() {
             Some("stream_event") => self.stream_event(&v, out),
             Some("assistant") => self.assistant(&v, out),

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::{
     Arg, EngineConfig, HistoryMode, Invocation, LineBuffer, Output, Paragraphs, Request, Spec,
-    SystemPromptMode, ToolCall, ToolCalls, ToolStatus, Usage, note_line,
+    SystemPromptMode, ToolCall, ToolCalls, ToolStatus, Usage, json_line,
 };
 use crate::frame;
 use crate::transcript::Live;
@@ -193,10 +193,7 @@ const REFUSALS: [&str; 3] = ["tool_not_registered", "policy_violation", "invalid
 
 impl Decoder {
     fn line(&mut self, line: &[u8], out: &mut Vec<Output>) {
-        let Ok(v) = serde_json::from_slice::<Value>(line) else {
-            note_line(line, out);
-            return;
-        };
+        let Some(v) = json_line(line, out) else { return };
         match v["type"].as_str() {
             Some("message") if v["role"] == "assistant" => {
                 if let Some(text) = v["content"].as_str() {

@@ -438,11 +438,16 @@ impl LineBuffer {
     }
 }
 
-/// A non-JSON line from a JSON-lines engine: shown to the user, as they would have seen it.
-pub fn note_line(line: &[u8], out: &mut Vec<Output>) {
+/// A line of a JSON-lines engine, parsed; a line that is not JSON is shown to the user as they
+/// would have seen it (a [`Output::Note`]), and gives `None`.
+pub fn json_line(line: &[u8], out: &mut Vec<Output>) -> Option<Value> {
+    if let Ok(v) = serde_json::from_slice::<Value>(line) {
+        return Some(v);
+    }
     let text = String::from_utf8_lossy(line);
     let text = text.trim_end();
     if !text.is_empty() {
         out.push(Output::Note(text.to_string()));
     }
+    None
 }
