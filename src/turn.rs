@@ -448,6 +448,8 @@ mod tests {
         text: String,
         recorded: bool,
         stopping: bool,
+        /// Told when the engine starts.
+        started: Option<std::sync::mpsc::Sender<()>>,
     }
 
     impl Observer for Seen {
@@ -456,6 +458,11 @@ mod tests {
                 Event::Recorded { .. } => self.recorded = true,
                 Event::Text(text) => self.text.push_str(text),
                 Event::Stopping => self.stopping = true,
+                Event::Started { .. } => {
+                    if let Some(started) = &self.started {
+                        let _ = started.send(());
+                    }
+                }
                 _ => {}
             }
         }
@@ -483,13 +490,16 @@ mod tests {
         let store = Store::new(dir.path().join("cca"));
         let (answering, sleeping) = (settings(&store.home, "cat"), settings(&store.home, "sleep"));
         let stop_this = Cancel::new();
+        let (started, slow_started) = std::sync::mpsc::channel();
         let (slow, fast) = std::thread::scope(|s| {
             let slow = s.spawn(|| {
-                let mut seen = Seen::default();
+                let mut seen = Seen { started: Some(started), ..Seen::default() };
                 let outcome = ask(&sleeping, &store, &question("wait"), &mut seen, &stop_this);
                 (outcome.unwrap(), seen)
             });
-            // Stopped only after the other turn has answered: both were running at once.
+            // The other turn answers while this one's engine runs, and this one is stopped
+            // only then: both were running at once.
+            slow_started.recv_timeout(std::time::Duration::from_secs(60)).unwrap();
             let mut seen = Seen::default();
             let outcome = ask(&answering, &store, &question("hello"), &mut seen, &Cancel::new());
             stop_this.stop(run::Stop::Signal(signal_hook::consts::SIGINT));
