@@ -20,7 +20,7 @@ pub struct Call<'a> {
     pub session: &'a Session<'a>,
     pub system: &'a str,
     pub live: &'a std::sync::Arc<Live>,
-    pub attachment: Option<&'a str>,
+    pub attachments: &'a [crate::turn::Attachment],
     pub query: &'a str,
 }
 
@@ -40,7 +40,11 @@ pub fn call(c: &Call, cancel: &Cancel, progress: &mut dyn FnMut(Progress)) -> Re
         system: c.system,
         live: c.live,
         stored: &stored,
-        attachment: c.attachment.map(|text| frame::Attachment { name: "stdin", text }),
+        attachments: c
+            .attachments
+            .iter()
+            .map(|a| frame::Attachment { name: &a.name, text: &a.text })
+            .collect(),
         query: c.query,
         model: s.model,
     };

@@ -286,6 +286,14 @@ pub struct AskArgs {
     #[arg(short, long, value_name = "ID", add = session_candidates())]
     pub session: Option<String>,
 
+    /// Hand a text file to the engine as context; repeat for several
+    ///
+    /// Each is kept in the transcript as an attachment with its path and size, and sent in its
+    /// own tag, named by its path. A missing file, a folder, or a file that is not UTF-8 text is
+    /// refused before anything is sent.
+    #[arg(short, long = "file", value_name = "PATH", value_hint = clap::ValueHint::FilePath)]
+    pub files: Vec<std::path::PathBuf>,
+
     #[command(flatten)]
     pub answering: AnswerArgs,
 

@@ -50,7 +50,7 @@ pub struct Attachment<'a> {
 pub fn inline(
     system: Option<&str>,
     live: &Arc<Live>,
-    attachment: Option<Attachment>,
+    attachments: &[Attachment],
     query: &str,
 ) -> Vec<Piece> {
     let mut pieces = Vec::new();
@@ -62,7 +62,7 @@ pub fn inline(
     if live.summary.is_some() || !live.exchanges.is_empty() {
         pieces.push(Piece::History(live.clone()));
     }
-    if let Some(a) = attachment {
+    for a in attachments {
         pieces.push(Piece::Frame(open_attachment(a.name)));
         pieces.push(Piece::Text(a.text.to_string()));
         pieces.push(Piece::Frame(close(ATTACHMENT) + "\n"));
@@ -434,7 +434,7 @@ mod tests {
         let pieces = inline(
             Some("be brief"),
             &live,
-            Some(Attachment { name: "stdin", text: "diff --git" }),
+            &[Attachment { name: "stdin", text: "diff --git" }],
             "second?",
         );
         let framed = to_string(&pieces, text.as_bytes()).unwrap();

@@ -111,9 +111,12 @@ pub struct Meta {
     pub model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
-    /// Attachment name (`stdin`).
+    /// Attachment name (`stdin`, or a file's path).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Attachment size in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
     /// Why an attempt failed or was interrupted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -223,7 +226,11 @@ fn heading(kind: Kind, meta: &Meta, turn: u64) -> String {
     match kind {
         Kind::User => format!("## {turn}. You"),
         Kind::Attachment => {
-            format!("#### Attached: {}", one_line(meta.name.as_deref().unwrap_or("context"), 80))
+            let name = one_line(meta.name.as_deref().unwrap_or("context"), 80);
+            match meta.bytes {
+                Some(n) => format!("#### Attached: {name} ({})", crate::human::human_bytes(n)),
+                None => format!("#### Attached: {name}"),
+            }
         }
         Kind::Assistant => {
             let secs = meta.duration_ms.map(|ms| format!(" · {:.1} s", ms as f64 / 1000.0));

@@ -1,5 +1,5 @@
 //! One turn of a conversation, from the question to the recorded outcome: the flow of
-//! docs/DESIGN.md as a library call. [`ask`] takes the session, the question and its attachment,
+//! docs/DESIGN.md as a library call. [`ask`] takes the session, the question and its attachments,
 //! reports what happens to an [`Observer`], and stops when its [`Cancel`] says so. It prints
 //! nothing and decides no exit code: the front ends (terminal, `--json`, chat) do.
 //!
@@ -43,9 +43,18 @@ pub enum Target {
 pub struct Ask {
     pub target: Target,
     pub query: String,
-    pub attachment: Option<String>,
+    /// Context handed over with the question: stdin, files.
+    pub attachments: Vec<Attachment>,
     /// Wait for a session that another cca is answering in (else fail with exit 75).
     pub wait: bool,
+}
+
+/// Context handed over with a question, kept in the transcript and sent in its own tag.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attachment {
+    /// `stdin`, or the file's path as given.
+    pub name: String,
+    pub text: String,
 }
 
 /// How widely a notice is worth showing: a front end that is asked to be quiet shows less.
@@ -216,7 +225,7 @@ fn open_session(
     }
 }
 
-/// The question and its attachment, as records to append.
+/// The question and its attachments, as records to append.
 fn question_records(ask: &Ask, now: &chrono::DateTime<chrono::Utc>, turn: u64) -> String {
     let at = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let mut records = transcript::render_record(
@@ -227,15 +236,14 @@ fn question_records(ask: &Ask, now: &chrono::DateTime<chrono::Utc>, turn: u64) -
         },
         turn,
     );
-    if let Some(text) = &ask.attachment {
-        records.push_str(&transcript::render_record(
-            &Record {
-                kind: Kind::Attachment,
-                meta: Meta { name: Some("stdin".into()), ..Meta::default() },
-                content: text.clone(),
-            },
-            turn,
-        ));
+    for a in &ask.attachments {
+        let meta = Meta {
+            name: Some(a.name.clone()),
+            bytes: Some(a.text.len() as u64),
+            ..Meta::default()
+        };
+        let record = Record { kind: Kind::Attachment, meta, content: a.text.clone() };
+        records.push_str(&transcript::render_record(&record, turn));
     }
     records
 }
@@ -257,7 +265,8 @@ impl Answering<'_> {
         cancel: &Cancel,
     ) -> Result<run::Outcome> {
         let (settings, ask, engine) = (self.session.settings, self.ask, self.session.engine);
-        let new_bytes = ask.query.len() + ask.attachment.as_ref().map_or(0, String::len);
+        let new_bytes =
+            ask.query.len() + ask.attachments.iter().map(|a| a.text.len()).sum::<usize>();
         let summary = self.compact_if_needed(summary, new_bytes, observer, cancel)?;
         let tokens =
             engine.tokens(summary.live.bytes() + (self.prompt.text.len() + new_bytes) as u64);
@@ -272,7 +281,7 @@ impl Answering<'_> {
             session: &self.session,
             system: &self.prompt.text,
             live: &summary.live,
-            attachment: ask.attachment.as_deref(),
+            attachments: &ask.attachments,
             query: &ask.query,
         };
         call::call(&call, cancel, &mut |progress| {
@@ -481,7 +490,7 @@ mod tests {
     }
 
     fn question(query: &str) -> Ask {
-        Ask { target: Target::New, query: query.into(), attachment: None, wait: true }
+        Ask { target: Target::New, query: query.into(), attachments: Vec::new(), wait: true }
     }
 
     #[test]

@@ -10,11 +10,16 @@ use crate::front::signals;
 use crate::front::terminal::{Mode, Terminal};
 use crate::run::Cancel;
 use crate::session;
-use crate::turn::{self, Ask, Target};
+use crate::turn::{self, Ask, Attachment, Target};
 
 pub fn search(args: &AskArgs, target: Target) -> Result<u8> {
     let (settings, store) = session::settings(&super::flags(&args.answering))?;
-    let (query, attachment) = question(&args.query)?;
+    let (query, stdin) = question(&args.query)?;
+    let mut attachments: Vec<Attachment> =
+        stdin.map(|text| Attachment { name: "stdin".into(), text }).into_iter().collect();
+    for path in &args.files {
+        attachments.push(file(path)?);
+    }
     let mode = if args.json {
         Mode::Json
     } else if args.quiet {
@@ -22,7 +27,7 @@ pub fn search(args: &AskArgs, target: Target) -> Result<u8> {
     } else {
         Mode::Normal
     };
-    let ask = Ask { target, query, attachment, wait: !args.no_wait };
+    let ask = Ask { target, query, attachments, wait: !args.no_wait };
     let mut terminal = Terminal::new(mode, &settings);
     let cancel = Cancel::new();
     let _signals = signals::route_to(&cancel)?;
@@ -55,6 +60,27 @@ fn question(words: &[String]) -> Result<(String, Option<String>)> {
             .hint("give the question as arguments: `cca search \"what is ...\"`")
             .into()),
     }
+}
+
+/// A file named with `--file`, read whole as text.
+fn file(path: &std::path::Path) -> Result<Attachment> {
+    let shown = path.display();
+    let meta = std::fs::metadata(path).map_err(|e| {
+        Failure::usage(format!("cannot read {shown}: {e}"))
+            .hint("--file takes the path of a text file")
+    })?;
+    if meta.is_dir() {
+        return Err(Failure::usage(format!("{shown} is a folder, not a file"))
+            .hint("attach the files in it one by one: `-f DIR/a.rs -f DIR/b.rs`")
+            .into());
+    }
+    if !meta.is_file() {
+        return Err(Failure::usage(format!("{shown} is not a regular file")).into());
+    }
+    let reader = std::fs::File::open(path)
+        .map_err(|e| Failure::usage(format!("cannot read {shown}: {e}")))?;
+    let text = read_text(reader, &shown.to_string())?.unwrap_or_default();
+    Ok(Attachment { name: path.display().to_string(), text })
 }
 
 /// Reads text input whole; refuses what is not text (invalid UTF-8, NUL bytes).

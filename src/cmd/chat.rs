@@ -71,7 +71,7 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
         let ask = Ask {
             target: session.clone().map_or(Target::New, Target::Session),
             query: message,
-            attachment: None,
+            attachments: Vec::new(),
             wait: true,
         };
         let mut terminal = Terminal::new(Mode::Normal, &settings).announcing_new_sessions();

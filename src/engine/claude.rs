@@ -75,7 +75,7 @@ pub fn invocation(
     };
     let stdin = match engine.history {
         HistoryMode::Inline => {
-            frame::inline(inline_system, request.live, request.attachment, request.query)
+            frame::inline(inline_system, request.live, &request.attachments, request.query)
         }
         HistoryMode::Structured => {
             let session_id = uuid_like(request.query, request.live.exchanges.len() as u64);
@@ -89,7 +89,7 @@ pub fn invocation(
                 summary_turns: request.live.summary_turns,
                 exchanges: Vec::new(),
             });
-            frame::inline(inline_system, &summary_only, request.attachment, request.query)
+            frame::inline(inline_system, &summary_only, &request.attachments, request.query)
         }
     };
     args.extend(engine.args.iter().map(Arg::plain));
@@ -527,7 +527,7 @@ mod tests {
             system: "sys",
             live: &live,
             stored: &stored,
-            attachment: None,
+            attachments: Vec::new(),
             query: "q2",
             model: None,
         };

@@ -53,7 +53,7 @@ pub fn invocation(
         }
         _ => Some(request.system),
     };
-    let stdin = frame::inline(inline_system, request.live, request.attachment, request.query);
+    let stdin = frame::inline(inline_system, request.live, &request.attachments, request.query);
     Ok(Invocation { program, args, env: Vec::new(), stdin })
 }
 

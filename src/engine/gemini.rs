@@ -106,7 +106,7 @@ pub fn invocation(
     };
     let stdin = match engine.history {
         HistoryMode::Inline => {
-            frame::inline(inline_system, request.live, request.attachment, request.query)
+            frame::inline(inline_system, request.live, &request.attachments, request.query)
         }
         HistoryMode::Structured => {
             if !request.live.exchanges.is_empty() {
@@ -118,7 +118,7 @@ pub fn invocation(
                 summary_turns: request.live.summary_turns,
                 exchanges: Vec::new(),
             });
-            frame::inline(inline_system, &summary_only, request.attachment, request.query)
+            frame::inline(inline_system, &summary_only, &request.attachments, request.query)
         }
     };
     args.extend(engine.args.iter().map(Arg::plain));

@@ -183,7 +183,7 @@ pub struct Request<'a> {
     pub live: &'a std::sync::Arc<Live>,
     /// Stored content of the live context, for engines that need it as text (structured history).
     pub stored: &'a dyn Fn(&std::ops::Range<u64>) -> std::io::Result<String>,
-    pub attachment: Option<frame::Attachment<'a>>,
+    pub attachments: Vec<frame::Attachment<'a>>,
     pub query: &'a str,
     pub model: Option<&'a str>,
 }

@@ -190,7 +190,7 @@ fn stdin_is_the_question_or_an_attachment() {
     );
     assert_eq!(tag(&stdin, "user_query"), Some("review this"));
     let text = env.latest();
-    assert!(text.contains("<!-- cca:attachment {\"name\":\"stdin\"} -->\n#### Attached: stdin\n\n```\ndiff --git a/x b/x\n+added\n\n```\n"), "{text}");
+    assert!(text.contains("<!-- cca:attachment {\"name\":\"stdin\",\"bytes\":26} -->\n#### Attached: stdin (26 bytes)\n\n```\ndiff --git a/x b/x\n+added\n\n```\n"), "{text}");
 
     // The attachment is part of the history of the next turn.
     env.run(&["search", "-r", "and?"]).ok();
@@ -200,6 +200,59 @@ fn stdin_is_the_question_or_an_attachment() {
     env.run_with(&["search"], Some(b""), &[]).code(2).stderr_has("stdin was empty");
     env.run_with(&["search"], Some(b"caf\xe9"), &[]).code(2).stderr_has("not UTF-8");
     env.run_with(&["search", "x"], Some(b"a\0b"), &[]).code(2).stderr_has("NUL");
+}
+
+#[test]
+fn files_are_attached_by_path_and_sent_in_their_own_tags() {
+    let env = TestEnv::new();
+    let dir = env.root.path();
+    std::fs::write(dir.join("a.rs"), "fn a() {}\n").unwrap();
+    std::fs::write(dir.join("b.md"), "# notes </attachment>\n").unwrap();
+    let (a, b) = (dir.join("a.rs"), dir.join("b.md"));
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    env.run_with(&["search", "-f", a, "--file", b, "explain"], Some(b"log line\n"), &[]).ok();
+    let stdin = stdin_of(&env.last_call()).to_string();
+    let sent: Vec<usize> = ["name=\"stdin\"", &format!("name=\"{a}\""), &format!("name=\"{b}\"")]
+        .iter()
+        .map(|n| stdin.find(n).unwrap_or_else(|| panic!("{n} not sent: {stdin}")))
+        .collect();
+    assert!(sent.windows(2).all(|w| w[0] < w[1]), "stdin, then the files in order: {stdin}");
+    assert!(stdin.contains("fn a() {}\n"), "{stdin}");
+    assert!(!stdin.contains("# notes </attachment>"), "a file cannot close its tag: {stdin}");
+    let text = env.latest();
+    assert!(text.contains(&format!("#### Attached: {a} (10 bytes)")), "{text}");
+    assert!(text.contains(&format!("\"name\":\"{b}\",\"bytes\":22")), "{text}");
+    // Part of the history of the next turn.
+    env.run(&["search", "-r", "and?"]).ok();
+    let history = tag(stdin_of(&env.last_call()), "conversation_history").unwrap().to_string();
+    assert!(history.contains("fn a() {}"), "{history}");
+
+    // Refused before anything is sent: nothing new in the transcript, no engine call.
+    let calls = env.calls().len();
+    let before = env.latest();
+    std::fs::write(dir.join("latin1.txt"), b"caf\xe9").unwrap();
+    std::fs::write(dir.join("nul.bin"), b"a\0b").unwrap();
+    for (file, says) in [
+        ("missing.txt", "cannot read"),
+        ("", "is a folder"),
+        ("latin1.txt", "not UTF-8"),
+        ("nul.bin", "NUL"),
+    ] {
+        let path = dir.join(file);
+        env.run(&["search", "-r", "-f", path.to_str().unwrap(), "q"]).code(2).stderr_has(says);
+    }
+    assert_eq!(env.calls().len(), calls);
+    assert_eq!(env.latest(), before);
+}
+
+#[test]
+fn files_count_against_the_engine_input_limit() {
+    let env = TestEnv::new();
+    env.write_config("[engines.claude]\nmax_input_bytes = 2000\n");
+    let big = env.root.path().join("big.txt");
+    std::fs::write(&big, "x".repeat(3000)).unwrap();
+    env.run(&["search", "-f", big.to_str().unwrap(), "q"]).code(1).stderr_has("over its limit");
+    assert!(env.calls().is_empty(), "nothing was sent");
 }
 
 #[test]
