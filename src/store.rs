@@ -432,7 +432,15 @@ impl Store {
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                 .map_or(0, |d| d.as_nanos());
             match cached.remove(&id) {
-                Some(l) if l.full_bytes == meta.len() && l.mtime_ns == mtime_ns => listed.push(l),
+                // An error is never taken from the index: its cause (permissions, a file being
+                // replaced) may be gone while size and mtime stay the same.
+                Some(l)
+                    if l.unreadable.is_none()
+                        && l.full_bytes == meta.len()
+                        && l.mtime_ns == mtime_ns =>
+                {
+                    listed.push(l)
+                }
                 _ => {
                     refreshed += 1;
                     listed.push(self.describe(&id, meta.len(), mtime_ns));

@@ -242,3 +242,24 @@ fn a_fifo_config_or_index_does_not_hang() {
     fifo(&env.cca_home.join("config.toml"));
     env.run(&["sessions"]).code(1).stderr_has("not a regular file");
 }
+
+#[test]
+fn a_session_unreadable_once_is_read_again() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "one"]).ok();
+    let path = env.sessions_dir().join("latest").canonicalize().unwrap();
+    let good = std::fs::read(&path).unwrap();
+    let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+    // The same size and mtime, unreadable for a moment (as a permission problem would be).
+    let set = |bytes: &[u8]| {
+        std::fs::write(&path, bytes).unwrap();
+        std::fs::File::options().write(true).open(&path).unwrap().set_modified(mtime).unwrap();
+    };
+    set(&vec![b'x'; good.len()]);
+    let run = env.run(&["sessions"]);
+    assert!(run.ok().stdout.contains("unreadable"), "{run}");
+    set(&good);
+    let run = env.run(&["sessions"]);
+    run.ok();
+    assert!(!run.stdout.contains("unreadable") && run.stdout.contains("one"), "{run}");
+}
