@@ -32,6 +32,16 @@ use crate::frame::{self, Piece};
 /// How much of the engine's stderr is kept for error messages.
 const STDERR_TAIL: usize = 8 * 1024;
 
+/// How long the pipes may stay open once the engine has exited and its group was told to stop
+/// (or a stop was asked for). Then only a process outside the group (a helper in a session of its own: `setsid`, ssh's ControlPersist
+/// master) still holds them then, and it may live for hours: what it would write is not the
+/// engine's answer.
+const PIPE_GRACE: Duration = Duration::from_millis(500);
+
+/// How long the engine's group may keep its pipes open after the engine exited before it gets
+/// SIGTERM.
+const LINGER: Duration = Duration::from_millis(500);
+
 /// Why a turn was stopped before its end. Front ends other than the terminal add their own
 /// reasons here (an editor's cancel).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -259,6 +269,7 @@ pub fn run(
         if let Some(why) = cancel.requested() {
             if ending.interrupted.is_none() {
                 ending.interrupted = Some(why);
+                ending.stopped_at = Some(Instant::now());
                 signal_group(group, Signal::TERM);
                 ending.kill_at = Some(Instant::now() + grace);
                 progress(Progress::Stopping);
@@ -273,13 +284,33 @@ pub fn run(
         if ending.status.is_some() && ending.out_done && ending.err_done {
             break;
         }
-        // The engine is gone but something it started still holds the pipes: stop the group.
-        if ending.exited_at.is_some_and(|at| at.elapsed() > Duration::from_millis(500))
-            && ending.kill_at.is_none()
-        {
-            signal_group(group, Signal::TERM);
-            ending.kill_at = Some(Instant::now() + grace);
-            ending.exited_at = None;
+        if let Some(exited) = ending.exited_at {
+            // The engine is gone but something it started still holds the pipes: stop the group.
+            if exited.elapsed() > LINGER && !ending.group_termed {
+                ending.group_termed = true;
+                if ending.interrupted.is_none() {
+                    signal_group(group, Signal::TERM);
+                    ending.kill_at = Some(Instant::now() + grace);
+                }
+            }
+            // Whatever holds them after that may be outside the group, out of reach of any
+            // signal: take what already arrived, and stop waiting (`stop_leftovers` ends the
+            // group). A stop asked for after the engine exited ends the wait as soon.
+            let from = ending.stopped_at.map_or(exited + LINGER, |at| at.max(exited));
+            if from.elapsed() > PIPE_GRACE {
+                while let Ok(pipe) = rx.try_recv() {
+                    match pipe {
+                        Pipe::Stdout(chunk) => decoder.feed(&chunk, &mut outputs),
+                        Pipe::Stderr(chunk) => state.engine_stderr(&chunk, progress),
+                        _ => {}
+                    }
+                }
+                if !ending.out_done {
+                    decoder.finish(&mut outputs);
+                }
+                state.handle(&mut outputs, progress, &mut answer)?;
+                break;
+            }
         }
         let pipe = match rx.recv_timeout(Duration::from_millis(50)) {
             Ok(pipe) => pipe,
@@ -305,7 +336,7 @@ pub fn run(
             Pipe::FeedFailed(e) => ending.feed_error = Some(e.to_string()),
         }
     }
-    stop_leftovers(group, ending.interrupted.is_some(), grace);
+    stop_leftovers(group, ending.interrupted.is_some() || ending.group_termed, grace);
 
     let rest = state.kept.finish();
     state.keep(&mut answer, rest.as_bytes())?;
@@ -334,6 +365,10 @@ struct Ending {
     interrupted: Option<Stop>,
     /// When the group gets SIGKILL, if it is still there.
     kill_at: Option<Instant>,
+    /// When a stop was asked for.
+    stopped_at: Option<Instant>,
+    /// Whether the group got SIGTERM because the engine exited without closing its pipes.
+    group_termed: bool,
     /// When the engine itself exited (its pipes may still be held by something it started).
     exited_at: Option<Instant>,
     feed_error: Option<String>,
@@ -482,16 +517,20 @@ pub fn first_line_of(
         .ok()?;
     let group = Pid::from_child(&child);
     let mut stdout = child.stdout.take()?;
-    let reader = thread::spawn(move || {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
         let mut text = String::new();
         let _ = stdout.read_to_string(&mut text);
-        text
+        let _ = tx.send(text);
     });
     let deadline = Instant::now() + timeout;
     loop {
         match child.try_wait() {
             Ok(Some(status)) => {
-                let text = reader.join().ok()?;
+                // What it started may hold stdout: end the group, and wait only a little for
+                // the pipe to close (a helper outside the group may hold it for hours).
+                signal_group(group, Signal::KILL);
+                let text = rx.recv_timeout(PIPE_GRACE).ok()?;
                 let line = text.lines().map(str::trim).find(|l| !l.is_empty())?.to_string();
                 return status.success().then_some(line);
             }

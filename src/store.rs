@@ -213,9 +213,11 @@ impl Store {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             // Not a symlink: the text-file form.
             Err(e) if e.kind() == io::ErrorKind::InvalidInput => PathBuf::from(
-                fs::read_to_string(&link)
-                    .with_context(|| format!("cannot read {}", link.display()))?
-                    .trim(),
+                String::from_utf8_lossy(
+                    &read_regular(&link)
+                        .with_context(|| format!("cannot read {}", link.display()))?,
+                )
+                .trim(),
             ),
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", link.display())),
         };
@@ -330,7 +332,8 @@ impl Store {
     /// Opens a session for reading.
     pub fn open_session(&self, id: &str) -> Result<File> {
         let path = self.session_path(id);
-        File::open(&path).with_context(|| format!("cannot open {}", path.display()))
+        open_regular(&path, OpenOptions::new().read(true))
+            .with_context(|| format!("cannot open {}", path.display()))
     }
 
     /// Reads a session's summary: header, live context, counts, problems.
@@ -410,12 +413,13 @@ impl Store {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
         };
-        let mut cached: std::collections::HashMap<String, Listed> = fs::read(self.index_path())
-            .ok()
-            .and_then(|bytes| serde_json::from_slice::<Index>(&bytes).ok())
-            .filter(|index| index.format == 1)
-            .map(|index| index.sessions.into_iter().map(|l| (l.id.clone(), l)).collect())
-            .unwrap_or_default();
+        let mut cached: std::collections::HashMap<String, Listed> =
+            read_regular(&self.index_path())
+                .ok()
+                .and_then(|bytes| serde_json::from_slice::<Index>(&bytes).ok())
+                .filter(|index| index.format == 1)
+                .map(|index| index.sessions.into_iter().map(|l| (l.id.clone(), l)).collect())
+                .unwrap_or_default();
         let cached_count = cached.len();
         let (mut listed, mut refreshed) = (Vec::new(), 0usize);
         for entry in entries {
@@ -428,7 +432,15 @@ impl Store {
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                 .map_or(0, |d| d.as_nanos());
             match cached.remove(&id) {
-                Some(l) if l.full_bytes == meta.len() && l.mtime_ns == mtime_ns => listed.push(l),
+                // An error is never taken from the index: its cause (permissions, a file being
+                // replaced) may be gone while size and mtime stay the same.
+                Some(l)
+                    if l.unreadable.is_none()
+                        && l.full_bytes == meta.len()
+                        && l.mtime_ns == mtime_ns =>
+                {
+                    listed.push(l)
+                }
                 _ => {
                     refreshed += 1;
                     listed.push(self.describe(&id, meta.len(), mtime_ns));
@@ -549,7 +561,9 @@ impl Store {
     fn latest_target(&self) -> Option<String> {
         match fs::read_link(self.latest_path()) {
             Ok(target) => Some(target.to_string_lossy().into_owned()),
-            Err(_) => fs::read_to_string(self.latest_path()).ok().map(|t| t.trim().to_string()),
+            Err(_) => read_regular(&self.latest_path())
+                .ok()
+                .map(|t| String::from_utf8_lossy(&t).trim().to_string()),
         }
     }
 
@@ -607,9 +621,7 @@ pub struct Appender {
 impl Appender {
     pub fn open(store: &Store, id: &str) -> Result<Appender> {
         let path = store.session_path(id);
-        let file = OpenOptions::new()
-            .append(true)
-            .open(&path)
+        let file = open_regular(&path, OpenOptions::new().append(true))
             .with_context(|| format!("cannot open {} to append", path.display()))?;
         Ok(Appender { file, path })
     }
@@ -671,13 +683,45 @@ fn not_transcript(path: &Path, id: &str, e: NotTranscript) -> anyhow::Error {
 }
 
 fn read_optional(path: &Path) -> Result<Option<String>> {
-    match fs::read(path) {
+    match read_regular(path) {
         Ok(bytes) => String::from_utf8(bytes)
             .map(Some)
             .map_err(|_| Failure::usage(format!("{} is not UTF-8 text", path.display())).into()),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
     }
+}
+
+/// Opens a file cca keeps (a transcript, `latest`, the config, the index) only if it is a
+/// regular file: a FIFO would block the open or the read forever, and a device such as
+/// /dev/zero would never end. O_NONBLOCK keeps the open itself from waiting; on a regular file
+/// it changes nothing.
+fn open_regular(path: &Path, options: &mut OpenOptions) -> io::Result<File> {
+    let file = options.custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32).open(path)?;
+    let kind = file.metadata()?.file_type();
+    if kind.is_file() {
+        return Ok(file);
+    }
+    use std::os::unix::fs::FileTypeExt;
+    let what = if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_dir() {
+        "a folder"
+    } else {
+        "something else"
+    };
+    Err(io::Error::new(io::ErrorKind::InvalidInput, format!("it is {what}, not a regular file")))
+}
+
+/// Reads a whole file cca keeps; see [`open_regular`].
+fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    open_regular(path, OpenOptions::new().read(true))?.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// Reads a text file the user named (a prompt file).

@@ -9,7 +9,7 @@ use rustyline::{Cmd, Editor, KeyCode, KeyEvent, Modifiers};
 use crate::cli::ChatArgs;
 use crate::error::{Failure, exit};
 use crate::front::signals;
-use crate::front::terminal::{Mode, Terminal};
+use crate::front::terminal::{Mode, Terminal, say};
 use crate::run::Cancel;
 use crate::session;
 use crate::turn::{self, Ask, Target};
@@ -41,9 +41,9 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
     let _ = editor.load_history(&history);
 
     match &session {
-        Some(id) => eprintln!("cca chat · session {id} · /help for help, Ctrl-D to leave"),
-        None => eprintln!(
-            "cca chat · a new session starts with your first message · /help for help, Ctrl-D to leave"
+        Some(id) => say(&format!("cca chat · session {id} · /help for help, Ctrl-D to leave")),
+        None => say(
+            "cca chat · a new session starts with your first message · /help for help, Ctrl-D to leave",
         ),
     }
     loop {
@@ -81,7 +81,7 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
         let shown = match turn::ask(&settings, &store, &ask, &mut terminal, &cancel) {
             Ok(outcome) => {
                 session = Some(outcome.session.clone());
-                terminal.finish(&outcome).map(|_| println!())
+                terminal.finish(&outcome).and_then(|_| super::print("\n"))
             }
             Err(e) => terminal.not_recorded(e).map(|_| ()),
         };
@@ -115,14 +115,12 @@ fn slash(
         })
     };
     match name {
-        "help" | "?" => eprintln!("{HELP}"),
+        "help" | "?" => say(HELP),
         "quit" | "exit" | "q" => return Ok(Flow::Leave),
         "clear" => {
             let id = current()?;
             super::sessions::clear_session(settings, store, &id)?;
-            eprintln!(
-                "cca: context cleared; the next message starts afresh (the file keeps everything)"
-            );
+            say("cca: context cleared; the next message starts afresh (the file keeps everything)");
         }
         "fork" => {
             let id = current()?;
@@ -134,7 +132,7 @@ fn slash(
                 ),
             };
             let new = super::sessions::fork_session(settings, store, &id, at)?;
-            eprintln!("cca: forked {id} into {new}; now talking in {new}");
+            say(&format!("cca: forked {id} into {new}; now talking in {new}"));
             *session = Some(new);
         }
         "session" => {
@@ -142,8 +140,10 @@ fn slash(
                 *session = Some(store.resolve_id(arg)?);
             }
             match session {
-                Some(id) => eprintln!("cca: session {id}: {}", store.session_path(id).display()),
-                None => eprintln!("cca: no session yet: your first message starts one"),
+                Some(id) => {
+                    say(&format!("cca: session {id}: {}", store.session_path(id).display()))
+                }
+                None => say("cca: no session yet: your first message starts one"),
             }
         }
         other => {

@@ -10,7 +10,7 @@ use super::print;
 use crate::config::{Flags, Settings};
 use crate::error::{Failure, exit};
 use crate::front::signals;
-use crate::front::terminal::{Spinner, say_waiting, spinner_wanted};
+use crate::front::terminal::{Spinner, say, say_waiting, spinner_wanted};
 use crate::human::human_bytes;
 use crate::run::{Cancel, Interrupted, Progress};
 use crate::session::{self, settings};
@@ -32,7 +32,7 @@ pub fn list(json_output: bool, limit: Option<usize>) -> Result<u8> {
             .map(|l| {
                 json!({
                     "id": l.id,
-                    "path": store.session_path(&l.id),
+                    "path": store.session_path(&l.id).to_string_lossy(),
                     "title": l.title,
                     "created": l.created,
                     "last_activity": l.last_activity,
@@ -54,7 +54,7 @@ pub fn list(json_output: bool, limit: Option<usize>) -> Result<u8> {
         return Ok(exit::OK);
     }
     if listed.is_empty() {
-        eprintln!("cca: no sessions yet; start one with `cca search \"your question\"`");
+        say("cca: no sessions yet; start one with `cca search \"your question\"`");
         return Ok(exit::OK);
     }
     let width = listed.iter().map(|l| l.id.len()).max().unwrap_or(0);
@@ -235,7 +235,7 @@ pub fn fork(id: Option<&str>, at: Option<u64>) -> Result<u8> {
     let source = session::chosen(&settings, &store, id)?;
     let new = fork_session(&settings, &store, &source, at)?;
     print(&format!("{new}\n"))?;
-    eprintln!("cca: forked {source} into {new}; it is now the latest session");
+    say(&format!("cca: forked {source} into {new}; it is now the latest session"));
     Ok(exit::OK)
 }
 
@@ -287,7 +287,9 @@ pub fn clear(id: Option<&str>) -> Result<u8> {
     let (settings, store) = settings(&Flags::default())?;
     let id = session::chosen(&settings, &store, id)?;
     clear_session(&settings, &store, &id)?;
-    eprintln!("cca: cleared {id}: its next turn starts without the history (the file keeps it)");
+    say(&format!(
+        "cca: cleared {id}: its next turn starts without the history (the file keeps it)"
+    ));
     Ok(exit::OK)
 }
 
@@ -335,25 +337,25 @@ pub fn compact(id: Option<&str>, keep: Option<u64>, fail_fast: bool) -> Result<u
     spinner.clear();
     match compacted {
         Ok(Some(c)) => {
-            eprintln!(
+            say(&format!(
                 "cca: turns {}-{} of {id} are now a summary: {} -> {} of context",
                 c.first,
                 c.through,
                 human_bytes(c.bytes_before),
                 human_bytes(c.bytes_after)
-            );
+            ));
             Ok(exit::OK)
         }
         Ok(None) => {
-            eprintln!(
+            say(&format!(
                 "cca: nothing to compact in {id}: it has {} live exchange(s), and the last {keep} are kept",
                 summary.live.exchanges.len()
-            );
+            ));
             Ok(exit::OK)
         }
         Err(e) => match e.downcast_ref::<Interrupted>() {
             Some(Interrupted(why)) => {
-                eprintln!("cca: interrupted; nothing changed");
+                say("cca: interrupted; nothing changed");
                 Ok(why.exit_code())
             }
             None => Err(e.context(format!("compaction of {id} failed; nothing changed"))),
@@ -370,12 +372,12 @@ pub fn remove(ids: &[String], purge: bool) -> Result<u8> {
         let _lock = store.lock(id, true, || say_waiting(id))?;
         store.remove(id, purge)?;
         if purge {
-            eprintln!("cca: deleted {id}");
+            say(&format!("cca: deleted {id}"));
         } else {
-            eprintln!(
+            say(&format!(
                 "cca: moved {id} to {} (`cca restore {id}` brings it back)",
                 store.trash_dir().display()
-            );
+            ));
         }
     }
     Ok(exit::OK)
@@ -387,7 +389,7 @@ pub fn restore(ids: &[String]) -> Result<u8> {
     if ids.is_empty() {
         let trash = store.trash_ids();
         if trash.is_empty() {
-            eprintln!("cca: the trash is empty");
+            say("cca: the trash is empty");
         } else {
             print(&trash.iter().map(|id| format!("{id}\n")).collect::<String>())?;
         }
@@ -395,7 +397,7 @@ pub fn restore(ids: &[String]) -> Result<u8> {
     }
     for id in ids {
         store.restore(id)?;
-        eprintln!("cca: restored {id}");
+        say(&format!("cca: restored {id}"));
     }
     Ok(exit::OK)
 }

@@ -39,6 +39,8 @@ pub struct Terminal {
     spinner_wanted: bool,
     spinner: Spinner,
     stdout_gone: bool,
+    /// A write to stdout failed for another reason than a closed reader (a full disk).
+    stdout_failed: Option<io::Error>,
     printed_newline: bool,
     /// `--json`: the answer as it would have been printed, and the tool calls.
     answer: String,
@@ -54,6 +56,7 @@ impl Terminal {
             spinner_wanted: mode == Mode::Normal && spinner_wanted(settings),
             spinner: Spinner::default(),
             stdout_gone: false,
+            stdout_failed: None,
             printed_newline: true,
             answer: String::new(),
             tools: Vec::new(),
@@ -82,7 +85,8 @@ impl Terminal {
         if self.mode == Mode::Json {
             let value = json!({
                 "session": outcome.session,
-                "path": outcome.path,
+                // A path that is not UTF-8 (CCA_HOME may be any bytes) cannot be JSON text.
+                "path": outcome.path.to_string_lossy(),
                 "turn": outcome.turn,
                 "ok": error.is_none(),
                 // Exactly what stdout shows in the other modes; the tool calls come apart.
@@ -98,17 +102,28 @@ impl Terminal {
                 },
                 "cost_usd": outcome.usage.cost_usd,
             });
-            print_stdout(&format!("{value}\n"))?;
-        } else if !self.printed_newline && io::stdout().is_terminal() {
-            print_stdout("\n")?;
+            if let Err(e) = write_stdout(format!("{value}\n").as_bytes()) {
+                self.stdout_failed.get_or_insert(e);
+            }
+        } else if !self.printed_newline && !self.stdout_gone && io::stdout().is_terminal() {
+            self.answer_text("\n");
         }
         if let Some((reason, hint)) = error {
             if self.mode == Mode::Quiet && !outcome.stderr_tail.trim().is_empty() {
-                eprintln!("{}", outcome.stderr_tail.trim_end());
+                say(outcome.stderr_tail.trim_end());
             }
             let kept = "your question is kept in the transcript, marked as not answered, and will \
                         not be sent again; ask again with `cca search --resume`";
             print_error(&reason, hint.iter().flat_map(|h| h.lines()).chain([kept]));
+        }
+        if let Some(e) = &self.stdout_failed {
+            let id = &outcome.session;
+            print_error(
+                &format!("cannot write the answer to stdout: {e}"),
+                [format!("the exchange is kept in the transcript; `cca show {id}` prints it")
+                    .as_str()],
+            );
+            return Ok(outcome.exit_code().max(exit::ERROR));
         }
         Ok(outcome.exit_code())
     }
@@ -119,7 +134,7 @@ impl Terminal {
         self.spinner.clear();
         match error.downcast_ref::<Interrupted>() {
             Some(Interrupted(why)) => {
-                eprintln!("cca: interrupted ({}) before the question was saved", why.name());
+                say(&format!("cca: interrupted ({}) before the question was saved", why.name()));
                 Ok(why.exit_code())
             }
             None => Err(error),
@@ -143,11 +158,15 @@ impl Terminal {
         if self.stdout_gone || text.is_empty() {
             return;
         }
-        let mut out = io::stdout().lock();
-        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        match write_stdout(text.as_bytes()) {
             Ok(()) => self.printed_newline = text.ends_with('\n'),
             // The reader went away (`| head`): keep recording the answer, stop printing it.
-            Err(_) => self.stdout_gone = true,
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => self.stdout_gone = true,
+            // Anything else (a full disk) loses output: keep recording, and fail at the end.
+            Err(e) => {
+                self.stdout_gone = true;
+                self.stdout_failed = Some(e);
+            }
         }
     }
 }
@@ -213,17 +232,25 @@ pub fn report(err: &anyhow::Error) -> u8 {
 
 /// `cca: error: MESSAGE`, then a `hint: ` line for each hint line.
 fn print_error<'a>(message: &str, hints: impl IntoIterator<Item = &'a str>) {
-    eprintln!("cca: error: {message}");
+    let mut text = format!("cca: error: {message}");
     for line in hints {
-        eprintln!("hint: {line}");
+        text.push_str(&format!("\nhint: {line}"));
     }
+    say(&text);
+}
+
+/// Writes a line to stderr. A closed or failing stderr (a closed terminal, `2>/dev/full`) must
+/// not stop cca in the middle of its work, so errors are ignored: stderr is where they would go.
+pub fn say(line: &str) {
+    let mut err = io::stderr().lock();
+    let _ = err.write_all(format!("{line}\n").as_bytes()).and_then(|()| err.flush());
 }
 
 /// Says that another cca holds the session, before waiting for it.
 pub fn say_waiting(id: &str) {
-    eprintln!(
+    say(&format!(
         "cca: session {id} is busy: another cca is answering in it; waiting for it to finish…"
-    );
+    ));
 }
 
 /// A spinner on stderr, if one is running; stderr lines are printed around it.
@@ -265,9 +292,14 @@ impl Spinner {
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error, any other failure is.
 pub fn print_stdout(text: &str) -> Result<()> {
-    let mut out = io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+    match write_stdout(text.as_bytes()) {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(e).context("cannot write to stdout"),
         _ => Ok(()),
     }
+}
+
+/// Writes to stdout and flushes, so that a failure shows here, where it can be reported.
+fn write_stdout(bytes: &[u8]) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    out.write_all(bytes).and_then(|()| out.flush())
 }

@@ -26,6 +26,8 @@
 //! ignore-term       ignore SIGTERM from now on
 //! pid FILE          write this process's pid to FILE
 //! grandchild FILE   start a child that ignores SIGTERM and hangs, holding stdout; its pid goes to FILE
+//! detach FILE       start a helper outside the engine's process group (as `setsid` would) that
+//!                   hangs holding stdout and stderr; its pid goes to FILE
 //! nostdin           do not read stdin (by default it is read whole before the first step)
 //! drain             read stdin to its end in small pieces, keeping none of it (implies nostdin)
 //! eof-stamp FILE    write the wall-clock time (ns) to FILE: after `drain`, when stdin ended
@@ -62,7 +64,9 @@ fn main() {
     }
     let stdin = String::from_utf8_lossy(&stdin).into_owned();
     if let Some(dir) = log_dir {
-        let env: serde_json::Map<String, serde_json::Value> = std::env::vars()
+        // vars_os: CCA_HOME may be any bytes.
+        let env: serde_json::Map<String, serde_json::Value> = std::env::vars_os()
+            .map(|(k, v)| (k.to_string_lossy().into_owned(), v.to_string_lossy().into_owned()))
             .filter(|(k, _)| {
                 k.starts_with("GEMINI_") || k.starts_with("CLAUDE_") || k.starts_with("CCA_")
             })
@@ -202,6 +206,21 @@ fn main() {
                     .spawn()
                     .expect("spawn a grandchild");
                 // Wait until it has written its pid, so the test knows it exists.
+                while !Path::new(arg).exists() {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                std::mem::forget(child);
+            }
+            "detach" => {
+                use std::os::unix::process::CommandExt;
+                let me = std::env::current_exe().expect("current exe");
+                let child = std::process::Command::new(me)
+                    .env("FAKE_SCRIPT", format!("nostdin;pid {arg};hang"))
+                    .env_remove("FAKE_LOG_DIR")
+                    .stdin(std::process::Stdio::null())
+                    .process_group(0)
+                    .spawn()
+                    .expect("spawn a helper");
                 while !Path::new(arg).exists() {
                     std::thread::sleep(Duration::from_millis(5));
                 }

@@ -1,0 +1,265 @@
+//! Faults that hostile testing found: failing stdout and stderr, engines that leave helpers
+//! behind, odd files where transcripts should be, hand-edited transcripts. Each test shows the
+//! behaviour cca must keep.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStringExt;
+use std::process::{Command, Stdio};
+
+use crate::common::*;
+
+/// How a test connects one of cca's output streams.
+#[derive(Clone, Copy)]
+enum Sink {
+    /// A pipe the test reads.
+    Piped,
+    /// `/dev/full`: every write fails with ENOSPC.
+    Full,
+    /// A pipe whose reader is already closed: every write fails with EPIPE.
+    Closed,
+}
+
+impl Sink {
+    fn stdio(self) -> Stdio {
+        match self {
+            Sink::Piped => Stdio::piped(),
+            Sink::Full => std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap().into(),
+            Sink::Closed => {
+                let (reader, writer) = std::io::pipe().unwrap();
+                drop(reader);
+                writer.into()
+            }
+        }
+    }
+}
+
+/// Runs `cmd` with its stdout and stderr connected as given (with the usual timeout).
+fn run_into(mut cmd: Command, stdout: Sink, stderr: Sink) -> Run {
+    cmd.stdout(stdout.stdio()).stderr(stderr.stdio());
+    let output = wait_with_timeout(cmd.spawn().expect("spawn"), TIMEOUT);
+    Run {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+fn cca(env: &TestEnv, args: &[&str]) -> Command {
+    let mut cmd = env.command();
+    cmd.args(args);
+    cmd
+}
+
+#[test]
+fn an_answer_that_cannot_be_written_to_stdout_exits_1_and_is_kept() {
+    let env = TestEnv::new();
+    let run = run_into(cca(&env, &["search", "full disk"]), Sink::Full, Sink::Piped);
+    run.code(1).stderr_has("cannot write the answer to stdout").stderr_has("cca show");
+    assert!(env.latest().contains("ECHO: full disk"), "the exchange is kept");
+    assert!(!env.latest().contains("cca:failed"), "the answer itself is not a failure");
+}
+
+#[test]
+fn a_closed_stdout_is_not_an_error() {
+    let env = TestEnv::new();
+    let run = run_into(cca(&env, &["search", "closed reader"]), Sink::Closed, Sink::Piped);
+    run.ok();
+    assert!(env.latest().contains("ECHO: closed reader"));
+}
+
+#[test]
+fn json_to_a_full_stdout_exits_1_without_a_panic() {
+    let env = TestEnv::new();
+    let run = run_into(cca(&env, &["search", "--json", "full disk"]), Sink::Full, Sink::Piped);
+    run.code(1).stderr_has("cannot write the answer to stdout");
+    assert!(!run.stderr.contains("panicked"), "{run}");
+    assert!(env.latest().contains("ECHO: full disk"));
+    // The same for the listings.
+    let run = run_into(cca(&env, &["sessions", "--json"]), Sink::Full, Sink::Piped);
+    run.code(1).stderr_has("cannot write to stdout");
+}
+
+#[test]
+fn a_failing_stderr_never_panics() {
+    for sink in [Sink::Full, Sink::Closed] {
+        let env = TestEnv::new();
+        let mut failing = cca(&env, &["search", "doomed"]);
+        failing.env("FAKE_SCRIPT", "err engine trouble;fail boom");
+        run_into(failing, Sink::Piped, sink).code(1);
+        assert!(env.latest().contains("doomed"), "the question is kept");
+        // Errors before any turn, and notices, the same.
+        run_into(cca(&env, &["show", "nosuchsession"]), Sink::Piped, sink).code(2);
+        run_into(cca(&env, &["clear"]), Sink::Piped, sink).ok();
+    }
+}
+
+#[test]
+fn rm_removes_every_session_when_stderr_is_closed() {
+    let env = TestEnv::new();
+    for q in ["one", "two", "three"] {
+        env.run(&["search", "-q", q]).ok();
+    }
+    let ids: Vec<String> = env
+        .session_files()
+        .iter()
+        .map(|f| f.trim_start_matches("session_").trim_end_matches(".md").to_string())
+        .collect();
+    assert_eq!(ids.len(), 3);
+    let mut args = vec!["rm"];
+    args.extend(ids.iter().map(String::as_str));
+    run_into(cca(&env, &args), Sink::Piped, Sink::Closed).ok();
+    assert!(env.session_files().is_empty(), "{:?}", env.session_files());
+}
+
+#[test]
+fn json_with_a_cca_home_that_is_not_utf8() {
+    let env = TestEnv::new();
+    let mut home = env.root.path().join("home").into_os_string().into_vec();
+    home.extend_from_slice(b"/caf\xe9");
+    let home = OsString::from_vec(home);
+    let mut ask = cca(&env, &["search", "--json", "latin"]);
+    ask.env("CCA_HOME", &home);
+    let run = run_into(ask, Sink::Piped, Sink::Piped);
+    run.ok();
+    let value: serde_json::Value = serde_json::from_str(&run.stdout).expect("one JSON object");
+    assert_eq!(value["answer"], "ECHO: latin");
+    assert!(value["path"].as_str().unwrap().contains("caf\u{fffd}"), "{value}");
+    let mut list = cca(&env, &["sessions", "--json"]);
+    list.env("CCA_HOME", &home);
+    let run = run_into(list, Sink::Piped, Sink::Piped);
+    run.ok();
+    assert!(run.stdout.contains("caf\u{fffd}"), "{run}");
+}
+
+/// The pid a fake engine wrote to `path`, once it is there.
+fn pid_in(path: &std::path::Path) -> i32 {
+    assert!(wait_until(TIMEOUT, || std::fs::read_to_string(path).is_ok_and(|s| !s.is_empty())));
+    std::fs::read_to_string(path).unwrap().trim().parse().unwrap()
+}
+
+/// Kills a helper that a fake engine left behind, when the test ends.
+struct Helper(std::path::PathBuf);
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        if let Some(pid) = std::fs::read_to_string(&self.0)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+#[test]
+fn a_helper_left_holding_the_pipes_does_not_hold_the_answer() {
+    let env = TestEnv::new();
+    let helper = Helper(env.root.path().join("helper.pid"));
+    let script = format!("detach {};say the whole answer", helper.0.display());
+    let run =
+        env.run_with(&["search", "q"], None, &[("FAKE_SCRIPT", &script), ("CCA_GRACE_MS", "100")]);
+    run.ok();
+    assert_eq!(run.stdout.trim_end(), "the whole answer");
+    let text = env.latest();
+    assert!(text.contains("\n\nthe whole answer\n<!-- cca:end -->"), "{text}");
+    assert!(!text.contains("cca:interrupted"), "it was answered: {text}");
+    assert!(alive(pid_in(&helper.0)), "the helper is not cca's to end");
+}
+
+#[test]
+fn a_signal_ends_cca_while_a_helper_holds_the_pipes() {
+    let env = TestEnv::new();
+    let helper = Helper(env.root.path().join("helper.pid"));
+    let script = format!("detach {};say the whole answer", helper.0.display());
+    let mut cmd = env.command();
+    // A grace this long would outlast the test's timeout: only the signal can end the wait.
+    cmd.args(["search", "q"])
+        .env("FAKE_SCRIPT", script)
+        .env("CCA_GRACE_MS", "600000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut cca = Guard(cmd.spawn().unwrap());
+    pid_in(&helper.0);
+    let mut stdout = cca.0.stdout.take().unwrap();
+    let mut seen = [0u8; 16];
+    std::io::Read::read_exact(&mut stdout, &mut seen).unwrap();
+    assert_eq!(&seen, b"the whole answer");
+    cca.signal(rustix::process::Signal::TERM);
+    let output = cca.finish();
+    assert_eq!(output.status.code(), Some(143), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(env.latest().contains("the whole answer"));
+}
+
+#[test]
+fn doctor_does_not_wait_for_a_helper_of_the_version_probe() {
+    let env = TestEnv::with_engines(&["claude"]);
+    let helper = Helper(env.root.path().join("helper.pid"));
+    let script = format!("nostdin;detach {};raw 9.9.9\\n", helper.0.display());
+    let run = env.run_with(&["doctor"], None, &[("FAKE_SCRIPT", &script)]);
+    assert!(run.stdout.contains("claude"), "{run}");
+}
+
+/// Makes a FIFO at `path` (nothing ever writes to it).
+fn fifo(path: &std::path::Path) {
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .expect("mkfifo");
+}
+
+#[test]
+fn fifos_and_devices_named_like_sessions_are_reported_not_read() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "real one"]).ok();
+    let dir = env.sessions_dir();
+    fifo(&dir.join("session_fifo.md"));
+    std::os::unix::fs::symlink("/dev/zero", dir.join("session_zero.md")).unwrap();
+    let run = env.run(&["sessions"]);
+    run.ok();
+    assert!(run.stdout.contains("fifo") && run.stdout.contains("unreadable"), "{run}");
+    assert!(run.stdout.contains("not a regular file"), "{run}");
+    env.run(&["show", "fifo"]).code(1).stderr_has("FIFO");
+    env.run(&["show", "zero"]).code(1).stderr_has("device");
+    env.run(&["search", "-q", "-s", "fifo", "more"]).code(1).stderr_has("not a regular file");
+    // `latest` as a FIFO: reported, never read.
+    std::fs::remove_file(dir.join("latest")).unwrap();
+    fifo(&dir.join("latest"));
+    env.run(&["search", "-q", "-r", "more"]).code(1).stderr_has("not a regular file");
+}
+
+#[test]
+fn a_fifo_config_or_index_does_not_hang() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "one"]).ok();
+    std::fs::remove_file(env.cca_home.join("index.json")).ok();
+    fifo(&env.cca_home.join("index.json"));
+    env.run(&["sessions"]).ok();
+    fifo(&env.cca_home.join("config.toml"));
+    env.run(&["sessions"]).code(1).stderr_has("not a regular file");
+}
+
+#[test]
+fn a_session_unreadable_once_is_read_again() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "one"]).ok();
+    let path = env.sessions_dir().join("latest").canonicalize().unwrap();
+    let good = std::fs::read(&path).unwrap();
+    let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+    // The same size and mtime, unreadable for a moment (as a permission problem would be).
+    let set = |bytes: &[u8]| {
+        std::fs::write(&path, bytes).unwrap();
+        std::fs::File::options().write(true).open(&path).unwrap().set_modified(mtime).unwrap();
+    };
+    set(&vec![b'x'; good.len()]);
+    let run = env.run(&["sessions"]);
+    assert!(run.ok().stdout.contains("unreadable"), "{run}");
+    set(&good);
+    let run = env.run(&["sessions"]);
+    run.ok();
+    assert!(!run.stdout.contains("unreadable") && run.stdout.contains("one"), "{run}");
+}
