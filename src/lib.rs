@@ -9,6 +9,8 @@
 //! runs each command) are the only code that prints.
 
 #![forbid(unsafe_code)]
+// No print macros anywhere: they panic when stdout or stderr is closed or full. The front ends
+// write through `front::terminal` (`say`, `print_stdout`), which handle those errors.
 #![warn(clippy::print_stdout, clippy::print_stderr)]
 
 pub(crate) mod answer;

@@ -1,9 +1,6 @@
 //! Runs each command: gathers input, resolves settings, and hands off to `turn` or `store`.
 //! One file per group of commands; this one dispatches.
 
-// The commands talk to the user directly.
-#![allow(clippy::print_stdout, clippy::print_stderr)]
-
 mod ask;
 mod chat;
 mod doctor;

@@ -2,8 +2,5 @@
 //! call per turn (`turn::ask`), and turns what it shows into output, exit codes and cancels.
 //! `terminal` serves `cca search`, `,` (also with `--json` and `-q`) and `cca chat`.
 
-// The front ends are where cca prints.
-#![allow(clippy::print_stdout, clippy::print_stderr)]
-
 pub mod signals;
 pub mod terminal;
