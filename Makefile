@@ -72,6 +72,9 @@ install:
 	install -m 644 completions/_cca $(PREFIX)/share/zsh/site-functions/_cca
 	install -m 644 completions/cca.fish $(PREFIX)/share/fish/vendor_completions.d/cca.fish
 	$(PREFIX)/bin/cca man > $(PREFIX)/share/man/man1/cca.1
+	@echo
+	@echo "Installed $(PREFIX)/bin/cca. What it finds for a first question (cca doctor):"
+	@$(PREFIX)/bin/cca doctor || echo "cca: install an engine (see the problems above), then ask with: cca search \"...\""
 
 uninstall:
 	$(CARGO) uninstall --root $(PREFIX) cca
