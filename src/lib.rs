@@ -16,6 +16,7 @@ pub mod engine;
 pub mod error;
 pub mod frame;
 pub mod prompt;
+pub mod render;
 pub mod run;
 pub mod shell;
 pub mod store;
