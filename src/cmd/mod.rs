@@ -99,6 +99,14 @@ pub fn settings(flags: &Flags) -> Result<(Settings, Store)> {
     Ok((settings, store))
 }
 
+/// The terminal's width in columns: stdout's, else stderr's (stdout piped to a pager).
+pub fn terminal_width() -> Option<usize> {
+    let size = rustix::termios::tcgetwinsize(io::stdout())
+        .or_else(|_| rustix::termios::tcgetwinsize(io::stderr()))
+        .ok()?;
+    (size.ws_col > 0).then_some(usize::from(size.ws_col))
+}
+
 /// Writes to stdout; a closed pipe (`| head`) is not an error.
 pub fn print(text: &str) -> Result<()> {
     let mut out = io::stdout().lock();

@@ -2,7 +2,9 @@
 
 use anyhow::Result;
 
-use crate::config::{EngineKind, Flags, HistoryMode, PromptChoice, Source, SystemPromptMode, vars};
+use crate::config::{
+    EngineKind, Flags, HistoryMode, PromptChoice, Render, Source, SystemPromptMode, vars,
+};
 use crate::error::exit;
 use crate::turn;
 
@@ -45,6 +47,14 @@ pub fn run() -> Result<u8> {
     }
     let colour = if settings.color { "on" } else { "off (NO_COLOR or TERM=dumb)" };
     row("colour", colour.into(), "environment".into());
+    let render = match settings.render.value {
+        Render::Auto => "auto (answers rendered on a terminal)",
+        Render::Always => "always (answers rendered, also when piped)",
+        Render::Never => "never (answers printed as they are)",
+    };
+    row("render", render.into(), settings.render.source.to_string());
+    let links = if settings.hyperlinks { "on" } else { "off (URLs shown after the text)" };
+    row("hyperlinks", links.into(), "environment".into());
 
     for engine in settings.engines.values() {
         let kind = match engine.kind {
