@@ -346,7 +346,11 @@ impl Renderer {
                 fg: (level <= 2).then_some(palette::MAGENTA),
                 ..Attr::default()
             };
-            let marks = if self.style.color { String::new() } else { "#".repeat(level) + " " };
+            let marks = match (self.style.color, text.is_empty()) {
+                (true, _) => String::new(),
+                (false, true) => "#".repeat(level),
+                (false, false) => "#".repeat(level) + " ",
+            };
             spans.push(Span::new(&format!("{pad}{marks}"), attr.clone()));
             spans.extend(inline(text, &attr, &self.style));
         } else {
