@@ -1,5 +1,6 @@
 //! `make bench`: cca's overhead, streaming latency, long transcripts, many sessions, memory, a
-//! side-by-side with `llm`, and the bytes compaction saves. Prints markdown for BENCHMARKS.md.
+//! side-by-side with `llm`, the bytes compaction saves, and rendering. Prints markdown for
+//! BENCHMARKS.md.
 //!
 //! Runs the release `cca` against the release fake engine (tests/support/fake_engine.rs).
 //! `cargo bench -- NAME...` runs only the sections whose names contain one of the words.
@@ -16,6 +17,9 @@ fn main() {
     if all.first().map(String::as_str) == Some("__rss") {
         return measure_rss(&all[1..]);
     }
+    if all.first().map(String::as_str) == Some("__first_code_line") {
+        return first_code_line();
+    }
     // cargo passes `--bench`; the rest are section names.
     let args: Vec<String> = all.into_iter().filter(|a| !a.starts_with("--")).collect();
     let wanted = |name: &str| args.is_empty() || args.iter().any(|a| name.contains(a.as_str()));
@@ -23,7 +27,7 @@ fn main() {
     println!("# cca benchmarks\n");
     println!("{}\n", machine());
     type Section = (&'static str, fn(&Bench));
-    let sections: [Section; 8] = [
+    let sections: [Section; 9] = [
         ("overhead", Bench::overhead),
         ("version", Bench::version),
         ("streaming", Bench::streaming),
@@ -32,6 +36,7 @@ fn main() {
         ("memory", Bench::memory),
         ("llm", Bench::llm),
         ("compaction", Bench::compaction),
+        ("render", Bench::render),
     ];
     for (name, run) in sections {
         if wanted(name) {
@@ -138,6 +143,110 @@ impl Bench {
             assert!(status.success());
         });
         println!("{TABLE}\n{}\n\nTarget: under 3 ms.\n", stats.row("cca --version"));
+    }
+
+    fn render(&self) {
+        println!("## Rendering answers\n");
+        let size = std::fs::metadata(&self.cca).unwrap().len();
+        println!("Release binary: {:.2} MB ({size} bytes).\n", size as f64 / 1e6);
+        println!(
+            "`cca show` from start to the first byte on its stdout (piped, `TERM=xterm-256color`, `render` set in config.toml; `cca show` prints in one write, so this is also its whole run). The answer: {} bytes of headings, prose, a list and a table; with code, also a {}-line Rust block.\n",
+            PROSE.len(),
+            CODE.lines().count() - 2
+        );
+        println!("{TABLE}");
+        for (label, answer, mode) in [
+            ("render = never", PROSE.to_string(), "never"),
+            ("render = always, prose", PROSE.to_string(), "always"),
+            ("render = always, with code", format!("{PROSE}{CODE}"), "always"),
+        ] {
+            let home = self.home(&format!("render-{mode}-{}", answer.len()));
+            // The fake engine echoes the question: the answer is "ECHO: " and the markdown.
+            home.cca(&["search", "-q", &answer], "echo").checked();
+            std::fs::write(
+                home.dir.join("cca/config.toml"),
+                format!("render = \"{mode}\"\nengine = \"plain\"\n[engines.plain]\ncommand = [\"plain-engine\"]\n"),
+            )
+            .unwrap();
+            let stats = time_runs(40, || {
+                let mut cmd = home.command(&["show"], "");
+                cmd.env("TERM", "xterm-256color").stdout(Stdio::piped());
+                let mut child = cmd.spawn().unwrap();
+                let mut first = [0u8; 1];
+                std::io::Read::read_exact(child.stdout.as_mut().unwrap(), &mut first).unwrap();
+                // The clock stops at the first byte; the rest is drained before the next run.
+                let mut rest = Vec::new();
+                std::io::Read::read_to_end(child.stdout.as_mut().unwrap(), &mut rest).unwrap();
+                assert!(child.wait().unwrap().success());
+            });
+            println!("{}", stats.row(label));
+        }
+
+        println!(
+            "\nThe renderer in process (what `cca search` and `cca chat` will pay per line as an answer streams), in microseconds. The first code line of a process loads the syntaxes: measured in a fresh process each run.\n"
+        );
+        println!(
+            "| what | median µs | p10 | p90 | max | runs |\n| --- | ---: | ---: | ---: | ---: | ---: |"
+        );
+        let style = cca::render::Style { color: true, hyperlinks: true, width: 100, live: true };
+        let micros = |n: usize, mut f: Box<dyn FnMut()>| {
+            let stats = time_runs(n, &mut *f);
+            Stats::new(stats.samples.iter().map(|ms| ms * 1000.0).collect())
+        };
+        let first_words = micros(
+            200,
+            Box::new(move || {
+                let mut out = String::new();
+                cca::render::Renderer::new(style).push("The answer starts", &mut out);
+                assert!(!out.is_empty());
+            }),
+        );
+        println!("{}", first_words.row("first words of an unfinished line, shown raw"));
+        let first_line = micros(
+            200,
+            Box::new(move || {
+                let mut out = String::new();
+                cca::render::Renderer::new(style)
+                    .push("Use **bold**, `code` and [a link](https://x.y).\n", &mut out);
+                assert!(out.contains('\x1b'));
+            }),
+        );
+        println!("{}", first_line.row("a finished line of prose, rendered"));
+        let cold: Vec<f64> = (0..20)
+            .map(|_| {
+                let out = Command::new(std::env::current_exe().unwrap())
+                    .arg("__first_code_line")
+                    .output()
+                    .unwrap();
+                String::from_utf8(out.stdout).unwrap().trim().parse::<f64>().unwrap()
+            })
+            .collect();
+        println!("{}", Stats::new(cold).row("first code line of a process (loads the syntaxes)"));
+        let mut renderer = cca::render::Renderer::new(style);
+        let mut out = String::new();
+        renderer.push("```rust\n", &mut out);
+        let lines: Vec<&str> = CODE.lines().skip(1).filter(|l| !l.starts_with("```")).collect();
+        let mut k = 0;
+        let warm = micros(
+            400,
+            Box::new(move || {
+                out.clear();
+                renderer.push(lines[k % lines.len()], &mut out);
+                renderer.push("\n", &mut out);
+                k += 1;
+            }),
+        );
+        println!("{}", warm.row("a code line, highlighted (syntaxes loaded)"));
+        let answer = format!("{PROSE}{CODE}").repeat(20);
+        let whole = time_runs(10, || {
+            let _ = cca::render::render(&answer, style);
+        });
+        println!(
+            "\nA whole answer of {} KB (prose, tables and code) renders in {:.2} ms at the median ({:.1} MB/s).\n",
+            answer.len() / 1000,
+            whole.median(),
+            answer.len() as f64 / 1e6 / (whole.median() / 1000.0)
+        );
     }
 
     fn streaming(&self) {
@@ -550,6 +659,38 @@ fn measure_rss(args: &[String]) {
     assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) }, 0);
     println!("{}", usage.ru_maxrss);
 }
+
+/// `bench __first_code_line`: the microseconds from a new renderer to its first highlighted
+/// line, in a fresh process (the syntaxes are loaded once per process).
+fn first_code_line() {
+    let style = cca::render::Style { color: true, hyperlinks: true, width: 100, live: false };
+    let start = Instant::now();
+    let mut renderer = cca::render::Renderer::new(style);
+    let mut out = String::new();
+    renderer.push("```rust\nfn main() {\n", &mut out);
+    let elapsed = start.elapsed();
+    assert!(out.contains("\x1b[35mfn"), "{out:?}");
+    println!("{}", elapsed.as_secs_f64() * 1e6);
+}
+
+/// An answer as LLMs write them: headings, prose with inline markup, a list, a table.
+const PROSE: &str = "## What changed\n\nRust 1.89 adds **file locking** to `std::fs::File`: \
+`lock`, `lock_shared`, `try_lock` and `unlock`, with the platform's advisory locks \
+(`flock` on Unix, `LockFileEx` on Windows). See [the release notes](https://blog.rust-lang.org/).\n\n\
+- `lock()` blocks until the lock is free\n- `try_lock()` returns at once\n  - `Err(TryLockError::WouldBlock)` when held\n\
+- locks are released when the file is closed\n\n\
+| method | blocks | shared |\n|---|:-:|---|\n| `lock` | yes | no |\n| `lock_shared` | yes | yes |\n\
+| `try_lock` | no | no |\n\n\
+> Advisory locks only keep out processes that also lock: a plain `open` is not stopped.\n\n\
+These locks are *advisory* on every platform Rust supports, which means that cooperation is \
+required, and that a process which ignores them can still read and write the file as it likes.\n\n";
+
+const CODE: &str = "```rust\nuse std::fs::File;\nuse std::io::{self, Write};\n\n\
+/// Appends a line under an exclusive lock.\nfn append(path: &str, line: &str) -> io::Result<()> {\n\
+    let mut file = File::options().append(true).create(true).open(path)?;\n    file.lock()?; // waits\n\
+    writeln!(file, \"{line}\")?;\n    file.unlock()\n}\n\nfn main() -> io::Result<()> {\n\
+    for i in 0..3 {\n        append(\"log.txt\", &format!(\"entry {i}\"))?;\n    }\n\
+    let n: u64 = 42;\n    println!(\"{n} done\");\n    Ok(())\n}\n```\n";
 
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")

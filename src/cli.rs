@@ -88,12 +88,15 @@ pub enum Command {
 
     /// Show a session's conversation (through $PAGER on a terminal)
     ///
-    /// Without an id, the session `--resume` would continue ($CCA_SESSION, else latest).
+    /// Without an id, the session `--resume` would continue ($CCA_SESSION, else latest). On a
+    /// terminal the answers are rendered: headings, lists, highlighted code, aligned tables
+    /// (`render` in config.toml: "auto", "always" also when piped, "never"). Piped, each
+    /// record is its exact text.
     Show {
         /// The session: an id, or any unique start of one [default: $CCA_SESSION, else latest]
         #[arg(value_name = "ID", add = session_candidates())]
         id: Option<String>,
-        /// Print the file as it is
+        /// Print the file as it is (markers and all; never rendered)
         #[arg(long)]
         raw: bool,
     },
@@ -196,7 +199,8 @@ pub enum Command {
     /// Sources, lowest to highest: default, config file ($CCA_HOME/config.toml), environment
     /// (CCA_*), flag.
     ///
-    /// Config file keys: engine, model, prompt, and per engine in [engines.NAME]: program,
+    /// Config file keys: engine, model, prompt, render ("auto": answers rendered on a terminal,
+    /// "always", "never"), and per engine in [engines.NAME]: program,
     /// command, args, model, model_arg, system_prompt ("inline" or "native"),
     /// system_prompt_arg, history ("inline" or "structured"), tools, max_input_bytes, retries,
     /// policy, context_budget (tokens), model_budgets ({ "model" = tokens }), bytes_per_token.
@@ -206,7 +210,9 @@ pub enum Command {
     /// Environment: CCA_HOME, CCA_ENGINE, CCA_MODEL, CCA_PROMPT, CCA_SESSION, CCA_CLAUDE,
     /// CCA_GEMINI, CCA_NOW (a fixed clock, for tests), CCA_GRACE_MS (for tests), CCA_COMPLETE (used by completions),
     /// GEMINI_CLI_HOME (where gemini keeps its files), and the standard NO_COLOR, TERM, PAGER,
-    /// PATH, HOME.
+    /// PATH, HOME. Links in rendered answers are terminal hyperlinks where the terminal is known
+    /// to show them (TERM_PROGRAM, VTE_VERSION, WT_SESSION, KONSOLE_VERSION, TERM), else the URL
+    /// follows the text; FORCE_HYPERLINK=1 or 0 decides.
     Config,
 
     /// Check the setup: engines found (path, version), the default, and CCA_HOME's state

@@ -79,8 +79,20 @@ pub struct Sourced<T> {
     pub source: Source,
 }
 
+/// When answers are rendered (markdown styled for the terminal) instead of printed as they are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Render {
+    /// When stdout is a terminal.
+    #[default]
+    Auto,
+    /// Also when piped (for `less -R`).
+    Always,
+    Never,
+}
+
 /// Every key the config file takes, for the docs and their test.
-pub const FILE_KEYS: &[&str] = &["engine", "model", "prompt"];
+pub const FILE_KEYS: &[&str] = &["engine", "model", "prompt", "render"];
 pub const COMPACTION_KEYS: &[&str] = &["enabled", "threshold", "keep_recent", "warn_tokens"];
 pub const ENGINE_KEYS: &[&str] = &[
     "program",
@@ -164,6 +176,7 @@ pub struct File {
     pub engine: Option<String>,
     pub model: Option<String>,
     pub prompt: Option<String>,
+    pub render: Option<Render>,
     #[serde(default)]
     pub compaction: CompactionFile,
     #[serde(default)]
@@ -235,6 +248,9 @@ pub struct Settings {
     pub gemini_home: Option<PathBuf>,
     pub color: bool,
     pub dumb_terminal: bool,
+    pub render: Sourced<Render>,
+    /// The terminal shows OSC 8 hyperlinks.
+    pub hyperlinks: bool,
 }
 
 impl Settings {
@@ -387,7 +403,32 @@ pub fn resolve(
             .or_else(dirs::home_dir),
         color: env.os(vars::NO_COLOR).is_none() && !dumb_terminal,
         dumb_terminal,
+        render: match parsed.render {
+            Some(value) => Sourced { value, source: Source::File },
+            None => Sourced { value: Render::default(), source: Source::Default },
+        },
+        hyperlinks: hyperlinks(env),
     })
+}
+
+/// Whether the terminal shows OSC 8 hyperlinks: only those known to, and not inside tmux or
+/// screen (which drop them unless configured), so that a link's URL is never hidden where it
+/// cannot be followed. `FORCE_HYPERLINK` overrides.
+fn hyperlinks(env: &Env) -> bool {
+    let text = |name| env.os(name).and_then(|v| v.to_str()).unwrap_or("");
+    if env.os(vars::FORCE_HYPERLINK).is_some() {
+        return text(vars::FORCE_HYPERLINK) != "0";
+    }
+    let term = text(vars::TERM);
+    if term.starts_with("screen") || term.starts_with("tmux") || text(vars::TERM_PROGRAM) == "tmux"
+    {
+        return false;
+    }
+    matches!(text(vars::TERM_PROGRAM), "iTerm.app" | "WezTerm" | "vscode" | "ghostty" | "Hyper")
+        || matches!(term, "xterm-kitty" | "xterm-ghostty" | "alacritty" | "foot" | "wezterm")
+        || text(vars::VTE_VERSION).parse::<u32>().is_ok_and(|v| v >= 5000)
+        || env.os(vars::WT_SESSION).is_some()
+        || env.os(vars::KONSOLE_VERSION).is_some()
 }
 
 pub fn unknown_engine(name: &str, engines: &BTreeMap<String, EngineConfig>) -> Failure {
@@ -568,6 +609,25 @@ mod tests {
     }
 
     #[test]
+    fn render_comes_from_the_file_and_hyperlinks_from_the_terminal() {
+        let s = settings(&[], Flags::default(), None).unwrap();
+        assert_eq!(s.render, Sourced { value: Render::Auto, source: Source::Default });
+        assert!(!s.hyperlinks);
+        let s = settings(&[], Flags::default(), Some("render = \"never\"\n")).unwrap();
+        assert_eq!(s.render, Sourced { value: Render::Never, source: Source::File });
+        assert!(settings(&[], Flags::default(), Some("render = \"sometimes\"\n")).is_err());
+        let links = |env: &[(&'static str, &str)]| {
+            settings(env, Flags::default(), None).unwrap().hyperlinks
+        };
+        assert!(links(&[(vars::TERM_PROGRAM, "iTerm.app")]));
+        assert!(links(&[(vars::VTE_VERSION, "7600")]));
+        assert!(!links(&[(vars::VTE_VERSION, "4000")]));
+        assert!(!links(&[(vars::VTE_VERSION, "7600"), (vars::TERM, "tmux-256color")]));
+        assert!(links(&[(vars::TERM, "tmux-256color"), (vars::FORCE_HYPERLINK, "1")]));
+        assert!(!links(&[(vars::WT_SESSION, "x"), (vars::FORCE_HYPERLINK, "0")]));
+    }
+
+    #[test]
     fn budgets_per_engine_and_model_and_the_token_estimate() {
         let file = "[engines.claude]\ncontext_budget = 1000\nbytes_per_token = 2.0\n\
                     model_budgets = { \"big\" = 5000 }\n";
@@ -596,7 +656,9 @@ mod tests {
 
     #[test]
     fn the_documented_keys_are_the_keys() {
-        let mut file = FILE_KEYS.iter().map(|k| format!("{k} = \"x\"\n")).collect::<String>();
+        let value = |k: &str| if k == "render" { "auto" } else { "x" };
+        let mut file =
+            FILE_KEYS.iter().map(|k| format!("{k} = \"{}\"\n", value(k))).collect::<String>();
         file.push_str("[compaction]\n");
         for key in COMPACTION_KEYS {
             let value = if *key == "enabled" {

@@ -26,6 +26,7 @@ pub mod frame;
 pub(crate) mod front;
 pub(crate) mod human;
 pub mod prompt;
+pub mod render;
 pub(crate) mod run;
 pub(crate) mod session;
 pub(crate) mod shell;

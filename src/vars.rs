@@ -33,7 +33,15 @@ pub const PATH: &str = "PATH";
 /// Standard: the default `CCA_HOME` is `$HOME/.cca`.
 pub const USER_HOME: &str = "HOME";
 
-pub const ALL: [&str; 15] = [
+/// Links in rendered answers: `1` as terminal hyperlinks (OSC 8), `0` with the URL shown.
+pub const FORCE_HYPERLINK: &str = "FORCE_HYPERLINK";
+/// Set by terminals; those known to show hyperlinks get them (`FORCE_HYPERLINK` decides).
+pub const TERM_PROGRAM: &str = "TERM_PROGRAM";
+pub const VTE_VERSION: &str = "VTE_VERSION";
+pub const WT_SESSION: &str = "WT_SESSION";
+pub const KONSOLE_VERSION: &str = "KONSOLE_VERSION";
+
+pub const ALL: [&str; 20] = [
     HOME,
     ENGINE,
     MODEL,
@@ -49,4 +57,9 @@ pub const ALL: [&str; 15] = [
     PATH,
     USER_HOME,
     GEMINI_CLI_HOME,
+    FORCE_HYPERLINK,
+    TERM_PROGRAM,
+    VTE_VERSION,
+    WT_SESSION,
+    KONSOLE_VERSION,
 ];

@@ -7,11 +7,12 @@ use anyhow::{Context, Result};
 use serde_json::json;
 
 use super::print;
-use crate::config::{Flags, Settings};
+use crate::config::{Flags, Render, Settings};
 use crate::error::{Failure, exit};
 use crate::front::signals;
 use crate::front::terminal::{Spinner, say, say_waiting, spinner_wanted};
 use crate::human::human_bytes;
+use crate::render;
 use crate::run::{Cancel, Interrupted, Progress};
 use crate::session::{self, settings};
 use crate::store::{self, Appender, Store};
@@ -130,9 +131,21 @@ pub fn show(id: Option<&str>, raw: bool) -> Result<u8> {
             Ok(Ok(summary)) => summary.live.bytes(),
             _ => 0,
         };
-        let bold = settings.color && std::io::stdout().is_terminal();
+        let on_terminal = std::io::stdout().is_terminal();
+        let rendering = match settings.render.value {
+            Render::Auto => on_terminal,
+            Render::Always => true,
+            Render::Never => false,
+        };
+        let style = rendering.then(|| render::Style {
+            color: settings.color,
+            hyperlinks: settings.hyperlinks,
+            width: crate::front::terminal::terminal_width().unwrap_or(80),
+            live: false,
+        });
+        let bold = settings.color && (on_terminal || rendering);
         let live = (live_bytes, estimate_tokens(&settings, &t.header.engine, live_bytes));
-        let mut out = readable(&t, live, text.len() as u64, bold);
+        let mut out = readable(&t, live, text.len() as u64, bold, style);
         for p in problems {
             out.push_str(&format!("\n(line {}: {})\n", p.line, p.message));
         }
@@ -147,12 +160,14 @@ pub fn show(id: Option<&str>, raw: bool) -> Result<u8> {
     Ok(exit::OK)
 }
 
-/// The conversation for a person: no markers, clear separators, every record visible.
+/// The conversation for a person: no markers, clear separators, every record visible. With a
+/// style, answers and summaries are rendered markdown; without, every record is its exact text.
 pub fn readable(
     t: &Transcript,
     (live_bytes, live_tokens): (u64, u64),
     full_bytes: u64,
     bold: bool,
+    style: Option<render::Style>,
 ) -> String {
     let h = &t.header;
     let mut out = format!("{}\n", if h.title.is_empty() { "(untitled)" } else { &h.title });
@@ -211,11 +226,18 @@ pub fn readable(
         };
         let (on, off) = if bold { ("\x1b[1m", "\x1b[0m") } else { ("", "") };
         out.push_str(&format!("\n{on}── {title} ──{off}\n"));
-        if !r.content.is_empty() {
-            out.push_str(&r.content);
-            if !r.content.ends_with('\n') {
-                out.push('\n');
+        match style {
+            // What the user typed and attached is shown as it is, markdown or not.
+            Some(style) if matches!(r.kind, Kind::Assistant | Kind::Compaction) => {
+                out.push_str(&render::render(&r.content, style));
             }
+            _ if !r.content.is_empty() => {
+                out.push_str(&r.content);
+                if !r.content.ends_with('\n') {
+                    out.push('\n');
+                }
+            }
+            _ => {}
         }
     }
     out

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 
-use crate::config::{Flags, PromptChoice, Source};
+use crate::config::{Flags, PromptChoice, Render, Source};
 use crate::engine::{HistoryMode, SystemPromptMode};
 use crate::error::exit;
 use crate::session;
@@ -57,6 +57,14 @@ pub fn run() -> Result<u8> {
     }
     let colour = if settings.color { "on" } else { "off (NO_COLOR or TERM=dumb)" };
     row("colour", colour.into(), "environment".into());
+    let render = match settings.render.value {
+        Render::Auto => "auto (answers rendered on a terminal)",
+        Render::Always => "always (answers rendered, also when piped)",
+        Render::Never => "never (answers printed as they are)",
+    };
+    row("render", render.into(), settings.render.source.to_string());
+    let links = if settings.hyperlinks { "on" } else { "off (URLs shown after the text)" };
+    row("hyperlinks", links.into(), "environment".into());
 
     let c = &settings.compaction;
     row("compaction.enabled", c.enabled.value.to_string(), c.enabled.source.to_string());

@@ -246,6 +246,14 @@ pub fn say(line: &str) {
     let _ = err.write_all(format!("{line}\n").as_bytes()).and_then(|()| err.flush());
 }
 
+/// The terminal's width in columns: stdout's, else stderr's (stdout piped to a pager).
+pub fn terminal_width() -> Option<usize> {
+    let size = rustix::termios::tcgetwinsize(io::stdout())
+        .or_else(|_| rustix::termios::tcgetwinsize(io::stderr()))
+        .ok()?;
+    (size.ws_col > 0).then_some(usize::from(size.ws_col))
+}
+
 /// Says that another cca holds the session, before waiting for it.
 pub fn say_waiting(id: &str) {
     say(&format!(

@@ -87,3 +87,111 @@ fn show_uses_bold_on_a_terminal_unless_no_color() {
     let all = session.exp_eof().unwrap();
     assert!(!all.contains("\u{1b}[1m"), "{all:?}");
 }
+
+/// An answer with something of everything the renderer draws.
+const MARKDOWN: &str = "say # Plan\\n\\nUse **bold** and `code`.\\n\\n| k | value |\\n|---|--:|\\n\
+                        | a | 1 |\\n| bb | 22 |\\n\\n```rust\\nfn main() {}\\n```\\n\\n\
+                        See [the docs](https://example.com/d).";
+const ANSWER: &str = "# Plan\n\nUse **bold** and `code`.\n\n| k | value |\n|---|--:|\n\
+                      | a | 1 |\n| bb | 22 |\n\n```rust\nfn main() {}\n```\n\n\
+                      See [the docs](https://example.com/d).";
+
+/// A session whose answer is `ANSWER`.
+fn markdown_session() -> TestEnv {
+    let env = TestEnv::new();
+    env.run_with(&["search", "-q", "plan it"], None, &[("FAKE_SCRIPT", MARKDOWN)]).ok();
+    assert!(env.latest().contains(ANSWER), "{}", env.latest());
+    env
+}
+
+/// What a pty printed, as UTF-8 (rexpect hands over one char per byte), with the terminal's
+/// `\r\n` turned back into `\n`.
+fn shown(session: &mut PtySession) -> String {
+    let bytes: Vec<u8> = session.exp_eof().unwrap().chars().map(|c| c as u8).collect();
+    String::from_utf8(bytes).expect("UTF-8 output").replace("\r\n", "\n")
+}
+
+#[test]
+fn show_renders_answers_on_a_terminal() {
+    let env = markdown_session();
+    let mut session = in_pty(&env, &["show"], &[("PAGER", "cat")]);
+    let all = shown(&mut session);
+    assert!(all.contains("\u{1b}[1;4;35mPlan\u{1b}[0m"), "a styled heading: {all:?}");
+    assert!(all.contains("Use \u{1b}[1mbold\u{1b}[0m and \u{1b}[36mcode\u{1b}[0m."), "{all:?}");
+    assert!(all.contains("\u{1b}[35mfn\u{1b}[0m"), "highlighted code: {all:?}");
+    // The table's columns line up, the numbers to the right.
+    assert!(all.contains("a \u{1b}[2m │ \u{1b}[0m    1\n"), "{all:?}");
+    assert!(all.contains("bb\u{1b}[2m │ \u{1b}[0m   22\n"), "{all:?}");
+    // No terminal known to show hyperlinks: the URL follows the text.
+    assert!(all.contains("the docs\u{1b}[0m\u{1b}[2m (https://example.com/d)"), "{all:?}");
+    assert!(!all.contains("**bold**") && !all.contains("| a | 1 |"), "{all:?}");
+    // What the user typed is shown as it is.
+    assert!(all.contains("plan it\n"), "{all:?}");
+
+    let mut session = in_pty(&env, &["show"], &[("PAGER", "cat"), ("FORCE_HYPERLINK", "1")]);
+    let all = shown(&mut session);
+    let link = "\u{1b}]8;;https://example.com/d\u{1b}\\\u{1b}[4;34mthe docs\u{1b}]8;;\u{1b}\\";
+    assert!(all.contains(link), "{all:?}");
+    assert!(!all.contains("(https://example.com/d)"), "{all:?}");
+}
+
+#[test]
+fn show_piped_is_the_exact_text_even_from_a_terminal() {
+    let env = markdown_session();
+    let piped = env.run_with(&["show"], None, &[("TERM", "xterm-256color")]);
+    piped.ok();
+    assert!(piped.stdout.contains(&format!("{ANSWER}\n")), "{piped}");
+    assert!(!piped.stdout.contains('\u{1b}'), "{piped}");
+    // In a terminal, through a pipe: stdout is not the terminal, so nothing is rendered.
+    let shell = |line: String| {
+        let template = env.pty_command();
+        let mut cmd = std::process::Command::new("sh");
+        cmd.env_clear().arg("-c").arg(line);
+        for (k, v) in template.get_envs() {
+            if let Some(v) = v {
+                cmd.env(k, v);
+            }
+        }
+        cmd.current_dir(&env.work);
+        let mut session = spawn_command(cmd, Some(TIMEOUT.as_millis() as u64)).unwrap();
+        shown(&mut session)
+    };
+    let cca = cca_exe().display().to_string();
+    assert_eq!(shell(format!("'{cca}' show | cat")), piped.stdout);
+    assert_eq!(shell(format!("'{cca}' show --raw | cat")), env.latest());
+}
+
+#[test]
+fn no_escape_codes_with_no_color_or_a_dumb_terminal() {
+    let env = markdown_session();
+    for vars in [[("PAGER", "cat"), ("NO_COLOR", "1")], [("PAGER", "cat"), ("TERM", "dumb")]] {
+        let mut session = in_pty(&env, &["show"], &vars);
+        let all = shown(&mut session);
+        assert!(!all.contains('\u{1b}'), "{vars:?}: {all:?}");
+        // Still rendered: the table lines up, the link's URL is shown, markers stay.
+        assert!(all.contains("a  │     1\nbb │    22\n"), "{all:?}");
+        assert!(all.contains("See the docs (https://example.com/d)."), "{all:?}");
+        assert!(all.contains("# Plan\n") && all.contains("**bold**"), "{all:?}");
+    }
+}
+
+#[test]
+fn render_never_and_always_in_the_config() {
+    let env = markdown_session();
+    env.write_config("render = \"never\"\n");
+    let mut session = in_pty(&env, &["show"], &[("PAGER", "cat")]);
+    let all = shown(&mut session);
+    assert!(all.contains(&format!("{ANSWER}\n")), "the exact text: {all:?}");
+
+    env.write_config("render = \"always\"\n");
+    let piped = env.run_with(&["show"], None, &[("TERM", "xterm-256color")]);
+    assert!(piped.ok().stdout.contains("\u{1b}[1;4;35mPlan"), "{piped}");
+    let piped = env.run_with(&["show"], None, &[("TERM", "xterm-256color"), ("NO_COLOR", "1")]);
+    assert!(!piped.ok().stdout.contains('\u{1b}'), "{piped}");
+    assert!(piped.stdout.contains("a  │     1\n"), "{piped}");
+    // --raw is never rendered.
+    assert_eq!(env.run(&["show", "--raw"]).ok().stdout, env.latest());
+
+    let config = env.run(&["config"]);
+    assert!(config.ok().stdout.contains("always (answers rendered, also when piped)"), "{config}");
+}
