@@ -7,10 +7,10 @@ use anyhow::{Context, Result};
 use serde_json::json;
 
 use super::print;
-use crate::config::{Flags, Render, Settings};
+use crate::config::{Flags, Settings};
 use crate::error::{Failure, exit};
 use crate::front::signals;
-use crate::front::terminal::{Spinner, say, say_waiting, spinner_wanted};
+use crate::front::terminal::{Mode, Spinner, rendering, say, say_waiting, spinner_wanted};
 use crate::human::human_bytes;
 use crate::render;
 use crate::run::{Cancel, Interrupted, Progress};
@@ -132,17 +132,9 @@ pub fn show(id: Option<&str>, raw: bool) -> Result<u8> {
             _ => 0,
         };
         let on_terminal = std::io::stdout().is_terminal();
-        let rendering = match settings.render.value {
-            Render::Auto => on_terminal,
-            Render::Always => true,
-            Render::Never => false,
-        };
-        let style = rendering.then(|| render::Style {
-            color: settings.color,
-            hyperlinks: settings.hyperlinks,
-            width: crate::front::terminal::terminal_width().unwrap_or(80),
-            live: false,
-        });
+        // The whole text is at hand: no live redrawing.
+        let style = rendering(&settings, Mode::Normal).map(|s| render::Style { live: false, ..s });
+        let rendering = style.is_some();
         let bold = settings.color && (on_terminal || rendering);
         let live = (live_bytes, estimate_tokens(&settings, &t.header.engine, live_bytes));
         let mut out = readable(&t, live, text.len() as u64, bold, style);

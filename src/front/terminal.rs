@@ -12,8 +12,9 @@ use anyhow::{Context, Result};
 use serde_json::json;
 
 use crate::call::Verdict;
-use crate::config::Settings;
+use crate::config::{Render, Settings};
 use crate::error::{Failure, exit};
+use crate::render::{self, Renderer};
 use crate::run::Interrupted;
 use crate::turn::{Event, Level, Observer, Outcome};
 
@@ -47,6 +48,26 @@ pub struct Terminal {
     tools: Vec<serde_json::Value>,
     /// Say which session a new one is, as soon as it has the question (chat).
     announce_new_session: bool,
+    /// Answers rendered as markdown for the terminal, as they stream (see [`rendering`]).
+    renderer: Option<Renderer>,
+}
+
+/// How answers are drawn, when they are rendered: on a terminal (or always, when the config
+/// says so), in the normal mode only; `-q`, `--json` and a pipe get the answer byte for byte.
+pub fn rendering(settings: &Settings, mode: Mode) -> Option<render::Style> {
+    let on_terminal = io::stdout().is_terminal();
+    let wanted = match settings.render.value {
+        Render::Auto => on_terminal,
+        Render::Always => true,
+        Render::Never => false,
+    };
+    (mode == Mode::Normal && wanted).then(|| render::Style {
+        color: settings.color,
+        hyperlinks: settings.hyperlinks,
+        width: terminal_width().unwrap_or(80),
+        // Redrawing a finished line takes escape codes and a screen to redraw on.
+        live: settings.color && on_terminal,
+    })
 }
 
 impl Terminal {
@@ -61,6 +82,7 @@ impl Terminal {
             answer: String::new(),
             tools: Vec::new(),
             announce_new_session: false,
+            renderer: rendering(settings, mode).map(Renderer::new),
         }
     }
 
@@ -74,6 +96,11 @@ impl Terminal {
     /// exit code.
     pub fn finish(mut self, outcome: &Outcome) -> Result<u8> {
         self.spinner.clear();
+        if let Some(mut renderer) = self.renderer.take() {
+            let mut rest = String::new();
+            renderer.finish(&mut rest);
+            self.print(&rest);
+        }
         let error = match &outcome.verdict {
             Verdict::Answered => None,
             Verdict::Failed { reason, hint, .. } => Some((reason.clone(), hint.clone())),
@@ -155,6 +182,17 @@ impl Terminal {
             self.answer.push_str(text);
             return;
         }
+        match &mut self.renderer {
+            Some(renderer) => {
+                let mut shown = String::new();
+                renderer.push(text, &mut shown);
+                self.print(&shown);
+            }
+            None => self.print(text),
+        }
+    }
+
+    fn print(&mut self, text: &str) {
         if self.stdout_gone || text.is_empty() {
             return;
         }
@@ -171,18 +209,33 @@ impl Terminal {
     }
 }
 
+impl Terminal {
+    /// Writes to stderr around the spinner, and around an unfinished rendered line (taken off
+    /// the screen first; the next text shows it again).
+    fn aside(&mut self, bytes: &[u8]) {
+        if let Some(renderer) = &mut self.renderer {
+            let mut hidden = String::new();
+            renderer.hide(&mut hidden);
+            self.print(&hidden);
+            // Hiding leaves the cursor at the start of a line.
+            self.printed_newline = true;
+        }
+        self.spinner.stderr(bytes);
+    }
+}
+
 impl Observer for Terminal {
     fn event(&mut self, event: Event<'_>) {
         match event {
             Event::Waiting { session } => say_waiting(session),
             Event::Recorded { session, created } => {
                 if created && self.announce_new_session {
-                    self.spinner.stderr(format!("cca: session {session}\n").as_bytes());
+                    self.aside(format!("cca: session {session}\n").as_bytes());
                 }
             }
             Event::Notice { level, text } => {
                 if self.shows(level) {
-                    self.spinner.stderr(format!("cca: {text}\n").as_bytes());
+                    self.aside(format!("cca: {text}\n").as_bytes());
                 }
             }
             Event::Started { engine } => {
@@ -192,18 +245,18 @@ impl Observer for Terminal {
             }
             Event::Text(text) => self.answer_text(text),
             Event::Tool(call) => match self.mode {
-                Mode::Normal => self.spinner.stderr(format!("· {}\n", call.summary()).as_bytes()),
+                Mode::Normal => self.aside(format!("· {}\n", call.summary()).as_bytes()),
                 Mode::Json => self.tools.push(call.to_json()),
                 Mode::Quiet => {}
             },
             Event::EngineOutput(bytes) => {
                 if self.mode == Mode::Normal {
-                    self.spinner.stderr(bytes);
+                    self.aside(bytes);
                 }
             }
             Event::Retry(note) => {
                 if self.mode == Mode::Normal {
-                    self.spinner.stderr(format!("{note}\n").as_bytes());
+                    self.aside(format!("{note}\n").as_bytes());
                 }
             }
             Event::Stopping => self.spinner.clear(),

@@ -195,3 +195,42 @@ fn render_never_and_always_in_the_config() {
     let config = env.run(&["config"]);
     assert!(config.ok().stdout.contains("always (answers rendered, also when piped)"), "{config}");
 }
+
+#[test]
+fn search_renders_the_answer_as_it_streams_and_keeps_the_exact_text() {
+    let env = TestEnv::new();
+    let mut session = in_pty(&env, &["search", "plan it"], &[("FAKE_SCRIPT", MARKDOWN)]);
+    let all = shown(&mut session);
+    assert!(all.contains("\u{1b}[1;4;35mPlan\u{1b}[0m"), "a styled heading: {all:?}");
+    assert!(all.contains("Use \u{1b}[1mbold\u{1b}[0m and \u{1b}[36mcode\u{1b}[0m."), "{all:?}");
+    assert!(all.contains("\u{1b}[35mfn\u{1b}[0m"), "highlighted code: {all:?}");
+    assert!(all.contains("bb\u{1b}[2m │ \u{1b}[0m   22"), "an aligned table: {all:?}");
+    assert!(!all.contains("**bold**"), "{all:?}");
+    // The transcript keeps the answer exactly as the engine wrote it.
+    assert!(env.latest().contains(ANSWER), "{}", env.latest());
+
+    // Piped, with -q, with --json, or with render = "never": the answer byte for byte.
+    let piped = env.run_with(&["search", "plan it"], None, &[("FAKE_SCRIPT", MARKDOWN)]);
+    assert_eq!(piped.ok().stdout, ANSWER);
+    let mut session = in_pty(&env, &["search", "-q", "plan it"], &[("FAKE_SCRIPT", MARKDOWN)]);
+    assert_eq!(shown(&mut session), format!("{ANSWER}\n"));
+    env.write_config("render = \"never\"\n");
+    let mut session = in_pty(&env, &["search", "plan it"], &[("FAKE_SCRIPT", MARKDOWN)]);
+    let all = shown(&mut session);
+    assert!(all.contains(ANSWER) && !all.contains("\u{1b}[1m"), "{all:?}");
+}
+
+#[test]
+fn search_renders_without_escape_codes_under_no_color() {
+    let env = TestEnv::new();
+    for var in [("NO_COLOR", "1"), ("TERM", "dumb")] {
+        let mut session = in_pty(&env, &["search", "plan it"], &[("FAKE_SCRIPT", MARKDOWN), var]);
+        let all = shown(&mut session);
+        // The spinner (on stderr, only on a terminal that can draw it) is cleared first; the
+        // answer after it has no escape code, yet its table lines up and its link is shown.
+        let answer = &all[all.find("# Plan").expect("the answer")..];
+        assert!(!answer.contains('\u{1b}'), "{var:?}: {all:?}");
+        assert!(answer.contains("bb │    22\n"), "{answer:?}");
+        assert!(answer.contains("the docs (https://example.com/d)"), "{answer:?}");
+    }
+}
