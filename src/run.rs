@@ -38,6 +38,10 @@ const STDERR_TAIL: usize = 8 * 1024;
 pub enum Stop {
     /// A signal reached a terminal front end (Ctrl-C is SIGINT).
     Signal(i32),
+    /// A client asked for it (an editor's `session/cancel`).
+    Request,
+    /// The client went away (an editor closed cca's stdin) while the turn ran.
+    Closed,
 }
 
 impl Stop {
@@ -45,6 +49,8 @@ impl Stop {
     pub fn name(self) -> String {
         match self {
             Stop::Signal(signal) => crate::human::signal_name(signal),
+            Stop::Request => "cancelled".into(),
+            Stop::Closed => "client gone".into(),
         }
     }
 
@@ -52,6 +58,8 @@ impl Stop {
     pub fn exit_code(self) -> u8 {
         match self {
             Stop::Signal(signal) => signal_exit_code(signal),
+            // As for Ctrl-C: the person asked for it.
+            Stop::Request | Stop::Closed => signal_exit_code(signal_hook::consts::SIGINT),
         }
     }
 }

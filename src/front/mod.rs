@@ -1,9 +1,11 @@
 //! Front ends: how a person or a program sees a turn. Each is an observer over the one library
 //! call per turn (`turn::ask`), and turns what it shows into output, exit codes and cancels.
-//! `terminal` serves `cca search`, `,` (also with `--json` and `-q`) and `cca chat`.
+//! `terminal` serves `cca search`, `,` (also with `--json` and `-q`) and `cca chat`; `acp` serves
+//! editors over the Agent Client Protocol (`cca acp`).
 
 // The front ends are where cca prints.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod acp;
 pub mod signals;
 pub mod terminal;
