@@ -76,9 +76,9 @@ pub enum Command {
     /// Serve editors over the Agent Client Protocol (ACP) on stdin and stdout
     ///
     /// For Zed, JetBrains, Neovim and any client that speaks ACP (see "Editors" in the
-    /// README): each ACP session is a cca session, the same file `,` and `cca show` use. New
-    /// sessions take the engine, model and prompt from these options, then the settings; an
-    /// editor can change them per session. stdout carries protocol messages only; diagnostics
+    /// README): each ACP session is a cca session, the same file `,` and `cca show` use. The
+    /// options choose the engine, model and prompt as they do for `cca search`; an editor can
+    /// change them per session. stdout carries protocol messages only; diagnostics
     /// and the engines' stderr go to stderr. Exits 0 when the client closes stdin, after the
     /// turns still running are stopped and recorded as interrupted.
     Acp(AnswerArgs),

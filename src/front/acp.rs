@@ -82,6 +82,16 @@ async fn connect(agent: Arc<Acp>) -> Result<(), RpcError> {
             agent_client_protocol::on_receive_request!(),
         )
         .on_receive_request(
+            // cca asks for no authentication (it advertises no methods); a client that
+            // authenticates anyway is told it is done.
+            async move |_: acp::AuthenticateRequest,
+                        r: Responder<acp::AuthenticateResponse>,
+                        _cx: ConnectionTo<Client>| {
+                r.respond(acp::AuthenticateResponse::new())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
             async move |req: acp::NewSessionRequest,
                         r: Responder<acp::NewSessionResponse>,
                         cx: ConnectionTo<Client>| { a1.new_session(req, r, &cx) },
