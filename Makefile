@@ -10,26 +10,32 @@ GEMINI_CLI_VERSION := 0.61.0
 LLM_VERSION := 0.36
 LLM_ECHO_VERSION := 0.5
 CARGO_FUZZ_VERSION := 0.13.2
+# The ACP clients the tests drive `cca acp` with.
+ACPX_VERSION := 0.19.1
+ACP_SDK_VERSION := 2.4.0
 # Seconds each fuzz target runs in `make test` (three targets).
 FUZZ_SECONDS ?= 60
 
 ENGINES := $(BUILD)/engines
 LLM_VENV := $(BUILD)/llm-venv
 TOOLS := $(BUILD)/tools
+ACP_CLIENTS := $(BUILD)/acp-clients
 CARGO_FUZZ := $(abspath $(TOOLS))/bin/cargo-fuzz
 
 # Tests find the real programs here.
 export CCA_TEST_CLAUDE := $(abspath $(ENGINES))/node_modules/.bin/claude
 export CCA_TEST_GEMINI := $(abspath $(ENGINES))/node_modules/.bin/gemini
 export CCA_TEST_LLM := $(abspath $(LLM_VENV))/bin/llm
+export CCA_TEST_ACPX := $(abspath $(ACP_CLIENTS))/node_modules/.bin/acpx
+export CCA_TEST_ACP_CLIENTS := $(abspath $(ACP_CLIENTS))
 
-.PHONY: build test engines llm fuzz install uninstall bench clean
+.PHONY: build test engines llm acp-clients fuzz install uninstall bench clean
 
 build:
 	$(CARGO) build --release --locked
 
 ## The full test suite: unit, property and integration tests, the real engines, and fuzzing.
-test: engines llm
+test: engines llm acp-clients
 	$(CARGO) test --locked
 	$(MAKE) fuzz
 
@@ -53,6 +59,16 @@ $(ENGINES)/.installed:
 		@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) @google/gemini-cli@$(GEMINI_CLI_VERSION)
 	$(CCA_TEST_CLAUDE) --version
 	$(CCA_TEST_GEMINI) --version
+	touch $@
+
+## The ACP clients from npm, into build/ (nothing global): `acpx`, a headless command-line
+## client, and the official TypeScript SDK that tests/acp/client.mjs drives cca with.
+acp-clients: $(ACP_CLIENTS)/.installed
+$(ACP_CLIENTS)/.installed:
+	mkdir -p $(ACP_CLIENTS)
+	npm install --prefix $(ACP_CLIENTS) --no-save --no-audit --no-fund --loglevel=error \
+		acpx@$(ACPX_VERSION) @agentclientprotocol/sdk@$(ACP_SDK_VERSION)
+	$(CCA_TEST_ACPX) --version
 	touch $@
 
 ## `llm` from PyPI with its echo plugin, in a virtual environment under build/.

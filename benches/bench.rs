@@ -1,16 +1,17 @@
 //! `make bench`: cca's overhead, streaming latency, long transcripts, many sessions, memory, a
-//! side-by-side with `llm`, the bytes compaction saves, and rendering. Prints markdown for
-//! BENCHMARKS.md.
+//! side-by-side with `llm`, the bytes compaction saves, rendering, and `cca acp` against the
+//! command line. Prints markdown for BENCHMARKS.md.
 //!
 //! Runs the release `cca` against the release fake engine (tests/support/fake_engine.rs).
 //! `cargo bench -- NAME...` runs only the sections whose names contain one of the words.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use cca::transcript::{self, Header, Kind, Meta, Record};
+use serde_json::json;
 
 fn main() {
     let all: Vec<String> = std::env::args().skip(1).collect();
@@ -27,7 +28,7 @@ fn main() {
     println!("# cca benchmarks\n");
     println!("{}\n", machine());
     type Section = (&'static str, fn(&Bench));
-    let sections: [Section; 9] = [
+    let sections: [Section; 10] = [
         ("overhead", Bench::overhead),
         ("version", Bench::version),
         ("streaming", Bench::streaming),
@@ -37,6 +38,7 @@ fn main() {
         ("llm", Bench::llm),
         ("compaction", Bench::compaction),
         ("render", Bench::render),
+        ("acp", Bench::acp),
     ];
     for (name, run) in sections {
         if wanted(name) {
@@ -325,6 +327,55 @@ impl Bench {
         );
     }
 
+    fn acp(&self) {
+        println!("## ACP: `cca acp` against the command line\n");
+        println!(
+            "The instant engine answering `hi`. The command line's time to first byte is from starting `cca search -r` to the first byte on its stdout; over ACP, from writing `session/prompt` to a running `cca acp` to reading the first `agent_message_chunk`. `session/load` replays a 10,000-exchange session (20 MB) until its response.\n"
+        );
+        let home = self.home("acp");
+        home.cca(&["search", "-q", "start"], "say hi").checked();
+        let cli = time_runs(30, || {
+            let mut child = home
+                .command(&["search", "-q", "-r", "go"], "say hi")
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let mut first = [0u8; 1];
+            child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+            assert!(child.wait().unwrap().success());
+        });
+        let mut acp = AcpClient::start(&home, "say hi");
+        let id = acp.call("session/new", json!({"cwd": home.dir, "mcpServers": []}))["result"]
+            ["sessionId"]
+            .clone();
+        let prompt = json!({"sessionId": id, "prompt": [{"type": "text", "text": "go"}]});
+        let mut first_chunk = Vec::new();
+        for _ in 0..30 {
+            let start = Instant::now();
+            let n = acp.send("session/prompt", prompt.clone());
+            acp.until(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk");
+            first_chunk.push(start.elapsed().as_secs_f64() * 1000.0);
+            acp.until(|m| m["id"] == n);
+        }
+        acp.finish();
+        let long = self.home("acp-load");
+        write_long_session(&long, 10_000);
+        let mut acp = AcpClient::start(&long, "say hi");
+        let load = time_runs(10, || {
+            let params = json!({"sessionId": "20261121-101500", "cwd": long.dir, "mcpServers": []});
+            let reply = acp.call("session/load", params);
+            assert!(reply["result"].is_object(), "{reply}");
+        });
+        acp.finish();
+        println!("{TABLE}");
+        println!("{}", cli.row("command line: start to first byte (`cca search -r`)"));
+        println!("{}", Stats::new(first_chunk).row("ACP: `session/prompt` to first chunk"));
+        println!("{}", load.row("ACP: `session/load` of 10,000 exchanges"));
+        println!(
+            "\nTargets: the first chunk within 1 ms of the command line's first byte; the load at the transcript scan's speed (the long-transcripts table).\n"
+        );
+    }
+
     fn sessions(&self) {
         println!("## Many sessions: `cca sessions`\n");
         let home = self.home("sessions");
@@ -533,6 +584,55 @@ impl Home {
 
     fn cca(&self, args: &[&str], script: &str) -> std::process::ExitStatus {
         self.command(args, script).stdout(Stdio::null()).status().unwrap()
+    }
+}
+
+/// `cca acp` spoken to line by line.
+struct AcpClient {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: std::io::Lines<BufReader<std::process::ChildStdout>>,
+    next: u64,
+}
+
+impl AcpClient {
+    fn start(home: &Home, script: &str) -> AcpClient {
+        let mut cmd = home.command(&["acp"], script);
+        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut client = AcpClient { child, stdin, lines, next: 0 };
+        client.call("initialize", json!({"protocolVersion": 1}));
+        client
+    }
+
+    fn send(&mut self, method: &str, params: serde_json::Value) -> u64 {
+        self.next += 1;
+        let line = json!({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params});
+        self.stdin.write_all(format!("{line}\n").as_bytes()).unwrap();
+        self.stdin.flush().unwrap();
+        self.next
+    }
+
+    fn until(&mut self, wanted: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+        loop {
+            let line = self.lines.next().expect("cca acp answers").unwrap();
+            let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if wanted(&message) {
+                return message;
+            }
+        }
+    }
+
+    fn call(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        let id = self.send(method, params);
+        self.until(|m| m["id"] == id && m.get("method").is_none())
+    }
+
+    fn finish(self) {
+        drop(self.stdin);
+        let mut child = self.child;
+        assert!(child.wait().unwrap().success());
     }
 }
 

@@ -73,6 +73,16 @@ pub enum Command {
     /// prompt; Ctrl-D leaves. Commands: /clear, /fork [N], /session [ID], /help, /quit.
     Chat(ChatArgs),
 
+    /// Serve editors over the Agent Client Protocol (ACP) on stdin and stdout
+    ///
+    /// For Zed, JetBrains, Neovim and any client that speaks ACP (see "Editors" in the
+    /// README): each ACP session is a cca session, the same file `,` and `cca show` use. The
+    /// options choose the engine, model and prompt as they do for `cca search`; an editor can
+    /// change them per session. stdout carries protocol messages only; diagnostics
+    /// and the engines' stderr go to stderr. Exits 0 when the client closes stdin, after the
+    /// turns still running are stopped and recorded as interrupted.
+    Acp(AnswerArgs),
+
     /// List sessions, newest first: id, last activity, turns, engine, title
     ///
     /// `*` marks the session `--resume` and `,` continue. Fast with thousands of sessions: the

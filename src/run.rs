@@ -48,6 +48,10 @@ const LINGER: Duration = Duration::from_millis(500);
 pub enum Stop {
     /// A signal reached a terminal front end (Ctrl-C is SIGINT).
     Signal(i32),
+    /// A client asked for it (an editor's `session/cancel`).
+    Request,
+    /// The client went away (an editor closed cca's stdin) while the turn ran.
+    Closed,
 }
 
 impl Stop {
@@ -55,6 +59,8 @@ impl Stop {
     pub fn name(self) -> String {
         match self {
             Stop::Signal(signal) => crate::human::signal_name(signal),
+            Stop::Request => "cancelled".into(),
+            Stop::Closed => "client gone".into(),
         }
     }
 
@@ -62,6 +68,8 @@ impl Stop {
     pub fn exit_code(self) -> u8 {
         match self {
             Stop::Signal(signal) => signal_exit_code(signal),
+            // As for Ctrl-C: the person asked for it.
+            Stop::Request | Stop::Closed => signal_exit_code(signal_hook::consts::SIGINT),
         }
     }
 }

@@ -12,7 +12,7 @@ use crate::error::Failure;
 use crate::prompt::{self, Prompt};
 use crate::run::locate;
 use crate::store::Store;
-use crate::transcript::Header;
+use crate::transcript::{self, Header};
 
 /// Resolves the settings for a command, given its flags: the one place the process's
 /// environment and the config file are read.
@@ -24,6 +24,40 @@ pub fn settings(flags: &Flags) -> Result<(Settings, Store)> {
     let file = store.read_config()?;
     let settings = config::resolve(&env, flags, home, store.config_path(), file.as_deref())?;
     Ok((settings, store))
+}
+
+/// Creates a session file with its header: the engine, model and prompt from the settings, the
+/// first line of `title` (at most 80 characters), and `cwd`. Returns its id.
+pub fn create(
+    settings: &Settings,
+    store: &Store,
+    now: &chrono::DateTime<chrono::Utc>,
+    title: &str,
+    cwd: &str,
+) -> Result<String> {
+    let engine = choose_engine(settings, None);
+    let prompt = load_prompt(settings, store, None)?;
+    let model = settings
+        .model
+        .as_ref()
+        .map(|m| m.value.clone())
+        .or_else(|| settings.engines.get(&engine).and_then(|e| e.model.clone()));
+    let header = Header {
+        format: transcript::FORMAT,
+        id: String::new(),
+        created: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        engine,
+        model,
+        prompt: prompt.name.clone(),
+        prompt_hash: prompt.hash(),
+        cwd: cwd.to_string(),
+        title: transcript::one_line(title.lines().next().unwrap_or(""), 80),
+        forked_from: None,
+    };
+    let stamp = now.format("%Y%m%d-%H%M%S").to_string();
+    store.create_session(&stamp, |id| {
+        transcript::render_header(&Header { id: id.to_string(), ..header.clone() })
+    })
 }
 
 /// A session and the engine (and model) that answers in it.

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 use crate::error::{Failure, exit};
-use crate::transcript::{self, NotTranscript, Summary};
+use crate::transcript::{self, Header, NotTranscript, Summary};
 
 pub const DIR_MODE: u32 = 0o700;
 pub const FILE_MODE: u32 = 0o600;
@@ -386,6 +386,9 @@ pub struct Listed {
     pub engine: String,
     pub model: Option<String>,
     pub prompt: String,
+    /// The working directory the session started in.
+    #[serde(default)]
+    pub cwd: String,
     pub forked_from: Option<transcript::ForkedFrom>,
     /// Bytes of content sent to the engine on the next turn (before framing).
     pub live_bytes: u64,
@@ -397,6 +400,9 @@ pub struct Listed {
     #[serde(default)]
     mtime_ns: u128,
 }
+
+/// The index's format: 2 added `cwd`, so an index of format 1 is rebuilt once.
+const INDEX_FORMAT: u32 = 2;
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Index {
@@ -417,7 +423,7 @@ impl Store {
             read_regular(&self.index_path())
                 .ok()
                 .and_then(|bytes| serde_json::from_slice::<Index>(&bytes).ok())
-                .filter(|index| index.format == 1)
+                .filter(|index| index.format == INDEX_FORMAT)
                 .map(|index| index.sessions.into_iter().map(|l| (l.id.clone(), l)).collect())
                 .unwrap_or_default();
         let cached_count = cached.len();
@@ -449,7 +455,7 @@ impl Store {
         }
         if refreshed > 0 || listed.len() != cached_count {
             // A cache: if it cannot be written (a read-only home), listing still works.
-            let index = Index { format: 1, sessions: listed.clone() };
+            let index = Index { format: INDEX_FORMAT, sessions: listed.clone() };
             if let Ok(bytes) = serde_json::to_vec(&index) {
                 let _ = replace_file(&self.index_path(), &bytes);
             }
@@ -468,6 +474,7 @@ impl Store {
                 engine: s.header.engine.clone(),
                 model: s.header.model.clone(),
                 prompt: s.header.prompt.clone(),
+                cwd: s.header.cwd.clone(),
                 forked_from: s.header.forked_from.clone(),
                 live_bytes: s.live.bytes(),
                 full_bytes,
@@ -484,6 +491,7 @@ impl Store {
                 engine: String::new(),
                 model: None,
                 prompt: String::new(),
+                cwd: String::new(),
                 forked_from: None,
                 live_bytes: 0,
                 full_bytes,
@@ -492,6 +500,17 @@ impl Store {
                 mtime_ns,
             },
         }
+    }
+
+    /// Gives a session that has none a title (a session an editor opened before its first
+    /// question). The caller holds the session's lock; the file is replaced atomically.
+    pub fn set_title(&self, id: &str, title: &str) -> Result<()> {
+        let path = self.session_path(id);
+        let text = read_text(&path)?;
+        let summary = self.summarize(id)?;
+        let header = Header { title: transcript::one_line(title, 80), ..summary.header };
+        let rest = text.get(summary.header_end as usize..).unwrap_or("");
+        replace_file(&path, (transcript::render_header(&header) + rest).as_bytes())
     }
 
     /// Moves a session to `$CCA_HOME/trash/` (or deletes it with `purge`), and keeps `latest`

@@ -25,7 +25,7 @@ use crate::prompt::Prompt;
 use crate::run::{self, Cancel, Progress};
 use crate::session::{self, Session};
 use crate::store::{Appender, Store};
-use crate::transcript::{self, BodyWriter, Header, Kind, Meta, Record, Summary};
+use crate::transcript::{self, BodyWriter, Kind, Meta, Record, Summary};
 
 /// Which session a turn goes to.
 #[derive(Debug, Clone, PartialEq)]
@@ -197,30 +197,9 @@ fn open_session(
         Target::Resume => Ok((session::followed(settings, store)?, false)),
         Target::Session(wanted) => Ok((store.resolve_id(wanted)?, false)),
         Target::New => {
-            let engine = session::choose_engine(settings, None);
-            let prompt = session::load_prompt(settings, store, None)?;
-            let model = settings
-                .model
-                .as_ref()
-                .map(|m| m.value.clone())
-                .or_else(|| settings.engines.get(&engine).and_then(|e| e.model.clone()));
-            let header = Header {
-                format: transcript::FORMAT,
-                id: String::new(),
-                created: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                engine,
-                model,
-                prompt: prompt.name.clone(),
-                prompt_hash: prompt.hash(),
-                cwd: std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default(),
-                title: transcript::one_line(ask.query.lines().next().unwrap_or(""), 80),
-                forked_from: None,
-            };
-            let stamp = now.format("%Y%m%d-%H%M%S").to_string();
-            let id = store.create_session(&stamp, |id| {
-                transcript::render_header(&Header { id: id.to_string(), ..header.clone() })
-            })?;
-            Ok((id, true))
+            let cwd = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
+            let title = ask.query.lines().next().unwrap_or("");
+            Ok((session::create(settings, store, now, title, &cwd)?, true))
         }
     }
 }

@@ -4,7 +4,7 @@
 mod ask;
 mod chat;
 mod doctor;
-mod sessions;
+pub(crate) mod sessions;
 mod show_settings;
 
 use anyhow::{Context, Result};
@@ -42,6 +42,10 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Doctor => doctor::run(),
         Command::Config => show_settings::run(),
         Command::Chat(args) => chat::run(&args),
+        Command::Acp(args) => {
+            let (settings, store) = crate::session::settings(&flags(&args))?;
+            crate::front::acp::serve(settings, store)
+        }
         Command::Sessions { json, limit } => sessions::list(json, limit),
         Command::Show { id, raw } => sessions::show(id.as_deref(), raw),
         Command::Path { id } => sessions::path(id.as_deref()),

@@ -1,6 +1,7 @@
 //! Integration tests: the built `cca` against fake engines, one module per area.
 
 // Shared with tests/real; each binary uses part of it.
+mod acp;
 #[allow(dead_code)]
 #[path = "../support/env.rs"]
 mod common;

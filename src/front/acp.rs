@@ -1,0 +1,827 @@
+//! The ACP front end (`cca acp`): cca as an agent of the Agent Client Protocol, JSON-RPC 2.0 on
+//! stdin and stdout, for editors (Zed, JetBrains, Neovim) and command-line clients (`acpx`).
+//!
+//! An ACP session is a cca session: the same transcript, the same lock, the same id, so a session
+//! an editor started continues with `,` in a terminal and the other way round. A `session/prompt`
+//! is one `turn::ask` on a thread of its own with its own [`Cancel`], and its events go to the
+//! client as `session/update` notifications; `session/cancel` stops that cancel. The protocol
+//! layer (`agent-client-protocol`) runs on a small executor on the main thread and never waits
+//! for a turn, so several sessions answer at once and a cancel arrives while a turn runs.
+//!
+//! stdout carries protocol messages only; diagnostics and the engines' stderr go to stderr. When
+//! the client closes stdin, running turns are stopped (recorded as interrupted) and cca exits 0.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use agent_client_protocol::v1::schema as acp;
+use agent_client_protocol::v1::{ConnectionTo, Responder};
+use agent_client_protocol::{Agent, Client, Error as RpcError, Stdio};
+use anyhow::Result;
+use serde_json::json;
+
+use crate::call::Verdict;
+use crate::cmd::sessions::{clear_session, fork_session};
+use crate::config::{PromptChoice, Settings, Source, Sourced};
+use crate::engine::{ToolCall, ToolStatus};
+use crate::error::{Failure, exit};
+use crate::run::{Cancel, Interrupted, Progress, Stop};
+use crate::session;
+use crate::store::{self, Store};
+use crate::transcript::{self, Kind};
+use crate::turn::{self, Ask, Attachment, Event, Level, Observer, Target};
+
+/// Sessions per `session/list` page.
+const PAGE: usize = 100;
+
+/// Serves one client until it closes stdin.
+pub fn serve(settings: Settings, store: Store) -> Result<u8> {
+    let agent =
+        Arc::new(Acp { settings, store, sessions: Mutex::default(), turns: Mutex::default() });
+    let served = futures::executor::block_on(connect(agent.clone()));
+    // The client is gone: whatever still runs is stopped, and recorded as interrupted.
+    for state in agent.sessions().values() {
+        for (_, cancel) in &state.running {
+            cancel.stop(Stop::Closed);
+        }
+    }
+    let turns = std::mem::take(&mut *agent.turns.lock().unwrap_or_else(|e| e.into_inner()));
+    for turn in turns {
+        let _ = turn.join();
+    }
+    match served {
+        Ok(()) => Ok(exit::OK),
+        Err(e) => Err(anyhow::anyhow!("the ACP connection failed: {e}")),
+    }
+}
+
+/// The handlers, one per method; the crate answers unknown methods (-32601), malformed JSON
+/// (-32700) and params that do not parse (-32602) on its own and keeps serving.
+async fn connect(agent: Arc<Acp>) -> Result<(), RpcError> {
+    let (a1, a2, a3, a4, a5, a6, a7, a8, a9) = (
+        agent.clone(),
+        agent.clone(),
+        agent.clone(),
+        agent.clone(),
+        agent.clone(),
+        agent.clone(),
+        agent.clone(),
+        agent.clone(),
+        agent.clone(),
+    );
+    Agent
+        .v1()
+        .name("cca")
+        .on_receive_request(
+            async move |_: acp::InitializeRequest, r: Responder<acp::InitializeResponse>, _cx| {
+                r.respond(initialize())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            // cca asks for no authentication (it advertises no methods); a client that
+            // authenticates anyway is told it is done.
+            async move |_: acp::AuthenticateRequest,
+                        r: Responder<acp::AuthenticateResponse>,
+                        _cx: ConnectionTo<Client>| {
+                r.respond(acp::AuthenticateResponse::new())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: acp::NewSessionRequest,
+                        r: Responder<acp::NewSessionResponse>,
+                        cx: ConnectionTo<Client>| { a1.new_session(req, r, &cx) },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: acp::LoadSessionRequest,
+                        r: Responder<acp::LoadSessionResponse>,
+                        cx: ConnectionTo<Client>| { a2.load_session(req, r, &cx) },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: acp::ResumeSessionRequest,
+                        r: Responder<acp::ResumeSessionResponse>,
+                        cx: ConnectionTo<Client>| { a3.resume_session(req, r, &cx) },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: acp::ListSessionsRequest,
+                        r: Responder<acp::ListSessionsResponse>,
+                        _cx: ConnectionTo<Client>| {
+                r.respond_with_result(a4.list_sessions(req))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: acp::ForkSessionRequest,
+                        r: Responder<acp::ForkSessionResponse>,
+                        cx: ConnectionTo<Client>| { a5.fork(req, r, &cx) },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: acp::SetSessionConfigOptionRequest,
+                        r: Responder<acp::SetSessionConfigOptionResponse>,
+                        _cx: ConnectionTo<Client>| {
+                r.respond_with_result(a6.set_option(req))
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: acp::PromptRequest,
+                        r: Responder<acp::PromptResponse>,
+                        cx: ConnectionTo<Client>| { a7.prompt(req, r, cx) },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_request(
+            async move |req: acp::CloseSessionRequest,
+                        r: Responder<acp::CloseSessionResponse>,
+                        _cx: ConnectionTo<Client>| {
+                a8.cancel(&req.session_id);
+                r.respond(acp::CloseSessionResponse::new())
+            },
+            agent_client_protocol::on_receive_request!(),
+        )
+        .on_receive_notification(
+            async move |n: acp::CancelNotification, _cx: ConnectionTo<Client>| {
+                a9.cancel(&n.session_id);
+                Ok(())
+            },
+            agent_client_protocol::on_receive_notification!(),
+        )
+        .connect_to(Stdio::new())
+        .await
+}
+
+/// What cca is and can do.
+fn initialize() -> acp::InitializeResponse {
+    let sessions = acp::SessionCapabilities::new()
+        .list(acp::SessionListCapabilities::new())
+        .resume(acp::SessionResumeCapabilities::new())
+        .close(acp::SessionCloseCapabilities::new())
+        .fork(acp::SessionForkCapabilities::new());
+    let capabilities = acp::AgentCapabilities::new()
+        .load_session(true)
+        .prompt_capabilities(acp::PromptCapabilities::new().embedded_context(true))
+        .session_capabilities(sessions);
+    acp::InitializeResponse::new(agent_client_protocol::schema::ProtocolVersion::V1)
+        .agent_capabilities(capabilities)
+        .agent_info(
+            acp::Implementation::new("cca", env!("CARGO_PKG_VERSION")).title("cca".to_string()),
+        )
+}
+
+/// The agent: the settings and store it started with, and the sessions this client opened.
+struct Acp {
+    settings: Settings,
+    store: Store,
+    sessions: Mutex<HashMap<String, Open>>,
+    turns: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// A session this client opened: the choices it made, and the turns running in it.
+#[derive(Default)]
+struct Open {
+    engine: Option<String>,
+    model: Option<String>,
+    prompt: Option<String>,
+    running: Vec<(u64, Cancel)>,
+}
+
+/// The numbers that tell running turns apart.
+static NEXT_TURN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+impl Acp {
+    fn sessions(&self) -> MutexGuard<'_, HashMap<String, Open>> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The settings a session's turns use: the choices the client made win, as flags do.
+    fn settings_for(&self, id: &str) -> Settings {
+        let mut settings = self.settings.clone();
+        if let Some(open) = self.sessions().get(id) {
+            let flag = |value: &String| Sourced { value: value.clone(), source: Source::Flag };
+            if let Some(engine) = &open.engine {
+                settings.engine = Some(flag(engine));
+            }
+            if let Some(model) = &open.model {
+                settings.model = Some(flag(model));
+            }
+            if let Some(prompt) = &open.prompt {
+                settings.prompt =
+                    Sourced { value: PromptChoice::Name(prompt.clone()), source: Source::Flag };
+            }
+        }
+        settings
+    }
+
+    /// The id of a session in the store, exactly as given (no prefixes over ACP).
+    fn existing(&self, id: &acp::SessionId) -> Result<String, RpcError> {
+        let id = id.0.to_string();
+        if store::validate_id(&id).is_ok() && self.store.session_path(&id).is_file() {
+            Ok(id)
+        } else {
+            Err(RpcError::from(acp::Error::session_not_found(id.clone())).data(json!({
+                "message": format!("no session `{id}`"),
+                "hint": "list sessions with `session/list` or `cca sessions`",
+            })))
+        }
+    }
+
+    fn new_session(
+        &self,
+        req: acp::NewSessionRequest,
+        r: Responder<acp::NewSessionResponse>,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<(), RpcError> {
+        let created = session::create(
+            &self.settings,
+            &self.store,
+            &self.settings.now(),
+            "",
+            &req.cwd.display().to_string(),
+        );
+        let id = match created {
+            Ok(id) => id,
+            Err(e) => return r.respond_with_error(rpc_error(&e)),
+        };
+        self.sessions().entry(id.clone()).or_default();
+        let options = self.options(&id).map_err(|e| rpc_error(&e));
+        r.respond_with_result(
+            options.map(|o| acp::NewSessionResponse::new(id.clone()).config_options(o)),
+        )?;
+        announce_commands(cx, &id)
+    }
+
+    fn load_session(
+        &self,
+        req: acp::LoadSessionRequest,
+        r: Responder<acp::LoadSessionResponse>,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<(), RpcError> {
+        let id = match self.existing(&req.session_id) {
+            Ok(id) => id,
+            Err(e) => return r.respond_with_error(e),
+        };
+        if let Err(e) = self.replay(&id, cx) {
+            return r.respond_with_error(rpc_error(&e));
+        }
+        self.sessions().entry(id.clone()).or_default();
+        let options = self.options(&id).map_err(|e| rpc_error(&e));
+        announce_commands(cx, &id)?;
+        r.respond_with_result(options.map(|o| acp::LoadSessionResponse::new().config_options(o)))
+    }
+
+    fn resume_session(
+        &self,
+        req: acp::ResumeSessionRequest,
+        r: Responder<acp::ResumeSessionResponse>,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<(), RpcError> {
+        let id = match self.existing(&req.session_id) {
+            Ok(id) => id,
+            Err(e) => return r.respond_with_error(e),
+        };
+        self.sessions().entry(id.clone()).or_default();
+        let options = self.options(&id).map_err(|e| rpc_error(&e));
+        announce_commands(cx, &id)?;
+        r.respond_with_result(options.map(|o| acp::ResumeSessionResponse::new().config_options(o)))
+    }
+
+    fn fork(
+        &self,
+        req: acp::ForkSessionRequest,
+        r: Responder<acp::ForkSessionResponse>,
+        cx: &ConnectionTo<Client>,
+    ) -> Result<(), RpcError> {
+        let source = match self.existing(&req.session_id) {
+            Ok(id) => id,
+            Err(e) => return r.respond_with_error(e),
+        };
+        let id = match fork_session(&self.settings, &self.store, &source, None) {
+            Ok(id) => id,
+            Err(e) => return r.respond_with_error(rpc_error(&e)),
+        };
+        self.sessions().entry(id.clone()).or_default();
+        let options = self.options(&id).map_err(|e| rpc_error(&e));
+        r.respond_with_result(
+            options.map(|o| acp::ForkSessionResponse::new(id.clone()).config_options(o)),
+        )?;
+        announce_commands(cx, &id)
+    }
+
+    /// Every session, newest first, a page at a time; the cursor is where the next page starts.
+    fn list_sessions(
+        &self,
+        req: acp::ListSessionsRequest,
+    ) -> Result<acp::ListSessionsResponse, RpcError> {
+        let mut listed = self.store.listing().map_err(|e| rpc_error(&e))?;
+        listed.retain(|l| l.unreadable.is_none());
+        if let Some(cwd) = &req.cwd {
+            listed.retain(|l| std::path::Path::new(&l.cwd) == cwd.as_path());
+        }
+        listed.sort_by_cached_key(|l| {
+            std::cmp::Reverse((l.last_activity.clone(), store::sort_key(&l.id)))
+        });
+        let start = match req.cursor.as_deref() {
+            None => 0,
+            Some(cursor) => cursor.parse::<usize>().map_err(|_| {
+                RpcError::invalid_params()
+                    .data(json!({"cursor": cursor, "error": "not a cursor cca gave"}))
+            })?,
+        };
+        let end = listed.len().min(start.saturating_add(PAGE));
+        let page = listed.get(start..end).unwrap_or_default();
+        let sessions = page
+            .iter()
+            .map(|l| {
+                acp::SessionInfo::new(l.id.clone(), PathBuf::from(&l.cwd))
+                    .title((!l.title.is_empty()).then(|| l.title.clone()))
+                    .updated_at((!l.last_activity.is_empty()).then(|| l.last_activity.clone()))
+            })
+            .collect();
+        let next = (end < listed.len()).then(|| end.to_string());
+        Ok(acp::ListSessionsResponse::new(sessions).next_cursor(next))
+    }
+
+    /// The config options of a session: engine, model and prompt, each with its current value.
+    fn options(&self, id: &str) -> Result<Vec<acp::SessionConfigOption>> {
+        let settings = self.settings_for(id);
+        let summary = self.store.summarize(id)?;
+        let (engine, model) = session::engine_and_model(&settings, &summary.header, false)?;
+        let prompt = session::load_prompt(&settings, &self.store, Some(&summary.header))?;
+        let select = |values: Vec<String>| {
+            values
+                .into_iter()
+                .map(|v| acp::SessionConfigSelectOption::new(v.clone(), v))
+                .collect::<Vec<_>>()
+        };
+        let engines: Vec<String> = settings.engines.keys().cloned().collect();
+        let current_model = model.clone().unwrap_or_else(|| DEFAULT_MODEL.to_string());
+        let mut models = vec![DEFAULT_MODEL.to_string()];
+        models.extend(engine.model.iter().cloned());
+        models.extend(engine.model_budgets.keys().cloned());
+        models.extend(model.iter().cloned());
+        dedup(&mut models);
+        let mut prompts: Vec<String> = crate::prompt::builtin_names().map(str::to_string).collect();
+        prompts.extend(self.store.prompt_names().unwrap_or_default());
+        prompts.push(prompt.name.clone());
+        dedup(&mut prompts);
+        Ok(vec![
+            acp::SessionConfigOption::select(
+                "engine",
+                "Engine",
+                engine.name.clone(),
+                select(engines),
+            )
+            .description("The program that answers".to_string()),
+            acp::SessionConfigOption::select("model", "Model", current_model, select(models))
+                .category(acp::SessionConfigOptionCategory::Model)
+                .description("Passed to the engine as is".to_string()),
+            acp::SessionConfigOption::select(
+                "prompt",
+                "System prompt",
+                prompt.name,
+                select(prompts),
+            )
+            .description("A built-in prompt, or NAME.md under $CCA_HOME/prompts".to_string()),
+        ])
+    }
+
+    fn set_option(
+        &self,
+        req: acp::SetSessionConfigOptionRequest,
+    ) -> Result<acp::SetSessionConfigOptionResponse, RpcError> {
+        let id = self.existing(&req.session_id)?;
+        let acp::SessionConfigOptionValue::ValueId { value } = &req.value else {
+            return Err(RpcError::invalid_params().data(json!({"error": "a value id is expected"})));
+        };
+        let value = value.0.to_string();
+        let bad = |what: String| RpcError::invalid_params().data(json!({"error": what}));
+        match req.config_id.0.as_ref() {
+            "engine" => {
+                if !self.settings.engines.contains_key(&value) {
+                    return Err(bad(format!("there is no engine `{value}`")));
+                }
+                self.sessions().entry(id.clone()).or_default().engine = Some(value);
+            }
+            "model" => {
+                let model = (value != DEFAULT_MODEL).then_some(value);
+                self.sessions().entry(id.clone()).or_default().model = model;
+            }
+            "prompt" => {
+                session::named_prompt(&self.store, &value).map_err(|e| bad(format!("{e:#}")))?;
+                self.sessions().entry(id.clone()).or_default().prompt = Some(value);
+            }
+            other => {
+                return Err(bad(format!("there is no option `{other}`: engine, model, prompt")));
+            }
+        }
+        let options = self.options(&id).map_err(|e| rpc_error(&e))?;
+        Ok(acp::SetSessionConfigOptionResponse::new(options))
+    }
+
+    /// Stops every turn running in the session.
+    fn cancel(&self, id: &acp::SessionId) {
+        if let Some(open) = self.sessions().get(id.0.as_ref()) {
+            for (_, cancel) in &open.running {
+                cancel.stop(Stop::Request);
+            }
+        }
+    }
+
+    /// Starts a turn on a thread of its own; it answers the request when it ends.
+    fn prompt(
+        self: &Arc<Self>,
+        req: acp::PromptRequest,
+        r: Responder<acp::PromptResponse>,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(), RpcError> {
+        let id = match self.existing(&req.session_id) {
+            Ok(id) => id,
+            Err(e) => return r.respond_with_error(e),
+        };
+        let (query, attachments) = match question(&req.prompt) {
+            Ok(q) => q,
+            Err(e) => return r.respond_with_error(e),
+        };
+        let cancel = Cancel::new();
+        let number = NEXT_TURN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.sessions().entry(id.clone()).or_default().running.push((number, cancel.clone()));
+        let agent = self.clone();
+        let thread = std::thread::Builder::new().name(format!("turn {id}")).spawn(move || {
+            let answer = agent.answer(&id, query, attachments, &cx, &cancel);
+            if let Some(open) = agent.sessions().get_mut(&id) {
+                open.running.retain(|(n, _)| *n != number);
+            }
+            // The client may be gone; there is no one left to tell.
+            let _ = r.respond_with_result(answer);
+        });
+        match thread {
+            Ok(handle) => {
+                let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
+                turns.retain(|t| !t.is_finished());
+                turns.push(handle);
+                Ok(())
+            }
+            Err(e) => Err(RpcError::internal_error().data(json!({"error": e.to_string()}))),
+        }
+    }
+
+    /// One prompt: a slash command, or a turn.
+    fn answer(
+        &self,
+        id: &str,
+        query: String,
+        attachments: Vec<Attachment>,
+        cx: &ConnectionTo<Client>,
+        cancel: &Cancel,
+    ) -> Result<acp::PromptResponse, RpcError> {
+        let settings = self.settings_for(id);
+        let mut forward = Forward { cx, session: id, tools: 0 };
+        if let Some(reply) = self.command(&settings, id, &query, &mut forward, cancel) {
+            let text = reply.map_err(|e| rpc_error(&e))?;
+            forward
+                .send(acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(text.into())));
+            return Ok(acp::PromptResponse::new(stop_reason(cancel)));
+        }
+        if let Err(e) = self.title_if_untitled(id, &query) {
+            return Err(rpc_error(&e));
+        }
+        let ask = Ask { target: Target::Session(id.to_string()), query, attachments, wait: true };
+        match turn::ask(&settings, &self.store, &ask, &mut forward, cancel) {
+            Ok(outcome) => {
+                if outcome.usage.input_tokens.is_some() || outcome.usage.cost_usd.is_some() {
+                    let used = outcome.usage.input_tokens.unwrap_or(0)
+                        + outcome.usage.output_tokens.unwrap_or(0);
+                    let size = settings
+                        .engines
+                        .get(&outcome.engine)
+                        .map_or(0, |e| e.budget(outcome.model.as_deref()));
+                    let cost = outcome.usage.cost_usd.map(|c| acp::Cost::new(c, "USD"));
+                    forward.send(acp::SessionUpdate::UsageUpdate(
+                        acp::UsageUpdate::new(used, size).cost(cost),
+                    ));
+                }
+                match outcome.verdict {
+                    Verdict::Answered => Ok(acp::PromptResponse::new(acp::StopReason::EndTurn)),
+                    Verdict::Interrupted { .. } => {
+                        Ok(acp::PromptResponse::new(acp::StopReason::Cancelled))
+                    }
+                    Verdict::Failed { reason, hint, .. } => Err(RpcError::new(-32603, reason.clone())
+                        .data(json!({
+                            "message": reason,
+                            "hint": hint,
+                            "kept": format!(
+                                "the question is kept in session {} as not answered, and will not be sent again",
+                                outcome.session
+                            ),
+                        }))),
+                }
+            }
+            Err(e) if e.downcast_ref::<Interrupted>().is_some() => {
+                Ok(acp::PromptResponse::new(acp::StopReason::Cancelled))
+            }
+            Err(e) => Err(rpc_error(&e)),
+        }
+    }
+
+    /// `/clear`, `/compact`, `/fork [N]`: what happened, in a sentence; `None` for a question.
+    fn command(
+        &self,
+        settings: &Settings,
+        id: &str,
+        query: &str,
+        forward: &mut Forward,
+        cancel: &Cancel,
+    ) -> Option<Result<String>> {
+        let mut words = query.split_whitespace();
+        let reply = match words.next()? {
+            "/clear" => clear_session(settings, &self.store, id).map(|()| {
+                "Context cleared: the next question starts without the turns above (the \
+                 transcript keeps them)."
+                    .to_string()
+            }),
+            "/compact" => self.compact(settings, id, forward, cancel),
+            "/fork" => {
+                let at = match words.next().map(str::parse::<u64>) {
+                    None => None,
+                    Some(Ok(n)) => Some(n),
+                    Some(Err(_)) => {
+                        return Some(Err(
+                            Failure::usage("`/fork N` takes a number of exchanges").into()
+                        ));
+                    }
+                };
+                fork_session(settings, &self.store, id, at).map(|new| {
+                    self.sessions().entry(new.clone()).or_default();
+                    format!("Forked into session {new}; load it to continue there.")
+                })
+            }
+            _ => return None,
+        };
+        Some(reply)
+    }
+
+    fn compact(
+        &self,
+        settings: &Settings,
+        id: &str,
+        forward: &mut Forward,
+        cancel: &Cancel,
+    ) -> Result<String> {
+        let _lock = self.store.lock_unless(
+            id,
+            true,
+            || forward.event(Event::Waiting { session: id }),
+            || cancel.check(),
+        )?;
+        let summary = self.store.summarize(id)?;
+        let (engine, model) = session::engine_and_model(settings, &summary.header, false)?;
+        let ctx =
+            session::Session { settings, store: &self.store, id, engine, model: model.as_deref() };
+        let keep = settings.compaction.keep_recent;
+        let compacted = crate::compact::compact(&ctx, &summary, keep, cancel, &mut |progress| {
+            if let Progress::Stderr(bytes) = progress {
+                let _ = std::io::stderr().write_all(bytes);
+            }
+        });
+        match compacted {
+            Ok(Some(c)) => Ok(format!(
+                "Turns {}-{} are now a summary: {} -> {} of context.",
+                c.first,
+                c.through,
+                crate::human::human_bytes(c.bytes_before),
+                crate::human::human_bytes(c.bytes_after)
+            )),
+            Ok(None) => Ok(format!(
+                "Nothing to compact: {} live exchange(s), and the last {keep} are kept.",
+                summary.live.exchanges.len()
+            )),
+            Err(e) if e.downcast_ref::<Interrupted>().is_some() => {
+                Ok("Compaction cancelled; nothing changed.".to_string())
+            }
+            Err(e) => Err(e.context("compaction failed; nothing changed")),
+        }
+    }
+
+    /// A session an editor opened has no title until its first question gives it one.
+    fn title_if_untitled(&self, id: &str, query: &str) -> Result<()> {
+        if !self.store.summarize(id)?.header.title.is_empty() {
+            return Ok(());
+        }
+        let _lock = self.store.lock(id, true, || {})?;
+        if self.store.summarize(id)?.header.title.is_empty() {
+            self.store.set_title(id, query.lines().next().unwrap_or(""))?;
+        }
+        Ok(())
+    }
+
+    /// Sends a session's conversation as it happened: each exchange as the user's message and
+    /// the agent's answer, clears and summaries where they were; attempts that got no answer
+    /// are not exchanges and are left out.
+    fn replay(&self, id: &str, cx: &ConnectionTo<Client>) -> Result<()> {
+        let text = store::read_text(&self.store.session_path(id))?;
+        let (transcript, _) = transcript::parse(&text)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", self.store.session_path(id).display()))?;
+        let forward = Forward { cx, session: id, tools: 0 };
+        let mut pending: Option<String> = None;
+        for record in transcript.records {
+            match record.kind {
+                Kind::User => pending = Some(record.content),
+                Kind::Attachment => {
+                    if let Some(question) = &mut pending {
+                        let fence = "`".repeat(longest_backtick_run(&record.content).max(2) + 1);
+                        question.push_str(&format!("\n\n{fence}\n{}\n{fence}", record.content));
+                    }
+                }
+                Kind::Assistant => {
+                    if let Some(question) = pending.take() {
+                        forward.send(acp::SessionUpdate::UserMessageChunk(acp::ContentChunk::new(
+                            question.into(),
+                        )));
+                        forward.send(acp::SessionUpdate::AgentMessageChunk(
+                            acp::ContentChunk::new(record.content.into()),
+                        ));
+                    }
+                }
+                Kind::Failed | Kind::Interrupted => pending = None,
+                Kind::Clear => {
+                    forward.send(acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(
+                        "*Context cleared: the turns above are not sent again.*".into(),
+                    )))
+                }
+                Kind::Compaction => {
+                    let (first, through) =
+                        (record.meta.first.unwrap_or(1), record.meta.through.unwrap_or(0));
+                    forward.send(acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(
+                        format!(
+                            "*Summary of turns {first}-{through} (sent in their place):*\n\n{}",
+                            record.content
+                        )
+                        .into(),
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The model value that means "the engine's own default".
+const DEFAULT_MODEL: &str = "default";
+
+fn dedup(values: &mut Vec<String>) {
+    let mut seen = std::collections::HashSet::new();
+    values.retain(|v| seen.insert(v.clone()));
+}
+
+fn longest_backtick_run(text: &str) -> usize {
+    text.split(|c| c != '`').map(str::len).max().unwrap_or(0)
+}
+
+/// `cancelled` when the prompt was cancelled while a command ran, else `end_turn`.
+fn stop_reason(cancel: &Cancel) -> acp::StopReason {
+    match cancel.requested() {
+        Some(_) => acp::StopReason::Cancelled,
+        None => acp::StopReason::EndTurn,
+    }
+}
+
+/// Tells the client which slash commands a session takes.
+fn announce_commands(cx: &ConnectionTo<Client>, id: &str) -> Result<(), RpcError> {
+    let commands = vec![
+        acp::AvailableCommand::new("clear", "Clear the context: later questions start afresh"),
+        acp::AvailableCommand::new("compact", "Summarise older turns now, keeping recent ones"),
+        acp::AvailableCommand::new("fork", "Start a new session from the first N exchanges").input(
+            acp::AvailableCommandInput::Unstructured(acp::UnstructuredCommandInput::new(
+                "N: how many exchanges to keep (all by default)",
+            )),
+        ),
+    ];
+    cx.send_notification(acp::SessionNotification::new(
+        id.to_string(),
+        acp::SessionUpdate::AvailableCommandsUpdate(acp::AvailableCommandsUpdate::new(commands)),
+    ))
+}
+
+/// The question and its attachments from a prompt's content: text is the question; embedded
+/// resources (a file's text) and resource links are attached, each named by its URI.
+fn question(blocks: &[acp::ContentBlock]) -> Result<(String, Vec<Attachment>), RpcError> {
+    let (mut query, mut attached) = (String::new(), Vec::new());
+    for block in blocks {
+        match block {
+            acp::ContentBlock::Text(t) => {
+                if !query.is_empty() && !t.text.is_empty() {
+                    query.push('\n');
+                }
+                query.push_str(&t.text);
+            }
+            acp::ContentBlock::Resource(r) => match &r.resource {
+                acp::EmbeddedResourceResource::TextResourceContents(t) => {
+                    attached.push(Attachment { name: t.uri.clone(), text: t.text.clone() });
+                }
+                _ => return Err(unsupported("a binary resource")),
+            },
+            acp::ContentBlock::ResourceLink(link) => {
+                attached.push(Attachment { name: link.uri.clone(), text: link.uri.clone() })
+            }
+            acp::ContentBlock::Image(_) => return Err(unsupported("an image")),
+            acp::ContentBlock::Audio(_) => return Err(unsupported("audio")),
+            _ => return Err(unsupported("this kind of content")),
+        }
+    }
+    if query.trim().is_empty() {
+        return Err(RpcError::invalid_params()
+            .data(json!({"error": "the prompt has no text: cca needs a question"})));
+    }
+    Ok((query, attached))
+}
+
+fn unsupported(what: &str) -> RpcError {
+    RpcError::invalid_params().data(json!({
+        "error": format!("cca takes text: {what} cannot be sent to a command-line engine"),
+    }))
+}
+
+/// An error as cca says it: the message, and the hint to act on.
+fn rpc_error(e: &anyhow::Error) -> RpcError {
+    let failure = e.chain().find_map(|c| c.downcast_ref::<Failure>());
+    let message = format!("{e:#}");
+    let code = match failure.map(|f| f.code) {
+        Some(exit::USAGE) => -32602,
+        _ => -32603,
+    };
+    RpcError::new(code, message.clone())
+        .data(json!({"message": message, "hint": failure.and_then(|f| f.hint.clone())}))
+}
+
+/// Forwards a turn's events to the client as `session/update` notifications.
+struct Forward<'a> {
+    cx: &'a ConnectionTo<Client>,
+    session: &'a str,
+    tools: u64,
+}
+
+impl Forward<'_> {
+    fn send(&self, update: acp::SessionUpdate) {
+        // A client that went away is noticed by the protocol loop; the turn is stopped there.
+        let _ = self
+            .cx
+            .send_notification(acp::SessionNotification::new(self.session.to_string(), update));
+    }
+
+    fn note(&self, text: String) {
+        self.send(acp::SessionUpdate::AgentThoughtChunk(acp::ContentChunk::new(text.into())));
+    }
+
+    fn tool(&mut self, call: &ToolCall) {
+        self.tools += 1;
+        let name = call.name.to_lowercase();
+        let kind = if name.contains("search") {
+            acp::ToolKind::Search
+        } else if name.contains("fetch") || call.input.starts_with("http") {
+            acp::ToolKind::Fetch
+        } else {
+            acp::ToolKind::Other
+        };
+        let status = match call.status {
+            ToolStatus::Ran => acp::ToolCallStatus::Completed,
+            ToolStatus::Refused | ToolStatus::Failed => acp::ToolCallStatus::Failed,
+        };
+        let id = format!("{}-tool-{}", self.session, self.tools);
+        self.send(acp::SessionUpdate::ToolCall(
+            acp::ToolCall::new(id, call.summary())
+                .kind(kind)
+                .status(status)
+                .raw_input(Some(call.to_json())),
+        ));
+    }
+}
+
+impl Observer for Forward<'_> {
+    fn event(&mut self, event: Event<'_>) {
+        match event {
+            Event::Waiting { session } => self.note(format!(
+                "Session {session} is busy: another cca is answering in it; waiting for it to finish…\n"
+            )),
+            Event::Notice { level, text } if level >= Level::Info => self.note(format!("{text}\n")),
+            Event::Retry(note) => self.note(format!("{note}\n")),
+            Event::Text(text) => self.send(acp::SessionUpdate::AgentMessageChunk(
+                acp::ContentChunk::new(text.into()),
+            )),
+            Event::Tool(call) => self.tool(call),
+            Event::EngineOutput(bytes) => {
+                let _ = std::io::stderr().write_all(bytes);
+            }
+            Event::Notice { .. }
+            | Event::Recorded { .. }
+            | Event::Started { .. }
+            | Event::Stopping => {}
+        }
+    }
+}

@@ -1,0 +1,99 @@
+// A scripted ACP client on the official TypeScript SDK (@agentclientprotocol/sdk), for cca's
+// tests: `CCA_TEST_ACP_CLIENTS=DIR node client.mjs CCA PLAN` starts `CCA acp` and runs PLAN, a JSON array of steps:
+//   {"call": METHOD, "params": {...}, "as": NAME, "async": true}  a request; with "async" it is
+//                                    not awaited here (see "await"); "$NAME.field" in params is
+//                                    a saved result's field
+//   {"await": NAME}                  waits for an async request
+//   {"notify": METHOD, "params": {...}}
+//   {"until": UPDATE_KIND, "session": "$NAME.sessionId", "count": N}  waits for N updates of a kind
+//   {"close": true}                  ends the plan here (the steps after it are not run)
+// then closes cca's stdin, waits for it to exit, and prints {"results": {NAME: result or
+// {"error": {code, message, data}}, "exit": CODE}, "updates": [...]} on stdout. The SDK does the framing, validation and request bookkeeping.
+import { spawn } from "node:child_process";
+import { Readable, Writable } from "node:stream";
+import { pathToFileURL } from "node:url";
+
+// Where `make acp-clients` installed the SDK (pinned; ESM does not search NODE_PATH).
+const sdkRoot = `${process.env.CCA_TEST_ACP_CLIENTS}/node_modules/@agentclientprotocol/sdk`;
+const { client, ndJsonStream } = await import(pathToFileURL(`${sdkRoot}/dist/v1/stable/acp.js`));
+
+const [cca, planText] = process.argv.slice(2);
+const plan = JSON.parse(planText);
+const child = spawn(cca, ["acp"], { stdio: ["pipe", "pipe", "inherit"] });
+const exited = new Promise((resolve) => child.on("exit", (code) => resolve(code)));
+const stream = ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+
+const updates = [];
+const waiters = [];
+const results = {};
+const pending = {};
+
+function settle() {
+  for (const w of waiters.splice(0)) {
+    if (!w.check()) waiters.push(w);
+  }
+}
+
+function resolveVars(value) {
+  if (typeof value === "string" && value.startsWith("$")) {
+    const [name, ...path] = value.slice(1).split(".");
+    return path.reduce((v, k) => v?.[k], results[name]);
+  }
+  if (Array.isArray(value)) return value.map(resolveVars);
+  if (value && typeof value === "object") {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, resolveVars(v)]));
+  }
+  return value;
+}
+
+async function call(cx, method, params) {
+  try {
+    return await cx.request(method, params);
+  } catch (e) {
+    return { error: { code: e.code, message: e.message, data: e.data } };
+  }
+}
+
+const app = client()
+  .onNotification("session/update", ({ params }) => {
+    updates.push(params);
+    settle();
+  })
+  .onRequest("session/request_permission", () => ({ outcome: { outcome: "cancelled" } }));
+
+await app.connectWith(stream, async (cx) => {
+  for (const step of plan) {
+    if (step.call) {
+      const done = call(cx, step.call, resolveVars(step.params ?? {})).then((r) => {
+        results[step.as ?? step.call] = r;
+        return r;
+      });
+      if (step.async) pending[step.as] = done;
+      else await done;
+    } else if (step.await) {
+      await pending[step.await];
+    } else if (step.notify) {
+      await cx.notify(step.notify, resolveVars(step.params ?? {}));
+    } else if (step.until) {
+      const session = resolveVars(step.session);
+      const count = step.count ?? 1;
+      const seen = () =>
+        updates.filter(
+          (u) => u.update.sessionUpdate === step.until && (!session || u.sessionId === session),
+        ).length >= count;
+      await new Promise((resolve) => {
+        waiters.push({ check: () => seen() && (resolve(), true) });
+        settle();
+      });
+    } else if (step.close) {
+      break;
+    }
+  }
+}).catch((e) => {
+  results.connection = String(e);
+});
+// Closing stdin (the SDK may have done it already) is how a client leaves.
+child.stdin.end();
+results.exit = await exited;
+process.stdout.write(JSON.stringify({ results, updates }) + "\n");
+process.exit(0);
