@@ -23,11 +23,12 @@ fn main() {
     println!("# cca benchmarks\n");
     println!("{}\n", machine());
     type Section = (&'static str, fn(&Bench));
-    let sections: [Section; 8] = [
+    let sections: [Section; 9] = [
         ("overhead", Bench::overhead),
         ("version", Bench::version),
         ("streaming", Bench::streaming),
         ("long-transcripts", Bench::long_transcripts),
+        ("after-clear", Bench::after_clear),
         ("sessions", Bench::sessions),
         ("memory", Bench::memory),
         ("llm", Bench::llm),
@@ -216,6 +217,62 @@ impl Bench {
         );
     }
 
+    fn after_clear(&self) {
+        println!("## Long transcripts after a clear or a compaction: `--resume`\n");
+        println!(
+            "`cca search -r` start to finish (an instant engine) on a long session after `cca clear` or `cca compact` (4 exchanges kept), against a session of one exchange. The first turn after the clear or compaction is shown on its own; each turn adds its exchange to the file. Answers of 2 KB; 1,000 exchanges per 2 MB.\n"
+        );
+        println!(
+            "| transcript | after | first turn ms | median ms | p10 | p90 | x one exchange | runs |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+        );
+        let resume = |home: &Home| home.cca(&["search", "-q", "-r", "next"], "say ok").checked();
+        let home = self.home("after-one");
+        let size = write_long_session(&home, 1);
+        let base = time_runs(40, || {
+            resume(&home);
+            // Keep it one exchange: drop the exchange just appended.
+            truncate_to(&home, size);
+        });
+        println!(
+            "| one exchange | | | {:.2} | {:.2} | {:.2} | 1.0 | {} |",
+            base.median(),
+            base.pct(0.1),
+            base.pct(0.9),
+            base.samples.len()
+        );
+        let mut worst: f64 = 0.0;
+        for (mb, exchanges, runs) in
+            [(2u64, 1_000u64, 20usize), (20, 10_000, 20), (200, 100_000, 10)]
+        {
+            for after in ["clear", "compact"] {
+                let home = self.home(&format!("after-{after}-{mb}"));
+                let size = write_long_session(&home, exchanges);
+                let script = "drain;say the summary of the conversation so far";
+                assert!(
+                    home.command(&[after], script)
+                        .stderr(Stdio::null())
+                        .status()
+                        .unwrap()
+                        .success()
+                );
+                let first = time_runs(1, || resume(&home)).median();
+                let s = time_runs(runs, || resume(&home));
+                worst = worst.max(s.median() / base.median()).max(first / base.median());
+                println!(
+                    "| {:.0} MB | {after} | {first:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {runs} |",
+                    size as f64 / 1e6,
+                    s.median(),
+                    s.pct(0.1),
+                    s.pct(0.9),
+                    s.median() / base.median(),
+                );
+            }
+        }
+        println!(
+            "\nTarget: at most 1.5x the one-exchange session, first turn included; the worst here is {worst:.2}x.\n"
+        );
+    }
+
     fn sessions(&self) {
         println!("## Many sessions: `cca sessions`\n");
         let home = self.home("sessions");
@@ -257,10 +314,15 @@ impl Bench {
         let transcript =
             self.rss(&home, &["search", "-q", "-r", "--no-compact", "next"], "drain;say ok");
         println!("| `--resume` on a 200 MB transcript (all of it sent) | {:.1} |", transcript);
+        let raw = self.rss(&home, &["show", "--raw"], "");
+        println!("| `cca show --raw` on a 200 MB transcript | {:.1} |", raw);
+        let readable = self.rss(&home, &["show"], "");
+        println!("| `cca show` on a 200 MB transcript | {:.1} |", readable);
         let home = self.home("memory-small");
         home.cca(&["search", "-q", "start"], "say hi").checked();
         let small = self.rss(&home, &["search", "-q", "-r", "--no-compact", "next"], "say hi");
         println!("| `--resume` on a short session, for scale | {:.1} |", small);
+
         println!("\nTarget: under 16 MB.\n");
     }
 
