@@ -4,16 +4,20 @@
 //! Rules kept here so no other module has to know them: directories are 0700 and files 0600
 //! whatever the umask; appends are one write plus fsync under the session lock; anything
 //! rewritten goes through a temp file in the same directory and a rename; reading never creates.
+//!
+//! Two caches live beside the transcripts, and neither is ever trusted without proof:
+//! `index.json` (what `cca sessions` lists) and `live/ID.json` (where each session's live context
+//! starts, so that a turn reads only that; see [`LiveIndex`]).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
 use crate::error::{Failure, exit};
-use crate::transcript::{self, NotTranscript, Summary};
+use crate::transcript::{self, Checkpoint, NotTranscript, Summary};
 
 pub const DIR_MODE: u32 = 0o700;
 pub const FILE_MODE: u32 = 0o600;
@@ -46,6 +50,14 @@ impl Store {
 
     fn index_path(&self) -> PathBuf {
         self.home.join("index.json")
+    }
+
+    fn live_dir(&self) -> PathBuf {
+        self.home.join("live")
+    }
+
+    fn live_index_path(&self, id: &str) -> PathBuf {
+        self.live_dir().join(format!("{id}.json"))
     }
 
     pub fn config_path(&self) -> PathBuf {
@@ -92,7 +104,7 @@ impl Store {
     /// Temporary files an interrupted cca may have left behind (a crash before its cleanup).
     pub fn leftovers(&self) -> Vec<PathBuf> {
         let mut found = Vec::new();
-        for dir in [self.home.clone(), self.sessions_dir()] {
+        for dir in [self.home.clone(), self.sessions_dir(), self.live_dir()] {
             let Ok(entries) = fs::read_dir(&dir) else { continue };
             for entry in entries.flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();
@@ -305,13 +317,85 @@ impl Store {
         File::open(&path).with_context(|| format!("cannot open {}", path.display()))
     }
 
-    /// Reads a session's summary: header, live context, counts, problems.
+    /// Reads a session's summary: header, live context, counts, problems. Call it holding the
+    /// session's lock: it reads only what follows the live index's checkpoint where the index
+    /// proves the file unchanged, and keeps the index current.
     pub fn summarize(&self, id: &str) -> Result<Summary> {
+        self.read_summary(id, true)
+    }
+
+    /// Like [`Self::summarize`], for a reader that does not hold the lock: it uses the live
+    /// index but never writes it.
+    pub fn summarize_unlocked(&self, id: &str) -> Result<Summary> {
+        self.read_summary(id, false)
+    }
+
+    /// A session's summary with the offset just past each complete exchange (for forks). Reads
+    /// the whole file.
+    pub fn summarize_with_ends(&self, id: &str) -> Result<(Summary, Vec<u64>)> {
         let path = self.session_path(id);
         let file = self.open_session(id)?;
-        let summary = transcript::summarize(BufReader::with_capacity(256 * 1024, file))
+        let read = transcript::exchange_ends(BufReader::with_capacity(256 * 1024, file))
             .with_context(|| format!("cannot read {}", path.display()))?;
-        summary.map_err(|e| not_transcript(&path, id, e))
+        read.map_err(|e| not_transcript(&path, id, e))
+    }
+
+    fn read_summary(&self, id: &str, keep_index: bool) -> Result<Summary> {
+        let path = self.session_path(id);
+        let cannot_read = || format!("cannot read {}", path.display());
+        let mut file = self.open_session(id)?;
+        // The stamp is taken before reading: whatever changes the file after it changes the
+        // stamp, so an index written with it can only under-promise.
+        let stamp = Stamp::of(&file).with_context(cannot_read)?;
+        let known = self.read_live_index(id).filter(|index| index.stamp == stamp);
+        let from = known.as_ref().and_then(|index| index.checkpoint_in(&file, stamp.size));
+        let start = from.map_or(0, |c| c.at.offset);
+        file.seek(SeekFrom::Start(start)).with_context(cannot_read)?;
+        // Only the bytes the stamp speaks for: a summary and its stamp describe one file.
+        let reader = BufReader::with_capacity(256 * 1024, (&file).take(stamp.size - start));
+        let scan = transcript::scan(reader, from)
+            .with_context(cannot_read)?
+            .map_err(|e| not_transcript(&path, id, e))?;
+        let at = |c: &Option<Checkpoint>| c.as_ref().map(|c| c.at);
+        let current =
+            known.as_ref().is_some_and(|index| at(&index.checkpoint) == at(&scan.checkpoint));
+        if keep_index && !current {
+            self.write_live_index(id, &file, stamp, scan.checkpoint);
+        }
+        Ok(scan.summary)
+    }
+
+    /// The session's live index, if there is one that reads.
+    fn read_live_index(&self, id: &str) -> Option<LiveIndex> {
+        let bytes = fs::read(self.live_index_path(id)).ok()?;
+        serde_json::from_slice::<LiveIndex>(&bytes)
+            .ok()
+            .filter(|index| index.format == LiveIndex::FORMAT && index.id == id)
+    }
+
+    /// Records the transcript's stamp and latest checkpoint. A cache: if it cannot be written,
+    /// the next turn reads the whole file, as it would without it.
+    fn write_live_index(
+        &self,
+        id: &str,
+        file: &File,
+        stamp: Stamp,
+        checkpoint: Option<Checkpoint>,
+    ) {
+        let seal = match &checkpoint {
+            Some(c) => match seal(file, &c.record) {
+                Ok(seal) => seal,
+                Err(_) => return,
+            },
+            None => 0,
+        };
+        let index =
+            LiveIndex { format: LiveIndex::FORMAT, id: id.to_string(), stamp, checkpoint, seal };
+        if let Ok(bytes) = serde_json::to_vec(&index)
+            && make_private_dir(&self.live_dir()).is_ok()
+        {
+            let _ = replace_cache_file(&self.live_index_path(id), &bytes);
+        }
     }
 
     /// A file to tee an answer into as it streams: unnamed, private, gone when dropped.
@@ -418,7 +502,7 @@ impl Store {
     }
 
     fn describe(&self, id: &str, full_bytes: u64, mtime_ns: u128) -> Listed {
-        match self.summarize(id) {
+        match self.summarize_unlocked(id) {
             Ok(s) => Listed {
                 id: id.to_string(),
                 title: s.header.title.clone(),
@@ -476,6 +560,7 @@ impl Store {
                 .with_context(|| format!("cannot move {} to the trash", path.display()))?;
         }
         let _ = fs::remove_file(self.locks_dir().join(format!("{id}.lock")));
+        let _ = fs::remove_file(self.live_index_path(id));
         if self.latest_target().as_deref() == Some(file_name(id).as_str()) {
             self.repoint_latest()?;
         }
@@ -571,19 +656,26 @@ pub struct SessionLock {
 }
 
 /// Appends records to a session. Use only while holding its [`SessionLock`].
+///
+/// Each append keeps the session's live index current: cca's own appends leave everything
+/// before them as it was, so a checkpoint the index proved before the append still holds after.
 pub struct Appender {
     file: File,
     path: PathBuf,
+    store: Store,
+    id: String,
 }
 
 impl Appender {
     pub fn open(store: &Store, id: &str) -> Result<Appender> {
         let path = store.session_path(id);
+        // Readable too: the live index seals a checkpoint with the bytes of its record.
         let file = OpenOptions::new()
+            .read(true)
             .append(true)
             .open(&path)
             .with_context(|| format!("cannot open {} to append", path.display()))?;
-        Ok(Appender { file, path })
+        Ok(Appender { file, path, store: store.clone(), id: id.to_string() })
     }
 
     /// Appends `bytes` with one write and an fsync. If the write fails (disk full), the file is
@@ -592,8 +684,24 @@ impl Appender {
         self.append_with(|w| w.write_all(bytes))
     }
 
+    /// Like [`Self::append`], for records appended just after `summary` was read (a clear, a
+    /// compaction): when nothing came between, the live index then starts the live context at
+    /// the last clear or compaction among them, without reading the file again.
+    pub fn append_after(&mut self, summary: &Summary, bytes: &[u8]) -> Result<()> {
+        self.append_inner(|w| w.write_all(bytes), Some((summary, bytes)))
+    }
+
     /// Like [`Self::append`], for records written in pieces (a large answer streamed from disk).
     pub fn append_with(&mut self, write: impl FnOnce(&mut File) -> io::Result<()>) -> Result<()> {
+        self.append_inner(write, None)
+    }
+
+    fn append_inner(
+        &mut self,
+        write: impl FnOnce(&mut File) -> io::Result<()>,
+        after: Option<(&Summary, &[u8])>,
+    ) -> Result<()> {
+        let stamp = Stamp::of(&self.file).ok();
         let before = self
             .file
             .seek(SeekFrom::End(0))
@@ -606,8 +714,122 @@ impl Appender {
                 format!("cannot append to {} (nothing was changed)", self.path.display())
             });
         }
+        if let Some(stamp) = stamp.filter(|s| s.size == before) {
+            self.keep_index_current(stamp, after);
+        }
         Ok(())
     }
+
+    /// After an append to a file stamped `before`: if the live index vouched for the file as it
+    /// was, it now vouches for it as it is (with a later checkpoint, when the records appended
+    /// are known and hold one).
+    fn keep_index_current(&self, before: Stamp, after: Option<(&Summary, &[u8])>) {
+        let Some(index) = self.store.read_live_index(&self.id) else { return };
+        let Ok(now) = Stamp::of(&self.file) else { return };
+        if index.stamp != before || !now.same_file(&before) || now.size < before.size {
+            return;
+        }
+        let appended = now.size - before.size;
+        let later = after
+            .filter(|(_, bytes)| bytes.len() as u64 == appended)
+            .and_then(|(summary, bytes)| transcript::read_on(summary, before.size, bytes))
+            .and_then(|scan| scan.checkpoint);
+        // The checkpoint proved, its seal with it; or a later one, sealed afresh.
+        match later {
+            Some(checkpoint) => {
+                self.store.write_live_index(&self.id, &self.file, now, Some(checkpoint));
+            }
+            None => {
+                let index = LiveIndex { stamp: now, ..index };
+                if let Ok(bytes) = serde_json::to_vec(&index) {
+                    let _ = replace_cache_file(&self.store.live_index_path(&self.id), &bytes);
+                }
+            }
+        }
+    }
+}
+
+/// `$CCA_HOME/live/ID.json`: the latest checkpoint of a session's transcript (just after its
+/// last clear or compaction), and what proves the transcript still holds it.
+///
+/// The proof is the file's stamp (device, inode, size, modification and change times) as cca
+/// last read or appended to it under the session lock, plus a hash of the checkpoint's record.
+/// Any other change to the file (an edit, a truncation, a replacement, an append by anything
+/// but a cca holding the lock) changes the stamp, and the next reader reads the whole file, as
+/// it would without an index, and writes a new one. A change that keeps size, inode and both
+/// times can only come in the same clock tick as the stamp was taken; kernels with fine-grained
+/// timestamps (Linux 6.13 and later) give such a change a later time too.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct LiveIndex {
+    format: u32,
+    id: String,
+    stamp: Stamp,
+    checkpoint: Option<Checkpoint>,
+    /// [`seal`] of the checkpoint's record.
+    seal: u64,
+}
+
+impl LiveIndex {
+    const FORMAT: u32 = 1;
+
+    /// The checkpoint, if the file (whose stamp matched) still has its record where it was.
+    fn checkpoint_in(&self, file: &File, size: u64) -> Option<&Checkpoint> {
+        let c = self.checkpoint.as_ref()?;
+        let fits =
+            c.record.start < c.record.end && c.record.end == c.at.offset && c.at.offset <= size;
+        (fits && seal(file, &c.record).ok() == Some(self.seal)).then_some(c)
+    }
+}
+
+/// What identifies a file's contents without reading them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    fn of(file: &File) -> io::Result<Stamp> {
+        let m = file.metadata()?;
+        Ok(Stamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        })
+    }
+
+    fn same_file(&self, other: &Stamp) -> bool {
+        (self.dev, self.ino) == (other.dev, other.ino)
+    }
+}
+
+/// A hash (FNV-1a, 64 bits) of a record's bytes: its first and last 4 KiB, and its length.
+fn seal(file: &File, record: &std::ops::Range<u64>) -> io::Result<u64> {
+    const PART: u64 = 4096;
+    let len = record.end - record.start;
+    let mut h: u64 = 0xcbf29ce484222325;
+    let mut mix = |bytes: &[u8]| {
+        for &b in bytes {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x100000001b3);
+        }
+    };
+    mix(&len.to_le_bytes());
+    let mut buf = vec![0u8; len.min(PART) as usize];
+    file.read_exact_at(&mut buf, record.start)?;
+    mix(&buf);
+    if len > PART {
+        let tail = len.min(2 * PART) - PART;
+        let mut buf = vec![0u8; tail as usize];
+        file.read_exact_at(&mut buf, record.end - tail)?;
+        mix(&buf);
+    }
+    Ok(h)
 }
 
 pub fn file_name(id: &str) -> String {
@@ -688,6 +910,20 @@ pub fn replace_file(path: &Path, contents: &[u8]) -> Result<()> {
     set_mode(temp.path(), FILE_MODE)?;
     temp.persist(path).with_context(|| format!("cannot replace {}", path.display()))?;
     sync_dir(dir);
+    Ok(())
+}
+
+/// Replaces a cache file atomically, without waiting for the disk: after a crash it may be
+/// missing, empty or old, and every reader of a cache checks it before trusting it.
+fn replace_cache_file(path: &Path, contents: &[u8]) -> Result<()> {
+    let dir = path.parent().context("a file to replace has a folder")?;
+    let mut temp = tempfile::Builder::new()
+        .prefix(".replace-")
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot create a file in {}", dir.display()))?;
+    temp.write_all(contents).with_context(|| format!("cannot write {}", path.display()))?;
+    set_mode(temp.path(), FILE_MODE)?;
+    temp.persist(path).with_context(|| format!("cannot replace {}", path.display()))?;
     Ok(())
 }
 

@@ -531,10 +531,12 @@ pub struct RecordSpan {
     pub content: Range<u64>,
     /// 1-based line number of the record's marker.
     pub line: u64,
+    /// 1-based line number of its end marker.
+    pub end_line: u64,
 }
 
 /// Something wrong in a transcript that reading worked around.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Problem {
     pub line: u64,
     pub message: String,
@@ -562,6 +564,25 @@ impl std::fmt::Display for NotTranscript {
 }
 
 impl std::error::Error for NotTranscript {}
+
+/// A place in a transcript where reading can start again: just past a newline, between records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Position {
+    /// Bytes before it.
+    pub offset: u64,
+    /// Lines before it.
+    pub line: u64,
+}
+
+/// How a scan ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScanEnd {
+    /// Just past the last byte read.
+    pub offset: u64,
+    /// Where reading can go on over bytes appended later: set when the text ends with a
+    /// newline, between records (not inside a record, nor in the middle of a line).
+    pub resume: Option<Position>,
+}
 
 /// One line as the scanner sees it: its place, and its first bytes (enough for any marker).
 struct Line<'a> {
@@ -624,14 +645,27 @@ impl Scanner {
 
     /// Reads a whole transcript, calling `on_event` for each event, in file order.
     pub fn scan(
-        mut reader: impl BufRead,
-        mut on_event: impl FnMut(Event),
+        reader: impl BufRead,
+        on_event: impl FnMut(Event),
     ) -> io::Result<Result<(), NotTranscript>> {
-        let mut scanner = Scanner::new();
+        Ok(Self::scan_from(reader, None, on_event)?.map(|_| ()))
+    }
+
+    /// Reads a transcript from its start, or (`from`) from a position between records with the
+    /// reader already there, calling `on_event` for each event, in file order. Offsets and line
+    /// numbers in the events are those of the whole file either way.
+    pub fn scan_from(
+        mut reader: impl BufRead,
+        from: Option<Position>,
+        mut on_event: impl FnMut(Event),
+    ) -> io::Result<Result<ScanEnd, NotTranscript>> {
+        let (mut scanner, mut offset) = match from {
+            None => (Scanner::new(), 0),
+            Some(at) => (Scanner { state: State::Between, line_no: at.line }, at.offset),
+        };
         // Lines are handed over straight from the reader's buffer; only a line split across two
         // refills is copied, and of it only the first HEAD_MAX bytes.
         let mut split: Option<(u64, Vec<u8>, bool)> = None;
-        let mut offset = 0u64;
         loop {
             let buf = match reader.fill_buf() {
                 Ok(buf) => buf,
@@ -680,14 +714,18 @@ impl Scanner {
             reader.consume(n);
             offset += n as u64;
         }
+        let mut ends_with_newline = true;
         if let Some((start, head, whole)) = split.take() {
             // The last line has no newline.
+            ends_with_newline = false;
             let line = Line { start, end: offset, head: &head, whole };
             if let Err(e) = scanner.line(&line, &mut on_event) {
                 return Ok(Err(e));
             }
         }
-        Ok(scanner.finish(&mut on_event))
+        let resume = (ends_with_newline && matches!(scanner.state, State::Between))
+            .then_some(Position { offset, line: scanner.line_no });
+        Ok(scanner.finish(&mut on_event).map(|()| ScanEnd { offset, resume }))
     }
 
     fn line(&mut self, line: &Line, on_event: &mut impl FnMut(Event)) -> Result<(), NotTranscript> {
@@ -735,7 +773,7 @@ impl Scanner {
             State::Between => self.start_or_skip(marker, line, on_event),
             State::InRecord(mut open) => match marker {
                 Some(Marker::End { fence }) => {
-                    on_event(Event::Record(open.close(line, fence)));
+                    on_event(Event::Record(open.close(line, no, fence)));
                     State::Between
                 }
                 Some(other) => {
@@ -844,7 +882,7 @@ impl Open {
         self.last = Some(info);
     }
 
-    fn close(self, end_line: &Line, fence: bool) -> RecordSpan {
+    fn close(self, end_line: &Line, end_line_no: u64, fence: bool) -> RecordSpan {
         let raw = self.start..end_line.end + 1;
         let content = match (self.first, self.last) {
             (None, _) | (_, None) => end_line.start..end_line.start,
@@ -864,7 +902,14 @@ impl Open {
                 range
             }
         };
-        RecordSpan { kind: self.kind, meta: self.meta, raw, content, line: self.line }
+        RecordSpan {
+            kind: self.kind,
+            meta: self.meta,
+            raw,
+            content,
+            line: self.line,
+            end_line: end_line_no,
+        }
     }
 }
 
@@ -926,7 +971,7 @@ pub fn parse(text: &str) -> Result<(Transcript, Vec<Problem>), NotTranscript> {
 pub type Attachments = Vec<(String, Range<u64>)>;
 
 /// One complete exchange, by where its parts sit in the file.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExchangeSpans {
     pub number: u64,
     pub user: Range<u64>,
@@ -936,7 +981,7 @@ pub struct ExchangeSpans {
 
 /// What the engine sees of a session: the latest summary, if any, and the exchanges after it,
 /// since the last clear. Failed and interrupted attempts never appear here.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Live {
     pub summary: Option<Range<u64>>,
     /// The first and last exchange the summary stands for.
@@ -962,7 +1007,7 @@ impl Live {
 }
 
 /// A summary of a whole scan: the header, the live context, counts, and the problems met.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Summary {
     pub header: Header,
     /// Offset just past the header, where records begin.
@@ -971,13 +1016,55 @@ pub struct Summary {
     pub live: std::sync::Arc<Live>,
     /// Complete exchanges in the file, live or not.
     pub exchanges: u64,
-    /// Offset just past the last complete exchange, for forks.
-    pub exchange_ends: Vec<u64>,
     pub problems: Vec<Problem>,
     /// The last `at` of any record, or the header's creation time.
     pub last_activity: String,
     /// Whether the file ends inside an attempt that has no outcome yet.
     pub pending_user: bool,
+    /// What reading on over records appended to this file needs (see [`read_on`]); `None` when
+    /// the file does not end cleanly between records.
+    end: Option<Box<Tail>>,
+}
+
+/// The end of a scan, in the form [`read_on`] takes up again.
+#[derive(Debug, Clone, PartialEq)]
+struct Tail {
+    at: Position,
+    last_activity: Option<String>,
+    pending: Option<(Range<u64>, Attachments)>,
+}
+
+/// Everything the summary of a transcript depends on at one point between records: reading can
+/// start there, with this, and end with the summary a read of the whole file gives.
+///
+/// One is taken just after each clear and each compaction (where the live context starts
+/// again), when what it holds is small; the store keeps the latest, so that a turn reads only
+/// the live context. A checkpoint says nothing about whether the bytes before it are still
+/// those it was taken from: that is for whoever keeps it to prove.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// Where reading goes on.
+    pub at: Position,
+    /// The clear or compaction record that ends at `at`.
+    pub record: Range<u64>,
+    header: Header,
+    header_end: u64,
+    live: Live,
+    exchanges: u64,
+    problems: Vec<Problem>,
+    last_activity: Option<String>,
+    pending: Option<(Range<u64>, Attachments)>,
+}
+
+/// A checkpoint holds at most this many exchanges and problems together: one that holds more
+/// is not worth keeping (reading is then as cheap as loading it).
+const CHECKPOINT_ITEMS: usize = 256;
+
+/// What a scan found: the summary, and the latest checkpoint (or the one reading started from).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scan {
+    pub summary: Summary,
+    pub checkpoint: Option<Checkpoint>,
 }
 
 /// Folds scanner events into a [`Summary`].
@@ -987,13 +1074,30 @@ pub struct Summarizer {
     header_end: u64,
     live: Live,
     exchanges: u64,
-    exchange_ends: Vec<u64>,
+    /// Offsets just past each complete exchange, for forks; kept only when asked for.
+    exchange_ends: Option<Vec<u64>>,
     problems: Vec<Problem>,
     last_activity: Option<String>,
     pending: Option<(Range<u64>, Attachments)>,
+    checkpoint: Option<Checkpoint>,
 }
 
 impl Summarizer {
+    /// A summarizer that goes on from a checkpoint.
+    pub fn resume(from: &Checkpoint) -> Summarizer {
+        Summarizer {
+            header: Some(from.header.clone()),
+            header_end: from.header_end,
+            live: from.live.clone(),
+            exchanges: from.exchanges,
+            exchange_ends: None,
+            problems: from.problems.clone(),
+            last_activity: from.last_activity.clone(),
+            pending: from.pending.clone(),
+            checkpoint: Some(from.clone()),
+        }
+    }
+
     pub fn event(&mut self, event: Event) {
         match event {
             Event::Header(h, end) => {
@@ -1019,7 +1123,9 @@ impl Summarizer {
                     Kind::Assistant => {
                         if let Some((user, attachments)) = self.pending.take() {
                             self.exchanges += 1;
-                            self.exchange_ends.push(r.raw.end);
+                            if let Some(ends) = &mut self.exchange_ends {
+                                ends.push(r.raw.end);
+                            }
                             self.live.exchanges.push(ExchangeSpans {
                                 number: self.exchanges,
                                 user,
@@ -1032,40 +1138,114 @@ impl Summarizer {
                     Kind::Clear => {
                         self.pending = None;
                         self.live = Live::default();
+                        self.take_checkpoint(&r);
                     }
                     Kind::Compaction => {
                         let through = r.meta.through.unwrap_or(0);
                         self.live.exchanges.retain(|e| e.number > through);
-                        self.live.summary = Some(r.content);
+                        self.live.summary = Some(r.content.clone());
                         self.live.summary_turns = Some((r.meta.first.unwrap_or(1), through));
+                        self.take_checkpoint(&r);
                     }
                 }
             }
         }
     }
 
-    pub fn finish(self) -> Summary {
+    /// Keeps the state just after `r` as the latest checkpoint, when it is small.
+    fn take_checkpoint(&mut self, r: &RecordSpan) {
+        let pending = self.pending.as_ref().map_or(0, |(_, a)| 1 + a.len());
+        let items = self.live.exchanges.len() + self.problems.len() + pending;
+        let Some(header) = &self.header else { return };
+        self.checkpoint = (items <= CHECKPOINT_ITEMS).then(|| Checkpoint {
+            at: Position { offset: r.raw.end, line: r.end_line },
+            record: r.raw.clone(),
+            header: header.clone(),
+            header_end: self.header_end,
+            live: self.live.clone(),
+            exchanges: self.exchanges,
+            problems: self.problems.clone(),
+            last_activity: self.last_activity.clone(),
+            pending: self.pending.clone(),
+        });
+    }
+
+    /// The summary once every event is in; `end` is how the scan ended.
+    pub fn finish(self, end: ScanEnd) -> Scan {
         let header = self.header.expect("finish is called after a successful scan");
-        let last_activity = self.last_activity.unwrap_or_else(|| header.created.clone());
+        let last_activity = self.last_activity.clone().unwrap_or_else(|| header.created.clone());
+        let tail = end.resume.map(|at| {
+            Box::new(Tail { at, last_activity: self.last_activity, pending: self.pending.clone() })
+        });
         let mut live = self.live;
         live.exchanges.shrink_to_fit();
-        Summary {
+        // A record whose end marker is the file's last line, without a newline, ends past the
+        // bytes read: reading cannot start again there.
+        let checkpoint = self.checkpoint.filter(|c| c.at.offset <= end.offset);
+        let summary = Summary {
             header,
             header_end: self.header_end,
             live: std::sync::Arc::new(live),
             exchanges: self.exchanges,
-            exchange_ends: self.exchange_ends,
             problems: self.problems,
             last_activity,
             pending_user: self.pending.is_some(),
-        }
+            end: tail,
+        };
+        Scan { summary, checkpoint }
     }
 }
 
 /// Scans a transcript into its [`Summary`].
 pub fn summarize(reader: impl BufRead) -> io::Result<Result<Summary, NotTranscript>> {
-    let mut summarizer = Summarizer::default();
-    Ok(Scanner::scan(reader, |e| summarizer.event(e))?.map(|()| summarizer.finish()))
+    Ok(scan(reader, None)?.map(|s| s.summary))
+}
+
+/// Scans a transcript into its [`Summary`] and its latest [`Checkpoint`]: the whole of it, or,
+/// with `from`, only what comes after that checkpoint (the reader must start there).
+pub fn scan(
+    reader: impl BufRead,
+    from: Option<&Checkpoint>,
+) -> io::Result<Result<Scan, NotTranscript>> {
+    let mut summarizer = from.map_or_else(Summarizer::default, Summarizer::resume);
+    let end = Scanner::scan_from(reader, from.map(|c| c.at), |e| summarizer.event(e))?;
+    Ok(end.map(|end| summarizer.finish(end)))
+}
+
+/// Scans a whole transcript into its [`Summary`] and the offset just past each complete
+/// exchange, in order (where a fork at that exchange ends).
+pub fn exchange_ends(
+    reader: impl BufRead,
+) -> io::Result<Result<(Summary, Vec<u64>), NotTranscript>> {
+    let mut summarizer = Summarizer { exchange_ends: Some(Vec::new()), ..Summarizer::default() };
+    let end = Scanner::scan_from(reader, None, |e| summarizer.event(e))?;
+    Ok(end.map(|end| {
+        let ends = summarizer.exchange_ends.take().unwrap_or_default();
+        (summarizer.finish(end).summary, ends)
+    }))
+}
+
+/// Reads on from the end of the file `summary` was read from, through `appended`: the records
+/// written after it, starting at offset `at`. Gives what a scan of the whole longer file would,
+/// without reading the file again (the checkpoint is the latest among the appended records).
+/// `None` when `summary` did not end cleanly at `at`.
+pub fn read_on(summary: &Summary, at: u64, appended: &[u8]) -> Option<Scan> {
+    let tail = summary.end.as_ref().filter(|t| t.at.offset == at)?;
+    let mut summarizer = Summarizer {
+        header: Some(summary.header.clone()),
+        header_end: summary.header_end,
+        live: (*summary.live).clone(),
+        exchanges: summary.exchanges,
+        exchange_ends: None,
+        problems: summary.problems.clone(),
+        last_activity: tail.last_activity.clone(),
+        pending: tail.pending.clone(),
+        checkpoint: None,
+    };
+    let end = Scanner::scan_from(appended, Some(tail.at), |e| summarizer.event(e))
+        .expect("reading from memory cannot fail")
+        .ok()?;
+    Some(summarizer.finish(end))
 }
 
 #[cfg(test)]

@@ -99,6 +99,14 @@ pub fn settings(flags: &Flags) -> Result<(Settings, Store)> {
     Ok((settings, store))
 }
 
+/// Writes to stdout what `write` writes, in pieces; a closed pipe (`| head`) is not an error.
+pub fn print_with(write: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
+    crate::run::written(write, io::stdout().lock(), |e| match e.kind() {
+        io::ErrorKind::BrokenPipe => Ok(()),
+        _ => Err(e).context("cannot write to stdout"),
+    })
+}
+
 /// Writes to stdout; a closed pipe (`| head`) is not an error.
 pub fn print(text: &str) -> Result<()> {
     let mut out = io::stdout().lock();

@@ -1,16 +1,21 @@
 //! Steering sessions: `sessions`, `show`, `path`, `fork`, `clear`, `rm`, `restore`.
 //! Everything is recorded in the transcripts themselves; nothing here talks to an engine.
 
-use std::io::{IsTerminal, Read};
+use std::fs::File;
+use std::io::{self, BufReader, IsTerminal, Read, Write};
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
 
 use anyhow::{Context, Result};
 use serde_json::json;
 
-use super::{print, settings};
+use super::{print, print_with, settings};
 use crate::config::{Flags, Settings};
 use crate::error::{Failure, exit};
 use crate::store::{self, Appender, Store};
-use crate::transcript::{self, Header, Kind, Meta, Record, Transcript};
+use crate::transcript::{
+    self, Direction, Event, Header, Kind, MarkerEscaper, Meta, Record, Summary,
+};
 use crate::turn::{self, human_bytes};
 
 /// `cca sessions`
@@ -99,48 +104,154 @@ fn local_time_with(rfc3339: &str, format: &[chrono::format::Item]) -> String {
 pub fn show(id: Option<&str>, raw: bool) -> Result<u8> {
     let (settings, store) = settings(&Flags::default())?;
     let id = turn::session_for(&settings, &store, id)?;
-    let mut text = String::new();
-    store
-        .open_session(&id)?
-        .read_to_string(&mut text)
-        .with_context(|| format!("cannot read {}", store.session_path(&id).display()))?;
-    let out = if raw {
-        text
-    } else {
-        let (t, problems) = transcript::parse(&text).map_err(|e| {
-            Failure::new(
+    let path = store.session_path(&id);
+    let cannot_read = || format!("cannot read {}", path.display());
+    let file = store.open_session(&id)?;
+    // Shown in pieces, so that memory does not grow with the file: a first read checks all of
+    // it (nothing is shown of a file that cannot be), a second shows the same bytes.
+    let size = file.metadata().with_context(cannot_read)?.len();
+    let summary = match check(&file, size, !raw).with_context(cannot_read)? {
+        None => None,
+        Some(Ok(summary)) => Some(summary),
+        Some(Err(e)) => {
+            return Err(Failure::new(
                 exit::ERROR,
-                format!(
-                    "{} is not a transcript cca can read ({e})",
-                    store.session_path(&id).display()
-                ),
+                format!("{} is not a transcript cca can read ({e})", path.display()),
             )
             .hint("`cca show --raw` prints it as it is")
-        })?;
-        // The live size, from the text already read: one read of the file, one version of it.
-        let live_bytes = match transcript::summarize(text.as_bytes()) {
-            Ok(Ok(summary)) => summary.live.bytes(),
-            _ => 0,
-        };
-        let bold = settings.color && std::io::stdout().is_terminal();
-        let mut out = readable(&t, live_bytes, text.len() as u64, bold);
-        for p in problems {
-            out.push_str(&format!("\n(line {}: {})\n", p.line, p.message));
+            .into());
         }
-        out
+    };
+    let bold = settings.color && std::io::stdout().is_terminal();
+    let write = |out: &mut dyn Write| -> Result<()> {
+        match &summary {
+            None => copy(&file, 0..size, out).with_context(cannot_read),
+            Some(summary) => write_readable(&file, size, summary, bold, out, &cannot_read),
+        }
     };
     // A dumb terminal cannot run less; a pager the user named is still theirs to choose.
     if std::io::stdout().is_terminal() && (!settings.dumb_terminal || settings.pager.is_some()) {
-        crate::run::page(&out, settings.pager.as_deref())?;
+        crate::run::page(settings.pager.as_deref(), write)?;
     } else {
-        print(&out)?;
+        print_with(write)?;
     }
     Ok(exit::OK)
 }
 
-/// The conversation for a person: no markers, clear separators, every record visible.
-pub fn readable(t: &Transcript, live_bytes: u64, full_bytes: u64, bold: bool) -> String {
-    let h = &t.header;
+/// Reads the first `size` bytes of a transcript through, failing as reading them into a string
+/// would if they are not UTF-8; with `summarize`, the summary of what they hold.
+fn check(
+    file: &File,
+    size: u64,
+    summarize: bool,
+) -> io::Result<Option<Result<Summary, transcript::NotTranscript>>> {
+    let mut reader =
+        BufReader::with_capacity(256 * 1024, Utf8Checked::new(ReadAt { file, at: 0, end: size }));
+    let summary = if summarize { Some(transcript::summarize(&mut reader)?) } else { None };
+    // The summary may have stopped early (not a transcript): the rest is checked all the same.
+    io::copy(&mut reader, &mut io::sink())?;
+    Ok(summary)
+}
+
+/// Copies bytes of the file to `out`.
+fn copy(file: &File, range: Range<u64>, out: &mut dyn Write) -> Result<()> {
+    let mut reader = ReadAt { file, at: range.start, end: range.end };
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = reader.read(&mut buf)?;
+        if n == 0 {
+            return Ok(());
+        }
+        out.write_all(&buf[..n])?;
+    }
+}
+
+/// The conversation for a person: no markers, clear separators, every record visible. Reads
+/// the records, and their content, from the file as it writes them.
+fn write_readable(
+    file: &File,
+    size: u64,
+    summary: &Summary,
+    bold: bool,
+    out: &mut dyn Write,
+    cannot_read: &dyn Fn() -> String,
+) -> Result<()> {
+    out.write_all(readable_head(&summary.header, summary.live.bytes(), size).as_bytes())?;
+    // Once writing fails (the reader quit), reading stops too.
+    let stop = std::cell::Cell::new(false);
+    let mut failed: Option<anyhow::Error> = None;
+    let mut done = 0;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut unescaped = Vec::with_capacity(70 * 1024);
+    let records = Until { inner: ReadAt { file, at: 0, end: size }, stop: &stop };
+    let reader = BufReader::with_capacity(256 * 1024, records);
+    let scanned = transcript::Scanner::scan(reader, |event| {
+        let Event::Record(r) = event else { return };
+        if stop.get() {
+            return;
+        }
+        let (on, off) = if bold { ("\x1b[1m", "\x1b[0m") } else { ("", "") };
+        let title = record_title(r.kind, &r.meta, &mut done);
+        let shown = out
+            .write_all(format!("\n{on}── {title} ──{off}\n").as_bytes())
+            .map_err(anyhow::Error::from)
+            .and_then(|()| {
+                write_content(file, &r.content, &mut buf, &mut unescaped, out, cannot_read)
+            });
+        if let Err(e) = shown {
+            failed = Some(e);
+            stop.set(true);
+        }
+    });
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    // These bytes were read once already: an error now means the file changed in between, and
+    // what was shown is all there is to show.
+    let _ = scanned.with_context(cannot_read)?;
+    for p in &summary.problems {
+        out.write_all(format!("\n(line {}: {})\n", p.line, p.message).as_bytes())?;
+    }
+    Ok(())
+}
+
+/// A record's content, unescaped, with a newline after it if it has none of its own.
+fn write_content(
+    file: &File,
+    content: &Range<u64>,
+    buf: &mut [u8],
+    unescaped: &mut Vec<u8>,
+    out: &mut dyn Write,
+    cannot_read: &dyn Fn() -> String,
+) -> Result<()> {
+    if content.is_empty() {
+        return Ok(());
+    }
+    let mut escaper = MarkerEscaper::new(Direction::Unescape);
+    let mut last = 0u8;
+    let mut at = content.start;
+    while at < content.end {
+        let n = ((content.end - at) as usize).min(buf.len());
+        file.read_exact_at(&mut buf[..n], at).with_context(cannot_read)?;
+        at += n as u64;
+        unescaped.clear();
+        escaper.push(&buf[..n], unescaped);
+        if at == content.end {
+            escaper.finish(unescaped);
+        }
+        if let Some(&b) = unescaped.last() {
+            last = b;
+        }
+        out.write_all(unescaped)?;
+    }
+    if last != b'\n' {
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+/// What `cca show` prints above the records.
+fn readable_head(h: &Header, live_bytes: u64, full_bytes: u64) -> String {
     let mut out = format!("{}\n", if h.title.is_empty() { "(untitled)" } else { &h.title });
     out.push_str(&format!(
         "session {} · {}{} · prompt {} · started {}\n",
@@ -159,52 +270,111 @@ pub fn readable(t: &Transcript, live_bytes: u64, full_bytes: u64, bold: bool) ->
         estimate_tokens(live_bytes),
         human_bytes(full_bytes)
     ));
-    let mut done = 0;
-    for r in &t.records {
-        let turn = done + 1;
-        let title = match r.kind {
-            Kind::User => format!("{turn}. You"),
-            Kind::Attachment => {
-                format!("attached: {}", r.meta.name.as_deref().unwrap_or("context"))
+    out
+}
+
+/// A record's title in `cca show`; `done` counts the answers so far, for turn numbers.
+fn record_title(kind: Kind, meta: &Meta, done: &mut u64) -> String {
+    let turn = *done + 1;
+    match kind {
+        Kind::User => format!("{turn}. You"),
+        Kind::Attachment => format!("attached: {}", meta.name.as_deref().unwrap_or("context")),
+        Kind::Assistant => {
+            *done += 1;
+            let mut t = format!("{turn}. {}", meta.engine.as_deref().unwrap_or("answer"));
+            if let Some(m) = &meta.model {
+                t.push_str(&format!(" ({m})"));
             }
-            Kind::Assistant => {
-                done += 1;
-                let mut t = format!("{turn}. {}", r.meta.engine.as_deref().unwrap_or("answer"));
-                if let Some(m) = &r.meta.model {
-                    t.push_str(&format!(" ({m})"));
-                }
-                if let Some(ms) = r.meta.duration_ms {
-                    t.push_str(&format!(" · {:.1} s", ms as f64 / 1000.0));
-                }
-                t
+            if let Some(ms) = meta.duration_ms {
+                t.push_str(&format!(" · {:.1} s", ms as f64 / 1000.0));
             }
-            Kind::Failed => format!(
-                "not answered, not sent again: {}",
-                transcript::one_line(r.meta.reason.as_deref().unwrap_or("failed"), 120)
-            ),
-            Kind::Interrupted => format!(
-                "interrupted, not sent again: {}",
-                r.meta.reason.as_deref().unwrap_or("stopped")
-            ),
-            Kind::Clear => "context cleared here: nothing above is sent again".to_string(),
-            Kind::Compaction => format!(
-                "summary of turns {}–{}, sent in their place ({} → {})",
-                r.meta.first.unwrap_or(1),
-                r.meta.through.unwrap_or(0),
-                human_bytes(r.meta.bytes_before.unwrap_or(0)),
-                human_bytes(r.meta.bytes_after.unwrap_or(0))
-            ),
-        };
-        let (on, off) = if bold { ("\x1b[1m", "\x1b[0m") } else { ("", "") };
-        out.push_str(&format!("\n{on}── {title} ──{off}\n"));
-        if !r.content.is_empty() {
-            out.push_str(&r.content);
-            if !r.content.ends_with('\n') {
-                out.push('\n');
+            t
+        }
+        Kind::Failed => format!(
+            "not answered, not sent again: {}",
+            transcript::one_line(meta.reason.as_deref().unwrap_or("failed"), 120)
+        ),
+        Kind::Interrupted => {
+            format!("interrupted, not sent again: {}", meta.reason.as_deref().unwrap_or("stopped"))
+        }
+        Kind::Clear => "context cleared here: nothing above is sent again".to_string(),
+        Kind::Compaction => format!(
+            "summary of turns {}–{}, sent in their place ({} → {})",
+            meta.first.unwrap_or(1),
+            meta.through.unwrap_or(0),
+            human_bytes(meta.bytes_before.unwrap_or(0)),
+            human_bytes(meta.bytes_after.unwrap_or(0))
+        ),
+    }
+}
+
+/// Reads part of a file by offset, leaving the file's position alone.
+struct ReadAt<'a> {
+    file: &'a File,
+    at: u64,
+    end: u64,
+}
+
+impl Read for ReadAt<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let want = buf.len().min((self.end - self.at) as usize);
+        let n = self.file.read_at(&mut buf[..want], self.at)?;
+        self.at += n as u64;
+        Ok(n)
+    }
+}
+
+/// Reads on until `stop` is set, then ends as if at the end.
+struct Until<'a, R> {
+    inner: R,
+    stop: &'a std::cell::Cell<bool>,
+}
+
+impl<R: Read> Read for Until<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.stop.get() { Ok(0) } else { self.inner.read(buf) }
+    }
+}
+
+/// Passes bytes through, failing as `read_to_string` does when they are not UTF-8.
+struct Utf8Checked<R> {
+    inner: R,
+    /// The start of a character split across two reads.
+    carry: Vec<u8>,
+}
+
+impl<R: Read> Utf8Checked<R> {
+    fn new(inner: R) -> Self {
+        Utf8Checked { inner, carry: Vec::with_capacity(4) }
+    }
+}
+
+impl<R: Read> Read for Utf8Checked<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let invalid =
+            || io::Error::new(io::ErrorKind::InvalidData, "stream did not contain valid UTF-8");
+        let n = self.inner.read(buf)?;
+        if n == 0 {
+            return if self.carry.is_empty() { Ok(0) } else { Err(invalid()) };
+        }
+        let mut rest = &buf[..n];
+        // A character split across reads is completed first, a byte at a time (three at most).
+        while !self.carry.is_empty() && !rest.is_empty() {
+            self.carry.push(rest[0]);
+            rest = &rest[1..];
+            match std::str::from_utf8(&self.carry) {
+                Ok(_) => self.carry.clear(),
+                Err(e) if e.error_len().is_some() => return Err(invalid()),
+                Err(_) => {}
             }
         }
+        match std::str::from_utf8(rest) {
+            Ok(_) => {}
+            Err(e) if e.error_len().is_some() => return Err(invalid()),
+            Err(e) => self.carry.extend_from_slice(&rest[e.valid_up_to()..]),
+        }
+        Ok(n)
     }
-    out
 }
 
 /// `cca path`
@@ -233,7 +403,7 @@ pub fn fork_session(
     at: Option<u64>,
 ) -> Result<String> {
     let _lock = store.lock(source, true, || turn::say_waiting(source))?;
-    let summary = store.summarize(source)?;
+    let (summary, exchange_ends) = store.summarize_with_ends(source)?;
     let n = at.unwrap_or(summary.exchanges);
     if n > summary.exchanges {
         return Err(Failure::usage(format!(
@@ -244,7 +414,7 @@ pub fn fork_session(
     }
     let end = match n {
         0 => summary.header_end,
-        n => summary.exchange_ends[n as usize - 1],
+        n => exchange_ends[n as usize - 1],
     };
     let mut body = vec![0u8; (end - summary.header_end) as usize];
     std::os::unix::fs::FileExt::read_exact_at(
@@ -285,8 +455,10 @@ pub fn clear_session(settings: &Settings, store: &Store, id: &str) -> Result<()>
         meta: Meta { at: Some(turn::now_string(settings)), ..Meta::default() },
         content: String::new(),
     };
-    Appender::open(store, id)?
-        .append(transcript::render_record(&record, summary.exchanges + 1).as_bytes())
+    Appender::open(store, id)?.append_after(
+        &summary,
+        transcript::render_record(&record, summary.exchanges + 1).as_bytes(),
+    )
 }
 
 /// `cca compact`
