@@ -356,9 +356,12 @@ impl Store {
         let scan = transcript::scan(reader, from)
             .with_context(cannot_read)?
             .map_err(|e| not_transcript(&path, id, e))?;
+        // Rewritten unless it says just this already (and its checkpoint, if any, was good).
         let at = |c: &Option<Checkpoint>| c.as_ref().map(|c| c.at);
-        let current =
-            known.as_ref().is_some_and(|index| at(&index.checkpoint) == at(&scan.checkpoint));
+        let current = known.as_ref().is_some_and(|index| {
+            at(&index.checkpoint) == at(&scan.checkpoint)
+                && index.checkpoint.is_some() == from.is_some()
+        });
         if keep_index && !current {
             self.write_live_index(id, &file, stamp, scan.checkpoint);
         }

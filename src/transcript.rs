@@ -1152,12 +1152,15 @@ impl Summarizer {
         }
     }
 
-    /// Keeps the state just after `r` as the latest checkpoint, when it is small.
+    /// Keeps the state just after `r` as the latest checkpoint, when it is small (an earlier
+    /// one stays good to start from otherwise).
     fn take_checkpoint(&mut self, r: &RecordSpan) {
         let pending = self.pending.as_ref().map_or(0, |(_, a)| 1 + a.len());
         let items = self.live.exchanges.len() + self.problems.len() + pending;
-        let Some(header) = &self.header else { return };
-        self.checkpoint = (items <= CHECKPOINT_ITEMS).then(|| Checkpoint {
+        let Some(header) = self.header.as_ref().filter(|_| items <= CHECKPOINT_ITEMS) else {
+            return;
+        };
+        self.checkpoint = Some(Checkpoint {
             at: Position { offset: r.raw.end, line: r.end_line },
             record: r.raw.clone(),
             header: header.clone(),
@@ -1567,6 +1570,219 @@ mod tests {
             // Every record read back is one that was written, in order: a prefix.
             prop_assert!(back.records.len() <= t.records.len());
             prop_assert_eq!(&back.records[..], &t.records[..back.records.len()]);
+        }
+    }
+
+    /// A record of any kind (user turns, answers, clears and compactions more often than the
+    /// rest), compactions standing for any turns, some with times.
+    fn any_record() -> impl Strategy<Value = Record> {
+        let kind = prop_oneof![
+            3 => Just(Kind::User),
+            3 => Just(Kind::Assistant),
+            2 => Just(Kind::Clear),
+            2 => Just(Kind::Compaction),
+            1 => Just(Kind::Attachment),
+            1 => Just(Kind::Failed),
+            1 => Just(Kind::Interrupted),
+        ];
+        let meta = (
+            proptest::option::of(0u64..6),
+            proptest::option::of(0u64..8),
+            proptest::option::of(0u32..60),
+            proptest::option::of("[a-z]{0,4}"),
+        );
+        (kind, hostile_text(), meta).prop_map(|(kind, content, (first, through, minute, name))| {
+            Record {
+                kind,
+                meta: Meta {
+                    at: minute.map(|m| format!("2026-11-21T10:{m:02}:00Z")),
+                    first,
+                    through,
+                    name,
+                    ..Meta::default()
+                },
+                content,
+            }
+        })
+    }
+
+    /// What follows a header: records as cca writes them, and now and then damage (a record
+    /// cut off by a crash, a line added by hand, a broken or stray marker).
+    fn any_body(max: usize) -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            8 => any_record().prop_map(|r| render_record(&r, 1)),
+            1 => (any_record(), any::<proptest::sample::Index>()).prop_map(|(r, cut)| {
+                format!("{}\n", cut_at(&render_record(&r, 1), cut))
+            }),
+            1 => proptest::sample::select(vec![
+                "a note by hand\n",
+                "<!-- cca:bogus -->\n",
+                "<!-- cca:end -->\n",
+                "<!-- cca:session {} -->\n",
+                "<!-- cca:user {\"at\": -->\n",
+            ])
+            .prop_map(str::to_string),
+        ];
+        proptest::collection::vec(piece, 0..max).prop_map(|v| v.concat())
+    }
+
+    /// `text` cut at `cut` (an index into it), on a character boundary.
+    fn cut_at(text: &str, cut: proptest::sample::Index) -> &str {
+        let at = cut.index(text.len() + 1);
+        let at = (0..=at).rev().find(|&i| text.is_char_boundary(i)).unwrap();
+        &text[..at]
+    }
+
+    fn full_scan(text: &str) -> Result<Scan, String> {
+        scan(text.as_bytes(), None).unwrap().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_checkpoint_follows_each_clear_and_compaction() {
+        let mut records = vec![
+            record(Kind::User, "1"),
+            record(Kind::Assistant, "a1"),
+            record(Kind::Clear, ""),
+            record(Kind::User, "2"),
+            record(Kind::Assistant, "a2"),
+        ];
+        let text = render(&Transcript { header: header(), records: records.clone() });
+        let first = full_scan(&text).unwrap();
+        let checkpoint = first.checkpoint.unwrap();
+        let clear = text.find("<!-- cca:clear").unwrap() as u64;
+        assert_eq!(checkpoint.record.start, clear);
+        assert!(text[..checkpoint.at.offset as usize].ends_with("<!-- cca:end -->\n"));
+        assert_eq!(
+            checkpoint.at.line,
+            text[..checkpoint.at.offset as usize].lines().count() as u64
+        );
+        assert_eq!(checkpoint.exchanges, 1);
+
+        records.push(Record {
+            kind: Kind::Compaction,
+            meta: Meta { first: Some(2), through: Some(2), ..Meta::default() },
+            content: "summary".into(),
+        });
+        let text = render(&Transcript { header: header(), records });
+        let checkpoint = full_scan(&text).unwrap().checkpoint.unwrap();
+        assert_eq!(checkpoint.at.offset, text.len() as u64);
+        assert_eq!(checkpoint.live.summary_turns, Some((2, 2)));
+
+        // A compaction during a turn comes between its question and its answer: the
+        // question is pending at the checkpoint, and the answer completes it after.
+        let records = vec![
+            record(Kind::User, "1"),
+            record(Kind::Assistant, "a1"),
+            record(Kind::User, "2"),
+            Record {
+                kind: Kind::Compaction,
+                meta: Meta { first: Some(1), through: Some(1), ..Meta::default() },
+                content: "summary of 1".into(),
+            },
+            record(Kind::Assistant, "a2"),
+        ];
+        let text = render(&Transcript { header: header(), records });
+        let whole = full_scan(&text).unwrap();
+        let checkpoint = whole.checkpoint.unwrap();
+        assert!(checkpoint.pending.is_some());
+        let rest = &text.as_bytes()[checkpoint.at.offset as usize..];
+        let tail = scan(rest, Some(&checkpoint)).unwrap().unwrap();
+        assert_eq!(tail.summary, whole.summary);
+        assert_eq!(tail.summary.live.exchanges.len(), 1);
+        assert_eq!(tail.summary.exchanges, 2);
+
+        // A session never cleared has no place to start but the beginning.
+        let text = render(&Transcript {
+            header: header(),
+            records: vec![record(Kind::User, "1"), record(Kind::Assistant, "a1")],
+        });
+        assert_eq!(full_scan(&text).unwrap().checkpoint, None);
+    }
+
+    #[test]
+    fn a_checkpoint_too_large_to_keep_leaves_the_earlier_one() {
+        let mut records = vec![record(Kind::Clear, "")];
+        for n in 0..CHECKPOINT_ITEMS + 1 {
+            records.push(record(Kind::User, &n.to_string()));
+            records.push(record(Kind::Assistant, "a"));
+        }
+        // Stands for none of them: all stay live.
+        records.push(Record {
+            kind: Kind::Compaction,
+            meta: Meta { first: Some(1), through: Some(0), ..Meta::default() },
+            content: "nothing".into(),
+        });
+        let text = render(&Transcript { header: header(), records });
+        let whole = full_scan(&text).unwrap();
+        let checkpoint = whole.checkpoint.unwrap();
+        assert_eq!(&text[checkpoint.record.start as usize..][..14], "<!-- cca:clear");
+        let rest = &text.as_bytes()[checkpoint.at.offset as usize..];
+        assert_eq!(scan(rest, Some(&checkpoint)).unwrap().unwrap().summary, whole.summary);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// The file as it was when a checkpoint was taken (cut anywhere, as by a crash), then
+        /// records appended (cut anywhere after the checkpoint): reading on from the checkpoint
+        /// gives exactly what reading the whole file gives.
+        #[test]
+        fn reading_on_from_a_checkpoint_is_reading_it_all(
+            before in any_body(12),
+            after in any_body(6),
+            cut_before in proptest::option::of(any::<proptest::sample::Index>()),
+            cut_after in any::<proptest::sample::Index>(),
+        ) {
+            let then = render_header(&header()) + &before;
+            let then = cut_before.map_or(then.as_str(), |cut| cut_at(&then, cut));
+            let Ok(Scan { checkpoint: Some(checkpoint), .. }) = full_scan(then) else {
+                return Ok(());
+            };
+            // As it is kept: through JSON.
+            let json = serde_json::to_string(&checkpoint).unwrap();
+            let kept: Checkpoint = serde_json::from_str(&json).unwrap();
+            prop_assert_eq!(&kept, &checkpoint);
+
+            let now = format!("{then}{after}");
+            let from = checkpoint.at.offset as usize;
+            let now = &now[..from + cut_at(&now[from..], cut_after).len()];
+            let whole = full_scan(now).unwrap();
+            let tail = scan(&now.as_bytes()[from..], Some(&kept)).unwrap().unwrap();
+            prop_assert_eq!(&tail.summary, &whole.summary);
+            prop_assert_eq!(&tail.checkpoint, &whole.checkpoint);
+        }
+
+        /// Records appended after a summary was read are read on from it, without the file.
+        #[test]
+        fn reading_on_over_appended_records_is_reading_it_all(
+            before in any_body(10),
+            after in proptest::collection::vec(any_record(), 0..4),
+            cut in any::<proptest::sample::Index>(),
+            whole_file in any::<bool>(),
+        ) {
+            let then = render_header(&header()) + &before;
+            let then = if whole_file { then.as_str() } else { cut_at(&then, cut) };
+            let Ok(first) = full_scan(then) else { return Ok(()) };
+            let more: String = after.iter().map(|r| render_record(r, 1)).collect();
+            let now = format!("{then}{more}");
+            let whole = full_scan(&now).unwrap();
+            let at = then.len() as u64;
+            match read_on(&first.summary, at, more.as_bytes()) {
+                Some(on) => {
+                    prop_assert_eq!(&on.summary, &whole.summary);
+                    let appended_checkpoint = whole.checkpoint.filter(|c| c.at.offset > at);
+                    prop_assert_eq!(on.checkpoint, appended_checkpoint);
+                }
+                // Only a file that does not end cleanly cannot be read on from: in the middle
+                // of a line, or of a record.
+                None => {
+                    let open = first.summary.problems.last().is_some_and(|p| {
+                        p.message.contains("was cut off before its end marker")
+                    });
+                    prop_assert!(!then.ends_with('\n') || open);
+                }
+            }
+            prop_assert!(read_on(&first.summary, at + 1, more.as_bytes()).is_none());
         }
     }
 }
