@@ -954,4 +954,310 @@ mod tests {
         assert_eq!(id_from_file_name("session_../x.md"), None);
         assert_eq!(id_from_file_name("latest"), None);
     }
+
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use proptest::prelude::*;
+
+    use crate::transcript::{Header, Kind, Meta, Record};
+
+    fn header() -> Header {
+        Header {
+            format: transcript::FORMAT,
+            id: "20261121-101500".into(),
+            created: "2026-11-21T10:15:00Z".into(),
+            engine: "claude".into(),
+            model: None,
+            prompt: "general".into(),
+            prompt_hash: "fnv1a64:0123456789abcdef".into(),
+            cwd: "/".into(),
+            title: "t".into(),
+            forked_from: None,
+        }
+    }
+
+    fn record(kind: Kind, content: &str) -> Record {
+        Record { kind, meta: Meta::default(), content: content.into() }
+    }
+
+    fn compaction(through: u64) -> Record {
+        Record {
+            kind: Kind::Compaction,
+            meta: Meta { first: Some(1), through: Some(through), ..Meta::default() },
+            content: format!("summary of 1-{through}"),
+        }
+    }
+
+    fn records(rs: &[Record]) -> String {
+        rs.iter().map(|r| transcript::render_record(r, 1)).collect()
+    }
+
+    /// A store in a temp folder with one session holding `body` after its header.
+    fn session(body: &str) -> (tempfile::TempDir, Store, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path().join("cca"));
+        let id = store
+            .create_session("20261121-101500", |_| transcript::render_header(&header()) + body)
+            .unwrap();
+        (dir, store, id)
+    }
+
+    /// What reading the whole file gives; `None` when it is not a transcript.
+    fn whole(store: &Store, id: &str) -> Option<Summary> {
+        let bytes = fs::read(store.session_path(id)).unwrap();
+        transcript::summarize(&bytes[..]).unwrap().ok()
+    }
+
+    /// A change by another program, at a time of its own (as any later clock tick gives it; see
+    /// `LiveIndex` for the one change a stamp cannot see).
+    fn by_hand(store: &Store, id: &str, change: impl FnOnce(&Path), n: &mut u64) {
+        let path = store.session_path(id);
+        change(&path);
+        *n += 1;
+        let file = OpenOptions::new().write(true).open(&path).unwrap();
+        file.set_modified(UNIX_EPOCH + Duration::from_secs(1_000_000 + *n)).unwrap();
+    }
+
+    #[test]
+    fn the_live_index_follows_the_last_clear_and_cca_appends() {
+        let body = records(&[
+            record(Kind::User, "1"),
+            record(Kind::Assistant, "a1"),
+            record(Kind::Clear, ""),
+            record(Kind::User, "2"),
+            record(Kind::Assistant, "a2"),
+        ]);
+        let (_dir, store, id) = session(&body);
+        assert!(store.read_live_index(&id).is_none());
+        // Listing and showing read it, but never write it.
+        store.summarize_unlocked(&id).unwrap();
+        assert!(store.read_live_index(&id).is_none());
+
+        let summary = store.summarize(&id).unwrap();
+        let index = store.read_live_index(&id).unwrap();
+        let text = fs::read_to_string(store.session_path(&id)).unwrap();
+        let checkpoint = index.checkpoint.clone().unwrap();
+        assert_eq!(checkpoint.record.start, text.find("<!-- cca:clear").unwrap() as u64);
+        assert_eq!(index.stamp, Stamp::of(&store.open_session(&id).unwrap()).unwrap());
+
+        // A turn's appends keep it current, with the same checkpoint.
+        let mut appender = Appender::open(&store, &id).unwrap();
+        appender.append(records(&[record(Kind::User, "3")]).as_bytes()).unwrap();
+        appender.append(records(&[record(Kind::Assistant, "a3")]).as_bytes()).unwrap();
+        let index = store.read_live_index(&id).unwrap();
+        assert_eq!(index.checkpoint.as_ref().map(|c| c.at), Some(checkpoint.at));
+        assert_eq!(index.stamp, Stamp::of(&store.open_session(&id).unwrap()).unwrap());
+        assert_eq!(store.summarize(&id).unwrap(), whole(&store, &id).unwrap());
+
+        // A clear appended after a summary moves it to the end, without a read.
+        let summary_now = store.summarize(&id).unwrap();
+        assert_ne!(summary_now, summary);
+        appender
+            .append_after(&summary_now, records(&[record(Kind::Clear, "")]).as_bytes())
+            .unwrap();
+        let size = fs::metadata(store.session_path(&id)).unwrap().len();
+        let index = store.read_live_index(&id).unwrap();
+        assert_eq!(index.checkpoint.as_ref().map(|c| c.at.offset), Some(size));
+        assert_eq!(store.summarize(&id).unwrap(), whole(&store, &id).unwrap());
+
+        // A summary older than the file cannot be read on from: the checkpoint stays.
+        appender.append_after(&summary, records(&[compaction(1)]).as_bytes()).unwrap();
+        let later = store.read_live_index(&id).unwrap();
+        assert_eq!(later.checkpoint.map(|c| c.at), index.checkpoint.map(|c| c.at));
+        assert_eq!(store.summarize(&id).unwrap(), whole(&store, &id).unwrap());
+
+        // Removing the session removes its index.
+        store.remove(&id, true).unwrap();
+        assert!(!store.live_index_path(&id).exists());
+    }
+
+    #[test]
+    fn a_stale_or_broken_live_index_is_not_trusted() {
+        let body = records(&[
+            record(Kind::User, "1"),
+            record(Kind::Assistant, "a1"),
+            record(Kind::Clear, ""),
+            record(Kind::User, "2"),
+            record(Kind::Assistant, "a2"),
+        ]);
+        let (_dir, store, id) = session(&body);
+        store.summarize(&id).unwrap();
+        let good = fs::read(store.live_index_path(&id)).unwrap();
+        let expected = whole(&store, &id).unwrap();
+        let mut index: serde_json::Value = serde_json::from_slice(&good).unwrap();
+        // A checkpoint moved (its stamp still right): its record is not where it says.
+        index["checkpoint"]["at"]["offset"] = serde_json::json!(expected.header_end);
+        index["checkpoint"]["record"]["start"] = serde_json::json!(expected.header_end - 20);
+        index["checkpoint"]["record"]["end"] = serde_json::json!(expected.header_end);
+        let forged =
+            [serde_json::to_vec(&index).unwrap(), b"{not json".to_vec(), Vec::new(), good.clone()];
+        for (n, bytes) in forged.iter().enumerate() {
+            fs::write(store.live_index_path(&id), bytes).unwrap();
+            assert_eq!(store.summarize_unlocked(&id).unwrap(), expected, "{n}");
+            assert_eq!(store.summarize(&id).unwrap(), expected, "{n}");
+        }
+        // An index of the file as it was before an edit by hand, put back after it.
+        let mut n = 0;
+        by_hand(
+            &store,
+            &id,
+            |p| {
+                let text = fs::read_to_string(p).unwrap().replace("<!-- cca:clear -->", "by hand");
+                fs::write(p, text).unwrap();
+            },
+            &mut n,
+        );
+        fs::write(store.live_index_path(&id), &good).unwrap();
+        let edited = whole(&store, &id).unwrap();
+        assert_eq!(edited.live.exchanges.len(), 2);
+        assert_eq!(store.summarize(&id).unwrap(), edited);
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// A turn: its summary read, then its records appended one by one.
+        Turn(Vec<Record>),
+        /// `cca clear` or `cca compact`: the summary read, then one record appended after it.
+        After(Box<Record>),
+        /// Bytes at a place replaced by others, in place.
+        Edit(prop::sample::Index, usize, String),
+        /// One ASCII byte replaced by another: the size stays.
+        Retype(prop::sample::Index),
+        Truncate(prop::sample::Index),
+        /// Text appended by another program.
+        Append(String),
+        /// The file replaced by a copy (as editors that write a new file and rename it do).
+        Replace,
+    }
+
+    fn any_record() -> impl Strategy<Value = Record> {
+        let kind = prop::sample::select(vec![
+            Kind::User,
+            Kind::Assistant,
+            Kind::Attachment,
+            Kind::Failed,
+            Kind::Interrupted,
+            Kind::Clear,
+            Kind::Compaction,
+        ]);
+        let content = prop::sample::select(vec![
+            "",
+            "text",
+            "<!-- cca:end -->",
+            "\\<!-- cca:clear -->\n",
+            "```\nopen fence",
+        ]);
+        (kind, content, 0u64..6).prop_map(|(kind, content, through)| match kind {
+            Kind::Compaction => Record { content: content.into(), ..compaction(through) },
+            kind => record(kind, content),
+        })
+    }
+
+    fn any_op() -> impl Strategy<Value = Op> {
+        let text = prop::sample::select(vec![
+            "x",
+            "\n",
+            "<!-- cca:clear -->\n",
+            "\n<!-- cca:end -->\n",
+            "<!-- cca:",
+            "a longer piece of text\n",
+        ])
+        .prop_map(str::to_string);
+        prop_oneof![
+            4 => prop::collection::vec(any_record(), 1..3).prop_map(Op::Turn),
+            3 => any_record().prop_map(|r| Op::After(Box::new(r))),
+            1 => (any::<prop::sample::Index>(), 0usize..30, text.clone())
+                .prop_map(|(at, len, text)| Op::Edit(at, len, text)),
+            1 => any::<prop::sample::Index>().prop_map(Op::Retype),
+            1 => any::<prop::sample::Index>().prop_map(Op::Truncate),
+            1 => text.prop_map(Op::Append),
+            1 => Just(Op::Replace),
+        ]
+    }
+
+    fn apply(store: &Store, id: &str, op: &Op, n: &mut u64) {
+        let text = fs::read_to_string(store.session_path(id)).unwrap();
+        let boundary = |at: &prop::sample::Index| {
+            let at = at.index(text.len() + 1);
+            (0..=at).rev().find(|&i| text.is_char_boundary(i)).unwrap()
+        };
+        match op {
+            Op::Turn(rs) => {
+                let _ = store.summarize(id);
+                let mut appender = Appender::open(store, id).unwrap();
+                for r in rs {
+                    appender.append(records(std::slice::from_ref(r)).as_bytes()).unwrap();
+                }
+            }
+            Op::After(r) => {
+                if let Ok(summary) = store.summarize(id) {
+                    let mut appender = Appender::open(store, id).unwrap();
+                    appender
+                        .append_after(&summary, records(std::slice::from_ref(r)).as_bytes())
+                        .unwrap();
+                }
+            }
+            Op::Edit(at, len, insert) => {
+                let at = boundary(at);
+                let end = (at + len).min(text.len());
+                let end = (end..=text.len()).find(|&i| text.is_char_boundary(i)).unwrap();
+                let edited = format!("{}{insert}{}", &text[..at], &text[end..]);
+                by_hand(store, id, |p| fs::write(p, edited).unwrap(), n);
+            }
+            Op::Retype(at) => {
+                let mut bytes = text.into_bytes();
+                let Some(i) = (0..bytes.len())
+                    .map(|i| (at.index(bytes.len()) + i) % bytes.len())
+                    .find(|&i| bytes[i].is_ascii_graphic())
+                else {
+                    return;
+                };
+                bytes[i] = if bytes[i] == b'x' { b'y' } else { b'x' };
+                by_hand(store, id, |p| fs::write(p, bytes).unwrap(), n);
+            }
+            Op::Truncate(at) => {
+                let at = boundary(at) as u64;
+                by_hand(
+                    store,
+                    id,
+                    |p| OpenOptions::new().write(true).open(p).unwrap().set_len(at).unwrap(),
+                    n,
+                );
+            }
+            Op::Append(more) => {
+                let mut file =
+                    OpenOptions::new().append(true).open(store.session_path(id)).unwrap();
+                file.write_all(more.as_bytes()).unwrap();
+            }
+            Op::Replace => {
+                let path = store.session_path(id);
+                let copy = path.with_extension("copy");
+                fs::write(&copy, &text).unwrap();
+                fs::rename(&copy, &path).unwrap();
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Whatever happens to the file (cca's turns, clears and compactions; edits, retyped
+        /// bytes, truncations, appends and replacements by others), what is read is what a
+        /// read of the whole file gives, with the live index or without it.
+        #[test]
+        fn what_is_read_is_what_the_file_holds(
+            start in prop::collection::vec(any_record(), 0..8),
+            ops in prop::collection::vec(any_op(), 1..12),
+        ) {
+            let (_dir, store, id) = session(&records(&start));
+            let mut n = 0;
+            for op in &ops {
+                apply(&store, &id, op, &mut n);
+                let expected = whole(&store, &id);
+                prop_assert_eq!(store.summarize_unlocked(&id).ok(), expected.clone(), "{:?}", op);
+                prop_assert_eq!(store.summarize(&id).ok(), expected.clone(), "{:?}", op);
+                prop_assert_eq!(store.summarize(&id).ok(), expected, "{:?}", op);
+            }
+        }
+    }
 }
