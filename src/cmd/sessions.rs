@@ -549,3 +549,191 @@ pub fn restore(ids: &[String]) -> Result<u8> {
     }
     Ok(exit::OK)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use transcript::Transcript;
+
+    /// `cca show` as it was when it read the whole file into memory: what streaming must give.
+    fn shown_from_memory(text: &str, bold: bool) -> Option<String> {
+        let (t, problems) = transcript::parse(text).ok()?;
+        let live_bytes = transcript::summarize(text.as_bytes()).unwrap().unwrap().live.bytes();
+        let mut out = readable_head(&t.header, live_bytes, text.len() as u64);
+        let mut done = 0;
+        for r in &t.records {
+            let title = record_title(r.kind, &r.meta, &mut done);
+            let (on, off) = if bold { ("\x1b[1m", "\x1b[0m") } else { ("", "") };
+            out.push_str(&format!("\n{on}── {title} ──{off}\n"));
+            if !r.content.is_empty() {
+                out.push_str(&r.content);
+                if !r.content.ends_with('\n') {
+                    out.push('\n');
+                }
+            }
+        }
+        for p in problems {
+            out.push_str(&format!("\n(line {}: {})\n", p.line, p.message));
+        }
+        Some(out)
+    }
+
+    fn header() -> Header {
+        Header {
+            format: transcript::FORMAT,
+            id: "20261121-101500".into(),
+            created: "2026-11-21T10:15:00Z".into(),
+            engine: "claude".into(),
+            model: Some("m".into()),
+            prompt: "general".into(),
+            prompt_hash: "fnv1a64:0123456789abcdef".into(),
+            cwd: "/".into(),
+            title: "t".into(),
+            forked_from: None,
+        }
+    }
+
+    fn any_kind() -> impl Strategy<Value = Kind> {
+        prop::sample::select(vec![
+            Kind::User,
+            Kind::Attachment,
+            Kind::Assistant,
+            Kind::Failed,
+            Kind::Interrupted,
+            Kind::Clear,
+            Kind::Compaction,
+        ])
+    }
+
+    fn any_content() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            Just("<!-- cca:end -->".to_string()),
+            Just("\\<!-- cca:user -->".to_string()),
+            Just("\\\\".to_string()),
+            Just("```".to_string()),
+            Just("\n".to_string()),
+            Just("\r\n".to_string()),
+            "[a-zé ]{0,8}",
+        ];
+        prop::collection::vec(piece, 0..10).prop_map(|v| v.concat())
+    }
+
+    /// A pager-less reader that takes whatever it is given.
+    fn streamed(text: &str, bold: bool) -> Option<String> {
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(text.as_bytes()).unwrap();
+        let size = text.len() as u64;
+        let summary = check(&file, size, true).unwrap()?.ok()?;
+        let mut out = Vec::new();
+        write_readable(&file, size, &summary, bold, &mut out, &|| "cannot read".into()).unwrap();
+        Some(String::from_utf8(out).unwrap())
+    }
+
+    /// Gives `data` in pieces of the sizes given, in turn.
+    struct Pieces<'a> {
+        data: &'a [u8],
+        sizes: Vec<usize>,
+        turn: usize,
+    }
+
+    impl Read for Pieces<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let size = self.sizes[self.turn % self.sizes.len()];
+            self.turn += 1;
+            let n = size.min(buf.len()).min(self.data.len());
+            buf[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            Ok(n)
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn show_streams_what_it_showed_from_memory(
+            records in prop::collection::vec((any_kind(), any_content()), 0..8),
+            cut in any::<prop::sample::Index>(),
+            bold in any::<bool>(),
+        ) {
+            let records = records
+                .into_iter()
+                .map(|(kind, content)| Record { kind, meta: Meta::default(), content })
+                .collect();
+            let text = transcript::render(&Transcript { header: header(), records });
+            // Cut anywhere: a record cut off is shown among the problems.
+            let at = cut.index(text.len() + 1);
+            let at = (0..=at).rev().find(|&i| text.is_char_boundary(i)).unwrap();
+            let text = &text[..at];
+            prop_assert_eq!(streamed(text, bold), shown_from_memory(text, bold));
+        }
+
+        #[test]
+        fn content_streams_in_any_pieces(content in any_content(), chunk in 1usize..9) {
+            let stored = {
+                let mut out = Vec::new();
+                let mut escaper = MarkerEscaper::new(Direction::Escape);
+                escaper.push(content.as_bytes(), &mut out);
+                escaper.finish(&mut out);
+                out
+            };
+            let mut file = tempfile::tempfile().unwrap();
+            file.write_all(b"--").unwrap();
+            file.write_all(&stored).unwrap();
+            let mut out = Vec::new();
+            let (mut buf, mut unescaped) = (vec![0u8; chunk], Vec::new());
+            let range = 2..2 + stored.len() as u64;
+            write_content(&file, &range, &mut buf, &mut unescaped, &mut out, &|| String::new())
+                .unwrap();
+            let mut expected = content.clone();
+            if !content.is_empty() && !content.ends_with('\n') {
+                expected.push('\n');
+            }
+            prop_assert_eq!(String::from_utf8(out).unwrap(), expected);
+        }
+
+        #[test]
+        fn utf8_is_checked_across_any_reads(
+            pieces in prop::collection::vec(
+                prop_oneof![
+                    any::<String>().prop_map(String::into_bytes),
+                    prop::collection::vec(any::<u8>(), 0..3),
+                ],
+                0..6,
+            ),
+            sizes in prop::collection::vec(1usize..5, 1..4),
+        ) {
+            let data = pieces.concat();
+            let mut through = Vec::new();
+            let read = Utf8Checked::new(Pieces { data: &data, sizes, turn: 0 })
+                .read_to_end(&mut through);
+            match std::str::from_utf8(&data) {
+                Ok(_) => {
+                    prop_assert!(read.is_ok());
+                    prop_assert_eq!(through, data);
+                }
+                Err(_) => prop_assert_eq!(
+                    read.unwrap_err().to_string(),
+                    "stream did not contain valid UTF-8"
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn a_file_that_is_not_utf8_or_not_a_transcript_is_refused_before_anything_is_shown() {
+        let text = transcript::render(&Transcript { header: header(), records: vec![] });
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(text.as_bytes()).unwrap();
+        file.write_all(b"\xff\n").unwrap();
+        let size = file.metadata().unwrap().len();
+        assert!(check(&file, size, false).is_err());
+        assert!(check(&file, size, true).is_err());
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(b"not a transcript\n").unwrap();
+        assert!(matches!(check(&file, 17, true), Ok(Some(Err(_)))));
+        file.write_all(b"\xc3").unwrap();
+        assert!(check(&file, 18, true).is_err());
+    }
+}
