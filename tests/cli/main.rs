@@ -6,6 +6,7 @@
 mod common;
 mod compaction;
 mod help;
+mod live;
 mod readme;
 mod safety;
 mod search;
