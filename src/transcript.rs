@@ -22,6 +22,11 @@
 //!
 //! Tolerant reading: a record without its end marker (a crash during an append, or a hand edit
 //! that went wrong) is reported as a [`Problem`] and skipped; it never swallows the records around it.
+//!
+//! Reading can also start part-way: a [`Checkpoint`], taken just after a clear or a compaction,
+//! holds all that reading the file up to there gave, so reading on from it gives the same
+//! [`Summary`] as reading the whole file. Whether the bytes before it are still those it was
+//! taken from is for the caller to prove (`store` does, with the file's stamp).
 
 use std::io::{self, BufRead};
 use std::ops::Range;
