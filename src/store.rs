@@ -319,15 +319,22 @@ impl Store {
 
     /// Reads a session's summary: header, live context, counts, problems. Call it holding the
     /// session's lock: it reads only what follows the live index's checkpoint where the index
-    /// proves the file unchanged, and keeps the index current.
+    /// proves the file unchanged, and records a later checkpoint when it finds one.
     pub fn summarize(&self, id: &str) -> Result<Summary> {
-        self.read_summary(id, true)
+        self.read_summary(id, Keep::Checkpoints)
+    }
+
+    /// Like [`Self::summarize`], for a summary that records will be appended after (a clear, a
+    /// compaction: see [`Appender::append_after`]): the live index also records the file as
+    /// read when it has no checkpoint, so that the append can read on from the summary.
+    pub fn summarize_to_append(&self, id: &str) -> Result<Summary> {
+        self.read_summary(id, Keep::Always)
     }
 
     /// Like [`Self::summarize`], for a reader that does not hold the lock: it uses the live
     /// index but never writes it.
     pub fn summarize_unlocked(&self, id: &str) -> Result<Summary> {
-        self.read_summary(id, false)
+        self.read_summary(id, Keep::Never)
     }
 
     /// A session's summary with the offset just past each complete exchange (for forks). Reads
@@ -340,7 +347,7 @@ impl Store {
         read.map_err(|e| not_transcript(&path, id, e))
     }
 
-    fn read_summary(&self, id: &str, keep_index: bool) -> Result<Summary> {
+    fn read_summary(&self, id: &str, keep: Keep) -> Result<Summary> {
         let path = self.session_path(id);
         let cannot_read = || format!("cannot read {}", path.display());
         let mut file = self.open_session(id)?;
@@ -362,7 +369,13 @@ impl Store {
             at(&index.checkpoint) == at(&scan.checkpoint)
                 && index.checkpoint.is_some() == from.is_some()
         });
-        if keep_index && !current {
+        // A session never cleared nor compacted has nothing to skip: its turns write nothing.
+        let worth = match keep {
+            Keep::Never => false,
+            Keep::Checkpoints => scan.checkpoint.is_some(),
+            Keep::Always => true,
+        };
+        if worth && !current {
             self.write_live_index(id, &file, stamp, scan.checkpoint);
         }
         Ok(scan.summary)
@@ -428,6 +441,15 @@ impl Store {
             .with_context(|| format!("cannot create {}", path.display()))?;
         file.write_all(contents).with_context(|| format!("cannot write {}", path.display()))
     }
+}
+
+/// When reading a summary writes the live index.
+#[derive(Debug, Clone, Copy)]
+enum Keep {
+    Never,
+    /// When it has a checkpoint to record.
+    Checkpoints,
+    Always,
 }
 
 /// One session as `cca sessions` shows it. Cached in `$CCA_HOME/index.json` and trusted while
@@ -737,11 +759,13 @@ impl Appender {
             .filter(|(_, bytes)| bytes.len() as u64 == appended)
             .and_then(|(summary, bytes)| transcript::read_on(summary, before.size, bytes))
             .and_then(|scan| scan.checkpoint);
-        // The checkpoint proved, its seal with it; or a later one, sealed afresh.
+        // The checkpoint proved, its seal with it; or a later one, sealed afresh. An index
+        // without a checkpoint served its one purpose (this append) and is left to go stale.
         match later {
             Some(checkpoint) => {
                 self.store.write_live_index(&self.id, &self.file, now, Some(checkpoint));
             }
+            None if index.checkpoint.is_none() => {}
             None => {
                 let index = LiveIndex { stamp: now, ..index };
                 if let Ok(bytes) = serde_json::to_vec(&index) {
@@ -1072,6 +1096,35 @@ mod tests {
     }
 
     #[test]
+    fn a_session_never_cleared_gets_an_index_at_its_first_clear() {
+        let body = records(&[record(Kind::User, "1"), record(Kind::Assistant, "a1")]);
+        let (_dir, store, id) = session(&body);
+        // Its turns have nothing to skip, and write nothing.
+        store.summarize(&id).unwrap();
+        let mut appender = Appender::open(&store, &id).unwrap();
+        appender.append(records(&[record(Kind::User, "2")]).as_bytes()).unwrap();
+        assert!(store.read_live_index(&id).is_none());
+        // `cca clear`: the file as read is recorded, then the clear is read on from the summary.
+        let summary = store.summarize_to_append(&id).unwrap();
+        let index = store.read_live_index(&id).unwrap();
+        assert!(index.checkpoint.is_none());
+        appender.append_after(&summary, records(&[record(Kind::Clear, "")]).as_bytes()).unwrap();
+        let size = fs::metadata(store.session_path(&id)).unwrap().len();
+        let index = store.read_live_index(&id).unwrap();
+        assert_eq!(index.checkpoint.map(|c| c.at.offset), Some(size));
+        assert_eq!(store.summarize(&id).unwrap(), whole(&store, &id).unwrap());
+        // A record cut off at the end (a crash) cannot be read on from: the next read finds the
+        // clear instead.
+        let (_dir, store, id) = session(&(body + "\n<!-- cca:user -->\n## 2. You\n\ncut"));
+        let summary = store.summarize_to_append(&id).unwrap();
+        let mut appender = Appender::open(&store, &id).unwrap();
+        appender.append_after(&summary, records(&[record(Kind::Clear, "")]).as_bytes()).unwrap();
+        assert!(store.read_live_index(&id).unwrap().checkpoint.is_none());
+        assert_eq!(store.summarize(&id).unwrap(), whole(&store, &id).unwrap());
+        assert!(store.read_live_index(&id).unwrap().checkpoint.is_some());
+    }
+
+    #[test]
     fn a_stale_or_broken_live_index_is_not_trusted() {
         let body = records(&[
             record(Kind::User, "1"),
@@ -1190,7 +1243,7 @@ mod tests {
                 }
             }
             Op::After(r) => {
-                if let Ok(summary) = store.summarize(id) {
+                if let Ok(summary) = store.summarize_to_append(id) {
                     let mut appender = Appender::open(store, id).unwrap();
                     appender
                         .append_after(&summary, records(std::slice::from_ref(r)).as_bytes())

@@ -449,7 +449,7 @@ pub fn clear(id: Option<&str>) -> Result<u8> {
 
 pub fn clear_session(settings: &Settings, store: &Store, id: &str) -> Result<()> {
     let _lock = store.lock(id, true, || turn::say_waiting(id))?;
-    let summary = store.summarize(id)?;
+    let summary = store.summarize_to_append(id)?;
     let record = Record {
         kind: Kind::Clear,
         meta: Meta { at: Some(turn::now_string(settings)), ..Meta::default() },
@@ -466,7 +466,7 @@ pub fn compact(id: Option<&str>, keep: Option<u64>, fail_fast: bool) -> Result<u
     let (settings, store) = settings(&Flags { fail_fast, ..Flags::default() })?;
     let id = turn::session_for(&settings, &store, id)?;
     let _lock = store.lock(&id, true, || turn::say_waiting(&id))?;
-    let summary = store.summarize(&id)?;
+    let summary = store.summarize_to_append(&id)?;
     let (engine, model) = turn::engine_and_model(&settings, &summary.header, false)?;
     let ctx = crate::call::Session {
         settings: &settings,
