@@ -783,7 +783,7 @@ impl Appender {
 /// last read or appended to it under the session lock, plus a hash of the checkpoint's record.
 /// Any other change to the file (an edit, a truncation, a replacement, an append by anything
 /// but a cca holding the lock) changes the stamp, and the next reader reads the whole file, as
-/// it would without an index, and writes a new one. A change that keeps size, inode and both
+/// it would without an index (and records the checkpoint it finds). A change that keeps size, inode and both
 /// times can only come in the same clock tick as the stamp was taken; kernels with fine-grained
 /// timestamps (Linux 6.13 and later) give such a change a later time too.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
