@@ -7,7 +7,8 @@
 //!
 //! Two caches live beside the transcripts, and neither is ever trusted without proof:
 //! `index.json` (what `cca sessions` lists) and `live/ID.json` (where each session's live context
-//! starts, so that a turn reads only that; see [`LiveIndex`]).
+//! starts, so that a turn reads only that; see [`LiveIndex`]). The second is the one file
+//! rewritten in place rather than renamed: it changes at every append, and carries a checksum.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
@@ -384,13 +385,11 @@ impl Store {
     /// The session's live index, if there is one that reads.
     fn read_live_index(&self, id: &str) -> Option<LiveIndex> {
         let bytes = fs::read(self.live_index_path(id)).ok()?;
-        serde_json::from_slice::<LiveIndex>(&bytes)
-            .ok()
-            .filter(|index| index.format == LiveIndex::FORMAT && index.id == id)
+        LiveIndex::decode(&bytes).filter(|index| index.id == id)
     }
 
-    /// Records the transcript's stamp and latest checkpoint. A cache: if it cannot be written,
-    /// the next turn reads the whole file, as it would without it.
+    /// Records the transcript's stamp and latest checkpoint (sealed here). A cache: if it cannot
+    /// be written, the next turn reads the whole file, as it would without it.
     fn write_live_index(
         &self,
         id: &str,
@@ -407,11 +406,28 @@ impl Store {
         };
         let index =
             LiveIndex { format: LiveIndex::FORMAT, id: id.to_string(), stamp, checkpoint, seal };
-        if let Ok(bytes) = serde_json::to_vec(&index)
-            && make_private_dir(&self.live_dir()).is_ok()
-        {
-            let _ = replace_cache_file(&self.live_index_path(id), &bytes);
-        }
+        self.keep_live_index(&index);
+    }
+
+    /// Writes a live index, in place: it is rewritten at every append, where a temp file and a
+    /// rename would cost more than the append (a fraction of a millisecond to a millisecond on
+    /// a busy disk, against microseconds), and its checksum makes a copy read half-written, or
+    /// left so by a crash, read as none. Writers hold the session's lock.
+    fn keep_live_index(&self, index: &LiveIndex) {
+        let path = self.live_index_path(&index.id);
+        let open = || {
+            OpenOptions::new().write(true).create(true).truncate(false).mode(FILE_MODE).open(&path)
+        };
+        let file = match open() {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                make_private_dir(&self.live_dir()).ok().and_then(|()| open().ok())
+            }
+            opened => opened.ok(),
+        };
+        let Some(file) = file else { return };
+        let bytes = index.encode();
+        // Not truncated to nothing first: that makes some file systems flush it on close.
+        let _ = file.write_all_at(&bytes, 0).and_then(|()| file.set_len(bytes.len() as u64));
     }
 
     /// A file to tee an answer into as it streams: unnamed, private, gone when dropped.
@@ -766,12 +782,7 @@ impl Appender {
                 self.store.write_live_index(&self.id, &self.file, now, Some(checkpoint));
             }
             None if index.checkpoint.is_none() => {}
-            None => {
-                let index = LiveIndex { stamp: now, ..index };
-                if let Ok(bytes) = serde_json::to_vec(&index) {
-                    let _ = replace_cache_file(&self.store.live_index_path(&self.id), &bytes);
-                }
-            }
+            None => self.store.keep_live_index(&LiveIndex { stamp: now, ..index }),
         }
     }
 }
@@ -780,7 +791,8 @@ impl Appender {
 /// last clear or compaction), and what proves the transcript still holds it.
 ///
 /// The proof is the file's stamp (device, inode, size, modification and change times) as cca
-/// last read or appended to it under the session lock, plus a hash of the checkpoint's record.
+/// last read or appended to it under the session lock, plus a hash of the checkpoint's record;
+/// the index itself carries a checksum, so that a copy half-written is no index at all.
 /// Any other change to the file (an edit, a truncation, a replacement, an append by anything
 /// but a cca holding the lock) changes the stamp, and the next reader reads the whole file, as
 /// it would without an index (and records the checkpoint it finds). A change that keeps size, inode and both
@@ -798,6 +810,23 @@ struct LiveIndex {
 
 impl LiveIndex {
     const FORMAT: u32 = 1;
+
+    /// The file's bytes: a checksum of the JSON, a space, the JSON.
+    fn encode(&self) -> Vec<u8> {
+        let json = serde_json::to_vec(self).expect("plain data serializes");
+        let mut bytes = format!("{:016x} ", fnv1a(&[&json])).into_bytes();
+        bytes.extend_from_slice(&json);
+        bytes
+    }
+
+    fn decode(bytes: &[u8]) -> Option<LiveIndex> {
+        let (sum, json) = bytes.split_at_checked(17)?;
+        let sum = std::str::from_utf8(sum.strip_suffix(b" ")?).ok()?;
+        (u64::from_str_radix(sum, 16).ok()? == fnv1a(&[json]))
+            .then(|| serde_json::from_slice::<LiveIndex>(json).ok())
+            .flatten()
+            .filter(|index| index.format == Self::FORMAT)
+    }
 
     /// The checkpoint, if the file (whose stamp matched) still has its record where it was.
     fn checkpoint_in(&self, file: &File, size: u64) -> Option<&Checkpoint> {
@@ -835,28 +864,26 @@ impl Stamp {
     }
 }
 
-/// A hash (FNV-1a, 64 bits) of a record's bytes: its first and last 4 KiB, and its length.
+/// A hash of a record's bytes: its first and last 4 KiB, and its length.
 fn seal(file: &File, record: &std::ops::Range<u64>) -> io::Result<u64> {
     const PART: u64 = 4096;
     let len = record.end - record.start;
+    let mut head = vec![0u8; len.min(PART) as usize];
+    file.read_exact_at(&mut head, record.start)?;
+    let tail_len = len.min(2 * PART) - len.min(PART);
+    let mut tail = vec![0u8; tail_len as usize];
+    file.read_exact_at(&mut tail, record.end - tail_len)?;
+    Ok(fnv1a(&[&len.to_le_bytes(), &head, &tail]))
+}
+
+/// FNV-1a, 64 bits, of the pieces one after the other.
+fn fnv1a(pieces: &[&[u8]]) -> u64 {
     let mut h: u64 = 0xcbf29ce484222325;
-    let mut mix = |bytes: &[u8]| {
-        for &b in bytes {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x100000001b3);
-        }
-    };
-    mix(&len.to_le_bytes());
-    let mut buf = vec![0u8; len.min(PART) as usize];
-    file.read_exact_at(&mut buf, record.start)?;
-    mix(&buf);
-    if len > PART {
-        let tail = len.min(2 * PART) - PART;
-        let mut buf = vec![0u8; tail as usize];
-        file.read_exact_at(&mut buf, record.end - tail)?;
-        mix(&buf);
+    for &b in pieces.iter().flat_map(|p| p.iter()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x100000001b3);
     }
-    Ok(h)
+    h
 }
 
 pub fn file_name(id: &str) -> String {
@@ -937,20 +964,6 @@ pub fn replace_file(path: &Path, contents: &[u8]) -> Result<()> {
     set_mode(temp.path(), FILE_MODE)?;
     temp.persist(path).with_context(|| format!("cannot replace {}", path.display()))?;
     sync_dir(dir);
-    Ok(())
-}
-
-/// Replaces a cache file atomically, without waiting for the disk: after a crash it may be
-/// missing, empty or old, and every reader of a cache checks it before trusting it.
-fn replace_cache_file(path: &Path, contents: &[u8]) -> Result<()> {
-    let dir = path.parent().context("a file to replace has a folder")?;
-    let mut temp = tempfile::Builder::new()
-        .prefix(".replace-")
-        .tempfile_in(dir)
-        .with_context(|| format!("cannot create a file in {}", dir.display()))?;
-    temp.write_all(contents).with_context(|| format!("cannot write {}", path.display()))?;
-    set_mode(temp.path(), FILE_MODE)?;
-    temp.persist(path).with_context(|| format!("cannot replace {}", path.display()))?;
     Ok(())
 }
 
@@ -1137,13 +1150,26 @@ mod tests {
         store.summarize(&id).unwrap();
         let good = fs::read(store.live_index_path(&id)).unwrap();
         let expected = whole(&store, &id).unwrap();
-        let mut index: serde_json::Value = serde_json::from_slice(&good).unwrap();
-        // A checkpoint moved (its stamp still right): its record is not where it says.
+        let mut index: serde_json::Value = serde_json::from_slice(&good[17..]).unwrap();
+        // A checkpoint moved (its stamp still right, its checksum too): its record is not
+        // where it says.
         index["checkpoint"]["at"]["offset"] = serde_json::json!(expected.header_end);
         index["checkpoint"]["record"]["start"] = serde_json::json!(expected.header_end - 20);
         index["checkpoint"]["record"]["end"] = serde_json::json!(expected.header_end);
-        let forged =
-            [serde_json::to_vec(&index).unwrap(), b"{not json".to_vec(), Vec::new(), good.clone()];
+        let moved: LiveIndex = serde_json::from_value(index).unwrap();
+        // A copy read while it was being written, or left so by a crash: half of it, or a mix
+        // of two versions (here, one that counts other exchanges before the checkpoint).
+        let text = String::from_utf8(good.clone()).unwrap();
+        assert!(text.contains("\"exchanges\":1,"), "{text}");
+        let torn = text.replace("\"exchanges\":1,", "\"exchanges\":7,").into_bytes();
+        let forged = [
+            moved.encode(),
+            torn,
+            good[..good.len() / 2].to_vec(),
+            good[17..].to_vec(),
+            Vec::new(),
+            good.clone(),
+        ];
         for (n, bytes) in forged.iter().enumerate() {
             fs::write(store.live_index_path(&id), bytes).unwrap();
             assert_eq!(store.summarize_unlocked(&id).unwrap(), expected, "{n}");
