@@ -105,7 +105,7 @@ impl Store {
     /// Temporary files an interrupted cca may have left behind (a crash before its cleanup).
     pub fn leftovers(&self) -> Vec<PathBuf> {
         let mut found = Vec::new();
-        for dir in [self.home.clone(), self.sessions_dir(), self.live_dir()] {
+        for dir in [self.home.clone(), self.sessions_dir()] {
             let Ok(entries) = fs::read_dir(&dir) else { continue };
             for entry in entries.flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();
