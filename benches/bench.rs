@@ -1,5 +1,6 @@
-//! `make bench`: cca's overhead, streaming latency, long transcripts, many sessions, memory, a
-//! side-by-side with `llm`, and the bytes compaction saves. Prints markdown for BENCHMARKS.md.
+//! `make bench`: cca's overhead, streaming latency, long transcripts (whole, and after a clear or a
+//! compaction), many sessions, memory, a side-by-side with `llm`, and the bytes compaction saves.
+//! Prints markdown for BENCHMARKS.md.
 //!
 //! Runs the release `cca` against the release fake engine (tests/support/fake_engine.rs).
 //! `cargo bench -- NAME...` runs only the sections whose names contain one of the words.
