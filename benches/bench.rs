@@ -1,6 +1,6 @@
-//! `make bench`: cca's overhead, streaming latency, long transcripts, many sessions, memory, a
-//! side-by-side with `llm`, the bytes compaction saves, rendering, and `cca acp` against the
-//! command line. Prints markdown for BENCHMARKS.md.
+//! `make bench`: cca's overhead, streaming latency, long transcripts (whole, and after a clear or a
+//! compaction), many sessions, memory, a side-by-side with `llm`, the bytes compaction saves,
+//! rendering, and `cca acp` against the command line. Prints markdown for BENCHMARKS.md.
 //!
 //! Runs the release `cca` against the release fake engine (tests/support/fake_engine.rs).
 //! `cargo bench -- NAME...` runs only the sections whose names contain one of the words.
@@ -28,11 +28,12 @@ fn main() {
     println!("# cca benchmarks\n");
     println!("{}\n", machine());
     type Section = (&'static str, fn(&Bench));
-    let sections: [Section; 10] = [
+    let sections: [Section; 11] = [
         ("overhead", Bench::overhead),
         ("version", Bench::version),
         ("streaming", Bench::streaming),
         ("long-transcripts", Bench::long_transcripts),
+        ("after-clear", Bench::after_clear),
         ("sessions", Bench::sessions),
         ("memory", Bench::memory),
         ("llm", Bench::llm),
@@ -376,6 +377,52 @@ impl Bench {
         );
     }
 
+    fn after_clear(&self) {
+        println!("## Long transcripts after a clear or a compaction: `--resume`\n");
+        println!(
+            "`cca search -r` start to finish (an instant engine), each run the first turn after a `cca clear` or a `cca compact` (4 exchanges kept), on a long session and, in between, on a session of one exchange (so both see the same machine). Answers of 2 KB; 1,000 exchanges per 2 MB.\n"
+        );
+        println!(
+            "| transcript | after | median ms | p10 | p90 | one exchange, median ms | ratio | runs |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+        );
+        let resume = |home: &Home| home.cca(&["search", "-q", "-r", "next"], "say ok").checked();
+        let one = self.home("after-one");
+        let one_size = write_long_session(&one, 1);
+        let mut worst: f64 = 0.0;
+        for (mb, exchanges, runs) in
+            [(2u64, 1_000u64, 30usize), (20, 10_000, 30), (200, 100_000, 20)]
+        {
+            for after in ["clear", "compact"] {
+                let home = self.home(&format!("after-{after}-{mb}"));
+                let size = write_long_session(&home, exchanges);
+                let (mut long, mut short) = (Vec::new(), Vec::new());
+                for _ in 0..runs {
+                    let script = "drain;say the summary of the conversation so far";
+                    let mut cmd = home.command(&[after], script);
+                    assert!(cmd.stderr(Stdio::null()).status().unwrap().success());
+                    long.push(time_runs(1, || resume(&home)).median());
+                    short.push(time_runs(1, || resume(&one)).median());
+                    // Keep it one exchange: drop the exchange just appended.
+                    truncate_to(&one, one_size);
+                }
+                let (long, short) = (Stats::new(long), Stats::new(short));
+                let ratio = long.median() / short.median();
+                worst = worst.max(ratio);
+                println!(
+                    "| {:.0} MB | {after} | {:.2} | {:.2} | {:.2} | {:.2} | {ratio:.2} | {runs} |",
+                    size as f64 / 1e6,
+                    long.median(),
+                    long.pct(0.1),
+                    long.pct(0.9),
+                    short.median(),
+                );
+            }
+        }
+        println!(
+            "\nTarget: at most 1.5x as long as continuing the one-exchange session; the largest ratio here is {worst:.2}.\n"
+        );
+    }
+
     fn sessions(&self) {
         println!("## Many sessions: `cca sessions`\n");
         let home = self.home("sessions");
@@ -417,10 +464,15 @@ impl Bench {
         let transcript =
             self.rss(&home, &["search", "-q", "-r", "--no-compact", "next"], "drain;say ok");
         println!("| `--resume` on a 200 MB transcript (all of it sent) | {:.1} |", transcript);
+        let raw = self.rss(&home, &["show", "--raw"], "");
+        println!("| `cca show --raw` on a 200 MB transcript | {:.1} |", raw);
+        let readable = self.rss(&home, &["show"], "");
+        println!("| `cca show` on a 200 MB transcript | {:.1} |", readable);
         let home = self.home("memory-small");
         home.cca(&["search", "-q", "start"], "say hi").checked();
         let small = self.rss(&home, &["search", "-q", "-r", "--no-compact", "next"], "say hi");
         println!("| `--resume` on a short session, for scale | {:.1} |", small);
+
         println!("\nTarget: under 16 MB.\n");
     }
 

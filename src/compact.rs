@@ -94,8 +94,10 @@ pub fn compact(
         },
         content: text,
     };
-    Appender::open(ctx.store, ctx.id)?
-        .append(transcript::render_record(&record, summary.exchanges + 1).as_bytes())?;
+    Appender::open(ctx.store, ctx.id)?.append_after(
+        summary,
+        transcript::render_record(&record, summary.exchanges + 1).as_bytes(),
+    )?;
     Ok(Some(compacted))
 }
 

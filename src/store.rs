@@ -4,16 +4,21 @@
 //! Rules kept here so no other module has to know them: directories are 0700 and files 0600
 //! whatever the umask; appends are one write plus fsync under the session lock; anything
 //! rewritten goes through a temp file in the same directory and a rename; reading never creates.
+//!
+//! Two caches live beside the transcripts, and neither is ever trusted without proof:
+//! `index.json` (what `cca sessions` lists) and `live/ID.json` (where each session's live context
+//! starts, so that a turn reads only that; see [`LiveIndex`]). The second is the one file
+//! rewritten in place rather than renamed: it changes at every append, and carries a checksum.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 
 use crate::error::{Failure, exit};
-use crate::transcript::{self, Header, NotTranscript, Summary};
+use crate::transcript::{self, Checkpoint, Header, NotTranscript, Summary};
 
 pub const DIR_MODE: u32 = 0o700;
 pub const FILE_MODE: u32 = 0o600;
@@ -46,6 +51,14 @@ impl Store {
 
     fn index_path(&self) -> PathBuf {
         self.home.join("index.json")
+    }
+
+    fn live_dir(&self) -> PathBuf {
+        self.home.join("live")
+    }
+
+    fn live_index_path(&self, id: &str) -> PathBuf {
+        self.live_dir().join(format!("{id}.json"))
     }
 
     pub fn config_path(&self) -> PathBuf {
@@ -336,13 +349,116 @@ impl Store {
             .with_context(|| format!("cannot open {}", path.display()))
     }
 
-    /// Reads a session's summary: header, live context, counts, problems.
+    /// Reads a session's summary: header, live context, counts, problems. Call it holding the
+    /// session's lock: it reads only what follows the live index's checkpoint where the index
+    /// proves the file unchanged, and records a later checkpoint when it finds one.
     pub fn summarize(&self, id: &str) -> Result<Summary> {
+        self.read_summary(id, Keep::Checkpoints)
+    }
+
+    /// Like [`Self::summarize`], for a summary that records will be appended after (a clear, a
+    /// compaction: see [`Appender::append_after`]): the live index also records the file as
+    /// read when it has no checkpoint, so that the append can read on from the summary.
+    pub fn summarize_to_append(&self, id: &str) -> Result<Summary> {
+        self.read_summary(id, Keep::Always)
+    }
+
+    /// Like [`Self::summarize`], for a reader that does not hold the lock: it uses the live
+    /// index but never writes it.
+    pub fn summarize_unlocked(&self, id: &str) -> Result<Summary> {
+        self.read_summary(id, Keep::Never)
+    }
+
+    /// A session's summary with the offset just past each complete exchange (for forks). Reads
+    /// the whole file.
+    pub fn summarize_with_ends(&self, id: &str) -> Result<(Summary, Vec<u64>)> {
         let path = self.session_path(id);
         let file = self.open_session(id)?;
-        let summary = transcript::summarize(BufReader::with_capacity(256 * 1024, file))
+        let read = transcript::exchange_ends(BufReader::with_capacity(256 * 1024, file))
             .with_context(|| format!("cannot read {}", path.display()))?;
-        summary.map_err(|e| not_transcript(&path, id, e))
+        read.map_err(|e| not_transcript(&path, id, e))
+    }
+
+    fn read_summary(&self, id: &str, keep: Keep) -> Result<Summary> {
+        let path = self.session_path(id);
+        let cannot_read = || format!("cannot read {}", path.display());
+        let mut file = self.open_session(id)?;
+        // The stamp is taken before reading: whatever changes the file after it changes the
+        // stamp, so an index written with it can only under-promise.
+        let stamp = Stamp::of(&file).with_context(cannot_read)?;
+        let known = self.read_live_index(id).filter(|index| index.stamp == stamp);
+        let from = known.as_ref().and_then(|index| index.checkpoint_in(&file, stamp.size));
+        let start = from.map_or(0, |c| c.at.offset);
+        file.seek(SeekFrom::Start(start)).with_context(cannot_read)?;
+        // Only the bytes the stamp speaks for: a summary and its stamp describe one file.
+        let reader = BufReader::with_capacity(256 * 1024, (&file).take(stamp.size - start));
+        let scan = transcript::scan(reader, from)
+            .with_context(cannot_read)?
+            .map_err(|e| not_transcript(&path, id, e))?;
+        // Rewritten unless it says just this already (and its checkpoint, if any, was good).
+        let at = |c: &Option<Checkpoint>| c.as_ref().map(|c| c.at);
+        let current = known.as_ref().is_some_and(|index| {
+            at(&index.checkpoint) == at(&scan.checkpoint)
+                && index.checkpoint.is_some() == from.is_some()
+        });
+        // A session never cleared nor compacted has nothing to skip: its turns write nothing.
+        let worth = match keep {
+            Keep::Never => false,
+            Keep::Checkpoints => scan.checkpoint.is_some(),
+            Keep::Always => true,
+        };
+        if worth && !current {
+            self.write_live_index(id, &file, stamp, scan.checkpoint);
+        }
+        Ok(scan.summary)
+    }
+
+    /// The session's live index, if there is one that reads.
+    fn read_live_index(&self, id: &str) -> Option<LiveIndex> {
+        let bytes = fs::read(self.live_index_path(id)).ok()?;
+        LiveIndex::decode(&bytes).filter(|index| index.id == id)
+    }
+
+    /// Records the transcript's stamp and latest checkpoint (sealed here). A cache: if it cannot
+    /// be written, the next turn reads the whole file, as it would without it.
+    fn write_live_index(
+        &self,
+        id: &str,
+        file: &File,
+        stamp: Stamp,
+        checkpoint: Option<Checkpoint>,
+    ) {
+        let seal = match &checkpoint {
+            Some(c) => match seal(file, &c.record) {
+                Ok(seal) => seal,
+                Err(_) => return,
+            },
+            None => 0,
+        };
+        let index =
+            LiveIndex { format: LiveIndex::FORMAT, id: id.to_string(), stamp, checkpoint, seal };
+        self.keep_live_index(&index);
+    }
+
+    /// Writes a live index, in place: it is rewritten at every append, where a temp file and a
+    /// rename would cost more than the append (a fraction of a millisecond to a millisecond on
+    /// a busy disk, against microseconds), and its checksum makes a copy read half-written, or
+    /// left so by a crash, read as none. Writers hold the session's lock.
+    fn keep_live_index(&self, index: &LiveIndex) {
+        let path = self.live_index_path(&index.id);
+        let open = || {
+            OpenOptions::new().write(true).create(true).truncate(false).mode(FILE_MODE).open(&path)
+        };
+        let file = match open() {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                make_private_dir(&self.live_dir()).ok().and_then(|()| open().ok())
+            }
+            opened => opened.ok(),
+        };
+        let Some(file) = file else { return };
+        let bytes = index.encode();
+        // Not truncated to nothing first: that makes some file systems flush it on close.
+        let _ = file.write_all_at(&bytes, 0).and_then(|()| file.set_len(bytes.len() as u64));
     }
 
     /// A file to tee an answer into as it streams: unnamed, private, gone when dropped.
@@ -372,6 +488,15 @@ impl Store {
             .with_context(|| format!("cannot create {}", path.display()))?;
         file.write_all(contents).with_context(|| format!("cannot write {}", path.display()))
     }
+}
+
+/// When reading a summary writes the live index.
+#[derive(Debug, Clone, Copy)]
+enum Keep {
+    Never,
+    /// When it has a checkpoint to record.
+    Checkpoints,
+    Always,
 }
 
 /// One session as `cca sessions` shows it. Cached in `$CCA_HOME/index.json` and trusted while
@@ -464,7 +589,7 @@ impl Store {
     }
 
     fn describe(&self, id: &str, full_bytes: u64, mtime_ns: u128) -> Listed {
-        match self.summarize(id) {
+        match self.summarize_unlocked(id) {
             Ok(s) => Listed {
                 id: id.to_string(),
                 title: s.header.title.clone(),
@@ -535,6 +660,7 @@ impl Store {
                 .with_context(|| format!("cannot move {} to the trash", path.display()))?;
         }
         let _ = fs::remove_file(self.locks_dir().join(format!("{id}.lock")));
+        let _ = fs::remove_file(self.live_index_path(id));
         if self.latest_target().as_deref() == Some(file_name(id).as_str()) {
             self.repoint_latest()?;
         }
@@ -632,17 +758,23 @@ pub struct SessionLock {
 }
 
 /// Appends records to a session. Use only while holding its [`SessionLock`].
+///
+/// Each append keeps the session's live index current: cca's own appends leave everything
+/// before them as it was, so a checkpoint the index proved before the append still holds after.
 pub struct Appender {
     file: File,
     path: PathBuf,
+    store: Store,
+    id: String,
 }
 
 impl Appender {
     pub fn open(store: &Store, id: &str) -> Result<Appender> {
         let path = store.session_path(id);
-        let file = open_regular(&path, OpenOptions::new().append(true))
+        // Readable too: the live index seals a checkpoint with the bytes of its record.
+        let file = open_regular(&path, OpenOptions::new().read(true).append(true))
             .with_context(|| format!("cannot open {} to append", path.display()))?;
-        Ok(Appender { file, path })
+        Ok(Appender { file, path, store: store.clone(), id: id.to_string() })
     }
 
     /// Appends `bytes` with one write and an fsync. If the write fails (disk full), the file is
@@ -651,8 +783,24 @@ impl Appender {
         self.append_with(|w| w.write_all(bytes))
     }
 
+    /// Like [`Self::append`], for records appended just after `summary` was read (a clear, a
+    /// compaction): when nothing came between, the live index then starts the live context at
+    /// the last clear or compaction among them, without reading the file again.
+    pub fn append_after(&mut self, summary: &Summary, bytes: &[u8]) -> Result<()> {
+        self.append_inner(|w| w.write_all(bytes), Some((summary, bytes)))
+    }
+
     /// Like [`Self::append`], for records written in pieces (a large answer streamed from disk).
     pub fn append_with(&mut self, write: impl FnOnce(&mut File) -> io::Result<()>) -> Result<()> {
+        self.append_inner(write, None)
+    }
+
+    fn append_inner(
+        &mut self,
+        write: impl FnOnce(&mut File) -> io::Result<()>,
+        after: Option<(&Summary, &[u8])>,
+    ) -> Result<()> {
+        let stamp = Stamp::of(&self.file).ok();
         let before = self
             .file
             .seek(SeekFrom::End(0))
@@ -665,8 +813,135 @@ impl Appender {
                 format!("cannot append to {} (nothing was changed)", self.path.display())
             });
         }
+        if let Some(stamp) = stamp.filter(|s| s.size == before) {
+            self.keep_index_current(stamp, after);
+        }
         Ok(())
     }
+
+    /// After an append to a file stamped `before`: if the live index vouched for the file as it
+    /// was, it now vouches for it as it is (with a later checkpoint, when the records appended
+    /// are known and hold one).
+    fn keep_index_current(&self, before: Stamp, after: Option<(&Summary, &[u8])>) {
+        let Some(index) = self.store.read_live_index(&self.id) else { return };
+        let Ok(now) = Stamp::of(&self.file) else { return };
+        if index.stamp != before || !now.same_file(&before) || now.size < before.size {
+            return;
+        }
+        let appended = now.size - before.size;
+        let later = after
+            .filter(|(_, bytes)| bytes.len() as u64 == appended)
+            .and_then(|(summary, bytes)| transcript::read_on(summary, before.size, bytes))
+            .and_then(|scan| scan.checkpoint);
+        // The checkpoint proved, its seal with it; or a later one, sealed afresh. An index
+        // without a checkpoint served its one purpose (this append) and is left to go stale.
+        match later {
+            Some(checkpoint) => {
+                self.store.write_live_index(&self.id, &self.file, now, Some(checkpoint));
+            }
+            None if index.checkpoint.is_none() => {}
+            None => self.store.keep_live_index(&LiveIndex { stamp: now, ..index }),
+        }
+    }
+}
+
+/// `$CCA_HOME/live/ID.json`: the latest checkpoint of a session's transcript (just after its
+/// last clear or compaction), and what proves the transcript still holds it.
+///
+/// The proof is the file's stamp (device, inode, size, modification and change times) as cca
+/// last read or appended to it under the session lock, plus a hash of the checkpoint's record;
+/// the index itself carries a checksum, so that a copy half-written is no index at all.
+/// Any other change to the file (an edit, a truncation, a replacement, an append by anything
+/// but a cca holding the lock) changes the stamp, and the next reader reads the whole file, as
+/// it would without an index (and records the checkpoint it finds). A change that keeps size, inode and both
+/// times can only come in the same clock tick as the stamp was taken; kernels with fine-grained
+/// timestamps (Linux 6.13 and later) give such a change a later time too.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct LiveIndex {
+    format: u32,
+    id: String,
+    stamp: Stamp,
+    checkpoint: Option<Checkpoint>,
+    /// [`seal`] of the checkpoint's record.
+    seal: u64,
+}
+
+impl LiveIndex {
+    const FORMAT: u32 = 1;
+
+    /// The file's bytes: a checksum of the JSON, a space, the JSON.
+    fn encode(&self) -> Vec<u8> {
+        let json = serde_json::to_vec(self).expect("plain data serializes");
+        let mut bytes = format!("{:016x} ", fnv1a(&[&json])).into_bytes();
+        bytes.extend_from_slice(&json);
+        bytes
+    }
+
+    fn decode(bytes: &[u8]) -> Option<LiveIndex> {
+        let (sum, json) = bytes.split_at_checked(17)?;
+        let sum = std::str::from_utf8(sum.strip_suffix(b" ")?).ok()?;
+        (u64::from_str_radix(sum, 16).ok()? == fnv1a(&[json]))
+            .then(|| serde_json::from_slice::<LiveIndex>(json).ok())
+            .flatten()
+            .filter(|index| index.format == Self::FORMAT)
+    }
+
+    /// The checkpoint, if the file (whose stamp matched) still has its record where it was.
+    fn checkpoint_in(&self, file: &File, size: u64) -> Option<&Checkpoint> {
+        let c = self.checkpoint.as_ref()?;
+        let fits =
+            c.record.start < c.record.end && c.record.end == c.at.offset && c.at.offset <= size;
+        (fits && seal(file, &c.record).ok() == Some(self.seal)).then_some(c)
+    }
+}
+
+/// What identifies a file's contents without reading them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct Stamp {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Stamp {
+    fn of(file: &File) -> io::Result<Stamp> {
+        let m = file.metadata()?;
+        Ok(Stamp {
+            dev: m.dev(),
+            ino: m.ino(),
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
+        })
+    }
+
+    fn same_file(&self, other: &Stamp) -> bool {
+        (self.dev, self.ino) == (other.dev, other.ino)
+    }
+}
+
+/// A hash of a record's bytes: its first and last 4 KiB, and its length.
+fn seal(file: &File, record: &std::ops::Range<u64>) -> io::Result<u64> {
+    const PART: u64 = 4096;
+    let len = record.end - record.start;
+    let mut head = vec![0u8; len.min(PART) as usize];
+    file.read_exact_at(&mut head, record.start)?;
+    let tail_len = len.min(2 * PART) - len.min(PART);
+    let mut tail = vec![0u8; tail_len as usize];
+    file.read_exact_at(&mut tail, record.end - tail_len)?;
+    Ok(fnv1a(&[&len.to_le_bytes(), &head, &tail]))
+}
+
+/// FNV-1a, 64 bits, of the pieces one after the other.
+fn fnv1a(pieces: &[&[u8]]) -> u64 {
+    let mut h: u64 = 0xcbf29ce484222325;
+    for &b in pieces.iter().flat_map(|p| p.iter()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h
 }
 
 pub fn file_name(id: &str) -> String {
@@ -805,5 +1080,353 @@ mod tests {
         );
         assert_eq!(id_from_file_name("session_../x.md"), None);
         assert_eq!(id_from_file_name("latest"), None);
+    }
+
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use proptest::prelude::*;
+
+    use crate::transcript::{Header, Kind, Meta, Record};
+
+    fn header() -> Header {
+        Header {
+            format: transcript::FORMAT,
+            id: "20261121-101500".into(),
+            created: "2026-11-21T10:15:00Z".into(),
+            engine: "claude".into(),
+            model: None,
+            prompt: "general".into(),
+            prompt_hash: "fnv1a64:0123456789abcdef".into(),
+            cwd: "/".into(),
+            title: "t".into(),
+            forked_from: None,
+        }
+    }
+
+    fn record(kind: Kind, content: &str) -> Record {
+        Record { kind, meta: Meta::default(), content: content.into() }
+    }
+
+    fn compaction(through: u64) -> Record {
+        Record {
+            kind: Kind::Compaction,
+            meta: Meta { first: Some(1), through: Some(through), ..Meta::default() },
+            content: format!("summary of 1-{through}"),
+        }
+    }
+
+    fn records(rs: &[Record]) -> String {
+        rs.iter().map(|r| transcript::render_record(r, 1)).collect()
+    }
+
+    /// A store in a temp folder with one session holding `body` after its header.
+    fn session(body: &str) -> (tempfile::TempDir, Store, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path().join("cca"));
+        let id = store
+            .create_session("20261121-101500", |_| transcript::render_header(&header()) + body)
+            .unwrap();
+        (dir, store, id)
+    }
+
+    /// What reading the whole file gives; `None` when it is not a transcript.
+    fn whole(store: &Store, id: &str) -> Option<Summary> {
+        let bytes = fs::read(store.session_path(id)).unwrap();
+        transcript::summarize(&bytes[..]).unwrap().ok()
+    }
+
+    /// A change by another program, at a time of its own (as any later clock tick gives it; see
+    /// `LiveIndex` for the one change a stamp cannot see).
+    fn by_hand(store: &Store, id: &str, change: impl FnOnce(&Path), n: &mut u64) {
+        let path = store.session_path(id);
+        change(&path);
+        *n += 1;
+        let file = OpenOptions::new().write(true).open(&path).unwrap();
+        file.set_modified(UNIX_EPOCH + Duration::from_secs(1_000_000 + *n)).unwrap();
+    }
+
+    #[test]
+    fn the_live_index_follows_the_last_clear_and_cca_appends() {
+        let body = records(&[
+            record(Kind::User, "1"),
+            record(Kind::Assistant, "a1"),
+            record(Kind::Clear, ""),
+            record(Kind::User, "2"),
+            record(Kind::Assistant, "a2"),
+        ]);
+        let (_dir, store, id) = session(&body);
+        assert!(store.read_live_index(&id).is_none());
+        // Listing and showing read it, but never write it.
+        store.summarize_unlocked(&id).unwrap();
+        assert!(store.read_live_index(&id).is_none());
+
+        let summary = store.summarize(&id).unwrap();
+        let index = store.read_live_index(&id).unwrap();
+        let text = fs::read_to_string(store.session_path(&id)).unwrap();
+        let checkpoint = index.checkpoint.clone().unwrap();
+        assert_eq!(checkpoint.record.start, text.find("<!-- cca:clear").unwrap() as u64);
+        assert_eq!(index.stamp, Stamp::of(&store.open_session(&id).unwrap()).unwrap());
+
+        // A turn's appends keep it current, with the same checkpoint.
+        let mut appender = Appender::open(&store, &id).unwrap();
+        appender.append(records(&[record(Kind::User, "3")]).as_bytes()).unwrap();
+        appender.append(records(&[record(Kind::Assistant, "a3")]).as_bytes()).unwrap();
+        let index = store.read_live_index(&id).unwrap();
+        assert_eq!(index.checkpoint.as_ref().map(|c| c.at), Some(checkpoint.at));
+        assert_eq!(index.stamp, Stamp::of(&store.open_session(&id).unwrap()).unwrap());
+        assert_eq!(store.summarize(&id).unwrap(), whole(&store, &id).unwrap());
+
+        // A clear appended after a summary moves it to the end, without a read.
+        let summary_now = store.summarize(&id).unwrap();
+        assert_ne!(summary_now, summary);
+        appender
+            .append_after(&summary_now, records(&[record(Kind::Clear, "")]).as_bytes())
+            .unwrap();
+        let size = fs::metadata(store.session_path(&id)).unwrap().len();
+        let index = store.read_live_index(&id).unwrap();
+        assert_eq!(index.checkpoint.as_ref().map(|c| c.at.offset), Some(size));
+        assert_eq!(store.summarize(&id).unwrap(), whole(&store, &id).unwrap());
+
+        // A summary older than the file cannot be read on from: the checkpoint stays.
+        appender.append_after(&summary, records(&[compaction(1)]).as_bytes()).unwrap();
+        let later = store.read_live_index(&id).unwrap();
+        assert_eq!(later.checkpoint.map(|c| c.at), index.checkpoint.map(|c| c.at));
+        assert_eq!(store.summarize(&id).unwrap(), whole(&store, &id).unwrap());
+
+        // Removing the session removes its index.
+        store.remove(&id, true).unwrap();
+        assert!(!store.live_index_path(&id).exists());
+    }
+
+    #[test]
+    fn a_session_never_cleared_gets_an_index_at_its_first_clear() {
+        let body = records(&[record(Kind::User, "1"), record(Kind::Assistant, "a1")]);
+        let (_dir, store, id) = session(&body);
+        // Its turns have nothing to skip, and write nothing.
+        store.summarize(&id).unwrap();
+        let mut appender = Appender::open(&store, &id).unwrap();
+        appender.append(records(&[record(Kind::User, "2")]).as_bytes()).unwrap();
+        assert!(store.read_live_index(&id).is_none());
+        // `cca clear`: the file as read is recorded, then the clear is read on from the summary.
+        let summary = store.summarize_to_append(&id).unwrap();
+        let index = store.read_live_index(&id).unwrap();
+        assert!(index.checkpoint.is_none());
+        appender.append_after(&summary, records(&[record(Kind::Clear, "")]).as_bytes()).unwrap();
+        let size = fs::metadata(store.session_path(&id)).unwrap().len();
+        let index = store.read_live_index(&id).unwrap();
+        assert_eq!(index.checkpoint.map(|c| c.at.offset), Some(size));
+        assert_eq!(store.summarize(&id).unwrap(), whole(&store, &id).unwrap());
+        // A record cut off at the end (a crash) cannot be read on from: the next read finds the
+        // clear instead.
+        let (_dir, store, id) = session(&(body + "\n<!-- cca:user -->\n## 2. You\n\ncut"));
+        let summary = store.summarize_to_append(&id).unwrap();
+        let mut appender = Appender::open(&store, &id).unwrap();
+        appender.append_after(&summary, records(&[record(Kind::Clear, "")]).as_bytes()).unwrap();
+        assert!(store.read_live_index(&id).unwrap().checkpoint.is_none());
+        assert_eq!(store.summarize(&id).unwrap(), whole(&store, &id).unwrap());
+        assert!(store.read_live_index(&id).unwrap().checkpoint.is_some());
+    }
+
+    #[test]
+    fn a_stale_or_broken_live_index_is_not_trusted() {
+        let body = records(&[
+            record(Kind::User, "1"),
+            record(Kind::Assistant, "a1"),
+            record(Kind::Clear, ""),
+            record(Kind::User, "2"),
+            record(Kind::Assistant, "a2"),
+        ]);
+        let (_dir, store, id) = session(&body);
+        store.summarize(&id).unwrap();
+        let good = fs::read(store.live_index_path(&id)).unwrap();
+        let expected = whole(&store, &id).unwrap();
+        let mut index: serde_json::Value = serde_json::from_slice(&good[17..]).unwrap();
+        // A checkpoint moved (its stamp still right, its checksum too): its record is not
+        // where it says.
+        index["checkpoint"]["at"]["offset"] = serde_json::json!(expected.header_end);
+        index["checkpoint"]["record"]["start"] = serde_json::json!(expected.header_end - 20);
+        index["checkpoint"]["record"]["end"] = serde_json::json!(expected.header_end);
+        let moved: LiveIndex = serde_json::from_value(index).unwrap();
+        // A copy read while it was being written, or left so by a crash: half of it, or a mix
+        // of two versions (here, one that counts other exchanges before the checkpoint).
+        let text = String::from_utf8(good.clone()).unwrap();
+        assert!(text.contains("\"exchanges\":1,"), "{text}");
+        let torn = text.replace("\"exchanges\":1,", "\"exchanges\":7,").into_bytes();
+        let forged = [
+            moved.encode(),
+            torn,
+            good[..good.len() / 2].to_vec(),
+            good[17..].to_vec(),
+            Vec::new(),
+            good.clone(),
+        ];
+        for (n, bytes) in forged.iter().enumerate() {
+            fs::write(store.live_index_path(&id), bytes).unwrap();
+            assert_eq!(store.summarize_unlocked(&id).unwrap(), expected, "{n}");
+            assert_eq!(store.summarize(&id).unwrap(), expected, "{n}");
+        }
+        // An index of the file as it was before an edit by hand, put back after it.
+        let mut n = 0;
+        by_hand(
+            &store,
+            &id,
+            |p| {
+                let text = fs::read_to_string(p).unwrap().replace("<!-- cca:clear -->", "by hand");
+                fs::write(p, text).unwrap();
+            },
+            &mut n,
+        );
+        fs::write(store.live_index_path(&id), &good).unwrap();
+        let edited = whole(&store, &id).unwrap();
+        assert_eq!(edited.live.exchanges.len(), 2);
+        assert_eq!(store.summarize(&id).unwrap(), edited);
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// A turn: its summary read, then its records appended one by one.
+        Turn(Vec<Record>),
+        /// `cca clear` or `cca compact`: the summary read, then one record appended after it.
+        After(Box<Record>),
+        /// Bytes at a place replaced by others, in place.
+        Edit(prop::sample::Index, usize, String),
+        /// One ASCII byte replaced by another: the size stays.
+        Retype(prop::sample::Index),
+        Truncate(prop::sample::Index),
+        /// Text appended by another program.
+        Append(String),
+        /// The file replaced by a copy (as editors that write a new file and rename it do).
+        Replace,
+    }
+
+    fn any_record() -> impl Strategy<Value = Record> {
+        let kind = prop::sample::select(vec![
+            Kind::User,
+            Kind::Assistant,
+            Kind::Attachment,
+            Kind::Failed,
+            Kind::Interrupted,
+            Kind::Clear,
+            Kind::Compaction,
+        ]);
+        let content = prop::sample::select(vec![
+            "",
+            "text",
+            "<!-- cca:end -->",
+            "\\<!-- cca:clear -->\n",
+            "```\nopen fence",
+        ]);
+        (kind, content, 0u64..6).prop_map(|(kind, content, through)| match kind {
+            Kind::Compaction => Record { content: content.into(), ..compaction(through) },
+            kind => record(kind, content),
+        })
+    }
+
+    fn any_op() -> impl Strategy<Value = Op> {
+        let text = prop::sample::select(vec![
+            "x",
+            "\n",
+            "<!-- cca:clear -->\n",
+            "\n<!-- cca:end -->\n",
+            "<!-- cca:",
+            "a longer piece of text\n",
+        ])
+        .prop_map(str::to_string);
+        prop_oneof![
+            4 => prop::collection::vec(any_record(), 1..3).prop_map(Op::Turn),
+            3 => any_record().prop_map(|r| Op::After(Box::new(r))),
+            1 => (any::<prop::sample::Index>(), 0usize..30, text.clone())
+                .prop_map(|(at, len, text)| Op::Edit(at, len, text)),
+            1 => any::<prop::sample::Index>().prop_map(Op::Retype),
+            1 => any::<prop::sample::Index>().prop_map(Op::Truncate),
+            1 => text.prop_map(Op::Append),
+            1 => Just(Op::Replace),
+        ]
+    }
+
+    fn apply(store: &Store, id: &str, op: &Op, n: &mut u64) {
+        let text = fs::read_to_string(store.session_path(id)).unwrap();
+        let boundary = |at: &prop::sample::Index| {
+            let at = at.index(text.len() + 1);
+            (0..=at).rev().find(|&i| text.is_char_boundary(i)).unwrap()
+        };
+        match op {
+            Op::Turn(rs) => {
+                let _ = store.summarize(id);
+                let mut appender = Appender::open(store, id).unwrap();
+                for r in rs {
+                    appender.append(records(std::slice::from_ref(r)).as_bytes()).unwrap();
+                }
+            }
+            Op::After(r) => {
+                if let Ok(summary) = store.summarize_to_append(id) {
+                    let mut appender = Appender::open(store, id).unwrap();
+                    appender
+                        .append_after(&summary, records(std::slice::from_ref(r)).as_bytes())
+                        .unwrap();
+                }
+            }
+            Op::Edit(at, len, insert) => {
+                let at = boundary(at);
+                let end = (at + len).min(text.len());
+                let end = (end..=text.len()).find(|&i| text.is_char_boundary(i)).unwrap();
+                let edited = format!("{}{insert}{}", &text[..at], &text[end..]);
+                by_hand(store, id, |p| fs::write(p, edited).unwrap(), n);
+            }
+            Op::Retype(at) => {
+                let mut bytes = text.into_bytes();
+                let Some(i) = (0..bytes.len())
+                    .map(|i| (at.index(bytes.len()) + i) % bytes.len())
+                    .find(|&i| bytes[i].is_ascii_graphic())
+                else {
+                    return;
+                };
+                bytes[i] = if bytes[i] == b'x' { b'y' } else { b'x' };
+                by_hand(store, id, |p| fs::write(p, bytes).unwrap(), n);
+            }
+            Op::Truncate(at) => {
+                let at = boundary(at) as u64;
+                by_hand(
+                    store,
+                    id,
+                    |p| OpenOptions::new().write(true).open(p).unwrap().set_len(at).unwrap(),
+                    n,
+                );
+            }
+            Op::Append(more) => {
+                let mut file =
+                    OpenOptions::new().append(true).open(store.session_path(id)).unwrap();
+                file.write_all(more.as_bytes()).unwrap();
+            }
+            Op::Replace => {
+                let path = store.session_path(id);
+                let copy = path.with_extension("copy");
+                fs::write(&copy, &text).unwrap();
+                fs::rename(&copy, &path).unwrap();
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Whatever happens to the file (cca's turns, clears and compactions; edits, retyped
+        /// bytes, truncations, appends and replacements by others), what is read is what a
+        /// read of the whole file gives, with the live index or without it.
+        #[test]
+        fn what_is_read_is_what_the_file_holds(
+            start in prop::collection::vec(any_record(), 0..8),
+            ops in prop::collection::vec(any_op(), 1..12),
+        ) {
+            let (_dir, store, id) = session(&records(&start));
+            let mut n = 0;
+            for op in &ops {
+                apply(&store, &id, op, &mut n);
+                let expected = whole(&store, &id);
+                prop_assert_eq!(store.summarize_unlocked(&id).ok(), expected.clone(), "{:?}", op);
+                prop_assert_eq!(store.summarize(&id).ok(), expected.clone(), "{:?}", op);
+                prop_assert_eq!(store.summarize(&id).ok(), expected, "{:?}", op);
+            }
+        }
     }
 }

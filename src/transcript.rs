@@ -22,6 +22,11 @@
 //!
 //! Tolerant reading: a record without its end marker (a crash during an append, or a hand edit
 //! that went wrong) is reported as a [`Problem`] and skipped; it never swallows the records around it.
+//!
+//! Reading can also start part-way: a [`Checkpoint`], taken just after a clear or a compaction,
+//! holds all that reading the file up to there gave, so reading on from it gives the same
+//! [`Summary`] as reading the whole file. Whether the bytes before it are still those it was
+//! taken from is for the caller to prove (`store` does, with the file's stamp).
 
 use std::io::{self, BufRead};
 use std::ops::Range;
@@ -538,10 +543,12 @@ pub struct RecordSpan {
     pub content: Range<u64>,
     /// 1-based line number of the record's marker.
     pub line: u64,
+    /// 1-based line number of its end marker.
+    pub end_line: u64,
 }
 
 /// Something wrong in a transcript that reading worked around.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Problem {
     pub line: u64,
     pub message: String,
@@ -569,6 +576,25 @@ impl std::fmt::Display for NotTranscript {
 }
 
 impl std::error::Error for NotTranscript {}
+
+/// A place in a transcript where reading can start again: just past a newline, between records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Position {
+    /// Bytes before it.
+    pub offset: u64,
+    /// Lines before it.
+    pub line: u64,
+}
+
+/// How a scan ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScanEnd {
+    /// Just past the last byte read.
+    pub offset: u64,
+    /// Where reading can go on over bytes appended later: set when the text ends with a
+    /// newline, between records (not inside a record, nor in the middle of a line).
+    pub resume: Option<Position>,
+}
 
 /// One line as the scanner sees it: its place, and its first bytes (enough for any marker).
 struct Line<'a> {
@@ -631,14 +657,27 @@ impl Scanner {
 
     /// Reads a whole transcript, calling `on_event` for each event, in file order.
     pub fn scan(
-        mut reader: impl BufRead,
-        mut on_event: impl FnMut(Event),
+        reader: impl BufRead,
+        on_event: impl FnMut(Event),
     ) -> io::Result<Result<(), NotTranscript>> {
-        let mut scanner = Scanner::new();
+        Ok(Self::scan_from(reader, None, on_event)?.map(|_| ()))
+    }
+
+    /// Reads a transcript from its start, or (`from`) from a position between records with the
+    /// reader already there, calling `on_event` for each event, in file order. Offsets and line
+    /// numbers in the events are those of the whole file either way.
+    pub fn scan_from(
+        mut reader: impl BufRead,
+        from: Option<Position>,
+        mut on_event: impl FnMut(Event),
+    ) -> io::Result<Result<ScanEnd, NotTranscript>> {
+        let (mut scanner, mut offset) = match from {
+            None => (Scanner::new(), 0),
+            Some(at) => (Scanner { state: State::Between, line_no: at.line }, at.offset),
+        };
         // Lines are handed over straight from the reader's buffer; only a line split across two
         // refills is copied, and of it only the first HEAD_MAX bytes.
         let mut split: Option<(u64, Vec<u8>, bool)> = None;
-        let mut offset = 0u64;
         loop {
             let buf = match reader.fill_buf() {
                 Ok(buf) => buf,
@@ -687,14 +726,18 @@ impl Scanner {
             reader.consume(n);
             offset += n as u64;
         }
+        let mut ends_with_newline = true;
         if let Some((start, head, whole)) = split.take() {
             // The last line has no newline.
+            ends_with_newline = false;
             let line = Line { start, end: offset, head: &head, whole };
             if let Err(e) = scanner.line(&line, &mut on_event) {
                 return Ok(Err(e));
             }
         }
-        Ok(scanner.finish(&mut on_event))
+        let resume = (ends_with_newline && matches!(scanner.state, State::Between))
+            .then_some(Position { offset, line: scanner.line_no });
+        Ok(scanner.finish(&mut on_event).map(|()| ScanEnd { offset, resume }))
     }
 
     fn line(&mut self, line: &Line, on_event: &mut impl FnMut(Event)) -> Result<(), NotTranscript> {
@@ -742,7 +785,7 @@ impl Scanner {
             State::Between => self.start_or_skip(marker, line, on_event),
             State::InRecord(mut open) => match marker {
                 Some(Marker::End { fence }) => {
-                    on_event(Event::Record(open.close(line, fence)));
+                    on_event(Event::Record(open.close(line, no, fence)));
                     State::Between
                 }
                 Some(other) => {
@@ -851,7 +894,7 @@ impl Open {
         self.last = Some(info);
     }
 
-    fn close(self, end_line: &Line, fence: bool) -> RecordSpan {
+    fn close(self, end_line: &Line, end_line_no: u64, fence: bool) -> RecordSpan {
         let raw = self.start..end_line.end + 1;
         let content = match (self.first, self.last) {
             (None, _) | (_, None) => end_line.start..end_line.start,
@@ -871,7 +914,14 @@ impl Open {
                 range
             }
         };
-        RecordSpan { kind: self.kind, meta: self.meta, raw, content, line: self.line }
+        RecordSpan {
+            kind: self.kind,
+            meta: self.meta,
+            raw,
+            content,
+            line: self.line,
+            end_line: end_line_no,
+        }
     }
 }
 
@@ -933,7 +983,7 @@ pub fn parse(text: &str) -> Result<(Transcript, Vec<Problem>), NotTranscript> {
 pub type Attachments = Vec<(String, Range<u64>)>;
 
 /// One complete exchange, by where its parts sit in the file.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ExchangeSpans {
     pub number: u64,
     pub user: Range<u64>,
@@ -943,7 +993,7 @@ pub struct ExchangeSpans {
 
 /// What the engine sees of a session: the latest summary, if any, and the exchanges after it,
 /// since the last clear. Failed and interrupted attempts never appear here.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Live {
     pub summary: Option<Range<u64>>,
     /// The first and last exchange the summary stands for.
@@ -969,7 +1019,7 @@ impl Live {
 }
 
 /// A summary of a whole scan: the header, the live context, counts, and the problems met.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Summary {
     pub header: Header,
     /// Offset just past the header, where records begin.
@@ -978,11 +1028,55 @@ pub struct Summary {
     pub live: std::sync::Arc<Live>,
     /// Complete exchanges in the file, live or not.
     pub exchanges: u64,
-    /// Offset just past the last complete exchange, for forks.
-    pub exchange_ends: Vec<u64>,
     pub problems: Vec<Problem>,
     /// The last `at` of any record, or the header's creation time.
     pub last_activity: String,
+    /// Whether the file ends inside an attempt that has no outcome yet.
+    pub pending_user: bool,
+    /// What reading on over records appended to this file needs (see [`read_on`]); `None` when
+    /// the file does not end cleanly between records.
+    end: Option<Box<Tail>>,
+}
+
+/// The end of a scan, in the form [`read_on`] takes up again.
+#[derive(Debug, Clone, PartialEq)]
+struct Tail {
+    at: Position,
+    last_activity: Option<String>,
+    pending: Option<(Range<u64>, Attachments)>,
+}
+
+/// Everything the summary of a transcript depends on at one point between records: reading can
+/// start there, with this, and end with the summary a read of the whole file gives.
+///
+/// One is taken just after each clear and each compaction (where the live context starts
+/// again), when what it holds is small; the store keeps the latest, so that a turn reads only
+/// the live context. A checkpoint says nothing about whether the bytes before it are still
+/// those it was taken from: that is for whoever keeps it to prove.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// Where reading goes on.
+    pub at: Position,
+    /// The clear or compaction record that ends at `at`.
+    pub record: Range<u64>,
+    header: Header,
+    header_end: u64,
+    live: Live,
+    exchanges: u64,
+    problems: Vec<Problem>,
+    last_activity: Option<String>,
+    pending: Option<(Range<u64>, Attachments)>,
+}
+
+/// A checkpoint holds at most this many exchanges and problems together: one that holds more
+/// is not worth keeping (reading is then as cheap as loading it).
+const CHECKPOINT_ITEMS: usize = 256;
+
+/// What a scan found: the summary, and the latest checkpoint (or the one reading started from).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scan {
+    pub summary: Summary,
+    pub checkpoint: Option<Checkpoint>,
 }
 
 /// Folds scanner events into a [`Summary`].
@@ -992,13 +1086,30 @@ pub struct Summarizer {
     header_end: u64,
     live: Live,
     exchanges: u64,
-    exchange_ends: Vec<u64>,
+    /// Offsets just past each complete exchange, for forks; kept only when asked for.
+    exchange_ends: Option<Vec<u64>>,
     problems: Vec<Problem>,
     last_activity: Option<String>,
     pending: Option<(Range<u64>, Attachments)>,
+    checkpoint: Option<Checkpoint>,
 }
 
 impl Summarizer {
+    /// A summarizer that goes on from a checkpoint.
+    pub fn resume(from: &Checkpoint) -> Summarizer {
+        Summarizer {
+            header: Some(from.header.clone()),
+            header_end: from.header_end,
+            live: from.live.clone(),
+            exchanges: from.exchanges,
+            exchange_ends: None,
+            problems: from.problems.clone(),
+            last_activity: from.last_activity.clone(),
+            pending: from.pending.clone(),
+            checkpoint: Some(from.clone()),
+        }
+    }
+
     pub fn event(&mut self, event: Event) {
         match event {
             Event::Header(h, end) => {
@@ -1024,7 +1135,9 @@ impl Summarizer {
                     Kind::Assistant => {
                         if let Some((user, attachments)) = self.pending.take() {
                             self.exchanges += 1;
-                            self.exchange_ends.push(r.raw.end);
+                            if let Some(ends) = &mut self.exchange_ends {
+                                ends.push(r.raw.end);
+                            }
                             self.live.exchanges.push(ExchangeSpans {
                                 number: self.exchanges,
                                 user,
@@ -1037,39 +1150,117 @@ impl Summarizer {
                     Kind::Clear => {
                         self.pending = None;
                         self.live = Live::default();
+                        self.take_checkpoint(&r);
                     }
                     Kind::Compaction => {
                         let through = r.meta.through.unwrap_or(0);
                         self.live.exchanges.retain(|e| e.number > through);
-                        self.live.summary = Some(r.content);
+                        self.live.summary = Some(r.content.clone());
                         self.live.summary_turns = Some((r.meta.first.unwrap_or(1), through));
+                        self.take_checkpoint(&r);
                     }
                 }
             }
         }
     }
 
-    pub fn finish(self) -> Summary {
+    /// Keeps the state just after `r` as the latest checkpoint, when it is small (an earlier
+    /// one stays good to start from otherwise).
+    fn take_checkpoint(&mut self, r: &RecordSpan) {
+        let pending = self.pending.as_ref().map_or(0, |(_, a)| 1 + a.len());
+        let items = self.live.exchanges.len() + self.problems.len() + pending;
+        let Some(header) = self.header.as_ref().filter(|_| items <= CHECKPOINT_ITEMS) else {
+            return;
+        };
+        self.checkpoint = Some(Checkpoint {
+            at: Position { offset: r.raw.end, line: r.end_line },
+            record: r.raw.clone(),
+            header: header.clone(),
+            header_end: self.header_end,
+            live: self.live.clone(),
+            exchanges: self.exchanges,
+            problems: self.problems.clone(),
+            last_activity: self.last_activity.clone(),
+            pending: self.pending.clone(),
+        });
+    }
+
+    /// The summary once every event is in; `end` is how the scan ended.
+    pub fn finish(self, end: ScanEnd) -> Scan {
         let header = self.header.expect("finish is called after a successful scan");
-        let last_activity = self.last_activity.unwrap_or_else(|| header.created.clone());
+        let last_activity = self.last_activity.clone().unwrap_or_else(|| header.created.clone());
+        let tail = end.resume.map(|at| {
+            Box::new(Tail { at, last_activity: self.last_activity, pending: self.pending.clone() })
+        });
         let mut live = self.live;
         live.exchanges.shrink_to_fit();
-        Summary {
+        // A record whose end marker is the file's last line, without a newline, ends past the
+        // bytes read: reading cannot start again there.
+        let checkpoint = self.checkpoint.filter(|c| c.at.offset <= end.offset);
+        let summary = Summary {
             header,
             header_end: self.header_end,
             live: std::sync::Arc::new(live),
             exchanges: self.exchanges,
-            exchange_ends: self.exchange_ends,
             problems: self.problems,
             last_activity,
-        }
+            pending_user: self.pending.is_some(),
+            end: tail,
+        };
+        Scan { summary, checkpoint }
     }
 }
 
 /// Scans a transcript into its [`Summary`].
 pub fn summarize(reader: impl BufRead) -> io::Result<Result<Summary, NotTranscript>> {
-    let mut summarizer = Summarizer::default();
-    Ok(Scanner::scan(reader, |e| summarizer.event(e))?.map(|()| summarizer.finish()))
+    Ok(scan(reader, None)?.map(|s| s.summary))
+}
+
+/// Scans a transcript into its [`Summary`] and its latest [`Checkpoint`]: the whole of it, or,
+/// with `from`, only what comes after that checkpoint (the reader must start there).
+pub fn scan(
+    reader: impl BufRead,
+    from: Option<&Checkpoint>,
+) -> io::Result<Result<Scan, NotTranscript>> {
+    let mut summarizer = from.map_or_else(Summarizer::default, Summarizer::resume);
+    let end = Scanner::scan_from(reader, from.map(|c| c.at), |e| summarizer.event(e))?;
+    Ok(end.map(|end| summarizer.finish(end)))
+}
+
+/// Scans a whole transcript into its [`Summary`] and the offset just past each complete
+/// exchange, in order (where a fork at that exchange ends).
+pub fn exchange_ends(
+    reader: impl BufRead,
+) -> io::Result<Result<(Summary, Vec<u64>), NotTranscript>> {
+    let mut summarizer = Summarizer { exchange_ends: Some(Vec::new()), ..Summarizer::default() };
+    let end = Scanner::scan_from(reader, None, |e| summarizer.event(e))?;
+    Ok(end.map(|end| {
+        let ends = summarizer.exchange_ends.take().unwrap_or_default();
+        (summarizer.finish(end).summary, ends)
+    }))
+}
+
+/// Reads on from the end of the file `summary` was read from, through `appended`: the records
+/// written after it, starting at offset `at`. Gives what a scan of the whole longer file would,
+/// without reading the file again (the checkpoint is the latest among the appended records).
+/// `None` when `summary` did not end cleanly at `at`.
+pub fn read_on(summary: &Summary, at: u64, appended: &[u8]) -> Option<Scan> {
+    let tail = summary.end.as_ref().filter(|t| t.at.offset == at)?;
+    let mut summarizer = Summarizer {
+        header: Some(summary.header.clone()),
+        header_end: summary.header_end,
+        live: (*summary.live).clone(),
+        exchanges: summary.exchanges,
+        exchange_ends: None,
+        problems: summary.problems.clone(),
+        last_activity: tail.last_activity.clone(),
+        pending: tail.pending.clone(),
+        checkpoint: None,
+    };
+    let end = Scanner::scan_from(appended, Some(tail.at), |e| summarizer.event(e))
+        .expect("reading from memory cannot fail")
+        .ok()?;
+    Some(summarizer.finish(end))
 }
 
 #[cfg(test)]
@@ -1392,6 +1583,219 @@ mod tests {
             // Every record read back is one that was written, in order: a prefix.
             prop_assert!(back.records.len() <= t.records.len());
             prop_assert_eq!(&back.records[..], &t.records[..back.records.len()]);
+        }
+    }
+
+    /// A record of any kind (user turns, answers, clears and compactions more often than the
+    /// rest), compactions standing for any turns, some with times.
+    fn any_record() -> impl Strategy<Value = Record> {
+        let kind = prop_oneof![
+            3 => Just(Kind::User),
+            3 => Just(Kind::Assistant),
+            2 => Just(Kind::Clear),
+            2 => Just(Kind::Compaction),
+            1 => Just(Kind::Attachment),
+            1 => Just(Kind::Failed),
+            1 => Just(Kind::Interrupted),
+        ];
+        let meta = (
+            proptest::option::of(0u64..6),
+            proptest::option::of(0u64..8),
+            proptest::option::of(0u32..60),
+            proptest::option::of("[a-z]{0,4}"),
+        );
+        (kind, hostile_text(), meta).prop_map(|(kind, content, (first, through, minute, name))| {
+            Record {
+                kind,
+                meta: Meta {
+                    at: minute.map(|m| format!("2026-11-21T10:{m:02}:00Z")),
+                    first,
+                    through,
+                    name,
+                    ..Meta::default()
+                },
+                content,
+            }
+        })
+    }
+
+    /// What follows a header: records as cca writes them, and now and then damage (a record
+    /// cut off by a crash, a line added by hand, a broken or stray marker).
+    fn any_body(max: usize) -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            8 => any_record().prop_map(|r| render_record(&r, 1)),
+            1 => (any_record(), any::<proptest::sample::Index>()).prop_map(|(r, cut)| {
+                format!("{}\n", cut_at(&render_record(&r, 1), cut))
+            }),
+            1 => proptest::sample::select(vec![
+                "a note by hand\n",
+                "<!-- cca:bogus -->\n",
+                "<!-- cca:end -->\n",
+                "<!-- cca:session {} -->\n",
+                "<!-- cca:user {\"at\": -->\n",
+            ])
+            .prop_map(str::to_string),
+        ];
+        proptest::collection::vec(piece, 0..max).prop_map(|v| v.concat())
+    }
+
+    /// `text` cut at `cut` (an index into it), on a character boundary.
+    fn cut_at(text: &str, cut: proptest::sample::Index) -> &str {
+        let at = cut.index(text.len() + 1);
+        let at = (0..=at).rev().find(|&i| text.is_char_boundary(i)).unwrap();
+        &text[..at]
+    }
+
+    fn full_scan(text: &str) -> Result<Scan, String> {
+        scan(text.as_bytes(), None).unwrap().map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_checkpoint_follows_each_clear_and_compaction() {
+        let mut records = vec![
+            record(Kind::User, "1"),
+            record(Kind::Assistant, "a1"),
+            record(Kind::Clear, ""),
+            record(Kind::User, "2"),
+            record(Kind::Assistant, "a2"),
+        ];
+        let text = render(&Transcript { header: header(), records: records.clone() });
+        let first = full_scan(&text).unwrap();
+        let checkpoint = first.checkpoint.unwrap();
+        let clear = text.find("<!-- cca:clear").unwrap() as u64;
+        assert_eq!(checkpoint.record.start, clear);
+        assert!(text[..checkpoint.at.offset as usize].ends_with("<!-- cca:end -->\n"));
+        assert_eq!(
+            checkpoint.at.line,
+            text[..checkpoint.at.offset as usize].lines().count() as u64
+        );
+        assert_eq!(checkpoint.exchanges, 1);
+
+        records.push(Record {
+            kind: Kind::Compaction,
+            meta: Meta { first: Some(2), through: Some(2), ..Meta::default() },
+            content: "summary".into(),
+        });
+        let text = render(&Transcript { header: header(), records });
+        let checkpoint = full_scan(&text).unwrap().checkpoint.unwrap();
+        assert_eq!(checkpoint.at.offset, text.len() as u64);
+        assert_eq!(checkpoint.live.summary_turns, Some((2, 2)));
+
+        // A compaction during a turn comes between its question and its answer: the
+        // question is pending at the checkpoint, and the answer completes it after.
+        let records = vec![
+            record(Kind::User, "1"),
+            record(Kind::Assistant, "a1"),
+            record(Kind::User, "2"),
+            Record {
+                kind: Kind::Compaction,
+                meta: Meta { first: Some(1), through: Some(1), ..Meta::default() },
+                content: "summary of 1".into(),
+            },
+            record(Kind::Assistant, "a2"),
+        ];
+        let text = render(&Transcript { header: header(), records });
+        let whole = full_scan(&text).unwrap();
+        let checkpoint = whole.checkpoint.unwrap();
+        assert!(checkpoint.pending.is_some());
+        let rest = &text.as_bytes()[checkpoint.at.offset as usize..];
+        let tail = scan(rest, Some(&checkpoint)).unwrap().unwrap();
+        assert_eq!(tail.summary, whole.summary);
+        assert_eq!(tail.summary.live.exchanges.len(), 1);
+        assert_eq!(tail.summary.exchanges, 2);
+
+        // A session never cleared has no place to start but the beginning.
+        let text = render(&Transcript {
+            header: header(),
+            records: vec![record(Kind::User, "1"), record(Kind::Assistant, "a1")],
+        });
+        assert_eq!(full_scan(&text).unwrap().checkpoint, None);
+    }
+
+    #[test]
+    fn a_checkpoint_too_large_to_keep_leaves_the_earlier_one() {
+        let mut records = vec![record(Kind::Clear, "")];
+        for n in 0..CHECKPOINT_ITEMS + 1 {
+            records.push(record(Kind::User, &n.to_string()));
+            records.push(record(Kind::Assistant, "a"));
+        }
+        // Stands for none of them: all stay live.
+        records.push(Record {
+            kind: Kind::Compaction,
+            meta: Meta { first: Some(1), through: Some(0), ..Meta::default() },
+            content: "nothing".into(),
+        });
+        let text = render(&Transcript { header: header(), records });
+        let whole = full_scan(&text).unwrap();
+        let checkpoint = whole.checkpoint.unwrap();
+        assert_eq!(&text[checkpoint.record.start as usize..][..14], "<!-- cca:clear");
+        let rest = &text.as_bytes()[checkpoint.at.offset as usize..];
+        assert_eq!(scan(rest, Some(&checkpoint)).unwrap().unwrap().summary, whole.summary);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// The file as it was when a checkpoint was taken (cut anywhere, as by a crash), then
+        /// records appended (cut anywhere after the checkpoint): reading on from the checkpoint
+        /// gives exactly what reading the whole file gives.
+        #[test]
+        fn reading_on_from_a_checkpoint_is_reading_it_all(
+            before in any_body(12),
+            after in any_body(6),
+            cut_before in proptest::option::of(any::<proptest::sample::Index>()),
+            cut_after in any::<proptest::sample::Index>(),
+        ) {
+            let then = render_header(&header()) + &before;
+            let then = cut_before.map_or(then.as_str(), |cut| cut_at(&then, cut));
+            let Ok(Scan { checkpoint: Some(checkpoint), .. }) = full_scan(then) else {
+                return Ok(());
+            };
+            // As it is kept: through JSON.
+            let json = serde_json::to_string(&checkpoint).unwrap();
+            let kept: Checkpoint = serde_json::from_str(&json).unwrap();
+            prop_assert_eq!(&kept, &checkpoint);
+
+            let now = format!("{then}{after}");
+            let from = checkpoint.at.offset as usize;
+            let now = &now[..from + cut_at(&now[from..], cut_after).len()];
+            let whole = full_scan(now).unwrap();
+            let tail = scan(&now.as_bytes()[from..], Some(&kept)).unwrap().unwrap();
+            prop_assert_eq!(&tail.summary, &whole.summary);
+            prop_assert_eq!(&tail.checkpoint, &whole.checkpoint);
+        }
+
+        /// Records appended after a summary was read are read on from it, without the file.
+        #[test]
+        fn reading_on_over_appended_records_is_reading_it_all(
+            before in any_body(10),
+            after in proptest::collection::vec(any_record(), 0..4),
+            cut in any::<proptest::sample::Index>(),
+            whole_file in any::<bool>(),
+        ) {
+            let then = render_header(&header()) + &before;
+            let then = if whole_file { then.as_str() } else { cut_at(&then, cut) };
+            let Ok(first) = full_scan(then) else { return Ok(()) };
+            let more: String = after.iter().map(|r| render_record(r, 1)).collect();
+            let now = format!("{then}{more}");
+            let whole = full_scan(&now).unwrap();
+            let at = then.len() as u64;
+            match read_on(&first.summary, at, more.as_bytes()) {
+                Some(on) => {
+                    prop_assert_eq!(&on.summary, &whole.summary);
+                    let appended_checkpoint = whole.checkpoint.filter(|c| c.at.offset > at);
+                    prop_assert_eq!(on.checkpoint, appended_checkpoint);
+                }
+                // Only a file that does not end cleanly cannot be read on from: in the middle
+                // of a line, or of a record.
+                None => {
+                    let open = first.summary.problems.last().is_some_and(|p| {
+                        p.message.contains("was cut off before its end marker")
+                    });
+                    prop_assert!(!then.ends_with('\n') || open);
+                }
+            }
+            prop_assert!(read_on(&first.summary, at + 1, more.as_bytes()).is_none());
         }
     }
 }

@@ -89,3 +89,11 @@ fn flags(a: &crate::cli::AnswerArgs) -> Flags {
         no_compact: a.no_compact,
     }
 }
+
+/// Writes to stdout what `write` writes, in pieces; a closed pipe (`| head`) is not an error.
+pub fn print_with(write: impl FnOnce(&mut dyn std::io::Write) -> Result<()>) -> Result<()> {
+    crate::run::written(write, std::io::stdout().lock(), |e| match e.kind() {
+        std::io::ErrorKind::BrokenPipe => Ok(()),
+        _ => Err(e).context("cannot write to stdout"),
+    })
+}

@@ -8,6 +8,7 @@ mod common;
 mod compaction;
 mod faults;
 mod help;
+mod live;
 mod readme;
 mod safety;
 mod search;
