@@ -477,6 +477,7 @@ fn header(id: &str) -> Header {
         cwd: "/".into(),
         title: format!("session {id}"),
         forked_from: None,
+        name: None,
     }
 }
 

@@ -127,6 +127,7 @@ fn open_session(
                 cwd: std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default(),
                 title: transcript::one_line(ask.query.lines().next().unwrap_or(""), 80),
                 forked_from: None,
+                name: None,
             };
             let stamp = now.format("%Y%m%d-%H%M%S").to_string();
             let id = store.create_session(&stamp, |id| {

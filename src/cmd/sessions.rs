@@ -258,6 +258,8 @@ pub fn fork_session(
     let header = Header {
         created: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         forked_from: Some(transcript::ForkedFrom { session: source.to_string(), turn: n }),
+        // A name belongs to one session: the fork starts without one.
+        name: None,
         ..summary.header
     };
     let stamp = now.format("%Y%m%d-%H%M%S").to_string();
