@@ -15,6 +15,7 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod frame;
+pub mod grep;
 pub mod prompt;
 pub mod run;
 pub mod shell;
