@@ -15,6 +15,7 @@
 
 use std::io;
 use std::ops::Range;
+use std::rc::Rc;
 use std::sync::LazyLock;
 
 use chrono::{DateTime, Utc};
@@ -256,6 +257,65 @@ pub trait Sink {
     fn gap(&mut self) -> bool;
 }
 
+/// Searches transcripts one after another, reusing its buffers.
+pub struct Searcher {
+    buf: Vec<u8>,
+    ahead: Vec<u8>,
+}
+
+impl Default for Searcher {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Searcher {
+    pub fn new() -> Searcher {
+        Self::with_buffer(BUFFER)
+    }
+
+    fn with_buffer(size: usize) -> Searcher {
+        Searcher { buf: vec![0; size.max(1)], ahead: Vec::new() }
+    }
+
+    /// Searches one transcript; returns how many lines matched, or why it is not a transcript.
+    pub fn search(
+        &mut self,
+        source: &(impl Source + ?Sized),
+        matcher: &Matcher,
+        opts: &Options,
+        sink: &mut impl Sink,
+    ) -> io::Result<Result<u64, NotTranscript>> {
+        let mut s = Search {
+            source,
+            matcher,
+            opts,
+            buf: std::mem::take(&mut self.buf),
+            start: 0,
+            filled: 0,
+            eof: false,
+            searched: 0,
+            escaped_at: None,
+            skim: Skim::new(),
+            ahead: std::mem::take(&mut self.ahead),
+            ahead_at: 0,
+            places: Places::default(),
+            counted_to: 0,
+            counted: 0,
+            printed_end: None,
+            after: None,
+            found: Vec::new(),
+            matched: 0,
+        };
+        // `ahead` holds nothing yet: a read ahead starts by filling it.
+        s.ahead.clear();
+        let result = s.run(sink);
+        self.buf = s.buf;
+        self.ahead = s.ahead;
+        result
+    }
+}
+
 /// Searches one transcript; returns how many lines matched, or why it is not a transcript.
 pub fn search(
     source: &(impl Source + ?Sized),
@@ -263,9 +323,10 @@ pub fn search(
     opts: &Options,
     sink: &mut impl Sink,
 ) -> io::Result<Result<u64, NotTranscript>> {
-    search_with(source, matcher, opts, sink, BUFFER)
+    Searcher::new().search(source, matcher, opts, sink)
 }
 
+#[cfg(test)]
 fn search_with(
     source: &(impl Source + ?Sized),
     matcher: &Matcher,
@@ -273,28 +334,7 @@ fn search_with(
     sink: &mut impl Sink,
     buffer: usize,
 ) -> io::Result<Result<u64, NotTranscript>> {
-    let mut s = Search {
-        source,
-        matcher,
-        opts,
-        buf: vec![0; buffer.max(1)],
-        start: 0,
-        filled: 0,
-        eof: false,
-        searched: 0,
-        escaped_at: None,
-        skim: Skim::new(),
-        ahead: Vec::new(),
-        ahead_at: 0,
-        places: Places::default(),
-        counted_to: 0,
-        counted: 0,
-        printed_end: None,
-        after: None,
-        found: Vec::new(),
-        matched: 0,
-    };
-    s.run(sink)
+    Searcher::with_buffer(buffer).search(source, matcher, opts, sink)
 }
 
 /// What the skim has told of the records so far.
@@ -303,8 +343,8 @@ struct Places {
     header: Option<Header>,
     exchanges: u64,
     pending_user: bool,
-    /// The last record completed.
-    last: Option<Place>,
+    /// The last record completed (shared with the lines shown from it).
+    last: Option<Rc<Place>>,
 }
 
 impl Places {
@@ -325,8 +365,8 @@ impl Places {
                     Kind::Failed | Kind::Interrupted | Kind::Clear => self.pending_user = false,
                     Kind::Assistant | Kind::Attachment | Kind::Compaction => {}
                 }
-                self.last =
-                    Some(Place { kind: span.kind, meta: span.meta, turn, content: span.content });
+                let place = Place { kind: span.kind, meta: span.meta, turn, content: span.content };
+                self.last = Some(Rc::new(place));
             }
         }
     }
@@ -356,7 +396,7 @@ struct Search<'a, S: Source + ?Sized> {
     /// The file offset where the last line shown ends.
     printed_end: Option<u64>,
     /// Context still owed after the last match: lines, the record, where its content ends.
-    after: Option<(usize, Place)>,
+    after: Option<(usize, Rc<Place>)>,
     found: Vec<Range<usize>>,
     matched: u64,
 }
@@ -444,9 +484,11 @@ impl<S: Source + ?Sized> Search<'_, S> {
             return None;
         }
         let hay = &self.buf[..complete];
-        let hit = self.matcher.regex.find_at(hay, self.searched).and_then(|m| {
-            let start = memchr::memrchr(b'\n', &hay[..m.start()]).map_or(0, |i| i + 1);
-            // A match that starts at the end of the complete lines belongs to no line here.
+        // The earliest end of any match is enough to find the first line that may hold one: a
+        // match inside an earlier line would end earlier. No reverse scan for where it starts.
+        let hit = self.matcher.regex.shortest_match_at(hay, self.searched).and_then(|end| {
+            let start = memchr::memrchr(b'\n', &hay[..end]).map_or(0, |i| i + 1);
+            // A match that ends where the complete lines end belongs to no line here.
             (start < complete).then_some(start)
         });
         let escaped = self.next_escaped(complete);
@@ -523,7 +565,7 @@ impl<S: Source + ?Sized> Search<'_, S> {
         if !self.wanted(place) {
             return Ok(Ok(true));
         }
-        let place = place.clone();
+        let place = Rc::clone(place);
         self.matcher.find_in(as_written(&self.buf[line.clone()], escaped), &mut self.found);
         if self.found.is_empty() {
             return Ok(Ok(true));
@@ -648,7 +690,7 @@ impl<S: Source + ?Sized> Search<'_, S> {
         if to > self.counted_to {
             let from = (self.counted_to - self.start) as usize;
             let to_rel = (to - self.start) as usize;
-            self.counted += self.buf[from..to_rel].iter().filter(|&&b| b == b'\n').count() as u64;
+            self.counted += crate::transcript::count_newlines(&self.buf[from..to_rel]);
             self.counted_to = to;
         }
     }

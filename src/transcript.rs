@@ -1045,8 +1045,15 @@ impl Skim {
     }
 }
 
-fn count_newlines(bytes: &[u8]) -> u64 {
-    bytes.iter().filter(|&&b| b == b'\n').count() as u64
+/// Newlines in `bytes`. Summed in blocks small enough for a byte counter, which the compiler
+/// turns into vector code: several times faster than counting one byte at a time.
+pub fn count_newlines(bytes: &[u8]) -> u64 {
+    let mut blocks = bytes.chunks_exact(240);
+    let mut n: u64 = 0;
+    for block in &mut blocks {
+        n += u64::from(block.iter().map(|&b| u8::from(b == b'\n')).sum::<u8>());
+    }
+    n + blocks.remainder().iter().filter(|&&b| b == b'\n').count() as u64
 }
 
 impl Open {
