@@ -5,6 +5,7 @@
 #[path = "../support/env.rs"]
 mod common;
 mod compaction;
+mod grep;
 mod help;
 mod readme;
 mod safety;
