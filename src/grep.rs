@@ -22,6 +22,7 @@ use chrono::{DateTime, Utc};
 use memchr::memmem::Finder;
 use regex::bytes::{Regex, RegexBuilder};
 use regex_syntax::ast::{self, Ast};
+use regex_syntax::hir::Look;
 
 use crate::transcript::{Event, Header, Kind, Meta, NotTranscript, Skim};
 
@@ -58,6 +59,11 @@ pub struct PatternOptions {
 #[derive(Debug, Clone)]
 pub struct Matcher {
     regex: Regex,
+    /// Whether the pattern can assert the start of a line. An escaped content line is the line
+    /// as written plus one leading backslash, which changes no match except one that needs the
+    /// line to start there (`\b` sees a non-word character either way); only then must escaped
+    /// lines be looked at one by one.
+    line_start: bool,
 }
 
 impl Matcher {
@@ -84,6 +90,19 @@ impl Matcher {
         };
         let source =
             if opts.word { format!(r"\b{{start-half}}(?:{source})\b{{end-half}}") } else { source };
+        let line_start = regex_syntax::ParserBuilder::new()
+            .utf8(false)
+            .multi_line(true)
+            .crlf(true)
+            .case_insensitive(insensitive)
+            .build()
+            .parse(&source)
+            .map_or(true, |hir| {
+                let looks = hir.properties().look_set();
+                looks.contains(Look::Start)
+                    || looks.contains(Look::StartLF)
+                    || looks.contains(Look::StartCRLF)
+            });
         let regex = RegexBuilder::new(&source)
             .case_insensitive(insensitive)
             // A buffer of many lines is searched at once: `^` and `$` are about lines. With
@@ -99,7 +118,7 @@ impl Matcher {
                 ),
                 other => other.to_string(),
             })?;
-        Ok(Matcher { regex })
+        Ok(Matcher { regex, line_start })
     }
 
     /// Where the pattern matches in one line.
@@ -222,6 +241,10 @@ pub struct Options {
     pub until: Option<DateTime<Utc>>,
     /// Stop at the first match.
     pub first_only: bool,
+    /// Find each line's number and where in it the pattern matched (for JSON and colour).
+    /// Without, [`Shown::number`] is 0 and [`Shown::matches`] empty: printing plain lines
+    /// needs neither, and skipping them saves a pass over every match and every newline.
+    pub positions: bool,
 }
 
 /// The record a line belongs to.
@@ -239,11 +262,13 @@ pub struct Place {
 #[derive(Debug)]
 pub struct Shown<'a> {
     pub place: &'a Place,
-    /// Its line number in the file, from 1.
+    /// Its line number in the file, from 1 (with [`Options::positions`]).
     pub number: u64,
     /// The line as it was written: unescaped, without its line ending.
     pub text: &'a [u8],
-    /// Where the pattern matched; empty for a line of context.
+    /// A line of context, not a match.
+    pub context: bool,
+    /// Where the pattern matched (with [`Options::positions`]).
     pub matches: &'a [Range<usize>],
 }
 
@@ -468,7 +493,9 @@ impl<S: Source + ?Sized> Search<'_, S> {
             }
             keep = memchr::memrchr(b'\n', &self.buf[..keep - 1]).map_or(0, |i| i + 1);
         }
-        self.count_lines_to(self.start + keep as u64);
+        if self.opts.positions {
+            self.count_lines_to(self.start + keep as u64);
+        }
         self.buf.copy_within(keep..self.filled, 0);
         self.start += keep as u64;
         self.filled -= keep;
@@ -504,6 +531,9 @@ impl<S: Source + ?Sized> Search<'_, S> {
     }
 
     fn next_escaped(&mut self, complete: usize) -> Option<usize> {
+        if !self.matcher.line_start {
+            return None;
+        }
         if let Some(cached) = self.escaped_at
             && cached.is_none_or(|at| at >= self.searched)
         {
@@ -566,8 +596,16 @@ impl<S: Source + ?Sized> Search<'_, S> {
             return Ok(Ok(true));
         }
         let place = Rc::clone(place);
-        self.matcher.find_in(as_written(&self.buf[line.clone()], escaped), &mut self.found);
-        if self.found.is_empty() {
+        // A hit of the buffer-wide search may be on an escaped line too.
+        let raw = &self.buf[line.clone()];
+        let text = as_written(raw, escaped || is_escaped(raw));
+        let is_match = if self.opts.positions {
+            self.matcher.find_in(text, &mut self.found);
+            !self.found.is_empty()
+        } else {
+            self.matcher.regex.is_match(text)
+        };
+        if !is_match {
             return Ok(Ok(true));
         }
         self.matched += 1;
@@ -576,7 +614,7 @@ impl<S: Source + ?Sized> Search<'_, S> {
             return Ok(Ok(false));
         }
         let found = std::mem::take(&mut self.found);
-        let going = self.show(line.clone(), &place, &found, sink);
+        let going = self.show(line.clone(), &place, Some(&found), sink);
         self.found = found;
         if self.opts.context > 0 {
             self.after = Some((self.opts.context, place));
@@ -619,7 +657,7 @@ impl<S: Source + ?Sized> Search<'_, S> {
         }
         while first < line.start {
             let end = first + memchr::memchr(b'\n', &self.buf[first..]).expect("a whole line");
-            if !self.show(first..end, place, &[], sink) {
+            if !self.show(first..end, place, None, sink) {
                 return false;
             }
             first = end + 1;
@@ -652,7 +690,7 @@ impl<S: Source + ?Sized> Search<'_, S> {
             if self.start + end as u64 > place.content.end {
                 return true;
             }
-            if !self.show(rel..end, &place, &[], sink) {
+            if !self.show(rel..end, &place, None, sink) {
                 return false;
             }
             self.after = Some((left - 1, place));
@@ -665,7 +703,7 @@ impl<S: Source + ?Sized> Search<'_, S> {
         &mut self,
         line: Range<usize>,
         place: &Place,
-        matches: &[Range<usize>],
+        matches: Option<&[Range<usize>]>,
         sink: &mut impl Sink,
     ) -> bool {
         let start = self.start + line.start as u64;
@@ -674,10 +712,11 @@ impl<S: Source + ?Sized> Search<'_, S> {
             return false;
         }
         self.printed_end = Some(self.start + line.end as u64);
-        let number = self.line_number(start);
+        let number = if self.opts.positions { self.line_number(start) } else { 0 };
         let raw = &self.buf[line];
         let text = as_written(raw, is_escaped(raw));
-        sink.line(&Shown { place, number, text, matches })
+        let context = matches.is_none();
+        sink.line(&Shown { place, number, text, context, matches: matches.unwrap_or_default() })
     }
 
     /// The line number of the line starting at `start` (asked in order).
@@ -759,7 +798,7 @@ mod tests {
         }
 
         fn line(&mut self, line: &Shown) -> bool {
-            let sep = if line.matches.is_empty() { '-' } else { ':' };
+            let sep = if line.context { '-' } else { ':' };
             self.shown.push(format!(
                 "{} {} {}{sep} {}",
                 line.place.turn,
@@ -779,14 +818,29 @@ mod tests {
     fn grep_with(text: &str, pattern: &str, opts: &Options, buffer: usize) -> Vec<String> {
         let case = PatternOptions { case: Case::Smart, fixed: false, word: false };
         let matcher = Matcher::new(pattern, &case).unwrap();
-        let mut lines = Lines::default();
-        match search_with(text.as_bytes(), &matcher, opts, &mut lines, buffer).unwrap() {
-            Ok(_) => lines.shown,
-            Err(_) => {
-                assert!(lines.shown.is_empty());
-                Vec::new()
+        let run = |positions| {
+            let opts = Options { positions, ..opts.clone() };
+            let mut lines = Lines::default();
+            match search_with(text.as_bytes(), &matcher, &opts, &mut lines, buffer).unwrap() {
+                Ok(_) => lines.shown,
+                Err(_) => {
+                    assert!(lines.shown.is_empty());
+                    Vec::new()
+                }
             }
-        }
+        };
+        let with = run(true);
+        // Without positions: the same lines, numbered 0.
+        // `turn kind number: text` without the number.
+        let strip = |l: &String| match l.splitn(3, ' ').collect::<Vec<_>>()[..] {
+            [turn, kind, rest] => {
+                format!("{turn} {kind} {}", rest.trim_start_matches(|c: char| c.is_ascii_digit()))
+            }
+            _ => l.clone(),
+        };
+        let without: Vec<String> = run(false).iter().map(strip).collect();
+        assert_eq!(without, with.iter().map(strip).collect::<Vec<_>>());
+        with
     }
 
     fn grep(text: &str, pattern: &str, opts: &Options) -> Vec<String> {
@@ -829,6 +883,10 @@ mod tests {
         ]);
         assert!(t.contains("\n\\<!-- cca:end -->\n\\\\<!-- cca:user -->\n"), "{t}");
         assert_eq!(grep(&t, "^<!-- cca:end", &Options::default()), ["1 user 10: <!-- cca:end -->"]);
+        // Unanchored patterns find escaped lines through the buffer-wide search, and are
+        // checked on the line as written: the stored backslash is not there to match.
+        assert_eq!(grep(&t, "cca:end", &Options::default()), ["1 user 10: <!-- cca:end -->"]);
+        assert_eq!(grep(&t, r"\\<!-- cca:end", &Options::default()), Vec::<String>::new());
         assert_eq!(grep(&t, r"^\\<!", &Options::default()), ["1 user 11: \\<!-- cca:user -->"]);
     }
 

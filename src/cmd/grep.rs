@@ -74,6 +74,7 @@ fn grep(args: &GrepArgs) -> Result<u8> {
         since: args.since.as_deref().map(|d| super::parse_date(d, now, false)).transpose()?,
         until: args.until.as_deref().map(|d| super::parse_date(d, now, true)).transpose()?,
         first_only: args.list,
+        positions: false,
     };
     let here = if args.here { Some(super::current_dir()?) } else { None };
     let format = if args.list {
@@ -82,6 +83,11 @@ fn grep(args: &GrepArgs) -> Result<u8> {
         Format::Json
     } else {
         Format::Lines { color: settings.color && std::io::stdout().is_terminal() }
+    };
+    // Line numbers and match ranges only where they are printed.
+    let opts = Options {
+        positions: matches!(format, Format::Json | Format::Lines { color: true }),
+        ..opts
     };
 
     let mut ids: Vec<String> = match (args.trash, args.ids.is_empty()) {
@@ -301,7 +307,7 @@ impl Sink for Output<'_, '_> {
                     }
                     let _ = writeln!(buf, "{off}");
                 }
-                let sep = if line.matches.is_empty() { '-' } else { ':' };
+                let sep = if line.context { '-' } else { ':' };
                 let (on, off) = paint("\x1b[32m");
                 let who = self.who(line.place.kind, &line.place.meta);
                 let _ = write!(buf, "{on}{}. {who}{sep}{off} ", line.place.turn);
