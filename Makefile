@@ -10,6 +10,8 @@ GEMINI_CLI_VERSION := 0.61.0
 LLM_VERSION := 0.36
 LLM_ECHO_VERSION := 0.5
 CARGO_FUZZ_VERSION := 0.13.2
+# ripgrep, for the side-by-side with `cca grep` in `make bench`.
+RIPGREP_VERSION := 15.2.0
 # Seconds each fuzz target runs in `make test` (three targets).
 FUZZ_SECONDS ?= 60
 
@@ -17,6 +19,7 @@ ENGINES := $(BUILD)/engines
 LLM_VENV := $(BUILD)/llm-venv
 TOOLS := $(BUILD)/tools
 CARGO_FUZZ := $(abspath $(TOOLS))/bin/cargo-fuzz
+RIPGREP := $(abspath $(TOOLS))/bin/rg
 
 # Tests find the real programs here.
 export CCA_TEST_CLAUDE := $(abspath $(ENGINES))/node_modules/.bin/claude
@@ -79,9 +82,12 @@ uninstall:
 		$(PREFIX)/share/fish/vendor_completions.d/cca.fish $(PREFIX)/share/man/man1/cca.1
 
 ## Benchmarks: prints markdown; BENCHMARKS.md holds a run of it.
-bench: llm
+bench: llm $(RIPGREP)
 	$(CARGO) build --release --locked --examples
-	$(CARGO) bench --locked --bench bench
+	CCA_BENCH_RG=$(RIPGREP) $(CARGO) bench --locked --bench bench
+
+$(RIPGREP):
+	$(CARGO) install --locked --quiet ripgrep --version $(RIPGREP_VERSION) --root $(TOOLS)
 
 clean:
 	$(CARGO) clean
