@@ -491,3 +491,17 @@ fn sessions_show_names_and_filter() {
     assert_eq!(ids(&["--here"]).len(), 4);
     env.run(&["sessions", "--since", "soon"]).code(2).stderr_has("not a date");
 }
+
+#[test]
+fn a_restored_session_whose_name_was_taken_says_so() {
+    let env = TestEnv::new();
+    two_sessions(&env);
+    env.run(&["name", STAMP, "locks"]).ok();
+    env.run(&["rm", "locks"]).ok();
+    env.run(&["name", LATER_ID, "locks"]).ok();
+    env.run(&["restore", STAMP])
+        .ok()
+        .stderr_has(&format!("warning: {LATER_ID} is named locks too"))
+        .stderr_has(&format!("cca name --clear {STAMP}"));
+    env.run(&["show", "locks"]).code(2).stderr_has("2 sessions are named `locks`");
+}
