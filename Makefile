@@ -13,6 +13,8 @@ CARGO_FUZZ_VERSION := 0.13.2
 # The ACP clients the tests drive `cca acp` with.
 ACPX_VERSION := 0.19.1
 ACP_SDK_VERSION := 2.4.0
+# ripgrep, for the side-by-side with `cca grep` in `make bench`.
+RIPGREP_VERSION := 15.2.0
 # Seconds each fuzz target runs in `make test` (three targets).
 FUZZ_SECONDS ?= 60
 
@@ -21,6 +23,7 @@ LLM_VENV := $(BUILD)/llm-venv
 TOOLS := $(BUILD)/tools
 ACP_CLIENTS := $(BUILD)/acp-clients
 CARGO_FUZZ := $(abspath $(TOOLS))/bin/cargo-fuzz
+RIPGREP := $(abspath $(TOOLS))/bin/rg
 
 # Tests find the real programs here.
 export CCA_TEST_CLAUDE := $(abspath $(ENGINES))/node_modules/.bin/claude
@@ -98,9 +101,12 @@ uninstall:
 		$(PREFIX)/share/fish/vendor_completions.d/cca.fish $(PREFIX)/share/man/man1/cca.1
 
 ## Benchmarks: prints markdown; BENCHMARKS.md holds a run of it.
-bench: llm
+bench: llm $(RIPGREP)
 	$(CARGO) build --release --locked --examples
-	$(CARGO) bench --locked --bench bench
+	CCA_BENCH_RG=$(RIPGREP) $(CARGO) bench --locked --bench bench
+
+$(RIPGREP):
+	$(CARGO) install --locked --quiet ripgrep --version $(RIPGREP_VERSION) --root $(TOOLS)
 
 clean:
 	$(CARGO) clean

@@ -83,7 +83,7 @@ pub enum Command {
     /// turns still running are stopped and recorded as interrupted.
     Acp(AnswerArgs),
 
-    /// List sessions, newest first: id, last activity, turns, engine, title
+    /// List sessions, newest first: id, last activity, turns, engine, name and title
     ///
     /// `*` marks the session `--resume` and `,` continue. Fast with thousands of sessions: the
     /// details are cached in $CCA_HOME/index.json and re-read only from changed files.
@@ -94,6 +94,48 @@ pub enum Command {
         /// Show at most N sessions
         #[arg(short = 'n', long, value_name = "N")]
         limit: Option<usize>,
+        /// Only sessions started in this folder or below it
+        #[arg(long)]
+        here: bool,
+        /// Only sessions started with this engine
+        #[arg(long, value_name = "NAME", add = engine_candidates())]
+        engine: Option<String>,
+        /// Only sessions active since DATE: 2026-11-21, "2026-11-21 10:15", RFC 3339, or a time
+        /// ago such as 3d, 12h, 2w
+        #[arg(long, value_name = "DATE")]
+        since: Option<String>,
+    },
+
+    /// Search what was said in every session: questions, answers, attachments, summaries
+    ///
+    /// PATTERN is a regular expression (Rust syntax, as ripgrep's; -F for plain text), matched
+    /// against each line of content as it was written; cca's own markers and headings never
+    /// match. Smart case: a pattern with no upper-case letter ignores case (-i always, -s
+    /// never). Matches are grouped by session (id, name, title), oldest session first, each
+    /// line with its exchange number and who said it. Colour only on a terminal (NO_COLOR and
+    /// TERM=dumb turn it off).
+    ///
+    /// Exit status, as grep's: 0 when something matched, 1 when nothing did, 2 on an error (a
+    /// bad pattern, or a transcript that cannot be read, which is reported and skipped).
+    #[command(after_long_help = GREP_EXAMPLES)]
+    Grep(GrepArgs),
+
+    /// Give a session a short name, usable wherever an id is
+    ///
+    /// `cca name rust-locks` names the session `--resume` continues; `cca name ID rust-locks`
+    /// names another. Names are unique, made of letters, digits, `.`, `-` and `_`, with at
+    /// least one letter, and are kept in the transcript's header. `--clear` takes a name away.
+    Name {
+        /// The session (an id, any unique start of one, or its name), when two words are given
+        /// [default: $CCA_SESSION, else latest]
+        #[arg(value_name = "ID", add = session_candidates())]
+        id: Option<String>,
+        /// The name to give it
+        #[arg(value_name = "NAME")]
+        name: Option<String>,
+        /// Take the session's name away instead
+        #[arg(long)]
+        clear: bool,
     },
 
     /// Show a session's conversation (through $PAGER on a terminal)
@@ -103,7 +145,8 @@ pub enum Command {
     /// (`render` in config.toml: "auto", "always" also when piped, "never"). Piped, each
     /// record is its exact text.
     Show {
-        /// The session: an id, or any unique start of one [default: $CCA_SESSION, else latest]
+        /// The session: an id, any unique start of one, or its name [default: $CCA_SESSION, else
+        /// latest]
         #[arg(value_name = "ID", add = session_candidates())]
         id: Option<String>,
         /// Print the file as it is (markers and all; never rendered)
@@ -115,7 +158,8 @@ pub enum Command {
     ///
     /// Hand edits are honoured: the next turn sends the edited history.
     Path {
-        /// The session: an id, or any unique start of one [default: $CCA_SESSION, else latest]
+        /// The session: an id, any unique start of one, or its name [default: $CCA_SESSION, else
+        /// latest]
         #[arg(value_name = "ID", add = session_candidates())]
         id: Option<String>,
     },
@@ -124,7 +168,8 @@ pub enum Command {
     ///
     /// The new session records where it came from (`forked_from`); both continue independently.
     Fork {
-        /// The session: an id, or any unique start of one [default: $CCA_SESSION, else latest]
+        /// The session: an id, any unique start of one, or its name [default: $CCA_SESSION, else
+        /// latest]
         #[arg(value_name = "ID", add = session_candidates())]
         id: Option<String>,
         /// Keep the first N exchanges [default: all]
@@ -136,7 +181,8 @@ pub enum Command {
     ///
     /// The file keeps everything; `cca show` marks where the clear happened.
     Clear {
-        /// The session: an id, or any unique start of one [default: $CCA_SESSION, else latest]
+        /// The session: an id, any unique start of one, or its name [default: $CCA_SESSION, else
+        /// latest]
         #[arg(value_name = "ID", add = session_candidates())]
         id: Option<String>,
     },
@@ -148,7 +194,8 @@ pub enum Command {
     /// turn. cca also does this on its own before a turn that would pass a share of the
     /// engine's context budget ([compaction] in config.toml; --no-compact to skip).
     Compact {
-        /// The session: an id, or any unique start of one [default: $CCA_SESSION, else latest]
+        /// The session: an id, any unique start of one, or its name [default: $CCA_SESSION, else
+        /// latest]
         #[arg(value_name = "ID", add = session_candidates())]
         id: Option<String>,
         /// Keep this many recent exchanges verbatim [default: keep_recent from config, 4]
@@ -161,7 +208,7 @@ pub enum Command {
 
     /// Move sessions to the trash ($CCA_HOME/trash), or delete them with --purge
     Rm {
-        /// The sessions: ids, or unique starts of them
+        /// The sessions: ids, unique starts of them, or names
         #[arg(value_name = "ID", required = true, add = session_candidates())]
         ids: Vec<String>,
         /// Delete for good instead of moving to the trash
@@ -236,6 +283,87 @@ pub enum Command {
     Man,
 }
 
+const GREP_EXAMPLES: &str = "\
+Examples:
+  cca grep 'file lock'                  # every session
+  cca grep -w -C 2 lock rust-locks      # one session (by name), with context
+  cca grep -F 'Vec<u8>' --role user     # plain text, in your questions only
+  cca grep -l tokio --since 2w --here   # ids of recent sessions started here
+  cca grep --json 'https?://\\S+' | jq -r .text";
+
+/// `cca grep`'s options.
+#[derive(Debug, Args)]
+pub struct GrepArgs {
+    /// What to look for: a regular expression, or text with -F
+    #[arg(value_name = "PATTERN")]
+    pub pattern: String,
+
+    /// Search only these sessions: ids, unique starts of ids, or names [default: all]
+    #[arg(value_name = "ID", add = session_candidates())]
+    pub ids: Vec<String>,
+
+    /// Ignore case
+    #[arg(short = 'i', long, overrides_with = "case_sensitive")]
+    pub ignore_case: bool,
+
+    /// Match case exactly (smart case is the default)
+    #[arg(short = 's', long, overrides_with = "ignore_case")]
+    pub case_sensitive: bool,
+
+    /// PATTERN is plain text, not a regular expression
+    #[arg(short = 'F', long)]
+    pub fixed_strings: bool,
+
+    /// Match whole words only
+    #[arg(short = 'w', long)]
+    pub word_regexp: bool,
+
+    /// Show N lines of context around each match (from the same question or answer)
+    #[arg(short = 'C', long, value_name = "N")]
+    pub context: Option<usize>,
+
+    /// Print only the ids of the sessions that match
+    #[arg(short = 'l', long, conflicts_with_all = ["json", "context"])]
+    pub list: bool,
+
+    /// Print one JSON object per matching line (session, name, title, turn, role, kind, who,
+    /// at, line, text, matches)
+    #[arg(long, conflicts_with = "context")]
+    pub json: bool,
+
+    /// Only what this side said: user (questions, attachments) or assistant (answers,
+    /// summaries)
+    #[arg(long, value_enum, value_name = "WHO")]
+    pub role: Option<GrepRole>,
+
+    /// Only sessions started with this engine
+    #[arg(long, value_name = "NAME", add = engine_candidates())]
+    pub engine: Option<String>,
+
+    /// Only what was said since DATE: 2026-11-21, "2026-11-21 10:15", RFC 3339, or a time ago
+    /// such as 3d, 12h, 2w
+    #[arg(long, value_name = "DATE")]
+    pub since: Option<String>,
+
+    /// Only what was said until DATE (a day alone counts to its end)
+    #[arg(long, value_name = "DATE")]
+    pub until: Option<String>,
+
+    /// Only sessions started in this folder or below it
+    #[arg(long)]
+    pub here: bool,
+
+    /// Search the sessions in the trash instead (ids as `cca restore` lists them)
+    #[arg(long)]
+    pub trash: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum GrepRole {
+    User,
+    Assistant,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CompletionShell {
     Bash,
@@ -270,7 +398,7 @@ pub struct ChatArgs {
     #[arg(short, long)]
     pub resume: bool,
 
-    /// Continue this session: an id, or any unique start of one
+    /// Continue this session: an id, any unique start of one, or its name
     #[arg(short, long, value_name = "ID", add = session_candidates())]
     pub session: Option<String>,
 
@@ -298,7 +426,7 @@ pub struct AskArgs {
     #[arg(value_name = "QUESTION")]
     pub query: Vec<String>,
 
-    /// Continue this session: an id, or any unique start of one [env: CCA_SESSION]
+    /// Continue this session: an id, any unique start of one, or its name [env: CCA_SESSION]
     #[arg(short, long, value_name = "ID", add = session_candidates())]
     pub session: Option<String>,
 

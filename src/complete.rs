@@ -1,4 +1,4 @@
-//! Values the shell completes: session ids, prompt names, engine names. Called only while
+//! Values the shell completes: session ids and names, prompt names, engine names. Called only while
 //! answering a completion request, so errors mean "no candidates", never a message.
 
 use crate::config::{Flags, Settings};
@@ -9,12 +9,16 @@ fn store() -> Option<(Settings, Store)> {
     session::settings(&Flags::default()).ok()
 }
 
-/// Session ids, newest first.
+/// Session names, then ids newest first: both work wherever a session is asked for.
 pub fn session_ids() -> Vec<String> {
     let Some((_, store)) = store() else { return Vec::new() };
     let mut ids = store.session_ids().unwrap_or_default();
     ids.sort_by(|a, b| b.cmp(a));
-    ids
+    let mut names: Vec<String> =
+        store.listing().unwrap_or_default().into_iter().filter_map(|l| l.name).collect();
+    names.sort();
+    names.extend(ids);
+    names
 }
 
 /// Built-in prompt names and the user's own under `$CCA_HOME/prompts`.

@@ -428,6 +428,7 @@ mod tests {
             cwd: "/".into(),
             title: "t".into(),
             forked_from: None,
+            name: None,
         };
         let text = transcript::render(&Transcript { header, records });
         let live = transcript::summarize(text.as_bytes()).unwrap().unwrap().live;

@@ -24,6 +24,7 @@ pub(crate) mod engine;
 pub(crate) mod error;
 pub mod frame;
 pub(crate) mod front;
+pub mod grep;
 pub(crate) mod human;
 pub mod prompt;
 pub mod render;

@@ -53,6 +53,7 @@ pub fn create(
         cwd: cwd.to_string(),
         title: transcript::one_line(title.lines().next().unwrap_or(""), 80),
         forked_from: None,
+        name: None,
     };
     let stamp = now.format("%Y%m%d-%H%M%S").to_string();
     store.create_session(&stamp, |id| {

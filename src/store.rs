@@ -268,14 +268,46 @@ impl Store {
         Ok(ids)
     }
 
-    /// A session id from an id or a unique prefix of one.
+    /// A session id from an id, a unique prefix of one, or a session's name. This is the one
+    /// place a user's words become a session, so names work wherever ids do.
     pub fn resolve_id(&self, wanted: &str) -> Result<String> {
-        validate_id(wanted)?;
-        if self.session_path(wanted).is_file() {
+        let could_be_id = validate_id(wanted).is_ok();
+        let could_be_name = validate_name(wanted).is_ok();
+        if !could_be_id && !could_be_name {
+            bail!(
+                Failure::usage(format!("`{wanted}` is not a session id or name"))
+                    .hint("ids look like 20261121-101500; list them with `cca sessions`")
+            );
+        }
+        if could_be_id && self.session_path(wanted).is_file() {
             return Ok(wanted.to_string());
         }
-        let mut matches: Vec<String> =
-            self.session_ids()?.into_iter().filter(|id| id.starts_with(wanted)).collect();
+        if could_be_name {
+            // Names live in the headers; the index has them without reading every transcript.
+            let mut named: Vec<String> = self
+                .listing()?
+                .into_iter()
+                .filter(|l| l.name.as_deref() == Some(wanted))
+                .map(|l| l.id)
+                .collect();
+            named.sort();
+            match named.len() {
+                0 => {}
+                1 => return Ok(named.remove(0)),
+                n => {
+                    return Err(Failure::usage(format!(
+                        "{n} sessions are named `{wanted}`: {}",
+                        named.join(", ")
+                    ))
+                    .hint(format!("give an id, or rename one: `cca name {} NEW-NAME`", named[0]))
+                    .into());
+                }
+            }
+        }
+        let mut matches: Vec<String> = match could_be_id {
+            true => self.session_ids()?.into_iter().filter(|id| id.starts_with(wanted)).collect(),
+            false => Vec::new(),
+        };
         matches.sort();
         match matches.len() {
             1 => Ok(matches.remove(0)),
@@ -290,6 +322,68 @@ impl Store {
                     .into())
             }
         }
+    }
+
+    /// A session in the trash from its id or a unique prefix of one.
+    pub fn resolve_trashed(&self, wanted: &str) -> Result<String> {
+        validate_id(wanted)?;
+        let mut matches: Vec<String> =
+            self.trash_ids().into_iter().filter(|id| id.starts_with(wanted)).collect();
+        if let Some(exact) = matches.iter().position(|id| id == wanted) {
+            return Ok(matches.swap_remove(exact));
+        }
+        match matches.len() {
+            1 => Ok(matches.remove(0)),
+            0 => Err(Failure::usage(format!("the trash holds no session `{wanted}`"))
+                .hint("see what it holds with `cca restore` (no id)")
+                .into()),
+            n => Err(Failure::usage(format!("`{wanted}` matches {n} sessions in the trash"))
+                .hint(format!("give more of the id: {}", matches.join(", ")))
+                .into()),
+        }
+    }
+
+    /// Where a session in the trash is.
+    pub fn trashed_path(&self, id: &str) -> PathBuf {
+        self.trash_dir().join(file_name(id))
+    }
+
+    /// Opens a transcript to read it, wherever it is.
+    pub fn open_transcript(&self, path: &Path) -> Result<File> {
+        File::open(path).with_context(|| format!("cannot open {}", path.display()))
+    }
+
+    /// Replaces a session's header (to name it) and keeps the rest of the file byte for byte.
+    /// `header_end` is where the old header ends. Call under the session's lock; the file is
+    /// replaced whole, through a temp file and a rename.
+    pub fn rewrite_header(
+        &self,
+        id: &str,
+        header: &transcript::Header,
+        header_end: u64,
+    ) -> Result<()> {
+        let path = self.session_path(id);
+        let dir = self.sessions_dir();
+        let mut temp = tempfile::Builder::new()
+            .prefix(".replace-")
+            .tempfile_in(&dir)
+            .with_context(|| format!("cannot create a file in {}", dir.display()))?;
+        let mut old = self.open_session(id)?;
+        temp.write_all(transcript::render_header(header).as_bytes())
+            .and_then(|()| old.seek(SeekFrom::Start(header_end)).map(drop))
+            .and_then(|()| io::copy(&mut old, temp.as_file_mut()).map(drop))
+            .and_then(|()| temp.as_file().sync_data())
+            .with_context(|| format!("cannot rewrite {}", path.display()))?;
+        set_mode(temp.path(), FILE_MODE)?;
+        temp.persist(&path).with_context(|| format!("cannot replace {}", path.display()))?;
+        sync_dir(&dir);
+        Ok(())
+    }
+
+    /// Held while a name is checked and given, so two sessions cannot take the same name.
+    pub fn lock_names(&self, on_wait: impl FnOnce()) -> Result<SessionLock> {
+        // Not a session id (ids never start with a dot), so never a session's lock.
+        self.lock(".names", true, on_wait)
     }
 
     /// Takes the session's lock, the one writer allowed at a time. If another cca holds it,
@@ -515,6 +609,8 @@ pub struct Listed {
     #[serde(default)]
     pub cwd: String,
     pub forked_from: Option<transcript::ForkedFrom>,
+    #[serde(default)]
+    pub name: Option<String>,
     /// Bytes of content sent to the engine on the next turn (before framing).
     pub live_bytes: u64,
     /// The whole file.
@@ -526,7 +622,7 @@ pub struct Listed {
     mtime_ns: u128,
 }
 
-/// The index's format: 2 added `cwd`, so an index of format 1 is rebuilt once.
+/// The index's layout; an index of another is rebuilt once (2: names and folders).
 const INDEX_FORMAT: u32 = 2;
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -601,6 +697,7 @@ impl Store {
                 prompt: s.header.prompt.clone(),
                 cwd: s.header.cwd.clone(),
                 forked_from: s.header.forked_from.clone(),
+                name: s.header.name.clone(),
                 live_bytes: s.live.bytes(),
                 full_bytes,
                 problems: s.problems.len(),
@@ -618,6 +715,7 @@ impl Store {
                 prompt: String::new(),
                 cwd: String::new(),
                 forked_from: None,
+                name: None,
                 live_bytes: 0,
                 full_bytes,
                 problems: 0,
@@ -967,6 +1065,22 @@ pub fn validate_id(id: &str) -> Result<()> {
     )
 }
 
+/// Session names: letters, digits, `.`, `-` and `_`, with at least one letter (so a name is
+/// never taken for an id, which is digits and dashes), not starting with `.` or `-`.
+pub fn validate_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        && name.chars().any(|c| c.is_ascii_alphabetic())
+        && !name.starts_with(['.', '-']);
+    if ok {
+        return Ok(());
+    }
+    bail!(Failure::usage(format!("`{name}` cannot be a session name")).hint(
+        "a name is up to 64 letters, digits, `.`, `-` and `_`, with a letter, such as rust-locks"
+    ))
+}
+
 fn not_transcript(path: &Path, id: &str, e: NotTranscript) -> anyhow::Error {
     Failure::new(exit::ERROR, format!("{} is not a transcript cca can read ({e})", path.display()))
         .hint(format!(
@@ -1074,6 +1188,13 @@ mod tests {
             assert!(validate_id(bad).is_err(), "{bad}");
         }
         validate_id("20261121-101500-2").unwrap();
+        for name in ["rust-locks", "v1.89", "a", "notes_2026", "X"] {
+            validate_name(name).unwrap();
+        }
+        for bad in ["", "2026", "20261121-101500", ".hidden", "-flag", "a/b", "a b", "..", "é"] {
+            assert!(validate_name(bad).is_err(), "{bad}");
+        }
+        assert!(validate_name(&"a".repeat(65)).is_err());
         assert_eq!(
             id_from_file_name("session_20261121-101500.md").as_deref(),
             Some("20261121-101500")
@@ -1100,6 +1221,7 @@ mod tests {
             cwd: "/".into(),
             title: "t".into(),
             forked_from: None,
+            name: None,
         }
     }
 

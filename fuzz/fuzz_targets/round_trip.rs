@@ -38,6 +38,7 @@ fuzz_target!(|data: &[u8]| {
         cwd: title.clone(),
         title,
         forked_from: None,
+        name: None,
     };
     let t = Transcript { header, records };
     let rendered = transcript::render(&t);

@@ -4,6 +4,7 @@
 mod ask;
 mod chat;
 mod doctor;
+mod grep;
 pub(crate) mod sessions;
 mod show_settings;
 
@@ -13,7 +14,7 @@ use clap::CommandFactory;
 
 use crate::cli::{Cli, Command, CompletionShell};
 use crate::config::Flags;
-use crate::error::exit;
+use crate::error::{Failure, exit};
 pub(crate) use crate::front::terminal::print_stdout as print;
 use crate::turn::Target;
 
@@ -46,7 +47,11 @@ pub fn run(cli: Cli) -> Result<u8> {
             let (settings, store) = crate::session::settings(&flags(&args))?;
             crate::front::acp::serve(settings, store)
         }
-        Command::Sessions { json, limit } => sessions::list(json, limit),
+        Command::Sessions { json, limit, here, engine, since } => {
+            sessions::list(json, limit, here, engine.as_deref(), since.as_deref())
+        }
+        Command::Grep(args) => grep::run(&args),
+        Command::Name { id, name, clear } => sessions::name(id.as_deref(), name.as_deref(), clear),
         Command::Show { id, raw } => sessions::show(id.as_deref(), raw),
         Command::Path { id } => sessions::path(id.as_deref()),
         Command::Fork { id, at } => sessions::fork(id.as_deref(), at),
@@ -96,4 +101,89 @@ pub fn print_with(write: impl FnOnce(&mut dyn std::io::Write) -> Result<()>) -> 
         std::io::ErrorKind::BrokenPipe => Ok(()),
         _ => Err(e).context("cannot write to stdout"),
     })
+}
+
+/// A point in time as a person types it: `2026-11-21` (local time; the day's start, or its end
+/// with `end_of_day`), `2026-11-21 10:15` or `2026-11-21T10:15:00` (local), RFC 3339, or a time
+/// ago: `30m`, `12h`, `3d`, `2w`.
+pub fn parse_date(
+    text: &str,
+    now: chrono::DateTime<chrono::Utc>,
+    end_of_day: bool,
+) -> Result<chrono::DateTime<chrono::Utc>> {
+    use chrono::{Local, NaiveDate, NaiveDateTime, TimeDelta, TimeZone, Utc};
+    let t = text.trim();
+    let local = |naive: NaiveDateTime| Local.from_local_datetime(&naive).earliest();
+    let ago = t.find(|c: char| !c.is_ascii_digit()).filter(|&i| i > 0).and_then(|i| {
+        let n: i64 = t[..i].parse().ok()?;
+        match &t[i..] {
+            "m" => TimeDelta::try_minutes(n),
+            "h" => TimeDelta::try_hours(n),
+            "d" => TimeDelta::try_days(n),
+            "w" => TimeDelta::try_weeks(n),
+            _ => None,
+        }
+    });
+    let when = if let Some(ago) = ago {
+        now.checked_sub_signed(ago)
+    } else if let Ok(t) = chrono::DateTime::parse_from_rfc3339(t) {
+        Some(t.with_timezone(&Utc))
+    } else if let Some(naive) =
+        ["%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M"]
+            .iter()
+            .find_map(|f| NaiveDateTime::parse_from_str(t, f).ok())
+    {
+        local(naive).map(|t| t.with_timezone(&Utc))
+    } else if let Ok(day) = NaiveDate::parse_from_str(t, "%Y-%m-%d") {
+        let naive = match end_of_day {
+            false => day.and_hms_opt(0, 0, 0),
+            true => day.and_hms_nano_opt(23, 59, 59, 999_999_999),
+        };
+        naive.and_then(local).map(|t| t.with_timezone(&Utc))
+    } else {
+        None
+    };
+    when.ok_or_else(|| {
+        Failure::usage(format!("`{text}` is not a date cca understands"))
+            .hint("write 2026-11-21, \"2026-11-21 10:15\", 2026-11-21T10:15:00Z, or a time ago: 3d, 12h, 2w")
+            .into()
+    })
+}
+
+/// The folder cca runs in, for `--here`.
+pub fn current_dir() -> Result<std::path::PathBuf> {
+    std::env::current_dir().context("cannot tell which folder this is")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_as_people_write_them() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-11-21T10:15:00Z").unwrap().to_utc();
+        let at = |s: &str| chrono::DateTime::parse_from_rfc3339(s).unwrap().to_utc();
+        assert_eq!(parse_date("3d", now, false).unwrap(), at("2026-11-18T10:15:00Z"));
+        assert_eq!(parse_date("12h", now, true).unwrap(), at("2026-11-20T22:15:00Z"));
+        assert_eq!(parse_date("2w", now, false).unwrap(), at("2026-11-07T10:15:00Z"));
+        assert_eq!(parse_date("30m", now, false).unwrap(), at("2026-11-21T09:45:00Z"));
+        assert_eq!(
+            parse_date("2026-11-20T08:00:00+01:00", now, false).unwrap(),
+            at("2026-11-20T07:00:00Z")
+        );
+        let local = |s: &str| {
+            use chrono::TimeZone;
+            let naive = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S").unwrap();
+            chrono::Local.from_local_datetime(&naive).earliest().unwrap().to_utc()
+        };
+        assert_eq!(parse_date("2026-11-20", now, false).unwrap(), local("2026-11-20 00:00:00"));
+        assert!(parse_date("2026-11-20", now, true).unwrap() > local("2026-11-20 23:59:59"));
+        assert_eq!(
+            parse_date("2026-11-20 10:15", now, false).unwrap(),
+            local("2026-11-20 10:15:00")
+        );
+        for bad in ["", "yesterday", "3y", "d", "2026-13-01", "-3d"] {
+            assert!(parse_date(bad, now, false).is_err(), "{bad}");
+        }
+    }
 }

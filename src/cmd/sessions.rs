@@ -1,4 +1,4 @@
-//! Steering sessions: `sessions`, `show`, `path`, `fork`, `clear`, `rm`, `restore`.
+//! Steering sessions: `sessions`, `show`, `path`, `fork`, `clear`, `name`, `rm`, `restore`.
 //! Everything is recorded in the transcripts themselves; nothing here talks to an engine.
 
 use std::fs::File;
@@ -24,9 +24,29 @@ use crate::transcript::{
 };
 
 /// `cca sessions`
-pub fn list(json_output: bool, limit: Option<usize>) -> Result<u8> {
+pub fn list(
+    json_output: bool,
+    limit: Option<usize>,
+    here: bool,
+    engine: Option<&str>,
+    since: Option<&str>,
+) -> Result<u8> {
     let (settings, store) = settings(&Flags::default())?;
+    let since = since.map(|d| super::parse_date(d, settings.now(), false)).transpose()?;
+    let here = if here { Some(super::current_dir()?) } else { None };
     let mut listed = store.listing()?;
+    if here.is_some() || engine.is_some() || since.is_some() {
+        // A transcript that cannot be read has no folder, engine or time to match.
+        listed.retain(|l| {
+            l.unreadable.is_none()
+                && here.as_ref().is_none_or(|here| std::path::Path::new(&l.cwd).starts_with(here))
+                && engine.is_none_or(|e| l.engine == e)
+                && since.is_none_or(|since| {
+                    chrono::DateTime::parse_from_rfc3339(&l.last_activity)
+                        .is_ok_and(|t| t.to_utc() >= since)
+                })
+        });
+    }
     listed.sort_by_cached_key(|l| {
         std::cmp::Reverse((l.last_activity.clone(), store::sort_key(&l.id)))
     });
@@ -40,6 +60,8 @@ pub fn list(json_output: bool, limit: Option<usize>) -> Result<u8> {
                     "id": l.id,
                     "path": store.session_path(&l.id).to_string_lossy(),
                     "title": l.title,
+                    "name": l.name,
+                    "cwd": l.cwd,
                     "created": l.created,
                     "last_activity": l.last_activity,
                     "turns": l.turns,
@@ -78,7 +100,10 @@ pub fn list(json_output: bool, limit: Option<usize>) -> Result<u8> {
                 l.turns,
                 if l.turns == 1 { "turn " } else { "turns" },
                 l.engine,
-                transcript::one_line(&l.title, 70)
+                match &l.name {
+                    Some(name) => format!("{name} · {}", transcript::one_line(&l.title, 70)),
+                    None => transcript::one_line(&l.title, 70),
+                }
             ),
         };
         out.push_str(&line);
@@ -314,8 +339,9 @@ struct Content<'a> {
 fn readable_head(h: &Header, (live_bytes, live_tokens): (u64, u64), full_bytes: u64) -> String {
     let mut out = format!("{}\n", if h.title.is_empty() { "(untitled)" } else { &h.title });
     out.push_str(&format!(
-        "session {} · {}{} · prompt {} · started {}\n",
+        "session {}{} · {}{} · prompt {} · started {}\n",
         h.id,
+        h.name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default(),
         h.engine,
         h.model.as_ref().map(|m| format!(" ({m})")).unwrap_or_default(),
         h.prompt,
@@ -488,6 +514,8 @@ pub fn fork_session(
     let header = Header {
         created: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
         forked_from: Some(transcript::ForkedFrom { session: source.to_string(), turn: n }),
+        // A name belongs to one session: the fork starts without one.
+        name: None,
         ..summary.header
     };
     let stamp = now.format("%Y%m%d-%H%M%S").to_string();
@@ -519,6 +547,65 @@ pub fn clear_session(settings: &Settings, store: &Store, id: &str) -> Result<()>
     };
     Appender::open(store, id)?
         .append(transcript::render_record(&record, summary.exchanges + 1).as_bytes())
+}
+
+/// `cca name [ID] NAME`, `cca name --clear [ID]`
+pub fn name(first: Option<&str>, second: Option<&str>, clear: bool) -> Result<u8> {
+    let (settings, store) = settings(&Flags::default())?;
+    // One word is the name (for the followed session); two are the session and the name.
+    let (target, new_name) = match (first, second, clear) {
+        (target, None, true) => (target, None),
+        (_, Some(_), true) => {
+            return Err(Failure::usage("`cca name --clear` takes only the session")
+                .hint("cca name --clear ID")
+                .into());
+        }
+        (Some(target), Some(name), false) => (Some(target), Some(name)),
+        (Some(name), None, false) | (None, Some(name), false) => (None, Some(name)),
+        (None, None, false) => {
+            return Err(Failure::usage("give the session a name")
+                .hint("cca name rust-locks (the followed session), or cca name ID rust-locks")
+                .into());
+        }
+    };
+    if let Some(name) = new_name {
+        store::validate_name(name)?;
+    }
+    let id = session::chosen(&settings, &store, target)?;
+    let _names = store.lock_names(|| say("cca: another cca is naming a session; waiting…"))?;
+    let _lock = store.lock(&id, true, || say_waiting(&id))?;
+    let summary = store.summarize(&id)?;
+    if let Some(name) = new_name {
+        if name != id && store.session_path(name).is_file() {
+            return Err(Failure::usage(format!("`{name}` is the id of another session"))
+                .hint("choose another name")
+                .into());
+        }
+        let taken =
+            store.listing()?.into_iter().find(|l| l.id != id && l.name.as_deref() == Some(name));
+        if let Some(other) = taken {
+            return Err(Failure::usage(format!(
+                "the name `{name}` is taken by session {}",
+                other.id
+            ))
+            .hint(format!(
+                "take it away first (`cca name --clear {}`), or choose another",
+                other.id
+            ))
+            .into());
+        }
+    }
+    if summary.header.name.as_deref() != new_name {
+        let header = Header { name: new_name.map(String::from), ..summary.header.clone() };
+        store.rewrite_header(&id, &header, summary.header_end)?;
+    }
+    match new_name {
+        Some(name) => say(&format!(
+            "cca: {id} is named {name}; use it wherever an id goes (`cca show {name}`)"
+        )),
+        None => say(&format!("cca: {id} has no name now")),
+    }
+    Ok(exit::OK)
 }
 
 /// `cca compact`
@@ -614,6 +701,20 @@ pub fn restore(ids: &[String]) -> Result<u8> {
     for id in ids {
         store.restore(id)?;
         say(&format!("cca: restored {id}"));
+        // Names are unique; one taken while this session was in the trash is now on two.
+        let name = store.summarize(id).ok().and_then(|s| s.header.name);
+        if let Some(name) = name {
+            let listed = store.listing()?;
+            if let Some(other) =
+                listed.iter().find(|l| l.id != *id && l.name.as_deref() == Some(name.as_str()))
+            {
+                say(&format!(
+                    "cca: warning: {} is named {name} too; the name finds neither until one is renamed",
+                    other.id
+                ));
+                say(&format!("hint: cca name --clear {id}, or cca name {id} NEW-NAME"));
+            }
+        }
     }
     Ok(exit::OK)
 }
@@ -660,6 +761,7 @@ mod tests {
             cwd: "/".into(),
             title: "t".into(),
             forked_from: None,
+            name: None,
         }
     }
 

@@ -7,6 +7,7 @@ mod acp;
 mod common;
 mod compaction;
 mod faults;
+mod grep;
 mod help;
 mod live;
 mod readme;

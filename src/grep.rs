@@ -1,0 +1,1158 @@
+//! Finding what was said: a pattern matched against the content of a transcript, line by line,
+//! each matching line placed in its record (question, attachment, answer, summary), its exchange
+//! and who said it. cca's own lines (the header, markers, headings, the fences it adds) never
+//! match, text between records is not content, and content is matched as written: a line the
+//! transcript stores escaped is matched without the escape.
+//!
+//! Pure: bytes in through [`Source`], lines out through [`Sink`]. `cmd::grep` chooses the
+//! transcripts, opens them through `store`, and prints.
+//!
+//! Speed comes from searching whole buffers: the regex runs over many lines at once, and only a
+//! line it hits is placed in the transcript's structure, by a [`Skim`] that follows the records
+//! from marker to marker (the transcript scanner's own rules, fed only the lines that decide
+//! them). A transcript without a hit costs its reads and one regex pass, as in ripgrep. Memory is
+//! one buffer, grown only to hold the longest line.
+
+use std::io;
+use std::ops::Range;
+use std::rc::Rc;
+use std::sync::LazyLock;
+
+use chrono::{DateTime, Utc};
+use memchr::memmem::Finder;
+use regex::bytes::{Regex, RegexBuilder};
+use regex_syntax::ast::{self, Ast};
+use regex_syntax::hir::Look;
+
+use crate::transcript::{Event, Header, Kind, Meta, NotTranscript, Skim};
+
+/// How much of a transcript is read at once (a whole session, usually).
+const BUFFER: usize = 256 * 1024;
+/// Reads ahead, when a record with a hit runs past the buffer, are this size.
+const AHEAD: usize = 64 * 1024;
+const MARKER: &[u8] = b"<!-- cca:";
+
+/// An escaped content line holds this (after the backslashes that start it).
+static ESCAPED: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\\<!-- cca:"));
+
+// ---------------------------------------------------------------------------------------------
+// The pattern
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Case {
+    /// Insensitive unless the pattern has an upper-case letter of its own (not in `\S`, `\W`...).
+    Smart,
+    Insensitive,
+    Sensitive,
+}
+
+#[derive(Debug, Clone)]
+pub struct PatternOptions {
+    pub case: Case,
+    /// The pattern is text, not a regular expression.
+    pub fixed: bool,
+    /// Match whole words only.
+    pub word: bool,
+}
+
+/// A compiled pattern.
+#[derive(Debug, Clone)]
+pub struct Matcher {
+    regex: Regex,
+    /// Whether the pattern can assert the start of a line. An escaped content line is the line
+    /// as written plus one leading backslash, which changes no match except one that needs the
+    /// line to start there (`\b` sees a non-word character either way); only then must escaped
+    /// lines be looked at one by one.
+    line_start: bool,
+}
+
+impl Matcher {
+    /// Compiles a pattern; the error says what is wrong with it, for a person.
+    pub fn new(pattern: &str, opts: &PatternOptions) -> Result<Matcher, String> {
+        let (source, upper) = if opts.fixed {
+            if pattern.contains('\n') {
+                return Err(LINE_BREAK.into());
+            }
+            (regex::escape(pattern), pattern.chars().any(char::is_uppercase))
+        } else {
+            // Parsed alone first: wrapped for -w, a stray `)` would change its meaning.
+            let parsed = ast::parse::Parser::new().parse(pattern).map_err(|e| e.to_string())?;
+            let seen = ast::visit(&parsed, Literals::default()).unwrap_or_default();
+            if seen.line_break {
+                return Err(LINE_BREAK.into());
+            }
+            (pattern.to_string(), seen.upper)
+        };
+        let insensitive = match opts.case {
+            Case::Smart => !upper,
+            Case::Insensitive => true,
+            Case::Sensitive => false,
+        };
+        let source =
+            if opts.word { format!(r"\b{{start-half}}(?:{source})\b{{end-half}}") } else { source };
+        let line_start = regex_syntax::ParserBuilder::new()
+            .utf8(false)
+            .multi_line(true)
+            .crlf(true)
+            .case_insensitive(insensitive)
+            .build()
+            .parse(&source)
+            .map_or(true, |hir| {
+                let looks = hir.properties().look_set();
+                looks.contains(Look::Start)
+                    || looks.contains(Look::StartLF)
+                    || looks.contains(Look::StartCRLF)
+            });
+        let regex = RegexBuilder::new(&source)
+            .case_insensitive(insensitive)
+            // A buffer of many lines is searched at once: `^` and `$` are about lines. With
+            // CRLF mode the buffer finds every match a line has without its `\r\n` (`$` before
+            // `\r`), and each hit is checked on the line alone.
+            .multi_line(true)
+            .crlf(true)
+            .build()
+            .map_err(|e| match e {
+                regex::Error::CompiledTooBig(limit) => format!(
+                    "the pattern is too large once compiled (the limit is {} MiB); make it smaller",
+                    limit >> 20
+                ),
+                other => other.to_string(),
+            })?;
+        Ok(Matcher { regex, line_start })
+    }
+
+    /// Where the pattern matches in one line.
+    pub fn find_in(&self, line: &[u8], found: &mut Vec<Range<usize>>) {
+        found.clear();
+        found.extend(self.regex.find_iter(line).map(|m| m.range()));
+    }
+}
+
+const LINE_BREAK: &str =
+    "the pattern holds a line break, which no line can match: cca grep matches one line at a time";
+
+/// What smart case and the line-break check need to know of a pattern's literal characters.
+#[derive(Default)]
+struct Literals {
+    upper: bool,
+    line_break: bool,
+}
+
+impl Literals {
+    fn see(&mut self, c: char) {
+        self.upper |= c.is_uppercase();
+        self.line_break |= c == '\n';
+    }
+}
+
+impl ast::Visitor for Literals {
+    type Output = Literals;
+    type Err = ();
+
+    fn finish(self) -> Result<Literals, ()> {
+        Ok(self)
+    }
+
+    fn visit_pre(&mut self, ast: &Ast) -> Result<(), ()> {
+        if let Ast::Literal(lit) = ast {
+            self.see(lit.c);
+        }
+        Ok(())
+    }
+
+    fn visit_class_set_item_pre(&mut self, item: &ast::ClassSetItem) -> Result<(), ()> {
+        // A class may hold a line break (it can still match other characters); only its
+        // letters count for smart case.
+        match item {
+            ast::ClassSetItem::Literal(lit) => self.upper |= lit.c.is_uppercase(),
+            ast::ClassSetItem::Range(range) => {
+                self.upper |= range.start.c.is_uppercase() || range.end.c.is_uppercase();
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Searching one transcript
+
+/// Reads a transcript from where it is: a file, or bytes in memory.
+pub trait Source {
+    /// Reads at `offset`; 0 at the end.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
+}
+
+impl Source for std::fs::File {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        std::os::unix::fs::FileExt::read_at(self, buf, offset)
+    }
+}
+
+impl Source for [u8] {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+        let rest = self.get(offset as usize..).unwrap_or_default();
+        let n = rest.len().min(buf.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        Ok(n)
+    }
+}
+
+fn read_at(source: &(impl Source + ?Sized), buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    loop {
+        match source.read_at(buf, offset) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            other => return other,
+        }
+    }
+}
+
+/// Who said something: the user (a question, an attachment) or the engine (an answer, a
+/// partial answer, a summary).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    User,
+    Assistant,
+}
+
+impl Role {
+    pub fn of(kind: Kind) -> Role {
+        match kind {
+            Kind::User | Kind::Attachment => Role::User,
+            _ => Role::Assistant,
+        }
+    }
+
+    pub fn word(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Lines of context around each match, from the same record.
+    pub context: usize,
+    pub role: Option<Role>,
+    /// Only what was said in this time (a record's `at`, else the session's start).
+    pub since: Option<DateTime<Utc>>,
+    pub until: Option<DateTime<Utc>>,
+    /// Stop at the first match.
+    pub first_only: bool,
+    /// Find each line's number and where in it the pattern matched (for JSON and colour).
+    /// Without, [`Shown::number`] is 0 and [`Shown::matches`] empty: printing plain lines
+    /// needs neither, and skipping them saves a pass over every match and every newline.
+    pub positions: bool,
+}
+
+/// The record a line belongs to.
+#[derive(Debug, Clone)]
+pub struct Place {
+    pub kind: Kind,
+    pub meta: Meta,
+    /// The exchange it belongs to, as its heading numbers it.
+    pub turn: u64,
+    /// Where the record's content is in the file (stored form).
+    content: Range<u64>,
+}
+
+/// A line to show.
+#[derive(Debug)]
+pub struct Shown<'a> {
+    pub place: &'a Place,
+    /// Its line number in the file, from 1 (with [`Options::positions`]).
+    pub number: u64,
+    /// The line as it was written: unescaped, without its line ending.
+    pub text: &'a [u8],
+    /// A line of context, not a match.
+    pub context: bool,
+    /// Where the pattern matched (with [`Options::positions`]).
+    pub matches: &'a [Range<usize>],
+}
+
+/// Where the lines found go.
+pub trait Sink {
+    /// The transcript's header, before any line; `false` skips the transcript.
+    fn header(&mut self, header: &Header) -> bool;
+    /// A matching line, or one of context; `false` stops the search.
+    fn line(&mut self, line: &Shown) -> bool;
+    /// The next line shown does not follow the last one; `false` stops the search.
+    fn gap(&mut self) -> bool;
+}
+
+/// Searches transcripts one after another, reusing its buffers.
+pub struct Searcher {
+    buf: Vec<u8>,
+    ahead: Vec<u8>,
+}
+
+impl Default for Searcher {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Searcher {
+    pub fn new() -> Searcher {
+        Self::with_buffer(BUFFER)
+    }
+
+    fn with_buffer(size: usize) -> Searcher {
+        Searcher { buf: vec![0; size.max(1)], ahead: Vec::new() }
+    }
+
+    /// Searches one transcript; returns how many lines matched, or why it is not a transcript.
+    pub fn search(
+        &mut self,
+        source: &(impl Source + ?Sized),
+        matcher: &Matcher,
+        opts: &Options,
+        sink: &mut impl Sink,
+    ) -> io::Result<Result<u64, NotTranscript>> {
+        let mut s = Search {
+            source,
+            matcher,
+            opts,
+            buf: std::mem::take(&mut self.buf),
+            start: 0,
+            filled: 0,
+            eof: false,
+            searched: 0,
+            escaped_at: None,
+            skim: Skim::new(),
+            ahead: std::mem::take(&mut self.ahead),
+            ahead_at: 0,
+            places: Places::default(),
+            counted_to: 0,
+            counted: 0,
+            printed_end: None,
+            after: None,
+            found: Vec::new(),
+            matched: 0,
+        };
+        // `ahead` holds nothing yet: a read ahead starts by filling it.
+        s.ahead.clear();
+        let result = s.run(sink);
+        self.buf = s.buf;
+        self.ahead = s.ahead;
+        result
+    }
+}
+
+/// Searches one transcript; returns how many lines matched, or why it is not a transcript.
+pub fn search(
+    source: &(impl Source + ?Sized),
+    matcher: &Matcher,
+    opts: &Options,
+    sink: &mut impl Sink,
+) -> io::Result<Result<u64, NotTranscript>> {
+    Searcher::new().search(source, matcher, opts, sink)
+}
+
+#[cfg(test)]
+fn search_with(
+    source: &(impl Source + ?Sized),
+    matcher: &Matcher,
+    opts: &Options,
+    sink: &mut impl Sink,
+    buffer: usize,
+) -> io::Result<Result<u64, NotTranscript>> {
+    Searcher::with_buffer(buffer).search(source, matcher, opts, sink)
+}
+
+/// What the skim has told of the records so far.
+#[derive(Default)]
+struct Places {
+    header: Option<Header>,
+    exchanges: u64,
+    pending_user: bool,
+    /// The last record completed (shared with the lines shown from it).
+    last: Option<Rc<Place>>,
+}
+
+impl Places {
+    /// Numbers exchanges as the transcript's headings do (see `transcript::Summarizer`): a
+    /// question and its answer make one; a failure, a clear or damage ends a question unanswered.
+    fn event(&mut self, event: Event) {
+        match event {
+            Event::Header(header, _) => self.header = Some(header),
+            Event::Problem(_) => self.pending_user = false,
+            Event::Record(span) => {
+                let turn = self.exchanges + 1;
+                match span.kind {
+                    Kind::User => self.pending_user = true,
+                    Kind::Assistant if self.pending_user => {
+                        self.exchanges += 1;
+                        self.pending_user = false;
+                    }
+                    Kind::Failed | Kind::Interrupted | Kind::Clear => self.pending_user = false,
+                    Kind::Assistant | Kind::Attachment | Kind::Compaction => {}
+                }
+                let place = Place { kind: span.kind, meta: span.meta, turn, content: span.content };
+                self.last = Some(Rc::new(place));
+            }
+        }
+    }
+}
+
+struct Search<'a, S: Source + ?Sized> {
+    source: &'a S,
+    matcher: &'a Matcher,
+    opts: &'a Options,
+    /// Whole lines of the file from `start`, `filled` bytes of it; a last line may be partial.
+    buf: Vec<u8>,
+    start: u64,
+    filled: usize,
+    eof: bool,
+    /// Where in `buf` the search goes on.
+    searched: usize,
+    /// The next escaped content line in `buf` at or after `searched`, once looked for.
+    escaped_at: Option<Option<usize>>,
+    skim: Skim,
+    /// Bytes read past `buf` for the skim (a record with a hit that runs on), from `ahead_at`.
+    ahead: Vec<u8>,
+    ahead_at: u64,
+    places: Places,
+    /// Line numbers: `counted` newlines lie before offset `counted_to`.
+    counted_to: u64,
+    counted: u64,
+    /// The file offset where the last line shown ends.
+    printed_end: Option<u64>,
+    /// Context still owed after the last match: lines, the record, where its content ends.
+    after: Option<(usize, Rc<Place>)>,
+    found: Vec<Range<usize>>,
+    matched: u64,
+}
+
+/// Whether a search goes on.
+type Going = io::Result<Result<bool, NotTranscript>>;
+
+impl<S: Source + ?Sized> Search<'_, S> {
+    fn run(&mut self, sink: &mut impl Sink) -> io::Result<Result<u64, NotTranscript>> {
+        self.read()?;
+        if let Err(e) = self.settle(0)? {
+            return Ok(Err(e));
+        }
+        let header = self.places.header.as_ref().expect("a settled skim has read the header");
+        if !sink.header(header) {
+            return Ok(Ok(0));
+        }
+        loop {
+            let whole_lines = if self.eof {
+                self.filled
+            } else {
+                memchr::memrchr(b'\n', &self.buf[..self.filled]).map_or(0, |i| i + 1)
+            };
+            let complete = whole_lines.max(self.searched);
+            while let Some((line, escaped)) = self.next_candidate(complete) {
+                self.searched = line.end + 1;
+                match self.candidate(line, escaped, sink)? {
+                    Ok(true) => {}
+                    Ok(false) => return Ok(Ok(self.matched)),
+                    Err(e) => return Ok(Err(e)),
+                }
+            }
+            self.searched = complete;
+            if !self.context_after(self.start + complete as u64, complete, sink) {
+                return Ok(Ok(self.matched));
+            }
+            if self.eof {
+                return Ok(Ok(self.matched));
+            }
+            self.refill(complete)?;
+        }
+    }
+
+    /// Reads on until the buffer is full or the file ends. A short read is followed by another
+    /// to find the end, so a transcript that fits the buffer is searched in one go.
+    fn read(&mut self) -> io::Result<()> {
+        if self.filled == self.buf.len() {
+            // A line longer than the buffer: the buffer grows to hold it.
+            self.buf.resize(self.buf.len() * 2, 0);
+        }
+        while self.filled < self.buf.len() {
+            let at = self.start + self.filled as u64;
+            let n = read_at(self.source, &mut self.buf[self.filled..], at)?;
+            if n == 0 {
+                self.eof = true;
+                break;
+            }
+            self.filled += n;
+        }
+        Ok(())
+    }
+
+    /// Moves on past the searched lines, keeping the lines before-context may need.
+    fn refill(&mut self, complete: usize) -> io::Result<()> {
+        let mut keep = complete;
+        for _ in 0..self.opts.context {
+            if keep == 0 {
+                break;
+            }
+            keep = memchr::memrchr(b'\n', &self.buf[..keep - 1]).map_or(0, |i| i + 1);
+        }
+        if self.opts.positions {
+            self.count_lines_to(self.start + keep as u64);
+        }
+        self.buf.copy_within(keep..self.filled, 0);
+        self.start += keep as u64;
+        self.filled -= keep;
+        self.searched = complete - keep;
+        self.escaped_at = None;
+        self.read()
+    }
+
+    /// The next line to look at: where the regex hits, or an escaped line (matched unescaped,
+    /// so the buffer-wide search cannot speak for it).
+    fn next_candidate(&mut self, complete: usize) -> Option<(Range<usize>, bool)> {
+        if self.searched >= complete {
+            return None;
+        }
+        let hay = &self.buf[..complete];
+        // The earliest end of any match is enough to find the first line that may hold one: a
+        // match inside an earlier line would end earlier. No reverse scan for where it starts.
+        let hit = self.matcher.regex.shortest_match_at(hay, self.searched).and_then(|end| {
+            let start = memchr::memrchr(b'\n', &hay[..end]).map_or(0, |i| i + 1);
+            // A match that ends where the complete lines end belongs to no line here.
+            (start < complete).then_some(start)
+        });
+        let escaped = self.next_escaped(complete);
+        let (start, is_escaped) = match (hit, escaped) {
+            (None, None) => return None,
+            (Some(h), Some(e)) if e <= h => (e, true),
+            (Some(h), _) => (h, false),
+            (None, Some(e)) => (e, true),
+        };
+        let hay = &self.buf[..complete];
+        let end = memchr::memchr(b'\n', &hay[start..]).map_or(complete, |i| start + i);
+        Some((start..end, is_escaped))
+    }
+
+    fn next_escaped(&mut self, complete: usize) -> Option<usize> {
+        if !self.matcher.line_start {
+            return None;
+        }
+        if let Some(cached) = self.escaped_at
+            && cached.is_none_or(|at| at >= self.searched)
+        {
+            return cached;
+        }
+        let hay = &self.buf[..complete];
+        let mut from = self.searched;
+        let found = loop {
+            let Some(i) = ESCAPED.find(&hay[from..]) else { break None };
+            let at = from + i;
+            let start = hay[..at].iter().rposition(|&b| b != b'\\').map_or(0, |p| p + 1);
+            if start == 0 || hay[start - 1] == b'\n' {
+                break Some(start);
+            }
+            from = at + 1;
+        };
+        self.escaped_at = Some(found);
+        found
+    }
+
+    /// Reads the structure on until the line ending at `end` is placed.
+    fn settle(&mut self, end: u64) -> io::Result<Result<(), NotTranscript>> {
+        let places = &mut self.places;
+        let mut on_event = |e| places.event(e);
+        while !self.skim.settled_past(end) {
+            let at = self.skim.offset();
+            let buf_end = self.start + self.filled as u64;
+            let bytes = if at >= self.start && at < buf_end {
+                &self.buf[(at - self.start) as usize..self.filled]
+            } else {
+                let ahead_end = self.ahead_at + self.ahead.len() as u64;
+                if !(at >= self.ahead_at && at < ahead_end) {
+                    self.ahead.resize(AHEAD, 0);
+                    let n = read_at(self.source, &mut self.ahead, at)?;
+                    self.ahead.truncate(n);
+                    self.ahead_at = at;
+                }
+                &self.ahead[(at - self.ahead_at) as usize..]
+            };
+            if bytes.is_empty() {
+                return Ok(self.skim.finish(&mut on_event));
+            }
+            if let Err(e) = self.skim.push(bytes, end, &mut on_event) {
+                return Ok(Err(e));
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    /// A line the search hit: shown if it is content, wanted, and matches on its own.
+    fn candidate(&mut self, line: Range<usize>, escaped: bool, sink: &mut impl Sink) -> Going {
+        let (start, end) = (self.start + line.start as u64, self.start + line.end as u64);
+        if let Err(e) = self.settle(end)? {
+            return Ok(Err(e));
+        }
+        let Some(place) = self.places.last.as_ref().filter(|p| contains(p, start, end)) else {
+            return Ok(Ok(true));
+        };
+        if !self.wanted(place) {
+            return Ok(Ok(true));
+        }
+        let place = Rc::clone(place);
+        // A hit of the buffer-wide search may be on an escaped line too.
+        let raw = &self.buf[line.clone()];
+        let text = as_written(raw, escaped || is_escaped(raw));
+        let is_match = if self.opts.positions {
+            self.matcher.find_in(text, &mut self.found);
+            !self.found.is_empty()
+        } else {
+            self.matcher.regex.is_match(text)
+        };
+        if !is_match {
+            return Ok(Ok(true));
+        }
+        self.matched += 1;
+        if !self.context_after(start, line.start, sink) || !self.context_before(&line, &place, sink)
+        {
+            return Ok(Ok(false));
+        }
+        let found = std::mem::take(&mut self.found);
+        let going = self.show(line.clone(), &place, Some(&found), sink);
+        self.found = found;
+        if self.opts.context > 0 {
+            self.after = Some((self.opts.context, place));
+        }
+        Ok(Ok(going && !self.opts.first_only))
+    }
+
+    fn wanted(&self, place: &Place) -> bool {
+        if self.opts.role.is_some_and(|role| role != Role::of(place.kind)) {
+            return false;
+        }
+        if self.opts.since.is_none() && self.opts.until.is_none() {
+            return true;
+        }
+        let created = self.places.header.as_ref().map(|h| h.created.as_str());
+        let Some(at) =
+            place.meta.at.as_deref().or(created).and_then(|at| {
+                DateTime::parse_from_rfc3339(at).ok().map(|t| t.with_timezone(&Utc))
+            })
+        else {
+            return false;
+        };
+        self.opts.since.is_none_or(|since| at >= since)
+            && self.opts.until.is_none_or(|until| at <= until)
+    }
+
+    /// Up to `context` lines before a match, of its record, not shown yet.
+    fn context_before(&mut self, line: &Range<usize>, place: &Place, sink: &mut impl Sink) -> bool {
+        let mut first = line.start;
+        for _ in 0..self.opts.context {
+            if first == 0 {
+                break;
+            }
+            let prev = memchr::memrchr(b'\n', &self.buf[..first - 1]).map_or(0, |i| i + 1);
+            let at = self.start + prev as u64;
+            if at < place.content.start || self.printed_end.is_some_and(|p| at <= p) {
+                break;
+            }
+            first = prev;
+        }
+        while first < line.start {
+            let end = first + memchr::memchr(b'\n', &self.buf[first..]).expect("a whole line");
+            if !self.show(first..end, place, None, sink) {
+                return false;
+            }
+            first = end + 1;
+        }
+        true
+    }
+
+    /// Context owed after the last match, up to `limit` (a file offset), from the buffer's
+    /// whole lines (they end by `complete`).
+    fn context_after(&mut self, limit: u64, complete: usize, sink: &mut impl Sink) -> bool {
+        while let Some((left, place)) = self.after.take() {
+            let from = self.printed_end.map_or(0, |p| p + 1);
+            if left == 0 || from > place.content.end {
+                return true;
+            }
+            let rel = (from - self.start) as usize;
+            let end = match memchr::memchr(b'\n', &self.buf[rel..complete]) {
+                Some(i) => rel + i,
+                None if self.eof && rel < complete => complete,
+                // The next match comes first, or the line is not whole in the buffer yet.
+                None => {
+                    self.after = Some((left, place));
+                    return true;
+                }
+            };
+            if from >= limit {
+                self.after = Some((left, place));
+                return true;
+            }
+            if self.start + end as u64 > place.content.end {
+                return true;
+            }
+            if !self.show(rel..end, &place, None, sink) {
+                return false;
+            }
+            self.after = Some((left - 1, place));
+        }
+        true
+    }
+
+    /// Hands a line of the buffer to the sink, unescaped and without its line ending.
+    fn show(
+        &mut self,
+        line: Range<usize>,
+        place: &Place,
+        matches: Option<&[Range<usize>]>,
+        sink: &mut impl Sink,
+    ) -> bool {
+        let start = self.start + line.start as u64;
+        if self.opts.context > 0 && self.printed_end.is_some_and(|p| p + 1 != start) && !sink.gap()
+        {
+            return false;
+        }
+        self.printed_end = Some(self.start + line.end as u64);
+        let number = if self.opts.positions { self.line_number(start) } else { 0 };
+        let raw = &self.buf[line];
+        let text = as_written(raw, is_escaped(raw));
+        let context = matches.is_none();
+        sink.line(&Shown { place, number, text, context, matches: matches.unwrap_or_default() })
+    }
+
+    /// The line number of the line starting at `start` (asked in order).
+    fn line_number(&mut self, start: u64) -> u64 {
+        self.count_lines_to(start);
+        self.counted + 1
+    }
+
+    fn count_lines_to(&mut self, to: u64) {
+        if to > self.counted_to {
+            let from = (self.counted_to - self.start) as usize;
+            let to_rel = (to - self.start) as usize;
+            self.counted += crate::transcript::count_newlines(&self.buf[from..to_rel]);
+            self.counted_to = to;
+        }
+    }
+}
+
+/// Whether a line is content of the record (a clear has none: its line is cca's).
+fn contains(place: &Place, start: u64, end: u64) -> bool {
+    place.kind != Kind::Clear && place.content.start <= start && end <= place.content.end
+}
+
+/// A content line as it was written: without the transcript's escape, and without its line
+/// ending (`\r\n` as well as `\n`). This is what a pattern is matched against.
+fn as_written(line: &[u8], escaped: bool) -> &[u8] {
+    let line = if escaped { &line[1..] } else { line };
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+/// A content line the transcript stores with one more backslash (see `transcript`).
+fn is_escaped(line: &[u8]) -> bool {
+    let slashes = line.iter().take_while(|&&b| b == b'\\').count();
+    slashes > 0 && line[slashes..].starts_with(MARKER)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transcript::{self, Record, Transcript};
+    use proptest::prelude::*;
+
+    fn header() -> Header {
+        Header {
+            format: transcript::FORMAT,
+            id: "20261121-101500".into(),
+            created: "2026-11-21T10:15:00Z".into(),
+            engine: "claude".into(),
+            model: None,
+            prompt: "search_agents/haiku45".into(),
+            prompt_hash: "fnv1a64:0123456789abcdef".into(),
+            cwd: "/home/u".into(),
+            title: "the title says needle".into(),
+            forked_from: None,
+            name: None,
+        }
+    }
+
+    fn record(kind: Kind, content: &str) -> Record {
+        let meta = Meta { engine: Some("claude".into()), ..Meta::default() };
+        Record { kind, meta, content: content.into() }
+    }
+
+    fn text(records: Vec<Record>) -> String {
+        transcript::render(&Transcript { header: header(), records })
+    }
+
+    /// What a search shows, one string per line: `turn kind number: text` (`-` for context),
+    /// and `--` for a gap.
+    #[derive(Default)]
+    struct Lines {
+        shown: Vec<String>,
+        skip: bool,
+    }
+
+    impl Sink for Lines {
+        fn header(&mut self, _: &Header) -> bool {
+            !self.skip
+        }
+
+        fn line(&mut self, line: &Shown) -> bool {
+            let sep = if line.context { '-' } else { ':' };
+            self.shown.push(format!(
+                "{} {} {}{sep} {}",
+                line.place.turn,
+                line.place.kind.word(),
+                line.number,
+                String::from_utf8_lossy(line.text)
+            ));
+            true
+        }
+
+        fn gap(&mut self) -> bool {
+            self.shown.push("--".into());
+            true
+        }
+    }
+
+    fn grep_with(text: &str, pattern: &str, opts: &Options, buffer: usize) -> Vec<String> {
+        let case = PatternOptions { case: Case::Smart, fixed: false, word: false };
+        let matcher = Matcher::new(pattern, &case).unwrap();
+        let run = |positions| {
+            let opts = Options { positions, ..opts.clone() };
+            let mut lines = Lines::default();
+            match search_with(text.as_bytes(), &matcher, &opts, &mut lines, buffer).unwrap() {
+                Ok(_) => lines.shown,
+                Err(_) => {
+                    assert!(lines.shown.is_empty());
+                    Vec::new()
+                }
+            }
+        };
+        let with = run(true);
+        // Without positions: the same lines, numbered 0.
+        // `turn kind number: text` without the number.
+        let strip = |l: &String| match l.splitn(3, ' ').collect::<Vec<_>>()[..] {
+            [turn, kind, rest] => {
+                format!("{turn} {kind} {}", rest.trim_start_matches(|c: char| c.is_ascii_digit()))
+            }
+            _ => l.clone(),
+        };
+        let without: Vec<String> = run(false).iter().map(strip).collect();
+        assert_eq!(without, with.iter().map(strip).collect::<Vec<_>>());
+        with
+    }
+
+    fn grep(text: &str, pattern: &str, opts: &Options) -> Vec<String> {
+        grep_with(text, pattern, opts, BUFFER)
+    }
+
+    #[test]
+    fn finds_content_and_never_what_cca_wrote() {
+        let t = text(vec![
+            record(Kind::User, "a needle in the question"),
+            record(Kind::Attachment, "needle in stdin"),
+            record(Kind::Assistant, "## 1. You\nthe answer\n```\nneedle```"),
+        ]);
+        // Markers, headings, the header and the fences hold `cca`, `You`, `1.`, "```"; only
+        // content counts.
+        assert_eq!(grep(&t, "cca|claude|session", &Options::default()), Vec::<String>::new());
+        assert_eq!(grep(&t, "^## 1. You", &Options::default()), ["1 assistant 24: ## 1. You"]);
+        assert_eq!(
+            grep(&t, "needle", &Options::default()),
+            [
+                "1 user 10: a needle in the question",
+                "1 attachment 17: needle in stdin",
+                "1 assistant 27: needle```"
+            ]
+        );
+        assert_eq!(grep(&t, "^```$", &Options::default()), ["1 assistant 26: ```"]);
+        let lines: Vec<&str> = t.lines().collect();
+        for shown in grep(&t, "needle", &Options::default()) {
+            let (head, text) = shown.split_once(": ").unwrap();
+            let number: usize = head.rsplit(' ').next().unwrap().parse().unwrap();
+            assert_eq!(lines[number - 1], text);
+        }
+    }
+
+    #[test]
+    fn escaped_lines_match_as_written() {
+        let t = text(vec![
+            record(Kind::User, "<!-- cca:end -->\n\\<!-- cca:user -->"),
+            record(Kind::Assistant, "ok"),
+        ]);
+        assert!(t.contains("\n\\<!-- cca:end -->\n\\\\<!-- cca:user -->\n"), "{t}");
+        assert_eq!(grep(&t, "^<!-- cca:end", &Options::default()), ["1 user 10: <!-- cca:end -->"]);
+        // Unanchored patterns find escaped lines through the buffer-wide search, and are
+        // checked on the line as written: the stored backslash is not there to match.
+        assert_eq!(grep(&t, "cca:end", &Options::default()), ["1 user 10: <!-- cca:end -->"]);
+        assert_eq!(grep(&t, r"\\<!-- cca:end", &Options::default()), Vec::<String>::new());
+        assert_eq!(grep(&t, r"^\\<!", &Options::default()), ["1 user 11: \\<!-- cca:user -->"]);
+    }
+
+    #[test]
+    fn turns_and_roles_follow_the_headings() {
+        let t = text(vec![
+            record(Kind::User, "q1 word"),
+            record(Kind::Assistant, "a1 word"),
+            record(Kind::User, "q2 word"),
+            record(Kind::Failed, "partial word"),
+            record(Kind::User, "q2 again word"),
+            record(Kind::Assistant, "a2 word"),
+            record(Kind::Compaction, "summary word"),
+            record(Kind::User, "q3 word"),
+        ]);
+        let shown = grep(&t, "word", &Options::default());
+        let turns: Vec<&str> = shown.iter().map(|l| &l[..l.find(' ').unwrap() + 2]).collect();
+        assert_eq!(turns, ["1 u", "1 a", "2 u", "2 f", "2 u", "2 a", "3 c", "3 u"]);
+        for (line, heading) in [("q2 again", "## 2. You"), ("a2 word", "## 2. claude")] {
+            let at = t.find(line).unwrap();
+            assert!(t[..at].trim_end().ends_with(heading), "{line}");
+        }
+        let users = Options { role: Some(Role::User), ..Options::default() };
+        assert_eq!(grep(&t, "word", &users).len(), 4);
+        let answers = Options { role: Some(Role::Assistant), ..Options::default() };
+        assert_eq!(grep(&t, "word", &answers).len(), 4);
+    }
+
+    #[test]
+    fn damaged_records_and_notes_between_records_are_not_content() {
+        let good = text(vec![record(Kind::User, "kept word"), record(Kind::Assistant, "a")]);
+        let t = good.replace(
+            "<!-- cca:end -->\n\n<!-- cca:assistant",
+            "<!-- cca:end -->\nnote word\n\n<!-- cca:assistant",
+        ) + "\n<!-- cca:user -->\n## 2. You\n\ncut off word\n";
+        assert_eq!(grep(&t, "word", &Options::default()), ["1 user 10: kept word"]);
+    }
+
+    #[test]
+    fn context_stays_in_its_record() {
+        let t = text(vec![
+            record(Kind::User, "q"),
+            record(Kind::Assistant, "one\ntwo\nthree !\nfour\nfive\nsix\nseven !\neight"),
+            record(Kind::User, "after"),
+        ]);
+        let c1 = Options { context: 1, ..Options::default() };
+        assert_eq!(
+            grep(&t, "!$", &c1),
+            [
+                "1 assistant 17- two",
+                "1 assistant 18: three !",
+                "1 assistant 19- four",
+                "--",
+                "1 assistant 21- six",
+                "1 assistant 22: seven !",
+                "1 assistant 23- eight",
+            ]
+        );
+        let c9 = Options { context: 9, ..Options::default() };
+        let shown = grep(&t, "!$", &c9);
+        assert_eq!(shown.len(), 8, "{shown:?}");
+        assert!(shown[0].ends_with("- one") && shown[7].ends_with("- eight"), "{shown:?}");
+        // Small buffers give the same answer: context kept across reads.
+        for buffer in [1, 5, 16, 64] {
+            assert_eq!(grep_with(&t, "!$", &c1, buffer), grep(&t, "!$", &c1), "{buffer}");
+            assert_eq!(grep_with(&t, "!$", &c9, buffer), shown, "{buffer}");
+        }
+    }
+
+    #[test]
+    fn crlf_lines_match_at_their_end_and_show_without_cr() {
+        let t = text(vec![record(Kind::User, "one end\r\ntwo\r\n"), record(Kind::Assistant, "a")]);
+        assert_eq!(grep(&t, "end$", &Options::default()), ["1 user 10: one end"]);
+    }
+
+    #[test]
+    fn a_line_is_matched_without_its_line_ending() {
+        // Found by the property test: a CRLF line is not an empty line before its `\n`.
+        let t = text(vec![record(Kind::User, "\\\r\n"), record(Kind::Assistant, "a")]);
+        assert_eq!(grep(&t, "^$", &Options::default()), ["1 user 11: "]);
+        assert_eq!(grep(&t, r"^\\$", &Options::default()), ["1 user 10: \\"]);
+    }
+
+    #[test]
+    fn an_empty_record_has_no_line_to_match() {
+        // Found by the property test: a hand-made record with nothing between its markers.
+        let t = text(vec![]) + "\n<!-- cca:failed -->\n<!-- cca:end -->\n";
+        assert_eq!(grep(&t, "^$", &Options::default()), Vec::<String>::new());
+        let cleared = text(vec![record(Kind::Clear, "")]);
+        assert_eq!(grep(&cleared, "^$", &Options::default()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn time_filters_use_when_each_record_was_said() {
+        let mut early = record(Kind::User, "word early");
+        early.meta.at = Some("2026-11-21T10:00:00Z".into());
+        let mut late = record(Kind::Assistant, "word late");
+        late.meta.at = Some("2026-11-22T10:00:00Z".into());
+        let t = text(vec![early, late]);
+        let at = |s: &str| Some(DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc));
+        let since = Options { since: at("2026-11-22T00:00:00Z"), ..Options::default() };
+        assert_eq!(grep(&t, "word", &since), ["1 assistant 16: word late"]);
+        let until = Options { until: at("2026-11-22T00:00:00Z"), ..Options::default() };
+        assert_eq!(grep(&t, "word", &until), ["1 user 10: word early"]);
+    }
+
+    #[test]
+    fn a_skipped_header_or_a_non_transcript_ends_the_search() {
+        let t = text(vec![record(Kind::User, "word")]);
+        let matcher =
+            Matcher::new("word", &PatternOptions { case: Case::Smart, fixed: false, word: false })
+                .unwrap();
+        let mut skip = Lines { skip: true, ..Lines::default() };
+        assert_eq!(
+            search(t.as_bytes(), &matcher, &Options::default(), &mut skip).unwrap().unwrap(),
+            0
+        );
+        let mut lines = Lines::default();
+        let bad = search(&b"word\n"[..], &matcher, &Options::default(), &mut lines).unwrap();
+        assert!(bad.is_err() && lines.shown.is_empty());
+    }
+
+    #[test]
+    fn patterns_smart_case_words_and_text() {
+        let opts = |case, fixed, word| PatternOptions { case, fixed, word };
+        let m = |p: &str, o: PatternOptions, line: &str| {
+            let mut found = Vec::new();
+            Matcher::new(p, &o).unwrap().find_in(line.as_bytes(), &mut found);
+            !found.is_empty()
+        };
+        assert!(m("rust", opts(Case::Smart, false, false), "RUST"));
+        assert!(!m("Rust", opts(Case::Smart, false, false), "RUST"));
+        // Escapes are not letters of the pattern's own: \S stays smart.
+        assert!(m(r"\Sust", opts(Case::Smart, false, false), "RUST"));
+        assert!(!m("[A-Z]ust", opts(Case::Smart, false, false), "rust"));
+        assert!(m("Rust", opts(Case::Insensitive, false, false), "RUST"));
+        assert!(!m("rust", opts(Case::Sensitive, false, false), "RUST"));
+        assert!(m("a.b(", opts(Case::Smart, true, false), "x a.b( y"));
+        assert!(!m("a.b", opts(Case::Smart, true, false), "axb"));
+        assert!(m("lock", opts(Case::Smart, false, true), "a lock."));
+        assert!(!m("lock", opts(Case::Smart, false, true), "unlocked"));
+        assert!(m("lock!", opts(Case::Smart, true, true), "the lock!"));
+        assert!(m("a)|(b", opts(Case::Smart, true, true), "a)|(b"));
+        assert!(Matcher::new("a)|(b", &opts(Case::Smart, false, true)).is_err());
+    }
+
+    #[test]
+    fn hostile_patterns_are_errors_not_hangs() {
+        let o = PatternOptions { case: Case::Smart, fixed: false, word: false };
+        let too_big = Matcher::new(r"\w{1000}{1000}", &o).unwrap_err();
+        assert!(too_big.contains("too large"), "{too_big}");
+        let deep = format!("{}a{}", "(".repeat(1000), ")".repeat(1000));
+        assert!(Matcher::new(&deep, &o).is_err());
+        assert!(Matcher::new("(", &o).is_err());
+        assert!(Matcher::new(r"a\nb", &o).unwrap_err().contains("line break"));
+        let fixed = PatternOptions { fixed: true, ..o };
+        assert!(Matcher::new("a\nb", &fixed).unwrap_err().contains("line break"));
+        // A class may hold a line break: it matches other characters too.
+        assert!(Matcher::new(r"a\sb", &o).is_ok());
+    }
+
+    /// What a search must find, the slow way: the scanner's records, every line of their
+    /// content unescaped and matched on its own.
+    fn oracle(text: &str, pattern: &str) -> Vec<String> {
+        let case = PatternOptions { case: Case::Smart, fixed: false, word: false };
+        let matcher = Matcher::new(pattern, &case).unwrap();
+        let mut spans = Vec::new();
+        let scanned = transcript::Scanner::scan(text.as_bytes(), |e| {
+            if let Event::Record(span) = e {
+                spans.push(span)
+            }
+        });
+        if !matches!(scanned, Ok(Ok(()))) {
+            return Vec::new();
+        }
+        let (mut exchanges, mut pending, mut found) = (0, false, Vec::new());
+        let mut out = Vec::new();
+        for span in &spans {
+            let turn = exchanges + 1;
+            match span.kind {
+                Kind::User => pending = true,
+                Kind::Assistant if pending => {
+                    exchanges += 1;
+                    pending = false;
+                }
+                Kind::Failed | Kind::Interrupted | Kind::Clear => pending = false,
+                _ => {}
+            }
+            let (from, to) = (span.content.start as usize, span.content.end as usize);
+            // An empty range is one empty line, or (in a damaged record) no line at all.
+            let no_lines = from == to && text.as_bytes().get(from) != Some(&b'\n');
+            if span.kind == Kind::Clear || no_lines {
+                continue;
+            }
+            for line in transcript::unescape(&text[from..to]).split('\n') {
+                let line = line.strip_suffix('\r').unwrap_or(line);
+                matcher.find_in(line.as_bytes(), &mut found);
+                if !found.is_empty() {
+                    out.push(format!("{turn} {} {line}", span.kind.word()));
+                }
+            }
+        }
+        out
+    }
+
+    fn hostile_text() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            Just("<!-- cca:end -->".to_string()),
+            Just("<!-- cca:end fence -->".to_string()),
+            Just("<!-- cca:user {\"at\":\"x\"} -->".to_string()),
+            Just("<!-- cca:assistant -->".to_string()),
+            Just("\\".to_string()),
+            Just("```".to_string()),
+            Just("# ".to_string()),
+            Just("\n".to_string()),
+            Just("\r\n".to_string()),
+            Just("a".to_string()),
+            Just("cca".to_string()),
+            "[a-c`#<>!\\- ]{0,6}",
+        ];
+        proptest::collection::vec(piece, 0..12).prop_map(|v| v.concat())
+    }
+
+    fn any_kind() -> impl Strategy<Value = Kind> {
+        proptest::sample::select(vec![
+            Kind::User,
+            Kind::Attachment,
+            Kind::Assistant,
+            Kind::Failed,
+            Kind::Interrupted,
+            Kind::Clear,
+            Kind::Compaction,
+        ])
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        #[test]
+        fn finds_exactly_the_content_lines_that_match(
+            contents in proptest::collection::vec((any_kind(), hostile_text()), 0..6),
+            junk in hostile_text(),
+            cut in any::<proptest::sample::Index>(),
+            pattern in proptest::sample::select(vec!["a", "cca", "^$", "end", "<!--", r"\\", "^<!-- cca:", "x*", "```", "^#", "c$"]),
+            buffer in 1usize..300,
+        ) {
+            let records = contents.into_iter().map(|(k, c)| record(k, &c)).collect();
+            let full = text(records);
+            let at = cut.index(full.len() + 1);
+            let at = (0..=at).rev().find(|&i| full.is_char_boundary(i)).unwrap();
+            let t = format!("{}{junk}", &full[..at]);
+            let expected = oracle(&t, pattern);
+            let shown = grep_with(&t, pattern, &Options::default(), buffer);
+            let file_lines: Vec<&str> = t.split('\n').collect();
+            let mut got = Vec::new();
+            for line in &shown {
+                // `turn kind number: text`; the number is where that text is in the file.
+                let (head, text) = line.split_once(": ").unwrap();
+                let mut parts = head.split(' ');
+                let (turn, kind, number) = (parts.next().unwrap(), parts.next().unwrap(), parts.next().unwrap());
+                let in_file = file_lines[number.parse::<usize>().unwrap() - 1];
+                let in_file = in_file.strip_suffix('\r').unwrap_or(in_file);
+                prop_assert!(in_file == text || in_file.strip_prefix('\\') == Some(text), "{line} vs {in_file}");
+                got.push(format!("{turn} {kind} {text}"));
+            }
+            prop_assert_eq!(got, expected);
+        }
+    }
+}
