@@ -548,7 +548,7 @@ pub fn first_line_of(
 pub const DEFAULT_PAGER: &str = "less -FRX";
 
 /// Shows text through a pager (`$PAGER`, else [`DEFAULT_PAGER`]); prints it directly if none runs.
-pub fn page(text: &str, pager: Option<&str>) -> Result<()> {
+pub fn page(text: &[u8], pager: Option<&str>) -> Result<()> {
     let command = pager.unwrap_or(DEFAULT_PAGER);
     let mut words = command.split_whitespace();
     let spawned = words
@@ -556,12 +556,12 @@ pub fn page(text: &str, pager: Option<&str>) -> Result<()> {
         .and_then(|program| Command::new(program).args(words).stdin(Stdio::piped()).spawn().ok());
     let Some(mut child) = spawned else {
         let mut out = io::stdout().lock();
-        let _ = out.write_all(text.as_bytes());
+        let _ = out.write_all(text);
         return Ok(());
     };
     if let Some(mut stdin) = child.stdin.take() {
         // The reader may quit before reading it all (q in less): not an error.
-        let _ = stdin.write_all(text.as_bytes());
+        let _ = stdin.write_all(text);
     }
     child.wait().context("cannot wait for the pager")?;
     Ok(())

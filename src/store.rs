@@ -673,13 +673,24 @@ pub fn validate_id(id: &str) -> Result<()> {
     )
 }
 
-fn not_transcript(path: &Path, id: &str, e: NotTranscript) -> anyhow::Error {
-    Failure::new(exit::ERROR, format!("{} is not a transcript cca can read ({e})", path.display()))
-        .hint(format!(
+/// The error for a file that is not a transcript, with what to do about it.
+pub fn not_transcript(path: &Path, id: &str, e: NotTranscript) -> anyhow::Error {
+    let message = format!("{} is not a transcript cca can read ({e})", path.display());
+    let hint = if e.not_utf8 {
+        format!(
+            "cca reads UTF-8 only; if the file was saved as Latin-1, convert it with\n\
+             `iconv -f LATIN1 -t UTF-8 \"{p}\" > \"{p}.utf8\" && mv \"{p}.utf8\" \"{p}\"`,\n\
+             or fix line {line} by hand; `cca show --raw {id}` prints the file as it is",
+            p = path.display(),
+            line = e.line,
+        )
+    } else {
+        format!(
             "repair it by hand (`$EDITOR \"{}\"`), or start a new session; the id was {id}",
             path.display()
-        ))
-        .into()
+        )
+    };
+    Failure::new(exit::ERROR, message).hint(hint).into()
 }
 
 fn read_optional(path: &Path) -> Result<Option<String>> {

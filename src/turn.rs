@@ -407,7 +407,7 @@ fn record_outcome(
             },
         ),
         Verdict::Failed { reason, .. } => {
-            (Kind::Failed, Meta { reason: Some(reason.clone()), ..base })
+            (Kind::Failed, Meta { reason: Some(marker_reason(reason)), ..base })
         }
         Verdict::Interrupted { why } => {
             (Kind::Interrupted, Meta { reason: Some(why.name()), ..base })
@@ -419,6 +419,14 @@ fn record_outcome(
             file.write_all(transcript::open_record(kind, &meta, turn).as_bytes())?;
             let mut body = BodyWriter::new();
             let mut out = Vec::with_capacity(72 * 1024);
+            // A reason the marker had to cut is kept whole in the body, fenced, before the
+            // partial answer: a fence of its own that closes, whatever the answer leaves open.
+            if let Verdict::Failed { reason, .. } = &ended.verdict
+                && meta.reason.as_deref() != Some(reason.as_str())
+            {
+                body.push(fenced_reason(reason).as_bytes(), &mut out);
+                file.write_all(&out)?;
+            }
             if let Some(answer) = answer {
                 let mut buf = vec![0u8; 64 * 1024];
                 loop {
@@ -444,6 +452,26 @@ fn record_outcome(
                 "free some disk space; your question is in the transcript, and the next turn will not send it",
             ))
         })
+}
+
+/// How many characters of a failure's reason its marker line keeps: markers stay small (a
+/// proxy's error page can be 80 KB), and the heading shows less still.
+const MARKER_REASON_CHARS: usize = 300;
+
+/// A failure's reason as its marker keeps it: one line, cut on a character boundary.
+fn marker_reason(reason: &str) -> String {
+    transcript::one_line(reason, MARKER_REASON_CHARS)
+}
+
+/// The whole reason, for the record's body: in a fence longer than any backtick run in it.
+fn fenced_reason(reason: &str) -> String {
+    let fence = "`".repeat(longest_backtick_run(reason).max(2) + 1);
+    let reason = reason.trim_end_matches('\n');
+    format!("The error in full:\n\n{fence}text\n{reason}\n{fence}\n\n")
+}
+
+fn longest_backtick_run(text: &str) -> usize {
+    text.split(|c| c != '`').map(str::len).max().unwrap_or(0)
 }
 
 #[cfg(test)]

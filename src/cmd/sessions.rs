@@ -10,6 +10,7 @@ use super::print;
 use crate::config::{Flags, Settings};
 use crate::error::{Failure, exit};
 use crate::front::signals;
+use crate::front::terminal::print_bytes;
 use crate::front::terminal::{Spinner, say, say_waiting, spinner_wanted};
 use crate::human::human_bytes;
 use crate::run::{Cancel, Interrupted, Progress};
@@ -107,21 +108,30 @@ fn local_time_with(rfc3339: &str, format: &[chrono::format::Item]) -> String {
 pub fn show(id: Option<&str>, raw: bool) -> Result<u8> {
     let (settings, store) = settings(&Flags::default())?;
     let id = session::chosen(&settings, &store, id)?;
-    let mut text = String::new();
+    let path = store.session_path(&id);
+    let mut bytes = Vec::new();
     store
         .open_session(&id)?
-        .read_to_string(&mut text)
-        .with_context(|| format!("cannot read {}", store.session_path(&id).display()))?;
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("cannot read {}", path.display()))?;
     let out = if raw {
-        text
+        // Any file, as its bytes: this is how to look at one cca cannot read.
+        bytes
     } else {
+        let text = match String::from_utf8(bytes) {
+            Ok(text) => text,
+            // The scanner names the line that is not UTF-8.
+            Err(e) => {
+                return Err(match transcript::summarize(e.as_bytes()) {
+                    Ok(Err(e)) => store::not_transcript(&path, &id, e),
+                    _ => anyhow::anyhow!("{} is not UTF-8", path.display()),
+                });
+            }
+        };
         let (t, problems) = transcript::parse(&text).map_err(|e| {
             Failure::new(
                 exit::ERROR,
-                format!(
-                    "{} is not a transcript cca can read ({e})",
-                    store.session_path(&id).display()
-                ),
+                format!("{} is not a transcript cca can read ({e})", path.display()),
             )
             .hint("`cca show --raw` prints it as it is")
         })?;
@@ -136,13 +146,13 @@ pub fn show(id: Option<&str>, raw: bool) -> Result<u8> {
         for p in problems {
             out.push_str(&format!("\n(line {}: {})\n", p.line, p.message));
         }
-        out
+        out.into_bytes()
     };
     // A dumb terminal cannot run less; a pager the user named is still theirs to choose.
     if std::io::stdout().is_terminal() && (!settings.dumb_terminal || settings.pager.is_some()) {
         crate::run::page(&out, settings.pager.as_deref())?;
     } else {
-        print(&out)?;
+        print_bytes(&out)?;
     }
     Ok(exit::OK)
 }

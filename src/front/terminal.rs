@@ -110,8 +110,24 @@ impl Terminal {
         }
         if let Some((reason, hint)) = error {
             if self.mode == Mode::Quiet && !outcome.stderr_tail.trim().is_empty() {
-                say(outcome.stderr_tail.trim_end());
+                let tail = outcome.stderr_tail.trim_end();
+                let lines: Vec<&str> = tail.lines().collect();
+                let from = lines.len().saturating_sub(BRIEF_LINES);
+                say(&lines[from..]
+                    .iter()
+                    .map(|l| cut_chars(l, BRIEF_LINE_CHARS))
+                    .collect::<Vec<_>>()
+                    .join("\n"));
             }
+            // An engine's error can be a whole web page: a few lines here, all of it in the
+            // transcript.
+            let reason = match brief(&reason) {
+                Some(start) => format!(
+                    "{start}\n[...] (the whole error is in the transcript: {})",
+                    outcome.path.display()
+                ),
+                None => reason,
+            };
             let kept = "your question is kept in the transcript, marked as not answered, and will \
                         not be sent again; ask again with `cca search --resume`";
             print_error(&reason, hint.iter().flat_map(|h| h.lines()).chain([kept]));
@@ -211,6 +227,30 @@ impl Observer for Terminal {
     }
 }
 
+/// How much of a long error the terminal shows: lines, and characters per line.
+const BRIEF_LINES: usize = 6;
+const BRIEF_LINE_CHARS: usize = 200;
+
+/// The start of a long text, if it is longer than a few lines (or has a very long line).
+fn brief(text: &str) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let long = lines.iter().any(|l| l.chars().count() > BRIEF_LINE_CHARS);
+    if lines.len() <= BRIEF_LINES && !long {
+        return None;
+    }
+    let shown: Vec<String> =
+        lines.iter().take(BRIEF_LINES).map(|l| cut_chars(l, BRIEF_LINE_CHARS)).collect();
+    Some(shown.join("\n"))
+}
+
+/// At most `max` characters of a line, cut on a character boundary.
+fn cut_chars(line: &str, max: usize) -> String {
+    match line.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line.to_string(),
+    }
+}
+
 /// Prints an error the way every cca error is printed, and returns its exit code: the
 /// outermost message, then the causes that add something, then the hint of a [`Failure`].
 pub fn report(err: &anyhow::Error) -> u8 {
@@ -292,7 +332,12 @@ impl Spinner {
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error, any other failure is.
 pub fn print_stdout(text: &str) -> Result<()> {
-    match write_stdout(text.as_bytes()) {
+    print_bytes(text.as_bytes())
+}
+
+/// Like [`print_stdout`], for bytes that may not be text (`cca show --raw`).
+pub fn print_bytes(bytes: &[u8]) -> Result<()> {
+    match write_stdout(bytes) {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(e).context("cannot write to stdout"),
         _ => Ok(()),
     }

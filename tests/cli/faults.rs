@@ -263,3 +263,64 @@ fn a_session_unreadable_once_is_read_again() {
     run.ok();
     assert!(!run.stdout.contains("unreadable") && run.stdout.contains("one"), "{run}");
 }
+
+#[test]
+fn a_huge_engine_error_is_kept_whole_in_the_body_and_shown_briefly() {
+    let env = TestEnv::new();
+    let page: String =
+        (1..=2000).map(|n| format!("<p>line {n} of the proxy's error page</p>\\n")).collect();
+    let run = env.run_with(&["search", "q"], None, &[("FAKE_SCRIPT", &format!("fail {page}"))]);
+    run.code(1).stderr_has("line 1 of").stderr_has("the whole error is in the transcript");
+    assert!(run.stderr.len() < 4000, "a few lines, not the page: {} bytes", run.stderr.len());
+    let text = env.latest();
+    let marker = text.lines().find(|l| l.starts_with("<!-- cca:failed")).expect("a failed record");
+    assert!(marker.chars().count() < 500, "the marker stays small: {} chars", marker.len());
+    assert!(text.contains("line 2000 of the proxy's error page</p>"), "the whole error is kept");
+    // The record reads back: the next turn has nothing to warn about, and sends no failure.
+    let next = env.run(&["search", "-r", "again"]);
+    next.ok();
+    assert!(!next.stderr.contains("warning"), "{next}");
+    assert!(!stdin_of(&env.last_call()).contains("proxy's error page"));
+}
+
+#[test]
+fn a_byte_order_mark_is_accepted_and_kept() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "first"]).ok();
+    let path = env.sessions_dir().join("latest").canonicalize().unwrap();
+    let mut bytes = b"\xef\xbb\xbf".to_vec();
+    bytes.extend(std::fs::read(&path).unwrap());
+    std::fs::write(&path, &bytes).unwrap();
+    let run = env.run(&["search", "-r", "second"]);
+    run.ok();
+    assert!(!run.stderr.contains("warning") && !run.stderr.contains("error"), "{run}");
+    assert_eq!(env.last_users(), ["first"], "the history was read");
+    let after = std::fs::read(&path).unwrap();
+    assert!(after.starts_with(b"\xef\xbb\xbf<!-- cca:session"), "the mark is kept");
+    env.run(&["show"]).ok();
+}
+
+#[test]
+fn a_latin1_byte_is_named_by_line_and_show_raw_shows_the_bytes() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "cafe"]).ok();
+    env.run(&["search", "-q", "-r", "second"]).ok();
+    let path = env.sessions_dir().join("latest").canonicalize().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let line = 1 + text.lines().position(|l| l == "cafe").expect("the question's line");
+    let mut bytes = text.replacen("\ncafe\n", "\ncaf\u{1}\n", 1).into_bytes();
+    let at = bytes.iter().position(|&b| b == 1).unwrap();
+    bytes[at] = 0xe9; // Latin-1 é
+    std::fs::write(&path, &bytes).unwrap();
+    let where_ = format!("line {line}");
+    env.run(&["show"]).code(1).stderr_has(&where_).stderr_has("iconv").stderr_has("UTF-8");
+    env.run(&["search", "-r", "more"]).code(1).stderr_has(&where_).stderr_has("iconv");
+    let fork = env.run(&["fork", "--at", "1"]);
+    fork.code(1).stderr_has(&where_);
+    assert!(!fork.stderr.contains("index"), "no byte offsets: {fork}");
+    let mut raw = env.command();
+    raw.args(["show", "--raw"]);
+    let output = wait_with_timeout(raw.stdout(Stdio::piped()).spawn().unwrap(), TIMEOUT);
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(output.stdout, bytes, "show --raw prints the file's bytes");
+}
