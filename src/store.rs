@@ -228,13 +228,27 @@ impl Store {
             )
             .hint("start a new session with `cca search QUESTION`, or pick one with --session ID")
         };
-        let Some(id) = target.to_str().and_then(id_from_file_name) else {
+        // An absolute link (made by hand, or by another tool) is as good when it points into
+        // this folder.
+        let name = match (target.parent(), target.file_name()) {
+            (Some(dir), Some(name)) if target.is_absolute() && self.is_sessions_dir(dir) => {
+                Path::new(name)
+            }
+            _ => target.as_path(),
+        };
+        let Some(id) = name.to_str().and_then(id_from_file_name) else {
             return Err(bad("which is not a session file in this folder").into());
         };
         if !self.session_path(&id).is_file() {
             return Err(bad("which does not exist").into());
         }
         Ok(Some(id))
+    }
+
+    fn is_sessions_dir(&self, dir: &Path) -> bool {
+        let sessions = self.sessions_dir();
+        dir == sessions
+            || matches!((dir.canonicalize(), sessions.canonicalize()), (Ok(a), Ok(b)) if a == b)
     }
 
     /// Every session id, in no particular order.

@@ -268,10 +268,10 @@ impl Answering<'_> {
         let new_bytes =
             ask.query.len() + ask.attachments.iter().map(|a| a.text.len()).sum::<usize>();
         let summary = self.compact_if_needed(summary, new_bytes, observer, cancel)?;
-        let tokens =
-            engine.tokens(summary.live.bytes() + (self.prompt.text.len() + new_bytes) as u64);
+        let bytes = summary.live.bytes() + (self.prompt.text.len() + new_bytes) as u64;
+        let tokens = engine.tokens(bytes);
         if tokens > settings.compaction.warn_tokens {
-            let size = human_bytes(summary.live.bytes());
+            let size = human_bytes(bytes);
             let text =
                 format!("sending about {tokens} tokens ({size}) of context to {}", engine.name);
             observer.event(Event::Notice { level: Level::Info, text: &text });

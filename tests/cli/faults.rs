@@ -324,3 +324,87 @@ fn a_latin1_byte_is_named_by_line_and_show_raw_shows_the_bytes() {
     assert_eq!(output.status.code(), Some(0));
     assert_eq!(output.stdout, bytes, "show --raw prints the file's bytes");
 }
+
+#[test]
+fn latest_as_an_absolute_link_into_the_folder_is_followed() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "first"]).ok();
+    let latest = env.sessions_dir().join("latest");
+    let session = latest.canonicalize().unwrap();
+    std::fs::remove_file(&latest).unwrap();
+    std::os::unix::fs::symlink(&session, &latest).unwrap();
+    env.run(&["search", "-q", "-r", "second"]).ok();
+    assert_eq!(env.last_users(), ["first"]);
+}
+
+#[test]
+fn a_transcript_saved_with_crlf_endings_is_continued_without_stray_returns() {
+    let env = TestEnv::new();
+    env.converse(&["first", "second"], &[]);
+    let path = env.sessions_dir().join("latest").canonicalize().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace('\n', "\r\n")).unwrap();
+    let run = env.run(&["search", "-r", "third"]);
+    run.ok();
+    assert!(!run.stderr.contains("warning"), "{run}");
+    assert_eq!(env.last_users(), ["first", "second"]);
+    let history = tag(stdin_of(&env.last_call()), "conversation_history").unwrap().to_string();
+    assert!(!history.contains('\r'), "{history:?}");
+}
+
+#[test]
+fn doctor_runs_a_command_engine_only_when_told_how_to_ask_its_version() {
+    let env = TestEnv::new();
+    env.add_engine("probe");
+    env.write_config("[engines.probe]\ncommand = [\"probe\", \"--do-something\"]\n");
+    let run = env.run(&["doctor"]);
+    assert!(run.stdout.contains("version not asked"), "{run}");
+    let probed = |env: &TestEnv| env.calls().iter().any(|c| argv_of(c)[0].ends_with("probe"));
+    assert!(!probed(&env), "the command engine was run");
+    env.write_config("[engines.probe]\ncommand = [\"probe\"]\nversion_args = [\"--version\"]\n");
+    env.run(&["doctor"]);
+    assert!(probed(&env), "version_args says how");
+    assert_eq!(argv_of(&env.last_call())[1..], ["--version"]);
+}
+
+#[test]
+fn the_size_of_a_large_single_question_is_shown_with_its_bytes() {
+    let env = TestEnv::new();
+    env.write_config("[compaction]\nwarn_tokens = 100\n");
+    let big = "x".repeat(20_000);
+    let run = env.run_with(&["search", "short"], Some(big.as_bytes()), &[]);
+    run.ok().stderr_has("sending about");
+    assert!(!run.stderr.contains("(0 bytes)"), "{run}");
+    assert!(run.stderr.contains(" KiB) of context"), "{run}");
+}
+
+#[test]
+fn ctrl_c_stops_a_shell_loop_around_cca() {
+    let env = TestEnv::new();
+    let engine_pid = env.root.path().join("engine.pid");
+    let script = format!("pid {};hang", engine_pid.display());
+    let mut bash = Command::new("bash");
+    bash.arg("-c")
+        .arg(format!(
+            "for q in one two three; do {} search \"$q\"; echo \"after $q: $?\"; done",
+            cca_exe().display()
+        ))
+        .envs(env.command().get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .env("FAKE_SCRIPT", script)
+        .current_dir(&env.work)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    std::os::unix::process::CommandExt::process_group(&mut bash, 0);
+    let bash = Guard(bash.spawn().unwrap());
+    pid_in(&engine_pid);
+    // As a terminal does: Ctrl-C goes to the whole foreground group, the shell included.
+    let group = rustix::process::Pid::from_raw(bash.0.id() as i32).unwrap();
+    rustix::process::kill_process_group(group, rustix::process::Signal::INT).unwrap();
+    let output = bash.finish();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(!stdout.contains("after"), "the loop went on: {stdout}");
+    assert_eq!(shell_status(output.status), 130, "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(env.calls().len(), 1, "one question, then the loop stopped");
+    assert!(env.latest().contains("<!-- cca:interrupted "));
+}
