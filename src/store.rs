@@ -630,14 +630,52 @@ pub struct SessionLock {
 pub struct Appender {
     file: File,
     path: PathBuf,
+    /// The open file's device and inode, to notice when another file takes its name.
+    identity: (u64, u64),
 }
 
 impl Appender {
     pub fn open(store: &Store, id: &str) -> Result<Appender> {
         let path = store.session_path(id);
-        let file = open_regular(&path, OpenOptions::new().append(true))
+        let (file, identity) = Self::open_path(&path)?;
+        Ok(Appender { file, path, identity })
+    }
+
+    fn open_path(path: &Path) -> Result<(File, (u64, u64))> {
+        use std::os::unix::fs::MetadataExt;
+        let file = open_regular(path, OpenOptions::new().read(true).append(true))
             .with_context(|| format!("cannot open {} to append", path.display()))?;
-        Ok(Appender { file, path })
+        let meta = file.metadata().with_context(|| format!("cannot read {}", path.display()))?;
+        Ok((file, (meta.dev(), meta.ino())))
+    }
+
+    /// An editor that saves by writing a new file and renaming it over the transcript (vim,
+    /// `sed -i`) leaves the open file unlinked: appending to it would lose the words. When
+    /// another file now has the path, it is opened instead (the editor's version is the
+    /// transcript now) and this returns true.
+    pub fn follow_replacement(&mut self) -> Result<bool> {
+        use std::os::unix::fs::MetadataExt;
+        let at_path = match fs::metadata(&self.path) {
+            Ok(meta) => (meta.dev(), meta.ino()),
+            // Gone (moved to the trash, say): the open file is still the session's.
+            Err(_) => return Ok(false),
+        };
+        if at_path == self.identity {
+            return Ok(false);
+        }
+        (self.file, self.identity) = Self::open_path(&self.path)?;
+        Ok(true)
+    }
+
+    /// Whether the file holds these bytes (a record appended before it was replaced). Read
+    /// whole, which only a replaced transcript needs.
+    pub fn contains(&self, bytes: &[u8]) -> bool {
+        let mut text = Vec::new();
+        (&self.file)
+            .seek(SeekFrom::Start(0))
+            .and_then(|_| (&self.file).read_to_end(&mut text))
+            .is_ok()
+            && memchr::memmem::find(&text, bytes).is_some()
     }
 
     /// Appends `bytes` with one write and an fsync. If the write fails (disk full), the file is

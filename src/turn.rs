@@ -164,7 +164,8 @@ pub fn ask(
     cancel.check()?;
     let turn = summary.exchanges + 1;
     let mut appender = Appender::open(store, &id)?;
-    appender.append(question_records(ask, &now, turn).as_bytes())?;
+    let question = question_records(ask, &now, turn);
+    appender.append(question.as_bytes())?;
     observer.event(Event::Recorded { session: &id, created });
     let session = Session { settings, store, id: &id, engine, model: model.as_deref() };
     let answering = Answering { session, prompt: &prompt, ask };
@@ -172,6 +173,20 @@ pub fn ask(
         Ok(outcome) => ended(engine, outcome),
         Err(e) => (Ended::error(&e), None),
     };
+    if appender.follow_replacement()? {
+        // The editor's version may have been loaded before the question was appended.
+        let kept = appender.contains(question.as_bytes());
+        if !kept {
+            appender.append(question.as_bytes())?;
+        }
+        let text = format!(
+            "warning: {} was replaced during the turn (an editor saved it as a new file); \
+             the {}outcome is appended to the file now at that path",
+            store.session_path(&id).display(),
+            if kept { "" } else { "question and its " },
+        );
+        observer.event(Event::Notice { level: Level::Warning, text: &text });
+    }
     record_outcome(&mut appender, &answering, &ended, answer.as_mut(), turn)?;
     Ok(Outcome {
         session: id.clone(),

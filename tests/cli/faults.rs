@@ -408,3 +408,45 @@ fn ctrl_c_stops_a_shell_loop_around_cca() {
     assert_eq!(env.calls().len(), 1, "one question, then the loop stopped");
     assert!(env.latest().contains("<!-- cca:interrupted "));
 }
+
+/// Replaces a file the way vim and `sed -i` save: a new file renamed over it.
+fn save_as_new_file(path: &std::path::Path, text: &str) {
+    let temp = path.with_file_name(".edited.tmp");
+    std::fs::write(&temp, text).unwrap();
+    std::fs::rename(&temp, path).unwrap();
+}
+
+#[test]
+fn an_editor_that_renames_a_new_file_over_the_transcript_loses_nothing() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "first"]).ok();
+    let path = env.sessions_dir().join("latest").canonicalize().unwrap();
+    for (n, stale) in [(1, false), (2, true)] {
+        let before = std::fs::read_to_string(&path).unwrap();
+        let (pid, go) =
+            (env.root.path().join(format!("pid{n}")), env.root.path().join(format!("go{n}")));
+        let script = format!("pid {};await {};echo", pid.display(), go.display());
+        let mut cmd = env.command();
+        cmd.args(["search", "-r", &format!("question {n}")])
+            .env("FAKE_SCRIPT", script)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let cca = Guard(cmd.spawn().unwrap());
+        pid_in(&pid);
+        // The editor's version: the file as it is now (question included), or as it was
+        // loaded before the question was appended.
+        let base = if stale { before } else { std::fs::read_to_string(&path).unwrap() };
+        save_as_new_file(&path, &format!("{base}\nA note added by hand {n}.\n"));
+        std::fs::write(&go, "").unwrap();
+        let output = cca.finish();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{stderr}");
+        assert!(stderr.contains("was replaced"), "{stderr}");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(&format!("A note added by hand {n}.")), "the editor's version");
+        assert!(text.contains(&format!("ECHO: question {n}")), "the answer: {text}");
+        assert_eq!(text.matches(&format!("\nquestion {n}\n")).count(), 1, "{text}");
+    }
+    env.run(&["search", "-q", "-r", "next"]).ok();
+    assert_eq!(env.last_users(), ["first", "question 1", "question 2"]);
+}
