@@ -165,17 +165,20 @@ pub fn readable(
     bold: bool,
 ) -> String {
     let h = &t.header;
-    let mut out = format!("{}\n", if h.title.is_empty() { "(untitled)" } else { &h.title });
+    // Header fields are any text a file holds: no terminal escapes reach the screen.
+    let field = |text: &str| transcript::one_line(text, 200);
+    let title = if h.title.is_empty() { "(untitled)".to_string() } else { field(&h.title) };
+    let mut out = format!("{title}\n");
     out.push_str(&format!(
         "session {} · {}{} · prompt {} · started {}\n",
-        h.id,
-        h.engine,
-        h.model.as_ref().map(|m| format!(" ({m})")).unwrap_or_default(),
-        h.prompt,
-        local_time(&h.created)
+        field(&h.id),
+        field(&h.engine),
+        h.model.as_ref().map(|m| format!(" ({})", field(m))).unwrap_or_default(),
+        field(&h.prompt),
+        field(&local_time(&h.created))
     ));
     if let Some(f) = &h.forked_from {
-        out.push_str(&format!("forked from {} at turn {}\n", f.session, f.turn));
+        out.push_str(&format!("forked from {} at turn {}\n", field(&f.session), f.turn));
     }
     out.push_str(&format!(
         "context sent next turn: {} (~{} tokens); the file: {}\n",

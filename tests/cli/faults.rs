@@ -450,3 +450,52 @@ fn an_editor_that_renames_a_new_file_over_the_transcript_loses_nothing() {
     env.run(&["search", "-q", "-r", "next"]).ok();
     assert_eq!(env.last_users(), ["first", "question 1", "question 2"]);
 }
+
+#[test]
+fn a_header_naming_another_file_as_its_prompt_does_not_send_it() {
+    let env = TestEnv::new();
+    let prompt = env.root.path().join("brief.md");
+    std::fs::write(&prompt, "Be brief.").unwrap();
+    let secret = env.root.path().join("id_rsa");
+    std::fs::write(&secret, "PRIVATE KEY").unwrap();
+    env.run(&["search", "-q", "--prompt-file", prompt.to_str().unwrap(), "first"]).ok();
+    env.run(&["search", "-q", "-r", "second"]).ok();
+    assert!(stdin_of(&env.last_call()).contains("Be brief."), "its own prompt file is sent");
+    let path = env.sessions_dir().join("latest").canonicalize().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let named = format!("\"prompt\":\"{}\"", prompt.display());
+    assert!(text.contains(&named), "{text}");
+    let hostile = text.replacen(&named, &format!("\"prompt\":\"{}\"", secret.display()), 1);
+    std::fs::write(&path, hostile).unwrap();
+    let calls = env.calls().len();
+    let run = env.run(&["search", "-q", "-r", "third"]);
+    run.code(2).stderr_has("--prompt-file").stderr_has("--prompt ").stderr_has("not sent");
+    assert_eq!(env.calls().len(), calls, "no engine ran");
+    // The user names a prompt: the turn goes ahead with it.
+    env.run(&["search", "-q", "-r", "--prompt-file", prompt.to_str().unwrap(), "fourth"]).ok();
+    assert!(env.calls().iter().all(|c| !stdin_of(c).contains("PRIVATE KEY")));
+    // A file whose text changed since the session started is not sent either.
+    std::fs::write(&path, text).unwrap();
+    std::fs::write(&prompt, "PRIVATE KEY").unwrap();
+    env.run(&["search", "-q", "-r", "fifth"]).code(2);
+    assert!(env.calls().iter().all(|c| !stdin_of(c).contains("PRIVATE KEY")));
+}
+
+#[test]
+fn show_prints_header_fields_without_terminal_escapes() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "first"]).ok();
+    let path = env.sessions_dir().join("latest").canonicalize().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let hostile = text.replacen(
+        "\"title\":\"first\"",
+        "\"title\":\"\\u001b]0;owned\\u0007\\u001b[2Jfirst\",\"model\":\"m\\u001b[31m\"",
+        1,
+    );
+    assert_ne!(hostile, text);
+    std::fs::write(&path, hostile).unwrap();
+    let run = env.run(&["show"]);
+    run.ok();
+    assert!(!run.stdout.contains('\u{1b}') && !run.stdout.contains('\u{7}'), "{:?}", run.stdout);
+    assert!(run.stdout.contains("first"), "{run}");
+}

@@ -241,8 +241,11 @@ fn chat_commands_clear_and_fork() {
     chat.send_line("c-three \\").unwrap();
     chat.send_line("continued").unwrap();
     chat.exp_string("ECHO: c-three \r\ncontinued").unwrap();
-    chat.send_line("/nope").unwrap();
-    chat.exp_string("unknown command /nope").unwrap();
+    // Not a command: a message (a path, say); `//` escapes a leading slash.
+    chat.send_line("/etc/hosts?").unwrap();
+    chat.exp_string("ECHO: /etc/hosts?").unwrap();
+    chat.send_line("//quit").unwrap();
+    chat.exp_string("ECHO: /quit").unwrap();
     chat.send_line("/quit").unwrap();
     chat.exp_eof().unwrap();
     let calls = env.calls();
