@@ -140,8 +140,15 @@ pub fn ask(
         || observer.event(Event::Waiting { session: &id }),
         || cancel.check(),
     )?;
-    if created || store.latest().ok().flatten().as_deref() != Some(id.as_str()) {
-        store.set_latest(&id)?;
+    if (created || store.latest().ok().flatten().as_deref() != Some(id.as_str()))
+        && let Err(e) = store.set_latest(&id)
+    {
+        // Not worth losing the question over: the session is named in the warning.
+        let text = format!(
+            "warning: {e:#}; `latest` does not point at this session: continue it with \
+             `--session {id}`"
+        );
+        observer.event(Event::Notice { level: Level::Warning, text: &text });
     }
     let summary = store.summarize(&id)?;
     for p in &summary.problems {

@@ -90,7 +90,7 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
                 session = Some(outcome.session.clone());
                 terminal.finish(&outcome).and_then(|_| super::print("\n"))
             }
-            Err(e) => terminal.not_recorded(e).map(|_| ()),
+            Err(e) => terminal.not_recorded(e, &ask.query).map(|_| ()),
         };
         drop(route);
         if let Err(e) = shown {

@@ -47,6 +47,8 @@ pub struct Terminal {
     tools: Vec<serde_json::Value>,
     /// Say which session a new one is, as soon as it has the question (chat).
     announce_new_session: bool,
+    /// The question is in the transcript.
+    recorded: bool,
 }
 
 impl Terminal {
@@ -61,6 +63,7 @@ impl Terminal {
             answer: String::new(),
             tools: Vec::new(),
             announce_new_session: false,
+            recorded: false,
         }
     }
 
@@ -144,17 +147,23 @@ impl Terminal {
         Ok(outcome.exit_code())
     }
 
-    /// A turn that ended before its question was recorded: a cancel gets its signal's exit
-    /// code and says that nothing was kept; anything else is an ordinary error for `main`.
-    pub fn not_recorded(mut self, error: anyhow::Error) -> Result<u8> {
+    /// A turn that ended with an error: before its question was recorded, that is said
+    /// plainly and the question repeated, so nothing typed is lost (a cancel gets its signal's
+    /// exit code); after it (the outcome could not be saved), an ordinary error for `main`.
+    pub fn not_recorded(mut self, error: anyhow::Error, question: &str) -> Result<u8> {
         self.spinner.clear();
-        match error.downcast_ref::<Interrupted>() {
+        if self.recorded {
+            return Err(error);
+        }
+        let code = match error.downcast_ref::<Interrupted>() {
             Some(Interrupted(why)) => {
                 say(&format!("cca: interrupted ({}) before the question was saved", why.name()));
-                Ok(why.exit_code())
+                why.exit_code()
             }
-            None => Err(error),
-        }
+            None => report(&error),
+        };
+        say(&format!("cca: nothing was recorded; your question was:\n{question}"));
+        Ok(code)
     }
 
     fn shows(&self, level: Level) -> bool {
@@ -192,6 +201,7 @@ impl Observer for Terminal {
         match event {
             Event::Waiting { session } => say_waiting(session),
             Event::Recorded { session, created } => {
+                self.recorded = true;
                 if created && self.announce_new_session {
                     self.spinner.stderr(format!("cca: session {session}\n").as_bytes());
                 }

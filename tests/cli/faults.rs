@@ -499,3 +499,23 @@ fn show_prints_header_fields_without_terminal_escapes() {
     assert!(!run.stdout.contains('\u{1b}') && !run.stdout.contains('\u{7}'), "{:?}", run.stdout);
     assert!(run.stdout.contains("first"), "{run}");
 }
+
+#[test]
+fn a_question_is_kept_or_repeated_when_latest_or_the_transcript_is_in_the_way() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "first"]).ok();
+    let latest = env.sessions_dir().join("latest");
+    std::fs::remove_file(&latest).unwrap();
+    std::fs::create_dir(&latest).unwrap();
+    // A new session: the question is recorded, and the warning names the session.
+    let run = env.run(&["search", "-q", "new question"]);
+    run.ok().stderr_has("--session");
+    let kept = env.session_files().iter().any(|f| {
+        std::fs::read_to_string(env.sessions_dir().join(f)).unwrap().contains("\nnew question\n")
+    });
+    assert!(kept, "the question is in a transcript");
+    // Continuing: nothing can be recorded, and the message says so and repeats the question.
+    let run = env.run(&["search", "-q", "-r", "lost words"]);
+    assert_ne!(run.code, Some(0));
+    run.stderr_has("nothing was recorded").stderr_has("lost words");
+}
