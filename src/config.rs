@@ -617,7 +617,7 @@ mod tests {
         file.push_str("[engines.x]\n");
         for key in ENGINE_KEYS {
             let value = match *key {
-                "command" | "args" => "[\"x\"]",
+                "command" | "args" | "version_args" => "[\"x\"]",
                 "system_prompt" | "history" => "\"inline\"",
                 "max_input_bytes" | "retries" | "context_budget" => "1",
                 "bytes_per_token" => "3.5",
