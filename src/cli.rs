@@ -257,9 +257,9 @@ pub enum Command {
     /// (CCA_*), flag.
     ///
     /// Config file keys: engine, model, prompt, render ("auto": answers rendered on a terminal,
-    /// "always", "never"), and per engine in [engines.NAME]: program,
-    /// command, args, model, model_arg, system_prompt ("inline" or "native"),
-    /// system_prompt_arg, history ("inline" or "structured"), tools, max_input_bytes, retries,
+    /// "always", "never"), and per engine in [engines.NAME]: program, command, args, model,
+    /// model_arg, version_args (how `cca doctor` asks the version), system_prompt ("inline" or
+    /// "native"), system_prompt_arg, history ("inline" or "structured"), tools, max_input_bytes, retries,
     /// policy, context_budget (tokens), model_budgets ({ "model" = tokens }), bytes_per_token.
     /// Under [compaction]: enabled, threshold (a share of the budget, 0.75), keep_recent (4),
     /// warn_tokens (30000).

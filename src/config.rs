@@ -100,6 +100,7 @@ pub const ENGINE_KEYS: &[&str] = &[
     "args",
     "model",
     "model_arg",
+    "version_args",
     "system_prompt",
     "system_prompt_arg",
     "history",
@@ -126,6 +127,9 @@ pub struct EngineFile {
     pub model: Option<String>,
     /// Other engines: the flag that takes a model name (`-m`).
     pub model_arg: Option<String>,
+    /// The arguments that make the program print its version (`["--version"]`), for `cca
+    /// doctor`. Other engines are not run to find out unless this says how.
+    pub version_args: Option<Vec<String>>,
     pub system_prompt: Option<SystemPromptMode>,
     /// Other engines: the flag that takes the system prompt's text (`-s`), for `native`.
     pub system_prompt_arg: Option<String>,
@@ -476,6 +480,7 @@ fn engines(env: &Env, file: &File) -> Result<BTreeMap<String, EngineConfig>> {
                 program_source: program_source.to_string(),
                 args: f.args,
                 model_arg: None,
+                version_args: Some(f.version_args.unwrap_or_else(|| vec!["--version".into()])),
                 system_prompt: f.system_prompt.unwrap_or_default(),
                 system_prompt_arg: None,
                 history: f.history.unwrap_or_default(),
@@ -532,6 +537,7 @@ fn engines(env: &Env, file: &File) -> Result<BTreeMap<String, EngineConfig>> {
                 program_source: Source::File.to_string(),
                 args: command[1..].to_vec(),
                 model_arg: f.model_arg.clone(),
+                version_args: f.version_args.clone(),
                 system_prompt,
                 system_prompt_arg: f.system_prompt_arg.clone(),
                 history: HistoryMode::Inline,
@@ -673,7 +679,7 @@ mod tests {
         file.push_str("[engines.x]\n");
         for key in ENGINE_KEYS {
             let value = match *key {
-                "command" | "args" => "[\"x\"]",
+                "command" | "args" | "version_args" => "[\"x\"]",
                 "system_prompt" | "history" => "\"inline\"",
                 "max_input_bytes" | "retries" | "context_budget" => "1",
                 "bytes_per_token" => "3.5",

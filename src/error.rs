@@ -15,6 +15,8 @@ pub mod exit {
     pub const USAGE: u8 = 2;
     /// The session is busy in another terminal and `--no-wait` was given (EX_TEMPFAIL).
     pub const BUSY: u8 = 75;
+    /// Interrupted by Ctrl-C (128 + SIGINT); cca then dies by SIGINT itself.
+    pub const CTRL_C: u8 = 130;
 }
 
 /// An error with its own exit code and a hint saying what to do next.

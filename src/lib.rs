@@ -54,8 +54,15 @@ pub fn main() -> ExitCode {
         std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
     );
     let cli = cli::Cli::parse();
-    match cmd::run(cli) {
-        Ok(code) => ExitCode::from(code),
-        Err(err) => ExitCode::from(front::terminal::report(&err)),
+    let code = match cmd::run(cli) {
+        Ok(code) => code,
+        Err(err) => front::terminal::report(&err),
+    };
+    if code == error::exit::CTRL_C {
+        // The shell convention: a program that cleaned up after Ctrl-C dies by SIGINT itself,
+        // so that a shell loop around it stops too (the shell still reports 130). Everything
+        // is recorded and flushed by now.
+        let _ = signal_hook::low_level::emulate_default_handler(signal_hook::consts::SIGINT);
     }
+    ExitCode::from(code)
 }

@@ -152,11 +152,34 @@ pub fn load_prompt(settings: &Settings, store: &Store, header: Option<&Header>) 
         }
         _ => settings.prompt.value.clone(),
     };
+    // A file named by a header, not by the user: transcripts are shared and copied, and a
+    // header saying `"prompt": "/home/me/.ssh/id_rsa"` must not make cca send that file.
+    let from_header = header.filter(|_| settings.prompt.source != Source::Flag);
     match choice {
         PromptChoice::File(path) => {
             let path = std::path::absolute(&path).unwrap_or(path);
-            let text = crate::store::read_text(&path)?;
-            Ok(Prompt { name: path.display().to_string(), text })
+            let Some(h) = from_header else {
+                let text = crate::store::read_text(&path)?;
+                return Ok(Prompt { name: path.display().to_string(), text });
+            };
+            let refuse = |why: &str| -> anyhow::Error {
+                Failure::usage(format!(
+                    "the session's header names the prompt file {}, {why}; it is not sent",
+                    path.display()
+                ))
+                .hint(
+                    "choose the prompt for this turn: `--prompt-file FILE` (that file, if it is \
+                     the one you mean) or `--prompt NAME` (`cca config` shows the default)",
+                )
+                .into()
+            };
+            let text = crate::store::read_text(&path)
+                .map_err(|e| refuse(&format!("which cannot be read ({e:#})")))?;
+            let prompt = Prompt { name: path.display().to_string(), text };
+            if prompt.hash() != h.prompt_hash {
+                return Err(refuse("whose text is not the prompt this session started with"));
+            }
+            Ok(prompt)
         }
         PromptChoice::Name(name) => named_prompt(store, &name),
     }

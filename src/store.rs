@@ -241,13 +241,27 @@ impl Store {
             )
             .hint("start a new session with `cca search QUESTION`, or pick one with --session ID")
         };
-        let Some(id) = target.to_str().and_then(id_from_file_name) else {
+        // An absolute link (made by hand, or by another tool) is as good when it points into
+        // this folder.
+        let name = match (target.parent(), target.file_name()) {
+            (Some(dir), Some(name)) if target.is_absolute() && self.is_sessions_dir(dir) => {
+                Path::new(name)
+            }
+            _ => target.as_path(),
+        };
+        let Some(id) = name.to_str().and_then(id_from_file_name) else {
             return Err(bad("which is not a session file in this folder").into());
         };
         if !self.session_path(&id).is_file() {
             return Err(bad("which does not exist").into());
         }
         Ok(Some(id))
+    }
+
+    fn is_sessions_dir(&self, dir: &Path) -> bool {
+        let sessions = self.sessions_dir();
+        dir == sessions
+            || matches!((dir.canonicalize(), sessions.canonicalize()), (Ok(a), Ok(b)) if a == b)
     }
 
     /// Every session id, in no particular order.
@@ -864,15 +878,52 @@ pub struct Appender {
     path: PathBuf,
     store: Store,
     id: String,
+    /// The open file's device and inode, to notice when another file takes its name.
+    identity: (u64, u64),
 }
 
 impl Appender {
     pub fn open(store: &Store, id: &str) -> Result<Appender> {
         let path = store.session_path(id);
-        // Readable too: the live index seals a checkpoint with the bytes of its record.
-        let file = open_regular(&path, OpenOptions::new().read(true).append(true))
+        let (file, identity) = Self::open_path(&path)?;
+        Ok(Appender { file, path, store: store.clone(), id: id.to_string(), identity })
+    }
+
+    fn open_path(path: &Path) -> Result<(File, (u64, u64))> {
+        use std::os::unix::fs::MetadataExt;
+        let file = open_regular(path, OpenOptions::new().read(true).append(true))
             .with_context(|| format!("cannot open {} to append", path.display()))?;
-        Ok(Appender { file, path, store: store.clone(), id: id.to_string() })
+        let meta = file.metadata().with_context(|| format!("cannot read {}", path.display()))?;
+        Ok((file, (meta.dev(), meta.ino())))
+    }
+
+    /// An editor that saves by writing a new file and renaming it over the transcript (vim,
+    /// `sed -i`) leaves the open file unlinked: appending to it would lose the words. When
+    /// another file now has the path, it is opened instead (the editor's version is the
+    /// transcript now) and this returns true.
+    pub fn follow_replacement(&mut self) -> Result<bool> {
+        use std::os::unix::fs::MetadataExt;
+        let at_path = match fs::metadata(&self.path) {
+            Ok(meta) => (meta.dev(), meta.ino()),
+            // Gone (moved to the trash, say): the open file is still the session's.
+            Err(_) => return Ok(false),
+        };
+        if at_path == self.identity {
+            return Ok(false);
+        }
+        (self.file, self.identity) = Self::open_path(&self.path)?;
+        Ok(true)
+    }
+
+    /// Whether the file holds these bytes (a record appended before it was replaced). Read
+    /// whole, which only a replaced transcript needs.
+    pub fn contains(&self, bytes: &[u8]) -> bool {
+        let mut text = Vec::new();
+        (&self.file)
+            .seek(SeekFrom::Start(0))
+            .and_then(|_| (&self.file).read_to_end(&mut text))
+            .is_ok()
+            && memchr::memmem::find(&text, bytes).is_some()
     }
 
     /// Appends `bytes` with one write and an fsync. If the write fails (disk full), the file is
@@ -1081,13 +1132,24 @@ pub fn validate_name(name: &str) -> Result<()> {
     ))
 }
 
-fn not_transcript(path: &Path, id: &str, e: NotTranscript) -> anyhow::Error {
-    Failure::new(exit::ERROR, format!("{} is not a transcript cca can read ({e})", path.display()))
-        .hint(format!(
+/// The error for a file that is not a transcript, with what to do about it.
+pub fn not_transcript(path: &Path, id: &str, e: NotTranscript) -> anyhow::Error {
+    let message = format!("{} is not a transcript cca can read ({e})", path.display());
+    let hint = if e.not_utf8 {
+        format!(
+            "cca reads UTF-8 only; if the file was saved as Latin-1, convert it with\n\
+             `iconv -f LATIN1 -t UTF-8 \"{p}\" > \"{p}.utf8\" && mv \"{p}.utf8\" \"{p}\"`,\n\
+             or fix line {line} by hand; `cca show --raw {id}` prints the file as it is",
+            p = path.display(),
+            line = e.line,
+        )
+    } else {
+        format!(
             "repair it by hand (`$EDITOR \"{}\"`), or start a new session; the id was {id}",
             path.display()
-        ))
-        .into()
+        )
+    };
+    Failure::new(exit::ERROR, message).hint(hint).into()
 }
 
 fn read_optional(path: &Path) -> Result<Option<String>> {

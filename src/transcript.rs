@@ -37,6 +37,8 @@ use serde::{Deserialize, Serialize};
 pub const FORMAT: u32 = 1;
 
 const MARKER: &[u8] = b"<!-- cca:";
+/// A UTF-8 byte-order mark.
+const BOM: &[u8] = b"\xef\xbb\xbf";
 const END_LINE: &str = "<!-- cca:end -->";
 /// The end marker used when cca closed a code fence the content left open (so the rest of the
 /// file renders as markdown again); the line before it is that added fence, not content.
@@ -573,6 +575,14 @@ pub enum Event {
 pub struct NotTranscript {
     pub line: u64,
     pub message: String,
+    /// The line is not UTF-8 text (a file saved in another encoding): converting it is the fix.
+    pub not_utf8: bool,
+}
+
+impl NotTranscript {
+    fn new(line: u64, message: impl Into<String>) -> NotTranscript {
+        NotTranscript { line, message: message.into(), not_utf8: false }
+    }
 }
 
 impl std::fmt::Display for NotTranscript {
@@ -610,6 +620,57 @@ struct Line<'a> {
     head: &'a [u8],
     /// True when `head` holds the whole line.
     whole: bool,
+    /// The line ends in `\r` (before its newline): a file saved with CRLF line endings.
+    cr: bool,
+    /// The whole line is UTF-8.
+    utf8: bool,
+}
+
+/// A line split across two refills of the reader's buffer.
+struct Split {
+    start: u64,
+    head: Vec<u8>,
+    whole: bool,
+    last: Option<u8>,
+    utf8: Utf8Check,
+}
+
+/// Checks that bytes arriving in pieces are UTF-8 (a character may be cut between pieces).
+#[derive(Default)]
+struct Utf8Check {
+    carry: Vec<u8>,
+    bad: bool,
+}
+
+impl Utf8Check {
+    fn push(&mut self, mut bytes: &[u8]) {
+        if self.bad {
+            return;
+        }
+        while !self.carry.is_empty() {
+            let Some((&b, rest)) = bytes.split_first() else { return };
+            self.carry.push(b);
+            bytes = rest;
+            match std::str::from_utf8(&self.carry) {
+                Ok(_) => self.carry.clear(),
+                Err(e) if e.error_len().is_some() => {
+                    self.bad = true;
+                    return;
+                }
+                Err(_) => {}
+            }
+        }
+        if let Err(e) = std::str::from_utf8(bytes) {
+            match e.error_len() {
+                Some(_) => self.bad = true,
+                None => self.carry = bytes[e.valid_up_to()..].to_vec(),
+            }
+        }
+    }
+
+    fn ok(&self) -> bool {
+        !self.bad && self.carry.is_empty()
+    }
 }
 
 /// Streams a transcript, line by line, into [`Event`]s. Memory stays flat whatever the size of
@@ -632,9 +693,23 @@ struct Open {
     start: u64,
     line: u64,
     phase: Phase,
-    /// First and last content line: (start, end, backtick fence length if the line is one).
-    first: Option<(u64, u64, Option<usize>)>,
-    last: Option<(u64, u64, Option<usize>)>,
+    /// The marker line ends in `\r`: the file was saved with CRLF line endings (cca writes
+    /// `\n`), so the `\r` before each newline cca wrote is part of the structure, not content.
+    crlf: bool,
+    /// First, last and next-to-last content line.
+    first: Option<BodyLine>,
+    last: Option<BodyLine>,
+    before_last: Option<BodyLine>,
+}
+
+/// A content line as [`Open`] keeps it.
+#[derive(Clone, Copy)]
+struct BodyLine {
+    start: u64,
+    end: u64,
+    /// The length of the backtick fence the line is, if it is one.
+    fence: Option<usize>,
+    cr: bool,
 }
 
 enum Phase {
@@ -683,7 +758,7 @@ impl Scanner {
         };
         // Lines are handed over straight from the reader's buffer; only a line split across two
         // refills is copied, and of it only the first HEAD_MAX bytes.
-        let mut split: Option<(u64, Vec<u8>, bool)> = None;
+        let mut split: Option<Split> = None;
         loop {
             let buf = match reader.fill_buf() {
                 Ok(buf) => buf,
@@ -697,11 +772,20 @@ impl Scanner {
             while let Some(p) = memchr::memchr(b'\n', &buf[pos..]) {
                 let end = pos + p;
                 let result = match split.take() {
-                    Some((start, mut head, whole)) => {
-                        let whole = whole && head.len() + p <= HEAD_MAX;
-                        let room = HEAD_MAX.saturating_sub(head.len());
-                        head.extend_from_slice(&buf[pos..end][..p.min(room)]);
-                        let line = Line { start, end: offset + end as u64, head: &head, whole };
+                    Some(mut split) => {
+                        let text = &buf[pos..end];
+                        let whole = split.whole && split.head.len() + p <= HEAD_MAX;
+                        let room = HEAD_MAX.saturating_sub(split.head.len());
+                        split.head.extend_from_slice(&text[..p.min(room)]);
+                        split.utf8.push(text);
+                        let line = Line {
+                            start: split.start,
+                            end: offset + end as u64,
+                            head: &split.head,
+                            whole,
+                            cr: text.last().copied().or(split.last) == Some(b'\r'),
+                            utf8: split.utf8.ok(),
+                        };
                         scanner.line(&line, &mut on_event)
                     }
                     None => {
@@ -711,6 +795,8 @@ impl Scanner {
                             end: offset + end as u64,
                             head: &text[..text.len().min(HEAD_MAX)],
                             whole: text.len() <= HEAD_MAX,
+                            cr: text.last() == Some(&b'\r'),
+                            utf8: std::str::from_utf8(text).is_ok(),
                         };
                         scanner.line(&line, &mut on_event)
                     }
@@ -721,22 +807,36 @@ impl Scanner {
                 pos = end + 1;
             }
             if pos < buf.len() {
-                let (_, head, whole) =
-                    split.get_or_insert_with(|| (offset + pos as u64, Vec::new(), true));
+                let split = split.get_or_insert_with(|| Split {
+                    start: offset + pos as u64,
+                    head: Vec::new(),
+                    whole: true,
+                    last: None,
+                    utf8: Utf8Check::default(),
+                });
                 let rest = &buf[pos..];
-                let room = HEAD_MAX.saturating_sub(head.len());
-                *whole = *whole && rest.len() <= room;
-                head.extend_from_slice(&rest[..rest.len().min(room)]);
+                let room = HEAD_MAX.saturating_sub(split.head.len());
+                split.whole = split.whole && rest.len() <= room;
+                split.head.extend_from_slice(&rest[..rest.len().min(room)]);
+                split.last = rest.last().copied();
+                split.utf8.push(rest);
             }
             let n = buf.len();
             reader.consume(n);
             offset += n as u64;
         }
         let mut ends_with_newline = true;
-        if let Some((start, head, whole)) = split.take() {
+        if let Some(split) = split.take() {
             // The last line has no newline.
             ends_with_newline = false;
-            let line = Line { start, end: offset, head: &head, whole };
+            let line = Line {
+                start: split.start,
+                end: offset,
+                head: &split.head,
+                whole: split.whole,
+                cr: split.last == Some(b'\r'),
+                utf8: split.utf8.ok(),
+            };
             if let Err(e) = scanner.line(&line, &mut on_event) {
                 return Ok(Err(e));
             }
@@ -749,6 +849,29 @@ impl Scanner {
     fn line(&mut self, line: &Line, on_event: &mut impl FnMut(Event)) -> Result<(), NotTranscript> {
         self.line_no += 1;
         let no = self.line_no;
+        if !line.utf8 {
+            return Err(NotTranscript {
+                line: no,
+                message: "this line is not UTF-8 text (was the file saved in another encoding?)"
+                    .into(),
+                not_utf8: true,
+            });
+        }
+        // A byte-order mark, which some editors put at the start of a UTF-8 file, is not part
+        // of the header line.
+        if no == 1 && line.head.starts_with(BOM) {
+            let line = Line { start: line.start + 3, head: &line.head[3..], ..*line };
+            return self.marker_or_content(&line, no, on_event);
+        }
+        self.marker_or_content(line, no, on_event)
+    }
+
+    fn marker_or_content(
+        &mut self,
+        line: &Line,
+        no: u64,
+        on_event: &mut impl FnMut(Event),
+    ) -> Result<(), NotTranscript> {
         // Most lines are content: handled in place, without moving the state around.
         if !line.head.starts_with(MARKER) {
             match &mut self.state {
@@ -766,13 +889,13 @@ impl Scanner {
             State::BeforeHeader => match marker {
                 Some(Marker::Session(header)) => State::InHeader { header, line: no },
                 Some(Marker::Bad(why)) => {
-                    return Err(NotTranscript { line: no, message: format!("bad header: {why}") });
+                    return Err(NotTranscript::new(no, format!("bad header: {why}")));
                 }
                 _ => {
-                    return Err(NotTranscript {
-                        line: no,
-                        message: "expected the session header `<!-- cca:session {...} -->`".into(),
-                    });
+                    return Err(NotTranscript::new(
+                        no,
+                        "expected the session header `<!-- cca:session {...} -->`",
+                    ));
                 }
             },
             State::InHeader { header, line: header_line } => match marker {
@@ -781,10 +904,10 @@ impl Scanner {
                     State::Between
                 }
                 Some(_) => {
-                    return Err(NotTranscript {
-                        line: header_line,
-                        message: "the session header has no end marker".into(),
-                    });
+                    return Err(NotTranscript::new(
+                        header_line,
+                        "the session header has no end marker",
+                    ));
                 }
                 None => State::InHeader { header, line: header_line },
             },
@@ -830,8 +953,10 @@ impl Scanner {
                 start: line.start,
                 line: self.line_no,
                 phase: Phase::Heading,
+                crlf: line.cr,
                 first: None,
                 last: None,
+                before_last: None,
             }),
             Some(Marker::Bad(why)) => {
                 on_event(Event::Problem(Problem {
@@ -854,11 +979,9 @@ impl Scanner {
 
     fn finish(self, on_event: &mut impl FnMut(Event)) -> Result<(), NotTranscript> {
         match self.state {
-            State::BeforeHeader => {
-                Err(NotTranscript { line: 1, message: "the file is empty".into() })
-            }
+            State::BeforeHeader => Err(NotTranscript::new(1, "the file is empty")),
             State::InHeader { line, .. } => {
-                Err(NotTranscript { line, message: "the session header has no end marker".into() })
+                Err(NotTranscript::new(line, "the session header has no end marker"))
             }
             State::Between => Ok(()),
             State::InRecord(open) => {
@@ -901,11 +1024,12 @@ struct KeptLine {
     /// The first `HEAD_MAX` bytes, as [`Line::head`].
     head: Vec<u8>,
     whole: bool,
+    last: Option<u8>,
 }
 
 impl KeptLine {
     fn new(start: u64, text: &[u8]) -> KeptLine {
-        let mut kept = KeptLine { start, end: start, head: Vec::new(), whole: true };
+        let mut kept = KeptLine { start, end: start, head: Vec::new(), whole: true, last: None };
         kept.extend(text);
         kept
     }
@@ -915,11 +1039,19 @@ impl KeptLine {
         self.whole = self.whole && text.len() <= room;
         self.head.extend_from_slice(&text[..text.len().min(room)]);
         self.end += text.len() as u64;
+        self.last = text.last().copied().or(self.last);
     }
 
     fn line(&self) -> Line<'_> {
-        Line { start: self.start, end: self.end, head: &self.head, whole: self.whole }
+        skimmed_line(self.start, self.end, &self.head, self.whole, self.last)
     }
+}
+
+/// A line as [`Skim`] hands it to the scanner. Skimming reads only the lines that decide the
+/// structure; a line cut at `HEAD_MAX` is taken as UTF-8 (its head may end inside a character).
+fn skimmed_line(start: u64, end: u64, head: &[u8], whole: bool, last: Option<u8>) -> Line<'_> {
+    let utf8 = !whole || std::str::from_utf8(head).is_ok();
+    Line { start, end, head, whole, cr: last == Some(b'\r'), utf8 }
 }
 
 /// The [`Scanner`], fed only the lines that decide the record structure: marker lines, the few
@@ -1010,12 +1142,14 @@ impl Skim {
                 match memchr::memchr(b'\n', rest) {
                     Some(p) => {
                         let text = &rest[..p];
-                        let line = Line {
-                            start: at,
-                            end: at + p as u64,
-                            head: &text[..p.min(HEAD_MAX)],
-                            whole: p <= HEAD_MAX,
-                        };
+                        let head = &text[..p.min(HEAD_MAX)];
+                        let line = skimmed_line(
+                            at,
+                            at + p as u64,
+                            head,
+                            p <= HEAD_MAX,
+                            text.last().copied(),
+                        );
                         self.feed(&line, on_event)?;
                         pos += p + 1;
                     }
@@ -1033,12 +1167,10 @@ impl Skim {
                     self.drop_held();
                     self.scanner.line_no += count_newlines(&rest[..last_start]);
                     let text = &rest[last_start..i];
-                    let line = Line {
-                        start: at + last_start as u64,
-                        end: at + i as u64,
-                        head: &text[..text.len().min(HEAD_MAX)],
-                        whole: text.len() <= HEAD_MAX,
-                    };
+                    let head = &text[..text.len().min(HEAD_MAX)];
+                    let (start, whole) = (at + last_start as u64, text.len() <= HEAD_MAX);
+                    let line =
+                        skimmed_line(start, at + i as u64, head, whole, text.last().copied());
                     self.feed(&line, on_event)?;
                     pos += i + 1;
                 }
@@ -1113,40 +1245,49 @@ impl Open {
                 self.phase = Phase::Blank;
                 return;
             }
-            Phase::Blank if line.start == line.end => {
+            Phase::Blank if line.start + u64::from(self.crlf && line.cr) == line.end => {
                 self.phase = Phase::Body;
                 return;
             }
             _ => self.phase = Phase::Body,
         }
-        let fence = if line.whole && line.head.len() >= 3 && line.head.iter().all(|&b| b == b'`') {
-            Some(line.head.len())
+        let text = match line.head.strip_suffix(b"\r") {
+            Some(text) if self.crlf => text,
+            _ => line.head,
+        };
+        let fence = if line.whole && text.len() >= 3 && text.iter().all(|&b| b == b'`') {
+            Some(text.len())
         } else {
             None
         };
-        let info = (line.start, line.end, fence);
+        let info = BodyLine { start: line.start, end: line.end, fence, cr: line.cr };
         if self.first.is_none() {
             self.first = Some(info);
         }
-        self.last = Some(info);
+        self.before_last = self.last.replace(info);
     }
 
     fn close(self, end_line: &Line, end_line_no: u64, fence: bool) -> RecordSpan {
         let raw = self.start..end_line.end + 1;
+        // In a file saved with CRLF endings, the newline cca wrote before a line is `\r\n`.
+        let newline =
+            |before: Option<BodyLine>| 1 + u64::from(self.crlf && before.is_some_and(|l| l.cr));
         let content = match (self.first, self.last) {
             (None, _) | (_, None) => end_line.start..end_line.start,
             (Some(first), Some(last)) => {
-                let body_start = first.0;
+                let body_start = first.start;
                 // Every content line ends in a newline; the last one is the writer's, not content.
-                let mut range = body_start..end_line.start - 1;
+                let mut range = body_start..(end_line.start - newline(Some(last))).max(body_start);
                 if fence {
-                    range.end = last.0.saturating_sub(1).max(body_start);
+                    range.end =
+                        last.start.saturating_sub(newline(self.before_last)).max(body_start);
                 } else if self.kind == Kind::Attachment
-                    && first.2.is_some()
-                    && first.2 == last.2
-                    && first.0 != last.0
+                    && first.fence.is_some()
+                    && first.fence == last.fence
+                    && first.start != last.start
                 {
-                    range = (first.1 + 1)..last.0.saturating_sub(1).max(first.1 + 1);
+                    let from = first.end + 1;
+                    range = from..last.start.saturating_sub(newline(self.before_last)).max(from);
                 }
                 range
             }
@@ -1530,6 +1671,43 @@ mod tests {
         let (back, problems) = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
         assert!(problems.is_empty(), "{problems:?}\n{text}");
         assert_eq!(&back, t, "\n{text}");
+    }
+
+    #[test]
+    fn a_transcript_saved_with_crlf_endings_reads_the_same() {
+        let records = vec![
+            record(Kind::User, "two\nlines"),
+            record(Kind::Attachment, "fn main() {\n```\n}"),
+            record(Kind::Assistant, "text, then an open fence:\n```rust\nfn x()"),
+            record(Kind::Failed, ""),
+            record(Kind::User, ""),
+            record(Kind::Assistant, "\n\nblank lines around\n\n"),
+        ];
+        let t = Transcript { header: header(), records };
+        let crlf = render(&t).replace('\n', "\r\n");
+        let (back, problems) = parse(&crlf).unwrap_or_else(|e| panic!("{e}\n{crlf}"));
+        assert!(problems.is_empty(), "{problems:?}");
+        // The content's own line breaks are the editor's now; no `\r` of the structure is left.
+        let mut expected = t.clone();
+        for r in &mut expected.records {
+            r.content = r.content.replace('\n', "\r\n");
+        }
+        assert_eq!(back, expected, "\n{crlf}");
+        // And the byte-order mark some editors add.
+        let (back, _) = parse(&format!("\u{feff}{crlf}")).unwrap();
+        assert_eq!(back, expected);
+    }
+
+    #[test]
+    fn a_line_that_is_not_utf8_is_named() {
+        let text =
+            render(&Transcript { header: header(), records: vec![record(Kind::User, "ok")] });
+        let mut bytes = text.into_bytes();
+        let at = bytes.windows(2).position(|w| w == b"ok").unwrap();
+        bytes[at] = 0xe9;
+        let line = 1 + bytes[..at].iter().filter(|&&b| b == b'\n').count() as u64;
+        let e = summarize(&bytes[..]).unwrap().unwrap_err();
+        assert_eq!((e.line, e.not_utf8), (line, true), "{e}");
     }
 
     #[test]

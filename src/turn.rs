@@ -140,8 +140,15 @@ pub fn ask(
         || observer.event(Event::Waiting { session: &id }),
         || cancel.check(),
     )?;
-    if created || store.latest().ok().flatten().as_deref() != Some(id.as_str()) {
-        store.set_latest(&id)?;
+    if (created || store.latest().ok().flatten().as_deref() != Some(id.as_str()))
+        && let Err(e) = store.set_latest(&id)
+    {
+        // Not worth losing the question over: the session is named in the warning.
+        let text = format!(
+            "warning: {e:#}; `latest` does not point at this session: continue it with \
+             `--session {id}`"
+        );
+        observer.event(Event::Notice { level: Level::Warning, text: &text });
     }
     let summary = store.summarize(&id)?;
     for p in &summary.problems {
@@ -164,7 +171,8 @@ pub fn ask(
     cancel.check()?;
     let turn = summary.exchanges + 1;
     let mut appender = Appender::open(store, &id)?;
-    appender.append(question_records(ask, &now, turn).as_bytes())?;
+    let question = question_records(ask, &now, turn);
+    appender.append(question.as_bytes())?;
     observer.event(Event::Recorded { session: &id, created });
     let session = Session { settings, store, id: &id, engine, model: model.as_deref() };
     let answering = Answering { session, prompt: &prompt, ask };
@@ -172,6 +180,20 @@ pub fn ask(
         Ok(outcome) => ended(engine, outcome),
         Err(e) => (Ended::error(&e), None),
     };
+    if appender.follow_replacement()? {
+        // The editor's version may have been loaded before the question was appended.
+        let kept = appender.contains(question.as_bytes());
+        if !kept {
+            appender.append(question.as_bytes())?;
+        }
+        let text = format!(
+            "warning: {} was replaced during the turn (an editor saved it as a new file); \
+             the {}outcome is appended to the file now at that path",
+            store.session_path(&id).display(),
+            if kept { "" } else { "question and its " },
+        );
+        observer.event(Event::Notice { level: Level::Warning, text: &text });
+    }
     record_outcome(&mut appender, &answering, &ended, answer.as_mut(), turn)?;
     Ok(Outcome {
         session: id.clone(),
@@ -247,10 +269,10 @@ impl Answering<'_> {
         let new_bytes =
             ask.query.len() + ask.attachments.iter().map(|a| a.text.len()).sum::<usize>();
         let summary = self.compact_if_needed(summary, new_bytes, observer, cancel)?;
-        let tokens =
-            engine.tokens(summary.live.bytes() + (self.prompt.text.len() + new_bytes) as u64);
+        let bytes = summary.live.bytes() + (self.prompt.text.len() + new_bytes) as u64;
+        let tokens = engine.tokens(bytes);
         if tokens > settings.compaction.warn_tokens {
-            let size = human_bytes(summary.live.bytes());
+            let size = human_bytes(bytes);
             let text =
                 format!("sending about {tokens} tokens ({size}) of context to {}", engine.name);
             observer.event(Event::Notice { level: Level::Info, text: &text });
@@ -386,7 +408,7 @@ fn record_outcome(
             },
         ),
         Verdict::Failed { reason, .. } => {
-            (Kind::Failed, Meta { reason: Some(reason.clone()), ..base })
+            (Kind::Failed, Meta { reason: Some(marker_reason(reason)), ..base })
         }
         Verdict::Interrupted { why } => {
             (Kind::Interrupted, Meta { reason: Some(why.name()), ..base })
@@ -398,6 +420,14 @@ fn record_outcome(
             file.write_all(transcript::open_record(kind, &meta, turn).as_bytes())?;
             let mut body = BodyWriter::new();
             let mut out = Vec::with_capacity(72 * 1024);
+            // A reason the marker had to cut is kept whole in the body, fenced, before the
+            // partial answer: a fence of its own that closes, whatever the answer leaves open.
+            if let Verdict::Failed { reason, .. } = &ended.verdict
+                && meta.reason.as_deref() != Some(reason.as_str())
+            {
+                body.push(fenced_reason(reason).as_bytes(), &mut out);
+                file.write_all(&out)?;
+            }
             if let Some(answer) = answer {
                 let mut buf = vec![0u8; 64 * 1024];
                 loop {
@@ -423,6 +453,26 @@ fn record_outcome(
                 "free some disk space; your question is in the transcript, and the next turn will not send it",
             ))
         })
+}
+
+/// How many characters of a failure's reason its marker line keeps: markers stay small (a
+/// proxy's error page can be 80 KB), and the heading shows less still.
+const MARKER_REASON_CHARS: usize = 300;
+
+/// A failure's reason as its marker keeps it: one line, cut on a character boundary.
+fn marker_reason(reason: &str) -> String {
+    transcript::one_line(reason, MARKER_REASON_CHARS)
+}
+
+/// The whole reason, for the record's body: in a fence longer than any backtick run in it.
+fn fenced_reason(reason: &str) -> String {
+    let fence = "`".repeat(longest_backtick_run(reason).max(2) + 1);
+    let reason = reason.trim_end_matches('\n');
+    format!("The error in full:\n\n{fence}text\n{reason}\n{fence}\n\n")
+}
+
+fn longest_backtick_run(text: &str) -> usize {
+    text.split(|c| c != '`').map(str::len).max().unwrap_or(0)
 }
 
 #[cfg(test)]

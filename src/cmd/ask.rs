@@ -33,7 +33,7 @@ pub fn search(args: &AskArgs, target: Target) -> Result<u8> {
     let _signals = signals::route_to(&cancel)?;
     match turn::ask(&settings, &store, &ask, &mut terminal, &cancel) {
         Ok(outcome) => terminal.finish(&outcome),
-        Err(e) => terminal.not_recorded(e),
+        Err(e) => terminal.not_recorded(e, &ask.query),
     }
 }
 

@@ -23,7 +23,11 @@ Type a message and press Enter; the answer streams, and the exchange is saved.
   /clear              clear the context: later turns send nothing from before
   /fork [N]           continue in a new session made of the first N exchanges (default all)
   /session [ID]       show this session, or switch to another
-  /help               this text";
+  /help               this text
+A message may start with / when it is not one of these; // sends a message starting with /.";
+
+/// The commands `slash` knows; any other `/...` line is a message.
+const COMMANDS: &[&str] = &["help", "?", "quit", "exit", "q", "clear", "fork", "session"];
 
 pub fn run(args: &ChatArgs) -> Result<u8> {
     let (settings, store) = session::settings(&super::flags(&args.answering))?;
@@ -58,16 +62,19 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
             continue;
         }
         let _ = editor.add_history_entry(line.as_str());
-        if let Some(command) = message.trim().strip_prefix('/') {
-            match slash(command, &settings, &store, &mut session) {
-                Ok(Flow::Leave) => break,
-                Ok(Flow::Stay) => {}
-                Err(e) => {
-                    crate::front::terminal::report(&e);
+        let message = match command_or_message(message) {
+            Input::Command(command) => {
+                match slash(&command, &settings, &store, &mut session) {
+                    Ok(Flow::Leave) => break,
+                    Ok(Flow::Stay) => {}
+                    Err(e) => {
+                        crate::front::terminal::report(&e);
+                    }
                 }
+                continue;
             }
-            continue;
-        }
+            Input::Message(message) => message,
+        };
         let ask = Ask {
             target: session.clone().map_or(Target::New, Target::Session),
             query: message,
@@ -83,7 +90,7 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
                 session = Some(outcome.session.clone());
                 terminal.finish(&outcome).and_then(|_| super::print("\n"))
             }
-            Err(e) => terminal.not_recorded(e).map(|_| ()),
+            Err(e) => terminal.not_recorded(e, &ask.query).map(|_| ()),
         };
         drop(route);
         if let Err(e) = shown {
@@ -155,6 +162,28 @@ fn slash(
     Ok(Flow::Stay)
 }
 
+enum Input {
+    Command(String),
+    Message(String),
+}
+
+/// A line starting with `/` and a known command's name is that command; `//` stands for a `/`
+/// at the start of a message, and any other `/...` (a path, say) is a message as typed.
+fn command_or_message(message: String) -> Input {
+    let start = message.len() - message.trim_start().len();
+    let text = &message[start..];
+    if text.starts_with("//") {
+        return Input::Message(format!("{}{}", &message[..start], &text[1..]));
+    }
+    if let Some(command) = text.trim_end().strip_prefix('/') {
+        let name = command.split(char::is_whitespace).next().unwrap_or("");
+        if COMMANDS.contains(&name) {
+            return Input::Command(command.to_string());
+        }
+    }
+    Input::Message(message)
+}
+
 /// The message typed: `\` line continuations joined, `"""` fences removed.
 fn unfold(input: &str) -> String {
     let text = input.replace("\\\n", "\n");
@@ -195,7 +224,23 @@ impl rustyline::Helper for MultiLine {}
 
 #[cfg(test)]
 mod tests {
-    use super::unfold;
+    use super::{Input, command_or_message, unfold};
+
+    #[test]
+    fn a_message_may_start_with_a_slash() {
+        let message = |text: &str| match command_or_message(text.to_string()) {
+            Input::Message(m) => Some(m),
+            Input::Command(_) => None,
+        };
+        assert_eq!(message("/fork 2"), None);
+        assert_eq!(message(" /quit "), None);
+        assert_eq!(
+            message("/etc/hosts: what is it for?").as_deref(),
+            Some("/etc/hosts: what is it for?")
+        );
+        assert_eq!(message("//quit is a command").as_deref(), Some("/quit is a command"));
+        assert_eq!(message("hello /quit").as_deref(), Some("hello /quit"));
+    }
 
     #[test]
     fn continuations_and_quotes_unfold() {

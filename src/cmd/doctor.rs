@@ -22,9 +22,16 @@ pub fn run() -> Result<u8> {
         match crate::run::locate(&settings, engine) {
             Ok(path) => {
                 usable += 1;
-                let version =
-                    crate::run::first_line_of(&path, &["--version"], Duration::from_secs(15))
-                        .unwrap_or_else(|| "version unknown".into());
+                // Running a program is not harmless when nothing says what it does with an
+                // argument: a command engine is asked only the way its config says.
+                let version = match &engine.version_args {
+                    Some(args) => {
+                        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                        crate::run::first_line_of(&path, &args, Duration::from_secs(15))
+                            .unwrap_or_else(|| "version unknown".into())
+                    }
+                    None => "version not asked (set version_args to ask)".into(),
+                };
                 out.push_str(&format!(
                     "  {:<8} {}  {version}{mark}\n",
                     engine.name,

@@ -142,12 +142,23 @@ pub fn show(id: Option<&str>, raw: bool) -> Result<u8> {
     let cannot_read = || format!("cannot read {}", path.display());
     let file = store.open_session(&id)?;
     // Shown in pieces, so that memory does not grow with the file: a first read checks all of
-    // it (nothing is shown of a file that cannot be), a second shows the same bytes.
+    // it (nothing is shown of a file that cannot be), a second shows the same bytes. `--raw`
+    // shows any file as its bytes: this is how to look at one cca cannot read.
     let size = file.metadata().with_context(cannot_read)?.len();
-    let summary = match check(&file, size, !raw).with_context(cannot_read)? {
-        None => None,
-        Some(Ok(summary)) => Some(summary),
-        Some(Err(e)) => {
+    let checked = if raw { Ok(None) } else { check(&file, size, true) };
+    let summary = match checked {
+        Ok(None) => None,
+        Ok(Some(Ok(summary))) => Some(summary),
+        // The scanner names the line that is not UTF-8.
+        Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+            let reader = BufReader::new(ReadAt { file: &file, at: 0, end: size });
+            return Err(match transcript::summarize(reader) {
+                Ok(Err(e)) => store::not_transcript(&path, &id, e),
+                _ => anyhow::anyhow!("{} is not UTF-8", path.display()),
+            });
+        }
+        Err(e) => return Err(e).with_context(cannot_read),
+        Ok(Some(Err(e))) => {
             return Err(Failure::new(
                 exit::ERROR,
                 format!("{} is not a transcript cca can read ({e})", path.display()),
@@ -337,18 +348,21 @@ struct Content<'a> {
 
 /// What `cca show` prints above the records.
 fn readable_head(h: &Header, (live_bytes, live_tokens): (u64, u64), full_bytes: u64) -> String {
-    let mut out = format!("{}\n", if h.title.is_empty() { "(untitled)" } else { &h.title });
+    // Header fields are any text a file holds: no terminal escapes reach the screen.
+    let field = |text: &str| transcript::one_line(text, 200);
+    let title = if h.title.is_empty() { "(untitled)".to_string() } else { field(&h.title) };
+    let mut out = format!("{title}\n");
     out.push_str(&format!(
         "session {}{} · {}{} · prompt {} · started {}\n",
-        h.id,
-        h.name.as_ref().map(|n| format!(" ({n})")).unwrap_or_default(),
-        h.engine,
-        h.model.as_ref().map(|m| format!(" ({m})")).unwrap_or_default(),
-        h.prompt,
-        local_time(&h.created)
+        field(&h.id),
+        h.name.as_ref().map(|n| format!(" ({})", field(n))).unwrap_or_default(),
+        field(&h.engine),
+        h.model.as_ref().map(|m| format!(" ({})", field(m))).unwrap_or_default(),
+        field(&h.prompt),
+        field(&local_time(&h.created))
     ));
     if let Some(f) = &h.forked_from {
-        out.push_str(&format!("forked from {} at turn {}\n", f.session, f.turn));
+        out.push_str(&format!("forked from {} at turn {}\n", field(&f.session), f.turn));
     }
     out.push_str(&format!(
         "context sent next turn: {} (~{} tokens); the file: {}\n",

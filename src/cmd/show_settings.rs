@@ -116,6 +116,8 @@ pub fn run() -> Result<u8> {
             row(&format!("{prefix}.model_arg"), optional(&engine.model_arg), source("model_arg"));
             let arg = optional(&engine.system_prompt_arg);
             row(&format!("{prefix}.system_prompt_arg"), arg, source("system_prompt_arg"));
+            let version = engine.version_args.as_ref().map(|a| format!("{a:?}"));
+            row(&format!("{prefix}.version_args"), optional(&version), source("version_args"));
         }
         let max = engine.max_input_bytes.map_or_else(|| "(no limit)".into(), |m| m.to_string());
         row(&format!("{prefix}.max_input_bytes"), max, source("max_input_bytes"));

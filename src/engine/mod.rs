@@ -101,6 +101,8 @@ pub struct EngineConfig {
     pub program_source: String,
     pub args: Vec<String>,
     pub model_arg: Option<String>,
+    /// What makes the program print its version, if anything is known to (`cca doctor`).
+    pub version_args: Option<Vec<String>>,
     pub system_prompt: SystemPromptMode,
     pub system_prompt_arg: Option<String>,
     pub history: HistoryMode,

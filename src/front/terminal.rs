@@ -48,6 +48,8 @@ pub struct Terminal {
     tools: Vec<serde_json::Value>,
     /// Say which session a new one is, as soon as it has the question (chat).
     announce_new_session: bool,
+    /// The question is in the transcript.
+    recorded: bool,
     /// Answers rendered as markdown for the terminal, as they stream (see [`rendering`]).
     renderer: Option<Renderer>,
 }
@@ -83,6 +85,7 @@ impl Terminal {
             tools: Vec::new(),
             announce_new_session: false,
             renderer: rendering(settings, mode).map(Renderer::new),
+            recorded: false,
         }
     }
 
@@ -137,8 +140,24 @@ impl Terminal {
         }
         if let Some((reason, hint)) = error {
             if self.mode == Mode::Quiet && !outcome.stderr_tail.trim().is_empty() {
-                say(outcome.stderr_tail.trim_end());
+                let tail = outcome.stderr_tail.trim_end();
+                let lines: Vec<&str> = tail.lines().collect();
+                let from = lines.len().saturating_sub(BRIEF_LINES);
+                say(&lines[from..]
+                    .iter()
+                    .map(|l| cut_chars(l, BRIEF_LINE_CHARS))
+                    .collect::<Vec<_>>()
+                    .join("\n"));
             }
+            // An engine's error can be a whole web page: a few lines here, all of it in the
+            // transcript.
+            let reason = match brief(&reason) {
+                Some(start) => format!(
+                    "{start}\n[...] (the whole error is in the transcript: {})",
+                    outcome.path.display()
+                ),
+                None => reason,
+            };
             let kept = "your question is kept in the transcript, marked as not answered, and will \
                         not be sent again; ask again with `cca search --resume`";
             print_error(&reason, hint.iter().flat_map(|h| h.lines()).chain([kept]));
@@ -155,17 +174,23 @@ impl Terminal {
         Ok(outcome.exit_code())
     }
 
-    /// A turn that ended before its question was recorded: a cancel gets its signal's exit
-    /// code and says that nothing was kept; anything else is an ordinary error for `main`.
-    pub fn not_recorded(mut self, error: anyhow::Error) -> Result<u8> {
+    /// A turn that ended with an error: before its question was recorded, that is said
+    /// plainly and the question repeated, so nothing typed is lost (a cancel gets its signal's
+    /// exit code); after it (the outcome could not be saved), an ordinary error for `main`.
+    pub fn not_recorded(mut self, error: anyhow::Error, question: &str) -> Result<u8> {
         self.spinner.clear();
-        match error.downcast_ref::<Interrupted>() {
+        if self.recorded {
+            return Err(error);
+        }
+        let code = match error.downcast_ref::<Interrupted>() {
             Some(Interrupted(why)) => {
                 say(&format!("cca: interrupted ({}) before the question was saved", why.name()));
-                Ok(why.exit_code())
+                why.exit_code()
             }
-            None => Err(error),
-        }
+            None => report(&error),
+        };
+        say(&format!("cca: nothing was recorded; your question was:\n{question}"));
+        Ok(code)
     }
 
     fn shows(&self, level: Level) -> bool {
@@ -229,6 +254,7 @@ impl Observer for Terminal {
         match event {
             Event::Waiting { session } => say_waiting(session),
             Event::Recorded { session, created } => {
+                self.recorded = true;
                 if created && self.announce_new_session {
                     self.aside(format!("cca: session {session}\n").as_bytes());
                 }
@@ -261,6 +287,30 @@ impl Observer for Terminal {
             }
             Event::Stopping => self.spinner.clear(),
         }
+    }
+}
+
+/// How much of a long error the terminal shows: lines, and characters per line.
+const BRIEF_LINES: usize = 6;
+const BRIEF_LINE_CHARS: usize = 200;
+
+/// The start of a long text, if it is longer than a few lines (or has a very long line).
+fn brief(text: &str) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let long = lines.iter().any(|l| l.chars().count() > BRIEF_LINE_CHARS);
+    if lines.len() <= BRIEF_LINES && !long {
+        return None;
+    }
+    let shown: Vec<String> =
+        lines.iter().take(BRIEF_LINES).map(|l| cut_chars(l, BRIEF_LINE_CHARS)).collect();
+    Some(shown.join("\n"))
+}
+
+/// At most `max` characters of a line, cut on a character boundary.
+fn cut_chars(line: &str, max: usize) -> String {
+    match line.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &line[..at]),
+        None => line.to_string(),
     }
 }
 
@@ -353,7 +403,12 @@ impl Spinner {
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error, any other failure is.
 pub fn print_stdout(text: &str) -> Result<()> {
-    match write_stdout(text.as_bytes()) {
+    print_bytes(text.as_bytes())
+}
+
+/// Like [`print_stdout`], for bytes that may not be text (`cca show --raw`).
+pub fn print_bytes(bytes: &[u8]) -> Result<()> {
+    match write_stdout(bytes) {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(e).context("cannot write to stdout"),
         _ => Ok(()),
     }

@@ -263,3 +263,259 @@ fn a_session_unreadable_once_is_read_again() {
     run.ok();
     assert!(!run.stdout.contains("unreadable") && run.stdout.contains("one"), "{run}");
 }
+
+#[test]
+fn a_huge_engine_error_is_kept_whole_in_the_body_and_shown_briefly() {
+    let env = TestEnv::new();
+    let page: String =
+        (1..=2000).map(|n| format!("<p>line {n} of the proxy's error page</p>\\n")).collect();
+    let run = env.run_with(&["search", "q"], None, &[("FAKE_SCRIPT", &format!("fail {page}"))]);
+    run.code(1).stderr_has("line 1 of").stderr_has("the whole error is in the transcript");
+    assert!(run.stderr.len() < 4000, "a few lines, not the page: {} bytes", run.stderr.len());
+    let text = env.latest();
+    let marker = text.lines().find(|l| l.starts_with("<!-- cca:failed")).expect("a failed record");
+    assert!(marker.chars().count() < 500, "the marker stays small: {} chars", marker.len());
+    assert!(text.contains("line 2000 of the proxy's error page</p>"), "the whole error is kept");
+    // The record reads back: the next turn has nothing to warn about, and sends no failure.
+    let next = env.run(&["search", "-r", "again"]);
+    next.ok();
+    assert!(!next.stderr.contains("warning"), "{next}");
+    assert!(!stdin_of(&env.last_call()).contains("proxy's error page"));
+}
+
+#[test]
+fn a_byte_order_mark_is_accepted_and_kept() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "first"]).ok();
+    let path = env.sessions_dir().join("latest").canonicalize().unwrap();
+    let mut bytes = b"\xef\xbb\xbf".to_vec();
+    bytes.extend(std::fs::read(&path).unwrap());
+    std::fs::write(&path, &bytes).unwrap();
+    let run = env.run(&["search", "-r", "second"]);
+    run.ok();
+    assert!(!run.stderr.contains("warning") && !run.stderr.contains("error"), "{run}");
+    assert_eq!(env.last_users(), ["first"], "the history was read");
+    let after = std::fs::read(&path).unwrap();
+    assert!(after.starts_with(b"\xef\xbb\xbf<!-- cca:session"), "the mark is kept");
+    env.run(&["show"]).ok();
+}
+
+#[test]
+fn a_latin1_byte_is_named_by_line_and_show_raw_shows_the_bytes() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "cafe"]).ok();
+    env.run(&["search", "-q", "-r", "second"]).ok();
+    let path = env.sessions_dir().join("latest").canonicalize().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let line = 1 + text.lines().position(|l| l == "cafe").expect("the question's line");
+    let mut bytes = text.replacen("\ncafe\n", "\ncaf\u{1}\n", 1).into_bytes();
+    let at = bytes.iter().position(|&b| b == 1).unwrap();
+    bytes[at] = 0xe9; // Latin-1 é
+    std::fs::write(&path, &bytes).unwrap();
+    let where_ = format!("line {line}");
+    env.run(&["show"]).code(1).stderr_has(&where_).stderr_has("iconv").stderr_has("UTF-8");
+    env.run(&["search", "-r", "more"]).code(1).stderr_has(&where_).stderr_has("iconv");
+    let fork = env.run(&["fork", "--at", "1"]);
+    fork.code(1).stderr_has(&where_);
+    assert!(!fork.stderr.contains("index"), "no byte offsets: {fork}");
+    let mut raw = env.command();
+    raw.args(["show", "--raw"]);
+    let output = wait_with_timeout(raw.stdout(Stdio::piped()).spawn().unwrap(), TIMEOUT);
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(output.stdout, bytes, "show --raw prints the file's bytes");
+}
+
+#[test]
+fn latest_as_an_absolute_link_into_the_folder_is_followed() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "first"]).ok();
+    let latest = env.sessions_dir().join("latest");
+    let session = latest.canonicalize().unwrap();
+    std::fs::remove_file(&latest).unwrap();
+    std::os::unix::fs::symlink(&session, &latest).unwrap();
+    env.run(&["search", "-q", "-r", "second"]).ok();
+    assert_eq!(env.last_users(), ["first"]);
+}
+
+#[test]
+fn a_transcript_saved_with_crlf_endings_is_continued_without_stray_returns() {
+    let env = TestEnv::new();
+    env.converse(&["first", "second"], &[]);
+    let path = env.sessions_dir().join("latest").canonicalize().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace('\n', "\r\n")).unwrap();
+    let run = env.run(&["search", "-r", "third"]);
+    run.ok();
+    assert!(!run.stderr.contains("warning"), "{run}");
+    assert_eq!(env.last_users(), ["first", "second"]);
+    let history = tag(stdin_of(&env.last_call()), "conversation_history").unwrap().to_string();
+    assert!(!history.contains('\r'), "{history:?}");
+}
+
+#[test]
+fn doctor_runs_a_command_engine_only_when_told_how_to_ask_its_version() {
+    let env = TestEnv::new();
+    env.add_engine("probe");
+    env.write_config("[engines.probe]\ncommand = [\"probe\", \"--do-something\"]\n");
+    let run = env.run(&["doctor"]);
+    assert!(run.stdout.contains("version not asked"), "{run}");
+    let probed = |env: &TestEnv| env.calls().iter().any(|c| argv_of(c)[0].ends_with("probe"));
+    assert!(!probed(&env), "the command engine was run");
+    env.write_config("[engines.probe]\ncommand = [\"probe\"]\nversion_args = [\"--version\"]\n");
+    env.run(&["doctor"]);
+    assert!(probed(&env), "version_args says how");
+    assert_eq!(argv_of(&env.last_call())[1..], ["--version"]);
+}
+
+#[test]
+fn the_size_of_a_large_single_question_is_shown_with_its_bytes() {
+    let env = TestEnv::new();
+    env.write_config("[compaction]\nwarn_tokens = 100\n");
+    let big = "x".repeat(20_000);
+    let run = env.run_with(&["search", "short"], Some(big.as_bytes()), &[]);
+    run.ok().stderr_has("sending about");
+    assert!(!run.stderr.contains("(0 bytes)"), "{run}");
+    assert!(run.stderr.contains(" KiB) of context"), "{run}");
+}
+
+#[test]
+fn ctrl_c_stops_a_shell_loop_around_cca() {
+    let env = TestEnv::new();
+    let engine_pid = env.root.path().join("engine.pid");
+    let script = format!("pid {};hang", engine_pid.display());
+    let mut bash = Command::new("bash");
+    bash.arg("-c")
+        .arg(format!(
+            "for q in one two three; do {} search \"$q\"; echo \"after $q: $?\"; done",
+            cca_exe().display()
+        ))
+        .envs(env.command().get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .env("FAKE_SCRIPT", script)
+        .current_dir(&env.work)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    std::os::unix::process::CommandExt::process_group(&mut bash, 0);
+    let bash = Guard(bash.spawn().unwrap());
+    pid_in(&engine_pid);
+    // As a terminal does: Ctrl-C goes to the whole foreground group, the shell included.
+    let group = rustix::process::Pid::from_raw(bash.0.id() as i32).unwrap();
+    rustix::process::kill_process_group(group, rustix::process::Signal::INT).unwrap();
+    let output = bash.finish();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(!stdout.contains("after"), "the loop went on: {stdout}");
+    assert_eq!(shell_status(output.status), 130, "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(env.calls().len(), 1, "one question, then the loop stopped");
+    assert!(env.latest().contains("<!-- cca:interrupted "));
+}
+
+/// Replaces a file the way vim and `sed -i` save: a new file renamed over it.
+fn save_as_new_file(path: &std::path::Path, text: &str) {
+    let temp = path.with_file_name(".edited.tmp");
+    std::fs::write(&temp, text).unwrap();
+    std::fs::rename(&temp, path).unwrap();
+}
+
+#[test]
+fn an_editor_that_renames_a_new_file_over_the_transcript_loses_nothing() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "first"]).ok();
+    let path = env.sessions_dir().join("latest").canonicalize().unwrap();
+    for (n, stale) in [(1, false), (2, true)] {
+        let before = std::fs::read_to_string(&path).unwrap();
+        let (pid, go) =
+            (env.root.path().join(format!("pid{n}")), env.root.path().join(format!("go{n}")));
+        let script = format!("pid {};await {};echo", pid.display(), go.display());
+        let mut cmd = env.command();
+        cmd.args(["search", "-r", &format!("question {n}")])
+            .env("FAKE_SCRIPT", script)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let cca = Guard(cmd.spawn().unwrap());
+        pid_in(&pid);
+        // The editor's version: the file as it is now (question included), or as it was
+        // loaded before the question was appended.
+        let base = if stale { before } else { std::fs::read_to_string(&path).unwrap() };
+        save_as_new_file(&path, &format!("{base}\nA note added by hand {n}.\n"));
+        std::fs::write(&go, "").unwrap();
+        let output = cca.finish();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{stderr}");
+        assert!(stderr.contains("was replaced"), "{stderr}");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(&format!("A note added by hand {n}.")), "the editor's version");
+        assert!(text.contains(&format!("ECHO: question {n}")), "the answer: {text}");
+        assert_eq!(text.matches(&format!("\nquestion {n}\n")).count(), 1, "{text}");
+    }
+    env.run(&["search", "-q", "-r", "next"]).ok();
+    assert_eq!(env.last_users(), ["first", "question 1", "question 2"]);
+}
+
+#[test]
+fn a_header_naming_another_file_as_its_prompt_does_not_send_it() {
+    let env = TestEnv::new();
+    let prompt = env.root.path().join("brief.md");
+    std::fs::write(&prompt, "Be brief.").unwrap();
+    let secret = env.root.path().join("id_rsa");
+    std::fs::write(&secret, "PRIVATE KEY").unwrap();
+    env.run(&["search", "-q", "--prompt-file", prompt.to_str().unwrap(), "first"]).ok();
+    env.run(&["search", "-q", "-r", "second"]).ok();
+    assert!(stdin_of(&env.last_call()).contains("Be brief."), "its own prompt file is sent");
+    let path = env.sessions_dir().join("latest").canonicalize().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let named = format!("\"prompt\":\"{}\"", prompt.display());
+    assert!(text.contains(&named), "{text}");
+    let hostile = text.replacen(&named, &format!("\"prompt\":\"{}\"", secret.display()), 1);
+    std::fs::write(&path, hostile).unwrap();
+    let calls = env.calls().len();
+    let run = env.run(&["search", "-q", "-r", "third"]);
+    run.code(2).stderr_has("--prompt-file").stderr_has("--prompt ").stderr_has("not sent");
+    assert_eq!(env.calls().len(), calls, "no engine ran");
+    // The user names a prompt: the turn goes ahead with it.
+    env.run(&["search", "-q", "-r", "--prompt-file", prompt.to_str().unwrap(), "fourth"]).ok();
+    assert!(env.calls().iter().all(|c| !stdin_of(c).contains("PRIVATE KEY")));
+    // A file whose text changed since the session started is not sent either.
+    std::fs::write(&path, text).unwrap();
+    std::fs::write(&prompt, "PRIVATE KEY").unwrap();
+    env.run(&["search", "-q", "-r", "fifth"]).code(2);
+    assert!(env.calls().iter().all(|c| !stdin_of(c).contains("PRIVATE KEY")));
+}
+
+#[test]
+fn show_prints_header_fields_without_terminal_escapes() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "first"]).ok();
+    let path = env.sessions_dir().join("latest").canonicalize().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let hostile = text.replacen(
+        "\"title\":\"first\"",
+        "\"title\":\"\\u001b]0;owned\\u0007\\u001b[2Jfirst\",\"model\":\"m\\u001b[31m\"",
+        1,
+    );
+    assert_ne!(hostile, text);
+    std::fs::write(&path, hostile).unwrap();
+    let run = env.run(&["show"]);
+    run.ok();
+    assert!(!run.stdout.contains('\u{1b}') && !run.stdout.contains('\u{7}'), "{:?}", run.stdout);
+    assert!(run.stdout.contains("first"), "{run}");
+}
+
+#[test]
+fn a_question_is_kept_or_repeated_when_latest_or_the_transcript_is_in_the_way() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "first"]).ok();
+    let latest = env.sessions_dir().join("latest");
+    std::fs::remove_file(&latest).unwrap();
+    std::fs::create_dir(&latest).unwrap();
+    // A new session: the question is recorded, and the warning names the session.
+    let run = env.run(&["search", "-q", "new question"]);
+    run.ok().stderr_has("--session");
+    let kept = env.session_files().iter().any(|f| {
+        std::fs::read_to_string(env.sessions_dir().join(f)).unwrap().contains("\nnew question\n")
+    });
+    assert!(kept, "the question is in a transcript");
+    // Continuing: nothing can be recorded, and the message says so and repeats the question.
+    let run = env.run(&["search", "-q", "-r", "lost words"]);
+    assert_ne!(run.code, Some(0));
+    run.stderr_has("nothing was recorded").stderr_has("lost words");
+}

@@ -244,8 +244,11 @@ fn chat_commands_clear_and_fork() {
     // gone); the message itself reaches the engine whole, as the calls below show.
     chat.exp_string("ECHO: c-three").unwrap();
     chat.exp_string("continued\r\n").unwrap();
-    chat.send_line("/nope").unwrap();
-    chat.exp_string("unknown command /nope").unwrap();
+    // Not a command: a message (a path, say); `//` escapes a leading slash.
+    chat.send_line("/etc/hosts?").unwrap();
+    chat.exp_string("ECHO: /etc/hosts?").unwrap();
+    chat.send_line("//quit").unwrap();
+    chat.exp_string("ECHO: /quit").unwrap();
     chat.send_line("/quit").unwrap();
     chat.exp_eof().unwrap();
     let calls = env.calls();

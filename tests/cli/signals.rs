@@ -41,7 +41,7 @@ fn interrupt_with(signal: Signal, expected_code: i32) {
     cca.signal(signal);
     let output = cca.finish();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(expected_code), "{stderr}");
+    assert_eq!(shell_status(output.status), expected_code, "{stderr}");
     assert!(stderr.contains("interrupted"), "{stderr}");
     assert!(!alive(engine), "the engine is still running");
     assert!(!alive(grandchild), "the engine's child is still running");
@@ -95,7 +95,7 @@ fn a_second_ctrl_c_kills_at_once() {
     cca.signal(Signal::INT);
     assert!(wait_until(TIMEOUT, || !alive(engine)), "a second Ctrl-C kills at once");
     let status = cca.finish().status;
-    assert_eq!(status.code(), Some(130));
+    assert_eq!(shell_status(status), 130);
 }
 
 #[test]

@@ -29,7 +29,8 @@ fn ctrl_c_typed_in_a_terminal_stops_the_turn() {
     session.send_control('c').unwrap();
     session.exp_string("interrupted (Ctrl-C)").unwrap();
     session.exp_eof().unwrap();
-    assert!(exit_code(&session).ends_with(", 130)"), "{}", exit_code(&session));
+    // Dead by SIGINT, after cleaning up: what a shell reports as 130.
+    assert!(exit_code(&session).contains("SIGINT"), "{}", exit_code(&session));
     assert!(!alive(engine));
     assert!(env.latest().contains("<!-- cca:interrupted "));
 }

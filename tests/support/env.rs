@@ -321,6 +321,13 @@ impl Drop for Guard {
     }
 }
 
+/// The status a shell reports for a process: its exit code, or 128 + the signal that ended it
+/// (cca dies by SIGINT after Ctrl-C, as the shell convention asks).
+pub fn shell_status(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status.code().unwrap_or_else(|| 128 + status.signal().expect("an exit code or a signal"))
+}
+
 /// Polls `check` until it is true or `timeout` passes.
 pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
