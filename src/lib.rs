@@ -27,6 +27,7 @@ pub mod prompt;
 pub(crate) mod run;
 pub(crate) mod session;
 pub(crate) mod shell;
+pub(crate) mod steer;
 pub(crate) mod store;
 pub mod transcript;
 pub(crate) mod turn;

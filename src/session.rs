@@ -27,6 +27,7 @@ pub fn settings(flags: &Flags) -> Result<(Settings, Store)> {
 }
 
 /// A session and the engine (and model) that answers in it.
+#[derive(Clone, Copy)]
 pub struct Session<'a> {
     pub settings: &'a Settings,
     pub store: &'a Store,

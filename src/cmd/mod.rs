@@ -9,6 +9,7 @@ mod chat;
 mod doctor;
 mod sessions;
 mod show_settings;
+mod steer;
 
 use anyhow::{Context, Result};
 
@@ -45,6 +46,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Doctor => doctor::run(),
         Command::Config => show_settings::run(),
         Command::Chat(args) => chat::run(&args),
+        Command::Steer { session, message } => steer::run(session.as_deref(), &message),
         Command::Sessions { json, limit } => sessions::list(json, limit),
         Command::Show { id, raw } => sessions::show(id.as_deref(), raw),
         Command::Path { id } => sessions::path(id.as_deref()),

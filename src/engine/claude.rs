@@ -30,6 +30,9 @@ pub const SPEC: Spec = Spec {
     default_tools: Some("WebSearch,WebFetch"),
     failure_hint: Some("for claude's own diagnosis, run `claude doctor`"),
     empty_answer_hint: "try again; if it keeps happening, run the engine by hand to see what it does",
+    // Measured: a user line sent while an answer streams is taken after the next tool result
+    // in the same answer, or as a new answer (with its own `result`) right after it.
+    streams_input: Some(user_line),
     invocation,
     decoder: || Box::new(Decoder::default()),
     // `--no-session-persistence` keeps claude from writing session files of its own.
@@ -47,6 +50,11 @@ pub fn invocation(
         "stream-json",
         "--verbose",
         "--include-partial-messages",
+        // The prompt, and any steer after it, are user lines; claude echoes each one when it
+        // takes it, which tells cca where a steer went into the answer.
+        "--input-format",
+        "stream-json",
+        "--replay-user-messages",
         // cca is the memory: claude must not pile up session files of its own.
         "--no-session-persistence",
     ]
@@ -100,6 +108,16 @@ pub fn invocation(
     Ok(Invocation { program, args, env, stdin })
 }
 
+/// One user message, as `--input-format stream-json` takes it: a JSON line.
+pub fn user_line(text: &str) -> String {
+    let line = json!({
+        "type": "user",
+        "message": { "role": "user", "content": [{ "type": "text", "text": text }] },
+        "parent_tool_use_id": null,
+    });
+    format!("{line}\n")
+}
+
 /// The live exchanges as claude's own session file: one JSON object per message.
 fn history_jsonl(session_id: &str, request: &Request) -> std::io::Result<String> {
     let mut out = String::new();
@@ -148,6 +166,8 @@ pub struct Decoder {
     streamed: Vec<String>,
     tools: ToolCalls,
     result_seen: bool,
+    /// A user message was taken already (the prompt): the next one starts a new answer.
+    taken_any: bool,
     /// The text of an API error message, if claude reported one.
     api_error: Option<String>,
 }
@@ -177,6 +197,19 @@ impl Decoder {
         match v["type"].as_str() {
             Some("stream_event") => self.stream_event(&v, out),
             Some("assistant") => self.assistant(&v, out),
+            Some("user") if v["isReplay"].as_bool() == Some(true) => {
+                // Messages sent together are taken together, one text block each.
+                let blocks = v["message"]["content"]
+                    .as_array()
+                    .map_or(0, |blocks| blocks.iter().filter(|b| b["type"] == "text").count());
+                if self.taken_any {
+                    // A new answer starts: no paragraph break carried over from the last one.
+                    self.paragraphs = Paragraphs::default();
+                    self.tools.flush(out);
+                }
+                self.taken_any = true;
+                out.push(Output::Taken(blocks.max(1)));
+            }
             Some("user") => self.tool_results(&v, out),
             Some("result") => {
                 self.result_seen = true;
@@ -195,6 +228,7 @@ impl Decoder {
                         .unwrap_or_else(|| format!("claude reported an error ({})", v["subtype"]));
                     out.push(Output::Error(reason));
                 }
+                out.push(Output::AnswerEnd);
             }
             Some("system") if v["subtype"] == "api_retry" => {
                 out.push(Output::Retry(retry_note(&v)))

@@ -15,6 +15,7 @@ use crate::call::Verdict;
 use crate::config::Settings;
 use crate::error::{Failure, exit};
 use crate::run::Interrupted;
+use crate::steer::Steered;
 use crate::turn::{Event, Level, Observer, Outcome};
 
 /// How much a terminal turn shows.
@@ -40,6 +41,8 @@ pub struct Terminal {
     spinner: Spinner,
     stdout_gone: bool,
     printed_newline: bool,
+    /// Some answer text was shown.
+    answered: bool,
     /// `--json`: the answer as it would have been printed, and the tool calls.
     answer: String,
     tools: Vec<serde_json::Value>,
@@ -55,6 +58,7 @@ impl Terminal {
             spinner: Spinner::default(),
             stdout_gone: false,
             printed_newline: true,
+            answered: false,
             answer: String::new(),
             tools: Vec::new(),
             announce_new_session: false,
@@ -134,7 +138,35 @@ impl Terminal {
         }
     }
 
+    fn steered(&mut self, steered: Steered) {
+        let gist = |text: &str| crate::transcript::one_line(text, 72);
+        match steered {
+            Steered::Queued(text) if self.shows(Level::Info) => {
+                self.spinner.stderr(format!("cca: steer queued: {}\n", gist(text)).as_bytes());
+            }
+            Steered::Taken(text) => {
+                if self.shows(Level::Info) {
+                    self.spinner.stderr(format!("cca: steer taken: {}\n", gist(text)).as_bytes());
+                }
+                // The answer to it is a new answer: a blank line sets it apart.
+                if self.answered {
+                    let gap = if self.printed_newline { "\n" } else { "\n\n" };
+                    self.answer_text(gap);
+                }
+            }
+            Steered::NotTaken(text) => self.spinner.stderr(
+                format!(
+                    "cca: steer not taken (kept in the transcript as not answered): {}\n",
+                    gist(text)
+                )
+                .as_bytes(),
+            ),
+            Steered::Queued(_) => {}
+        }
+    }
+
     fn answer_text(&mut self, text: &str) {
+        self.answered |= !text.is_empty();
         self.spinner.clear();
         if self.mode == Mode::Json {
             self.answer.push_str(text);
@@ -188,6 +220,7 @@ impl Observer for Terminal {
                 }
             }
             Event::Stopping => self.spinner.clear(),
+            Event::Steer(steered) => self.steered(steered),
         }
     }
 }
