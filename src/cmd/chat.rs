@@ -1,5 +1,14 @@
 //! `cca chat`: an interactive loop on a session. Each message is one turn (`turn::ask`), saved as
 //! it completes; Ctrl-C stops an answer and returns to the prompt; Ctrl-D leaves.
+//!
+//! While an answer streams, the line editor is not reading: a [`Typed`] thread reads the lines
+//! the terminal delivers (it is in its ordinary line mode then, echoing what is typed) and
+//! queues each as a steer of the running turn.
+
+use std::io::IsTerminal;
+use std::os::fd::AsFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result};
 use rustyline::error::ReadlineError;
@@ -12,6 +21,7 @@ use crate::front::signals;
 use crate::front::terminal::{Mode, Terminal};
 use crate::run::Cancel;
 use crate::session;
+use crate::steer::{self, Inbox};
 use crate::turn::{self, Ask, Target};
 
 const HELP: &str = "\
@@ -19,6 +29,7 @@ Type a message and press Enter; the answer streams, and the exchange is saved.
   a line ending in \\   continues on the next line (so does Alt-Enter)
   \"\"\" ... \"\"\"           everything between two \"\"\" lines is one message
   Ctrl-C              stop the answer (kept as interrupted); at the prompt, clear the line
+  typing + Enter      while an answer streams: steer it (queued, then taken by the engine)
   Ctrl-D, /quit       leave
   /clear              clear the context: later turns send nothing from before
   /fork [N]           continue in a new session made of the first N exchanges (default all)
@@ -78,7 +89,11 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
         // A cancel of its own for each turn: a Ctrl-C at the prompt belongs to no turn.
         let cancel = Cancel::new();
         let route = signals::route_to(&cancel)?;
-        let shown = match turn::ask(&settings, &store, &ask, &mut terminal, &cancel) {
+        let inbox = Inbox::new();
+        let typed = std::io::stdin().is_terminal().then(|| Typed::start(&inbox));
+        let asked = turn::ask_steered(&settings, &store, &ask, &inbox, &mut terminal, &cancel);
+        drop(typed);
+        let shown = match asked {
             Ok(outcome) => {
                 session = Some(outcome.session.clone());
                 terminal.finish(&outcome).map(|_| println!())
@@ -94,6 +109,56 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
         store.make_private(&history);
     }
     Ok(exit::OK)
+}
+
+/// Reads the lines typed while a turn runs and queues each as a steer, until dropped. It polls,
+/// so that it stops before the line editor reads again and never takes a line meant for it.
+struct Typed {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Typed {
+    fn start(inbox: &Inbox) -> Typed {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (stopped, inbox) = (stop.clone(), inbox.clone());
+        let thread = std::thread::spawn(move || {
+            let stdin = std::io::stdin();
+            let mut line = Vec::new();
+            let mut buf = [0u8; 4096];
+            let tick = rustix::event::Timespec { tv_sec: 0, tv_nsec: 50_000_000 };
+            while !stopped.load(Ordering::SeqCst) {
+                let mut fds = [rustix::event::PollFd::new(&stdin, rustix::event::PollFlags::IN)];
+                match rustix::event::poll(&mut fds, Some(&tick)) {
+                    Ok(0) | Err(rustix::io::Errno::INTR) => continue,
+                    Ok(_) => {}
+                    Err(_) => return,
+                }
+                // In line mode a read returns at most the line that was just completed.
+                let n = match rustix::io::read(stdin.as_fd(), &mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => n,
+                };
+                line.extend_from_slice(&buf[..n]);
+                while let Some(end) = memchr::memchr(b'\n', &line) {
+                    let typed: Vec<u8> = line.drain(..=end).collect();
+                    if let Ok(text) = steer::validate(typed) {
+                        inbox.push(text.trim_end_matches(['\r', '\n']).to_string());
+                    }
+                }
+            }
+        });
+        Typed { stop, thread: Some(thread) }
+    }
+}
+
+impl Drop for Typed {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 enum Flow {

@@ -12,4 +12,5 @@ mod search;
 mod sessions;
 mod shell;
 mod signals;
+mod steer;
 mod terminal;

@@ -87,3 +87,56 @@ fn show_uses_bold_on_a_terminal_unless_no_color() {
     let all = session.exp_eof().unwrap();
     assert!(!all.contains("\u{1b}[1m"), "{all:?}");
 }
+
+#[test]
+fn typing_while_a_chat_answer_streams_steers_it() {
+    let env = TestEnv::new();
+    let go = env.root.path().join("go");
+    let first = format!("say answer one;await {}", go.display());
+    let mut session = in_pty(&env, &["chat"], &[("FAKE_SCRIPT_1", &first)]);
+    session.exp_string("> ").unwrap();
+    session.send_line("q1").unwrap();
+    session.exp_string("answer one").unwrap();
+    // Typed while the answer is still being written.
+    session.send_line("focus on JWT").unwrap();
+    session.exp_string("steer queued: focus on JWT").unwrap();
+    std::fs::write(&go, "").unwrap();
+    session.exp_string("steer taken: focus on JWT").unwrap();
+    session.exp_string("ECHO: focus on JWT").unwrap();
+    session.exp_string("> ").unwrap();
+    // Back at the prompt, a line is a new turn again, not a steer.
+    session.send_line("q2").unwrap();
+    session.exp_string("ECHO: q2").unwrap();
+    session.exp_string("> ").unwrap();
+    session.send_control('d').unwrap();
+    session.exp_eof().unwrap();
+    let text = env.latest();
+    let order: Vec<usize> = [
+        "## 1. You\n\nq1",
+        "answer one",
+        "## 2. You\n\nfocus on JWT",
+        "ECHO: focus on JWT",
+        "## 3. You\n\nq2",
+        "ECHO: q2",
+    ]
+    .iter()
+    .map(|part| text.find(part).unwrap_or_else(|| panic!("{part:?} missing:\n{text}")))
+    .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}\n{text}");
+    assert_eq!(env.calls().len(), 2, "the steer went to the running claude");
+}
+
+#[test]
+fn ctrl_c_still_stops_a_chat_answer() {
+    let env = TestEnv::new();
+    let mut session = in_pty(&env, &["chat"], &[("FAKE_SCRIPT", "say partial;hang")]);
+    session.exp_string("> ").unwrap();
+    session.send_line("q1").unwrap();
+    session.exp_string("partial").unwrap();
+    session.send_control('c').unwrap();
+    session.exp_string("interrupted (Ctrl-C)").unwrap();
+    session.exp_string("> ").unwrap();
+    session.send_control('d').unwrap();
+    session.exp_eof().unwrap();
+    assert!(env.latest().contains("<!-- cca:interrupted "));
+}

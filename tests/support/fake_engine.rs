@@ -263,8 +263,7 @@ fn main() {
     }
     out.end();
     // Like claude: each further user line is a new answer in the same process.
-    while streaming {
-        let Some(text) = user_line(&mut lines) else { break };
+    while let Some(text) = streaming.then(|| user_line(&mut lines)).flatten() {
         log.steer(&text);
         out.text.clear();
         out.in_message = false;
