@@ -405,6 +405,58 @@ mod tests {
             .collect()
     }
 
+    /// Measured with claude-code 2.1.329 (`--replay-user-messages`): the prompt is echoed when
+    /// taken; two steers that waited together come back as one message of two text blocks, and
+    /// start a new answer with its own `result`.
+    #[test]
+    fn echoed_user_messages_are_taken_steers() {
+        let replay = |texts: &[&str]| {
+            let blocks: Vec<Value> =
+                texts.iter().map(|t| json!({"type": "text", "text": t})).collect();
+            json!({"type": "user", "message": {"role": "user", "content": blocks}, "isReplay": true})
+        };
+        let delta = |text: &str| json!({"type": "stream_event", "event": {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}});
+        let start = |id: &str| json!({"type": "stream_event", "event": {"type": "message_start", "message": {"id": id}}});
+        let result = json!({"type": "result", "is_error": false, "result": "x", "usage": {}});
+        let lines = [
+            replay(&["the prompt"]),
+            start("m1"),
+            delta("one"),
+            result.clone(),
+            replay(&["steer one\n", "steer two"]),
+            start("m2"),
+            delta("two"),
+            result,
+        ];
+        let sample: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let out = decode(&sample);
+        let kept: Vec<&Output> = out
+            .iter()
+            .filter(|o| matches!(o, Output::Text(_) | Output::Taken(_) | Output::AnswerEnd))
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                &Output::Taken(1),
+                &Output::Text("one".into()),
+                &Output::AnswerEnd,
+                &Output::Taken(2),
+                // No paragraph break carried into the next answer.
+                &Output::Text("two".into()),
+                &Output::AnswerEnd,
+            ]
+        );
+    }
+
+    #[test]
+    fn the_prompt_is_one_stream_json_user_line() {
+        let line = user_line("a \"quoted\"\nquestion");
+        assert!(line.ends_with('\n') && line.matches('\n').count() == 1, "{line}");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["type"], "user");
+        assert_eq!(v["message"]["content"][0]["text"], "a \"quoted\"\nquestion");
+    }
+
     #[test]
     fn success_streams_the_deltas_once() {
         let out = decode(include_str!("../../tests/fixtures/claude-stream-json-success.jsonl"));
