@@ -5,10 +5,11 @@
 //! the terminal delivers (it is in its ordinary line mode then, echoing what is typed) and
 //! queues each as a steer of the running turn.
 
+use std::collections::VecDeque;
 use std::io::IsTerminal;
 use std::os::fd::AsFd;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 use rustyline::error::ReadlineError;
@@ -57,12 +58,17 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
             "cca chat · a new session starts with your first message · /help for help, Ctrl-D to leave"
         ),
     }
+    // Commands typed while an answer streamed, run once it is saved.
+    let mut deferred: VecDeque<String> = VecDeque::new();
     loop {
-        let line = match editor.readline("> ") {
-            Ok(line) => line,
-            Err(ReadlineError::Interrupted) => continue,
-            Err(ReadlineError::Eof) => break,
-            Err(e) => return Err(e).context("cannot read from the terminal"),
+        let line = match deferred.pop_front() {
+            Some(line) => line,
+            None => match editor.readline("> ") {
+                Ok(line) => line,
+                Err(ReadlineError::Interrupted) => continue,
+                Err(ReadlineError::Eof) => break,
+                Err(e) => return Err(e).context("cannot read from the terminal"),
+            },
         };
         let message = unfold(&line);
         if message.trim().is_empty() {
@@ -92,7 +98,7 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
         let inbox = Inbox::new();
         let typed = std::io::stdin().is_terminal().then(|| Typed::start(&inbox));
         let asked = turn::ask_steered(&settings, &store, &ask, &inbox, &mut terminal, &cancel);
-        drop(typed);
+        deferred.extend(typed.map(Typed::finish).unwrap_or_default());
         let shown = match asked {
             Ok(outcome) => {
                 session = Some(outcome.session.clone());
@@ -113,15 +119,18 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
 
 /// Reads the lines typed while a turn runs and queues each as a steer, until dropped. It polls,
 /// so that it stops before the line editor reads again and never takes a line meant for it.
+/// A `/command` is not a steer: it is kept for the chat to run after the turn.
 struct Typed {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
+    commands: Arc<Mutex<Vec<String>>>,
 }
 
 impl Typed {
     fn start(inbox: &Inbox) -> Typed {
         let stop = Arc::new(AtomicBool::new(false));
-        let (stopped, inbox) = (stop.clone(), inbox.clone());
+        let commands = Arc::new(Mutex::new(Vec::new()));
+        let (stopped, inbox, kept) = (stop.clone(), inbox.clone(), commands.clone());
         let thread = std::thread::spawn(move || {
             let stdin = std::io::stdin();
             let mut line = Vec::new();
@@ -142,22 +151,36 @@ impl Typed {
                 line.extend_from_slice(&buf[..n]);
                 while let Some(end) = memchr::memchr(b'\n', &line) {
                     let typed: Vec<u8> = line.drain(..=end).collect();
-                    if let Ok(text) = steer::validate(typed) {
-                        inbox.push(text.trim_end_matches(['\r', '\n']).to_string());
+                    let Ok(text) = steer::validate(typed) else { continue };
+                    let text = text.trim_end_matches(['\r', '\n']).to_string();
+                    if text.trim_start().starts_with('/') {
+                        kept.lock().unwrap_or_else(|e| e.into_inner()).push(text);
+                    } else {
+                        inbox.push(text);
                     }
                 }
             }
         });
-        Typed { stop, thread: Some(thread) }
+        Typed { stop, thread: Some(thread), commands }
+    }
+
+    /// Stops reading, and gives the commands typed meanwhile.
+    fn finish(mut self) -> Vec<String> {
+        self.stop_reading();
+        std::mem::take(&mut *self.commands.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn stop_reading(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
     }
 }
 
 impl Drop for Typed {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        self.stop_reading();
     }
 }
 

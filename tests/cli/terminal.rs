@@ -100,9 +100,12 @@ fn typing_while_a_chat_answer_streams_steers_it() {
     // Typed while the answer is still being written.
     session.send_line("focus on JWT").unwrap();
     session.exp_string("steer queued: focus on JWT").unwrap();
+    // A command typed meanwhile is no steer: it runs once the turn is saved.
+    session.send_line("/session").unwrap();
     std::fs::write(&go, "").unwrap();
     session.exp_string("steer taken: focus on JWT").unwrap();
     session.exp_string("ECHO: focus on JWT").unwrap();
+    session.exp_string(&format!("cca: session {STAMP}: ")).unwrap();
     session.exp_string("> ").unwrap();
     // Back at the prompt, a line is a new turn again, not a steer.
     session.send_line("q2").unwrap();
@@ -123,7 +126,9 @@ fn typing_while_a_chat_answer_streams_steers_it() {
     .map(|part| text.find(part).unwrap_or_else(|| panic!("{part:?} missing:\n{text}")))
     .collect();
     assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}\n{text}");
-    assert_eq!(env.calls().len(), 2, "the steer went to the running claude");
+    let calls = env.calls();
+    assert_eq!(calls.len(), 2, "the steer went to the running claude");
+    assert_eq!(calls[0]["steers"], serde_json::json!(["focus on JWT"]), "/session is no steer");
 }
 
 #[test]
