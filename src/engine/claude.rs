@@ -168,6 +168,8 @@ pub struct Decoder {
     result_seen: bool,
     /// A user message was taken already (the prompt): the next one starts a new answer.
     taken_any: bool,
+    /// `total_cost_usd` of the last `result`: claude adds up the answers of one process.
+    cost_so_far: f64,
     /// The text of an API error message, if claude reported one.
     api_error: Option<String>,
 }
@@ -218,7 +220,13 @@ impl Decoder {
                 out.push(Output::Usage(Usage {
                     input_tokens: usage["input_tokens"].as_u64(),
                     output_tokens: usage["output_tokens"].as_u64(),
-                    cost_usd: v["total_cost_usd"].as_f64(),
+                    // The total of the process so far (measured): this answer's share is what
+                    // it added since the last `result`.
+                    cost_usd: v["total_cost_usd"].as_f64().map(|total| {
+                        let cost = total - self.cost_so_far;
+                        self.cost_so_far = total;
+                        cost
+                    }),
                 }));
                 if v["is_error"].as_bool() == Some(true) {
                     let reason = v["result"]
@@ -417,16 +425,16 @@ mod tests {
         };
         let delta = |text: &str| json!({"type": "stream_event", "event": {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}});
         let start = |id: &str| json!({"type": "stream_event", "event": {"type": "message_start", "message": {"id": id}}});
-        let result = json!({"type": "result", "is_error": false, "result": "x", "usage": {}});
+        let result = |total: f64| json!({"type": "result", "is_error": false, "result": "x", "usage": {}, "total_cost_usd": total});
         let lines = [
             replay(&["the prompt"]),
             start("m1"),
             delta("one"),
-            result.clone(),
+            result(0.25),
             replay(&["steer one\n", "steer two"]),
             start("m2"),
             delta("two"),
-            result,
+            result(0.75),
         ];
         let sample: String = lines.iter().map(|l| format!("{l}\n")).collect();
         let out = decode(&sample);
@@ -446,6 +454,11 @@ mod tests {
                 &Output::AnswerEnd,
             ]
         );
+        let costs: Vec<Option<f64>> = out
+            .iter()
+            .filter_map(|o| if let Output::Usage(u) = o { Some(u.cost_usd) } else { None })
+            .collect();
+        assert_eq!(costs, [Some(0.25), Some(0.5)], "each answer costs what it added");
     }
 
     #[test]

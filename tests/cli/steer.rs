@@ -99,6 +99,8 @@ fn a_steer_during_a_claude_answer_is_answered_next_by_the_same_process() {
         [user("q1"), answer("answer one"), user("focus on JWT"), answer("ECHO: focus on JWT")]
     );
     assert!(sockets(&env).is_empty(), "{:?}", sockets(&env));
+    // Each answer is recorded with its own cost (claude reports the process's running total).
+    assert_eq!(env.latest().matches("\"cost_usd\":0.0015}").count(), 2, "{}", env.latest());
 
     // The next turn's history is the conversation as the engine saw it.
     env.run(&["search", "-r", "next"]).ok();

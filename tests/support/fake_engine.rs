@@ -99,7 +99,7 @@ fn main() {
         log.write();
     }
 
-    let mut out = Out { format, in_message: false, tools: 0, text: String::new() };
+    let mut out = Out { format, in_message: false, tools: 0, text: String::new(), answers: 0 };
     out.start();
     if replay {
         out.replay(&stdin);
@@ -380,6 +380,7 @@ struct Out {
     in_message: bool,
     tools: usize,
     text: String,
+    answers: u32,
 }
 
 impl Out {
@@ -476,6 +477,8 @@ impl Out {
     }
 
     fn end(&mut self) {
+        // claude's total_cost_usd adds up the answers of one process.
+        self.answers += 1;
         match self.format {
             Format::Claude => {
                 if self.in_message {
@@ -483,7 +486,7 @@ impl Out {
                     self.line(serde_json::json!({"type":"assistant","message":{"id":id,"role":"assistant","content":[{"type":"text","text":self.text}]}}));
                     self.line(serde_json::json!({"type":"stream_event","event":{"type":"message_stop"}}));
                 }
-                self.line(serde_json::json!({"type":"result","subtype":"success","is_error":false,"result":self.text,"usage":{"input_tokens":12,"output_tokens":34},"total_cost_usd":0.0015}));
+                self.line(serde_json::json!({"type":"result","subtype":"success","is_error":false,"result":self.text,"usage":{"input_tokens":12,"output_tokens":34},"total_cost_usd":0.0015 * self.answers as f64}));
             }
             Format::Gemini => self.line(serde_json::json!({"type":"result","status":"success","stats":{"input_tokens":12,"output_tokens":34}})),
             Format::Text => {}
