@@ -148,6 +148,21 @@ fn two_steers_are_taken_in_order() {
     assert_eq!(env.calls()[0]["steers"], serde_json::json!(["first steer", "second steer"]));
 }
 
+#[test]
+fn steers_claude_takes_together_are_one_question() {
+    let env = TestEnv::new();
+    let cca =
+        start(&env, &["search", "q1"], &[("FAKE_SCRIPT", "say part one;take 2;say part two")]);
+    steer(&env, "first steer").ok();
+    steer(&env, "second steer").ok();
+    let out = finish(cca);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(
+        records(&env),
+        [user("q1"), answer("part one"), user("first steer\n\nsecond steer"), answer("part two"),]
+    );
+}
+
 /// gemini and command engines read their stdin once: a steer is the next turn, asked by the
 /// running cca with the full history.
 fn next_turn(env: &TestEnv, args: &[&str]) {
@@ -189,11 +204,15 @@ fn a_command_engine_answers_a_steer_as_the_next_turn() {
 fn ctrl_c_keeps_a_pending_steer_as_not_answered() {
     for engine in ["claude", "gemini"] {
         let env = TestEnv::new();
-        let cca = start(
+        let mut cca = start(
             &env,
             &["search", "--engine", engine, "q1"],
             &[("FAKE_SCRIPT", "say partial;hang")],
         );
+        // The partial answer is out before the steer and the Ctrl-C.
+        let mut seen = [0u8; 7];
+        std::io::Read::read_exact(cca.0.stdout.as_mut().unwrap(), &mut seen).unwrap();
+        assert_eq!(&seen, b"partial");
         steer(&env, "never taken").ok();
         cca.signal(Signal::INT);
         let out = finish(cca);

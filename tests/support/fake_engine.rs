@@ -30,8 +30,9 @@
 //! drain             read stdin to its end in small pieces, keeping none of it (implies nostdin)
 //! eof-stamp FILE    write the wall-clock time (ns) to FILE: after `drain`, when stdin ended
 //! stamps N MS       answer N lines `T<ns>`, each stamped with the time it is written, MS apart
-//! take              claude with `--input-format stream-json`: wait for the next user line and
-//!                   take it inside this answer (as claude does after a tool call)
+//! take [N]          claude with `--input-format stream-json`: wait for the next N user lines
+//!                   (default 1) and take them inside this answer, as one message (as claude
+//!                   does after a tool call with the lines that waited)
 //! ```
 //!
 //! As `claude` with `--input-format stream-json` it reads user lines as the real one does: the
@@ -249,14 +250,16 @@ fn main() {
                 }
             }
             "take" => {
-                if let Some(text) = user_line(&mut lines) {
-                    log.steer(&text);
-                    if replay {
-                        out.replay(&text);
-                    }
-                    out.in_message = false;
-                    out.tools += 1;
+                let n: usize = if arg.is_empty() { 1 } else { arg.parse().expect("take N") };
+                let texts: Vec<String> = (0..n).map_while(|_| user_line(&mut lines)).collect();
+                for text in &texts {
+                    log.steer(text);
                 }
+                if replay && !texts.is_empty() {
+                    out.replay_all(&texts);
+                }
+                out.in_message = false;
+                out.tools += 1;
             }
             other => panic!("fake engine: unknown step `{other}`"),
         }
@@ -398,7 +401,14 @@ impl Out {
 
     /// claude's echo of a user message it took (`--replay-user-messages`).
     fn replay(&self, text: &str) {
-        self.line(serde_json::json!({"type":"user","message":{"role":"user","content":[{"type":"text","text":text}]},"parent_tool_use_id":null,"isReplay":true}));
+        self.replay_all(&[text.to_string()]);
+    }
+
+    /// Messages taken together are echoed as one, a text block each.
+    fn replay_all(&self, texts: &[String]) {
+        let blocks: Vec<serde_json::Value> =
+            texts.iter().map(|t| serde_json::json!({"type":"text","text":t})).collect();
+        self.line(serde_json::json!({"type":"user","message":{"role":"user","content":blocks},"parent_tool_use_id":null,"isReplay":true}));
     }
 
     fn say(&mut self, text: &str) {
