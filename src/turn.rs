@@ -207,14 +207,12 @@ pub fn ask_steered(
                 io::Seek::seek(file, io::SeekFrom::Start(earlier.range.start))
                     .context("cannot read back the answer")?;
                 let mut part = Read::take(&mut *file, earlier.range.end - earlier.range.start);
-                record_outcome(
-                    &mut appender,
-                    &answering,
-                    &Ended::earlier(earlier),
-                    Some(&mut part),
-                    turn,
-                )?;
-                turn += 1;
+                let earlier_ended = Ended::earlier(earlier);
+                record_outcome(&mut appender, &answering, &earlier_ended, Some(&mut part), turn)?;
+                // Headings number exchanges: an attempt without an answer is not one.
+                if matches!(earlier_ended.verdict, Verdict::Answered) {
+                    turn += 1;
+                }
                 appender.append(user_record(&earlier.steer, settings, turn).as_bytes())?;
             }
             io::Seek::seek(file, io::SeekFrom::Start(last))
@@ -250,15 +248,15 @@ pub fn ask_steered(
     };
     drop(listener);
     not_taken.append(&mut inbox.take_all());
+    let attempt = if matches!(ended.verdict, Verdict::Answered) { turn + 1 } else { turn };
     for text in &not_taken {
-        turn += 1;
         let reason = match &ended.verdict {
             Verdict::Interrupted { why } => {
                 format!("a steer not taken: interrupted ({})", why.name())
             }
             _ => format!("a steer not taken: {} did not answer", engine.name),
         };
-        let records = user_record(text, settings, turn)
+        let records = user_record(text, settings, attempt)
             + &transcript::render_record(
                 &Record {
                     kind: Kind::Failed,
@@ -269,7 +267,7 @@ pub fn ask_steered(
                     },
                     content: String::new(),
                 },
-                turn,
+                attempt,
             );
         appender.append(records.as_bytes())?;
         observer.event(Event::Steer(Steered::NotTaken(text)));

@@ -233,6 +233,14 @@ fn ctrl_c_keeps_a_pending_steer_as_not_answered() {
                 (Kind::Failed, String::new()),
             ]
         );
+        let text = env.latest();
+        assert!(
+            text.contains("## 1. You\n\nnever taken\n")
+                && text.contains(
+                    "### 1. No answer (not sent again): a steer not taken: interrupted (Ctrl-C)"
+                ),
+            "{text}"
+        );
         assert!(sockets(&env).is_empty());
         // Never replayed.
         env.run(&["search", "-r", "next"]).ok();
