@@ -22,6 +22,8 @@ pub struct Call<'a> {
     pub live: &'a std::sync::Arc<Live>,
     pub attachments: &'a [crate::turn::Attachment],
     pub query: &'a str,
+    /// Steers for the turn, if it takes any.
+    pub inbox: Option<&'a crate::steer::Inbox>,
 }
 
 /// Runs the call. Errors mean the engine did not run (or its output could not be kept).
@@ -77,6 +79,8 @@ pub fn call(c: &Call, cancel: &Cancel, progress: &mut dyn FnMut(Progress)) -> Re
         stdin: invocation.stdin,
         transcript,
         grace: s.settings.grace,
+        stream_line: s.engine.spec.streams_input,
+        inbox: c.inbox.cloned(),
     };
     let decoder = (s.engine.spec.decoder)();
     let outcome = run::run(spawn, decoder, s.store.scratch_file()?, cancel, progress)?;

@@ -55,6 +55,12 @@ pub struct Cli {
     pub command: Command,
 }
 
+const STEER_EXAMPLES: &str = "\
+Examples:
+  cca search \"review the auth module\"      # in one terminal, while it answers:
+  cca steer \"focus on JWT validation\"      # in another
+  echo \"skip the tests\" | cca steer --session 20261121-101500";
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Ask a question: starts a new session, or continues one with --resume
@@ -72,6 +78,23 @@ pub enum Command {
     /// inserts a newline. Ctrl-C stops an answer (kept as interrupted) and returns to the
     /// prompt; Ctrl-D leaves. Commands: /clear, /fork [N], /session [ID], /help, /quit.
     Chat(ChatArgs),
+
+    /// Steer the answer being written: send a message to the turn running in a session
+    ///
+    /// The message goes to the cca answering in the session (default: the one `,` continues,
+    /// $CCA_SESSION, else latest), from any terminal. claude takes it while it works: after its
+    /// next tool call, or right after the current answer; other engines answer it as the next
+    /// turn, asked at once by the running cca. The transcript records it where the engine saw
+    /// it. Exits 0 once the running cca has the message, 1 when no turn runs in the session.
+    #[command(after_long_help = STEER_EXAMPLES)]
+    Steer {
+        /// The session: an id, or any unique start of one [default: $CCA_SESSION, else latest]
+        #[arg(short, long, value_name = "ID", add = session_candidates())]
+        session: Option<String>,
+        /// The message; read from stdin when not given
+        #[arg(value_name = "MESSAGE")]
+        message: Vec<String>,
+    },
 
     /// Serve editors over the Agent Client Protocol (ACP) on stdin and stdout
     ///

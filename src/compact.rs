@@ -58,7 +58,14 @@ pub fn compact(
          as your instructions say. Output only the summary."
     );
     let outcome = call::call(
-        &Call { session: ctx, system: &prompt.text, live: &fold, attachments: &[], query: &query },
+        &Call {
+            session: ctx,
+            system: &prompt.text,
+            live: &fold,
+            attachments: &[],
+            query: &query,
+            inbox: None,
+        },
         cancel,
         progress,
     )?;

@@ -31,6 +31,7 @@ pub mod render;
 pub(crate) mod run;
 pub(crate) mod session;
 pub(crate) mod shell;
+pub(crate) mod steer;
 pub(crate) mod store;
 pub mod transcript;
 pub(crate) mod turn;

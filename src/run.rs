@@ -8,9 +8,11 @@
 //! cancel; nothing of the group outlives a turn. Nothing here prints: what happens is reported
 //! through a callback, and the front end decides what the user sees.
 
+use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Read, Write};
+use std::ops::Range;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
@@ -28,6 +30,7 @@ use crate::config::Settings;
 use crate::engine::{Decoder, EngineConfig, Output, ToolCall, Usage};
 use crate::error::{Failure, exit};
 use crate::frame::{self, Piece};
+use crate::steer::{Inbox, Steered};
 
 /// How much of the engine's stderr is kept for error messages.
 const STDERR_TAIL: usize = 8 * 1024;
@@ -139,6 +142,12 @@ pub struct Spawn {
     pub transcript: File,
     /// How long the group has between SIGTERM and SIGKILL.
     pub grace: Duration,
+    /// For an engine that reads input while it runs: how to write a user message. The framed
+    /// prompt is the first; stdin then stays open for steers until every message was taken and
+    /// answered.
+    pub stream_line: Option<fn(&str) -> String>,
+    /// Steers for this turn, if it takes any.
+    pub inbox: Option<Inbox>,
 }
 
 /// What the engine shows while it runs, as it happens.
@@ -154,12 +163,32 @@ pub enum Progress<'a> {
     Retry(&'a str),
     /// A stop was asked for and the engine is being ended.
     Stopping,
+    /// A steer arrived, or the engine took it.
+    Steer(Steered<'a>),
+}
+
+/// An answer the engine ended by taking a steer: it gave more than one in this run.
+#[derive(Debug)]
+pub struct Earlier {
+    /// Its bytes in the answer file.
+    pub range: Range<u64>,
+    pub has_text: bool,
+    pub usage: Usage,
+    pub engine_error: Option<String>,
+    pub duration: Duration,
+    /// The message(s) the engine took right after it, one user message for the engine.
+    pub steer: String,
 }
 
 /// What happened.
 pub struct Outcome {
+    /// Answers the engine gave before the last one, each followed by the steer it took then
+    /// (empty unless the engine reads input while it runs).
+    pub earlier: Vec<Earlier>,
+    /// Steers written to the engine that it never took (the run ended first).
+    pub untaken: Vec<String>,
     /// The answer as the transcript keeps it (the printed text and a block per tool call, see
-    /// `answer`), rewound to its start.
+    /// `answer`), positioned at the start of the last answer (the earlier ones come before it).
     pub answer: File,
     /// Whether the answer holds anything but whitespace.
     pub answer_has_text: bool,
@@ -250,10 +279,28 @@ pub fn run(
     let transcript = spawn.transcript;
     let pieces = spawn.stdin;
     let feed_tx = tx.clone();
+    let stream_line = spawn.stream_line;
+    let inbox = spawn.inbox;
+    // Steers for the engine's stdin; dropping the sender closes it.
+    let (more_tx, more_rx) = mpsc::channel::<String>();
+    let mut more = stream_line.map(|_| more_tx);
     thread::spawn(move || {
         let mut stdin = io::BufWriter::with_capacity(64 * 1024, stdin);
         let source = frame::Windowed::new(transcript);
-        let result = frame::write(&pieces, &source, &mut stdin).and_then(|_| stdin.flush());
+        let result = match stream_line {
+            None => frame::write(&pieces, &source, &mut stdin).and_then(|_| stdin.flush()),
+            Some(line) => (|| {
+                let mut framed = Vec::new();
+                frame::write(&pieces, &source, &mut framed)?;
+                stdin.write_all(line(&String::from_utf8_lossy(&framed)).as_bytes())?;
+                stdin.flush()?;
+                for text in more_rx {
+                    stdin.write_all(line(&text).as_bytes())?;
+                    stdin.flush()?;
+                }
+                Ok(())
+            })(),
+        };
         match result {
             // The engine may stop reading early (it failed, or it needs no more): not ours to report.
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
@@ -270,10 +317,26 @@ pub fn run(
         let _ = wait_tx.send(Pipe::Exited(child.wait()));
     });
 
-    let mut state = Turn::default();
+    let mut state = Turn { split_at: Some(started), ..Turn::default() };
     let mut ending = Ending::default();
     let mut outputs = Vec::new();
     loop {
+        if let Some(inbox) = &inbox {
+            for text in inbox.fresh() {
+                progress(Progress::Steer(Steered::Queued(&text)));
+            }
+            if let Some(more) = more.as_ref().filter(|_| ending.interrupted.is_none()) {
+                for text in inbox.take_all() {
+                    // A send fails only when the feeder is gone; the steer then stays untaken.
+                    let _ = more.send(text.clone());
+                    state.stream.written.push_back(text);
+                }
+            }
+        }
+        // Every message taken and answered, none waiting: the engine may end.
+        if more.is_some() && state.stream.done() && inbox.as_ref().is_none_or(Inbox::is_empty) {
+            more = None;
+        }
         if let Some(why) = cancel.requested() {
             if ending.interrupted.is_none() {
                 ending.interrupted = Some(why);
@@ -346,11 +409,16 @@ pub fn run(
     }
     stop_leftovers(group, ending.interrupted.is_some() || ending.group_termed, grace);
 
+    drop(more);
     let rest = state.kept.finish();
     state.keep(&mut answer, rest.as_bytes())?;
     answer.flush().context("cannot write the answer's scratch file")?;
-    io::Seek::rewind(&mut answer).context("cannot read back the answer")?;
+    let start = state.earlier.last().map_or(0, |e| e.range.end);
+    io::Seek::seek(&mut answer, io::SeekFrom::Start(start))
+        .context("cannot read back the answer")?;
     Ok(Outcome {
+        earlier: std::mem::take(&mut state.earlier),
+        untaken: state.stream.written.drain(..).collect(),
         answer,
         answer_has_text: state.answer_has_text,
         status: ending.status,
@@ -359,7 +427,7 @@ pub fn run(
         usage: state.usage,
         stderr_tail: String::from_utf8_lossy(&state.stderr_tail).into_owned(),
         interrupted: ending.interrupted,
-        duration: started.elapsed(),
+        duration: state.split_at.map_or(started.elapsed(), |at| at.elapsed()),
         feed_error: ending.feed_error,
     })
 }
@@ -430,9 +498,33 @@ fn stop_leftovers(group: Pid, already_termed: bool, grace: Duration) {
     signal_group(group, Signal::KILL);
 }
 
+/// Where an engine that reads input while it runs is with the messages sent to it.
+#[derive(Default)]
+struct Stream {
+    /// The prompt was taken (claude echoed it).
+    prompt_taken: bool,
+    /// Steers written to the engine and not yet taken, oldest first.
+    written: VecDeque<String>,
+    /// An answer is being written (a message was taken and its `result` has not come).
+    answering: bool,
+}
+
+impl Stream {
+    /// Nothing sent is waiting to be taken or answered.
+    fn done(&self) -> bool {
+        self.prompt_taken && self.written.is_empty() && !self.answering
+    }
+}
+
 /// The turn's running state, fed by the decoder's outputs.
 #[derive(Default)]
 struct Turn {
+    stream: Stream,
+    earlier: Vec<Earlier>,
+    /// The answer file's length: where the current answer's bytes end so far.
+    len: u64,
+    /// When the current answer started.
+    split_at: Option<Instant>,
     answer_has_text: bool,
     kept: answer::Kept,
     usage: Usage,
@@ -469,6 +561,12 @@ impl Turn {
                 Output::Error(e) => self.engine_error = Some(e),
                 Output::Usage(u) => self.usage = u,
                 Output::Session(id) => self.engine_session = Some(id),
+                Output::Taken(n) => self.taken(n, progress, answer)?,
+                Output::AnswerEnd => {
+                    // An engine that never echoes what it takes: the answer still ends the run.
+                    self.stream.prompt_taken = true;
+                    self.stream.answering = false;
+                }
             }
         }
         Ok(())
@@ -477,7 +575,46 @@ impl Turn {
     fn keep(&mut self, answer: &mut File, bytes: &[u8]) -> Result<()> {
         if !bytes.is_empty() {
             answer.write_all(bytes).context("cannot write the answer's scratch file")?;
+            self.len += bytes.len() as u64;
         }
+        Ok(())
+    }
+
+    /// The engine took `n` user messages: the prompt, or steers. A steer ends the answer so
+    /// far; what follows answers it.
+    fn taken(
+        &mut self,
+        n: usize,
+        progress: &mut dyn FnMut(Progress),
+        answer: &mut File,
+    ) -> Result<()> {
+        self.stream.answering = true;
+        let mut n = n;
+        if !self.stream.prompt_taken {
+            self.stream.prompt_taken = true;
+            n -= 1;
+        }
+        let n = n.min(self.stream.written.len());
+        if n == 0 {
+            return Ok(());
+        }
+        let steer: Vec<String> = self.stream.written.drain(..n).collect();
+        let steer = steer.join("\n\n");
+        let rest = std::mem::take(&mut self.kept).finish();
+        self.keep(answer, rest.as_bytes())?;
+        let start = self.earlier.last().map_or(0, |e| e.range.end);
+        let now = Instant::now();
+        let since = self.split_at.unwrap_or(now);
+        self.earlier.push(Earlier {
+            range: start..self.len,
+            has_text: std::mem::take(&mut self.answer_has_text),
+            usage: std::mem::take(&mut self.usage),
+            engine_error: self.engine_error.take(),
+            duration: now.duration_since(since),
+            steer,
+        });
+        self.split_at = Some(now);
+        progress(Progress::Steer(Steered::Taken(&self.earlier.last().expect("pushed").steer)));
         Ok(())
     }
 

@@ -62,6 +62,7 @@ pub fn create(
 }
 
 /// A session and the engine (and model) that answers in it.
+#[derive(Clone, Copy)]
 pub struct Session<'a> {
     pub settings: &'a Settings,
     pub store: &'a Store,

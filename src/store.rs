@@ -13,6 +13,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -586,6 +587,59 @@ impl Store {
             .with_context(|| format!("cannot create a folder in {}", self.home.display()))
     }
 
+    /// `$CCA_HOME/run/`: the endpoints of running turns (steer sockets).
+    pub fn run_dir(&self) -> PathBuf {
+        self.home.join("run")
+    }
+
+    /// Where the turn running in a session listens for steers.
+    pub fn steer_socket_path(&self, id: &str) -> PathBuf {
+        self.run_dir().join(format!("{id}.sock"))
+    }
+
+    /// Listens for steers to the turn running in a session. Called under the session lock, so a
+    /// socket already there is a stale one (its cca died): it is removed. The folder is 0700 and
+    /// must be this user's; the socket goes away when the returned guard is dropped.
+    pub fn listen_steer(&self, id: &str) -> Result<SteerSocket> {
+        let dir = self.run_dir();
+        make_private_dir(&dir)?;
+        let meta =
+            fs::symlink_metadata(&dir).with_context(|| format!("cannot read {}", dir.display()))?;
+        check_private_dir(&dir, &meta, rustix::process::geteuid().as_raw())?;
+        if meta.permissions().mode() & 0o777 != DIR_MODE {
+            set_mode(&dir, DIR_MODE)?;
+        }
+        let path = self.steer_socket_path(id);
+        match fs::remove_file(&path) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("cannot remove {}", path.display()));
+            }
+            _ => {}
+        }
+        let listener = UnixListener::bind(&path)
+            .with_context(|| format!("cannot listen on {}", path.display()))?;
+        set_mode(&path, FILE_MODE)?;
+        Ok(SteerSocket { listener, path })
+    }
+
+    /// Connects to the turn running in a session; `None` when none runs there (no socket, or a
+    /// stale one whose cca died: connecting is refused; the next turn there removes it).
+    pub fn connect_steer(&self, id: &str) -> Result<Option<UnixStream>> {
+        let path = self.steer_socket_path(id);
+        match UnixStream::connect(&path) {
+            Ok(stream) => Ok(Some(stream)),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
+                ) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e).with_context(|| format!("cannot connect to {}", path.display())),
+        }
+    }
+
     /// Writes a file inside a folder from [`Self::engine_scratch_dir`].
     pub fn write_private(&self, path: &Path, contents: &[u8]) -> Result<()> {
         let mut file = OpenOptions::new()
@@ -605,6 +659,34 @@ enum Keep {
     /// When it has a checkpoint to record.
     Checkpoints,
     Always,
+}
+
+/// A listening steer socket; removed from the file system when dropped.
+#[derive(Debug)]
+pub struct SteerSocket {
+    pub listener: UnixListener,
+    pub path: PathBuf,
+}
+
+impl Drop for SteerSocket {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// The steer folder must belong to this user: a folder another user owns could hold their
+/// socket, or let them swap ours.
+pub fn check_private_dir(dir: &Path, meta: &fs::Metadata, uid: u32) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    if !meta.is_dir() || meta.uid() != uid {
+        return Err(Failure::new(
+            exit::ERROR,
+            format!("{} is not a folder of this user (uid {uid})", dir.display()),
+        )
+        .hint(format!("remove it (`rm -r {}`); cca makes it again", dir.display()))
+        .into());
+    }
+    Ok(())
 }
 
 /// One session as `cca sessions` shows it. Cached in `$CCA_HOME/index.json` and trusted while

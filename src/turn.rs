@@ -9,11 +9,11 @@
 //! Turns on different sessions may run at once, each on its own thread with its own `Cancel`.
 
 use std::fs::File;
-use std::io::Read;
+use std::io::{self, Read};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::call::{self, Verdict};
 use crate::compact;
@@ -24,6 +24,7 @@ use crate::human::human_bytes;
 use crate::prompt::Prompt;
 use crate::run::{self, Cancel, Progress};
 use crate::session::{self, Session};
+use crate::steer::{self, Inbox, Steered};
 use crate::store::{Appender, Store};
 use crate::transcript::{self, BodyWriter, Kind, Meta, Record, Summary};
 
@@ -89,6 +90,8 @@ pub enum Event<'a> {
     Retry(&'a str),
     /// The turn was asked to stop; the engine is being ended.
     Stopping,
+    /// A steer arrived, was taken by the engine, or was not taken before the turn ended.
+    Steer(Steered<'a>),
 }
 
 /// Receives a turn's events. Called on the turn's own thread.
@@ -101,6 +104,7 @@ pub trait Observer {
 pub struct Outcome {
     pub session: String,
     pub path: PathBuf,
+    /// The exchange the last answer belongs to (steers taken during the turn add exchanges).
     pub turn: u64,
     pub engine: String,
     pub model: Option<String>,
@@ -129,6 +133,23 @@ pub fn ask(
     settings: &Settings,
     store: &Store,
     ask: &Ask,
+    observer: &mut dyn Observer,
+    cancel: &Cancel,
+) -> Result<Outcome> {
+    ask_steered(settings, store, ask, &Inbox::new(), observer, cancel)
+}
+
+/// [`ask`], with steers: while the turn runs it listens for `cca steer` (see `steer`), and
+/// takes messages a front end puts in `inbox` itself. An engine that reads input while it runs
+/// gets each steer at once; otherwise the steers are asked as the next turn, as soon as the
+/// answer is recorded, by this same call. Every answer is recorded, each steer before the
+/// answer to it, in the order the engine saw them. Steers the engine never took (the answer was
+/// interrupted or failed) are kept as attempts that were not answered.
+pub fn ask_steered(
+    settings: &Settings,
+    store: &Store,
+    ask: &Ask,
+    inbox: &Inbox,
     observer: &mut dyn Observer,
     cancel: &Cancel,
 ) -> Result<Outcome> {
@@ -169,32 +190,119 @@ pub fn ask(
 
     // From here on, nothing the user typed may be lost.
     cancel.check()?;
-    let turn = summary.exchanges + 1;
+    let mut turn = summary.exchanges + 1;
     let mut appender = Appender::open(store, &id)?;
     let question = question_records(ask, &now, turn);
     appender.append(question.as_bytes())?;
     observer.event(Event::Recorded { session: &id, created });
-    let session = Session { settings, store, id: &id, engine, model: model.as_deref() };
-    let answering = Answering { session, prompt: &prompt, ask };
-    let (ended, mut answer) = match answering.answer(summary, observer, cancel) {
-        Ok(outcome) => ended(engine, outcome),
-        Err(e) => (Ended::error(&e), None),
-    };
-    if appender.follow_replacement()? {
-        // The editor's version may have been loaded before the question was appended.
-        let kept = appender.contains(question.as_bytes());
-        if !kept {
-            appender.append(question.as_bytes())?;
+    let mut listener = match steer::Listener::start(store, &id, inbox) {
+        Ok(listener) => Some(listener),
+        Err(e) => {
+            let text = format!("warning: this turn cannot be steered: {e:#}");
+            observer.event(Event::Notice { level: Level::Info, text: &text });
+            None
         }
-        let text = format!(
-            "warning: {} was replaced during the turn (an editor saved it as a new file); \
-             the {}outcome is appended to the file now at that path",
-            store.session_path(&id).display(),
-            if kept { "" } else { "question and its " },
-        );
-        observer.event(Event::Notice { level: Level::Warning, text: &text });
+    };
+    let session = Session { settings, store, id: &id, engine, model: model.as_deref() };
+    let (mut summary, mut this) = (summary, ask.clone());
+    let mut not_taken = Vec::new();
+    let ended = loop {
+        let answering = Answering { session, prompt: &prompt, ask: &this, inbox };
+        let (ended, answer, run) = match answering.answer(summary, observer, cancel) {
+            Ok(mut outcome) => {
+                let earlier = std::mem::take(&mut outcome.earlier);
+                not_taken.append(&mut outcome.untaken);
+                let (ended, answer) = ended(engine, outcome);
+                (ended, answer, earlier)
+            }
+            Err(e) => (Ended::error(&e), None, Vec::new()),
+        };
+        if appender.follow_replacement()? {
+            // The editor's version may have been loaded before the question was appended.
+            let kept = appender.contains(question.as_bytes());
+            if !kept {
+                appender.append(question.as_bytes())?;
+            }
+            let text = format!(
+                "warning: {} was replaced during the turn (an editor saved it as a new file); \
+                 the {}outcome is appended to the file now at that path",
+                store.session_path(&id).display(),
+                if kept { "" } else { "question and its " },
+            );
+            observer.event(Event::Notice { level: Level::Warning, text: &text });
+        }
+        let mut answer = answer;
+        if let Some(file) = answer.as_mut() {
+            let last = io::Seek::stream_position(file).context("cannot read back the answer")?;
+            for earlier in &run {
+                io::Seek::seek(file, io::SeekFrom::Start(earlier.range.start))
+                    .context("cannot read back the answer")?;
+                let mut part = Read::take(&mut *file, earlier.range.end - earlier.range.start);
+                let earlier_ended = Ended::earlier(earlier);
+                record_outcome(&mut appender, &answering, &earlier_ended, Some(&mut part), turn)?;
+                // Headings number exchanges: an attempt without an answer is not one.
+                if matches!(earlier_ended.verdict, Verdict::Answered) {
+                    turn += 1;
+                }
+                appender.append(user_record(&earlier.steer, settings, turn).as_bytes())?;
+            }
+            io::Seek::seek(file, io::SeekFrom::Start(last))
+                .context("cannot read back the answer")?;
+        }
+        record_outcome(
+            &mut appender,
+            &answering,
+            &ended,
+            answer.as_mut().map(|f| f as &mut dyn Read),
+            turn,
+        )?;
+        if !matches!(ended.verdict, Verdict::Answered) || cancel.requested().is_some() {
+            break ended;
+        }
+        // Steers that came too late for the engine: the next turn, at once.
+        let mut next = inbox.take_all();
+        if next.is_empty() {
+            if let Some(listener) = listener.as_mut() {
+                listener.close();
+            }
+            next = inbox.take_all();
+        }
+        if next.is_empty() {
+            break ended;
+        }
+        let text = next.join("\n\n");
+        turn += 1;
+        appender.append(user_record(&text, settings, turn).as_bytes())?;
+        observer.event(Event::Steer(Steered::Taken(&text)));
+        summary = store.summarize(&id)?;
+        this = Ask { query: text, attachments: Vec::new(), ..ask.clone() };
+    };
+    drop(listener);
+    not_taken.append(&mut inbox.take_all());
+    let attempt = if matches!(ended.verdict, Verdict::Answered) { turn + 1 } else { turn };
+    for text in &not_taken {
+        let reason = match &ended.verdict {
+            Verdict::Interrupted { why } => {
+                format!("a steer not taken: interrupted ({})", why.name())
+            }
+            _ => format!("a steer not taken: {} did not answer", engine.name),
+        };
+        let records = user_record(text, settings, attempt)
+            + &transcript::render_record(
+                &Record {
+                    kind: Kind::Failed,
+                    meta: Meta {
+                        at: Some(settings.now_string()),
+                        reason: Some(reason),
+                        ..Meta::default()
+                    },
+                    content: String::new(),
+                },
+                attempt,
+            );
+        appender.append(records.as_bytes())?;
+        observer.event(Event::Steer(Steered::NotTaken(text)));
     }
-    record_outcome(&mut appender, &answering, &ended, answer.as_mut(), turn)?;
     Ok(Outcome {
         session: id.clone(),
         path: store.session_path(&id),
@@ -226,6 +334,18 @@ fn open_session(
     }
 }
 
+/// A steer, as the user record it is.
+fn user_record(text: &str, settings: &Settings, turn: u64) -> String {
+    transcript::render_record(
+        &Record {
+            kind: Kind::User,
+            meta: Meta { at: Some(settings.now_string()), ..Meta::default() },
+            content: text.to_string(),
+        },
+        turn,
+    )
+}
+
 /// The question and its attachments, as records to append.
 fn question_records(ask: &Ask, now: &chrono::DateTime<chrono::Utc>, turn: u64) -> String {
     let at = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
@@ -254,6 +374,7 @@ struct Answering<'a> {
     session: Session<'a>,
     prompt: &'a Prompt,
     ask: &'a Ask,
+    inbox: &'a Inbox,
 }
 
 impl Answering<'_> {
@@ -284,6 +405,7 @@ impl Answering<'_> {
             live: &summary.live,
             attachments: &ask.attachments,
             query: &ask.query,
+            inbox: Some(self.inbox),
         };
         call::call(&call, cancel, &mut |progress| {
             observer.event(match progress {
@@ -292,6 +414,7 @@ impl Answering<'_> {
                 Progress::Stderr(bytes) => Event::EngineOutput(bytes),
                 Progress::Retry(note) => Event::Retry(note),
                 Progress::Stopping => Event::Stopping,
+                Progress::Steer(steered) => Event::Steer(steered),
             })
         })
     }
@@ -327,7 +450,8 @@ impl Answering<'_> {
             compact::compact(ctx, &summary, keep, cancel, &mut |progress| match progress {
                 Progress::Stderr(bytes) => observer.event(Event::EngineOutput(bytes)),
                 Progress::Retry(note) => observer.event(Event::Retry(note)),
-                Progress::Text(_) | Progress::Tool(_) | Progress::Stopping => {}
+                Progress::Text(_) | Progress::Tool(_) | Progress::Stopping | Progress::Steer(_) => {
+                }
             });
         match compacted {
             Ok(Some(c)) => {
@@ -371,6 +495,18 @@ struct Ended {
 }
 
 impl Ended {
+    /// An answer the engine ended by taking a steer.
+    fn earlier(e: &run::Earlier) -> Ended {
+        let verdict = match &e.engine_error {
+            Some(error) => Verdict::Failed { reason: error.clone(), hint: None, code: exit::ERROR },
+            None if !e.has_text => {
+                Verdict::Failed { reason: "an empty answer".into(), hint: None, code: exit::ERROR }
+            }
+            None => Verdict::Answered,
+        };
+        Ended { verdict, duration: e.duration, usage: e.usage.clone(), stderr_tail: String::new() }
+    }
+
     /// The engine did not run to an end.
     fn error(e: &anyhow::Error) -> Ended {
         Ended {
@@ -387,7 +523,7 @@ fn record_outcome(
     appender: &mut Appender,
     a: &Answering,
     ended: &Ended,
-    answer: Option<&mut File>,
+    answer: Option<&mut dyn Read>,
     turn: u64,
 ) -> Result<()> {
     let base = Meta {

@@ -1,5 +1,15 @@
 //! `cca chat`: an interactive loop on a session. Each message is one turn (`turn::ask`), saved as
 //! it completes; Ctrl-C stops an answer and returns to the prompt; Ctrl-D leaves.
+//!
+//! While an answer streams, the line editor is not reading: a [`Typed`] thread reads the lines
+//! the terminal delivers (it is in its ordinary line mode then, echoing what is typed) and
+//! queues each as a steer of the running turn.
+
+use std::collections::VecDeque;
+use std::io::IsTerminal;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 use rustyline::error::ReadlineError;
@@ -12,6 +22,7 @@ use crate::front::signals;
 use crate::front::terminal::{Mode, Terminal, say};
 use crate::run::Cancel;
 use crate::session;
+use crate::steer::{self, Inbox};
 use crate::turn::{self, Ask, Target};
 
 const HELP: &str = "\
@@ -19,6 +30,7 @@ Type a message and press Enter; the answer streams, and the exchange is saved.
   a line ending in \\   continues on the next line (so does Alt-Enter)
   \"\"\" ... \"\"\"           everything between two \"\"\" lines is one message
   Ctrl-C              stop the answer (kept as interrupted); at the prompt, clear the line
+  typing + Enter      while an answer streams: steer it (queued, then taken by the engine)
   Ctrl-D, /quit       leave
   /clear              clear the context: later turns send nothing from before
   /fork [N]           continue in a new session made of the first N exchanges (default all)
@@ -50,12 +62,17 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
             "cca chat · a new session starts with your first message · /help for help, Ctrl-D to leave",
         ),
     }
+    // Commands typed while an answer streamed, run once it is saved.
+    let mut deferred: VecDeque<String> = VecDeque::new();
     loop {
-        let line = match editor.readline("> ") {
-            Ok(line) => line,
-            Err(ReadlineError::Interrupted) => continue,
-            Err(ReadlineError::Eof) => break,
-            Err(e) => return Err(e).context("cannot read from the terminal"),
+        let line = match deferred.pop_front() {
+            Some(line) => line,
+            None => match editor.readline("> ") {
+                Ok(line) => line,
+                Err(ReadlineError::Interrupted) => continue,
+                Err(ReadlineError::Eof) => break,
+                Err(e) => return Err(e).context("cannot read from the terminal"),
+            },
         };
         let message = unfold(&line);
         if message.trim().is_empty() {
@@ -85,7 +102,11 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
         // A cancel of its own for each turn: a Ctrl-C at the prompt belongs to no turn.
         let cancel = Cancel::new();
         let route = signals::route_to(&cancel)?;
-        let shown = match turn::ask(&settings, &store, &ask, &mut terminal, &cancel) {
+        let inbox = Inbox::new();
+        let typed = std::io::stdin().is_terminal().then(|| Typed::start(&inbox));
+        let asked = turn::ask_steered(&settings, &store, &ask, &inbox, &mut terminal, &cancel);
+        deferred.extend(typed.map(Typed::finish).unwrap_or_default());
+        let shown = match asked {
             Ok(outcome) => {
                 session = Some(outcome.session.clone());
                 terminal.finish(&outcome).and_then(|_| super::print("\n"))
@@ -101,6 +122,73 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
         store.make_private(&history);
     }
     Ok(exit::OK)
+}
+
+/// Reads the lines typed while a turn runs and queues each as a steer, until dropped. It polls,
+/// so that it stops before the line editor reads again and never takes a line meant for it.
+/// A `/command` is not a steer: it is kept for the chat to run after the turn.
+struct Typed {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    commands: Arc<Mutex<Vec<String>>>,
+}
+
+impl Typed {
+    fn start(inbox: &Inbox) -> Typed {
+        let stop = Arc::new(AtomicBool::new(false));
+        let commands = Arc::new(Mutex::new(Vec::new()));
+        let (stopped, inbox, kept) = (stop.clone(), inbox.clone(), commands.clone());
+        let thread = std::thread::spawn(move || {
+            let stdin = std::io::stdin();
+            let mut line = Vec::new();
+            let mut buf = [0u8; 4096];
+            let tick = rustix::event::Timespec { tv_sec: 0, tv_nsec: 50_000_000 };
+            while !stopped.load(Ordering::SeqCst) {
+                let mut fds = [rustix::event::PollFd::new(&stdin, rustix::event::PollFlags::IN)];
+                match rustix::event::poll(&mut fds, Some(&tick)) {
+                    Ok(0) | Err(rustix::io::Errno::INTR) => continue,
+                    Ok(_) => {}
+                    Err(_) => return,
+                }
+                // In line mode a read returns at most the line that was just completed.
+                let n = match rustix::io::read(stdin.as_fd(), &mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => n,
+                };
+                line.extend_from_slice(&buf[..n]);
+                while let Some(end) = memchr::memchr(b'\n', &line) {
+                    let typed: Vec<u8> = line.drain(..=end).collect();
+                    let Ok(text) = steer::validate(typed) else { continue };
+                    let text = text.trim_end_matches(['\r', '\n']).to_string();
+                    if text.trim_start().starts_with('/') {
+                        kept.lock().unwrap_or_else(|e| e.into_inner()).push(text);
+                    } else {
+                        inbox.push(text);
+                    }
+                }
+            }
+        });
+        Typed { stop, thread: Some(thread), commands }
+    }
+
+    /// Stops reading, and gives the commands typed meanwhile.
+    fn finish(mut self) -> Vec<String> {
+        self.stop_reading();
+        std::mem::take(&mut *self.commands.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn stop_reading(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Typed {
+    fn drop(&mut self) {
+        self.stop_reading();
+    }
 }
 
 enum Flow {

@@ -7,6 +7,7 @@ mod doctor;
 mod grep;
 pub(crate) mod sessions;
 mod show_settings;
+mod steer;
 
 use anyhow::{Context, Result};
 
@@ -52,6 +53,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         }
         Command::Grep(args) => grep::run(&args),
         Command::Name { id, name, clear } => sessions::name(id.as_deref(), name.as_deref(), clear),
+        Command::Steer { session, message } => steer::run(session.as_deref(), &message),
         Command::Show { id, raw } => sessions::show(id.as_deref(), raw),
         Command::Path { id } => sessions::path(id.as_deref()),
         Command::Fork { id, at } => sessions::fork(id.as_deref(), at),

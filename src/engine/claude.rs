@@ -30,6 +30,9 @@ pub const SPEC: Spec = Spec {
     default_tools: Some("WebSearch,WebFetch"),
     failure_hint: Some("for claude's own diagnosis, run `claude doctor`"),
     empty_answer_hint: "try again; if it keeps happening, run the engine by hand to see what it does",
+    // Measured: a user line sent while an answer streams is taken after the next tool result
+    // in the same answer, or as a new answer (with its own `result`) right after it.
+    streams_input: Some(user_line),
     invocation,
     decoder: || Box::new(Decoder::default()),
     // `--no-session-persistence` keeps claude from writing session files of its own.
@@ -47,6 +50,11 @@ pub fn invocation(
         "stream-json",
         "--verbose",
         "--include-partial-messages",
+        // The prompt, and any steer after it, are user lines; claude echoes each one when it
+        // takes it, which tells cca where a steer went into the answer.
+        "--input-format",
+        "stream-json",
+        "--replay-user-messages",
         // cca is the memory: claude must not pile up session files of its own.
         "--no-session-persistence",
     ]
@@ -100,6 +108,16 @@ pub fn invocation(
     Ok(Invocation { program, args, env, stdin })
 }
 
+/// One user message, as `--input-format stream-json` takes it: a JSON line.
+pub fn user_line(text: &str) -> String {
+    let line = json!({
+        "type": "user",
+        "message": { "role": "user", "content": [{ "type": "text", "text": text }] },
+        "parent_tool_use_id": null,
+    });
+    format!("{line}\n")
+}
+
 /// The live exchanges as claude's own session file: one JSON object per message.
 fn history_jsonl(session_id: &str, request: &Request) -> std::io::Result<String> {
     let mut out = String::new();
@@ -148,6 +166,10 @@ pub struct Decoder {
     streamed: Vec<String>,
     tools: ToolCalls,
     result_seen: bool,
+    /// A user message was taken already (the prompt): the next one starts a new answer.
+    taken_any: bool,
+    /// `total_cost_usd` of the last `result`: claude adds up the answers of one process.
+    cost_so_far: f64,
     /// The text of an API error message, if claude reported one.
     api_error: Option<String>,
 }
@@ -177,6 +199,19 @@ impl Decoder {
         match v["type"].as_str() {
             Some("stream_event") => self.stream_event(&v, out),
             Some("assistant") => self.assistant(&v, out),
+            Some("user") if v["isReplay"].as_bool() == Some(true) => {
+                // Messages sent together are taken together, one text block each.
+                let blocks = v["message"]["content"]
+                    .as_array()
+                    .map_or(0, |blocks| blocks.iter().filter(|b| b["type"] == "text").count());
+                if self.taken_any {
+                    // A new answer starts: no paragraph break carried over from the last one.
+                    self.paragraphs = Paragraphs::default();
+                    self.tools.flush(out);
+                }
+                self.taken_any = true;
+                out.push(Output::Taken(blocks.max(1)));
+            }
             Some("user") => self.tool_results(&v, out),
             Some("result") => {
                 self.result_seen = true;
@@ -185,7 +220,13 @@ impl Decoder {
                 out.push(Output::Usage(Usage {
                     input_tokens: usage["input_tokens"].as_u64(),
                     output_tokens: usage["output_tokens"].as_u64(),
-                    cost_usd: v["total_cost_usd"].as_f64(),
+                    // The total of the process so far (measured): this answer's share is what
+                    // it added since the last `result`.
+                    cost_usd: v["total_cost_usd"].as_f64().map(|total| {
+                        let cost = total - self.cost_so_far;
+                        self.cost_so_far = total;
+                        cost
+                    }),
                 }));
                 if v["is_error"].as_bool() == Some(true) {
                     let reason = v["result"]
@@ -195,6 +236,7 @@ impl Decoder {
                         .unwrap_or_else(|| format!("claude reported an error ({})", v["subtype"]));
                     out.push(Output::Error(reason));
                 }
+                out.push(Output::AnswerEnd);
             }
             Some("system") if v["subtype"] == "api_retry" => {
                 out.push(Output::Retry(retry_note(&v)))
@@ -369,6 +411,63 @@ mod tests {
         out.iter()
             .filter_map(|o| if let Output::Text(t) = o { Some(t.as_str()) } else { None })
             .collect()
+    }
+
+    /// Measured with claude-code 2.1.329 (`--replay-user-messages`): the prompt is echoed when
+    /// taken; two steers that waited together come back as one message of two text blocks, and
+    /// start a new answer with its own `result`.
+    #[test]
+    fn echoed_user_messages_are_taken_steers() {
+        let replay = |texts: &[&str]| {
+            let blocks: Vec<Value> =
+                texts.iter().map(|t| json!({"type": "text", "text": t})).collect();
+            json!({"type": "user", "message": {"role": "user", "content": blocks}, "isReplay": true})
+        };
+        let delta = |text: &str| json!({"type": "stream_event", "event": {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}});
+        let start = |id: &str| json!({"type": "stream_event", "event": {"type": "message_start", "message": {"id": id}}});
+        let result = |total: f64| json!({"type": "result", "is_error": false, "result": "x", "usage": {}, "total_cost_usd": total});
+        let lines = [
+            replay(&["the prompt"]),
+            start("m1"),
+            delta("one"),
+            result(0.25),
+            replay(&["steer one\n", "steer two"]),
+            start("m2"),
+            delta("two"),
+            result(0.75),
+        ];
+        let sample: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let out = decode(&sample);
+        let kept: Vec<&Output> = out
+            .iter()
+            .filter(|o| matches!(o, Output::Text(_) | Output::Taken(_) | Output::AnswerEnd))
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                &Output::Taken(1),
+                &Output::Text("one".into()),
+                &Output::AnswerEnd,
+                &Output::Taken(2),
+                // No paragraph break carried into the next answer.
+                &Output::Text("two".into()),
+                &Output::AnswerEnd,
+            ]
+        );
+        let costs: Vec<Option<f64>> = out
+            .iter()
+            .filter_map(|o| if let Output::Usage(u) = o { Some(u.cost_usd) } else { None })
+            .collect();
+        assert_eq!(costs, [Some(0.25), Some(0.5)], "each answer costs what it added");
+    }
+
+    #[test]
+    fn the_prompt_is_one_stream_json_user_line() {
+        let line = user_line("a \"quoted\"\nquestion");
+        assert!(line.ends_with('\n') && line.matches('\n').count() == 1, "{line}");
+        let v: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(v["type"], "user");
+        assert_eq!(v["message"]["content"][0]["text"], "a \"quoted\"\nquestion");
     }
 
     #[test]

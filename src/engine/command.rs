@@ -17,6 +17,7 @@ pub const SPEC: Spec = Spec {
     default_tools: None,
     failure_hint: None,
     empty_answer_hint: "try again; if it keeps happening, run the engine by hand to see what it does",
+    streams_input: None,
     invocation,
     decoder: || Box::new(TextDecoder::default()),
     tidy: |_, _| {},

@@ -32,6 +32,7 @@ pub const SPEC: Spec = Spec {
     failure_hint: None,
     empty_answer_hint: "gemini answers nothing when the prompt is larger than the model's context window; \
              try `cca search` for a new session, or a model with a larger window",
+    streams_input: None,
     invocation,
     decoder: || Box::new(Decoder::default()),
     tidy,

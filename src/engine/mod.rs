@@ -39,6 +39,10 @@ pub struct Spec {
     pub failure_hint: Option<&'static str>,
     /// Why an empty answer may have come, and what to do.
     pub empty_answer_hint: &'static str,
+    /// Engines that read input while they run (claude with `--input-format stream-json`): how
+    /// to write one user message on the running engine's stdin (the framed prompt is the first).
+    /// `None`: the engine reads its stdin once, and a steer waits for the next turn.
+    pub streams_input: Option<fn(&str) -> String>,
     pub invocation: fn(&EngineConfig, PathBuf, &Request) -> anyhow::Result<Invocation>,
     pub decoder: fn() -> Box<dyn Decoder>,
     /// Removes the files the program left for a run (its own session copy), given the id it
@@ -221,6 +225,11 @@ pub enum Output {
     Usage(Usage),
     /// The engine's own id for this run (gemini: to find the session file it wrote).
     Session(String),
+    /// The engine took this many user messages sent while it ran (a replay of them); the first
+    /// it takes is the prompt itself.
+    Taken(usize),
+    /// One answer is complete (claude's `result` line); an engine reading input may go on.
+    AnswerEnd,
 }
 
 /// A tool call, as cca shows it on stderr, keeps it in the transcript and reports it in `--json`.

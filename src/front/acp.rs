@@ -30,6 +30,7 @@ use crate::engine::{ToolCall, ToolStatus};
 use crate::error::{Failure, exit};
 use crate::run::{Cancel, Interrupted, Progress, Stop};
 use crate::session;
+use crate::steer::Steered;
 use crate::store::{self, Store};
 use crate::transcript::{self, Kind};
 use crate::turn::{self, Ask, Attachment, Event, Level, Observer, Target};
@@ -815,6 +816,15 @@ impl Observer for Forward<'_> {
                 acp::ContentChunk::new(text.into()),
             )),
             Event::Tool(call) => self.tool(call),
+            // A steer sent with `cca steer` while the editor's turn runs: shown where the engine
+            // took it, as the user's words, so the editor's view matches the transcript.
+            Event::Steer(Steered::Queued(text)) => self.note(format!("Steer queued: {text}\n")),
+            Event::Steer(Steered::Taken(text)) => self.send(acp::SessionUpdate::UserMessageChunk(
+                acp::ContentChunk::new(text.into()),
+            )),
+            Event::Steer(Steered::NotTaken(text)) => {
+                self.note(format!("Steer not taken (kept, not sent again): {text}\n"))
+            }
             Event::EngineOutput(bytes) => {
                 let _ = std::io::stderr().write_all(bytes);
             }

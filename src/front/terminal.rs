@@ -16,6 +16,7 @@ use crate::config::{Render, Settings};
 use crate::error::{Failure, exit};
 use crate::render::{self, Renderer};
 use crate::run::Interrupted;
+use crate::steer::Steered;
 use crate::turn::{Event, Level, Observer, Outcome};
 
 /// How much a terminal turn shows.
@@ -43,6 +44,8 @@ pub struct Terminal {
     /// A write to stdout failed for another reason than a closed reader (a full disk).
     stdout_failed: Option<io::Error>,
     printed_newline: bool,
+    /// Some answer text was shown.
+    answered: bool,
     /// `--json`: the answer as it would have been printed, and the tool calls.
     answer: String,
     tools: Vec<serde_json::Value>,
@@ -81,6 +84,7 @@ impl Terminal {
             stdout_gone: false,
             stdout_failed: None,
             printed_newline: true,
+            answered: false,
             answer: String::new(),
             tools: Vec::new(),
             announce_new_session: false,
@@ -201,7 +205,35 @@ impl Terminal {
         }
     }
 
+    fn steered(&mut self, steered: Steered) {
+        let gist = |text: &str| crate::transcript::one_line(text, 72);
+        match steered {
+            Steered::Queued(text) if self.shows(Level::Info) => {
+                self.spinner.stderr(format!("cca: steer queued: {}\n", gist(text)).as_bytes());
+            }
+            Steered::Taken(text) => {
+                if self.shows(Level::Info) {
+                    self.spinner.stderr(format!("cca: steer taken: {}\n", gist(text)).as_bytes());
+                }
+                // The answer to it is a new answer: a blank line sets it apart.
+                if self.answered {
+                    let gap = if self.printed_newline { "\n" } else { "\n\n" };
+                    self.answer_text(gap);
+                }
+            }
+            Steered::NotTaken(text) => self.spinner.stderr(
+                format!(
+                    "cca: steer not taken (kept in the transcript as not answered): {}\n",
+                    gist(text)
+                )
+                .as_bytes(),
+            ),
+            Steered::Queued(_) => {}
+        }
+    }
+
     fn answer_text(&mut self, text: &str) {
+        self.answered |= !text.is_empty();
         self.spinner.clear();
         if self.mode == Mode::Json {
             self.answer.push_str(text);
@@ -286,6 +318,7 @@ impl Observer for Terminal {
                 }
             }
             Event::Stopping => self.spinner.clear(),
+            Event::Steer(steered) => self.steered(steered),
         }
     }
 }

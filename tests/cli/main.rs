@@ -16,4 +16,5 @@ mod search;
 mod sessions;
 mod shell;
 mod signals;
+mod steer;
 mod terminal;

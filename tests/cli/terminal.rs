@@ -235,3 +235,61 @@ fn search_renders_without_escape_codes_under_no_color() {
         assert!(answer.contains("the docs (https://example.com/d)"), "{answer:?}");
     }
 }
+
+#[test]
+fn typing_while_a_chat_answer_streams_steers_it() {
+    let env = TestEnv::new();
+    let go = env.root.path().join("go");
+    let first = format!("say answer one;await {}", go.display());
+    let mut session = in_pty(&env, &["chat"], &[("FAKE_SCRIPT_1", &first)]);
+    session.exp_string("> ").unwrap();
+    session.send_line("q1").unwrap();
+    session.exp_string("answer one").unwrap();
+    // Typed while the answer is still being written.
+    session.send_line("focus on JWT").unwrap();
+    session.exp_string("steer queued: focus on JWT").unwrap();
+    // A command typed meanwhile is no steer: it runs once the turn is saved.
+    session.send_line("/session").unwrap();
+    std::fs::write(&go, "").unwrap();
+    session.exp_string("steer taken: focus on JWT").unwrap();
+    session.exp_string("ECHO: focus on JWT").unwrap();
+    session.exp_string(&format!("cca: session {STAMP}: ")).unwrap();
+    session.exp_string("> ").unwrap();
+    // Back at the prompt, a line is a new turn again, not a steer.
+    session.send_line("q2").unwrap();
+    session.exp_string("ECHO: q2").unwrap();
+    session.exp_string("> ").unwrap();
+    session.send_control('d').unwrap();
+    session.exp_eof().unwrap();
+    let text = env.latest();
+    let order: Vec<usize> = [
+        "## 1. You\n\nq1",
+        "answer one",
+        "## 2. You\n\nfocus on JWT",
+        "ECHO: focus on JWT",
+        "## 3. You\n\nq2",
+        "ECHO: q2",
+    ]
+    .iter()
+    .map(|part| text.find(part).unwrap_or_else(|| panic!("{part:?} missing:\n{text}")))
+    .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{order:?}\n{text}");
+    let calls = env.calls();
+    assert_eq!(calls.len(), 2, "the steer went to the running claude");
+    assert_eq!(calls[0]["steers"], serde_json::json!(["focus on JWT"]), "/session is no steer");
+}
+
+#[test]
+fn ctrl_c_still_stops_a_chat_answer() {
+    let env = TestEnv::new();
+    let mut session = in_pty(&env, &["chat"], &[("FAKE_SCRIPT", "say partial;hang")]);
+    session.exp_string("> ").unwrap();
+    session.send_line("q1").unwrap();
+    session.exp_string("partial").unwrap();
+    session.send_control('c').unwrap();
+    session.exp_string("interrupted (Ctrl-C)").unwrap();
+    session.exp_string("> ").unwrap();
+    session.send_control('d').unwrap();
+    session.exp_eof().unwrap();
+    assert!(env.latest().contains("<!-- cca:interrupted "));
+}

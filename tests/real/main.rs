@@ -731,3 +731,124 @@ fn claude_refuses_its_shell() {
 fn gemini_refuses_its_shell() {
     refused_shell("gemini");
 }
+
+/// Starts `cca search` through a real engine with the answer held open by the server, steers
+/// it once the model is answering, then lets the answer end.
+fn steer_real(r: &Real, engine: &str, behavior: Behavior, question: &str, steer: &str) -> Run {
+    let go = r.env.root.path().join("go");
+    r.api.set(Behavior { hold: Some(go.clone()), ..behavior });
+    let mut cmd = r.command();
+    cmd.args(["search", "-e", engine, question]).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let cca = Guard(cmd.spawn().unwrap());
+    assert!(wait_until(TIMEOUT, || !r.api.turns().is_empty()), "claude asked the model");
+    r.env.run(&["steer", steer]).ok();
+    std::fs::write(&go, "").unwrap();
+    let out = cca.finish();
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn records_of(r: &Real) -> Vec<(cca::transcript::Kind, String)> {
+    r.transcript().records.into_iter().map(|rec| (rec.kind, rec.content)).collect()
+}
+
+#[test]
+fn a_steer_reaches_the_running_claude() {
+    use cca::transcript::Kind::{Assistant, User};
+    let r = Real::new();
+    let run =
+        steer_real(&r, "claude", Behavior::default(), "review the auth module", "focus on JWT");
+    run.ok().stderr_has("cca: steer taken: focus on JWT");
+    assert_eq!(run.stdout, "ECHO: review the auth module\n\nECHO: focus on JWT");
+
+    // The same claude asked again, with the conversation as real turns: the steer came on its
+    // stdin, not as a new process with framed history.
+    let turns = r.api.turns();
+    assert_eq!(turns.len(), 2, "{turns:?}");
+    // (claude adds a `system` message of its own about its environment.)
+    let messages: Vec<&Value> = turns[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .collect();
+    let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["user", "assistant", "user"]);
+    assert!(framed_message(&turns[1].body).contains("review the auth module"));
+    assert_eq!(mock_api::content_text(&messages[1]["content"]), "ECHO: review the auth module");
+    assert_eq!(mock_api::content_text(&messages[2]["content"]).trim(), "focus on JWT");
+
+    assert_eq!(
+        records_of(&r),
+        [
+            (User, "review the auth module".to_string()),
+            (Assistant, "ECHO: review the auth module".to_string()),
+            (User, "focus on JWT".to_string()),
+            (Assistant, "ECHO: focus on JWT".to_string()),
+        ]
+    );
+    let run_dir = r.env.cca_home.join("run");
+    assert_eq!(std::fs::read_dir(run_dir).unwrap().count(), 0, "no endpoint left behind");
+}
+
+#[test]
+fn claude_takes_a_steer_after_a_tool_call() {
+    use cca::transcript::Kind::{Assistant, User};
+    let r = Real::new();
+    let script = vec![
+        vec![Block::text("Let me search."), Block::tool("WebSearch", json!({"query": "jwt"}))],
+        vec![Block::text("Found it.")],
+    ];
+    let behavior = Behavior { script, ..Behavior::default() };
+    let run = steer_real(&r, "claude", behavior, "review the auth module", "focus on JWT");
+    run.ok().stderr_has("cca: steer taken: focus on JWT");
+    assert_eq!(run.stdout, "Let me search.\n\nFound it.");
+
+    // One answer: the model's second request carries the tool result, then the steer (claude
+    // passes it on as a note that the user sent a new message while it worked).
+    let turns = r.api.turns();
+    assert_eq!(turns.len(), 2, "{turns:?}");
+    let messages = turns[1].body["messages"].as_array().unwrap();
+    let position = |found: &dyn Fn(&Value) -> bool| messages.iter().position(found);
+    let result = position(&|m| {
+        m["content"].as_array().is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"))
+    });
+    let steer = position(&|m| mock_api::content_text(&m["content"]).contains("focus on JWT"));
+    assert!(result.is_some() && steer > result, "{messages:?}");
+
+    let records = records_of(&r);
+    assert_eq!(records.len(), 4, "{records:?}");
+    assert_eq!(records[0], (User, "review the auth module".to_string()));
+    assert_eq!(records[1].0, Assistant);
+    assert!(records[1].1.starts_with("Let me search.\n\n> WebSearch: jwt\n"), "{records:?}");
+    assert_eq!(records[2], (User, "focus on JWT".to_string()));
+    assert_eq!(records[3], (Assistant, "Found it.".to_string()));
+}
+
+#[test]
+fn gemini_answers_a_steer_as_the_next_turn() {
+    use cca::transcript::Kind::{Assistant, User};
+    let r = Real::new();
+    let run =
+        steer_real(&r, "gemini", Behavior::default(), "review the auth module", "focus on JWT");
+    run.ok().stderr_has("cca: steer taken: focus on JWT");
+    assert_eq!(run.stdout, "ECHO: review the auth module\n\nECHO: focus on JWT");
+    // A second gemini, sent the whole conversation.
+    let turns = r.api.turns();
+    assert_eq!(turns.len(), 2, "{turns:?}");
+    let framed = framed_message(&turns[1].body);
+    assert_eq!(tag(&framed, "user_query"), Some("focus on JWT"));
+    assert_eq!(history_users(&framed), ["review the auth module"]);
+    assert_eq!(
+        records_of(&r),
+        [
+            (User, "review the auth module".to_string()),
+            (Assistant, "ECHO: review the auth module".to_string()),
+            (User, "focus on JWT".to_string()),
+            (Assistant, "ECHO: focus on JWT".to_string()),
+        ]
+    );
+}

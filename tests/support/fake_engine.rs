@@ -32,7 +32,15 @@
 //! drain             read stdin to its end in small pieces, keeping none of it (implies nostdin)
 //! eof-stamp FILE    write the wall-clock time (ns) to FILE: after `drain`, when stdin ended
 //! stamps N MS       answer N lines `T<ns>`, each stamped with the time it is written, MS apart
+//! take [N]          claude with `--input-format stream-json`: wait for the next N user lines
+//!                   (default 1) and take them inside this answer, as one message (as claude
+//!                   does after a tool call with the lines that waited)
 //! ```
+//!
+//! As `claude` with `--input-format stream-json` it reads user lines as the real one does: the
+//! first is the prompt (its text is "stdin" above); with `--replay-user-messages` each line is
+//! echoed when taken; after the script's answer, each further line gets an answer of its own,
+//! `ECHO: ` + its text, with its own `result`, until stdin ends.
 //!
 //! With `FAKE_LOG_DIR` set, each call writes `call-N.json` there: argv, stdin, and the
 //! environment variables whose names start with `GEMINI_`, `CLAUDE_` or `CCA_`.
@@ -58,11 +66,18 @@ fn main() {
         .unwrap_or_else(|_| "echo".to_string());
     let steps: Vec<&str> = script.split(';').map(str::trim).filter(|s| !s.is_empty()).collect();
 
+    let streaming = format == Format::Claude
+        && argv.windows(2).any(|w| w[0] == "--input-format" && w[1] == "stream-json");
+    let replay = argv.iter().any(|a| a == "--replay-user-messages");
+    let mut lines = std::io::BufReader::new(std::io::stdin());
     let mut stdin = Vec::new();
-    if !steps.contains(&"nostdin") && !steps.contains(&"drain") {
+    if streaming {
+        stdin = user_line(&mut lines).unwrap_or_default().into_bytes();
+    } else if !steps.contains(&"nostdin") && !steps.contains(&"drain") {
         std::io::stdin().read_to_end(&mut stdin).expect("read stdin");
     }
     let stdin = String::from_utf8_lossy(&stdin).into_owned();
+    let mut log = Log { path: None, record: serde_json::Value::Null };
     if let Some(dir) = log_dir {
         // vars_os: CCA_HOME may be any bytes.
         let env: serde_json::Map<String, serde_json::Value> = std::env::vars_os()
@@ -84,14 +99,16 @@ fn main() {
                 (a, serde_json::Value::String(text))
             })
             .collect();
-        let record =
-            serde_json::json!({ "argv": argv, "stdin": stdin, "env": env, "files": files });
-        let path = Path::new(&dir).join(format!("call-{call}.json"));
-        std::fs::write(&path, record.to_string()).expect("write the call log");
+        let record = serde_json::json!({ "argv": argv, "stdin": stdin, "env": env, "files": files, "steers": [] });
+        log = Log { path: Some(Path::new(&dir).join(format!("call-{call}.json"))), record };
+        log.write();
     }
 
-    let mut out = Out { format, in_message: false, tools: 0, text: String::new() };
+    let mut out = Out { format, in_message: false, tools: 0, text: String::new(), answers: 0 };
     out.start();
+    if replay {
+        out.replay(&stdin);
+    }
     for step in steps {
         let (word, arg) = step.split_once(' ').unwrap_or((step, ""));
         let arg_text = arg.replace("\\n", "\n");
@@ -233,6 +250,8 @@ fn main() {
                 }
             }
             "nostdin" => {}
+            // Streaming, the prompt was one line, read whole; stdin stays open for steers.
+            "drain" if streaming => {}
             "drain" => {
                 let mut buf = vec![0u8; 64 * 1024];
                 let mut input = std::io::stdin().lock();
@@ -249,10 +268,76 @@ fn main() {
                     out.say(&format!("T{}\n", now_ns()));
                 }
             }
+            "take" => {
+                let n: usize = if arg.is_empty() { 1 } else { arg.parse().expect("take N") };
+                let texts: Vec<String> = (0..n).map_while(|_| user_line(&mut lines)).collect();
+                for text in &texts {
+                    log.steer(text);
+                }
+                if replay && !texts.is_empty() {
+                    out.replay_all(&texts);
+                }
+                out.in_message = false;
+                out.tools += 1;
+            }
             other => panic!("fake engine: unknown step `{other}`"),
         }
     }
     out.end();
+    // Like claude: each further user line is a new answer in the same process.
+    while let Some(text) = streaming.then(|| user_line(&mut lines)).flatten() {
+        log.steer(&text);
+        out.text.clear();
+        out.in_message = false;
+        out.tools += 1;
+        if replay {
+            out.replay(&text);
+        }
+        out.say(&format!("ECHO: {text}"));
+        out.end();
+    }
+}
+
+/// The text of the next user line on stdin (`--input-format stream-json`); `None` at its end.
+fn user_line(lines: &mut impl std::io::BufRead) -> Option<String> {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if lines.read_line(&mut line).expect("read stdin") == 0 {
+            return None;
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_str(&line).expect("a JSON user line");
+        assert_eq!(v["type"], "user", "{line}");
+        let blocks = v["message"]["content"].as_array().expect("content blocks");
+        return Some(blocks.iter().filter_map(|b| b["text"].as_str()).collect());
+    }
+}
+
+/// The call's log file: rewritten as steers arrive.
+struct Log {
+    path: Option<std::path::PathBuf>,
+    record: serde_json::Value,
+}
+
+impl Log {
+    fn write(&self) {
+        if let Some(path) = &self.path {
+            // Whole or not at all: a test may read it at any moment.
+            let temp = path.with_extension("tmp");
+            std::fs::write(&temp, self.record.to_string()).expect("write the call log");
+            std::fs::rename(&temp, path).expect("write the call log");
+        }
+    }
+
+    fn steer(&mut self, text: &str) {
+        if let Some(steers) = self.record["steers"].as_array_mut() {
+            steers.push(serde_json::Value::String(text.to_string()));
+        }
+        self.write();
+    }
 }
 
 /// Wall-clock nanoseconds: comparable between processes on one machine.
@@ -317,6 +402,7 @@ struct Out {
     in_message: bool,
     tools: usize,
     text: String,
+    answers: u32,
 }
 
 impl Out {
@@ -330,6 +416,18 @@ impl Out {
             Format::Gemini => self.line(serde_json::json!({"type":"init","session_id":"fake","model":"fake-gemini"})),
             Format::Text => {}
         }
+    }
+
+    /// claude's echo of a user message it took (`--replay-user-messages`).
+    fn replay(&self, text: &str) {
+        self.replay_all(&[text.to_string()]);
+    }
+
+    /// Messages taken together are echoed as one, a text block each.
+    fn replay_all(&self, texts: &[String]) {
+        let blocks: Vec<serde_json::Value> =
+            texts.iter().map(|t| serde_json::json!({"type":"text","text":t})).collect();
+        self.line(serde_json::json!({"type":"user","message":{"role":"user","content":blocks},"parent_tool_use_id":null,"isReplay":true}));
     }
 
     fn say(&mut self, text: &str) {
@@ -408,6 +506,8 @@ impl Out {
     }
 
     fn end(&mut self) {
+        // claude's total_cost_usd adds up the answers of one process.
+        self.answers += 1;
         match self.format {
             Format::Claude => {
                 if self.in_message {
@@ -415,7 +515,7 @@ impl Out {
                     self.line(serde_json::json!({"type":"assistant","message":{"id":id,"role":"assistant","content":[{"type":"text","text":self.text}]}}));
                     self.line(serde_json::json!({"type":"stream_event","event":{"type":"message_stop"}}));
                 }
-                self.line(serde_json::json!({"type":"result","subtype":"success","is_error":false,"result":self.text,"usage":{"input_tokens":12,"output_tokens":34},"total_cost_usd":0.0015}));
+                self.line(serde_json::json!({"type":"result","subtype":"success","is_error":false,"result":self.text,"usage":{"input_tokens":12,"output_tokens":34},"total_cost_usd":0.0015 * self.answers as f64}));
             }
             Format::Gemini => self.line(serde_json::json!({"type":"result","status":"success","stats":{"input_tokens":12,"output_tokens":34}})),
             Format::Text => {}

@@ -37,6 +37,9 @@ pub struct Behavior {
     pub delay: Duration,
     /// Answer this text instead of the echo.
     pub answer: Option<String>,
+    /// Before the last chunk of an answer (or the end of a scripted message), wait until this
+    /// file exists: a test holds an answer open until it says so.
+    pub hold: Option<std::path::PathBuf>,
     /// The model's messages in a turn with tools: the first answers the question, each next one
     /// answers the tool results the engine sent back. Empty: the echo.
     pub script: Vec<Vec<Block>>,
@@ -218,7 +221,7 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         let step = model_messages_since_question(&path, &body);
         let message = behavior.script.get(step).or(behavior.script.last()).unwrap();
         return if path.contains("/v1/messages") {
-            claude_message(&mut out, message, step)
+            claude_message(&mut out, message, step, &behavior)
         } else {
             gemini_message(&mut out, message)
         };
@@ -252,6 +255,9 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
             if i > 0 {
                 std::thread::sleep(behavior.delay);
             }
+            if i + 1 == chunks.len() {
+                hold(&behavior);
+            }
             event(
                 &mut out,
                 "content_block_delta",
@@ -271,6 +277,9 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         for (i, chunk) in chunks.iter().enumerate() {
             if i > 0 {
                 std::thread::sleep(behavior.delay);
+            }
+            if i == last {
+                hold(&behavior);
             }
             let mut data = json!({"candidates": [{"content": {"parts": [{"text": chunk}], "role": "model"}, "index": 0}], "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": i + 1, "totalTokenCount": 11 + i}});
             if i == last {
@@ -448,7 +457,12 @@ fn text_block(
 }
 
 /// One scripted message of the model, as the Messages API streams it.
-fn claude_message(out: &mut TcpStream, message: &[Block], step: usize) -> std::io::Result<()> {
+fn claude_message(
+    out: &mut TcpStream,
+    message: &[Block],
+    step: usize,
+    behavior: &Behavior,
+) -> std::io::Result<()> {
     sse_header(out)?;
     message_start(out, &format!("msg_mock_step{step}"))?;
     let mut stop = "end_turn";
@@ -470,7 +484,18 @@ fn claude_message(out: &mut TcpStream, message: &[Block], step: usize) -> std::i
             }
         }
     }
+    hold(behavior);
     message_end(out, stop, json!({"output_tokens": 5}))
+}
+
+/// Waits for the file `hold` names, if any (at most a minute).
+fn hold(behavior: &Behavior) {
+    if let Some(path) = &behavior.hold {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !path.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
 }
 
 /// claude's own search request, answered as the API answers a `web_search` server tool: the

@@ -1,0 +1,60 @@
+//! `cca steer`: sends a message to the turn running in a session, and says whether it took it.
+
+use std::io::{self, IsTerminal, Read};
+
+use anyhow::{Context, Result};
+
+use crate::config::Flags;
+use crate::error::{Failure, exit};
+use crate::session;
+use crate::steer::{self, Reply};
+
+pub fn run(id: Option<&str>, words: &[String]) -> Result<u8> {
+    let (settings, store) = session::settings(&Flags::default())?;
+    let id = session::chosen(&settings, &store, id)?;
+    let text = message(words)?;
+    match steer::send(&store, &id, &text)? {
+        Reply::Accepted => {
+            crate::front::terminal::say(&format!(
+                "cca: steer sent to the turn running in session {id}"
+            ));
+            Ok(exit::OK)
+        }
+        Reply::Refused(reason) => Err(Failure::new(
+            exit::ERROR,
+            format!("the turn in session {id} refused the steer: {reason}"),
+        )
+        .into()),
+        Reply::NoTurn => {
+            Err(Failure::new(exit::ERROR, format!("no turn is running in session {id}"))
+                .hint(format!(
+                    "to ask in it, use `, \"{}\"` (or `cca search --session {id} ...`)",
+                    hint_words(&text)
+                ))
+                .into())
+        }
+    }
+}
+
+/// The message from the arguments, else from stdin, checked as a question is.
+fn message(words: &[String]) -> Result<String> {
+    let bytes = if words.is_empty() {
+        let stdin = io::stdin();
+        if stdin.is_terminal() {
+            return Err(Failure::usage("no message")
+                .hint("give it as arguments (`cca steer \"focus on ...\"`) or on stdin")
+                .into());
+        }
+        let mut bytes = Vec::new();
+        stdin.lock().read_to_end(&mut bytes).context("cannot read stdin")?;
+        bytes
+    } else {
+        words.join(" ").into_bytes()
+    };
+    steer::validate(bytes).map_err(|reason| Failure::usage(reason).into())
+}
+
+/// The start of the message, for a hint.
+fn hint_words(text: &str) -> String {
+    crate::transcript::one_line(text, 40).replace('"', "'")
+}
