@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 use crate::error::{Failure, exit};
-use crate::transcript::{self, Checkpoint, Header, NotTranscript, Summary};
+use crate::transcript::{self, Checkpoint, Header, NotTranscript, Summary, Totals};
 
 pub const DIR_MODE: u32 = 0o700;
 pub const FILE_MODE: u32 = 0o600;
@@ -707,6 +707,9 @@ pub struct Listed {
     pub forked_from: Option<transcript::ForkedFrom>,
     #[serde(default)]
     pub name: Option<String>,
+    /// What its answers cost, as the engines reported it.
+    #[serde(default)]
+    pub totals: Totals,
     /// Bytes of content sent to the engine on the next turn (before framing).
     pub live_bytes: u64,
     /// The whole file.
@@ -718,8 +721,9 @@ pub struct Listed {
     mtime_ns: u128,
 }
 
-/// The index's layout; an index of another is rebuilt once (2: names and folders).
-const INDEX_FORMAT: u32 = 2;
+/// The index's layout; an index of another is rebuilt once (2: names and folders; 3: what the
+/// answers cost).
+const INDEX_FORMAT: u32 = 3;
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Index {
@@ -794,6 +798,7 @@ impl Store {
                 cwd: s.header.cwd.clone(),
                 forked_from: s.header.forked_from.clone(),
                 name: s.header.name.clone(),
+                totals: s.totals,
                 live_bytes: s.live.bytes(),
                 full_bytes,
                 problems: s.problems.len(),
@@ -812,6 +817,7 @@ impl Store {
                 cwd: String::new(),
                 forked_from: None,
                 name: None,
+                totals: Totals::default(),
                 live_bytes: 0,
                 full_bytes,
                 problems: 0,

@@ -1411,6 +1411,8 @@ pub struct Summary {
     pub last_activity: String,
     /// Whether the file ends inside an attempt that has no outcome yet.
     pub pending_user: bool,
+    /// What every answer in the file cost, as reported.
+    pub totals: Totals,
     /// What reading on over records appended to this file needs (see [`read_on`]); `None` when
     /// the file does not end cleanly between records.
     end: Option<Box<Tail>>,
@@ -1444,11 +1446,49 @@ pub struct Checkpoint {
     problems: Vec<Problem>,
     last_activity: Option<String>,
     pending: Option<(Range<u64>, Attachments)>,
+    #[serde(default)]
+    totals: Totals,
 }
 
 /// A checkpoint holds at most this many exchanges and problems together: one that holds more
 /// is not worth keeping (reading is then as cheap as loading it).
 const CHECKPOINT_ITEMS: usize = 256;
+
+/// What the answers in a transcript cost, as the engines reported it (claude reports tokens and
+/// cost; others may report nothing, and then nothing is shown).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Totals {
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cost_usd: Option<f64>,
+}
+
+impl Totals {
+    /// These totals and one more answer's usage.
+    pub fn add(
+        self,
+        input_tokens: Option<u64>,
+        output_tokens: Option<u64>,
+        cost_usd: Option<f64>,
+    ) -> Totals {
+        fn sum<T: std::ops::Add<Output = T>>(a: Option<T>, b: Option<T>) -> Option<T> {
+            match (a, b) {
+                (Some(a), Some(b)) => Some(a + b),
+                (a, b) => a.or(b),
+            }
+        }
+        Totals {
+            input_tokens: sum(self.input_tokens, input_tokens),
+            output_tokens: sum(self.output_tokens, output_tokens),
+            cost_usd: sum(self.cost_usd, cost_usd),
+        }
+    }
+
+    /// Whether any answer reported anything.
+    pub fn is_empty(&self) -> bool {
+        self.input_tokens.is_none() && self.output_tokens.is_none() && self.cost_usd.is_none()
+    }
+}
 
 /// What a scan found: the summary, and the latest checkpoint (or the one reading started from).
 #[derive(Debug, Clone, PartialEq)]
@@ -1470,6 +1510,7 @@ pub struct Summarizer {
     last_activity: Option<String>,
     pending: Option<(Range<u64>, Attachments)>,
     checkpoint: Option<Checkpoint>,
+    totals: Totals,
 }
 
 impl Summarizer {
@@ -1485,6 +1526,7 @@ impl Summarizer {
             last_activity: from.last_activity.clone(),
             pending: from.pending.clone(),
             checkpoint: Some(from.clone()),
+            totals: from.totals,
         }
     }
 
@@ -1511,6 +1553,8 @@ impl Summarizer {
                         }
                     }
                     Kind::Assistant => {
+                        let m = &r.meta;
+                        self.totals = self.totals.add(m.input_tokens, m.output_tokens, m.cost_usd);
                         if let Some((user, attachments)) = self.pending.take() {
                             self.exchanges += 1;
                             if let Some(ends) = &mut self.exchange_ends {
@@ -1560,6 +1604,7 @@ impl Summarizer {
             problems: self.problems.clone(),
             last_activity: self.last_activity.clone(),
             pending: self.pending.clone(),
+            totals: self.totals,
         });
     }
 
@@ -1583,6 +1628,7 @@ impl Summarizer {
             problems: self.problems,
             last_activity,
             pending_user: self.pending.is_some(),
+            totals: self.totals,
             end: tail,
         };
         Scan { summary, checkpoint }
@@ -1634,6 +1680,7 @@ pub fn read_on(summary: &Summary, at: u64, appended: &[u8]) -> Option<Scan> {
         last_activity: tail.last_activity.clone(),
         pending: tail.pending.clone(),
         checkpoint: None,
+        totals: summary.totals,
     };
     let end = Scanner::scan_from(appended, Some(tail.at), |e| summarizer.event(e))
         .expect("reading from memory cannot fail")

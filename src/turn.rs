@@ -26,7 +26,7 @@ use crate::run::{self, Cancel, Progress};
 use crate::session::{self, Session};
 use crate::steer::{self, Inbox, Steered};
 use crate::store::{Appender, Store};
-use crate::transcript::{self, BodyWriter, Kind, Meta, Record, Summary};
+use crate::transcript::{self, BodyWriter, Kind, Meta, Record, Summary, Totals};
 
 /// Which session a turn goes to.
 #[derive(Debug, Clone, PartialEq)]
@@ -111,6 +111,8 @@ pub struct Outcome {
     pub verdict: Verdict,
     pub duration: Duration,
     pub usage: Usage,
+    /// What every answer in the session has cost so far, this turn's included, as reported.
+    pub session_totals: Totals,
     /// The end of what the engine wrote on stderr, for a front end that did not show it live.
     pub stderr_tail: String,
 }
@@ -204,6 +206,7 @@ pub fn ask_steered(
         }
     };
     let session = Session { settings, store, id: &id, engine, model: model.as_deref() };
+    let mut spent = summary.totals;
     let (mut summary, mut this) = (summary, ask.clone());
     let mut not_taken = Vec::new();
     let ended = loop {
@@ -239,7 +242,9 @@ pub fn ask_steered(
                     .context("cannot read back the answer")?;
                 let mut part = Read::take(&mut *file, earlier.range.end - earlier.range.start);
                 let earlier_ended = Ended::earlier(earlier);
-                record_outcome(&mut appender, &answering, &earlier_ended, Some(&mut part), turn)?;
+                let part = Some(&mut part as &mut dyn Read);
+                spent = record_outcome(&mut appender, &answering, &earlier_ended, part, turn)?
+                    .map_or(spent, |u| spent.add(u.input_tokens, u.output_tokens, u.cost_usd));
                 // Headings number exchanges: an attempt without an answer is not one.
                 if matches!(earlier_ended.verdict, Verdict::Answered) {
                     turn += 1;
@@ -249,13 +254,9 @@ pub fn ask_steered(
             io::Seek::seek(file, io::SeekFrom::Start(last))
                 .context("cannot read back the answer")?;
         }
-        record_outcome(
-            &mut appender,
-            &answering,
-            &ended,
-            answer.as_mut().map(|f| f as &mut dyn Read),
-            turn,
-        )?;
+        let answer = answer.as_mut().map(|f| f as &mut dyn Read);
+        spent = record_outcome(&mut appender, &answering, &ended, answer, turn)?
+            .map_or(spent, |u| spent.add(u.input_tokens, u.output_tokens, u.cost_usd));
         if !matches!(ended.verdict, Verdict::Answered) || cancel.requested().is_some() {
             break ended;
         }
@@ -312,6 +313,7 @@ pub fn ask_steered(
         verdict: ended.verdict,
         duration: ended.duration,
         usage: ended.usage,
+        session_totals: spent,
         stderr_tail: ended.stderr_tail,
     })
 }
@@ -518,14 +520,15 @@ impl Ended {
     }
 }
 
-/// Appends the answer, or the failed or interrupted attempt with what arrived of it.
+/// Appends the answer, or the failed or interrupted attempt with what arrived of it. Gives the
+/// usage it recorded, for an answer.
 fn record_outcome(
     appender: &mut Appender,
     a: &Answering,
     ended: &Ended,
     answer: Option<&mut dyn Read>,
     turn: u64,
-) -> Result<()> {
+) -> Result<Option<Usage>> {
     let base = Meta {
         at: Some(a.session.settings.now_string()),
         engine: Some(a.session.engine.name.clone()),
@@ -588,7 +591,8 @@ fn record_outcome(
             e.context(Failure::new(exit::ERROR, what).hint(
                 "free some disk space; your question is in the transcript, and the next turn will not send it",
             ))
-        })
+        })?;
+    Ok((kind == Kind::Assistant).then(|| ended.usage.clone()))
 }
 
 /// How many characters of a failure's reason its marker line keeps: markers stay small (a

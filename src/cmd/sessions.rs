@@ -13,14 +13,16 @@ use super::{print, print_with};
 use crate::config::{Flags, Settings};
 use crate::error::{Failure, exit};
 use crate::front::signals;
-use crate::front::terminal::{Mode, Spinner, rendering, say, say_waiting, spinner_wanted};
+use crate::front::terminal::{
+    Mode, Spinner, cost_line, rendering, say, say_waiting, spinner_wanted,
+};
 use crate::human::human_bytes;
 use crate::render;
 use crate::run::{Cancel, Interrupted, Progress};
 use crate::session::{self, settings};
 use crate::store::{self, Appender, Store};
 use crate::transcript::{
-    self, Direction, Event, Header, Kind, MarkerEscaper, Meta, Record, Summary,
+    self, Direction, Event, Header, Kind, MarkerEscaper, Meta, Record, Summary, Totals,
 };
 
 /// `cca sessions`
@@ -69,6 +71,11 @@ pub fn list(
                     "model": l.model,
                     "prompt": l.prompt,
                     "forked_from": l.forked_from,
+                    "usage": {
+                        "input_tokens": l.totals.input_tokens,
+                        "output_tokens": l.totals.output_tokens,
+                        "cost_usd": l.totals.cost_usd,
+                    },
                     "live_bytes": l.live_bytes,
                     "live_tokens_estimate": estimate_tokens(&settings, &l.engine, l.live_bytes),
                     "full_bytes": l.full_bytes,
@@ -230,7 +237,8 @@ fn write_readable(
     out: &mut dyn Write,
     cannot_read: &dyn Fn() -> String,
 ) -> Result<()> {
-    let head = readable_head(&summary.header, (summary.live.bytes(), live_tokens), size);
+    let live = (summary.live.bytes(), live_tokens);
+    let head = readable_head(&summary.header, live, size, &summary.totals);
     out.write_all(head.as_bytes())?;
     // Once writing fails (the reader quit), reading stops too.
     let stop = std::cell::Cell::new(false);
@@ -347,7 +355,12 @@ struct Content<'a> {
 }
 
 /// What `cca show` prints above the records.
-fn readable_head(h: &Header, (live_bytes, live_tokens): (u64, u64), full_bytes: u64) -> String {
+fn readable_head(
+    h: &Header,
+    (live_bytes, live_tokens): (u64, u64),
+    full_bytes: u64,
+    totals: &Totals,
+) -> String {
     // Header fields are any text a file holds: no terminal escapes reach the screen.
     let field = |text: &str| transcript::one_line(text, 200);
     let title = if h.title.is_empty() { "(untitled)".to_string() } else { field(&h.title) };
@@ -370,6 +383,9 @@ fn readable_head(h: &Header, (live_bytes, live_tokens): (u64, u64), full_bytes: 
         live_tokens,
         human_bytes(full_bytes)
     ));
+    if let Some(cost) = cost_line(totals, totals) {
+        out.push_str(&format!("the answers so far: {cost}\n"));
+    }
     out
 }
 
@@ -742,9 +758,11 @@ mod tests {
     /// `cca show` as it was when it read the whole file into memory: what streaming must give.
     fn shown_from_memory(text: &str, bold: bool) -> Option<String> {
         let (t, problems) = transcript::parse(text).ok()?;
-        let live_bytes = transcript::summarize(text.as_bytes()).unwrap().unwrap().live.bytes();
+        let summary = transcript::summarize(text.as_bytes()).unwrap().unwrap();
+        let live_bytes = summary.live.bytes();
         let tokens = (live_bytes as f64 / crate::engine::BYTES_PER_TOKEN).ceil() as u64;
-        let mut out = readable_head(&t.header, (live_bytes, tokens), text.len() as u64);
+        let live = (live_bytes, tokens);
+        let mut out = readable_head(&t.header, live, text.len() as u64, &summary.totals);
         let mut done = 0;
         for r in &t.records {
             let title = record_title(r.kind, &r.meta, &mut done);

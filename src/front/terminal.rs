@@ -17,6 +17,7 @@ use crate::error::{Failure, exit};
 use crate::render::{self, Renderer};
 use crate::run::Interrupted;
 use crate::steer::Steered;
+use crate::transcript::Totals;
 use crate::turn::{Event, Level, Observer, Outcome};
 
 /// How much a terminal turn shows.
@@ -55,6 +56,9 @@ pub struct Terminal {
     recorded: bool,
     /// Answers rendered as markdown for the terminal, as they stream (see [`rendering`]).
     renderer: Option<Renderer>,
+    /// After an answer, a dim line with its cost and the session's (normal mode, on a terminal).
+    cost_line: bool,
+    color: bool,
 }
 
 /// How answers are drawn, when they are rendered: on a terminal (or always, when the config
@@ -89,6 +93,8 @@ impl Terminal {
             tools: Vec::new(),
             announce_new_session: false,
             renderer: rendering(settings, mode).map(Renderer::new),
+            cost_line: mode == Mode::Normal && io::stderr().is_terminal(),
+            color: settings.color,
             recorded: false,
         }
     }
@@ -135,12 +141,28 @@ impl Terminal {
                     "output_tokens": outcome.usage.output_tokens,
                 },
                 "cost_usd": outcome.usage.cost_usd,
+                "session_usage": {
+                    "input_tokens": outcome.session_totals.input_tokens,
+                    "output_tokens": outcome.session_totals.output_tokens,
+                    "cost_usd": outcome.session_totals.cost_usd,
+                },
             });
             if let Err(e) = write_stdout(format!("{value}\n").as_bytes()) {
                 self.stdout_failed.get_or_insert(e);
             }
         } else if !self.printed_newline && !self.stdout_gone && io::stdout().is_terminal() {
             self.answer_text("\n");
+        }
+        if self.cost_line && error.is_none() {
+            let this = Totals::default().add(
+                outcome.usage.input_tokens,
+                outcome.usage.output_tokens,
+                outcome.usage.cost_usd,
+            );
+            if let Some(line) = cost_line(&this, &outcome.session_totals) {
+                let (dim, off) = if self.color { ("\x1b[2m", "\x1b[0m") } else { ("", "") };
+                say(&format!("{dim}{line}{off}"));
+            }
         }
         if let Some((reason, hint)) = error {
             if self.mode == Mode::Quiet && !outcome.stderr_tail.trim().is_empty() {
@@ -390,6 +412,46 @@ pub fn terminal_width() -> Option<usize> {
     (size.ws_col > 0).then_some(usize::from(size.ws_col))
 }
 
+/// `1,234 tokens in · 56 out · $0.0123 (session: 9,876 tokens in · 543 out · $0.0456)`: what an answer
+/// cost and what the session has cost so far, where the engine reports it; `None` if it does not.
+pub fn cost_line(this: &Totals, session: &Totals) -> Option<String> {
+    fn parts(t: &Totals) -> Vec<String> {
+        let mut parts = Vec::new();
+        if let Some(n) = t.input_tokens {
+            parts.push(format!("{} tokens in", thousands(n)));
+        }
+        if let Some(n) = t.output_tokens {
+            let tokens = if parts.is_empty() { " tokens" } else { "" };
+            parts.push(format!("{}{tokens} out", thousands(n)));
+        }
+        if let Some(usd) = t.cost_usd {
+            parts.push(format!("${usd:.4}"));
+        }
+        parts
+    }
+    if this.is_empty() {
+        return None;
+    }
+    let mut line = parts(this).join(" · ");
+    if !session.is_empty() && session != this {
+        line.push_str(&format!(" (session: {})", parts(session).join(" · ")));
+    }
+    Some(line)
+}
+
+/// `12,345`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// Says that another cca holds the session, before waiting for it.
 pub fn say_waiting(id: &str) {
     say(&format!(
@@ -451,4 +513,25 @@ pub fn print_bytes(bytes: &[u8]) -> Result<()> {
 fn write_stdout(bytes: &[u8]) -> io::Result<()> {
     let mut out = io::stdout().lock();
     out.write_all(bytes).and_then(|()| out.flush())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cost_line_says_what_the_engine_reported() {
+        let this = Totals::default().add(Some(1234), Some(56), Some(0.0123));
+        let session = this.add(Some(10_000), Some(500), Some(0.1));
+        assert_eq!(
+            cost_line(&this, &session).unwrap(),
+            "1,234 tokens in · 56 out · $0.0123 (session: 11,234 tokens in · 556 out · $0.1123)"
+        );
+        assert_eq!(cost_line(&this, &this).unwrap(), "1,234 tokens in · 56 out · $0.0123");
+        let only_out = Totals::default().add(None, Some(7), None);
+        assert_eq!(cost_line(&only_out, &only_out).unwrap(), "7 tokens out");
+        assert_eq!(cost_line(&Totals::default(), &session), None, "nothing reported: no line");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+        assert_eq!(thousands(999), "999");
+    }
 }

@@ -293,3 +293,33 @@ fn ctrl_c_still_stops_a_chat_answer() {
     session.exp_eof().unwrap();
     assert!(env.latest().contains("<!-- cca:interrupted "));
 }
+
+#[test]
+fn after_each_answer_a_dim_line_says_what_it_cost_and_the_session_so_far() {
+    // The fake engine speaks as claude: 12 tokens in, 34 out, $0.0015 an answer.
+    let env = TestEnv::new();
+    let mut session = in_pty(&env, &["search", "first"], &[]);
+    let all = shown(&mut session);
+    assert!(all.contains("\u{1b}[2m12 tokens in · 34 out · $0.0015\u{1b}[0m"), "{all:?}");
+    let mut session = in_pty(&env, &["search", "-r", "second"], &[]);
+    let all = shown(&mut session);
+    assert!(
+        all.contains("12 tokens in · 34 out · $0.0015 (session: 24 tokens in · 68 out · $0.0030)"),
+        "{all:?}"
+    );
+    // Not on a pipe, not with -q: stderr there is for errors.
+    let piped = env.run(&["search", "-r", "third"]);
+    assert!(!piped.ok().stderr.contains("tokens in"), "{piped}");
+
+    // The session's totals, kept by the transcript: in `cca show`, `sessions --json`, `--json`.
+    let show = env.run(&["show"]);
+    assert!(show.ok().stdout.contains("the answers so far: 36 tokens in · 102 out · $0.0045"));
+    let json = env.run(&["search", "-r", "--json", "fourth"]);
+    let v: serde_json::Value = serde_json::from_str(&json.ok().stdout).unwrap();
+    assert_eq!(v["session_usage"]["input_tokens"], 48);
+    assert_eq!(v["session_usage"]["output_tokens"], 136);
+    let list = env.run(&["sessions", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&list.ok().stdout).unwrap();
+    assert_eq!(v[0]["usage"]["input_tokens"], 48, "{v}");
+    assert!((v[0]["usage"]["cost_usd"].as_f64().unwrap() - 0.006).abs() < 1e-9, "{v}");
+}
