@@ -756,23 +756,12 @@ fn is_escaped(line: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transcript::testing::any_kind;
     use crate::transcript::{self, Record, Transcript};
     use proptest::prelude::*;
 
     fn header() -> Header {
-        Header {
-            format: transcript::FORMAT,
-            id: "20261121-101500".into(),
-            created: "2026-11-21T10:15:00Z".into(),
-            engine: "claude".into(),
-            model: None,
-            prompt: "search_agents/haiku45".into(),
-            prompt_hash: "fnv1a64:0123456789abcdef".into(),
-            cwd: "/home/u".into(),
-            title: "the title says needle".into(),
-            forked_from: None,
-            name: None,
-        }
+        crate::transcript::testing::header("the title says needle")
     }
 
     fn record(kind: Kind, content: &str) -> Record {
@@ -1108,18 +1097,6 @@ mod tests {
             "[a-c`#<>!\\- ]{0,6}",
         ];
         proptest::collection::vec(piece, 0..12).prop_map(|v| v.concat())
-    }
-
-    fn any_kind() -> impl Strategy<Value = Kind> {
-        proptest::sample::select(vec![
-            Kind::User,
-            Kind::Attachment,
-            Kind::Assistant,
-            Kind::Failed,
-            Kind::Interrupted,
-            Kind::Clear,
-            Kind::Compaction,
-        ])
     }
 
     proptest! {

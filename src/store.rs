@@ -1331,6 +1331,11 @@ fn sync_dir(dir: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transcript::testing::record;
+
+    fn header() -> Header {
+        crate::transcript::testing::header("t")
+    }
 
     #[test]
     fn ids_are_never_paths() {
@@ -1358,26 +1363,6 @@ mod tests {
     use proptest::prelude::*;
 
     use crate::transcript::{Header, Kind, Meta, Record};
-
-    fn header() -> Header {
-        Header {
-            format: transcript::FORMAT,
-            id: "20261121-101500".into(),
-            created: "2026-11-21T10:15:00Z".into(),
-            engine: "claude".into(),
-            model: None,
-            prompt: "general".into(),
-            prompt_hash: "fnv1a64:0123456789abcdef".into(),
-            cwd: "/".into(),
-            title: "t".into(),
-            forked_from: None,
-            name: None,
-        }
-    }
-
-    fn record(kind: Kind, content: &str) -> Record {
-        Record { kind, meta: Meta::default(), content: content.into() }
-    }
 
     fn compaction(through: u64) -> Record {
         Record {

@@ -1690,28 +1690,14 @@ pub fn read_on(summary: &Summary, at: u64, appended: &[u8]) -> Option<Scan> {
 
 #[cfg(test)]
 mod tests {
+    use super::testing::{any_kind, record};
     use super::*;
-    use proptest::prelude::*;
 
     fn header() -> Header {
-        Header {
-            format: FORMAT,
-            id: "20261121-101500".into(),
-            created: "2026-11-21T10:15:00Z".into(),
-            engine: "claude".into(),
-            model: None,
-            prompt: "search_agents/haiku45".into(),
-            prompt_hash: "fnv1a64:0123456789abcdef".into(),
-            cwd: "/home/u".into(),
-            title: "what changed?".into(),
-            forked_from: None,
-            name: None,
-        }
+        testing::header("what changed?")
     }
 
-    fn record(kind: Kind, content: &str) -> Record {
-        Record { kind, meta: Meta::default(), content: content.into() }
-    }
+    use proptest::prelude::*;
 
     fn round_trip(t: &Transcript) {
         let text = render(t);
@@ -1974,10 +1960,6 @@ mod tests {
             any::<String>(),
         ];
         proptest::collection::vec(piece, 0..12).prop_map(|v| v.concat())
-    }
-
-    fn any_kind() -> impl Strategy<Value = Kind> {
-        proptest::sample::select(KINDS.iter().map(|(k, _)| *k).collect::<Vec<_>>())
     }
 
     /// The events a [`Skim`] reports, fed `text` in pieces of the given sizes, asked to settle
@@ -2334,5 +2316,38 @@ mod tests {
             }
             prop_assert!(read_on(&first.summary, at + 1, more.as_bytes()).is_none());
         }
+    }
+}
+
+/// Fixtures for the tests of the modules that read and write transcripts.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    /// A session's header, with this title.
+    pub fn header(title: &str) -> Header {
+        Header {
+            format: FORMAT,
+            id: "20261121-101500".into(),
+            created: "2026-11-21T10:15:00Z".into(),
+            engine: "claude".into(),
+            model: None,
+            prompt: "search_agents/haiku45".into(),
+            prompt_hash: "fnv1a64:0123456789abcdef".into(),
+            cwd: "/home/u".into(),
+            title: title.into(),
+            forked_from: None,
+            name: None,
+        }
+    }
+
+    /// A record with no metadata.
+    pub fn record(kind: Kind, content: &str) -> Record {
+        Record { kind, meta: Meta::default(), content: content.into() }
+    }
+
+    /// Any kind of record.
+    pub fn any_kind() -> impl proptest::strategy::Strategy<Value = Kind> {
+        proptest::sample::select(KINDS.iter().map(|(k, _)| *k).collect::<Vec<_>>())
     }
 }

@@ -752,8 +752,13 @@ pub fn restore(ids: &[String]) -> Result<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transcript::testing::any_kind;
     use proptest::prelude::*;
     use transcript::Transcript;
+
+    fn header() -> Header {
+        crate::transcript::testing::header("t")
+    }
 
     /// `cca show` as it was when it read the whole file into memory: what streaming must give.
     fn shown_from_memory(text: &str, bold: bool) -> Option<String> {
@@ -779,34 +784,6 @@ mod tests {
             out.push_str(&format!("\n(line {}: {})\n", p.line, p.message));
         }
         Some(out)
-    }
-
-    fn header() -> Header {
-        Header {
-            format: transcript::FORMAT,
-            id: "20261121-101500".into(),
-            created: "2026-11-21T10:15:00Z".into(),
-            engine: "claude".into(),
-            model: Some("m".into()),
-            prompt: "general".into(),
-            prompt_hash: "fnv1a64:0123456789abcdef".into(),
-            cwd: "/".into(),
-            title: "t".into(),
-            forked_from: None,
-            name: None,
-        }
-    }
-
-    fn any_kind() -> impl Strategy<Value = Kind> {
-        prop::sample::select(vec![
-            Kind::User,
-            Kind::Attachment,
-            Kind::Assistant,
-            Kind::Failed,
-            Kind::Interrupted,
-            Kind::Clear,
-            Kind::Compaction,
-        ])
     }
 
     fn any_content() -> impl Strategy<Value = String> {
