@@ -11,7 +11,8 @@
 //   {"close": true}                  ends the plan here (the steps after it are not run)
 // then closes cca's stdin, waits for it to exit, and prints {"results": {NAME: result or
 // {"error": {code, message, data}}, "exit": CODE}, "answered": [NAME, ...] (the order the
-// responses came in), "updates": [...]} on stdout. The SDK does the framing, validation and
+// responses came in), "before": {NAME: how many updates came before its response},
+// "updates": [...]} on stdout. The SDK does the framing, validation and
 // request bookkeeping.
 import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
@@ -32,6 +33,7 @@ const updates = [];
 const waiters = [];
 const results = {};
 const answered = [];
+const before = {};
 const pending = {};
 
 function settle() {
@@ -73,6 +75,7 @@ await app.connectWith(stream, async (cx) => {
       const done = call(cx, step.call, resolveVars(step.params ?? {})).then((r) => {
         results[step.as ?? step.call] = r;
         answered.push(step.as ?? step.call);
+        before[step.as ?? step.call] = updates.length;
         return r;
       });
       if (step.async) pending[step.as] = done;
@@ -107,5 +110,5 @@ await app.connectWith(stream, async (cx) => {
 // Closing stdin (the SDK may have done it already) is how a client leaves.
 child.stdin.end();
 results.exit = await exited;
-process.stdout.write(JSON.stringify({ results, answered, updates }) + "\n");
+process.stdout.write(JSON.stringify({ results, answered, before, updates }) + "\n");
 process.exit(0);
