@@ -20,10 +20,11 @@ use std::time::Duration;
 
 use agent_client_protocol::v1::schema as acp;
 use agent_client_protocol::v1::{ConnectionTo, Responder};
-use agent_client_protocol::{Agent, Client, Error as RpcError, Stdio};
-use anyhow::Result;
+use agent_client_protocol::{Agent, Client, Error as RpcError};
+use anyhow::{Context, Result};
 use serde_json::json;
 
+use super::wire;
 use crate::call::Verdict;
 use crate::cmd::sessions::{clear_session, fork_session};
 use crate::config::{PromptChoice, Settings, Source, Sourced};
@@ -43,7 +44,10 @@ const PAGE: usize = 100;
 pub fn serve(settings: Settings, store: Store) -> Result<u8> {
     let agent =
         Arc::new(Acp { settings, store, sessions: Mutex::default(), turns: Mutex::default() });
-    let served = futures::executor::block_on(connect(agent.clone()));
+    let incoming = wire::incoming().context("cannot read stdin")?;
+    let (outgoing, writer) = wire::outgoing().context("cannot write stdout")?;
+    let transport = agent_client_protocol::Lines::new(outgoing, incoming);
+    let served = futures::executor::block_on(connect(agent.clone(), transport));
     // The client is gone: whatever still runs is stopped, and recorded as interrupted.
     for state in agent.sessions().values() {
         for (_, cancel) in &state.running {
@@ -54,6 +58,7 @@ pub fn serve(settings: Settings, store: Store) -> Result<u8> {
     for turn in turns {
         let _ = turn.join();
     }
+    writer.finish();
     match served {
         Ok(()) => Ok(exit::OK),
         Err(e) => Err(anyhow::anyhow!("the ACP connection failed: {e}")),
@@ -62,7 +67,10 @@ pub fn serve(settings: Settings, store: Store) -> Result<u8> {
 
 /// The handlers, one per method; the crate answers unknown methods (-32601), malformed JSON
 /// (-32700) and params that do not parse (-32602) on its own and keeps serving.
-async fn connect(agent: Arc<Acp>) -> Result<(), RpcError> {
+async fn connect(
+    agent: Arc<Acp>,
+    transport: agent_client_protocol::Lines<wire::Outgoing, wire::Incoming>,
+) -> Result<(), RpcError> {
     let (a1, a2, a3, a4, a5, a6, a7, a8, a9) = (
         agent.clone(),
         agent.clone(),
@@ -155,7 +163,7 @@ async fn connect(agent: Arc<Acp>) -> Result<(), RpcError> {
             },
             agent_client_protocol::on_receive_notification!(),
         )
-        .connect_to(Stdio::new())
+        .connect_to(transport)
         .await
 }
 
@@ -713,20 +721,25 @@ impl Acp {
 
     /// Sends a session's conversation as it happened: each exchange as the user's message and
     /// the agent's answer, clears and summaries where they were; attempts that got no answer
-    /// are not exchanges and are left out.
+    /// are not exchanges and are left out. Each record is sent as the scanner finds it: nothing
+    /// of the file is parsed into records first.
     fn replay(&self, id: &str, cx: &ConnectionTo<Client>) -> Result<()> {
-        let text = store::read_text(&self.store.session_path(id))?;
-        let (transcript, _) = transcript::parse(&text)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", self.store.session_path(id).display()))?;
+        let path = self.store.session_path(id);
+        let text = store::read_text(&path)?;
         let forward = Forward { cx, session: id, tools: 0 };
+        let content = |span: &transcript::RecordSpan| {
+            transcript::unescape(&text[span.content.start as usize..span.content.end as usize])
+        };
         let mut pending: Option<String> = None;
-        for record in transcript.records {
+        let scanned = transcript::Scanner::scan(text.as_bytes(), |event| {
+            let transcript::Event::Record(record) = event else { return };
             match record.kind {
-                Kind::User => pending = Some(record.content),
+                Kind::User => pending = Some(content(&record)),
                 Kind::Attachment => {
                     if let Some(question) = &mut pending {
-                        let fence = "`".repeat(longest_backtick_run(&record.content).max(2) + 1);
-                        question.push_str(&format!("\n\n{fence}\n{}\n{fence}", record.content));
+                        let attached = content(&record);
+                        let fence = "`".repeat(longest_backtick_run(&attached).max(2) + 1);
+                        question.push_str(&format!("\n\n{fence}\n{attached}\n{fence}"));
                     }
                 }
                 Kind::Assistant => {
@@ -735,7 +748,7 @@ impl Acp {
                             question.into(),
                         )));
                         forward.send(acp::SessionUpdate::AgentMessageChunk(
-                            acp::ContentChunk::new(record.content.into()),
+                            acp::ContentChunk::new(content(&record).into()),
                         ));
                     }
                 }
@@ -751,14 +764,15 @@ impl Acp {
                     forward.send(acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(
                         format!(
                             "*Summary of turns {first}-{through} (sent in their place):*\n\n{}",
-                            record.content
+                            content(&record)
                         )
                         .into(),
                     )));
                 }
             }
-        }
-        Ok(())
+        })
+        .expect("reading from memory cannot fail");
+        scanned.map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
     }
 }
 
