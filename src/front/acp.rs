@@ -11,18 +11,20 @@
 //! stdout carries protocol messages only; diagnostics and the engines' stderr go to stderr. When
 //! the client closes stdin, running turns are stopped (recorded as interrupted) and cca exits 0.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use agent_client_protocol::v1::schema as acp;
 use agent_client_protocol::v1::{ConnectionTo, Responder};
-use agent_client_protocol::{Agent, Client, Error as RpcError, Stdio};
-use anyhow::Result;
+use agent_client_protocol::{Agent, Client, Error as RpcError};
+use anyhow::{Context, Result};
 use serde_json::json;
 
+use super::wire;
 use crate::call::Verdict;
 use crate::cmd::sessions::{clear_session, fork_session};
 use crate::config::{PromptChoice, Settings, Source, Sourced};
@@ -42,7 +44,10 @@ const PAGE: usize = 100;
 pub fn serve(settings: Settings, store: Store) -> Result<u8> {
     let agent =
         Arc::new(Acp { settings, store, sessions: Mutex::default(), turns: Mutex::default() });
-    let served = futures::executor::block_on(connect(agent.clone()));
+    let incoming = wire::incoming().context("cannot read stdin")?;
+    let (outgoing, writer) = wire::outgoing().context("cannot write stdout")?;
+    let transport = agent_client_protocol::Lines::new(outgoing, incoming);
+    let served = futures::executor::block_on(connect(agent.clone(), transport));
     // The client is gone: whatever still runs is stopped, and recorded as interrupted.
     for state in agent.sessions().values() {
         for (_, cancel) in &state.running {
@@ -53,6 +58,7 @@ pub fn serve(settings: Settings, store: Store) -> Result<u8> {
     for turn in turns {
         let _ = turn.join();
     }
+    writer.finish();
     match served {
         Ok(()) => Ok(exit::OK),
         Err(e) => Err(anyhow::anyhow!("the ACP connection failed: {e}")),
@@ -61,7 +67,10 @@ pub fn serve(settings: Settings, store: Store) -> Result<u8> {
 
 /// The handlers, one per method; the crate answers unknown methods (-32601), malformed JSON
 /// (-32700) and params that do not parse (-32602) on its own and keeps serving.
-async fn connect(agent: Arc<Acp>) -> Result<(), RpcError> {
+async fn connect(
+    agent: Arc<Acp>,
+    transport: agent_client_protocol::Lines<wire::Outgoing, wire::Incoming>,
+) -> Result<(), RpcError> {
     let (a1, a2, a3, a4, a5, a6, a7, a8, a9) = (
         agent.clone(),
         agent.clone(),
@@ -154,7 +163,7 @@ async fn connect(agent: Arc<Acp>) -> Result<(), RpcError> {
             },
             agent_client_protocol::on_receive_notification!(),
         )
-        .connect_to(Stdio::new())
+        .connect_to(transport)
         .await
 }
 
@@ -191,6 +200,54 @@ struct Open {
     model: Option<String>,
     prompt: Option<String>,
     running: Vec<(u64, Cancel)>,
+    line: Arc<Line>,
+}
+
+/// The prompts of one session, in the order they arrived: a prompt sent while another is
+/// answered is a turn of its own, asked once every prompt before it has its answer. (The
+/// session lock alone would not do: its waiters are not served in order.)
+#[derive(Default)]
+struct Line {
+    waiting: Mutex<VecDeque<u64>>,
+    moved: Condvar,
+}
+
+impl Line {
+    fn waiting(&self) -> MutexGuard<'_, VecDeque<u64>> {
+        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes a place at the end of the line; returns how many prompts are ahead.
+    fn join(&self, turn: u64) -> usize {
+        let mut waiting = self.waiting();
+        waiting.push_back(turn);
+        waiting.len() - 1
+    }
+
+    /// Waits until `turn` is first in line, or its prompt is cancelled (`false`: it leaves).
+    fn wait(&self, turn: u64, cancel: &Cancel) -> bool {
+        let mut waiting = self.waiting();
+        loop {
+            if cancel.requested().is_some() {
+                return false;
+            }
+            if waiting.front() == Some(&turn) {
+                return true;
+            }
+            // A cancel does not signal the line; it is seen within this period.
+            waiting = self
+                .moved
+                .wait_timeout(waiting, Duration::from_millis(100))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+
+    /// `turn` leaves the line, answered or cancelled; the next one goes.
+    fn leave(&self, turn: u64) {
+        self.waiting().retain(|t| *t != turn);
+        self.moved.notify_all();
+    }
 }
 
 /// The numbers that tell running turns apart.
@@ -452,15 +509,33 @@ impl Acp {
         };
         let cancel = Cancel::new();
         let number = NEXT_TURN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        self.sessions().entry(id.clone()).or_default().running.push((number, cancel.clone()));
-        let agent = self.clone();
+        // The place in line is taken here, on the protocol loop, so it is the order of arrival.
+        let (line, ahead) = {
+            let mut sessions = self.sessions();
+            let open = sessions.entry(id.clone()).or_default();
+            open.running.push((number, cancel.clone()));
+            (open.line.clone(), open.line.join(number))
+        };
+        let (agent, queued) = (self.clone(), (line.clone(), id.clone()));
         let thread = std::thread::Builder::new().name(format!("turn {id}")).spawn(move || {
-            let answer = agent.answer(&id, query, attachments, &cx, &cancel);
+            if ahead > 0 {
+                Forward { cx: &cx, session: &id, tools: 0 }.note(format!(
+                    "Queued: {ahead} earlier prompt(s) in this session are answered first.\n"
+                ));
+            }
+            let answer = if line.wait(number, &cancel) {
+                agent.answer(&id, query, attachments, &cx, &cancel)
+            } else {
+                // Cancelled before its turn came: nothing was recorded, nothing ran.
+                Ok(acp::PromptResponse::new(acp::StopReason::Cancelled))
+            };
             if let Some(open) = agent.sessions().get_mut(&id) {
                 open.running.retain(|(n, _)| *n != number);
             }
-            // The client may be gone; there is no one left to tell.
+            // The client may be gone; there is no one left to tell. Answered before the next
+            // prompt goes, so the responses come in the order the prompts did.
             let _ = r.respond_with_result(answer);
+            line.leave(number);
         });
         match thread {
             Ok(handle) => {
@@ -469,7 +544,14 @@ impl Acp {
                 turns.push(handle);
                 Ok(())
             }
-            Err(e) => Err(RpcError::internal_error().data(json!({"error": e.to_string()}))),
+            Err(e) => {
+                let (line, id) = queued;
+                line.leave(number);
+                if let Some(open) = self.sessions().get_mut(&id) {
+                    open.running.retain(|(n, _)| *n != number);
+                }
+                Err(RpcError::internal_error().data(json!({"error": e.to_string()})))
+            }
         }
     }
 
@@ -490,8 +572,12 @@ impl Acp {
                 .send(acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(text.into())));
             return Ok(acp::PromptResponse::new(stop_reason(cancel)));
         }
-        if let Err(e) = self.title_if_untitled(id, &query) {
-            return Err(rpc_error(&e));
+        match self.title_if_untitled(id, &query, &mut forward, cancel) {
+            Ok(()) => {}
+            Err(e) if e.downcast_ref::<Interrupted>().is_some() => {
+                return Ok(acp::PromptResponse::new(acp::StopReason::Cancelled));
+            }
+            Err(e) => return Err(rpc_error(&e)),
         }
         let ask = Ask { target: Target::Session(id.to_string()), query, attachments, wait: true };
         match turn::ask(&settings, &self.store, &ask, &mut forward, cancel) {
@@ -611,11 +697,22 @@ impl Acp {
     }
 
     /// A session an editor opened has no title until its first question gives it one.
-    fn title_if_untitled(&self, id: &str, query: &str) -> Result<()> {
+    fn title_if_untitled(
+        &self,
+        id: &str,
+        query: &str,
+        forward: &mut Forward,
+        cancel: &Cancel,
+    ) -> Result<()> {
         if !self.store.summarize(id)?.header.title.is_empty() {
             return Ok(());
         }
-        let _lock = self.store.lock(id, true, || {})?;
+        let _lock = self.store.lock_unless(
+            id,
+            true,
+            || forward.event(Event::Waiting { session: id }),
+            || cancel.check(),
+        )?;
         if self.store.summarize(id)?.header.title.is_empty() {
             self.store.set_title(id, query.lines().next().unwrap_or(""))?;
         }
@@ -624,20 +721,25 @@ impl Acp {
 
     /// Sends a session's conversation as it happened: each exchange as the user's message and
     /// the agent's answer, clears and summaries where they were; attempts that got no answer
-    /// are not exchanges and are left out.
+    /// are not exchanges and are left out. Each record is sent as the scanner finds it: nothing
+    /// of the file is parsed into records first.
     fn replay(&self, id: &str, cx: &ConnectionTo<Client>) -> Result<()> {
-        let text = store::read_text(&self.store.session_path(id))?;
-        let (transcript, _) = transcript::parse(&text)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", self.store.session_path(id).display()))?;
+        let path = self.store.session_path(id);
+        let text = store::read_text(&path)?;
         let forward = Forward { cx, session: id, tools: 0 };
+        let content = |span: &transcript::RecordSpan| {
+            transcript::unescape(&text[span.content.start as usize..span.content.end as usize])
+        };
         let mut pending: Option<String> = None;
-        for record in transcript.records {
+        let scanned = transcript::Scanner::scan(text.as_bytes(), |event| {
+            let transcript::Event::Record(record) = event else { return };
             match record.kind {
-                Kind::User => pending = Some(record.content),
+                Kind::User => pending = Some(content(&record)),
                 Kind::Attachment => {
                     if let Some(question) = &mut pending {
-                        let fence = "`".repeat(longest_backtick_run(&record.content).max(2) + 1);
-                        question.push_str(&format!("\n\n{fence}\n{}\n{fence}", record.content));
+                        let attached = content(&record);
+                        let fence = "`".repeat(longest_backtick_run(&attached).max(2) + 1);
+                        question.push_str(&format!("\n\n{fence}\n{attached}\n{fence}"));
                     }
                 }
                 Kind::Assistant => {
@@ -646,7 +748,7 @@ impl Acp {
                             question.into(),
                         )));
                         forward.send(acp::SessionUpdate::AgentMessageChunk(
-                            acp::ContentChunk::new(record.content.into()),
+                            acp::ContentChunk::new(content(&record).into()),
                         ));
                     }
                 }
@@ -662,14 +764,15 @@ impl Acp {
                     forward.send(acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(
                         format!(
                             "*Summary of turns {first}-{through} (sent in their place):*\n\n{}",
-                            record.content
+                            content(&record)
                         )
                         .into(),
                     )));
                 }
             }
-        }
-        Ok(())
+        })
+        .expect("reading from memory cannot fail");
+        scanned.map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
     }
 }
 

@@ -6,10 +6,16 @@
 //   {"await": NAME}                  waits for an async request
 //   {"notify": METHOD, "params": {...}}
 //   {"until": UPDATE_KIND, "session": "$NAME.sessionId", "count": N}  waits for N updates of a kind
+//   {"until": UPDATE_KIND, "session": ..., "containing": TEXT}  ... whose text contains TEXT
+//   {"touch": PATH}                  creates an empty file (a test's signal to a waiting engine)
 //   {"close": true}                  ends the plan here (the steps after it are not run)
 // then closes cca's stdin, waits for it to exit, and prints {"results": {NAME: result or
-// {"error": {code, message, data}}, "exit": CODE}, "updates": [...]} on stdout. The SDK does the framing, validation and request bookkeeping.
+// {"error": {code, message, data}}, "exit": CODE}, "answered": [NAME, ...] (the order the
+// responses came in), "before": {NAME: how many updates came before its response},
+// "updates": [...]} on stdout. The SDK does the framing, validation and
+// request bookkeeping.
 import { spawn } from "node:child_process";
+import { writeFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
 import { pathToFileURL } from "node:url";
 
@@ -26,6 +32,8 @@ const stream = ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.st
 const updates = [];
 const waiters = [];
 const results = {};
+const answered = [];
+const before = {};
 const pending = {};
 
 function settle() {
@@ -66,6 +74,8 @@ await app.connectWith(stream, async (cx) => {
     if (step.call) {
       const done = call(cx, step.call, resolveVars(step.params ?? {})).then((r) => {
         results[step.as ?? step.call] = r;
+        answered.push(step.as ?? step.call);
+        before[step.as ?? step.call] = updates.length;
         return r;
       });
       if (step.async) pending[step.as] = done;
@@ -79,12 +89,17 @@ await app.connectWith(stream, async (cx) => {
       const count = step.count ?? 1;
       const seen = () =>
         updates.filter(
-          (u) => u.update.sessionUpdate === step.until && (!session || u.sessionId === session),
+          (u) =>
+            u.update.sessionUpdate === step.until &&
+            (!session || u.sessionId === session) &&
+            (!step.containing || (u.update.content?.text ?? "").includes(step.containing)),
         ).length >= count;
       await new Promise((resolve) => {
         waiters.push({ check: () => seen() && (resolve(), true) });
         settle();
       });
+    } else if (step.touch) {
+      writeFileSync(step.touch, "");
     } else if (step.close) {
       break;
     }
@@ -95,5 +110,5 @@ await app.connectWith(stream, async (cx) => {
 // Closing stdin (the SDK may have done it already) is how a client leaves.
 child.stdin.end();
 results.exit = await exited;
-process.stdout.write(JSON.stringify({ results, updates }) + "\n");
+process.stdout.write(JSON.stringify({ results, answered, before, updates }) + "\n");
 process.exit(0);

@@ -852,3 +852,151 @@ fn gemini_answers_a_steer_as_the_next_turn() {
         ]
     );
 }
+
+// `cca acp` through the real programs, driven by the official ACP SDK client
+// (tests/acp/client.mjs, installed pinned by `make acp-clients`).
+
+/// Runs a plan of the SDK client against `cca acp` in this environment (after `initialize`).
+fn acp(r: &Real, steps: &[Value]) -> Value {
+    let clients = real_program("CCA_TEST_ACP_CLIENTS", "acp-clients");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp/client.mjs");
+    let mut plan = vec![
+        json!({"call": "initialize", "params": {"protocolVersion": 1, "clientCapabilities": {}}}),
+    ];
+    plan.extend_from_slice(steps);
+    let mut cmd = std::process::Command::new("node");
+    cmd.env_clear();
+    // The same environment as `cca search` here, for the client to pass on to `cca acp`.
+    let template = r.command();
+    for (k, v) in template.get_envs() {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
+    cmd.env("CCA_TEST_ACP_CLIENTS", clients).current_dir(&r.env.work);
+    cmd.arg(script).arg(cca_exe()).arg(Value::Array(plan).to_string());
+    let run = run_command(cmd, None);
+    assert_eq!(run.code, Some(0), "the client failed\n{run}");
+    let out: Value = serde_json::from_str(run.stdout.trim()).expect("the client's JSON");
+    assert_eq!(out["results"]["exit"], 0, "cca acp exits 0 when stdin closes\n{run}");
+    out
+}
+
+fn acp_prompt(name: &str, session: &str, text: &str, wait: bool) -> Value {
+    json!({"call": "session/prompt", "as": name, "async": !wait,
+           "params": {"sessionId": session, "prompt": [{"type": "text", "text": text}]}})
+}
+
+/// A session's updates of one kind, the first `limit` updates only.
+fn acp_updates(out: &Value, kind: &str, limit: usize) -> Vec<Value> {
+    let all = out["updates"].as_array().unwrap();
+    all[..limit.min(all.len())]
+        .iter()
+        .filter(|u| u["update"]["sessionUpdate"] == kind)
+        .map(|u| u["update"].clone())
+        .collect()
+}
+
+fn acp_texts(out: &Value, kind: &str) -> Vec<String> {
+    acp_updates(out, kind, usize::MAX)
+        .iter()
+        .map(|u| u["content"]["text"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+fn acp_through(engine: &str) {
+    use cca::transcript::Kind::{Assistant, Interrupted, User};
+    let r = Real::new();
+    let go = r.env.root.path().join("go");
+    let cfg = format!("engine = \"{engine}\"\n");
+    r.env.write_config(&cfg);
+
+    // New, a prompt streamed in several chunks, then one cancelled mid-answer.
+    r.api.set(Behavior {
+        chunks: Some(3),
+        delay: Duration::from_millis(700),
+        ..Behavior::default()
+    });
+    let first = acp(
+        &r,
+        &[
+            json!({"call": "session/new", "as": "s", "params": {"cwd": r.env.work, "mcpServers": []}}),
+            acp_prompt("p", "$s.sessionId", "stream please", true),
+        ],
+    );
+    let id = first["results"]["s"]["sessionId"].as_str().expect("a session id").to_string();
+    assert_eq!(first["results"]["p"]["stopReason"], "end_turn", "{engine}: {}", first["results"]);
+    let seen = first["before"]["p"].as_u64().unwrap() as usize;
+    let chunks = acp_updates(&first, "agent_message_chunk", seen);
+    assert!(chunks.len() > 1, "{engine}: the answer came in {} chunk(s)", chunks.len());
+    let streamed: String =
+        chunks.iter().map(|c| c["content"]["text"].as_str().unwrap()).collect::<String>();
+    assert_eq!(streamed, "ECHO: stream please", "{engine}");
+
+    r.api.set(Behavior { hold: Some(go.clone()), ..Behavior::default() });
+    let second = acp(
+        &r,
+        &[
+            acp_prompt("p", &id, "never finished", false),
+            json!({"until": "agent_message_chunk", "session": id}),
+            json!({"notify": "session/cancel", "params": {"sessionId": id}}),
+            json!({"await": "p"}),
+        ],
+    );
+    std::fs::write(&go, "").unwrap();
+    assert_eq!(
+        second["results"]["p"]["stopReason"], "cancelled",
+        "{engine}: {}",
+        second["results"]
+    );
+    let records = records_of(&r);
+    assert_eq!(records.len(), 4, "{engine}: {records:?}");
+    assert_eq!(records[2], (User, "never finished".to_string()));
+    assert_eq!(records[3].0, Interrupted, "{engine}: {records:?}");
+    assert!(r.env.latest().contains("Interrupted (not sent again): cancelled"), "{engine}");
+
+    // A new connection loads it (the interrupted attempt is not replayed), then a tool call.
+    let search = tool_names(engine).0;
+    r.api.set(Behavior {
+        script: vec![
+            vec![Block::text("I'll search."), Block::tool(search, json!({"query": FIRST_QUERY}))],
+            vec![Block::text("Found it.")],
+        ],
+        ..Behavior::default()
+    });
+    let third = acp(
+        &r,
+        &[
+            json!({"call": "session/load", "as": "load",
+                   "params": {"sessionId": id, "cwd": r.env.work, "mcpServers": []}}),
+            acp_prompt("p", &id, "look it up", true),
+        ],
+    );
+    assert!(third["results"]["load"]["configOptions"].is_array(), "{engine}: {}", third["results"]);
+    assert_eq!(acp_texts(&third, "user_message_chunk"), ["stream please"], "{engine}");
+    let said = acp_texts(&third, "agent_message_chunk");
+    assert_eq!(said[0], "ECHO: stream please", "{engine}");
+    assert_eq!(third["results"]["p"]["stopReason"], "end_turn", "{engine}: {}", third["results"]);
+    let tools = acp_updates(&third, "tool_call", usize::MAX);
+    assert_eq!(tools.len(), 1, "{engine}: {tools:?}");
+    assert_eq!(tools[0]["kind"], "search", "{engine}");
+    assert_eq!(tools[0]["status"], "completed", "{engine}");
+    assert!(tools[0]["title"].as_str().unwrap().contains(FIRST_QUERY), "{engine}: {}", tools[0]);
+    assert_eq!(r.api.searches(), [FIRST_QUERY], "{engine}: the engine really searched");
+    assert!(said[1..].concat().contains("Found it."), "{engine}: {said:?}");
+    let records = records_of(&r);
+    assert_eq!(records.last().unwrap().0, Assistant, "{engine}: {records:?}");
+    // The engine was sent the answered exchange as history, not the interrupted one.
+    let framed = framed_message(&r.api.turns().last().unwrap().body);
+    assert_eq!(history_users(&framed), ["stream please"], "{engine}");
+}
+
+#[test]
+fn acp_through_claude() {
+    acp_through("claude");
+}
+
+#[test]
+fn acp_through_gemini() {
+    acp_through("gemini");
+}

@@ -1,0 +1,182 @@
+//! stdin and stdout as `cca acp`'s protocol transport: newline-delimited JSON-RPC lines, read
+//! and written by threads of their own so the protocol loop never blocks on either.
+//!
+//! The crate's own stdio transport writes and flushes each message on its own, through a thread
+//! pool: a wake-up, a context switch and a `write` per message. Replaying a long session is
+//! 20,000 messages, and that cost was nine tenths of the time. Here a message is appended to a
+//! buffer and the writer thread writes whatever has gathered in one call, so a burst of
+//! messages costs a few writes. Order is kept: one buffer, one writer. This module must not
+//! know the protocol: it moves lines.
+
+use std::io::{BufRead, Write};
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::thread::JoinHandle;
+
+use futures::channel::mpsc;
+
+/// How much may wait for the writer before a sender waits too: a client that does not read
+/// makes the agent wait instead of filling memory.
+const BACKLOG: usize = 4 << 20;
+
+/// The receiving end: the lines the client sends, as the crate's `Lines` transport reads them.
+pub type Incoming = mpsc::UnboundedReceiver<std::io::Result<String>>;
+
+/// Starts the thread that reads stdin, line by line, until it closes.
+pub fn incoming() -> std::io::Result<Incoming> {
+    let (tx, rx) = mpsc::unbounded();
+    std::thread::Builder::new().name("acp stdin".into()).spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        loop {
+            let mut line = String::new();
+            match stdin.read_line(&mut line) {
+                Ok(0) => break,
+                Ok(_) => {
+                    let line = line.strip_suffix('\n').unwrap_or(&line);
+                    let line = line.strip_suffix('\r').unwrap_or(line).to_string();
+                    if tx.unbounded_send(Ok(line)).is_err() {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    let _ = tx.unbounded_send(Err(e));
+                    break;
+                }
+            }
+        }
+    })?;
+    Ok(rx)
+}
+
+/// The sending end: a `futures::Sink` of lines, written to stdout by a thread of its own.
+pub struct Outgoing {
+    shared: Arc<Shared>,
+}
+
+/// Joined once the connection is over, so every line is written before cca exits.
+pub struct Writer(Option<JoinHandle<()>>);
+
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+    /// The writer waits on it for lines (or the end).
+    gathered: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    pending: Vec<u8>,
+    closed: bool,
+    failed: Option<std::io::ErrorKind>,
+    /// A sender waiting for the backlog to drain.
+    waiting: Option<Waker>,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Starts the thread that writes to stdout.
+pub fn outgoing() -> std::io::Result<(Outgoing, Writer)> {
+    let shared = Arc::new(Shared::default());
+    let writer = shared.clone();
+    let handle =
+        std::thread::Builder::new().name("acp stdout".into()).spawn(move || write(&writer))?;
+    Ok((Outgoing { shared }, Writer(Some(handle))))
+}
+
+impl Writer {
+    /// Waits until every line given to [`Outgoing`] is written (or stdout failed).
+    pub fn finish(mut self) {
+        if let Some(handle) = self.0.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+fn write(shared: &Shared) {
+    let mut batch = Vec::new();
+    loop {
+        {
+            let mut state = shared.state();
+            while state.pending.is_empty() && !state.closed {
+                state = shared.gathered.wait(state).unwrap_or_else(|e| e.into_inner());
+            }
+            if state.pending.is_empty() {
+                return;
+            }
+            std::mem::swap(&mut batch, &mut state.pending);
+            if let Some(waker) = state.waiting.take() {
+                waker.wake();
+            }
+        }
+        let mut stdout = std::io::stdout().lock();
+        let written = stdout.write_all(&batch).and_then(|()| stdout.flush());
+        batch.clear();
+        if let Err(e) = written {
+            let mut state = shared.state();
+            state.failed = Some(e.kind());
+            if let Some(waker) = state.waiting.take() {
+                waker.wake();
+            }
+            return;
+        }
+    }
+}
+
+impl futures::Sink<String> for Outgoing {
+    type Error = std::io::Error;
+
+    fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        let mut state = self.shared.state();
+        if let Some(kind) = state.failed {
+            return Poll::Ready(Err(kind.into()));
+        }
+        if state.pending.len() >= BACKLOG {
+            state.waiting = Some(cx.waker().clone());
+            return Poll::Pending;
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    fn start_send(self: Pin<&mut Self>, line: String) -> Result<(), Self::Error> {
+        let mut state = self.shared.state();
+        if let Some(kind) = state.failed {
+            return Err(kind.into());
+        }
+        let idle = state.pending.is_empty();
+        state.pending.extend_from_slice(line.as_bytes());
+        state.pending.push(b'\n');
+        drop(state);
+        // A writer busy with a batch takes this line with the next one, unasked.
+        if idle {
+            self.shared.gathered.notify_one();
+        }
+        Ok(())
+    }
+
+    /// The line is the writer's: it is written in order, before cca exits ([`Writer::finish`]).
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        match self.shared.state().failed {
+            Some(kind) => Poll::Ready(Err(kind.into())),
+            None => Poll::Ready(Ok(())),
+        }
+    }
+
+    fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.shared.state().closed = true;
+        self.shared.gathered.notify_one();
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl Drop for Outgoing {
+    fn drop(&mut self) {
+        self.shared.state().closed = true;
+        self.shared.gathered.notify_one();
+    }
+}
