@@ -293,3 +293,24 @@ fn ctrl_c_still_stops_a_chat_answer() {
     session.exp_eof().unwrap();
     assert!(env.latest().contains("<!-- cca:interrupted "));
 }
+
+#[test]
+fn an_engine_that_wants_the_terminal_is_ended_and_the_user_told_why() {
+    let env = TestEnv::new();
+    let engine_pid = env.root.path().join("engine.pid");
+    // As ssh asking for a password: the engine reads /dev/tty from its background group, and
+    // the system stops it.
+    let script = format!("pid {};say partial;tty", engine_pid.display());
+    let mut session = in_pty(&env, &["search", "q"], &[("FAKE_SCRIPT", &script)]);
+    session.exp_string("partial").unwrap();
+    let engine: i32 = std::fs::read_to_string(&engine_pid).unwrap().trim().parse().unwrap();
+    session.exp_string("engines get no terminal").unwrap();
+    session.exp_string("by hand once").unwrap();
+    session.exp_eof().unwrap();
+    assert!(exit_code(&session).contains(", 1)"), "{}", exit_code(&session));
+    assert!(!alive(engine), "the engine is still there");
+    let text = env.latest();
+    assert!(text.contains("<!-- cca:failed "), "{text}");
+    assert!(text.contains("engines get no terminal"), "{text}");
+    assert!(text.contains("\n\npartial\n<!-- cca:end -->"), "what arrived is kept: {text}");
+}
