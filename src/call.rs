@@ -131,6 +131,28 @@ pub fn verdict(engine: &EngineConfig, outcome: &run::Outcome) -> Verdict {
     };
     let failed =
         |reason: String, hint: Option<String>| Verdict::Failed { reason, hint, code: exit::ERROR };
+    // cca ended the engine itself: how it exited then says nothing more.
+    match &outcome.halted {
+        Some(run::Halted::Scratch(e)) => {
+            return failed(
+                format!("cannot write the answer's scratch file: {e}; {name} was stopped"),
+                Some(
+                    "free some disk space; what arrived is kept in the transcript as a failed attempt (`cca show`), ask again with `,`"
+                        .into(),
+                ),
+            );
+        }
+        Some(run::Halted::NeedsTerminal) => {
+            return failed(
+                format!(
+                    "{name} was stopped by the system: it tried to use the terminal (a password \
+                     or login prompt?), and engines get no terminal"
+                ),
+                Some(engine.terminal_hint()),
+            );
+        }
+        None => {}
+    }
     let status = outcome.status.as_ref();
     if let Some(status) = status.filter(|s| !s.success()) {
         return failed(

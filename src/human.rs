@@ -10,12 +10,14 @@ pub fn human_bytes(n: u64) -> String {
     }
 }
 
-/// `Ctrl-C`, `SIGTERM`, `SIGHUP`, `signal N`.
+/// `Ctrl-C`, `SIGTERM`, `SIGHUP`, `SIGQUIT`, `Ctrl-Z`, `signal N`.
 pub fn signal_name(signal: i32) -> String {
     match signal {
         signal_hook::consts::SIGINT => "Ctrl-C".into(),
         signal_hook::consts::SIGTERM => "SIGTERM".into(),
         signal_hook::consts::SIGHUP => "SIGHUP".into(),
+        signal_hook::consts::SIGQUIT => "SIGQUIT".into(),
+        signal_hook::consts::SIGTSTP => "Ctrl-Z".into(),
         n => format!("signal {n}"),
     }
 }

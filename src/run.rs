@@ -5,8 +5,11 @@
 //! No shell is involved. Stderr is always drained (an engine blocked on a full stderr pipe would
 //! never finish its stdout). When the turn is cancelled (Ctrl-C in a terminal, `session/cancel`
 //! from an editor) the whole group gets SIGTERM, then SIGKILL after a grace period or a second
-//! cancel; nothing of the group outlives a turn. Nothing here prints: what happens is reported
-//! through a callback, and the front end decides what the user sees.
+//! cancel; nothing of the group outlives a turn. cca ends the group itself in the same way
+//! ([`Halted`]) when the answer's scratch file cannot be written, or when the system stopped a
+//! process of the group for using the terminal, which an engine cannot have: it runs in a
+//! background process group. Nothing here prints: what happens is reported through a callback,
+//! and the front end decides what the user sees.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -44,6 +47,21 @@ const PIPE_GRACE: Duration = Duration::from_millis(500);
 /// How long the engine's group may keep its pipes open after the engine exited before it gets
 /// SIGTERM.
 const LINGER: Duration = Duration::from_millis(500);
+
+/// How often the loop looks for a process of the group stopped by the system.
+const STOPPED_CHECK: Duration = Duration::from_millis(500);
+
+/// Why cca ended the engine's group itself, when nobody asked it to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Halted {
+    /// The answer's scratch file could not be written (a full disk): nothing more could be kept,
+    /// so the engine is stopped and what was kept is recorded.
+    Scratch(String),
+    /// A process of the group was stopped by the system (SIGTTIN or SIGTTOU: it read the
+    /// terminal, or set its modes, from a background process group, as an ssh password prompt
+    /// does); it would wait for ever.
+    NeedsTerminal,
+}
 
 /// Why a turn was stopped before its end. Front ends other than the terminal add their own
 /// reasons here (an editor's cancel).
@@ -204,6 +222,8 @@ pub struct Outcome {
     pub duration: Duration,
     /// Feeding stdin failed for a reason other than the engine closing it.
     pub feed_error: Option<String>,
+    /// Why cca ended the group itself, if it did.
+    pub halted: Option<Halted>,
 }
 
 enum Pipe {
@@ -340,12 +360,26 @@ pub fn run(
         if let Some(why) = cancel.requested() {
             if ending.interrupted.is_none() {
                 ending.interrupted = Some(why);
-                ending.stopped_at = Some(Instant::now());
-                signal_group(group, Signal::TERM);
-                ending.kill_at = Some(Instant::now() + grace);
+                if ending.halted.is_none() {
+                    ending.stop(group, grace);
+                }
                 progress(Progress::Stopping);
             } else if cancel.forced() {
                 signal_group(group, Signal::KILL);
+            }
+        }
+        if ending.interrupted.is_none() && ending.halted.is_none() {
+            let halted = match state.scratch_error.take() {
+                Some(e) => Some(Halted::Scratch(e)),
+                None if ending.checked_at.elapsed() >= STOPPED_CHECK => {
+                    ending.checked_at = Instant::now();
+                    group_stopped(group).then_some(Halted::NeedsTerminal)
+                }
+                None => None,
+            };
+            if halted.is_some() {
+                ending.halted = halted;
+                ending.stop(group, grace);
             }
         }
         if ending.kill_at.is_some_and(|at| Instant::now() >= at) {
@@ -359,8 +393,8 @@ pub fn run(
             // The engine is gone but something it started still holds the pipes: stop the group.
             if exited.elapsed() > LINGER && !ending.group_termed {
                 ending.group_termed = true;
-                if ending.interrupted.is_none() {
-                    signal_group(group, Signal::TERM);
+                if ending.interrupted.is_none() && ending.halted.is_none() {
+                    terminate(group);
                     ending.kill_at = Some(Instant::now() + grace);
                 }
             }
@@ -379,7 +413,7 @@ pub fn run(
                 if !ending.out_done {
                     decoder.finish(&mut outputs);
                 }
-                state.handle(&mut outputs, progress, &mut answer)?;
+                state.handle(&mut outputs, progress, &mut answer);
                 break;
             }
         }
@@ -391,11 +425,11 @@ pub fn run(
         match pipe {
             Pipe::Stdout(chunk) => {
                 decoder.feed(&chunk, &mut outputs);
-                state.handle(&mut outputs, progress, &mut answer)?;
+                state.handle(&mut outputs, progress, &mut answer);
             }
             Pipe::StdoutEnd => {
                 decoder.finish(&mut outputs);
-                state.handle(&mut outputs, progress, &mut answer)?;
+                state.handle(&mut outputs, progress, &mut answer);
                 ending.out_done = true;
             }
             Pipe::Stderr(chunk) => state.engine_stderr(&chunk, progress),
@@ -407,12 +441,15 @@ pub fn run(
             Pipe::FeedFailed(e) => ending.feed_error = Some(e.to_string()),
         }
     }
-    stop_leftovers(group, ending.interrupted.is_some() || ending.group_termed, grace);
+    let termed = ending.stopped_at.is_some() || ending.group_termed;
+    stop_leftovers(group, termed, grace);
 
     drop(more);
     let rest = state.kept.finish();
-    state.keep(&mut answer, rest.as_bytes())?;
-    answer.flush().context("cannot write the answer's scratch file")?;
+    state.keep(&mut answer, rest.as_bytes());
+    if let Some(e) = state.scratch_error.take() {
+        ending.halted.get_or_insert(Halted::Scratch(e));
+    }
     let start = state.earlier.last().map_or(0, |e| e.range.end);
     io::Seek::seek(&mut answer, io::SeekFrom::Start(start))
         .context("cannot read back the answer")?;
@@ -429,11 +466,11 @@ pub fn run(
         interrupted: ending.interrupted,
         duration: state.split_at.map_or(started.elapsed(), |at| at.elapsed()),
         feed_error: ending.feed_error,
+        halted: ending.halted,
     })
 }
 
 /// How far the engine's process group is from being done.
-#[derive(Default)]
 struct Ending {
     out_done: bool,
     err_done: bool,
@@ -448,6 +485,36 @@ struct Ending {
     /// When the engine itself exited (its pipes may still be held by something it started).
     exited_at: Option<Instant>,
     feed_error: Option<String>,
+    halted: Option<Halted>,
+    /// When the group was last looked at for a stopped process.
+    checked_at: Instant,
+}
+
+impl Default for Ending {
+    fn default() -> Ending {
+        Ending {
+            out_done: false,
+            err_done: false,
+            status: None,
+            interrupted: None,
+            kill_at: None,
+            stopped_at: None,
+            group_termed: false,
+            exited_at: None,
+            feed_error: None,
+            halted: None,
+            checked_at: Instant::now(),
+        }
+    }
+}
+
+impl Ending {
+    /// Asks the group to end: SIGTERM now, SIGKILL after the grace period.
+    fn stop(&mut self, group: Pid, grace: Duration) {
+        self.stopped_at = Some(Instant::now());
+        terminate(group);
+        self.kill_at = Some(Instant::now() + grace);
+    }
 }
 
 fn pump(
@@ -479,6 +546,34 @@ fn signal_group(group: Pid, signal: Signal) {
     let _ = rustix::process::kill_process_group(group, signal);
 }
 
+/// SIGTERM, and SIGCONT so that a stopped process of the group (one that wanted the terminal,
+/// say) gets it now rather than never.
+fn terminate(group: Pid) {
+    signal_group(group, Signal::TERM);
+    signal_group(group, Signal::CONT);
+}
+
+/// Whether a process of the group is stopped (state `T` in /proc): in a background process
+/// group, the system stops a process that reads the terminal or sets its modes, and nothing
+/// would ever continue it. A process being traced (`t`) is a debugger's business.
+fn group_stopped(group: Pid) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return false };
+    let group = group.as_raw_nonzero().get();
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().as_encoded_bytes().iter().all(u8::is_ascii_digit))
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .any(|stat| {
+            // After the command name (which may hold anything, hence the last `)`): the state,
+            // the parent's pid, the process group.
+            let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+            let mut fields = rest.split_whitespace();
+            let state = fields.next();
+            let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
+            state == Some("T") && pgrp == Some(group)
+        })
+}
+
 /// After the engine exits, nothing it started may keep running: TERM what is left of its
 /// group, and KILL it after the grace period.
 fn stop_leftovers(group: Pid, already_termed: bool, grace: Duration) {
@@ -486,7 +581,7 @@ fn stop_leftovers(group: Pid, already_termed: bool, grace: Duration) {
         return;
     }
     if !already_termed {
-        signal_group(group, Signal::TERM);
+        terminate(group);
     }
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline {
@@ -531,6 +626,9 @@ struct Turn {
     engine_error: Option<String>,
     engine_session: Option<String>,
     stderr_tail: Vec<u8>,
+    /// The first error writing the answer's scratch file; nothing is written after it.
+    scratch_error: Option<String>,
+    scratch_failed: bool,
 }
 
 impl Turn {
@@ -539,13 +637,13 @@ impl Turn {
         outputs: &mut Vec<Output>,
         progress: &mut dyn FnMut(Progress),
         answer: &mut File,
-    ) -> Result<()> {
+    ) {
         for output in outputs.drain(..) {
             match output {
                 Output::Text(text) => {
                     progress(Progress::Text(&text));
                     let kept = self.kept.text(&text);
-                    self.keep(answer, kept.as_bytes())?;
+                    self.keep(answer, kept.as_bytes());
                     self.answer_has_text |= text.chars().any(|c| !c.is_whitespace());
                 }
                 Output::Tool(call) => {
@@ -561,7 +659,7 @@ impl Turn {
                 Output::Error(e) => self.engine_error = Some(e),
                 Output::Usage(u) => self.usage = u,
                 Output::Session(id) => self.engine_session = Some(id),
-                Output::Taken(n) => self.taken(n, progress, answer)?,
+                Output::Taken(n) => self.taken(n, progress, answer),
                 Output::AnswerEnd => {
                     // An engine that never echoes what it takes: the answer still ends the run.
                     self.stream.prompt_taken = true;
@@ -569,25 +667,30 @@ impl Turn {
                 }
             }
         }
-        Ok(())
     }
 
-    fn keep(&mut self, answer: &mut File, bytes: &[u8]) -> Result<()> {
-        if !bytes.is_empty() {
-            answer.write_all(bytes).context("cannot write the answer's scratch file")?;
-            self.len += bytes.len() as u64;
+    /// Tees answer bytes to the scratch file. After a write error nothing more is written (what
+    /// was is kept), and the loop stops the engine.
+    fn keep(&mut self, answer: &mut File, bytes: &[u8]) {
+        if bytes.is_empty() || self.scratch_failed {
+            return;
         }
-        Ok(())
+        match answer.write_all(bytes) {
+            Ok(()) => self.len += bytes.len() as u64,
+            Err(e) => {
+                self.scratch_failed = true;
+                self.scratch_error = Some(e.to_string());
+                // What a partial write put there counts (the file's end is where reading stops).
+                if let Ok(end) = io::Seek::stream_position(answer) {
+                    self.len = end;
+                }
+            }
+        }
     }
 
     /// The engine took `n` user messages: the prompt, or steers. A steer ends the answer so
     /// far; what follows answers it.
-    fn taken(
-        &mut self,
-        n: usize,
-        progress: &mut dyn FnMut(Progress),
-        answer: &mut File,
-    ) -> Result<()> {
+    fn taken(&mut self, n: usize, progress: &mut dyn FnMut(Progress), answer: &mut File) {
         self.stream.answering = true;
         let mut n = n;
         if !self.stream.prompt_taken {
@@ -596,12 +699,12 @@ impl Turn {
         }
         let n = n.min(self.stream.written.len());
         if n == 0 {
-            return Ok(());
+            return;
         }
         let steer: Vec<String> = self.stream.written.drain(..n).collect();
         let steer = steer.join("\n\n");
         let rest = std::mem::take(&mut self.kept).finish();
-        self.keep(answer, rest.as_bytes())?;
+        self.keep(answer, rest.as_bytes());
         let start = self.earlier.last().map_or(0, |e| e.range.end);
         let now = Instant::now();
         let since = self.split_at.unwrap_or(now);
@@ -615,7 +718,6 @@ impl Turn {
         });
         self.split_at = Some(now);
         progress(Progress::Steer(Steered::Taken(&self.earlier.last().expect("pushed").steer)));
-        Ok(())
     }
 
     fn engine_stderr(&mut self, bytes: &[u8], progress: &mut dyn FnMut(Progress)) {

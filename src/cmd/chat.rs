@@ -1,5 +1,7 @@
 //! `cca chat`: an interactive loop on a session. Each message is one turn (`turn::ask`), saved as
-//! it completes; Ctrl-C stops an answer and returns to the prompt; Ctrl-D leaves.
+//! it completes; Ctrl-C (or Ctrl-Z) stops an answer, or the wait for a busy session, and returns
+//! to the prompt; Ctrl-D leaves. SIGTERM, SIGHUP and SIGQUIT end chat as they end `cca search`:
+//! during a turn once it is recorded, at the prompt at once (see `front::signals`).
 //!
 //! While an answer streams, the line editor is not reading: a [`Typed`] thread reads the lines
 //! the terminal delivers (it is in its ordinary line mode then, echoing what is typed) and
@@ -15,12 +17,13 @@ use anyhow::{Context, Result};
 use rustyline::error::ReadlineError;
 use rustyline::validate::{ValidationContext, ValidationResult, Validator};
 use rustyline::{Cmd, Editor, KeyCode, KeyEvent, Modifiers};
+use signal_hook::consts::{SIGINT, SIGTSTP};
 
 use crate::cli::ChatArgs;
 use crate::error::{Failure, exit};
 use crate::front::signals;
 use crate::front::terminal::{Mode, Terminal, say};
-use crate::run::Cancel;
+use crate::run::{Cancel, Stop};
 use crate::session;
 use crate::steer::{self, Inbox};
 use crate::turn::{self, Ask, Target};
@@ -55,6 +58,7 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
     editor.bind_sequence(KeyEvent(KeyCode::Enter, Modifiers::ALT), Cmd::Newline);
     let history = store.chat_history_path();
     let _ = editor.load_history(&history);
+    signals::listen()?;
 
     match &session {
         Some(id) => say(&format!("cca chat · session {id} · /help for help, Ctrl-D to leave")),
@@ -116,6 +120,16 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
         drop(route);
         if let Err(e) = shown {
             crate::front::terminal::report(&e);
+        }
+        // Asked to end, not only to stop the answer: leave as `cca search` would.
+        if let Some(why @ Stop::Signal(signal)) = cancel.requested()
+            && signal != SIGINT
+            && signal != SIGTSTP
+        {
+            if editor.save_history(&history).is_ok() {
+                store.make_private(&history);
+            }
+            return Ok(why.exit_code());
         }
     }
     if editor.save_history(&history).is_ok() {

@@ -145,6 +145,16 @@ impl EngineConfig {
         }
     }
 
+    /// What to do when the engine (or something it ran) wanted the terminal: answer its
+    /// prompt once by hand, so that it needs none when cca runs it.
+    pub fn terminal_hint(&self) -> String {
+        format!(
+            "run `{}` by hand once and answer what it asks (log it in), or set up ssh keys \
+             (`ssh-add`) for what it runs, so that nothing needs a password",
+            self.program.to_string_lossy()
+        )
+    }
+
     /// What to tell the user when the engine failed, beyond its own message.
     pub fn failure_hint(&self) -> String {
         match self.spec.failure_hint {

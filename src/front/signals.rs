@@ -1,20 +1,33 @@
-//! Signals, for the terminal front ends: Ctrl-C, SIGTERM and SIGHUP become a cancel of the turn
-//! that is running, so that it can stop its engine and record what arrived. A second Ctrl-C
-//! stops the engine without the grace period.
+//! Signals, for the terminal front ends: Ctrl-C, SIGTERM, SIGHUP, SIGQUIT (Ctrl-\) and SIGTSTP
+//! (Ctrl-Z) become a cancel of the turn that is running, so that it can stop its engine and
+//! record what arrived. A second Ctrl-C stops the engine without the grace period.
 //!
-//! From the first [`route_to`] on, these signals no longer kill cca; while no turn is routed
-//! (between turns of a chat) they are dropped.
+//! Ctrl-Z is a cancel too, not a suspension: the engine runs in a process group of its own, which
+//! the terminal's job control does not reach, so suspending cca alone would leave the engine
+//! running behind it (or, stopped with it, waiting for a `fg` that may never come).
+//!
+//! From the first [`listen`] (or [`route_to`]) on, these signals no longer act on cca directly.
+//! While no turn is routed (at the chat prompt): SIGTERM, SIGHUP and SIGQUIT end cca by that
+//! signal, as they would have, once the terminal's modes are put back (a line editor may hold it
+//! in raw mode); SIGTSTP suspends cca as usual, since no engine runs; Ctrl-C is dropped (at the
+//! prompt the line editor reads it as a key).
 
+use std::io::IsTerminal;
 use std::sync::Mutex;
 
 use anyhow::{Context, Result};
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGTSTP};
 
 use crate::run::{Cancel, Stop};
 
 /// The cancel of the running turn, if one runs.
 static ROUTE: Mutex<Option<Cancel>> = Mutex::new(None);
 static INSTALLED: Mutex<bool> = Mutex::new(false);
+
+/// Takes over the signals now, before any turn runs (a chat, from its start).
+pub fn listen() -> Result<()> {
+    install()
+}
 
 /// Sends the process's signals to `cancel` until the returned guard is dropped.
 pub fn route_to(cancel: &Cancel) -> Result<Route> {
@@ -37,16 +50,36 @@ fn install() -> Result<()> {
     if *installed {
         return Ok(());
     }
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP])
-        .context("cannot install signal handlers")?;
+    // The terminal's modes as they are before any line editor changes them.
+    let stdin = std::io::stdin();
+    let modes = stdin.is_terminal().then(|| rustix::termios::tcgetattr(&stdin).ok()).flatten();
+    let mut signals =
+        signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP])
+            .context("cannot install signal handlers")?;
     std::thread::spawn(move || {
         for signal in signals.forever() {
             let route = ROUTE.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(cancel) = route.as_ref()
-                // Once stopping, only another Ctrl-C (impatience) hurries it.
-                && (cancel.requested().is_none() || signal == SIGINT)
-            {
-                cancel.stop(Stop::Signal(signal));
+            match route.as_ref() {
+                Some(cancel) => {
+                    // Once stopping, only another Ctrl-C (impatience) hurries it.
+                    if cancel.requested().is_none() || signal == SIGINT {
+                        cancel.stop(Stop::Signal(signal));
+                    }
+                }
+                None if signal == SIGINT => {}
+                None => {
+                    if signal != SIGTSTP
+                        && let Some(modes) = &modes
+                    {
+                        let _ = rustix::termios::tcsetattr(
+                            std::io::stdin(),
+                            rustix::termios::OptionalActions::Now,
+                            modes,
+                        );
+                    }
+                    // What the signal would have done: end cca (or suspend it, for SIGTSTP).
+                    let _ = signal_hook::low_level::emulate_default_handler(signal);
+                }
             }
         }
     });

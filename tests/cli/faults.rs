@@ -519,3 +519,55 @@ fn a_question_is_kept_or_repeated_when_latest_or_the_transcript_is_in_the_way() 
     assert_ne!(run.code, Some(0));
     run.stderr_has("nothing was recorded").stderr_has("lost words");
 }
+
+#[test]
+fn a_scratch_file_that_cannot_be_written_stops_the_engine_and_keeps_what_arrived() {
+    let env = TestEnv::new();
+    let root = env.root.path();
+    let (engine_pid, termed, go1, go2) =
+        (root.join("engine.pid"), root.join("termed"), root.join("go1"), root.join("go2"));
+    // The engine notes SIGTERM instead of dying, and ends only when told: the test lifts the
+    // file-size limit between the failed write and the record, as a disk that filled up and
+    // was freed would.
+    let script = format!(
+        "note-term {};pid {};say partial answer;await {};bytes 100000;await {}",
+        termed.display(),
+        engine_pid.display(),
+        go1.display(),
+        go2.display()
+    );
+    let mut cmd = env.command();
+    cmd.args(["search", "q"])
+        .env("FAKE_SCRIPT", script)
+        .env("CCA_GRACE_MS", "600000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut cca = Guard(cmd.spawn().unwrap());
+    let engine = pid_in(&engine_pid);
+    let mut stdout = cca.0.stdout.take().unwrap();
+    let mut seen = [0u8; 14];
+    std::io::Read::read_exact(&mut stdout, &mut seen).unwrap();
+    assert_eq!(&seen, b"partial answer");
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+
+    // From now on no file of cca's may pass 2000 bytes: the scratch file fills up.
+    let pid = rustix::process::Pid::from_raw(cca.0.id() as i32);
+    let fsize = rustix::process::Resource::Fsize;
+    let hard = rustix::process::getrlimit(fsize).maximum;
+    let small = rustix::process::Rlimit { current: Some(2000), maximum: hard };
+    let unlimited = rustix::process::prlimit(pid, fsize, small).expect("lower the limit");
+    std::fs::write(&go1, "").unwrap();
+    assert!(wait_until(TIMEOUT, || termed.exists()), "cca did not stop the engine");
+    rustix::process::prlimit(pid, fsize, unlimited).expect("lift the limit");
+    std::fs::write(&go2, "").unwrap();
+
+    let output = cca.finish();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot write the answer's scratch file: File too large"), "{stderr}");
+    assert!(!alive(engine), "the engine is still running");
+    let text = env.latest();
+    assert!(text.contains("<!-- cca:failed "), "{text}");
+    assert!(text.contains("cannot write the answer's scratch file"), "{text}");
+    assert!(text.contains("partial answerThe quick brown fox"), "what arrived is kept: {text}");
+}

@@ -1,4 +1,4 @@
-//! Ctrl-C, SIGTERM and SIGHUP: the whole engine group stops, the partial answer is recorded as
+//! Ctrl-C, SIGTERM, SIGHUP, SIGQUIT (Ctrl-\\) and SIGTSTP (Ctrl-Z): the whole engine group stops, the partial answer is recorded as
 //! interrupted (never replayed), and cca exits 128 + the signal.
 
 use std::io::Read;
@@ -69,6 +69,17 @@ fn sigterm_exits_143() {
 #[test]
 fn sighup_exits_129() {
     interrupt_with(Signal::HUP, 129);
+}
+
+#[test]
+fn sigquit_exits_131() {
+    interrupt_with(Signal::QUIT, 131);
+}
+
+/// Ctrl-Z is a cancel: suspending cca alone would leave the engine running behind it.
+#[test]
+fn sigtstp_stops_the_turn_and_exits_148() {
+    interrupt_with(Signal::TSTP, 148);
 }
 
 #[test]

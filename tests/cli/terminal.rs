@@ -323,3 +323,95 @@ fn after_each_answer_a_dim_line_says_what_it_cost_and_the_session_so_far() {
     assert_eq!(v[0]["usage"]["input_tokens"], 48, "{v}");
     assert!((v[0]["usage"]["cost_usd"].as_f64().unwrap() - 0.006).abs() < 1e-9, "{v}");
 }
+
+#[test]
+fn an_engine_that_wants_the_terminal_is_ended_and_the_user_told_why() {
+    let env = TestEnv::new();
+    let engine_pid = env.root.path().join("engine.pid");
+    // As ssh asking for a password: the engine reads /dev/tty from its background group, and
+    // the system stops it.
+    let script = format!("pid {};say partial;tty", engine_pid.display());
+    let mut session = in_pty(&env, &["search", "q"], &[("FAKE_SCRIPT", &script)]);
+    session.exp_string("partial").unwrap();
+    let engine: i32 = std::fs::read_to_string(&engine_pid).unwrap().trim().parse().unwrap();
+    session.exp_string("engines get no terminal").unwrap();
+    session.exp_string("by hand once").unwrap();
+    session.exp_eof().unwrap();
+    assert!(exit_code(&session).contains(", 1)"), "{}", exit_code(&session));
+    assert!(!alive(engine), "the engine is still there");
+    let text = env.latest();
+    assert!(text.contains("<!-- cca:failed "), "{text}");
+    assert!(text.contains("engines get no terminal"), "{text}");
+    assert!(text.contains("\n\npartial\n<!-- cca:end -->"), "what arrived is kept: {text}");
+}
+
+/// Runs `cca chat` in a pty inside a shell that then prints cca's status and the terminal's
+/// modes; cca's pid goes to `pid_file`.
+fn chat_in_a_shell(env: &TestEnv, pid_file: &std::path::Path) -> PtySession {
+    let cca = cca_exe().display().to_string();
+    let inner = format!("echo \\$\\$ > '{}'; exec '{cca}' chat", pid_file.display());
+    let line = format!("sh -c \"{inner}\"; echo \"status $?\"; stty -a");
+    let template = env.pty_command();
+    let mut cmd = std::process::Command::new("sh");
+    cmd.env_clear().arg("-c").arg(line).current_dir(&env.work);
+    for (k, v) in template.get_envs() {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
+    spawn_command(cmd, Some(TIMEOUT.as_millis() as u64)).expect("spawn in a pty")
+}
+
+#[test]
+fn sigterm_and_sighup_at_the_chat_prompt_end_chat_and_restore_the_terminal() {
+    for (signal, status) in
+        [(rustix::process::Signal::TERM, 143), (rustix::process::Signal::HUP, 129)]
+    {
+        let env = TestEnv::new();
+        let pid_file = env.root.path().join("cca.pid");
+        let mut session = chat_in_a_shell(&env, &pid_file);
+        session.exp_string("> ").unwrap();
+        session.send_line("q1").unwrap();
+        session.exp_string("ECHO: q1").unwrap();
+        // Back at the prompt, the line editor holds the terminal in raw mode.
+        session.exp_string("> ").unwrap();
+        let pid: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+        let pid = rustix::process::Pid::from_raw(pid).unwrap();
+        rustix::process::kill_process(pid, signal).unwrap();
+        session.exp_string(&format!("status {status}")).unwrap();
+        // `stty -a`: the line mode is back (`-icanon -isig` while raw). (The pty was made
+        // without echo, so echo says nothing.)
+        let modes = session.exp_eof().unwrap();
+        let set = |flag: &str| modes.split_whitespace().any(|w| w == flag);
+        assert!(set("icanon") && set("isig"), "{signal:?}: {modes}");
+        assert!(env.latest().contains("ECHO: q1"));
+    }
+}
+
+#[test]
+fn ctrl_c_stops_a_chat_waiting_for_a_busy_session() {
+    let env = TestEnv::new();
+    env.run(&["search", "q0"]).ok();
+    // Another cca answers in the session until the test says so.
+    let go = env.root.path().join("go");
+    let mut holder = env.command();
+    holder
+        .args(["search", "-r", "held"])
+        .env("FAKE_SCRIPT", format!("say held answer;await {}", go.display()))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let holder = Guard(holder.spawn().unwrap());
+    assert!(wait_until(TIMEOUT, || env.latest().contains("held")), "the holder's question");
+    let mut session = in_pty(&env, &["chat", "-r"], &[]);
+    session.exp_string("> ").unwrap();
+    session.send_line("q-waiting").unwrap();
+    session.exp_string("is busy").unwrap();
+    session.send_control('c').unwrap();
+    session.exp_string("nothing was recorded").unwrap();
+    session.exp_string("> ").unwrap();
+    session.send_control('d').unwrap();
+    session.exp_eof().unwrap();
+    std::fs::write(&go, "").unwrap();
+    assert_eq!(holder.finish().status.code(), Some(0));
+    assert!(!env.latest().contains("q-waiting"), "{}", env.latest());
+}

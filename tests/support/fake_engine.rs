@@ -23,6 +23,8 @@
 //! refused NAME ARG  claude/gemini: report a tool call the engine refused
 //! exit N            stop here with this status (after finishing the format's last lines if 0)
 //! hang              sleep forever
+//! tty               ask for a password on /dev/tty and read the reply, as ssh does (exit 4 if
+//!                   there is no terminal, 5 if the read fails)
 //! ignore-term       ignore SIGTERM from now on
 //! pid FILE          write this process's pid to FILE
 //! grandchild FILE   start a child that ignores SIGTERM and hangs, holding stdout; its pid goes to FILE
@@ -190,6 +192,18 @@ fn main() {
                     out.end();
                 }
                 std::process::exit(code);
+            }
+            "tty" => {
+                let Ok(mut tty) =
+                    std::fs::OpenOptions::new().read(true).write(true).open("/dev/tty")
+                else {
+                    std::process::exit(4);
+                };
+                let _ = tty.write_all(b"password: ");
+                let mut reply = [0u8; 256];
+                if tty.read(&mut reply).is_err() {
+                    std::process::exit(5);
+                }
             }
             "hang" => loop {
                 std::thread::sleep(Duration::from_secs(3600));
