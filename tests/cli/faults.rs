@@ -521,6 +521,36 @@ fn a_question_is_kept_or_repeated_when_latest_or_the_transcript_is_in_the_way() 
 }
 
 #[test]
+fn a_question_that_cannot_be_saved_is_repeated_whatever_is_in_the_way() {
+    // A prompt file that is missing: nothing is recorded, and the question is given back.
+    let env = TestEnv::new();
+    let run = env.run(&["search", "--prompt-file", "/nonexistent/prompt.md", "words one"]);
+    assert_ne!(run.code, Some(0));
+    run.stderr_has("nothing was recorded").stderr_has("words one");
+    assert!(env.session_files().is_empty() || !env.latest().contains("words one"));
+
+    // A transcript that is not one cca can read.
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "first"]).ok();
+    let file = env.sessions_dir().join(&env.session_files()[0]);
+    std::fs::write(&file, "not a transcript at all\n").unwrap();
+    let run = env.run(&["search", "-q", "-r", "words two"]);
+    assert_ne!(run.code, Some(0));
+    run.stderr_has("nothing was recorded").stderr_has("words two");
+
+    // A lock that cannot be opened: the locks folder is a file.
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "first"]).ok();
+    let locks = env.cca_home.join("locks");
+    std::fs::remove_dir_all(&locks).unwrap();
+    std::fs::write(&locks, "in the way").unwrap();
+    let run = env.run(&["search", "-q", "-r", "words three"]);
+    assert_ne!(run.code, Some(0));
+    run.stderr_has("nothing was recorded").stderr_has("words three");
+    assert!(!env.latest().contains("words three"), "{}", env.latest());
+}
+
+#[test]
 fn a_scratch_file_that_cannot_be_written_stops_the_engine_and_keeps_what_arrived() {
     let env = TestEnv::new();
     let root = env.root.path();
