@@ -333,7 +333,7 @@ impl Bench {
     fn acp(&self) {
         println!("## ACP: `cca acp` against the command line\n");
         println!(
-            "The instant engine answering `hi`. The command line's time to first byte is from starting `cca search -r` to the first byte on its stdout; over ACP, from writing `session/prompt` to a running `cca acp` to reading the first `agent_message_chunk`. `session/load` replays a 10,000-exchange session (20 MB) until its response.\n"
+            "The instant engine answering `hi`. The command line's time to first byte is from starting `cca search -r` to the first byte on its stdout; over ACP, from writing `session/prompt` to a running `cca acp` to reading the first `agent_message_chunk`. `session/load` replays a 10,000-exchange session (20 MB): from writing the request to reading its response, which comes after all 20,000 replayed updates; the client reads every line but parses only lines with an `\"id\":` (the response), so the time is cca's reading, replaying and writing, not the client's JSON parsing.\n"
         );
         let home = self.home("acp");
         home.cca(&["search", "-q", "start"], "say hi").checked();
@@ -366,7 +366,8 @@ impl Bench {
         let mut acp = AcpClient::start(&long, "say hi");
         let load = time_runs(10, || {
             let params = json!({"sessionId": "20261121-101500", "cwd": long.dir, "mcpServers": []});
-            let reply = acp.call("session/load", params);
+            let n = acp.send("session/load", params);
+            let reply = acp.response(n);
             assert!(reply["result"].is_object(), "{reply}");
         });
         acp.finish();
@@ -900,6 +901,22 @@ impl AcpClient {
     fn call(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
         let id = self.send(method, params);
         self.until(|m| m["id"] == id && m.get("method").is_none())
+    }
+
+    /// The response to request `id`, found without parsing the lines before it: a notification
+    /// has no `"id":`, and a line is parsed only if it has one, so the time is cca's, not the
+    /// parsing of every notification.
+    fn response(&mut self, id: u64) -> serde_json::Value {
+        loop {
+            let line = self.lines.next().expect("cca acp answers").unwrap();
+            if !line.contains("\"id\":") {
+                continue;
+            }
+            let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id && message.get("method").is_none() {
+                return message;
+            }
+        }
     }
 
     fn finish(self) {

@@ -42,10 +42,15 @@ const PAGE: usize = 100;
 
 /// Serves one client until it closes stdin.
 pub fn serve(settings: Settings, store: Store) -> Result<u8> {
-    let agent =
-        Arc::new(Acp { settings, store, sessions: Mutex::default(), turns: Mutex::default() });
     let incoming = wire::incoming().context("cannot read stdin")?;
     let (outgoing, writer) = wire::outgoing().context("cannot write stdout")?;
+    let agent = Arc::new(Acp {
+        settings,
+        store,
+        sessions: Mutex::default(),
+        turns: Mutex::default(),
+        direct: outgoing.direct(),
+    });
     let transport = agent_client_protocol::Lines::new(outgoing, incoming);
     let served = futures::executor::block_on(connect(agent.clone(), transport));
     // The client is gone: whatever still runs is stopped, and recorded as interrupted.
@@ -191,6 +196,8 @@ struct Acp {
     store: Store,
     sessions: Mutex<HashMap<String, Open>>,
     turns: Mutex<Vec<JoinHandle<()>>>,
+    /// Lines written past the crate: a replay's updates (see [`Acp::replay`]).
+    direct: wire::Direct,
 }
 
 /// A session this client opened: the choices it made, and the turns running in it.
@@ -325,7 +332,7 @@ impl Acp {
             Ok(id) => id,
             Err(e) => return r.respond_with_error(e),
         };
-        if let Err(e) = self.replay(&id, cx) {
+        if let Err(e) = self.replay(&id) {
             return r.respond_with_error(rpc_error(&e));
         }
         self.sessions().entry(id.clone()).or_default();
@@ -723,12 +730,26 @@ impl Acp {
     /// the agent's answer, clears and summaries where they were; attempts that got no answer
     /// are not exchanges and are left out. Each record is sent as the scanner finds it: nothing
     /// of the file is parsed into records first.
-    fn replay(&self, id: &str, cx: &ConnectionTo<Client>) -> Result<()> {
+    ///
+    /// The updates are written as lines of their own ([`text_update`]), not through the crate:
+    /// the crate builds each message as a JSON value and then a string, and for a long session
+    /// that was most of the load's time. They go into the queue the crate writes to, so the
+    /// load's response, given to the crate afterwards, comes after every one of them; nothing
+    /// of this session is on its way through the crate before them.
+    fn replay(&self, id: &str) -> Result<()> {
         let path = self.store.session_path(id);
         let text = store::read_text(&path)?;
-        let forward = Forward { cx, session: id, tools: 0 };
         let content = |span: &transcript::RecordSpan| {
             transcript::unescape(&text[span.content.start as usize..span.content.end as usize])
+        };
+        let mut lines = Vec::with_capacity(REPLAY_BATCH + 4096);
+        let mut sent: std::io::Result<()> = Ok(());
+        let mut send = |kind: &'static str, chunk: &str, lines: &mut Vec<u8>| {
+            text_update(lines, id, kind, chunk);
+            if lines.len() >= REPLAY_BATCH && sent.is_ok() {
+                sent = self.direct.send(lines);
+                lines.clear();
+            }
         };
         let mut pending: Option<String> = None;
         let scanned = transcript::Scanner::scan(text.as_bytes(), |event| {
@@ -744,36 +765,85 @@ impl Acp {
                 }
                 Kind::Assistant => {
                     if let Some(question) = pending.take() {
-                        forward.send(acp::SessionUpdate::UserMessageChunk(acp::ContentChunk::new(
-                            question.into(),
-                        )));
-                        forward.send(acp::SessionUpdate::AgentMessageChunk(
-                            acp::ContentChunk::new(content(&record).into()),
-                        ));
+                        send(USER_CHUNK, &question, &mut lines);
+                        send(AGENT_CHUNK, &content(&record), &mut lines);
                     }
                 }
                 Kind::Failed | Kind::Interrupted => pending = None,
-                Kind::Clear => {
-                    forward.send(acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(
-                        "*Context cleared: the turns above are not sent again.*".into(),
-                    )))
-                }
+                Kind::Clear => send(
+                    AGENT_CHUNK,
+                    "*Context cleared: the turns above are not sent again.*",
+                    &mut lines,
+                ),
                 Kind::Compaction => {
                     let (first, through) =
                         (record.meta.first.unwrap_or(1), record.meta.through.unwrap_or(0));
-                    forward.send(acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(
-                        format!(
-                            "*Summary of turns {first}-{through} (sent in their place):*\n\n{}",
-                            content(&record)
-                        )
-                        .into(),
-                    )));
+                    let summary = format!(
+                        "*Summary of turns {first}-{through} (sent in their place):*\n\n{}",
+                        content(&record)
+                    );
+                    send(AGENT_CHUNK, &summary, &mut lines);
                 }
             }
         })
         .expect("reading from memory cannot fail");
-        scanned.map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+        if sent.is_ok() && !lines.is_empty() {
+            sent = self.direct.send(&lines);
+        }
+        scanned.map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        sent.context("cannot write stdout")
     }
+}
+
+/// How many bytes of replayed updates are gathered before they are queued for the writer.
+const REPLAY_BATCH: usize = 256 << 10;
+
+const USER_CHUNK: &str = "user_message_chunk";
+const AGENT_CHUNK: &str = "agent_message_chunk";
+
+/// A `session/update` notification of one text chunk, field for field as the crate writes it
+/// (its JSON values keep the order fields are serialized in, so these are declared in that order;
+/// a test compares the bytes).
+#[derive(serde::Serialize)]
+struct TextUpdate<'a> {
+    jsonrpc: &'static str,
+    method: &'static str,
+    params: TextUpdateParams<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct TextUpdateParams<'a> {
+    #[serde(rename = "sessionId")]
+    session_id: &'a str,
+    update: TextChunk<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct TextChunk<'a> {
+    #[serde(rename = "sessionUpdate")]
+    session_update: &'static str,
+    content: Text<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct Text<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: &'a str,
+}
+
+/// Appends the line of a `session/update` of kind `kind` (a `*_message_chunk`) with `text`.
+fn text_update(out: &mut Vec<u8>, session: &str, kind: &'static str, text: &str) {
+    let update = TextUpdate {
+        jsonrpc: "2.0",
+        method: "session/update",
+        params: TextUpdateParams {
+            session_id: session,
+            update: TextChunk { session_update: kind, content: Text { kind: "text", text } },
+        },
+    };
+    serde_json::to_writer(&mut *out, &update).expect("strings always serialize");
+    out.push(b'\n');
 }
 
 /// The model value that means "the engine's own default".
@@ -935,6 +1005,44 @@ impl Observer for Forward<'_> {
             | Event::Recorded { .. }
             | Event::Started { .. }
             | Event::Stopping => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agent_client_protocol::{JsonRpcMessage, RawJsonRpcMessage};
+
+    use super::*;
+
+    /// The line the crate itself writes for a notification (its transport's serialization).
+    fn crate_line(session: &str, update: acp::SessionUpdate) -> String {
+        let untyped = acp::SessionNotification::new(session.to_string(), update)
+            .to_untyped_message()
+            .unwrap();
+        let raw = RawJsonRpcMessage::notification(untyped.method, untyped.params).unwrap();
+        serde_json::to_string(&raw).unwrap() + "\n"
+    }
+
+    #[test]
+    fn replayed_updates_are_the_lines_the_crate_writes() {
+        let session = "20261121-101500";
+        for text in ["hi", "", "quote \" back\\slash\nnew line\ttab \u{1} é 😀 </script>"] {
+            for (kind, update) in [
+                (
+                    USER_CHUNK,
+                    acp::SessionUpdate::UserMessageChunk(acp::ContentChunk::new(text.into())),
+                ),
+                (
+                    AGENT_CHUNK,
+                    acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(text.into())),
+                ),
+            ] {
+                let mut ours = Vec::new();
+                text_update(&mut ours, session, kind, text);
+                let theirs = crate_line(session, update);
+                assert_eq!(String::from_utf8(ours).unwrap(), theirs);
+            }
         }
     }
 }

@@ -63,6 +63,8 @@ struct Shared {
     state: Mutex<State>,
     /// The writer waits on it for lines (or the end).
     gathered: Condvar,
+    /// A [`Direct`] sender waits on it for the backlog to drain.
+    drained: Condvar,
 }
 
 #[derive(Default)]
@@ -89,6 +91,44 @@ pub fn outgoing() -> std::io::Result<(Outgoing, Writer)> {
     Ok((Outgoing { shared }, Writer(Some(handle))))
 }
 
+impl Outgoing {
+    /// A second way into the same queue, for lines made without the crate.
+    pub fn direct(&self) -> Direct {
+        Direct { shared: self.shared.clone() }
+    }
+}
+
+/// Writes ready-made lines into the queue the crate's messages go through, so they keep their
+/// place among them: a line given here is written before any message the crate hands over
+/// later. Messages the crate took earlier may still be on their way to the queue, inside the
+/// crate; whoever writes here must not need to follow them.
+pub struct Direct {
+    shared: Arc<Shared>,
+}
+
+impl Direct {
+    /// Queues `lines` (whole lines, each ending in a newline), waiting while the backlog is full.
+    pub fn send(&self, lines: &[u8]) -> std::io::Result<()> {
+        let mut state = self.shared.state();
+        loop {
+            if let Some(kind) = state.failed {
+                return Err(kind.into());
+            }
+            if state.pending.len() < BACKLOG {
+                break;
+            }
+            state = self.shared.drained.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+        let idle = state.pending.is_empty();
+        state.pending.extend_from_slice(lines);
+        drop(state);
+        if idle {
+            self.shared.gathered.notify_one();
+        }
+        Ok(())
+    }
+}
+
 impl Writer {
     /// Waits until every line given to [`Outgoing`] is written (or stdout failed).
     pub fn finish(mut self) {
@@ -113,6 +153,7 @@ fn write(shared: &Shared) {
             if let Some(waker) = state.waiting.take() {
                 waker.wake();
             }
+            shared.drained.notify_all();
         }
         let mut stdout = std::io::stdout().lock();
         let written = stdout.write_all(&batch).and_then(|()| stdout.flush());
@@ -123,6 +164,7 @@ fn write(shared: &Shared) {
             if let Some(waker) = state.waiting.take() {
                 waker.wake();
             }
+            shared.drained.notify_all();
             return;
         }
     }
