@@ -123,23 +123,19 @@ impl Listener {
     pub fn start(store: &Store, id: &str, inbox: &Inbox) -> Result<Listener> {
         let socket = store.listen_steer(id)?;
         let listener = socket.listener.try_clone().context("cannot share the steer socket")?;
-        listener.set_nonblocking(true).context("cannot set up the steer socket")?;
         let stop = Arc::new(AtomicBool::new(false));
         let (inbox, stopped) = (inbox.clone(), stop.clone());
         let uid = rustix::process::geteuid().as_raw();
+        // Accept blocks: `close` wakes it with a connection of its own, so that ending a turn
+        // waits for nothing.
         let thread = thread::spawn(move || {
-            while !stopped.load(Ordering::SeqCst) {
-                match listener.accept() {
-                    Ok((stream, _)) => {
-                        // One at a time, in order: two steers sent one after the other are
-                        // queued in that order.
-                        let _ = serve(stream, uid, &inbox, &stopped);
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        thread::sleep(Duration::from_millis(20));
-                    }
-                    Err(_) => thread::sleep(Duration::from_millis(20)),
+            while let Ok((stream, _)) = listener.accept() {
+                if stopped.load(Ordering::SeqCst) {
+                    break;
                 }
+                // One at a time, in order: two steers sent one after the other are queued in
+                // that order.
+                let _ = serve(stream, uid, &inbox, &stopped);
             }
         });
         Ok(Listener { stop, thread: Some(thread), socket: Some(socket) })
@@ -149,7 +145,12 @@ impl Listener {
     pub fn close(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+            // Wake the blocked accept; if the connection cannot be made, the thread is left to
+            // end with the process rather than waited for.
+            let woken = self.socket.as_ref().is_some_and(|s| UnixStream::connect(&s.path).is_ok());
+            if woken {
+                let _ = thread.join();
+            }
         }
         self.socket.take();
     }
