@@ -16,7 +16,7 @@ use clap::CommandFactory;
 use crate::cli::{Cli, Command, CompletionShell};
 use crate::config::Flags;
 use crate::error::{Failure, exit};
-pub(crate) use crate::front::terminal::print_stdout as print;
+pub(crate) use crate::front::terminal::{print_stdout as print, print_with};
 use crate::turn::Target;
 
 pub fn run(cli: Cli) -> Result<u8> {
@@ -95,14 +95,6 @@ fn flags(a: &crate::cli::AnswerArgs) -> Flags {
         fail_fast: a.fail_fast,
         no_compact: a.no_compact,
     }
-}
-
-/// Writes to stdout what `write` writes, in pieces; a closed pipe (`| head`) is not an error.
-pub fn print_with(write: impl FnOnce(&mut dyn std::io::Write) -> Result<()>) -> Result<()> {
-    crate::run::written(write, std::io::stdout().lock(), |e| match e.kind() {
-        std::io::ErrorKind::BrokenPipe => Ok(()),
-        _ => Err(e).context("cannot write to stdout"),
-    })
 }
 
 /// A point in time as a person types it: `2026-11-21` (local time; the day's start, or its end

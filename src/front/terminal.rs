@@ -503,9 +503,19 @@ pub fn print_stdout(text: &str) -> Result<()> {
 
 /// Like [`print_stdout`], for bytes that may not be text (`cca show --raw`).
 pub fn print_bytes(bytes: &[u8]) -> Result<()> {
-    match write_stdout(bytes) {
-        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(e).context("cannot write to stdout"),
-        _ => Ok(()),
+    write_stdout(bytes).or_else(stdout_failed)
+}
+
+/// Writes to stdout what `write` writes, in pieces (`cca show` through no pager).
+pub fn print_with(write: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
+    crate::run::written(write, io::stdout().lock(), stdout_failed)
+}
+
+/// A closed pipe (`| head`) is the reader's choice, not an error; any other failure is.
+fn stdout_failed(e: io::Error) -> Result<()> {
+    match e.kind() {
+        io::ErrorKind::BrokenPipe => Ok(()),
+        _ => Err(e).context("cannot write to stdout"),
     }
 }
 
