@@ -228,7 +228,10 @@ impl Renderer {
                 let trimmed = line.trim();
                 if trimmed.len() >= fence.len && trimmed.bytes().all(|b| b == fence.marker) {
                     self.block = Block::Text;
-                    write_line(&[Span::new(line, Attr::dim())], &self.style, out);
+                    // In colour the block is drawn without its fences; plain, it keeps them.
+                    if !self.style.color {
+                        write_line(&[Span::new(line, Attr::dim())], &self.style, out);
+                    }
                     return;
                 }
                 let keep = indent(line).0.min(fence.indent);
@@ -285,7 +288,15 @@ impl Renderer {
             let language = info.split_whitespace().next().unwrap_or("");
             let code = if self.style.color { highlight::Code::new(language) } else { None };
             self.block = Block::Fence(Fence { indent: ind, marker, len, code });
-            write_line(&[Span::new(line, Attr::dim())], &self.style, out);
+            // In colour the fence line gives way to the language, as a dim label (nothing
+            // without one); plain, the fence stays as the only sign of the block.
+            if !self.style.color {
+                write_line(&[Span::new(line, Attr::dim())], &self.style, out);
+            } else if !language.is_empty() {
+                let label =
+                    [Span::new(&line[..ind], Attr::default()), Span::new(language, Attr::dim())];
+                write_line(&label, &self.style, out);
+            }
             return;
         }
         if may_start_table && rest.starts_with('|') {

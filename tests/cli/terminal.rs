@@ -120,6 +120,8 @@ fn show_renders_answers_on_a_terminal() {
     assert!(all.contains("\u{1b}[1;4;35mPlan\u{1b}[0m"), "a styled heading: {all:?}");
     assert!(all.contains("Use \u{1b}[1mbold\u{1b}[0m and \u{1b}[36mcode\u{1b}[0m."), "{all:?}");
     assert!(all.contains("\u{1b}[35mfn\u{1b}[0m"), "highlighted code: {all:?}");
+    // The code block without its fence lines, labelled with its language.
+    assert!(!all.contains("```") && all.contains("\u{1b}[2mrust\u{1b}[0m"), "{all:?}");
     // The table's columns line up, the numbers to the right.
     assert!(all.contains("a \u{1b}[2m │ \u{1b}[0m    1\n"), "{all:?}");
     assert!(all.contains("bb\u{1b}[2m │ \u{1b}[0m   22\n"), "{all:?}");
@@ -205,6 +207,8 @@ fn search_renders_the_answer_as_it_streams_and_keeps_the_exact_text() {
     assert!(all.contains("\u{1b}[1;4;35mPlan\u{1b}[0m"), "a styled heading: {all:?}");
     assert!(all.contains("Use \u{1b}[1mbold\u{1b}[0m and \u{1b}[36mcode\u{1b}[0m."), "{all:?}");
     assert!(all.contains("\u{1b}[35mfn\u{1b}[0m"), "highlighted code: {all:?}");
+    // The code block labelled with its language, in place of its fence line.
+    assert!(all.contains("\u{1b}[2mrust\u{1b}[0m"), "{all:?}");
     assert!(all.contains("bb\u{1b}[2m │ \u{1b}[0m   22"), "an aligned table: {all:?}");
     assert!(!all.contains("**bold**"), "{all:?}");
     // The transcript keeps the answer exactly as the engine wrote it.
