@@ -226,6 +226,18 @@ fn search_renders_the_answer_as_it_streams_and_keeps_the_exact_text() {
 }
 
 #[test]
+fn search_raw_prints_the_answer_byte_for_byte_on_a_terminal() {
+    let env = TestEnv::new();
+    for args in [&["search", "--raw", "plan it"][..], &[",", "--raw", "and again"]] {
+        let mut session = in_pty(&env, args, &[("FAKE_SCRIPT", MARKDOWN)]);
+        let all = shown(&mut session);
+        assert!(all.contains(&format!("{ANSWER}\n")), "{args:?}: {all:?}");
+        assert!(!all.contains("\u{1b}[1m"), "not rendered: {all:?}");
+        assert!(exit_code(&session).contains(", 0)"), "{}", exit_code(&session));
+    }
+}
+
+#[test]
 fn search_renders_without_escape_codes_under_no_color() {
     let env = TestEnv::new();
     for var in [("NO_COLOR", "1"), ("TERM", "dumb")] {
