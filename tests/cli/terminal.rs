@@ -431,3 +431,89 @@ fn ctrl_c_stops_a_chat_waiting_for_a_busy_session() {
     assert_eq!(holder.finish().status.code(), Some(0));
     assert!(!env.latest().contains("q-waiting"), "{}", env.latest());
 }
+
+/// Escape sequences a hostile transcript (shared, downloaded) can hold: the clipboard (OSC 52),
+/// the window title (OSC 0), a hidden link (OSC 8), a cleared screen (CSI and its C1 form).
+const HOSTILE: &str = "\u{1b}]52;c;ZXZpbA==\u{7}\u{1b}]0;owned\u{7}\u{1b}]8;;http://evil\u{1b}\\link\u{1b}[2J\u{9b}2J";
+
+/// A session whose every record, title and name holds [`HOSTILE`], as a file could.
+fn hostile_session() -> TestEnv {
+    use cca::transcript::{Kind, Meta, Record, render_record};
+    use std::io::Write;
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "first"]).ok();
+    let path = env.sessions_dir().join("latest").canonicalize().unwrap();
+    let meta = |f: &dyn Fn(&mut Meta)| {
+        let mut m = Meta::default();
+        f(&mut m);
+        m
+    };
+    let records = [
+        (Kind::User, Meta::default()),
+        (Kind::Attachment, meta(&|m| m.name = Some(format!("a{HOSTILE}.txt")))),
+        (Kind::Assistant, meta(&|m| m.model = Some(format!("m{HOSTILE}")))),
+        (Kind::User, Meta::default()),
+        (Kind::Failed, meta(&|m| m.reason = Some(format!("failed {HOSTILE}")))),
+        (Kind::User, Meta::default()),
+        (Kind::Interrupted, meta(&|m| m.reason = Some(format!("stopped {HOSTILE}")))),
+    ];
+    let mut text = String::new();
+    for (n, (kind, meta)) in records.into_iter().enumerate() {
+        let content = format!("said {HOSTILE} here\r\nand more");
+        text.push('\n');
+        text.push_str(&render_record(&Record { kind, meta, content }, 2 + n as u64 / 2));
+    }
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    env
+}
+
+/// No escape sequence of the transcript's reached the terminal: OSC, BEL, a CSI that clears.
+fn assert_defused(all: &str) {
+    for bad in ["\u{1b}]", "\u{7}", "\u{1b}[2J", "\u{9b}"] {
+        assert!(!all.contains(bad), "{bad:?} reached the terminal: {all:?}");
+    }
+}
+
+#[test]
+fn show_cleans_every_record_and_title_on_a_terminal_and_pipes_the_exact_text() {
+    let env = hostile_session();
+    // Rendered (through a pager that passes everything on), and not rendered: a dumb terminal
+    // without a pager, and `render = "never"`.
+    for vars in
+        [&[("PAGER", "cat")][..], &[("TERM", "dumb")], &[("PAGER", "cat"), ("NO_COLOR", "1")]]
+    {
+        let mut session = in_pty(&env, &["show"], vars);
+        let all = shown(&mut session);
+        assert_defused(&all);
+        assert!(all.contains("said \u{fffd}]52;c;ZXZpbA==\u{fffd}"), "{vars:?}: {all:?}");
+        assert!(all.contains("not answered, not sent again: failed ]52;c;ZXZpbA=="), "{all:?}");
+        assert!(all.contains("interrupted, not sent again: stopped ]52"), "{all:?}");
+        assert!(all.contains("attached: a ]52;c;ZXZpbA=="), "{all:?}");
+        assert!(all.contains("(m ]52;c;ZXZpbA=="), "{all:?}");
+    }
+    env.write_config("render = \"never\"\n");
+    let mut session = in_pty(&env, &["show"], &[("PAGER", "cat")]);
+    assert_defused(&shown(&mut session));
+    // Piped, each record is its exact text.
+    let piped = env.run(&["show"]);
+    assert!(piped.ok().stdout.contains(&format!("said {HOSTILE} here\r\nand more")), "{piped}");
+}
+
+#[test]
+fn grep_cleans_matching_lines_on_a_terminal_and_pipes_the_exact_text() {
+    let env = hostile_session();
+    for vars in [&[][..], &[("NO_COLOR", "1")]] {
+        let mut session = in_pty(&env, &["grep", "said"], vars);
+        let all = shown(&mut session);
+        assert_defused(&all);
+        assert!(all.contains(" \u{fffd}]52;c;ZXZpbA==\u{fffd}\u{fffd}]0;owned"), "{all:?}");
+        assert!(all.contains("You (a ]52;c;ZXZpbA=="), "{all:?}");
+    }
+    let piped = env.run(&["grep", "said"]);
+    assert!(piped.ok().stdout.contains(&format!("2. You: said {HOSTILE} here\n")), "{piped}");
+}
