@@ -75,6 +75,7 @@ pub fn list(
                         "input_tokens": l.totals.input_tokens,
                         "output_tokens": l.totals.output_tokens,
                         "cost_usd": l.totals.cost_usd,
+                        "left_out": l.totals.left_out,
                     },
                     "live_bytes": l.live_bytes,
                     "live_tokens_estimate": estimate_tokens(&settings, &l.engine, l.live_bytes),

@@ -517,3 +517,89 @@ fn grep_cleans_matching_lines_on_a_terminal_and_pipes_the_exact_text() {
     let piped = env.run(&["grep", "said"]);
     assert!(piped.ok().stdout.contains(&format!("2. You: said {HOSTILE} here\n")), "{piped}");
 }
+
+/// 2^63 tokens: two of them summed with `+` made a session total of 0.
+const HUGE: &str = "9223372036854775808";
+
+#[test]
+fn usage_figures_that_make_no_sense_are_left_out_with_a_note() {
+    let env = TestEnv::new();
+    let absurd = format!(
+        "usage {{\"input_tokens\":{HUGE},\"output_tokens\":34,\"total_cost_usd\":-3}};echo"
+    );
+    for args in [&["search", "first"][..], &["search", "-r", "second"]] {
+        let mut session = in_pty(&env, args, &[("FAKE_SCRIPT", &absurd)]);
+        let all = shown(&mut session);
+        assert!(exit_code(&session).contains(", 0)"), "{all:?}");
+        assert!(
+            all.contains("claude reported an input token count that makes no sense (more than 2^40 tokens): left out"),
+            "{all:?}"
+        );
+        assert!(
+            all.contains("claude reported a cost that makes no sense (negative): left out"),
+            "{all:?}"
+        );
+        assert!(all.contains("34 tokens out"), "the figure that makes sense is kept: {all:?}");
+        assert!(
+            !all.contains(HUGE) && !all.contains("$-") && !all.contains("tokens in"),
+            "{all:?}"
+        );
+    }
+    // Nothing that makes no sense was recorded, so the session's totals hold only the rest.
+    assert!(!env.latest().contains(HUGE) && !env.latest().contains("cost_usd"), "{}", env.latest());
+    let json =
+        env.run_with(&["search", "-r", "--json", "third"], None, &[("FAKE_SCRIPT", &absurd)]);
+    let v: serde_json::Value = serde_json::from_str(&json.ok().stdout).unwrap();
+    assert_eq!(v["usage"]["input_tokens"], serde_json::Value::Null);
+    assert_eq!(v["cost_usd"], serde_json::Value::Null);
+    assert_eq!(v["session_usage"]["output_tokens"], 102);
+    assert!(json.stderr.contains("makes no sense"), "{json}");
+}
+
+#[test]
+fn absurd_figures_in_a_transcript_are_left_out_and_sums_saturate() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "first"]).ok();
+    // A hand-edited or hostile file: 2^63 tokens twice, $1e308 twice (infinity summed), -$3.
+    let path = env.sessions_dir().join("latest").canonicalize().unwrap();
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    for (n, figures) in [
+        format!("\"input_tokens\":{HUGE},\"cost_usd\":1e308"),
+        format!("\"input_tokens\":{HUGE},\"cost_usd\":1e308"),
+        "\"output_tokens\":5,\"cost_usd\":-3.0".to_string(),
+    ]
+    .iter()
+    .enumerate()
+    {
+        text.push_str(&format!(
+            "\n<!-- cca:user -->\n## {t}. You\n\nq{n}\n<!-- cca:end -->\n\
+             \n<!-- cca:assistant {{\"engine\":\"claude\",{figures}}} -->\n## {t}. claude\n\na{n}\n<!-- cca:end -->\n",
+            t = n + 2
+        ));
+    }
+    std::fs::write(&path, text).unwrap();
+    let show = env.run(&["show"]);
+    let head =
+        show.ok().stdout.lines().find(|l| l.starts_with("the answers so far")).unwrap().to_string();
+    // The first answer's own figures (12 in, 34 out, $0.0015) and the 5 tokens out; the five
+    // figures that make no sense are not numbers.
+    assert_eq!(
+        head,
+        "the answers so far: 12 tokens in · 39 out · $0.0015 · figures that made no sense left out (5)"
+    );
+    let listed = env.run(&["sessions", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&listed.ok().stdout).unwrap();
+    let usage = &v[0]["usage"];
+    assert_eq!(
+        (usage["input_tokens"].as_u64(), usage["output_tokens"].as_u64()),
+        (Some(12), Some(39))
+    );
+    assert_eq!(usage["cost_usd"].as_f64(), Some(0.0015));
+    assert_eq!(usage["left_out"], 5);
+    let mut session = in_pty(&env, &["search", "-r", "next"], &[]);
+    let all = shown(&mut session);
+    assert!(
+        all.contains("12 tokens in · 34 out · $0.0015 (session: 24 tokens in · 73 out · $0.0030) · figures that made no sense left out (5)"),
+        "{all:?}"
+    );
+}
