@@ -624,6 +624,10 @@ mod tests {
         assert!(!s.hyperlinks);
         let s = settings(&[], Flags::default(), Some("render = \"never\"\n")).unwrap();
         assert_eq!(s.render, Sourced { value: Render::Never, source: Source::File });
+        // `--raw` is the flag's form of "never", over the file.
+        let raw = Flags { render: Some(Render::Never), ..Flags::default() };
+        let s = settings(&[], raw, Some("render = \"always\"\n")).unwrap();
+        assert_eq!(s.render, Sourced { value: Render::Never, source: Source::Flag });
         assert!(settings(&[], Flags::default(), Some("render = \"sometimes\"\n")).is_err());
         let links = |env: &[(&'static str, &str)]| {
             settings(env, Flags::default(), None).unwrap().hyperlinks
