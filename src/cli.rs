@@ -475,6 +475,10 @@ pub struct AskArgs {
     /// Fail at once (exit 75) if another cca is answering in this session, instead of waiting
     #[arg(long)]
     pub no_wait: bool,
+
+    /// Print the answer byte for byte, also on a terminal: not rendered (as when piped)
+    #[arg(long)]
+    pub raw: bool,
 }
 
 /// How a turn is answered: the options `search`, `,` and `chat` share.

@@ -221,6 +221,8 @@ pub struct Flags {
     pub fail_fast: bool,
     /// No automatic compaction.
     pub no_compact: bool,
+    /// How answers are drawn, over `render` in the config file (`--raw`: never rendered).
+    pub render: Option<Render>,
 }
 
 /// Which system prompt to use.
@@ -407,9 +409,10 @@ pub fn resolve(
             .or_else(dirs::home_dir),
         color: env.os(vars::NO_COLOR).is_none() && !dumb_terminal,
         dumb_terminal,
-        render: match parsed.render {
-            Some(value) => Sourced { value, source: Source::File },
-            None => Sourced { value: Render::default(), source: Source::Default },
+        render: match (flags.render, parsed.render) {
+            (Some(value), _) => Sourced { value, source: Source::Flag },
+            (None, Some(value)) => Sourced { value, source: Source::File },
+            (None, None) => Sourced { value: Render::default(), source: Source::Default },
         },
         hyperlinks: hyperlinks(env),
     })
@@ -621,6 +624,10 @@ mod tests {
         assert!(!s.hyperlinks);
         let s = settings(&[], Flags::default(), Some("render = \"never\"\n")).unwrap();
         assert_eq!(s.render, Sourced { value: Render::Never, source: Source::File });
+        // `--raw` is the flag's form of "never", over the file.
+        let raw = Flags { render: Some(Render::Never), ..Flags::default() };
+        let s = settings(&[], raw, Some("render = \"always\"\n")).unwrap();
+        assert_eq!(s.render, Sourced { value: Render::Never, source: Source::Flag });
         assert!(settings(&[], Flags::default(), Some("render = \"sometimes\"\n")).is_err());
         let links = |env: &[(&'static str, &str)]| {
             settings(env, Flags::default(), None).unwrap().hyperlinks

@@ -228,7 +228,10 @@ impl Renderer {
                 let trimmed = line.trim();
                 if trimmed.len() >= fence.len && trimmed.bytes().all(|b| b == fence.marker) {
                     self.block = Block::Text;
-                    write_line(&[Span::new(line, Attr::dim())], &self.style, out);
+                    // In colour the block is drawn without its fences; plain, it keeps them.
+                    if !self.style.color {
+                        write_line(&[Span::new(line, Attr::dim())], &self.style, out);
+                    }
                     return;
                 }
                 let keep = indent(line).0.min(fence.indent);
@@ -285,7 +288,15 @@ impl Renderer {
             let language = info.split_whitespace().next().unwrap_or("");
             let code = if self.style.color { highlight::Code::new(language) } else { None };
             self.block = Block::Fence(Fence { indent: ind, marker, len, code });
-            write_line(&[Span::new(line, Attr::dim())], &self.style, out);
+            // In colour the fence line gives way to the language, as a dim label (nothing
+            // without one); plain, the fence stays as the only sign of the block.
+            if !self.style.color {
+                write_line(&[Span::new(line, Attr::dim())], &self.style, out);
+            } else if !language.is_empty() {
+                let label =
+                    [Span::new(&line[..ind], Attr::default()), Span::new(language, Attr::dim())];
+                write_line(&label, &self.style, out);
+            }
             return;
         }
         if may_start_table && rest.starts_with('|') {
@@ -484,8 +495,38 @@ fn push_uri(url: &str, out: &mut String) {
     }
 }
 
-/// Tabs expanded and control characters made visible, so that nothing in the text can move
-/// the cursor and every column is counted.
+/// The one rule for text from a transcript (or an engine) that cca shows on a terminal: a
+/// control character other than newline and tab, which could start an escape sequence
+/// (ESC ] 52 writes the clipboard, ESC ] 0 the window title, ESC ] 8 hides a link, CSI moves
+/// the cursor or clears the screen; C1 controls such as U+009B too), is shown as U+FFFD; a
+/// carriage return is one only before a newline (CRLF), and is then dropped. Rendering applies
+/// it to every line; what is shown without rendering goes through [`clean_text`]; one-line
+/// titles are flattened by `transcript::one_line`, control characters becoming spaces.
+/// Output that is not a terminal is never cleaned: piped, it is the exact text.
+fn harmless(c: char) -> bool {
+    !c.is_control() || c == '\n' || c == '\t'
+}
+
+/// Text cleaned by [`harmless`]'s rule, whole lines or not. A carriage return at the very end is
+/// taken as alone: a caller that cuts text into pieces keeps one that ends a piece for the next.
+pub fn clean_text(text: &str) -> Cow<'_, str> {
+    if text.chars().all(harmless) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' if chars.peek() == Some(&'\n') => {}
+            c if harmless(c) => out.push(c),
+            _ => out.push('\u{fffd}'),
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// A line (without its newline) cleaned by [`harmless`]'s rule, with tabs expanded, so that
+/// nothing in it can move the cursor and every column is counted.
 fn clean(line: &str) -> Cow<'_, str> {
     if !line.chars().any(char::is_control) {
         return Cow::Borrowed(line);
@@ -497,7 +538,7 @@ fn clean(line: &str) -> Cow<'_, str> {
             let n = TAB - col % TAB;
             out.extend(std::iter::repeat_n(' ', n));
             col += n;
-        } else if c.is_control() {
+        } else if !harmless(c) {
             out.push('\u{fffd}');
             col += 1;
         } else {
@@ -1136,6 +1177,18 @@ mod tests {
         assert!(!out.contains('\x1b') && !out.contains('\x07') && !out.contains('\r'), "{out:?}");
         let colored = render(text, COLOR);
         assert!(!colored.contains("\x1b]0;") && !colored.contains('\x07'), "{colored:?}");
+    }
+
+    #[test]
+    fn clean_text_shows_every_control_sequence_as_text() {
+        let hostile = "a\x1b]52;c;aGk=\x07b\x1b]0;title\x1b\\c\x1b]8;;http://x\x1b\\d\u{9b}2Je\r\n\
+                       f\rg\th\n\x08\r";
+        assert_eq!(
+            clean_text(hostile),
+            "a\u{fffd}]52;c;aGk=\u{fffd}b\u{fffd}]0;title\u{fffd}\\c\u{fffd}]8;;http://x\u{fffd}\\d\
+             \u{fffd}2Je\nf\u{fffd}g\th\n\u{fffd}\u{fffd}"
+        );
+        assert!(matches!(clean_text("plain\ttext\n"), Cow::Borrowed(_)));
     }
 
     #[test]

@@ -722,8 +722,8 @@ pub struct Listed {
 }
 
 /// The index's layout; an index of another is rebuilt once (2: names and folders; 3: what the
-/// answers cost).
-const INDEX_FORMAT: u32 = 3;
+/// answers cost; 4: usage figures that make no sense left out, sums saturated).
+const INDEX_FORMAT: u32 = 4;
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Index {
@@ -1104,7 +1104,8 @@ struct LiveIndex {
 }
 
 impl LiveIndex {
-    const FORMAT: u32 = 1;
+    /// 2: the checkpoint's totals leave out usage figures that make no sense.
+    const FORMAT: u32 = 2;
 
     /// The file's bytes: a checksum of the JSON, a space, the JSON.
     fn encode(&self) -> Vec<u8> {

@@ -216,6 +216,7 @@ pub fn ask_steered(
                 let earlier = std::mem::take(&mut outcome.earlier);
                 not_taken.append(&mut outcome.untaken);
                 let (ended, answer) = ended(engine, outcome);
+                ended.note_left_out(&engine.name, observer);
                 (ended, answer, earlier)
             }
             Err(e) => (Ended::error(&e), None, Vec::new()),
@@ -242,6 +243,7 @@ pub fn ask_steered(
                     .context("cannot read back the answer")?;
                 let mut part = Read::take(&mut *file, earlier.range.end - earlier.range.start);
                 let earlier_ended = Ended::earlier(earlier);
+                earlier_ended.note_left_out(&engine.name, observer);
                 let part = Some(&mut part as &mut dyn Read);
                 spent = record_outcome(&mut appender, &answering, &earlier_ended, part, turn)?
                     .map_or(spent, |u| spent.add(u.input_tokens, u.output_tokens, u.cost_usd));
@@ -480,10 +482,12 @@ impl Answering<'_> {
 
 /// How the turn ended, and the answer's scratch file if the engine ran.
 fn ended(engine: &crate::engine::EngineConfig, outcome: run::Outcome) -> (Ended, Option<File>) {
+    let (usage, left_out) = outcome.usage.clone().checked();
     let ended = Ended {
         verdict: call::verdict(engine, &outcome),
         duration: outcome.duration,
-        usage: outcome.usage,
+        usage,
+        left_out,
         stderr_tail: outcome.stderr_tail,
     };
     (ended, Some(outcome.answer))
@@ -492,7 +496,10 @@ fn ended(engine: &crate::engine::EngineConfig, outcome: run::Outcome) -> (Ended,
 struct Ended {
     verdict: Verdict,
     duration: Duration,
+    /// The figures of the engine's usage that make sense ([`Usage::checked`]), and a note for
+    /// each one left out.
     usage: Usage,
+    left_out: Vec<String>,
     stderr_tail: String,
 }
 
@@ -506,7 +513,16 @@ impl Ended {
             }
             None => Verdict::Answered,
         };
-        Ended { verdict, duration: e.duration, usage: e.usage.clone(), stderr_tail: String::new() }
+        let (usage, left_out) = e.usage.clone().checked();
+        Ended { verdict, duration: e.duration, usage, left_out, stderr_tail: String::new() }
+    }
+
+    /// Tells the observer which of the engine's figures were left out.
+    fn note_left_out(&self, engine: &str, observer: &mut dyn Observer) {
+        for note in &self.left_out {
+            let text = format!("warning: {engine} reported {note}");
+            observer.event(Event::Notice { level: Level::Warning, text: &text });
+        }
     }
 
     /// The engine did not run to an end.
@@ -515,6 +531,7 @@ impl Ended {
             verdict: Verdict::of_error(e),
             duration: Duration::ZERO,
             usage: Usage::default(),
+            left_out: Vec::new(),
             stderr_tail: String::new(),
         }
     }

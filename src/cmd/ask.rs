@@ -5,6 +5,7 @@ use std::io::{self, IsTerminal, Read};
 use anyhow::{Context, Result};
 
 use crate::cli::AskArgs;
+use crate::config::{Flags, Render};
 use crate::error::Failure;
 use crate::front::signals;
 use crate::front::terminal::{Mode, Terminal};
@@ -13,7 +14,9 @@ use crate::session;
 use crate::turn::{self, Ask, Attachment, Target};
 
 pub fn search(args: &AskArgs, target: Target) -> Result<u8> {
-    let (settings, store) = session::settings(&super::flags(&args.answering))?;
+    let render = args.raw.then_some(Render::Never);
+    let flags = Flags { render, ..super::flags(&args.answering) };
+    let (settings, store) = session::settings(&flags)?;
     let (query, stdin) = question(&args.query)?;
     let mut attachments: Vec<Attachment> =
         stdin.map(|text| Attachment { name: "stdin".into(), text }).into_iter().collect();

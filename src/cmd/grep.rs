@@ -45,7 +45,12 @@ pub fn run(args: &GrepArgs) -> Result<u8> {
 /// How matches are printed.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Format {
-    Lines { color: bool },
+    /// `clean`: on a terminal, what a transcript holds is shown by the one rule
+    /// ([`crate::render::clean_text`]); piped, its lines are their exact bytes.
+    Lines {
+        color: bool,
+        clean: bool,
+    },
     Json,
     Ids,
 }
@@ -82,11 +87,12 @@ fn grep(args: &GrepArgs) -> Result<u8> {
     } else if args.json {
         Format::Json
     } else {
-        Format::Lines { color: settings.color && std::io::stdout().is_terminal() }
+        let terminal = std::io::stdout().is_terminal();
+        Format::Lines { color: settings.color && terminal, clean: terminal }
     };
     // Line numbers and match ranges only where they are printed.
     let opts = Options {
-        positions: matches!(format, Format::Json | Format::Lines { color: true }),
+        positions: matches!(format, Format::Json | Format::Lines { color: true, .. }),
         ..opts
     };
 
@@ -292,14 +298,16 @@ impl Sink for Output<'_, '_> {
                 let _ = serde_json::to_writer(&mut buf, &object);
                 buf.push(b'\n');
             }
-            Format::Lines { color } => {
+            Format::Lines { color, clean } => {
                 let paint = |code| if color { (code, "\x1b[0m") } else { ("", "") };
+                // Names from the file are any text: one line each, no control character.
+                let field = |text: &str| crate::transcript::one_line(text, 100);
                 if !self.started {
                     self.started = true;
                     let (on, off) = paint("\x1b[1;35m");
                     let _ = write!(buf, "{on}{}", self.id);
                     if let Some(name) = &header.name {
-                        let _ = write!(buf, " · {name}");
+                        let _ = write!(buf, " · {}", field(name));
                     }
                     if !header.title.is_empty() {
                         let _ =
@@ -309,21 +317,27 @@ impl Sink for Output<'_, '_> {
                 }
                 let sep = if line.context { '-' } else { ':' };
                 let (on, off) = paint("\x1b[32m");
-                let who = self.who(line.place.kind, &line.place.meta);
+                let who = field(&self.who(line.place.kind, &line.place.meta));
                 let _ = write!(buf, "{on}{}. {who}{sep}{off} ", line.place.turn);
                 let (on, off) = paint("\x1b[1;31m");
+                // A CRLF line's CR is not shown on a terminal.
+                let text = match clean {
+                    true => line.text.strip_suffix(b"\r").unwrap_or(line.text),
+                    false => line.text,
+                };
                 let mut at = 0;
                 for m in line.matches.iter().filter(|_| color) {
                     let (start, end) = (m.start.max(at), m.end.max(at));
-                    buf.extend_from_slice(&line.text[at..start]);
+                    let (start, end) = (start.min(text.len()), end.min(text.len()));
+                    put(&mut buf, &text[at..start], clean);
                     if end > start {
                         buf.extend_from_slice(on.as_bytes());
-                        buf.extend_from_slice(&line.text[start..end]);
+                        put(&mut buf, &text[start..end], clean);
                         buf.extend_from_slice(off.as_bytes());
                     }
                     at = end;
                 }
-                buf.extend_from_slice(&line.text[at..]);
+                put(&mut buf, &text[at..], clean);
                 buf.push(b'\n');
             }
         }
@@ -336,6 +350,17 @@ impl Sink for Output<'_, '_> {
             self.buf.extend_from_slice(b"--\n");
         }
         self.flush_if_full()
+    }
+}
+
+/// Appends part of a transcript's line: cleaned for a terminal, else as it is.
+fn put(buf: &mut Vec<u8>, bytes: &[u8], clean: bool) {
+    if clean {
+        buf.extend_from_slice(
+            crate::render::clean_text(&String::from_utf8_lossy(bytes)).as_bytes(),
+        );
+    } else {
+        buf.extend_from_slice(bytes);
     }
 }
 

@@ -94,6 +94,7 @@ fn flags(a: &crate::cli::AnswerArgs) -> Flags {
         prompt_file: a.prompt_file.clone(),
         fail_fast: a.fail_fast,
         no_compact: a.no_compact,
+        ..Flags::default()
     }
 }
 

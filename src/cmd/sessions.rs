@@ -75,6 +75,7 @@ pub fn list(
                         "input_tokens": l.totals.input_tokens,
                         "output_tokens": l.totals.output_tokens,
                         "cost_usd": l.totals.cost_usd,
+                        "left_out": l.totals.left_out,
                     },
                     "live_bytes": l.live_bytes,
                     "live_tokens_estimate": estimate_tokens(&settings, &l.engine, l.live_bytes),
@@ -106,9 +107,13 @@ pub fn list(
                 local_time_with(&l.last_activity, &when),
                 l.turns,
                 if l.turns == 1 { "turn " } else { "turns" },
-                l.engine,
+                transcript::one_line(&l.engine, 40),
                 match &l.name {
-                    Some(name) => format!("{name} · {}", transcript::one_line(&l.title, 70)),
+                    Some(name) => format!(
+                        "{} · {}",
+                        transcript::one_line(name, 40),
+                        transcript::one_line(&l.title, 70)
+                    ),
                     None => transcript::one_line(&l.title, 70),
                 }
             ),
@@ -178,7 +183,7 @@ pub fn show(id: Option<&str>, raw: bool) -> Result<u8> {
     // Answers are rendered whole, line by line: no live redrawing.
     let style = rendering(&settings, Mode::Normal).map(|s| render::Style { live: false, ..s });
     let bold = settings.color && (on_terminal || style.is_some());
-    let shown = Shown { bold, style };
+    let shown = Shown { bold, style, clean: on_terminal };
     let write = |out: &mut dyn Write| -> Result<()> {
         match &summary {
             None => copy(&file, 0..size, out).with_context(cannot_read),
@@ -255,13 +260,13 @@ fn write_readable(
         }
         let (on, off) = if shown.bold { ("\x1b[1m", "\x1b[0m") } else { ("", "") };
         let title = record_title(r.kind, &r.meta, &mut done);
-        // What the user typed and attached is shown as it is, markdown or not.
+        // What the user typed and attached is shown as it is, markdown or not (but cleaned).
         let style = shown.style.filter(|_| matches!(r.kind, Kind::Assistant | Kind::Compaction));
         let written = out
             .write_all(format!("\n{on}── {title} ──{off}\n").as_bytes())
             .map_err(anyhow::Error::from)
             .and_then(|()| {
-                let content = Content { file, range: &r.content, style };
+                let content = Content { file, range: &r.content, style, clean: shown.clean };
                 write_content(content, &mut buf, &mut unescaped, out, cannot_read)
             });
         if let Err(e) = written {
@@ -289,7 +294,7 @@ fn write_content(
     out: &mut dyn Write,
     cannot_read: &dyn Fn() -> String,
 ) -> Result<()> {
-    let Content { file, range, style } = content;
+    let Content { file, range, style, clean } = content;
     if range.is_empty() {
         return Ok(());
     }
@@ -309,21 +314,28 @@ fn write_content(
         if at == range.end {
             escaper.finish(unescaped);
         }
-        let Some(renderer) = &mut renderer else {
-            if let Some(&b) = unescaped.last() {
-                last = b;
-            }
+        if let Some(&b) = unescaped.last() {
+            last = b;
+        }
+        if renderer.is_none() && !clean {
             out.write_all(unescaped)?;
             continue;
-        };
+        }
         carry.extend_from_slice(unescaped);
-        let whole = match std::str::from_utf8(&carry) {
+        let mut whole = match std::str::from_utf8(&carry) {
             Ok(text) => text.len(),
             Err(e) => e.valid_up_to(),
         };
+        // A carriage return that ends a piece may start a CRLF: it waits for the next one.
+        if at < range.end && carry[..whole].ends_with(b"\r") {
+            whole -= 1;
+        }
+        let text = std::str::from_utf8(&carry[..whole]).with_context(cannot_read)?;
         rendered.clear();
-        renderer
-            .push(std::str::from_utf8(&carry[..whole]).with_context(cannot_read)?, &mut rendered);
+        match &mut renderer {
+            Some(renderer) => renderer.push(text, &mut rendered),
+            None => rendered.push_str(&render::clean_text(text)),
+        }
         carry.drain(..whole);
         out.write_all(rendered.as_bytes())?;
     }
@@ -340,18 +352,22 @@ fn write_content(
     Ok(())
 }
 
-/// How `cca show` draws records: bold titles, and answers rendered in this style.
+/// How `cca show` draws records: bold titles, answers rendered in this style, and, on a
+/// terminal, the rest cleaned ([`render::clean_text`]).
 #[derive(Clone, Copy)]
 struct Shown {
     bold: bool,
     style: Option<render::Style>,
+    clean: bool,
 }
 
-/// A record's content in the file, and the style to render it in, if any.
+/// A record's content in the file, and the style to render it in, if any, or whether to clean
+/// it.
 struct Content<'a> {
     file: &'a File,
     range: &'a Range<u64>,
     style: Option<render::Style>,
+    clean: bool,
 }
 
 /// What `cca show` prints above the records.
@@ -390,16 +406,21 @@ fn readable_head(
 }
 
 /// A record's title in `cca show`; `done` counts the answers so far, for turn numbers.
+/// Marker fields are any text a file holds: each is flattened to one line (no control
+/// character), as the header's are.
 fn record_title(kind: Kind, meta: &Meta, done: &mut u64) -> String {
+    let field = |text: &str| transcript::one_line(text, 200);
     let turn = *done + 1;
     match kind {
         Kind::User => format!("{turn}. You"),
-        Kind::Attachment => format!("attached: {}", meta.name.as_deref().unwrap_or("context")),
+        Kind::Attachment => {
+            format!("attached: {}", field(meta.name.as_deref().unwrap_or("context")))
+        }
         Kind::Assistant => {
             *done += 1;
-            let mut t = format!("{turn}. {}", meta.engine.as_deref().unwrap_or("answer"));
+            let mut t = format!("{turn}. {}", field(meta.engine.as_deref().unwrap_or("answer")));
             if let Some(m) = &meta.model {
-                t.push_str(&format!(" ({m})"));
+                t.push_str(&format!(" ({})", field(m)));
             }
             if let Some(ms) = meta.duration_ms {
                 t.push_str(&format!(" · {:.1} s", ms as f64 / 1000.0));
@@ -410,9 +431,10 @@ fn record_title(kind: Kind, meta: &Meta, done: &mut u64) -> String {
             "not answered, not sent again: {}",
             transcript::one_line(meta.reason.as_deref().unwrap_or("failed"), 120)
         ),
-        Kind::Interrupted => {
-            format!("interrupted, not sent again: {}", meta.reason.as_deref().unwrap_or("stopped"))
-        }
+        Kind::Interrupted => format!(
+            "interrupted, not sent again: {}",
+            transcript::one_line(meta.reason.as_deref().unwrap_or("stopped"), 120)
+        ),
         Kind::Clear => "context cleared here: nothing above is sent again".to_string(),
         Kind::Compaction => format!(
             "summary of turns {}–{}, sent in their place ({} → {})",
@@ -807,7 +829,7 @@ mod tests {
         let summary = check(&file, size, true).unwrap()?.ok()?;
         let mut out = Vec::new();
         let tokens = (summary.live.bytes() as f64 / crate::engine::BYTES_PER_TOKEN).ceil() as u64;
-        let shown = Shown { bold, style: None };
+        let shown = Shown { bold, style: None, clean: false };
         write_readable(&file, size, &summary, tokens, shown, &mut out, &|| "cannot read".into())
             .unwrap();
         Some(String::from_utf8(out).unwrap())
@@ -853,7 +875,20 @@ mod tests {
         }
 
         #[test]
-        fn content_streams_in_any_pieces(content in any_content(), chunk in 1usize..9) {
+        fn content_streams_in_any_pieces(
+            content in prop::collection::vec(
+                prop_oneof![
+                    any_content(),
+                    Just("\r".to_string()),
+                    Just("\x1b]52;c;aGk=\x07".to_string()),
+                    Just("\u{9b}2J".to_string()),
+                ],
+                0..4,
+            )
+            .prop_map(|v| v.concat()),
+            chunk in 1usize..9,
+            clean in any::<bool>(),
+        ) {
             let stored = {
                 let mut out = Vec::new();
                 let mut escaper = MarkerEscaper::new(Direction::Escape);
@@ -867,10 +902,12 @@ mod tests {
             let mut out = Vec::new();
             let (mut buf, mut unescaped) = (vec![0u8; chunk], Vec::new());
             let range = 2..2 + stored.len() as u64;
-            let stored_content = Content { file: &file, range: &range, style: None };
+            let stored_content = Content { file: &file, range: &range, style: None, clean };
             write_content(stored_content, &mut buf, &mut unescaped, &mut out, &|| String::new())
                 .unwrap();
-            let mut expected = content.clone();
+            // Cleaned on a terminal, by the one rule, whatever the pieces; else exactly the text.
+            let mut expected =
+                if clean { render::clean_text(&content).into_owned() } else { content.clone() };
             if !content.is_empty() && !content.ends_with('\n') {
                 expected.push('\n');
             }

@@ -425,6 +425,30 @@ pub struct Usage {
     pub cost_usd: Option<f64>,
 }
 
+impl Usage {
+    /// The figures that make sense (`transcript::tokens_figure`, `cost_figure`), and a note
+    /// for each one left out, saying what it was and why, never its value as a figure.
+    pub fn checked(self) -> (Usage, Vec<String>) {
+        fn keep<T>(
+            what: &str,
+            figure: Option<Result<T, &str>>,
+            notes: &mut Vec<String>,
+        ) -> Option<T> {
+            figure?
+                .map_err(|why| notes.push(format!("{what} that makes no sense ({why}): left out")))
+                .ok()
+        }
+        let mut notes = Vec::new();
+        let n = &mut notes;
+        let input =
+            keep("an input token count", self.input_tokens.map(transcript::tokens_figure), n);
+        let output =
+            keep("an output token count", self.output_tokens.map(transcript::tokens_figure), n);
+        let cost = keep("a cost", self.cost_usd.map(transcript::cost_figure), n);
+        (Usage { input_tokens: input, output_tokens: output, cost_usd: cost }, notes)
+    }
+}
+
 /// Turns an engine's stdout, in whatever chunks it arrives, into [`Output`]s.
 pub trait Decoder: Send {
     fn feed(&mut self, chunk: &[u8], out: &mut Vec<Output>);
@@ -471,4 +495,26 @@ pub fn json_line(line: &[u8], out: &mut Vec<Output>) -> Option<Value> {
         out.push(Output::Note(text.to_string()));
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_keeps_the_figures_that_make_sense_and_notes_the_rest() {
+        let usage =
+            Usage { input_tokens: Some(1 << 63), output_tokens: Some(7), cost_usd: Some(-3.0) };
+        let (kept, notes) = usage.checked();
+        assert_eq!(kept, Usage { input_tokens: None, output_tokens: Some(7), cost_usd: None });
+        assert_eq!(
+            notes,
+            [
+                "an input token count that makes no sense (more than 2^40 tokens): left out",
+                "a cost that makes no sense (negative): left out"
+            ]
+        );
+        let fine = Usage { input_tokens: Some(1), output_tokens: None, cost_usd: Some(0.5) };
+        assert_eq!(fine.clone().checked(), (fine, Vec::new()));
+    }
 }

@@ -590,8 +590,8 @@ impl Acp {
         match turn::ask(&settings, &self.store, &ask, &mut forward, cancel) {
             Ok(outcome) => {
                 if outcome.usage.input_tokens.is_some() || outcome.usage.cost_usd.is_some() {
-                    let used = outcome.usage.input_tokens.unwrap_or(0)
-                        + outcome.usage.output_tokens.unwrap_or(0);
+                    let used = (outcome.usage.input_tokens.unwrap_or(0))
+                        .saturating_add(outcome.usage.output_tokens.unwrap_or(0));
                     let size = settings
                         .engines
                         .get(&outcome.engine)

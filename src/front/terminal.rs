@@ -145,6 +145,7 @@ impl Terminal {
                     "input_tokens": outcome.session_totals.input_tokens,
                     "output_tokens": outcome.session_totals.output_tokens,
                     "cost_usd": outcome.session_totals.cost_usd,
+                    "left_out": outcome.session_totals.left_out,
                 },
             });
             if let Err(e) = write_stdout(format!("{value}\n").as_bytes()) {
@@ -433,8 +434,15 @@ pub fn cost_line(this: &Totals, session: &Totals) -> Option<String> {
         return None;
     }
     let mut line = parts(this).join(" · ");
-    if !session.is_empty() && session != this {
+    if !parts(session).is_empty() && session != this {
         line.push_str(&format!(" (session: {})", parts(session).join(" · ")));
+    }
+    // A figure that made no sense is never shown as a number: it is counted as left out.
+    let left_out = this.left_out.max(session.left_out);
+    if left_out > 0 {
+        let sep = if line.is_empty() { "" } else { " · " };
+        let figures = if left_out == 1 { "a figure" } else { "figures" };
+        line.push_str(&format!("{sep}{figures} that made no sense left out ({left_out})"));
     }
     Some(line)
 }

@@ -120,6 +120,8 @@ fn show_renders_answers_on_a_terminal() {
     assert!(all.contains("\u{1b}[1;4;35mPlan\u{1b}[0m"), "a styled heading: {all:?}");
     assert!(all.contains("Use \u{1b}[1mbold\u{1b}[0m and \u{1b}[36mcode\u{1b}[0m."), "{all:?}");
     assert!(all.contains("\u{1b}[35mfn\u{1b}[0m"), "highlighted code: {all:?}");
+    // The code block without its fence lines, labelled with its language.
+    assert!(!all.contains("```") && all.contains("\u{1b}[2mrust\u{1b}[0m"), "{all:?}");
     // The table's columns line up, the numbers to the right.
     assert!(all.contains("a \u{1b}[2m │ \u{1b}[0m    1\n"), "{all:?}");
     assert!(all.contains("bb\u{1b}[2m │ \u{1b}[0m   22\n"), "{all:?}");
@@ -205,6 +207,8 @@ fn search_renders_the_answer_as_it_streams_and_keeps_the_exact_text() {
     assert!(all.contains("\u{1b}[1;4;35mPlan\u{1b}[0m"), "a styled heading: {all:?}");
     assert!(all.contains("Use \u{1b}[1mbold\u{1b}[0m and \u{1b}[36mcode\u{1b}[0m."), "{all:?}");
     assert!(all.contains("\u{1b}[35mfn\u{1b}[0m"), "highlighted code: {all:?}");
+    // The code block labelled with its language, in place of its fence line.
+    assert!(all.contains("\u{1b}[2mrust\u{1b}[0m"), "{all:?}");
     assert!(all.contains("bb\u{1b}[2m │ \u{1b}[0m   22"), "an aligned table: {all:?}");
     assert!(!all.contains("**bold**"), "{all:?}");
     // The transcript keeps the answer exactly as the engine wrote it.
@@ -219,6 +223,18 @@ fn search_renders_the_answer_as_it_streams_and_keeps_the_exact_text() {
     let mut session = in_pty(&env, &["search", "plan it"], &[("FAKE_SCRIPT", MARKDOWN)]);
     let all = shown(&mut session);
     assert!(all.contains(ANSWER) && !all.contains("\u{1b}[1m"), "{all:?}");
+}
+
+#[test]
+fn search_raw_prints_the_answer_byte_for_byte_on_a_terminal() {
+    let env = TestEnv::new();
+    for args in [&["search", "--raw", "plan it"][..], &[",", "--raw", "and again"]] {
+        let mut session = in_pty(&env, args, &[("FAKE_SCRIPT", MARKDOWN)]);
+        let all = shown(&mut session);
+        assert!(all.contains(&format!("{ANSWER}\n")), "{args:?}: {all:?}");
+        assert!(!all.contains("\u{1b}[1m"), "not rendered: {all:?}");
+        assert!(exit_code(&session).contains(", 0)"), "{}", exit_code(&session));
+    }
 }
 
 #[test]
@@ -414,4 +430,176 @@ fn ctrl_c_stops_a_chat_waiting_for_a_busy_session() {
     std::fs::write(&go, "").unwrap();
     assert_eq!(holder.finish().status.code(), Some(0));
     assert!(!env.latest().contains("q-waiting"), "{}", env.latest());
+}
+
+/// Escape sequences a hostile transcript (shared, downloaded) can hold: the clipboard (OSC 52),
+/// the window title (OSC 0), a hidden link (OSC 8), a cleared screen (CSI and its C1 form).
+const HOSTILE: &str = "\u{1b}]52;c;ZXZpbA==\u{7}\u{1b}]0;owned\u{7}\u{1b}]8;;http://evil\u{1b}\\link\u{1b}[2J\u{9b}2J";
+
+/// A session whose every record, title and name holds [`HOSTILE`], as a file could.
+fn hostile_session() -> TestEnv {
+    use cca::transcript::{Kind, Meta, Record, render_record};
+    use std::io::Write;
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "first"]).ok();
+    let path = env.sessions_dir().join("latest").canonicalize().unwrap();
+    let meta = |f: &dyn Fn(&mut Meta)| {
+        let mut m = Meta::default();
+        f(&mut m);
+        m
+    };
+    let records = [
+        (Kind::User, Meta::default()),
+        (Kind::Attachment, meta(&|m| m.name = Some(format!("a{HOSTILE}.txt")))),
+        (Kind::Assistant, meta(&|m| m.model = Some(format!("m{HOSTILE}")))),
+        (Kind::User, Meta::default()),
+        (Kind::Failed, meta(&|m| m.reason = Some(format!("failed {HOSTILE}")))),
+        (Kind::User, Meta::default()),
+        (Kind::Interrupted, meta(&|m| m.reason = Some(format!("stopped {HOSTILE}")))),
+    ];
+    let mut text = String::new();
+    for (n, (kind, meta)) in records.into_iter().enumerate() {
+        let content = format!("said {HOSTILE} here\r\nand more");
+        text.push('\n');
+        text.push_str(&render_record(&Record { kind, meta, content }, 2 + n as u64 / 2));
+    }
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    env
+}
+
+/// No escape sequence of the transcript's reached the terminal: OSC, BEL, a CSI that clears.
+fn assert_defused(all: &str) {
+    for bad in ["\u{1b}]", "\u{7}", "\u{1b}[2J", "\u{9b}"] {
+        assert!(!all.contains(bad), "{bad:?} reached the terminal: {all:?}");
+    }
+}
+
+#[test]
+fn show_cleans_every_record_and_title_on_a_terminal_and_pipes_the_exact_text() {
+    let env = hostile_session();
+    // Rendered (through a pager that passes everything on), and not rendered: a dumb terminal
+    // without a pager, and `render = "never"`.
+    for vars in
+        [&[("PAGER", "cat")][..], &[("TERM", "dumb")], &[("PAGER", "cat"), ("NO_COLOR", "1")]]
+    {
+        let mut session = in_pty(&env, &["show"], vars);
+        let all = shown(&mut session);
+        assert_defused(&all);
+        assert!(all.contains("said \u{fffd}]52;c;ZXZpbA==\u{fffd}"), "{vars:?}: {all:?}");
+        assert!(all.contains("not answered, not sent again: failed ]52;c;ZXZpbA=="), "{all:?}");
+        assert!(all.contains("interrupted, not sent again: stopped ]52"), "{all:?}");
+        assert!(all.contains("attached: a ]52;c;ZXZpbA=="), "{all:?}");
+        assert!(all.contains("(m ]52;c;ZXZpbA=="), "{all:?}");
+    }
+    env.write_config("render = \"never\"\n");
+    let mut session = in_pty(&env, &["show"], &[("PAGER", "cat")]);
+    assert_defused(&shown(&mut session));
+    // Piped, each record is its exact text.
+    let piped = env.run(&["show"]);
+    assert!(piped.ok().stdout.contains(&format!("said {HOSTILE} here\r\nand more")), "{piped}");
+}
+
+#[test]
+fn grep_cleans_matching_lines_on_a_terminal_and_pipes_the_exact_text() {
+    let env = hostile_session();
+    for vars in [&[][..], &[("NO_COLOR", "1")]] {
+        let mut session = in_pty(&env, &["grep", "said"], vars);
+        let all = shown(&mut session);
+        assert_defused(&all);
+        assert!(all.contains(" \u{fffd}]52;c;ZXZpbA==\u{fffd}\u{fffd}]0;owned"), "{all:?}");
+        assert!(all.contains("You (a ]52;c;ZXZpbA=="), "{all:?}");
+    }
+    let piped = env.run(&["grep", "said"]);
+    assert!(piped.ok().stdout.contains(&format!("2. You: said {HOSTILE} here\n")), "{piped}");
+}
+
+/// 2^63 tokens: two of them summed with `+` made a session total of 0.
+const HUGE: &str = "9223372036854775808";
+
+#[test]
+fn usage_figures_that_make_no_sense_are_left_out_with_a_note() {
+    let env = TestEnv::new();
+    let absurd = format!(
+        "usage {{\"input_tokens\":{HUGE},\"output_tokens\":34,\"total_cost_usd\":-3}};echo"
+    );
+    for args in [&["search", "first"][..], &["search", "-r", "second"]] {
+        let mut session = in_pty(&env, args, &[("FAKE_SCRIPT", &absurd)]);
+        let all = shown(&mut session);
+        assert!(exit_code(&session).contains(", 0)"), "{all:?}");
+        assert!(
+            all.contains("claude reported an input token count that makes no sense (more than 2^40 tokens): left out"),
+            "{all:?}"
+        );
+        assert!(
+            all.contains("claude reported a cost that makes no sense (negative): left out"),
+            "{all:?}"
+        );
+        assert!(all.contains("34 tokens out"), "the figure that makes sense is kept: {all:?}");
+        assert!(
+            !all.contains(HUGE) && !all.contains("$-") && !all.contains("tokens in"),
+            "{all:?}"
+        );
+    }
+    // Nothing that makes no sense was recorded, so the session's totals hold only the rest.
+    assert!(!env.latest().contains(HUGE) && !env.latest().contains("cost_usd"), "{}", env.latest());
+    let json =
+        env.run_with(&["search", "-r", "--json", "third"], None, &[("FAKE_SCRIPT", &absurd)]);
+    let v: serde_json::Value = serde_json::from_str(&json.ok().stdout).unwrap();
+    assert_eq!(v["usage"]["input_tokens"], serde_json::Value::Null);
+    assert_eq!(v["cost_usd"], serde_json::Value::Null);
+    assert_eq!(v["session_usage"]["output_tokens"], 102);
+    assert!(json.stderr.contains("makes no sense"), "{json}");
+}
+
+#[test]
+fn absurd_figures_in_a_transcript_are_left_out_and_sums_saturate() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "first"]).ok();
+    // A hand-edited or hostile file: 2^63 tokens twice, $1e308 twice (infinity summed), -$3.
+    let path = env.sessions_dir().join("latest").canonicalize().unwrap();
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    for (n, figures) in [
+        format!("\"input_tokens\":{HUGE},\"cost_usd\":1e308"),
+        format!("\"input_tokens\":{HUGE},\"cost_usd\":1e308"),
+        "\"output_tokens\":5,\"cost_usd\":-3.0".to_string(),
+    ]
+    .iter()
+    .enumerate()
+    {
+        text.push_str(&format!(
+            "\n<!-- cca:user -->\n## {t}. You\n\nq{n}\n<!-- cca:end -->\n\
+             \n<!-- cca:assistant {{\"engine\":\"claude\",{figures}}} -->\n## {t}. claude\n\na{n}\n<!-- cca:end -->\n",
+            t = n + 2
+        ));
+    }
+    std::fs::write(&path, text).unwrap();
+    let show = env.run(&["show"]);
+    let head =
+        show.ok().stdout.lines().find(|l| l.starts_with("the answers so far")).unwrap().to_string();
+    // The first answer's own figures (12 in, 34 out, $0.0015) and the 5 tokens out; the five
+    // figures that make no sense are not numbers.
+    assert_eq!(
+        head,
+        "the answers so far: 12 tokens in · 39 out · $0.0015 · figures that made no sense left out (5)"
+    );
+    let listed = env.run(&["sessions", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&listed.ok().stdout).unwrap();
+    let usage = &v[0]["usage"];
+    assert_eq!(
+        (usage["input_tokens"].as_u64(), usage["output_tokens"].as_u64()),
+        (Some(12), Some(39))
+    );
+    assert_eq!(usage["cost_usd"].as_f64(), Some(0.0015));
+    assert_eq!(usage["left_out"], 5);
+    let mut session = in_pty(&env, &["search", "-r", "next"], &[]);
+    let all = shown(&mut session);
+    assert!(
+        all.contains("12 tokens in · 34 out · $0.0015 (session: 24 tokens in · 73 out · $0.0030) · figures that made no sense left out (5)"),
+        "{all:?}"
+    );
 }

@@ -26,6 +26,37 @@ pub fn real_program(var: &str, under_build: &str) -> PathBuf {
     path
 }
 
+/// Puts back the default action of every signal the test process was started ignoring, once,
+/// so that what the tests spawn starts as it would from a terminal, whoever ran the tests: a
+/// background job (`make test &`) ignores SIGINT and SIGQUIT, `nohup` SIGHUP, and a child
+/// inherits that (a shell cannot even trap a signal ignored when it started, so a shell loop
+/// around cca went on after Ctrl-C). Handlers the runtime set (SIGPIPE ignored, which spawned
+/// programs get back as default anyway) are left alone. Called by every [`TestEnv`].
+pub fn default_signals() {
+    static DONE: std::sync::Once = std::sync::Once::new();
+    DONE.call_once(|| {
+        for signal in 1..32 {
+            if [libc::SIGKILL, libc::SIGSTOP, libc::SIGPIPE].contains(&signal) {
+                continue;
+            }
+            // No safe wrapper in the crates cca uses; these calls only read and reset a
+            // disposition; every test waits here (`Once`) before it spawns anything.
+            #[allow(unsafe_code)]
+            // SAFETY: `sigaction` with a null new action only reads the disposition into
+            // `old`, a zeroed `sigaction` that it fills; `signal` with `SIG_DFL` installs no
+            // handler.
+            unsafe {
+                let mut old: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(signal, std::ptr::null(), &mut old) == 0
+                    && old.sa_sigaction == libc::SIG_IGN
+                {
+                    libc::signal(signal, libc::SIG_DFL);
+                }
+            }
+        }
+    });
+}
+
 pub fn cca_exe() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_cca"))
 }
@@ -78,6 +109,7 @@ impl TestEnv {
     /// An environment in a folder of `base`. (gemini ignores settings files below a folder
     /// others can write to, such as /tmp, so the real engines run under target/tmp.)
     pub fn in_dir(base: &Path, names: &[&str]) -> TestEnv {
+        default_signals();
         std::fs::create_dir_all(base).unwrap();
         let root = tempfile::tempdir_in(base).expect("a temp dir");
         let r = root.path();
@@ -240,9 +272,9 @@ impl std::fmt::Display for Run {
 /// Runs a command to completion, killing it if it outlives [`TIMEOUT`].
 pub fn run_command(mut cmd: Command, input: Option<&[u8]>) -> Run {
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    if input.is_some() {
-        cmd.stdin(Stdio::piped());
-    }
+    // Never the test process's own stdin: a terminal, a pipe or nothing, depending on who ran
+    // the tests.
+    cmd.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() });
     let mut child = cmd.spawn().expect("spawn");
     if let Some(input) = input {
         let mut stdin = child.stdin.take().unwrap();

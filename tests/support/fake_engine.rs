@@ -34,6 +34,8 @@
 //! drain             read stdin to its end in small pieces, keeping none of it (implies nostdin)
 //! eof-stamp FILE    write the wall-clock time (ns) to FILE: after `drain`, when stdin ended
 //! stamps N MS       answer N lines `T<ns>`, each stamped with the time it is written, MS apart
+//! usage JSON        claude: report these figures in the next `result` line instead of 12 tokens
+//!                   in, 34 out, $0.0015 an answer (JSON: input_tokens, output_tokens, total_cost_usd)
 //! take [N]          claude with `--input-format stream-json`: wait for the next N user lines
 //!                   (default 1) and take them inside this answer, as one message (as claude
 //!                   does after a tool call with the lines that waited)
@@ -106,7 +108,8 @@ fn main() {
         log.write();
     }
 
-    let mut out = Out { format, in_message: false, tools: 0, text: String::new(), answers: 0 };
+    let mut out =
+        Out { format, in_message: false, tools: 0, text: String::new(), answers: 0, usage: None };
     out.start();
     if replay {
         out.replay(&stdin);
@@ -142,6 +145,7 @@ fn main() {
                 out.say(&answer);
             }
             "say" => out.say(&arg_text),
+            "usage" => out.usage = Some(serde_json::from_str(arg).expect("usage JSON")),
             "bytes" => {
                 let mut left: usize = arg.parse().expect("bytes N");
                 let line = "The quick brown fox jumps over the lazy dog; pack my box with five dozen jugs.\n";
@@ -417,6 +421,8 @@ struct Out {
     tools: usize,
     text: String,
     answers: u32,
+    /// The next `result` line's figures (`usage JSON`).
+    usage: Option<serde_json::Value>,
 }
 
 impl Out {
@@ -529,7 +535,8 @@ impl Out {
                     self.line(serde_json::json!({"type":"assistant","message":{"id":id,"role":"assistant","content":[{"type":"text","text":self.text}]}}));
                     self.line(serde_json::json!({"type":"stream_event","event":{"type":"message_stop"}}));
                 }
-                self.line(serde_json::json!({"type":"result","subtype":"success","is_error":false,"result":self.text,"usage":{"input_tokens":12,"output_tokens":34},"total_cost_usd":0.0015 * self.answers as f64}));
+                let figures = self.usage.take().unwrap_or_else(|| serde_json::json!({"input_tokens":12,"output_tokens":34,"total_cost_usd":0.0015 * self.answers as f64}));
+                self.line(serde_json::json!({"type":"result","subtype":"success","is_error":false,"result":self.text,"usage":{"input_tokens":figures["input_tokens"],"output_tokens":figures["output_tokens"]},"total_cost_usd":figures["total_cost_usd"]}));
             }
             Format::Gemini => self.line(serde_json::json!({"type":"result","status":"success","stats":{"input_tokens":12,"output_tokens":34}})),
             Format::Text => {}
