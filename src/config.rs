@@ -239,6 +239,9 @@ pub struct Settings {
     /// `None`: the first of claude and gemini found on PATH.
     pub engine: Option<Sourced<String>>,
     pub model: Option<Sourced<String>>,
+    /// The engine a top-level `model` (or `CCA_MODEL`) belongs to: `engine` in the file or
+    /// `CCA_ENGINE`; `None`: the default engine.
+    pub model_engine: Option<String>,
     pub prompt: Sourced<PromptChoice>,
     pub session: Option<Sourced<String>>,
     pub engines: BTreeMap<String, EngineConfig>,
@@ -323,6 +326,15 @@ pub fn resolve(
 
     let engine = pick(&flags.engine, vars::ENGINE, &parsed.engine)?;
     let model = pick(&flags.model, vars::MODEL, &parsed.model)?;
+    if let Some(m) = &model {
+        let from = match m.source {
+            Source::Flag => "given with --model".to_string(),
+            Source::Env(var) => format!("from {var}"),
+            _ => format!("from {}", config_path.display()),
+        };
+        engine::check_model(&m.value, &from)?;
+    }
+    let model_engine = pick(&None, vars::ENGINE, &parsed.engine)?.map(|e| e.value);
     let prompt = match &flags.prompt_file {
         Some(path) => Sourced { value: PromptChoice::File(path.clone()), source: Source::Flag },
         None => match pick(&flags.prompt, vars::PROMPT, &parsed.prompt)? {
@@ -339,6 +351,12 @@ pub fn resolve(
     let session = pick(&None, vars::SESSION, &None)?;
 
     let mut engines = engines(env, &parsed)?;
+    for e in engines.values() {
+        if let Some(m) = &e.model {
+            let from = format!("[engines.{}] model in {}", e.name, config_path.display());
+            engine::check_model(m, &from)?;
+        }
+    }
     if flags.fail_fast {
         for engine in engines.values_mut().filter(|e| e.spec.is_builtin()) {
             engine.retries = Some(0);
@@ -392,6 +410,7 @@ pub fn resolve(
         config_loaded: file.is_some(),
         engine,
         model,
+        model_engine,
         prompt,
         session,
         engines,

@@ -37,11 +37,7 @@ pub fn create(
 ) -> Result<String> {
     let engine = choose_engine(settings, None);
     let prompt = load_prompt(settings, store, None)?;
-    let model = settings
-        .model
-        .as_ref()
-        .map(|m| m.value.clone())
-        .or_else(|| settings.engines.get(&engine).and_then(|e| e.model.clone()));
+    let model = settings.engines.get(&engine).and_then(|e| new_session_model(settings, e));
     let header = Header {
         format: transcript::FORMAT,
         id: String::new(),
@@ -104,11 +100,32 @@ pub fn engine_and_model<'a>(
         .engines
         .get(&name)
         .ok_or_else(|| config::unknown_engine(&name, &settings.engines))?;
-    let model = match &settings.model {
-        Some(m) if m.source == Source::Flag || created => Some(m.value.clone()),
-        _ => header.model.clone().or_else(|| engine.model.clone()),
+    let (model, from) = match &settings.model {
+        Some(m) if m.source == Source::Flag => (Some(m.value.clone()), "chosen for this turn"),
+        _ if created => (new_session_model(settings, engine), "from the settings"),
+        // A session's model belongs to the engine it names beside it.
+        _ if header.engine == name && header.model.is_some() => {
+            (header.model.clone(), "named by the session's header")
+        }
+        _ => (engine.model.clone(), "from the engine's `model` in config.toml"),
     };
+    if let Some(model) = &model {
+        engine::check_model(model, from)?;
+    }
     Ok((engine, model))
+}
+
+/// The model a new session on `engine` starts with: `--model`; else the model at the top of
+/// the settings (`model` in config.toml, `CCA_MODEL`) when it belongs to this engine; else the
+/// engine's own (`[engines.NAME] model`), else none (the engine's default).
+pub fn new_session_model(settings: &Settings, engine: &EngineConfig) -> Option<String> {
+    let top = settings.model.as_ref().filter(|m| {
+        // A top-level model belongs to the engine named beside it (`engine`, `CCA_ENGINE`),
+        // else to the default engine: `-e gemini` never runs gemini with claude's model.
+        m.source == Source::Flag
+            || settings.model_engine.clone().unwrap_or_else(|| first_found(settings)) == engine.name
+    });
+    top.map(|m| m.value.clone()).or_else(|| engine.model.clone())
 }
 
 /// The engine for a turn: a flag wins; then the session's own; then settings; then the first
@@ -133,6 +150,11 @@ pub fn default_engine(settings: &Settings) -> String {
     if let Some(e) = &settings.engine {
         return e.value.clone();
     }
+    first_found(settings)
+}
+
+/// The first built-in engine found on PATH (the first of them if none is).
+fn first_found(settings: &Settings) -> String {
     engine::BUILTIN
         .iter()
         .map(|spec| spec.name)

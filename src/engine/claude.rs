@@ -70,8 +70,7 @@ pub fn invocation(
         }
     }
     if let Some(model) = request.model {
-        args.push(Arg::plain("--model"));
-        args.push(Arg::plain(model));
+        args.extend(super::model_args("--model", model)?);
     }
     let inline_system = match engine.system_prompt {
         SystemPromptMode::Inline => Some(request.system),

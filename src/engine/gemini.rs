@@ -71,8 +71,7 @@ pub fn invocation(
     let mut args: Vec<Arg> =
         ["-o", "stream-json", "--skip-trust"].into_iter().map(Arg::plain).collect();
     if let Some(model) = request.model {
-        args.push(Arg::plain("-m"));
-        args.push(Arg::plain(model));
+        args.extend(super::model_args("--model", model)?);
     }
     match engine.policy.as_deref() {
         None => {

@@ -1,0 +1,142 @@
+//! What a new user meets: turns that cannot reach an engine record nothing, input is checked
+//! for size before it is read or written whole, and every message says what to do.
+
+use std::process::{Command, Stdio};
+
+use crate::common::*;
+
+/// The sessions folder holds no transcript, and the engine never ran.
+#[track_caller]
+fn nothing_recorded(env: &TestEnv) {
+    assert!(env.session_files().is_empty(), "{:?}", env.session_files());
+    assert!(env.calls().is_empty(), "the engine ran");
+}
+
+#[test]
+fn a_command_engine_that_does_not_exist_records_nothing() {
+    let env = TestEnv::new();
+    env.write_config("[engines.mine]\ncommand = [\"no-such-program-anywhere\"]\n");
+    env.run(&["search", "-e", "mine", "where is it?"])
+        .code(1)
+        .stderr_has("engine mine not found")
+        .stderr_has("nothing was recorded; your question was:\nwhere is it?");
+    nothing_recorded(&env);
+}
+
+#[test]
+fn a_question_over_the_input_limit_is_not_written_into_the_transcript() {
+    let env = TestEnv::new();
+    env.write_config("[engines.claude]\nmax_input_bytes = 20000\n");
+    let big = "y".repeat(30_000);
+    env.run_with(&["search", "too much?"], Some(big.as_bytes()), &[])
+        .code(1)
+        .stderr_has("over its limit")
+        .stderr_has("nothing was recorded; your question was:\ntoo much?");
+    nothing_recorded(&env);
+
+    // A session that exists is left as it was: no question, no attempt.
+    env.run(&["search", "small"]).ok();
+    let before = env.latest();
+    env.run_with(&["search", "-r", "and this?"], Some(big.as_bytes()), &[])
+        .code(1)
+        .stderr_has("nothing was recorded");
+    assert_eq!(env.latest(), before);
+    assert_eq!(env.calls().len(), 1);
+}
+
+#[test]
+fn a_huge_file_is_refused_by_its_size_before_it_is_read() {
+    let env = TestEnv::new();
+    let huge = env.root.path().join("huge.img");
+    // 3 GB, sparse: reading it whole would take 3 GB of memory.
+    std::fs::File::create(&huge).unwrap().set_len(3 << 30).unwrap();
+    env.run(&["search", "-f", huge.to_str().unwrap(), "what is in it?"])
+        .code(2)
+        .stderr_has("is 3.0 GiB, more than any engine takes (8.0 MiB); it was not read");
+    nothing_recorded(&env);
+}
+
+#[test]
+fn endless_stdin_is_read_only_up_to_the_limit() {
+    let env = TestEnv::new();
+    env.write_config(
+        "[engines.claude]\nmax_input_bytes = 100000\n[engines.gemini]\nmax_input_bytes = 100000\n",
+    );
+    // `yes` never ends: a reader without a bound never returns.
+    let mut yes = Command::new("yes").stdout(Stdio::piped()).spawn().unwrap();
+    let mut cmd = env.command();
+    cmd.args(["search", "what is this?"]).stdin(yes.stdout.take().unwrap());
+    let yes = Guard(yes);
+    let run = run_command(cmd, None);
+    drop(yes);
+    run.code(2).stderr_has("stdin is more than any engine takes (97.7 KiB)");
+    nothing_recorded(&env);
+}
+
+#[test]
+fn a_model_belongs_to_its_engine() {
+    let env = TestEnv::new();
+    env.write_config(
+        "engine = \"claude\"\nmodel = \"sonnet\"\n[engines.gemini]\nmodel = \"gemini-2.5-pro\"\n",
+    );
+    let argv = |env: &TestEnv| argv_of(&env.last_call()).join(" ");
+    env.run(&["search", "q"]).ok();
+    assert!(argv(&env).contains("--model=sonnet"), "{}", argv(&env));
+    // The top-level model is claude's: gemini gets its own.
+    env.run(&["search", "-e", "gemini", "q"]).ok();
+    assert!(argv(&env).contains("--model=gemini-2.5-pro"), "{}", argv(&env));
+    assert!(!argv(&env).contains("sonnet"), "{}", argv(&env));
+    assert!(env.latest().contains("\"engine\":\"gemini\",\"model\":\"gemini-2.5-pro\""));
+
+    // CCA_MODEL likewise belongs to the engine named beside it (here the default, claude).
+    let env = TestEnv::new();
+    env.run_with(&["search", "-e", "gemini", "q"], None, &[("CCA_MODEL", "opus")]).ok();
+    assert!(!argv(&env).contains("opus"), "{}", argv(&env));
+    env.run_with(&["search", "q"], None, &[("CCA_MODEL", "opus")]).ok();
+    assert!(argv(&env).contains("--model=opus"), "{}", argv(&env));
+    // A flag is for the engine of the turn, whichever it is.
+    env.run(&["search", "-e", "gemini", "-m", "gemini-2.5-flash", "q"]).ok();
+    assert!(argv(&env).contains("--model=gemini-2.5-flash"), "{}", argv(&env));
+}
+
+#[test]
+fn a_model_name_that_reads_as_an_option_is_refused_wherever_it_comes_from() {
+    let env = TestEnv::new();
+    env.run(&["search", "-m=--yolo", "q"]).code(2).stderr_has("the model name \"--yolo\"");
+    env.run_with(&["search", "q"], None, &[("CCA_MODEL", "-x")])
+        .code(2)
+        .stderr_has("(from CCA_MODEL)");
+    env.write_config("[engines.claude]\nmodel = \"two words\"\n");
+    env.run(&["search", "q"]).code(2).stderr_has("the model name \"two words\"");
+    env.write_config("model = \"--resume=latest\"\n");
+    env.run(&["search", "q"]).code(2).stderr_has("config.toml");
+    nothing_recorded(&env);
+}
+
+/// An editor's embedded resource is an attachment like a `-f` file: one with a NUL byte is
+/// refused the same way, before anything is recorded or sent.
+#[test]
+fn an_acp_resource_with_a_nul_byte_is_refused_like_a_file() {
+    let env = TestEnv::new();
+    let out = crate::acp::sdk(
+        &env,
+        &[
+            crate::acp::new_session("s", &env.work),
+            serde_json::json!({"call": "session/prompt", "as": "p", "params": {"sessionId": "$s.sessionId", "prompt": [
+                {"type": "text", "text": "what is in it?"},
+                {"type": "resource", "resource": {"uri": "file:///bin.dat", "text": "a\u{0}b"}},
+            ]}}),
+        ],
+        &[],
+    );
+    let error = &out["results"]["p"]["error"];
+    assert_eq!(error["code"], -32602, "{out}");
+    assert!(
+        error["message"].as_str().unwrap().contains("file:///bin.dat holds a NUL byte"),
+        "{error}"
+    );
+    assert!(env.calls().is_empty());
+    let id = crate::acp::id_of(&out, "s");
+    let kept = std::fs::read_to_string(env.session_path(&id)).unwrap_or_default();
+    assert!(!kept.contains("<!-- cca:user"), "no question recorded: {kept}");
+}
