@@ -182,7 +182,10 @@ pub fn load_prompt(settings: &Settings, store: &Store, header: Option<&Header>) 
         PromptChoice::File(path) => {
             let path = std::path::absolute(&path).unwrap_or(path);
             let Some(h) = from_header else {
-                let text = crate::store::read_text(&path)?;
+                let text = crate::store::read_text(&path).map_err(|e| {
+                    Failure::usage(format!("the prompt file {} cannot be used: {e:#}", path.display()))
+                        .hint("--prompt-file takes the path of a text file: `--prompt-file ./reviewer.md`")
+                })?;
                 return Ok(Prompt { name: path.display().to_string(), text });
             };
             let refuse = |why: &str| -> anyhow::Error {
@@ -191,8 +194,9 @@ pub fn load_prompt(settings: &Settings, store: &Store, header: Option<&Header>) 
                     path.display()
                 ))
                 .hint(
-                    "choose the prompt for this turn: `--prompt-file FILE` (that file, if it is \
-                     the one you mean) or `--prompt NAME` (`cca config` shows the default)",
+                    "give the session a prompt for good: `--prompt-file FILE` (that file as it is \
+                     now, or another) or `--prompt NAME` (`cca config` shows the default) on the \
+                     next turn makes it this session's prompt from then on",
                 )
                 .into()
             };

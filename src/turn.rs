@@ -26,7 +26,7 @@ use crate::run::{self, Cancel, Progress};
 use crate::session::{self, Session};
 use crate::steer::{self, Inbox, Steered};
 use crate::store::{Appender, Store};
-use crate::transcript::{self, BodyWriter, Kind, Meta, Record, Summary, Totals};
+use crate::transcript::{self, BodyWriter, Header, Kind, Meta, Record, Summary, Totals};
 
 /// Which session a turn goes to.
 #[derive(Debug, Clone, PartialEq)]
@@ -163,7 +163,7 @@ pub fn ask_steered(
         || observer.event(Event::Waiting { session: &id }),
         || cancel.check(),
     )?;
-    let summary = store.summarize(&id)?;
+    let mut summary = store.summarize(&id)?;
     for p in &summary.problems {
         let path = store.session_path(&id);
         let text = format!("warning: {}: line {}: {}", path.display(), p.line, p.message);
@@ -186,7 +186,22 @@ pub fn ask_steered(
         );
         observer.event(Event::Notice { level: Level::Warning, text: &text });
     }
-    if prompt.hash() != header.prompt_hash && !created {
+    let switched = !created
+        && settings.prompt.source == crate::config::Source::Flag
+        && (prompt.name != header.prompt || prompt.hash() != header.prompt_hash);
+    if switched {
+        // A prompt chosen on a follow-up is the session's from now on: its header says so.
+        let was = header.prompt.clone();
+        let header =
+            Header { prompt: prompt.name.clone(), prompt_hash: prompt.hash(), ..header.clone() };
+        store.rewrite_header(&id, &header, summary.header_end)?;
+        summary = store.summarize(&id)?;
+        let text = format!(
+            "this session's system prompt is now `{}` (it was `{was}`), for this turn and the next",
+            prompt.name
+        );
+        observer.event(Event::Notice { level: Level::Info, text: &text });
+    } else if prompt.hash() != header.prompt_hash && !created {
         let text = format!(
             "note: the system prompt `{}` has changed since this session started",
             prompt.name

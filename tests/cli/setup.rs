@@ -140,3 +140,86 @@ fn an_acp_resource_with_a_nul_byte_is_refused_like_a_file() {
     let kept = std::fs::read_to_string(env.session_path(&id)).unwrap_or_default();
     assert!(!kept.contains("<!-- cca:user"), "no question recorded: {kept}");
 }
+
+/// Exit 2 and the file's line for every config error, bad values included; exit 2 for a prompt
+/// file that cannot be used, however it was named, and for a variable that makes no sense.
+#[test]
+fn one_exit_code_for_bad_settings_with_the_line_of_every_config_error() {
+    let env = TestEnv::new();
+    let config = env.cca_home.join("config.toml");
+    let config = config.display();
+    for (text, at) in [
+        ("colour = true\n", ":1:1"),
+        ("engine = \"claude\"\n\n[compaction]\nthreshold = 1.5\n", ":4: threshold is a share"),
+        ("[engines.claude]\nbytes_per_token = 0.1\n", ":2: [engines.claude] bytes_per_token"),
+        ("engine = \"nope\"\n", ":1: unknown engine `nope`"),
+        ("prompt = \"../x\"\n", ":1:"),
+        ("[engines.mine]\nmodel_arg = \"-m\"\n", ":1: [engines.mine] needs `command`"),
+    ] {
+        env.write_config(text);
+        env.run(&["search", "q"]).code(2).stderr_has(&format!("{config}{at}"));
+    }
+    std::fs::remove_file(env.cca_home.join("config.toml")).unwrap();
+    env.run_with(&["search", "q"], None, &[("CCA_NOW", "garbage")])
+        .code(2)
+        .stderr_has("CCA_NOW is not an RFC 3339 time");
+    env.run(&["search", "--prompt-file", "/no/such/prompt.md", "q"])
+        .code(2)
+        .stderr_has("the prompt file /no/such/prompt.md cannot be used");
+    nothing_recorded(&env);
+}
+
+#[test]
+fn a_config_key_that_does_not_apply_to_its_engine_is_an_error_naming_it() {
+    let env = TestEnv::new();
+    let config = env.cca_home.join("config.toml");
+    for (text, says) in [
+        (
+            "[engines.gemini]\ntools = \"x\"\n",
+            ":2: [engines.gemini] `tools` does not apply to gemini: it is for claude",
+        ),
+        (
+            "[engines.claude]\npolicy = \"/x\"\n",
+            ":2: [engines.claude] `policy` does not apply to claude: it is for gemini",
+        ),
+        ("[engines.claude]\ncommand = [\"x\"]\n", "`command` does not apply to claude"),
+        (
+            "[engines.mine]\ncommand = [\"x\"]\nretries = 1\n",
+            ":3: [engines.mine] `retries` does not apply to mine: it is for claude and gemini",
+        ),
+    ] {
+        env.write_config(text);
+        env.run(&["config"]).code(2).stderr_has(&format!("{}", config.display())).stderr_has(says);
+    }
+}
+
+/// A session's prompt file moved: the follow-up says what to do, and `--prompt-file` on it
+/// makes the new file the session's prompt for good (recorded in its header).
+#[test]
+fn a_session_takes_a_new_prompt_file_for_good() {
+    let env = TestEnv::new();
+    let (old, new) = (env.root.path().join("old.md"), env.root.path().join("new.md"));
+    std::fs::write(&old, "You are the old prompt.").unwrap();
+    std::fs::write(&new, "You are the new prompt.").unwrap();
+    env.run(&["search", "--prompt-file", old.to_str().unwrap(), "first"]).ok();
+    std::fs::remove_file(&old).unwrap();
+    env.run(&["search", "-r", "second"])
+        .code(2)
+        .stderr_has("which cannot be read")
+        .stderr_has("makes it this session's prompt from then on");
+    env.run(&["search", "-r", "--prompt-file", new.to_str().unwrap(), "second"])
+        .ok()
+        .stderr_has(&format!("this session's system prompt is now `{}`", new.display()));
+    assert!(
+        env.latest().contains(&format!("\"prompt\":\"{}\"", new.display())),
+        "{}",
+        env.latest()
+    );
+    // The next turns use it without being told.
+    let run = env.run(&["search", "-r", "third"]);
+    run.ok();
+    assert!(!run.stderr.contains("prompt"), "{run}");
+    let system = tag(stdin_of(&env.last_call()), "system_instructions").unwrap().to_string();
+    assert_eq!(system, "You are the new prompt.");
+    assert_eq!(env.last_users(), ["first", "second"]);
+}
