@@ -15,6 +15,10 @@ fn session_candidates() -> ArgValueCandidates {
     ArgValueCandidates::new(|| candidates(crate::complete::session_ids()))
 }
 
+fn trash_candidates() -> ArgValueCandidates {
+    ArgValueCandidates::new(|| candidates(crate::complete::trash_ids()))
+}
+
 fn prompt_candidates() -> ArgValueCandidates {
     ArgValueCandidates::new(|| candidates(crate::complete::prompt_names()))
 }
@@ -234,7 +238,7 @@ pub enum Command {
         /// The sessions: ids, unique starts of them, or names
         #[arg(value_name = "ID", required = true, add = session_candidates())]
         ids: Vec<String>,
-        /// Delete for good instead of moving to the trash
+        /// Delete for good instead of moving to the trash (sessions in the trash too)
         #[arg(long)]
         purge: bool,
     },
@@ -242,7 +246,7 @@ pub enum Command {
     /// Bring sessions back from the trash; with no id, list what the trash holds
     Restore {
         /// The sessions to bring back (full ids, as `cca restore` lists them)
-        #[arg(value_name = "ID")]
+        #[arg(value_name = "ID", add = trash_candidates())]
         ids: Vec<String>,
     },
 
