@@ -71,7 +71,14 @@ pub struct Session<'a> {
 /// The session a terminal follows, which `--resume` and `,` continue: `CCA_SESSION`, else `latest`.
 pub fn followed(settings: &Settings, store: &Store) -> Result<String> {
     if let Some(session) = &settings.session {
-        return store.resolve_id(&session.value);
+        return store.resolve_id(&session.value).map_err(|e| {
+            let var = crate::vars::SESSION;
+            Failure::usage(format!("{var} names `{}`, which is no session here: {e:#}", session.value))
+                .hint(format!(
+                    "`unset {var}` to follow `latest`, or `export {var}=ID` with an id from `cca sessions`"
+                ))
+                .into()
+        });
     }
     store.latest()?.ok_or_else(|| {
         Failure::usage("there is no session to continue yet")

@@ -328,7 +328,8 @@ pub fn ask_steered(
         path: store.session_path(&id),
         turn,
         engine: engine.name.clone(),
-        model,
+        // What ran: the model the engine reported, else the one cca asked for.
+        model: ended.model.or(model),
         verdict: ended.verdict,
         duration: ended.duration,
         usage: ended.usage,
@@ -566,6 +567,7 @@ fn ended(engine: &crate::engine::EngineConfig, outcome: run::Outcome) -> (Ended,
         verdict: call::verdict(engine, &outcome),
         duration: outcome.duration,
         usage: outcome.usage,
+        model: outcome.model,
         stderr_tail: outcome.stderr_tail,
     };
     (ended, Some(outcome.answer))
@@ -575,6 +577,8 @@ struct Ended {
     verdict: Verdict,
     duration: Duration,
     usage: Usage,
+    /// The model the engine said it ran.
+    model: Option<String>,
     stderr_tail: String,
 }
 
@@ -588,7 +592,13 @@ impl Ended {
             }
             None => Verdict::Answered,
         };
-        Ended { verdict, duration: e.duration, usage: e.usage.clone(), stderr_tail: String::new() }
+        Ended {
+            verdict,
+            duration: e.duration,
+            usage: e.usage.clone(),
+            model: None,
+            stderr_tail: String::new(),
+        }
     }
 
     /// The engine did not run to an end.
@@ -597,6 +607,7 @@ impl Ended {
             verdict: Verdict::of_error(e),
             duration: Duration::ZERO,
             usage: Usage::default(),
+            model: None,
             stderr_tail: String::new(),
         }
     }

@@ -14,6 +14,14 @@ use crate::session;
 use crate::turn::{self, Ask, Attachment, Target};
 
 pub fn search(args: &AskArgs, target: Target) -> Result<u8> {
+    match ask(args, target) {
+        // `--json` answers in JSON, whatever stopped the turn.
+        Err(e) if args.json => Ok(crate::front::terminal::json_error(&e)),
+        done => done,
+    }
+}
+
+fn ask(args: &AskArgs, target: Target) -> Result<u8> {
     let (settings, store) = session::settings(&super::flags(&args.answering))?;
     let cap = input_cap(&settings);
     let (query, stdin) = question(&args.query, cap)?;
@@ -48,8 +56,10 @@ fn question(words: &[String], cap: u64) -> Result<(String, Option<String>)> {
         let attachment = if piped { read_text(stdin, "stdin", cap)? } else { None };
         return Ok((query, attachment.filter(|a| !a.is_empty())));
     }
-    if !query.is_empty() {
-        return Err(Failure::usage("the question is empty").into());
+    if !words.is_empty() {
+        return Err(Failure::usage("the question is empty")
+            .hint("give it as arguments (`cca search \"what is ...\"`) or on stdin (`echo ... | cca search`)")
+            .into());
     }
     if !piped {
         return Err(Failure::usage("no question")

@@ -37,6 +37,7 @@ pub fn list(
     let since = since.map(|d| super::parse_date(d, settings.now(), false)).transpose()?;
     let here = if here { Some(super::current_dir()?) } else { None };
     let mut listed = store.listing()?;
+    let stored = listed.len();
     if here.is_some() || engine.is_some() || since.is_some() {
         // A transcript that cannot be read has no folder, engine or time to match.
         listed.retain(|l| {
@@ -86,6 +87,12 @@ pub fn list(
             })
             .collect();
         print(&format!("{}\n", serde_json::Value::Array(items)))?;
+        return Ok(exit::OK);
+    }
+    if listed.is_empty() && stored > 0 {
+        say(&format!(
+            "cca: none of the {stored} sessions matches the filters (--here, --engine, --since)"
+        ));
         return Ok(exit::OK);
     }
     if listed.is_empty() {

@@ -240,6 +240,11 @@ impl Decoder {
             Some("system") if v["subtype"] == "api_retry" => {
                 out.push(Output::Retry(retry_note(&v)))
             }
+            Some("system") if v["subtype"] == "init" => {
+                if let Some(model) = v["model"].as_str() {
+                    out.push(Output::Model(model.to_string()));
+                }
+            }
             _ => {}
         }
     }

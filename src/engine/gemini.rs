@@ -241,6 +241,9 @@ fn decode_line(v: &Value, out: &mut Vec<Output>) {
             if let Some(id) = v["session_id"].as_str() {
                 out.push(Output::Session(id.to_string()));
             }
+            if let Some(model) = v["model"].as_str() {
+                out.push(Output::Model(model.to_string()));
+            }
         }
         Some("error") => {
             if let Some(message) = v["message"].as_str() {

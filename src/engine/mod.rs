@@ -263,6 +263,8 @@ pub enum Output {
     Usage(Usage),
     /// The engine's own id for this run (gemini: to find the session file it wrote).
     Session(String),
+    /// The model the engine says it runs (its default, or what the name given stands for).
+    Model(String),
     /// The engine took this many user messages sent while it ran (a replay of them); the first
     /// it takes is the prompt itself.
     Taken(usize),

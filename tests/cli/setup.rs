@@ -223,3 +223,71 @@ fn a_session_takes_a_new_prompt_file_for_good() {
     assert_eq!(system, "You are the new prompt.");
     assert_eq!(env.last_users(), ["first", "second"]);
 }
+
+#[test]
+fn messages_say_what_happened_and_what_to_do() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "one"]).ok();
+    let run = env.run(&["sessions", "--engine", "gemini"]);
+    run.ok().stderr_has("none of the 1 sessions matches the filters");
+    assert!(!run.stderr.contains("no sessions yet"), "{run}");
+    env.run(&["search", ""]).code(2).stderr_has("the question is empty");
+    let run = env.run(&["what is rust"]);
+    run.code(2)
+        .stderr_has("`what is rust` is not a cca command")
+        .stderr_has("cca search \"what is rust\"");
+    assert!(!run.stderr.contains("chat"), "{run}");
+    env.run(&["what", "is", "rust"]).code(2).stderr_has("cca search \"what is rust\"");
+    env.run_with(&["search", "-r", "q"], None, &[("CCA_SESSION", "nosuch")])
+        .code(2)
+        .stderr_has("CCA_SESSION names `nosuch`")
+        .stderr_has("unset CCA_SESSION");
+    // Stopped before a word arrived: no partial answer to speak of.
+    let mut cmd = env.command();
+    cmd.args(["search", "-r", "q"])
+        .env("FAKE_SCRIPT", "hang")
+        .env("CCA_GRACE_MS", "100")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let cca = Guard(cmd.spawn().unwrap());
+    assert!(wait_until(TIMEOUT, || env.calls().len() == 2), "the engine started");
+    cca.signal(rustix::process::Signal::TERM);
+    let out = cca.finish();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("interrupted (SIGTERM)"), "{stderr}");
+    assert!(!stderr.contains("partial answer"), "{stderr}");
+}
+
+#[test]
+fn json_always_answers_in_json() {
+    let env = TestEnv::new();
+    let json = |run: &Run| -> serde_json::Value {
+        serde_json::from_str(run.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {run}"))
+    };
+    // An argument error.
+    let run = env.run(&["search", "--json", "--no-such-flag", "q"]);
+    run.code(2);
+    let v = json(&run);
+    assert_eq!(v["ok"], false);
+    assert!(v["error"].as_str().unwrap().contains("--no-such-flag"), "{v}");
+    // A settings error, and a turn that recorded nothing.
+    let run = env.run_with(&["search", "--json", "q"], None, &[("CCA_NOW", "garbage")]);
+    run.code(2);
+    assert!(json(&run)["error"].as_str().unwrap().contains("CCA_NOW"));
+    let none = TestEnv::with_engines(&[]);
+    let run = none.run(&["search", "--json", "q"]);
+    run.code(1);
+    assert!(json(&run)["error"].as_str().unwrap().contains("not found"));
+    // A failed turn: the session's figures are numbers like the turn's.
+    let run =
+        env.run_with(&["search", "--json", "q"], None, &[("FAKE_SCRIPT", "fail the API is down")]);
+    run.code(1);
+    let v = json(&run);
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["usage"]["input_tokens"], 0, "{v}");
+    assert_eq!(v["session_usage"]["input_tokens"], 0, "{v}");
+    // `model` says what ran: the model the engine reported without -m.
+    let run = env.run(&["search", "--json", "q"]);
+    run.ok();
+    assert_eq!(json(&run)["model"], "fake-claude");
+}
