@@ -80,6 +80,8 @@ fn a_model_belongs_to_its_engine() {
         "engine = \"claude\"\nmodel = \"sonnet\"\n[engines.gemini]\nmodel = \"gemini-2.5-pro\"\n",
     );
     let argv = |env: &TestEnv| argv_of(&env.last_call()).join(" ");
+    let config = env.run(&["config"]);
+    assert!(config.ok().stdout.contains("config file (for claude)"), "{config}");
     env.run(&["search", "q"]).ok();
     assert!(argv(&env).contains("--model=sonnet"), "{}", argv(&env));
     // The top-level model is claude's: gemini gets its own.
