@@ -813,6 +813,23 @@ mod tests {
     }
 
     #[test]
+    fn errors_found_after_parsing_name_their_line() {
+        let text = "engine = \"claude\"\n\n[engines.\"mine\"]\ncommand = [\"x\"]\n\
+                    retries = 2\n[compaction]\n  threshold = 3\n";
+        let place = Place { path: Path::new("c.toml"), text };
+        assert_eq!(place.line("", Some("engine")), Some(1));
+        assert_eq!(place.line("engines.mine", None), Some(3));
+        assert_eq!(place.line("engines.mine", Some("retries")), Some(5));
+        assert_eq!(place.line("compaction", Some("threshold")), Some(7));
+        assert_eq!(place.line("compaction", Some("keep_recent")), None);
+        let err = settings(&[], Flags::default(), Some(text)).unwrap_err();
+        assert!(
+            err.to_string().starts_with("/h/.cca/config.toml:5: [engines.mine] `retries`"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn engine_programs_come_from_env_then_file() {
         let file = Some("[engines.claude]\nprogram = \"/opt/claude\"\n");
         let s = settings(&[], Flags::default(), file).unwrap();

@@ -366,8 +366,9 @@ fn open_session(
     }
 }
 
-/// Everything about a turn that can be checked before its question is recorded: the model's
-/// name, the engine's program, and the size of what the engine would receive. A turn that could
+/// Everything about a turn that can be checked before its question is recorded (the model's
+/// name is, by `session::engine_and_model`): text without NUL bytes, the engine's program, and
+/// the size of what the engine would receive. A turn that could
 /// not reach an engine records nothing (the front end repeats the question). `summary` is the
 /// session's, when it has one: its live context counts unless a compaction would fold it first.
 /// The sizes are a lower bound of what is sent (tags and escapes add to them), so a question
