@@ -1012,6 +1012,13 @@ fn the_model_reaches_each_engine_in_the_equals_form() {
     r.run(&["search", "-e", "claude", "-m", "claude-haiku-4-5", "q"]).ok();
     let body = r.api.turns().last().unwrap().body.clone();
     assert_eq!(body["model"], "claude-haiku-4-5", "{body}");
+    // Without a model, --json says which one ran: the engine reports its default.
+    for engine in ["claude", "gemini"] {
+        let run = r.run(&["search", "--json", "-e", engine, "q"]);
+        let json: Value = serde_json::from_str(&run.ok().stdout).unwrap();
+        let model = json["model"].as_str().unwrap_or_else(|| panic!("{engine}: {json}"));
+        assert!(!model.is_empty(), "{engine}: {json}");
+    }
 }
 
 /// A shared transcript whose header names the model `--yolo` would turn gemini's option on:
