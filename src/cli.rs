@@ -489,16 +489,18 @@ pub struct AnswerArgs {
     #[arg(short, long, value_name = "NAME", add = engine_candidates())]
     pub engine: Option<String>,
 
-    /// Model, passed to the engine as is [env: CCA_MODEL]
+    /// Model for this turn's engine, passed as --model=MODEL (a name starting with `-` is
+    /// refused) [env: CCA_MODEL, for the default engine]
     #[arg(short, long, value_name = "MODEL")]
     pub model: Option<String>,
 
-    /// System prompt: a built-in name, or NAME.md under $CCA_HOME/prompts
-    /// [default: search_agents/haiku45; a session keeps its own] [env: CCA_PROMPT]
+    /// System prompt: a built-in name, or NAME.md under $CCA_HOME/prompts; on a follow-up, the
+    /// session's from then on [default: search_agents/haiku45; a session keeps its own]
+    /// [env: CCA_PROMPT]
     #[arg(short, long, value_name = "NAME", add = prompt_candidates())]
     pub prompt: Option<String>,
 
-    /// System prompt from a file
+    /// System prompt from a file; on a follow-up, the session's from then on
     #[arg(long, value_name = "PATH", conflicts_with = "prompt")]
     pub prompt_file: Option<PathBuf>,
 
