@@ -84,6 +84,9 @@ fn a_model_belongs_to_its_engine() {
     assert!(config.ok().stdout.contains("config file (for claude)"), "{config}");
     env.run(&["search", "q"]).ok();
     assert!(argv(&env).contains("--model=sonnet"), "{}", argv(&env));
+    // The session's model is claude's too: gemini continuing it gets its own.
+    env.run(&["search", "-r", "-e", "gemini", "q"]).ok();
+    assert!(argv(&env).contains("--model=gemini-2.5-pro"), "{}", argv(&env));
     // The top-level model is claude's: gemini gets its own.
     env.run(&["search", "-e", "gemini", "q"]).ok();
     assert!(argv(&env).contains("--model=gemini-2.5-pro"), "{}", argv(&env));
