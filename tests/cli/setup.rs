@@ -296,3 +296,23 @@ fn json_always_answers_in_json() {
     run.ok();
     assert_eq!(json(&run)["model"], "fake-claude");
 }
+
+#[test]
+fn a_command_engine_gets_its_model_in_a_form_that_is_no_option() {
+    let env = TestEnv::new();
+    env.add_engine("plain-engine");
+    env.write_config(
+        "[engines.long]\ncommand = [\"plain-engine\"]\nmodel_arg = \"--model\"\n\
+         [engines.short]\ncommand = [\"plain-engine\"]\nmodel_arg = \"-m\"\n",
+    );
+    let args = |env: &TestEnv| argv_of(&env.last_call())[1..].join(" ");
+    env.run_with(&["search", "-e", "long", "-m", "gpt-x", "q"], None, &[("FAKE_SCRIPT", "say a")])
+        .ok();
+    assert_eq!(args(&env), "--model=gpt-x");
+    env.run_with(&["search", "-e", "short", "-m", "gpt-x", "q"], None, &[("FAKE_SCRIPT", "say a")])
+        .ok();
+    assert_eq!(args(&env), "-m gpt-x");
+    env.run(&["search", "-e", "short", "--model=-x", "q"])
+        .code(2)
+        .stderr_has("the model name \"-x\"");
+}
