@@ -316,3 +316,22 @@ fn a_command_engine_gets_its_model_in_a_form_that_is_no_option() {
         .code(2)
         .stderr_has("the model name \"-x\"");
 }
+
+/// An editor's model option reaches the engine's command line like any other: a name that
+/// reads as an option is refused when it is chosen.
+#[test]
+fn an_acp_model_option_that_reads_as_an_option_is_refused() {
+    let env = TestEnv::new();
+    let out = crate::acp::sdk(
+        &env,
+        &[
+            crate::acp::new_session("s", &env.work),
+            serde_json::json!({"call": "session/set_config_option", "as": "set",
+                   "params": {"sessionId": "$s.sessionId", "configId": "model", "value": "--yolo"}}),
+        ],
+        &[],
+    );
+    let error = &out["results"]["set"]["error"];
+    assert_eq!(error["code"], -32602, "{out}");
+    assert!(error.to_string().contains("the model name"), "{error}");
+}
