@@ -58,17 +58,7 @@ pub fn call(c: &Call, cancel: &Cancel, progress: &mut dyn FnMut(Progress)) -> Re
             frame::write(&invocation.stdin, &frame::Windowed::new(&transcript), &mut io::sink())
                 .context("cannot read the transcript")?;
         if input_bytes > limit {
-            return Err(Failure::new(
-                exit::ERROR,
-                format!(
-                    "this turn is {} for {}, over its limit of {}; it was not sent",
-                    human_bytes(input_bytes),
-                    s.engine.name,
-                    human_bytes(limit)
-                ),
-            )
-            .hint("start a new session, or `cca clear` or `cca compact` this one, or raise max_input_bytes in config.toml")
-            .into());
+            return Err(over_limit(input_bytes, s.engine, limit));
         }
     }
     let (args, env, scratch) = materialize(s.store, &invocation)?;
@@ -90,6 +80,21 @@ pub fn call(c: &Call, cancel: &Cancel, progress: &mut dyn FnMut(Progress)) -> Re
         (s.engine.spec.tidy)(s.settings.gemini_home.as_deref(), id);
     }
     Ok(outcome)
+}
+
+/// The error for a turn larger than the engine takes on stdin.
+pub fn over_limit(bytes: u64, engine: &EngineConfig, limit: u64) -> anyhow::Error {
+    Failure::new(
+        exit::ERROR,
+        format!(
+            "this turn is {} for {}, over its limit of {}; it was not sent",
+            human_bytes(bytes),
+            engine.name,
+            human_bytes(limit)
+        ),
+    )
+    .hint("start a new session, or `cca clear` or `cca compact` this one, or raise max_input_bytes in config.toml")
+    .into()
 }
 
 /// How a call ended.

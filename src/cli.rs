@@ -15,6 +15,10 @@ fn session_candidates() -> ArgValueCandidates {
     ArgValueCandidates::new(|| candidates(crate::complete::session_ids()))
 }
 
+fn trash_candidates() -> ArgValueCandidates {
+    ArgValueCandidates::new(|| candidates(crate::complete::trash_ids()))
+}
+
 fn prompt_candidates() -> ArgValueCandidates {
     ArgValueCandidates::new(|| candidates(crate::complete::prompt_names()))
 }
@@ -234,7 +238,7 @@ pub enum Command {
         /// The sessions: ids, unique starts of them, or names
         #[arg(value_name = "ID", required = true, add = session_candidates())]
         ids: Vec<String>,
-        /// Delete for good instead of moving to the trash
+        /// Delete for good instead of moving to the trash (sessions in the trash too)
         #[arg(long)]
         purge: bool,
     },
@@ -242,7 +246,7 @@ pub enum Command {
     /// Bring sessions back from the trash; with no id, list what the trash holds
     Restore {
         /// The sessions to bring back (full ids, as `cca restore` lists them)
-        #[arg(value_name = "ID")]
+        #[arg(value_name = "ID", add = trash_candidates())]
         ids: Vec<String>,
     },
 
@@ -489,16 +493,18 @@ pub struct AnswerArgs {
     #[arg(short, long, value_name = "NAME", add = engine_candidates())]
     pub engine: Option<String>,
 
-    /// Model, passed to the engine as is [env: CCA_MODEL]
+    /// Model for this turn's engine, passed as --model=MODEL (a name starting with `-` is
+    /// refused) [env: CCA_MODEL, for the default engine]
     #[arg(short, long, value_name = "MODEL")]
     pub model: Option<String>,
 
-    /// System prompt: a built-in name, or NAME.md under $CCA_HOME/prompts
-    /// [default: search_agents/haiku45; a session keeps its own] [env: CCA_PROMPT]
+    /// System prompt: a built-in name, or NAME.md under $CCA_HOME/prompts; on a follow-up, the
+    /// session's from then on [default: search_agents/haiku45; a session keeps its own]
+    /// [env: CCA_PROMPT]
     #[arg(short, long, value_name = "NAME", add = prompt_candidates())]
     pub prompt: Option<String>,
 
-    /// System prompt from a file
+    /// System prompt from a file; on a follow-up, the session's from then on
     #[arg(long, value_name = "PATH", conflicts_with = "prompt")]
     pub prompt_file: Option<PathBuf>,
 

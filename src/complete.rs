@@ -21,6 +21,14 @@ pub fn session_ids() -> Vec<String> {
     names
 }
 
+/// The ids of the sessions in the trash, newest first, for `cca restore`.
+pub fn trash_ids() -> Vec<String> {
+    let Some((_, store)) = store() else { return Vec::new() };
+    let mut ids = store.trash_ids();
+    ids.reverse();
+    ids
+}
+
 /// Built-in prompt names and the user's own under `$CCA_HOME/prompts`.
 pub fn prompt_names() -> Vec<String> {
     let mut names: Vec<String> = crate::prompt::builtin_names().map(String::from).collect();

@@ -10,7 +10,7 @@ use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use serde::Deserialize;
 
 use crate::engine::{self, BYTES_PER_TOKEN, EngineConfig, HistoryMode, SystemPromptMode};
@@ -207,6 +207,44 @@ impl File {
     }
 }
 
+/// The config file's text, to name the line of a problem found after it was parsed (a value out
+/// of range, a key that does not apply): every config error names the file and the line.
+struct Place<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl Place<'_> {
+    /// An error at `key` of `[section]` (`""`: the top; no key: the section's own line).
+    fn error(&self, section: &str, key: Option<&str>, message: String) -> anyhow::Error {
+        let at = self.line(section, key).map_or(String::new(), |n| format!(":{n}"));
+        Failure::usage(format!("{}{at}: {message}", self.path.display()))
+            .hint("fix the file, or move it aside to use the defaults")
+            .into()
+    }
+
+    /// The line (from 1) where `key` is set in `[section]`, read the simple way TOML is
+    /// written by hand: `[section]` lines and `key = value` lines.
+    fn line(&self, section: &str, key: Option<&str>) -> Option<usize> {
+        let mut current = String::new();
+        for (i, line) in self.text.lines().enumerate() {
+            let line = line.trim();
+            if let Some(header) = line.strip_prefix('[') {
+                current = header.trim_end_matches(']').replace(['"', '\'', ' '], "");
+                if key.is_none() && current == section {
+                    return Some(i + 1);
+                }
+                continue;
+            }
+            let name = line.split('=').next().unwrap_or("").trim().trim_matches(['"', '\'']);
+            if current == section && key == Some(name) && line.contains('=') {
+                return Some(i + 1);
+            }
+        }
+        None
+    }
+}
+
 /// How long an engine's process group has to exit after SIGTERM before it gets SIGKILL.
 pub const GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 
@@ -241,6 +279,9 @@ pub struct Settings {
     /// `None`: the first of claude and gemini found on PATH.
     pub engine: Option<Sourced<String>>,
     pub model: Option<Sourced<String>>,
+    /// The engine a top-level `model` (or `CCA_MODEL`) belongs to: `engine` in the file or
+    /// `CCA_ENGINE`; `None`: the default engine.
+    pub model_engine: Option<String>,
     pub prompt: Sourced<PromptChoice>,
     pub session: Option<Sourced<String>>,
     pub engines: BTreeMap<String, EngineConfig>,
@@ -309,6 +350,7 @@ pub fn resolve(
         Some(text) => File::parse(&config_path, text)?,
         None => File::default(),
     };
+    let place = Place { path: &config_path, text: file.unwrap_or("") };
 
     let pick = |flag: &Option<String>,
                 var: &'static str,
@@ -325,6 +367,18 @@ pub fn resolve(
 
     let engine = pick(&flags.engine, vars::ENGINE, &parsed.engine)?;
     let model = pick(&flags.model, vars::MODEL, &parsed.model)?;
+    if let Some(m) = &model {
+        let from = match m.source {
+            Source::Flag => "given with --model".to_string(),
+            Source::Env(var) => format!("from {var}"),
+            _ => "from the config file".to_string(),
+        };
+        engine::check_model(&m.value, &from).map_err(|e| match m.source {
+            Source::File => place.error("", Some("model"), format!("{e}")),
+            _ => e,
+        })?;
+    }
+    let model_engine = pick(&None, vars::ENGINE, &parsed.engine)?.map(|e| e.value);
     let prompt = match &flags.prompt_file {
         Some(path) => Sourced { value: PromptChoice::File(path.clone()), source: Source::Flag },
         None => match pick(&flags.prompt, vars::PROMPT, &parsed.prompt)? {
@@ -336,11 +390,22 @@ pub fn resolve(
         },
     };
     if let PromptChoice::Name(name) = &prompt.value {
-        crate::prompt::validate_name(name).map_err(Failure::usage)?;
+        crate::prompt::validate_name(name).map_err(|e| match prompt.source {
+            Source::File => place.error("", Some("prompt"), e),
+            _ => Failure::usage(e).into(),
+        })?;
     }
     let session = pick(&None, vars::SESSION, &None)?;
 
-    let mut engines = engines(env, &parsed)?;
+    let mut engines = engines(env, &parsed, &place)?;
+    for e in engines.values() {
+        if let Some(m) = &e.model {
+            let from = format!("[engines.{}] model", e.name);
+            engine::check_model(m, &from).map_err(|err| {
+                place.error(&format!("engines.{}", e.name), Some("model"), format!("{err}"))
+            })?;
+        }
+    }
     if flags.fail_fast {
         for engine in engines.values_mut().filter(|e| e.spec.is_builtin()) {
             engine.retries = Some(0);
@@ -349,17 +414,21 @@ pub fn resolve(
     if let Some(name) = &engine
         && !engines.contains_key(&name.value)
     {
-        return Err(unknown_engine(&name.value, &engines).into());
+        let unknown = unknown_engine(&name.value, &engines);
+        return Err(match name.source {
+            Source::File => place.error("", Some("engine"), unknown.message),
+            _ => unknown.into(),
+        });
     }
 
     let c = &parsed.compaction;
     let threshold = c.threshold.unwrap_or(0.75);
     if !(0.05..=1.0).contains(&threshold) {
-        return Err(Failure::usage(format!(
-            "{}: compaction.threshold is a share of the budget, between 0.05 and 1, not {threshold}",
-            config_path.display()
-        ))
-        .into());
+        return Err(place.error(
+            "compaction",
+            Some("threshold"),
+            format!("threshold is a share of the budget, between 0.05 and 1, not {threshold}"),
+        ));
     }
     let enabled = match (flags.no_compact, c.enabled) {
         (true, _) => Sourced { value: false, source: Source::Flag },
@@ -376,7 +445,14 @@ pub fn resolve(
     let now = match env.text(vars::NOW)? {
         Some(text) => Some(
             chrono::DateTime::parse_from_rfc3339(&text)
-                .with_context(|| format!("{} is not an RFC 3339 time: {text}", vars::NOW))?
+                .map_err(|_| {
+                    Failure::usage(format!("{} is not an RFC 3339 time: `{text}`", vars::NOW)).hint(
+                        format!(
+                            "unset it, or write a time such as {}=2026-11-21T10:15:00Z",
+                            vars::NOW
+                        ),
+                    )
+                })?
                 .with_timezone(&chrono::Utc),
         ),
         None => None,
@@ -394,6 +470,7 @@ pub fn resolve(
         config_loaded: file.is_some(),
         engine,
         model,
+        model_engine,
         prompt,
         session,
         engines,
@@ -446,29 +523,61 @@ pub fn unknown_engine(name: &str, engines: &BTreeMap<String, EngineConfig>) -> F
     ))
 }
 
-fn bytes_per_token(engine: &str, value: Option<f64>) -> Result<f64> {
+fn bytes_per_token(engine: &str, value: Option<f64>, place: &Place) -> Result<f64> {
     match value {
         None => Ok(BYTES_PER_TOKEN),
         Some(v) if (0.5..=20.0).contains(&v) => Ok(v),
-        Some(v) => Err(Failure::usage(format!(
-            "[engines.{engine}] bytes_per_token must be between 0.5 and 20, not {v}"
-        ))
-        .into()),
+        Some(v) => Err(place.error(
+            &format!("engines.{engine}"),
+            Some("bytes_per_token"),
+            format!("[engines.{engine}] bytes_per_token must be between 0.5 and 20, not {v}"),
+        )),
     }
 }
 
+/// Refuses a key of `[engines.NAME]` that does nothing for this kind of engine (`kind`: claude,
+/// gemini, or `command` for the engines declared with one): set and ignored, it would only
+/// mislead (`cca config` would show it as set).
+fn check_applies(name: &str, kind: &str, f: &EngineFile, place: &Place) -> Result<()> {
+    const BUILT_IN: &[&str] = &["claude", "gemini"];
+    const COMMAND: &[&str] = &["command"];
+    let keys: [(&str, bool, &[&str]); 8] = [
+        ("program", f.program.is_some(), BUILT_IN),
+        ("args", !f.args.is_empty(), BUILT_IN),
+        ("retries", f.retries.is_some(), BUILT_IN),
+        ("tools", f.tools.is_some(), &["claude"]),
+        ("policy", f.policy.is_some(), &["gemini"]),
+        ("command", f.command.is_some(), COMMAND),
+        ("model_arg", f.model_arg.is_some(), COMMAND),
+        ("system_prompt_arg", f.system_prompt_arg.is_some(), COMMAND),
+    ];
+    let Some((key, _, kinds)) = keys.iter().find(|(_, set, kinds)| *set && !kinds.contains(&kind))
+    else {
+        return Ok(());
+    };
+    let whose = match *kinds {
+        COMMAND => "engines declared with `command`".to_string(),
+        kinds => kinds.join(" and "),
+    };
+    let instead = match (*key, kind) {
+        ("command", _) => format!("; {name} is built in: use `program` and `args`"),
+        ("program" | "args", "command") => {
+            "; put the program and its arguments in `command`".into()
+        }
+        _ => String::new(),
+    };
+    let message =
+        format!("[engines.{name}] `{key}` does not apply to {name}: it is for {whose}{instead}");
+    Err(place.error(&format!("engines.{name}"), Some(key), message))
+}
+
 /// The built-in engines plus those declared in the config file, with env overrides applied.
-fn engines(env: &Env, file: &File) -> Result<BTreeMap<String, EngineConfig>> {
+fn engines(env: &Env, file: &File, place: &Place) -> Result<BTreeMap<String, EngineConfig>> {
     let mut engines = BTreeMap::new();
     for spec in engine::BUILTIN {
         let (name, var) = (spec.name, spec.program_var.expect("built in"));
         let f = file.engines.get(name).cloned().unwrap_or_default();
-        if f.command.is_some() {
-            return Err(Failure::usage(format!(
-                "[engines.{name}] cannot set `command`: {name} is built in; use `program` and `args`"
-            ))
-            .into());
-        }
+        check_applies(name, name, &f, place)?;
         let (program, program_source) = match (env.os(var), &f.program) {
             (Some(p), _) => (p.clone(), Source::Env(var)),
             (None, Some(p)) => (p.clone().into_os_string(), Source::File),
@@ -494,7 +603,7 @@ fn engines(env: &Env, file: &File) -> Result<BTreeMap<String, EngineConfig>> {
                 policy: f.policy,
                 context_budget: f.context_budget.unwrap_or(spec.context_budget),
                 model_budgets: f.model_budgets,
-                bytes_per_token: bytes_per_token(name, f.bytes_per_token)?,
+                bytes_per_token: bytes_per_token(name, f.bytes_per_token, place)?,
             },
         );
     }
@@ -502,34 +611,35 @@ fn engines(env: &Env, file: &File) -> Result<BTreeMap<String, EngineConfig>> {
         if engines.contains_key(name) {
             continue;
         }
+        let section = format!("engines.{name}");
         if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
-            return Err(Failure::usage(format!("`{name}` is not a usable engine name")).into());
+            let message = format!("`{name}` is not a usable engine name");
+            return Err(place.error(&section, None, message));
         }
         let Some(command) = f.command.as_ref().filter(|c| !c.is_empty()) else {
-            return Err(Failure::usage(format!(
-                "[engines.{name}] needs `command`, the program and its arguments"
-            ))
-            .hint(format!("for example: [engines.{name}]\ncommand = [\"llm\", \"-m\", \"echo\"]"))
-            .into());
+            let message = format!(
+                "[engines.{name}] needs `command`, the program and its arguments, for example \
+                 command = [\"llm\", \"-m\", \"echo\"]"
+            );
+            return Err(place.error(
+                &section,
+                Some("command").filter(|_| f.command.is_some()),
+                message,
+            ));
         };
+        check_applies(name, "command", f, place)?;
         let system_prompt = f.system_prompt.unwrap_or_default();
         if system_prompt == SystemPromptMode::Native && f.system_prompt_arg.is_none() {
-            return Err(Failure::usage(format!(
+            let message = format!(
                 "[engines.{name}] system_prompt = \"native\" needs system_prompt_arg, the flag that takes it"
-            ))
-            .into());
-        }
-        if f.retries.is_some() || f.policy.is_some() {
-            return Err(Failure::usage(format!(
-                "[engines.{name}]: `retries` and `policy` apply to claude and gemini only"
-            ))
-            .into());
+            );
+            return Err(place.error(&section, Some("system_prompt"), message));
         }
         if f.history == Some(HistoryMode::Structured) {
-            return Err(Failure::usage(format!(
+            let message = format!(
                 "[engines.{name}] history = \"structured\" works only with claude and gemini"
-            ))
-            .into());
+            );
+            return Err(place.error(&section, Some("history"), message));
         }
         engines.insert(
             name.clone(),
@@ -551,7 +661,7 @@ fn engines(env: &Env, file: &File) -> Result<BTreeMap<String, EngineConfig>> {
                 policy: None,
                 context_budget: f.context_budget.unwrap_or(engine::command::SPEC.context_budget),
                 model_budgets: f.model_budgets.clone(),
-                bytes_per_token: bytes_per_token(name, f.bytes_per_token)?,
+                bytes_per_token: bytes_per_token(name, f.bytes_per_token, place)?,
             },
         );
     }
@@ -707,6 +817,23 @@ mod tests {
         assert!(text.starts_with("/h/.cca/config.toml:2:"), "{text}");
         let err = settings(&[], Flags::default(), Some("colour = true\n")).unwrap_err();
         assert!(err.to_string().contains(":1:1"), "{err}");
+    }
+
+    #[test]
+    fn errors_found_after_parsing_name_their_line() {
+        let text = "engine = \"claude\"\n\n[engines.\"mine\"]\ncommand = [\"x\"]\n\
+                    retries = 2\n[compaction]\n  threshold = 3\n";
+        let place = Place { path: Path::new("c.toml"), text };
+        assert_eq!(place.line("", Some("engine")), Some(1));
+        assert_eq!(place.line("engines.mine", None), Some(3));
+        assert_eq!(place.line("engines.mine", Some("retries")), Some(5));
+        assert_eq!(place.line("compaction", Some("threshold")), Some(7));
+        assert_eq!(place.line("compaction", Some("keep_recent")), None);
+        let err = settings(&[], Flags::default(), Some(text)).unwrap_err();
+        assert!(
+            err.to_string().starts_with("/h/.cca/config.toml:5: [engines.mine] `retries`"),
+            "{err}"
+        );
     }
 
     #[test]

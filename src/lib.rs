@@ -39,7 +39,7 @@ pub mod vars;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::Parser as _;
 
 /// Parses the command line, runs the command, and turns the result into an exit code.
 pub fn main() -> ExitCode {
@@ -54,7 +54,14 @@ pub fn main() -> ExitCode {
         signal_hook::consts::SIGXFSZ,
         std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
     );
-    let cli = cli::Cli::parse();
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let args: Vec<String> =
+                std::env::args_os().skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
+            return ExitCode::from(front::terminal::argument_error(&e, &args));
+        }
+    };
     let code = match cmd::run(cli) {
         Ok(code) => code,
         Err(err) => front::terminal::report(&err),

@@ -214,6 +214,8 @@ pub struct Outcome {
     pub engine_error: Option<String>,
     /// The engine's own id for the run, if it told.
     pub engine_session: Option<String>,
+    /// The model the engine said it runs, if it said.
+    pub model: Option<String>,
     pub usage: Usage,
     /// The end of what the engine wrote on stderr (and on stdout outside its answer).
     pub stderr_tail: String,
@@ -461,6 +463,7 @@ pub fn run(
         status: ending.status,
         engine_error: state.engine_error,
         engine_session: state.engine_session,
+        model: state.model,
         usage: state.usage,
         stderr_tail: String::from_utf8_lossy(&state.stderr_tail).into_owned(),
         interrupted: ending.interrupted,
@@ -625,6 +628,7 @@ struct Turn {
     usage: Usage,
     engine_error: Option<String>,
     engine_session: Option<String>,
+    model: Option<String>,
     stderr_tail: Vec<u8>,
     /// The first error writing the answer's scratch file; nothing is written after it.
     scratch_error: Option<String>,
@@ -659,6 +663,7 @@ impl Turn {
                 Output::Error(e) => self.engine_error = Some(e),
                 Output::Usage(u) => self.usage = u,
                 Output::Session(id) => self.engine_session = Some(id),
+                Output::Model(model) => self.model = Some(model),
                 Output::Taken(n) => self.taken(n, progress, answer),
                 Output::AnswerEnd => {
                     // An engine that never echoes what it takes: the answer still ends the run.

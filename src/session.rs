@@ -37,11 +37,7 @@ pub fn create(
 ) -> Result<String> {
     let engine = choose_engine(settings, None);
     let prompt = load_prompt(settings, store, None)?;
-    let model = settings
-        .model
-        .as_ref()
-        .map(|m| m.value.clone())
-        .or_else(|| settings.engines.get(&engine).and_then(|e| e.model.clone()));
+    let model = settings.engines.get(&engine).and_then(|e| new_session_model(settings, e));
     let header = Header {
         format: transcript::FORMAT,
         id: String::new(),
@@ -75,7 +71,14 @@ pub struct Session<'a> {
 /// The session a terminal follows, which `--resume` and `,` continue: `CCA_SESSION`, else `latest`.
 pub fn followed(settings: &Settings, store: &Store) -> Result<String> {
     if let Some(session) = &settings.session {
-        return store.resolve_id(&session.value);
+        return store.resolve_id(&session.value).map_err(|e| {
+            let var = crate::vars::SESSION;
+            Failure::usage(format!("{var} names `{}`, which is no session here: {e:#}", session.value))
+                .hint(format!(
+                    "`unset {var}` to follow `latest`, or `export {var}=ID` with an id from `cca sessions`"
+                ))
+                .into()
+        });
     }
     store.latest()?.ok_or_else(|| {
         Failure::usage("there is no session to continue yet")
@@ -104,11 +107,32 @@ pub fn engine_and_model<'a>(
         .engines
         .get(&name)
         .ok_or_else(|| config::unknown_engine(&name, &settings.engines))?;
-    let model = match &settings.model {
-        Some(m) if m.source == Source::Flag || created => Some(m.value.clone()),
-        _ => header.model.clone().or_else(|| engine.model.clone()),
+    let (model, from) = match &settings.model {
+        Some(m) if m.source == Source::Flag => (Some(m.value.clone()), "chosen for this turn"),
+        _ if created => (new_session_model(settings, engine), "from the settings"),
+        // A session's model belongs to the engine it names beside it.
+        _ if header.engine == name && header.model.is_some() => {
+            (header.model.clone(), "named by the session's header")
+        }
+        _ => (engine.model.clone(), "from the engine's `model` in config.toml"),
     };
+    if let Some(model) = &model {
+        engine::check_model(model, from)?;
+    }
     Ok((engine, model))
+}
+
+/// The model a new session on `engine` starts with: `--model`; else the model at the top of
+/// the settings (`model` in config.toml, `CCA_MODEL`) when it belongs to this engine; else the
+/// engine's own (`[engines.NAME] model`), else none (the engine's default).
+pub fn new_session_model(settings: &Settings, engine: &EngineConfig) -> Option<String> {
+    let top = settings.model.as_ref().filter(|m| {
+        // A top-level model belongs to the engine named beside it (`engine`, `CCA_ENGINE`),
+        // else to the default engine: `-e gemini` never runs gemini with claude's model.
+        m.source == Source::Flag
+            || settings.model_engine.clone().unwrap_or_else(|| first_found(settings)) == engine.name
+    });
+    top.map(|m| m.value.clone()).or_else(|| engine.model.clone())
 }
 
 /// The engine for a turn: a flag wins; then the session's own; then settings; then the first
@@ -133,6 +157,11 @@ pub fn default_engine(settings: &Settings) -> String {
     if let Some(e) = &settings.engine {
         return e.value.clone();
     }
+    first_found(settings)
+}
+
+/// The first built-in engine found on PATH (the first of them if none is).
+fn first_found(settings: &Settings) -> String {
     engine::BUILTIN
         .iter()
         .map(|spec| spec.name)
@@ -160,7 +189,10 @@ pub fn load_prompt(settings: &Settings, store: &Store, header: Option<&Header>) 
         PromptChoice::File(path) => {
             let path = std::path::absolute(&path).unwrap_or(path);
             let Some(h) = from_header else {
-                let text = crate::store::read_text(&path)?;
+                let text = crate::store::read_text(&path).map_err(|e| {
+                    Failure::usage(format!("the prompt file {} cannot be used: {e:#}", path.display()))
+                        .hint("--prompt-file takes the path of a text file: `--prompt-file ./reviewer.md`")
+                })?;
                 return Ok(Prompt { name: path.display().to_string(), text });
             };
             let refuse = |why: &str| -> anyhow::Error {
@@ -169,8 +201,9 @@ pub fn load_prompt(settings: &Settings, store: &Store, header: Option<&Header>) 
                     path.display()
                 ))
                 .hint(
-                    "choose the prompt for this turn: `--prompt-file FILE` (that file, if it is \
-                     the one you mean) or `--prompt NAME` (`cca config` shows the default)",
+                    "give the session a prompt for good: `--prompt-file FILE` (that file as it is \
+                     now, or another) or `--prompt NAME` (`cca config` shows the default) on the \
+                     next turn makes it this session's prompt from then on",
                 )
                 .into()
             };

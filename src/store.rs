@@ -838,9 +838,23 @@ impl Store {
         replace_file(&path, (transcript::render_header(&header) + rest).as_bytes())
     }
 
+    /// Deletes a session that is in the trash.
+    pub fn purge_trashed(&self, id: &str) -> Result<()> {
+        let path = self.trashed_path(id);
+        fs::remove_file(&path).with_context(|| format!("cannot delete {}", path.display()))
+    }
+
+    /// The header of a session in the trash, if it can be read.
+    pub fn trashed_header(&self, id: &str) -> Option<transcript::Header> {
+        let file = self.open_transcript(&self.trashed_path(id)).ok()?;
+        let summary = transcript::summarize(BufReader::new(file)).ok()?.ok()?;
+        Some(summary.header)
+    }
+
     /// Moves a session to `$CCA_HOME/trash/` (or deletes it with `purge`), and keeps `latest`
-    /// pointing at a session that exists.
-    pub fn remove(&self, id: &str, purge: bool) -> Result<()> {
+    /// pointing at a session that exists. Says where `latest` points now, when it pointed at
+    /// this session: the next `,` continues another conversation, and the user must know.
+    pub fn remove(&self, id: &str, purge: bool) -> Result<Repointed> {
         let path = self.session_path(id);
         if purge {
             fs::remove_file(&path).with_context(|| format!("cannot delete {}", path.display()))?;
@@ -862,9 +876,9 @@ impl Store {
         let _ = fs::remove_file(self.locks_dir().join(format!("{id}.lock")));
         let _ = fs::remove_file(self.live_index_path(id));
         if self.latest_target().as_deref() == Some(file_name(id).as_str()) {
-            self.repoint_latest()?;
+            return self.repoint_latest();
         }
-        Ok(())
+        Ok(Repointed::No)
     }
 
     /// Moves a session back from the trash.
@@ -913,16 +927,27 @@ impl Store {
     }
 
     /// Points `latest` at the newest remaining session, or removes it when none is left.
-    fn repoint_latest(&self) -> Result<()> {
+    fn repoint_latest(&self) -> Result<Repointed> {
         match self.session_ids()?.into_iter().max_by_key(|id| sort_key(id)) {
-            Some(newest) => self.set_latest(&newest),
+            Some(newest) => self.set_latest(&newest).map(|()| Repointed::To(newest)),
             None => match fs::remove_file(self.latest_path()) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e)
                     .with_context(|| format!("cannot remove {}", self.latest_path().display())),
-                _ => Ok(()),
+                _ => Ok(Repointed::Nowhere),
             },
         }
     }
+}
+
+/// What became of `latest` when a session was removed.
+#[derive(Debug, PartialEq)]
+pub enum Repointed {
+    /// It pointed at another session, and still does.
+    No,
+    /// It pointed at the removed session and now points at this one.
+    To(String),
+    /// It pointed at the removed session, and no session is left.
+    Nowhere,
 }
 
 /// Removes the files under `root/*/chats/` that `is_engine_session` recognises: the session

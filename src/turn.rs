@@ -26,7 +26,7 @@ use crate::run::{self, Cancel, Progress};
 use crate::session::{self, Session};
 use crate::steer::{self, Inbox, Steered};
 use crate::store::{Appender, Store};
-use crate::transcript::{self, BodyWriter, Kind, Meta, Record, Summary, Totals};
+use crate::transcript::{self, BodyWriter, Header, Kind, Meta, Record, Summary, Totals};
 
 /// Which session a turn goes to.
 #[derive(Debug, Clone, PartialEq)]
@@ -163,6 +163,19 @@ pub fn ask_steered(
         || observer.event(Event::Waiting { session: &id }),
         || cancel.check(),
     )?;
+    let mut summary = store.summarize(&id)?;
+    for p in &summary.problems {
+        let path = store.session_path(&id);
+        let text = format!("warning: {}: line {}: {}", path.display(), p.line, p.message);
+        observer.event(Event::Notice { level: Level::Info, text: &text });
+    }
+    let header = &summary.header;
+    let (engine, model) = session::engine_and_model(settings, header, created)?;
+    let prompt = session::load_prompt(settings, store, Some(header))?;
+    if !created {
+        let session = Session { settings, store, id: &id, engine, model: model.as_deref() };
+        check_ready(&session, &prompt, Some(&summary), ask)?;
+    }
     if (created || store.latest().ok().flatten().as_deref() != Some(id.as_str()))
         && let Err(e) = store.set_latest(&id)
     {
@@ -173,16 +186,22 @@ pub fn ask_steered(
         );
         observer.event(Event::Notice { level: Level::Warning, text: &text });
     }
-    let summary = store.summarize(&id)?;
-    for p in &summary.problems {
-        let path = store.session_path(&id);
-        let text = format!("warning: {}: line {}: {}", path.display(), p.line, p.message);
+    let switched = !created
+        && settings.prompt.source == crate::config::Source::Flag
+        && (prompt.name != header.prompt || prompt.hash() != header.prompt_hash);
+    if switched {
+        // A prompt chosen on a follow-up is the session's from now on: its header says so.
+        let was = header.prompt.clone();
+        let header =
+            Header { prompt: prompt.name.clone(), prompt_hash: prompt.hash(), ..header.clone() };
+        store.rewrite_header(&id, &header, summary.header_end)?;
+        summary = store.summarize(&id)?;
+        let text = format!(
+            "this session's system prompt is now `{}` (it was `{was}`), for this turn and the next",
+            prompt.name
+        );
         observer.event(Event::Notice { level: Level::Info, text: &text });
-    }
-    let header = &summary.header;
-    let (engine, model) = session::engine_and_model(settings, header, created)?;
-    let prompt = session::load_prompt(settings, store, Some(header))?;
-    if prompt.hash() != header.prompt_hash && !created {
+    } else if prompt.hash() != header.prompt_hash && !created {
         let text = format!(
             "note: the system prompt `{}` has changed since this session started",
             prompt.name
@@ -311,7 +330,8 @@ pub fn ask_steered(
         path: store.session_path(&id),
         turn,
         engine: engine.name.clone(),
-        model,
+        // What ran: the model the engine reported, else the one cca asked for.
+        model: ended.model.or(model),
         verdict: ended.verdict,
         duration: ended.duration,
         usage: ended.usage,
@@ -331,11 +351,76 @@ fn open_session(
         Target::Resume => Ok((session::followed(settings, store)?, false)),
         Target::Session(wanted) => Ok((store.resolve_id(wanted)?, false)),
         Target::New => {
+            // A session is created only for a question that can be sent.
+            let name = session::choose_engine(settings, None);
+            let engine = settings
+                .engines
+                .get(&name)
+                .ok_or_else(|| crate::config::unknown_engine(&name, &settings.engines))?;
+            let model = session::new_session_model(settings, engine);
+            let prompt = session::load_prompt(settings, store, None)?;
+            let session = Session { settings, store, id: "", engine, model: model.as_deref() };
+            check_ready(&session, &prompt, None, ask)?;
             let cwd = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
             let title = ask.query.lines().next().unwrap_or("");
             Ok((session::create(settings, store, now, title, &cwd)?, true))
         }
     }
+}
+
+/// Everything about a turn that can be checked before its question is recorded (the model's
+/// name is, by `session::engine_and_model`): text without NUL bytes, the engine's program, and
+/// the size of what the engine would receive. A turn that could
+/// not reach an engine records nothing (the front end repeats the question). `summary` is the
+/// session's, when it has one: its live context counts unless a compaction would fold it first.
+/// The sizes are a lower bound of what is sent (tags and escapes add to them), so a question
+/// refused here would be refused later too; the exact check is `call`'s.
+fn check_ready(
+    session: &Session,
+    prompt: &Prompt,
+    summary: Option<&Summary>,
+    ask: &Ask,
+) -> Result<()> {
+    for (what, text) in std::iter::once(("the question", &ask.query))
+        .chain(ask.attachments.iter().map(|a| (a.name.as_str(), &a.text)))
+    {
+        refuse_nul(what, text.as_bytes())?;
+    }
+    let engine = session.engine;
+    run::locate(session.settings, engine)?;
+    let Some(limit) = engine.max_input_bytes else { return Ok(()) };
+    let new_bytes = new_bytes(ask);
+    let mut bytes = new_bytes as u64;
+    if engine.system_prompt == crate::engine::SystemPromptMode::Inline {
+        bytes += prompt.text.len() as u64;
+    }
+    if engine.history == crate::engine::HistoryMode::Inline
+        && let Some(summary) = summary
+        && compact::needed(session, summary, &prompt.text, new_bytes).is_none()
+    {
+        bytes += summary.live.bytes();
+    }
+    match bytes > limit {
+        true => Err(call::over_limit(bytes, engine, limit)),
+        false => Ok(()),
+    }
+}
+
+/// Refuses text with a NUL byte: engines take text, and a NUL byte cuts it short in some.
+pub fn refuse_nul(what: &str, bytes: &[u8]) -> Result<()> {
+    match memchr::memchr(0, bytes) {
+        None => Ok(()),
+        Some(at) => Err(Failure::usage(format!(
+            "{what} holds a NUL byte (at byte {at}): cca takes text only"
+        ))
+        .hint("for binary data, attach a text form of it (`xxd file | cca search ...`)")
+        .into()),
+    }
+}
+
+/// The bytes a question brings: its text and its attachments.
+fn new_bytes(ask: &Ask) -> usize {
+    ask.query.len() + ask.attachments.iter().map(|a| a.text.len()).sum::<usize>()
 }
 
 /// A steer, as the user record it is.
@@ -391,8 +476,7 @@ impl Answering<'_> {
         cancel: &Cancel,
     ) -> Result<run::Outcome> {
         let (settings, ask, engine) = (self.session.settings, self.ask, self.session.engine);
-        let new_bytes =
-            ask.query.len() + ask.attachments.iter().map(|a| a.text.len()).sum::<usize>();
+        let new_bytes = new_bytes(ask);
         let summary = self.compact_if_needed(summary, new_bytes, observer, cancel)?;
         let bytes = summary.live.bytes() + (self.prompt.text.len() + new_bytes) as u64;
         let tokens = engine.tokens(bytes);
@@ -488,6 +572,7 @@ fn ended(engine: &crate::engine::EngineConfig, outcome: run::Outcome) -> (Ended,
         duration: outcome.duration,
         usage,
         left_out,
+        model: outcome.model,
         stderr_tail: outcome.stderr_tail,
     };
     (ended, Some(outcome.answer))
@@ -500,6 +585,8 @@ struct Ended {
     /// each one left out.
     usage: Usage,
     left_out: Vec<String>,
+    /// The model the engine said it ran.
+    model: Option<String>,
     stderr_tail: String,
 }
 
@@ -514,7 +601,14 @@ impl Ended {
             None => Verdict::Answered,
         };
         let (usage, left_out) = e.usage.clone().checked();
-        Ended { verdict, duration: e.duration, usage, left_out, stderr_tail: String::new() }
+        Ended {
+            verdict,
+            duration: e.duration,
+            usage,
+            left_out,
+            model: None,
+            stderr_tail: String::new(),
+        }
     }
 
     /// Tells the observer which of the engine's figures were left out.
@@ -532,6 +626,7 @@ impl Ended {
             duration: Duration::ZERO,
             usage: Usage::default(),
             left_out: Vec::new(),
+            model: None,
             stderr_tail: String::new(),
         }
     }

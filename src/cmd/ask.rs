@@ -9,19 +9,29 @@ use crate::config::{Flags, Render};
 use crate::error::Failure;
 use crate::front::signals;
 use crate::front::terminal::{Mode, Terminal};
+use crate::human::human_bytes;
 use crate::run::Cancel;
 use crate::session;
 use crate::turn::{self, Ask, Attachment, Target};
 
 pub fn search(args: &AskArgs, target: Target) -> Result<u8> {
+    match ask(args, target) {
+        // `--json` answers in JSON, whatever stopped the turn.
+        Err(e) if args.json => Ok(crate::front::terminal::json_error(&e)),
+        done => done,
+    }
+}
+
+fn ask(args: &AskArgs, target: Target) -> Result<u8> {
     let render = args.raw.then_some(Render::Never);
     let flags = Flags { render, ..super::flags(&args.answering) };
     let (settings, store) = session::settings(&flags)?;
-    let (query, stdin) = question(&args.query)?;
+    let cap = input_cap(&settings);
+    let (query, stdin) = question(&args.query, cap)?;
     let mut attachments: Vec<Attachment> =
         stdin.map(|text| Attachment { name: "stdin".into(), text }).into_iter().collect();
     for path in &args.files {
-        attachments.push(file(path)?);
+        attachments.push(file(path, cap)?);
     }
     let mode = if args.json {
         Mode::Json
@@ -41,23 +51,25 @@ pub fn search(args: &AskArgs, target: Target) -> Result<u8> {
 }
 
 /// The question from the arguments, or from stdin; with both, stdin is an attachment.
-fn question(words: &[String]) -> Result<(String, Option<String>)> {
+fn question(words: &[String], cap: u64) -> Result<(String, Option<String>)> {
     let stdin = io::stdin();
     let piped = !stdin.is_terminal();
     let query = words.join(" ");
     if !query.trim().is_empty() {
-        let attachment = if piped { read_text(stdin, "stdin")? } else { None };
+        let attachment = if piped { read_text(stdin, "stdin", cap)? } else { None };
         return Ok((query, attachment.filter(|a| !a.is_empty())));
     }
-    if !query.is_empty() {
-        return Err(Failure::usage("the question is empty").into());
+    if !words.is_empty() {
+        return Err(Failure::usage("the question is empty")
+            .hint("give it as arguments (`cca search \"what is ...\"`) or on stdin (`echo ... | cca search`)")
+            .into());
     }
     if !piped {
         return Err(Failure::usage("no question")
             .hint("give it as arguments (`cca search \"what is ...\"`) or on stdin (`echo ... | cca search`)")
             .into());
     }
-    match read_text(stdin, "stdin")? {
+    match read_text(stdin, "stdin", cap)? {
         Some(text) if !text.trim().is_empty() => Ok((text, None)),
         _ => Err(Failure::usage("no question: stdin was empty")
             .hint("give the question as arguments: `cca search \"what is ...\"`")
@@ -66,7 +78,7 @@ fn question(words: &[String]) -> Result<(String, Option<String>)> {
 }
 
 /// A file named with `--file`, read whole as text.
-fn file(path: &std::path::Path) -> Result<Attachment> {
+fn file(path: &std::path::Path, cap: u64) -> Result<Attachment> {
     let shown = path.display();
     let meta = std::fs::metadata(path).map_err(|e| {
         Failure::usage(format!("cannot read {shown}: {e}"))
@@ -80,26 +92,49 @@ fn file(path: &std::path::Path) -> Result<Attachment> {
     if !meta.is_file() {
         return Err(Failure::usage(format!("{shown} is not a regular file")).into());
     }
+    if meta.len() > cap {
+        return Err(too_large(&shown.to_string(), Some(meta.len()), cap));
+    }
     let reader = std::fs::File::open(path)
         .map_err(|e| Failure::usage(format!("cannot read {shown}: {e}")))?;
-    let text = read_text(reader, &shown.to_string())?.unwrap_or_default();
+    let text = read_text(reader, &shown.to_string(), cap)?.unwrap_or_default();
     Ok(Attachment { name: path.display().to_string(), text })
 }
 
-/// Reads text input whole; refuses what is not text (invalid UTF-8, NUL bytes).
-fn read_text(mut from: impl Read, what: &str) -> Result<Option<String>> {
+/// The most input one turn can bring: as much as the engine taking the most takes
+/// (`max_input_bytes`; [`UNLIMITED_ENGINE_INPUT`] for one without a limit). Input past it is
+/// refused before it is read whole: a 3 GB file is refused by its size alone.
+fn input_cap(settings: &crate::config::Settings) -> u64 {
+    let most =
+        settings.engines.values().map(|e| e.max_input_bytes.unwrap_or(UNLIMITED_ENGINE_INPUT));
+    most.max().unwrap_or(UNLIMITED_ENGINE_INPUT)
+}
+
+/// What cca reads for a turn of an engine that sets no `max_input_bytes`.
+const UNLIMITED_ENGINE_INPUT: u64 = 256 << 20;
+
+fn too_large(what: &str, size: Option<u64>, cap: u64) -> anyhow::Error {
+    let size = size.map_or("more".into(), |n| format!("{}, more", human_bytes(n)));
+    Failure::usage(format!(
+        "{what} is {size} than any engine takes ({}); it was not read",
+        human_bytes(cap)
+    ))
+    .hint("attach a part of it (`head -c 1000000 FILE | cca search ...`), or raise max_input_bytes in config.toml")
+    .into()
+}
+
+/// Reads text input, at most `cap` bytes; refuses more, and what is not text (invalid UTF-8,
+/// NUL bytes).
+fn read_text(from: impl Read, what: &str, cap: u64) -> Result<Option<String>> {
     let mut bytes = Vec::new();
-    from.read_to_end(&mut bytes).with_context(|| format!("cannot read {what}"))?;
+    from.take(cap + 1).read_to_end(&mut bytes).with_context(|| format!("cannot read {what}"))?;
+    if bytes.len() as u64 > cap {
+        return Err(too_large(what, None, cap));
+    }
     if bytes.is_empty() {
         return Ok(None);
     }
-    if let Some(at) = memchr::memchr(0, &bytes) {
-        return Err(Failure::usage(format!(
-            "{what} holds a NUL byte (at byte {at}): cca takes text only"
-        ))
-        .hint("for binary data, attach a text form of it (`xxd file | cca search ...`)")
-        .into());
-    }
+    turn::refuse_nul(what, &bytes)?;
     String::from_utf8(bytes).map(Some).map_err(|e| {
         Failure::usage(format!(
             "{what} is not UTF-8 text (invalid byte at {})",

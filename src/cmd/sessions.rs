@@ -20,7 +20,7 @@ use crate::human::human_bytes;
 use crate::render;
 use crate::run::{Cancel, Interrupted, Progress};
 use crate::session::{self, settings};
-use crate::store::{self, Appender, Store};
+use crate::store::{self, Appender, Repointed, Store};
 use crate::transcript::{
     self, Direction, Event, Header, Kind, MarkerEscaper, Meta, Record, Summary, Totals,
 };
@@ -37,6 +37,7 @@ pub fn list(
     let since = since.map(|d| super::parse_date(d, settings.now(), false)).transpose()?;
     let here = if here { Some(super::current_dir()?) } else { None };
     let mut listed = store.listing()?;
+    let stored = listed.len();
     if here.is_some() || engine.is_some() || since.is_some() {
         // A transcript that cannot be read has no folder, engine or time to match.
         listed.retain(|l| {
@@ -87,6 +88,12 @@ pub fn list(
             })
             .collect();
         print(&format!("{}\n", serde_json::Value::Array(items)))?;
+        return Ok(exit::OK);
+    }
+    if listed.is_empty() && stored > 0 {
+        say(&format!(
+            "cca: none of the {stored} sessions matches the filters (--here, --engine, --since)"
+        ));
         return Ok(exit::OK);
     }
     if listed.is_empty() {
@@ -720,12 +727,25 @@ pub fn compact(id: Option<&str>, keep: Option<u64>, fail_fast: bool) -> Result<u
 
 /// `cca rm`
 pub fn remove(ids: &[String], purge: bool) -> Result<u8> {
-    let (_, store) = settings(&Flags::default())?;
-    // Resolve all first: one bad id removes nothing.
-    let ids: Vec<String> = ids.iter().map(|id| store.resolve_id(id)).collect::<Result<_>>()?;
-    for id in &ids {
+    let (settings, store) = settings(&Flags::default())?;
+    // Resolve all first: one bad id removes nothing. With --purge, a session in the trash is
+    // found there.
+    let found: Vec<(String, bool)> = ids
+        .iter()
+        .map(|id| match store.resolve_id(id) {
+            Ok(id) => Ok((id, false)),
+            Err(e) if purge => store.resolve_trashed(id).map(|id| (id, true)).map_err(|_| e),
+            Err(e) => Err(e),
+        })
+        .collect::<Result<_>>()?;
+    for (id, trashed) in &found {
+        if *trashed {
+            store.purge_trashed(id)?;
+            say(&format!("cca: deleted {id} (it was in the trash)"));
+            continue;
+        }
         let _lock = store.lock(id, true, || say_waiting(id))?;
-        store.remove(id, purge)?;
+        let repointed = store.remove(id, purge)?;
         if purge {
             say(&format!("cca: deleted {id}"));
         } else {
@@ -733,6 +753,24 @@ pub fn remove(ids: &[String], purge: bool) -> Result<u8> {
                 "cca: moved {id} to {} (`cca restore {id}` brings it back)",
                 store.trash_dir().display()
             ));
+        }
+        // `,` followed the removed session: never a silent switch to another conversation.
+        let followed_by_env = settings.session.is_some();
+        match repointed {
+            Repointed::To(now) if !followed_by_env => {
+                let title =
+                    store.summarize_unlocked(&now).map(|s| s.header.title).unwrap_or_default();
+                say(&format!(
+                    "cca: `latest` pointed at {id}; it now points at {now} ({title}): `,` continues that one"
+                ));
+                say(
+                    "hint: continue another with `cca search -s ID`, or `cca sessions` to see them",
+                );
+            }
+            Repointed::Nowhere if !followed_by_env => {
+                say("cca: no session is left: `,` has nothing to continue until a new one starts");
+            }
+            _ => {}
         }
     }
     Ok(exit::OK)
@@ -746,7 +784,19 @@ pub fn restore(ids: &[String]) -> Result<u8> {
         if trash.is_empty() {
             say("cca: the trash is empty");
         } else {
-            print(&trash.iter().map(|id| format!("{id}\n")).collect::<String>())?;
+            // Newest first, with what each was about, as `cca sessions` lists them.
+            let lines: String = trash
+                .iter()
+                .rev()
+                .map(|id| match store.trashed_header(id) {
+                    Some(h) => {
+                        let when = h.created.replace('T', " ").trim_end_matches('Z').to_string();
+                        format!("{id}  {when}  {}\n", h.title)
+                    }
+                    None => format!("{id}  (cannot be read)\n"),
+                })
+                .collect();
+            print(&lines)?;
         }
         return Ok(exit::OK);
     }

@@ -39,7 +39,12 @@ pub fn run() -> Result<u8> {
         ),
     }
     match &settings.model {
-        Some(m) => row("model", m.value.clone(), m.source.to_string()),
+        // A top-level model is the default engine's (the other engines have their own).
+        Some(m) => row(
+            "model",
+            m.value.clone(),
+            format!("{} (for {})", m.source, session::default_engine(&settings)),
+        ),
         None => row("model", "(the engine's own default)".into(), Source::Default.to_string()),
     }
     let prompt = match &settings.prompt.value {

@@ -70,8 +70,7 @@ pub fn invocation(
         }
     }
     if let Some(model) = request.model {
-        args.push(Arg::plain("--model"));
-        args.push(Arg::plain(model));
+        args.extend(super::model_args("--model", model)?);
     }
     let inline_system = match engine.system_prompt {
         SystemPromptMode::Inline => Some(request.system),
@@ -240,6 +239,11 @@ impl Decoder {
             }
             Some("system") if v["subtype"] == "api_retry" => {
                 out.push(Output::Retry(retry_note(&v)))
+            }
+            Some("system") if v["subtype"] == "init" => {
+                if let Some(model) = v["model"].as_str() {
+                    out.push(Output::Model(model.to_string()));
+                }
             }
             _ => {}
         }

@@ -33,8 +33,7 @@ pub fn invocation(
 ) -> anyhow::Result<Invocation> {
     let mut args: Vec<Arg> = engine.args.iter().map(Arg::plain).collect();
     if let (Some(flag), Some(model)) = (&engine.model_arg, request.model) {
-        args.push(Arg::plain(flag));
-        args.push(Arg::plain(model));
+        args.extend(super::model_args(flag, model)?);
     }
     let inline_system = match (engine.system_prompt, &engine.system_prompt_arg) {
         (SystemPromptMode::Native, Some(flag)) => {

@@ -71,8 +71,7 @@ pub fn invocation(
     let mut args: Vec<Arg> =
         ["-o", "stream-json", "--skip-trust"].into_iter().map(Arg::plain).collect();
     if let Some(model) = request.model {
-        args.push(Arg::plain("-m"));
-        args.push(Arg::plain(model));
+        args.extend(super::model_args("--model", model)?);
     }
     match engine.policy.as_deref() {
         None => {
@@ -241,6 +240,9 @@ fn decode_line(v: &Value, out: &mut Vec<Output>) {
         Some("init") => {
             if let Some(id) = v["session_id"].as_str() {
                 out.push(Output::Session(id.to_string()));
+            }
+            if let Some(model) = v["model"].as_str() {
+                out.push(Output::Model(model.to_string()));
             }
         }
         Some("error") => {

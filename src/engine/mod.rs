@@ -164,6 +164,34 @@ impl EngineConfig {
     }
 }
 
+/// Refuses a model name an engine could read as one of its options (`--yolo`), or as several
+/// words: wherever it comes from (a flag, the environment, the config file, a transcript's
+/// header, an editor), it reaches the engine's command line.
+pub fn check_model(model: &str, from: &str) -> anyhow::Result<()> {
+    let odd = model.is_empty()
+        || model.starts_with('-')
+        || model.chars().any(|c| c.is_whitespace() || c.is_control());
+    if !odd {
+        return Ok(());
+    }
+    Err(crate::error::Failure::usage(format!(
+        "the model name {model:?} ({from}) is not a model name: it starts with `-` or holds \
+         spaces or control characters, so an engine could read it as an option; it was not used"
+    ))
+    .hint("name a model as the engine does (`sonnet`, `gemini-2.5-pro`), and fix the place it came from")
+    .into())
+}
+
+/// The model on an engine's command line: `FLAG=NAME` for a long option, so that no name can
+/// be read as an option of its own (a short one takes the next argument, a checked name).
+pub fn model_args(flag: &str, model: &str) -> anyhow::Result<Vec<Arg>> {
+    check_model(model, "for the engine's command line")?;
+    Ok(match flag.starts_with("--") {
+        true => vec![Arg::plain(format!("{flag}={model}"))],
+        false => vec![Arg::plain(flag), Arg::plain(model)],
+    })
+}
+
 /// How many bytes make a token, for estimates, unless an engine's config says otherwise.
 pub const BYTES_PER_TOKEN: f64 = 3.5;
 
@@ -235,6 +263,8 @@ pub enum Output {
     Usage(Usage),
     /// The engine's own id for this run (gemini: to find the session file it wrote).
     Session(String),
+    /// The model the engine says it runs (its default, or what the name given stands for).
+    Model(String),
     /// The engine took this many user messages sent while it ran (a replay of them); the first
     /// it takes is the prompt itself.
     Taken(usize),

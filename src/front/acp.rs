@@ -475,6 +475,10 @@ impl Acp {
                 self.sessions().entry(id.clone()).or_default().engine = Some(value);
             }
             "model" => {
+                if value != DEFAULT_MODEL {
+                    crate::engine::check_model(&value, "chosen by the editor")
+                        .map_err(|e| bad(format!("{e:#}")))?;
+                }
                 let model = (value != DEFAULT_MODEL).then_some(value);
                 self.sessions().entry(id.clone()).or_default().model = model;
             }

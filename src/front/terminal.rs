@@ -119,10 +119,13 @@ impl Terminal {
             Verdict::Failed { reason, hint, .. } => Some((reason.clone(), hint.clone())),
             Verdict::Interrupted { why } => Some((
                 format!("interrupted ({})", why.name()),
-                Some("the partial answer is kept in the transcript too".into()),
+                // Only an answer that began has a part to keep.
+                self.answered.then(|| "the partial answer is kept in the transcript too".into()),
             )),
         };
         if self.mode == Mode::Json {
+            // The session's figures are numbers wherever this turn's are: none answered yet is 0.
+            let session = |total: Option<u64>, this: Option<u64>| total.or(this.map(|_| 0));
             let value = json!({
                 "session": outcome.session,
                 // A path that is not UTF-8 (CCA_HOME may be any bytes) cannot be JSON text.
@@ -142,9 +145,9 @@ impl Terminal {
                 },
                 "cost_usd": outcome.usage.cost_usd,
                 "session_usage": {
-                    "input_tokens": outcome.session_totals.input_tokens,
-                    "output_tokens": outcome.session_totals.output_tokens,
-                    "cost_usd": outcome.session_totals.cost_usd,
+                    "input_tokens": session(outcome.session_totals.input_tokens, outcome.usage.input_tokens),
+                    "output_tokens": session(outcome.session_totals.output_tokens, outcome.usage.output_tokens),
+                    "cost_usd": outcome.session_totals.cost_usd.or(outcome.usage.cost_usd.map(|_| 0.0)),
                     "left_out": outcome.session_totals.left_out,
                 },
             });
@@ -211,9 +214,14 @@ impl Terminal {
         }
         let code = match error.downcast_ref::<Interrupted>() {
             Some(Interrupted(why)) => {
-                say(&format!("cca: interrupted ({}) before the question was saved", why.name()));
+                let text = format!("interrupted ({}) before the question was saved", why.name());
+                say(&format!("cca: {text}"));
+                if self.mode == Mode::Json {
+                    json_failure(&text, None, why.exit_code());
+                }
                 why.exit_code()
             }
+            None if self.mode == Mode::Json => json_error(&error),
             None => report(&error),
         };
         say(&format!("cca: nothing was recorded; your question was:\n{question}"));
@@ -387,6 +395,58 @@ pub fn report(err: &anyhow::Error) -> u8 {
     }
     print_error(&message, failure.and_then(|f| f.hint.as_deref()).into_iter().flat_map(str::lines));
     failure.map_or(exit::ERROR, |f| f.code)
+}
+
+/// `--json` with no turn to report (bad arguments or settings, a turn that recorded nothing):
+/// the error on stderr as always, and as one JSON object on stdout, so that a script reading
+/// stdout always gets JSON. Returns the exit code.
+pub fn json_error(err: &anyhow::Error) -> u8 {
+    let code = report(err);
+    let failure = err.chain().find_map(|e| e.downcast_ref::<Failure>());
+    json_failure(&format!("{err:#}"), failure.and_then(|f| f.hint.as_deref()), code);
+    code
+}
+
+/// `{"ok": false, "error": ..., "hint": ..., "exit_code": ...}` on stdout.
+fn json_failure(error: &str, hint: Option<&str>, code: u8) {
+    let value = json!({"ok": false, "error": error, "hint": hint, "exit_code": code});
+    let _ = write_stdout(format!("{value}\n").as_bytes());
+}
+
+/// A command line clap refused: its message (help and version are no errors), with two
+/// changes. Words that are no command (`cca what is rust`) are taken for a question, and the
+/// hint says how to ask it; and with `--json`, the error is also a JSON object on stdout.
+pub fn argument_error(e: &clap::Error, args: &[String]) -> u8 {
+    let code = e.exit_code() as u8;
+    if !e.use_stderr() {
+        let _ = e.print();
+        return code;
+    }
+    let words: Vec<&str> =
+        args.iter().map(String::as_str).take_while(|a| !a.starts_with('-')).collect();
+    let question = words.join(" ");
+    let rendered = e.render().to_string();
+    let message = rendered.lines().next().unwrap_or("").trim_start_matches("error: ").to_string();
+    let (message, hint) = if e.kind() == clap::error::ErrorKind::InvalidSubcommand
+        && (words.len() > 1 || question.contains(char::is_whitespace))
+    {
+        let shown = serde_json::to_string(&question).unwrap_or_default();
+        print_error(
+            &format!("`{question}` is not a cca command"),
+            [format!("to ask it: cca search {shown}").as_str(), "`cca --help` lists the commands"],
+        );
+        (
+            format!("`{question}` is not a cca command"),
+            Some(format!("to ask it: cca search {shown}")),
+        )
+    } else {
+        let _ = e.print();
+        (message, None)
+    };
+    if args.iter().any(|a| a == "--json") {
+        json_failure(&message, hint.as_deref(), code);
+    }
+    code
 }
 
 /// `cca: error: MESSAGE`, then a `hint: ` line for each hint line.

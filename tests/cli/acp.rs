@@ -37,7 +37,7 @@ fn isolate(cmd: &mut Command, env: &TestEnv, vars: &[(&str, &str)]) {
 
 /// Runs a plan of the SDK client against `cca acp` (see tests/acp/client.mjs); the `initialize`
 /// step comes first.
-fn sdk(env: &TestEnv, steps: &[Value], vars: &[(&str, &str)]) -> Value {
+pub(crate) fn sdk(env: &TestEnv, steps: &[Value], vars: &[(&str, &str)]) -> Value {
     let mut plan = vec![
         json!({"call": "initialize", "params": {"protocolVersion": 1, "clientCapabilities": {}}}),
     ];
@@ -52,7 +52,7 @@ fn sdk(env: &TestEnv, steps: &[Value], vars: &[(&str, &str)]) -> Value {
     out
 }
 
-fn new_session(name: &str, cwd: &Path) -> Value {
+pub(crate) fn new_session(name: &str, cwd: &Path) -> Value {
     json!({"call": "session/new", "params": {"cwd": cwd, "mcpServers": []}, "as": name})
 }
 
@@ -79,7 +79,7 @@ fn updates(out: &Value, session: &str, kind: &str) -> Vec<Value> {
         .collect()
 }
 
-fn id_of(out: &Value, name: &str) -> String {
+pub(crate) fn id_of(out: &Value, name: &str) -> String {
     out["results"][name]["sessionId"].as_str().expect("a session id").to_string()
 }
 

@@ -14,6 +14,7 @@ mod readme;
 mod safety;
 mod search;
 mod sessions;
+mod setup;
 mod shell;
 mod signals;
 mod steer;

@@ -316,15 +316,19 @@ fn inputs_too_large_for_the_engine_are_refused_before_sending() {
     let env = TestEnv::new();
     let big = "word ".repeat(600_000);
     let run = env.run_with(&["search", "summarise"], Some(big.as_bytes()), &[]);
-    run.code(1).stderr_has("for claude, over its limit of 2.4 MiB; it was not sent");
+    run.code(1)
+        .stderr_has("for claude, over its limit of 2.4 MiB; it was not sent")
+        .stderr_has("nothing was recorded; your question was:\nsummarise");
     assert!(env.calls().is_empty());
-    assert!(env.latest().contains("summarise"), "the question is kept");
+    assert!(env.session_files().is_empty(), "a question that cannot be sent starts no session");
+    // More than any engine takes: refused as it is read, before it is read whole.
     let run = env.run_with(
         &["search", "-e", "gemini", "summarise"],
         Some("w".repeat(9 << 20).as_bytes()),
         &[],
     );
-    run.code(1).stderr_has("over its limit of 8.0 MiB");
+    run.code(2).stderr_has("stdin is more than any engine takes (8.0 MiB)");
+    assert!(env.calls().is_empty());
 }
 
 #[test]

@@ -168,10 +168,15 @@ fn rm_moves_to_the_trash_and_restore_brings_back() {
     env.run(&["search", "-q", "one"]).ok();
     env.run_with(&["search", "-q", "two"], None, &[("CCA_NOW", "2026-11-21T10:20:00Z")]).ok();
     let (one, two) = ("20261121-101500", "20261121-102000");
-    env.run(&["rm", two]).ok().stderr_has("cca restore");
+    // `two` was the followed session: the switch to `one` is said, never silent.
+    env.run(&["rm", two])
+        .ok()
+        .stderr_has("cca restore")
+        .stderr_has(&format!("`latest` pointed at {two}; it now points at {one} (one)"));
     assert!(env.cca_home.join(format!("trash/session_{two}.md")).is_file());
     assert!(env.latest().contains("# one"), "latest moved to the remaining session");
-    assert_eq!(env.run(&["restore"]).stdout.trim(), two);
+    // The trash lists what each session was, and when it started.
+    assert_eq!(env.run(&["restore"]).stdout, format!("{two}  2026-11-21 10:20:00  two\n"));
     env.run(&["restore", two]).ok();
     assert!(env.session_path(two).is_file());
     env.run(&["rm", "--purge", one, two]).ok();
@@ -183,6 +188,17 @@ fn rm_moves_to_the_trash_and_restore_brings_back() {
     env.run(&["search", "-r", "q"]).code(2).stderr_has("no session to continue");
     env.run(&["rm", "nope"]).code(2).stderr_has("no session `nope`");
     env.run(&["restore", "nope"]).code(2);
+
+    // The trash can be emptied: --purge finds sessions there too.
+    env.run(&["search", "-q", "three"]).ok();
+    let three =
+        env.session_files()[0].trim_start_matches("session_").trim_end_matches(".md").to_string();
+    env.run(&["rm", &three]).ok().stderr_has("no session is left");
+    env.run(&["rm", "--purge", &three])
+        .ok()
+        .stderr_has(&format!("deleted {three} (it was in the trash)"));
+    assert!(!env.cca_home.join(format!("trash/session_{three}.md")).exists());
+    env.run(&["restore"]).ok().stderr_has("the trash is empty");
 }
 
 #[test]

@@ -51,6 +51,9 @@ fn session_ids_and_prompt_names_complete() {
     assert!(prompts.contains(&"mine/terse".to_string()), "{prompts:?}");
     let engines = complete(&["cca", "search", "--engine", ""]);
     assert_eq!(engines, ["claude", "gemini"]);
+    // `cca restore` is offered the sessions in the trash.
+    env.run(&["rm", STAMP]).ok();
+    assert_eq!(complete(&["cca", "restore", ""])[0], STAMP);
 }
 
 #[test]

@@ -1000,3 +1000,45 @@ fn acp_through_claude() {
 fn acp_through_gemini() {
     acp_through("gemini");
 }
+
+/// Both engines take the model as `--model=NAME`, the form no name can turn into an option of
+/// its own: the request goes to the model named.
+#[test]
+fn the_model_reaches_each_engine_in_the_equals_form() {
+    let r = Real::new();
+    r.run(&["search", "-e", "gemini", "-m", "gemini-2.5-flash", "q"]).ok();
+    let turns = r.api.turns();
+    assert!(turns.last().unwrap().path.contains("/models/gemini-2.5-flash:"), "{turns:?}");
+    r.run(&["search", "-e", "claude", "-m", "claude-haiku-4-5", "q"]).ok();
+    let body = r.api.turns().last().unwrap().body.clone();
+    assert_eq!(body["model"], "claude-haiku-4-5", "{body}");
+    // Without a model, --json says which one ran: the engine reports its default.
+    for engine in ["claude", "gemini"] {
+        let run = r.run(&["search", "--json", "-e", engine, "q"]);
+        let json: Value = serde_json::from_str(&run.ok().stdout).unwrap();
+        let model = json["model"].as_str().unwrap_or_else(|| panic!("{engine}: {json}"));
+        assert!(!model.is_empty(), "{engine}: {json}");
+    }
+}
+
+/// A shared transcript whose header names the model `--yolo` would turn gemini's option on:
+/// it is refused before anything is recorded or run.
+#[test]
+fn a_header_model_that_reads_as_an_option_is_refused() {
+    let r = Real::new();
+    r.run(&["search", "-e", "gemini", "first"]).ok();
+    // `latest` is a link to the transcript: reading and writing it reach the file.
+    let path = r.env.sessions_dir().join("latest");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let hostile =
+        text.replacen("\"engine\":\"gemini\"", "\"engine\":\"gemini\",\"model\":\"--yolo\"", 1);
+    assert_ne!(hostile, text);
+    std::fs::write(&path, &hostile).unwrap();
+    let turns = r.api.turns().len();
+    r.run(&["search", "-r", "go on"])
+        .code(2)
+        .stderr_has("the model name \"--yolo\" (named by the session's header)")
+        .stderr_has("nothing was recorded");
+    assert_eq!(r.api.turns().len(), turns, "gemini was not run");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), hostile, "nothing was recorded");
+}

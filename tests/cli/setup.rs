@@ -1,0 +1,337 @@
+//! What a new user meets: turns that cannot reach an engine record nothing, input is checked
+//! for size before it is read or written whole, and every message says what to do.
+
+use std::process::{Command, Stdio};
+
+use crate::common::*;
+
+/// The sessions folder holds no transcript, and the engine never ran.
+#[track_caller]
+fn nothing_recorded(env: &TestEnv) {
+    assert!(env.session_files().is_empty(), "{:?}", env.session_files());
+    assert!(env.calls().is_empty(), "the engine ran");
+}
+
+#[test]
+fn a_command_engine_that_does_not_exist_records_nothing() {
+    let env = TestEnv::new();
+    env.write_config("[engines.mine]\ncommand = [\"no-such-program-anywhere\"]\n");
+    env.run(&["search", "-e", "mine", "where is it?"])
+        .code(1)
+        .stderr_has("engine mine not found")
+        .stderr_has("nothing was recorded; your question was:\nwhere is it?");
+    nothing_recorded(&env);
+}
+
+#[test]
+fn a_question_over_the_input_limit_is_not_written_into_the_transcript() {
+    let env = TestEnv::new();
+    env.write_config("[engines.claude]\nmax_input_bytes = 20000\n");
+    let big = "y".repeat(30_000);
+    env.run_with(&["search", "too much?"], Some(big.as_bytes()), &[])
+        .code(1)
+        .stderr_has("over its limit")
+        .stderr_has("nothing was recorded; your question was:\ntoo much?");
+    nothing_recorded(&env);
+
+    // A session that exists is left as it was: no question, no attempt.
+    env.run(&["search", "small"]).ok();
+    let before = env.latest();
+    env.run_with(&["search", "-r", "and this?"], Some(big.as_bytes()), &[])
+        .code(1)
+        .stderr_has("nothing was recorded");
+    assert_eq!(env.latest(), before);
+    assert_eq!(env.calls().len(), 1);
+}
+
+#[test]
+fn a_huge_file_is_refused_by_its_size_before_it_is_read() {
+    let env = TestEnv::new();
+    let huge = env.root.path().join("huge.img");
+    // 3 GB, sparse: reading it whole would take 3 GB of memory.
+    std::fs::File::create(&huge).unwrap().set_len(3 << 30).unwrap();
+    env.run(&["search", "-f", huge.to_str().unwrap(), "what is in it?"])
+        .code(2)
+        .stderr_has("is 3.0 GiB, more than any engine takes (8.0 MiB); it was not read");
+    nothing_recorded(&env);
+}
+
+#[test]
+fn endless_stdin_is_read_only_up_to_the_limit() {
+    let env = TestEnv::new();
+    env.write_config(
+        "[engines.claude]\nmax_input_bytes = 100000\n[engines.gemini]\nmax_input_bytes = 100000\n",
+    );
+    // `yes` never ends: a reader without a bound never returns.
+    let mut yes = Command::new("yes").stdout(Stdio::piped()).spawn().unwrap();
+    let mut cmd = env.command();
+    cmd.args(["search", "what is this?"]).stdin(yes.stdout.take().unwrap());
+    let yes = Guard(yes);
+    let run = run_command(cmd, None);
+    drop(yes);
+    run.code(2).stderr_has("stdin is more than any engine takes (97.7 KiB)");
+    nothing_recorded(&env);
+}
+
+#[test]
+fn a_model_belongs_to_its_engine() {
+    let env = TestEnv::new();
+    env.write_config(
+        "engine = \"claude\"\nmodel = \"sonnet\"\n[engines.gemini]\nmodel = \"gemini-2.5-pro\"\n",
+    );
+    let argv = |env: &TestEnv| argv_of(&env.last_call()).join(" ");
+    let config = env.run(&["config"]);
+    assert!(config.ok().stdout.contains("config file (for claude)"), "{config}");
+    env.run(&["search", "q"]).ok();
+    assert!(argv(&env).contains("--model=sonnet"), "{}", argv(&env));
+    // The session's model is claude's too: gemini continuing it gets its own.
+    env.run(&["search", "-r", "-e", "gemini", "q"]).ok();
+    assert!(argv(&env).contains("--model=gemini-2.5-pro"), "{}", argv(&env));
+    // The top-level model is claude's: gemini gets its own.
+    env.run(&["search", "-e", "gemini", "q"]).ok();
+    assert!(argv(&env).contains("--model=gemini-2.5-pro"), "{}", argv(&env));
+    assert!(!argv(&env).contains("sonnet"), "{}", argv(&env));
+    assert!(env.latest().contains("\"engine\":\"gemini\",\"model\":\"gemini-2.5-pro\""));
+
+    // CCA_MODEL likewise belongs to the engine named beside it (here the default, claude).
+    let env = TestEnv::new();
+    env.run_with(&["search", "-e", "gemini", "q"], None, &[("CCA_MODEL", "opus")]).ok();
+    assert!(!argv(&env).contains("opus"), "{}", argv(&env));
+    env.run_with(&["search", "q"], None, &[("CCA_MODEL", "opus")]).ok();
+    assert!(argv(&env).contains("--model=opus"), "{}", argv(&env));
+    // A flag is for the engine of the turn, whichever it is.
+    env.run(&["search", "-e", "gemini", "-m", "gemini-2.5-flash", "q"]).ok();
+    assert!(argv(&env).contains("--model=gemini-2.5-flash"), "{}", argv(&env));
+}
+
+#[test]
+fn a_model_name_that_reads_as_an_option_is_refused_wherever_it_comes_from() {
+    let env = TestEnv::new();
+    env.run(&["search", "-m=--yolo", "q"]).code(2).stderr_has("the model name \"--yolo\"");
+    env.run_with(&["search", "q"], None, &[("CCA_MODEL", "-x")])
+        .code(2)
+        .stderr_has("(from CCA_MODEL)");
+    env.write_config("[engines.claude]\nmodel = \"two words\"\n");
+    env.run(&["search", "q"]).code(2).stderr_has("the model name \"two words\"");
+    env.write_config("model = \"--resume=latest\"\n");
+    env.run(&["search", "q"]).code(2).stderr_has("config.toml");
+    nothing_recorded(&env);
+}
+
+/// An editor's embedded resource is an attachment like a `-f` file: one with a NUL byte is
+/// refused the same way, before anything is recorded or sent.
+#[test]
+fn an_acp_resource_with_a_nul_byte_is_refused_like_a_file() {
+    let env = TestEnv::new();
+    let out = crate::acp::sdk(
+        &env,
+        &[
+            crate::acp::new_session("s", &env.work),
+            serde_json::json!({"call": "session/prompt", "as": "p", "params": {"sessionId": "$s.sessionId", "prompt": [
+                {"type": "text", "text": "what is in it?"},
+                {"type": "resource", "resource": {"uri": "file:///bin.dat", "text": "a\u{0}b"}},
+            ]}}),
+        ],
+        &[],
+    );
+    let error = &out["results"]["p"]["error"];
+    assert_eq!(error["code"], -32602, "{out}");
+    assert!(
+        error["message"].as_str().unwrap().contains("file:///bin.dat holds a NUL byte"),
+        "{error}"
+    );
+    assert!(env.calls().is_empty());
+    let id = crate::acp::id_of(&out, "s");
+    let kept = std::fs::read_to_string(env.session_path(&id)).unwrap_or_default();
+    assert!(!kept.contains("<!-- cca:user"), "no question recorded: {kept}");
+}
+
+/// Exit 2 and the file's line for every config error, bad values included; exit 2 for a prompt
+/// file that cannot be used, however it was named, and for a variable that makes no sense.
+#[test]
+fn one_exit_code_for_bad_settings_with_the_line_of_every_config_error() {
+    let env = TestEnv::new();
+    let config = env.cca_home.join("config.toml");
+    let config = config.display();
+    for (text, at) in [
+        ("colour = true\n", ":1:1"),
+        ("engine = \"claude\"\n\n[compaction]\nthreshold = 1.5\n", ":4: threshold is a share"),
+        ("[engines.claude]\nbytes_per_token = 0.1\n", ":2: [engines.claude] bytes_per_token"),
+        ("engine = \"nope\"\n", ":1: unknown engine `nope`"),
+        ("prompt = \"../x\"\n", ":1:"),
+        ("[engines.mine]\nmodel_arg = \"-m\"\n", ":1: [engines.mine] needs `command`"),
+    ] {
+        env.write_config(text);
+        env.run(&["search", "q"]).code(2).stderr_has(&format!("{config}{at}"));
+    }
+    std::fs::remove_file(env.cca_home.join("config.toml")).unwrap();
+    env.run_with(&["search", "q"], None, &[("CCA_NOW", "garbage")])
+        .code(2)
+        .stderr_has("CCA_NOW is not an RFC 3339 time");
+    env.run(&["search", "--prompt-file", "/no/such/prompt.md", "q"])
+        .code(2)
+        .stderr_has("the prompt file /no/such/prompt.md cannot be used");
+    nothing_recorded(&env);
+}
+
+#[test]
+fn a_config_key_that_does_not_apply_to_its_engine_is_an_error_naming_it() {
+    let env = TestEnv::new();
+    let config = env.cca_home.join("config.toml");
+    for (text, says) in [
+        (
+            "[engines.gemini]\ntools = \"x\"\n",
+            ":2: [engines.gemini] `tools` does not apply to gemini: it is for claude",
+        ),
+        (
+            "[engines.claude]\npolicy = \"/x\"\n",
+            ":2: [engines.claude] `policy` does not apply to claude: it is for gemini",
+        ),
+        ("[engines.claude]\ncommand = [\"x\"]\n", "`command` does not apply to claude"),
+        (
+            "[engines.mine]\ncommand = [\"x\"]\nretries = 1\n",
+            ":3: [engines.mine] `retries` does not apply to mine: it is for claude and gemini",
+        ),
+    ] {
+        env.write_config(text);
+        env.run(&["config"]).code(2).stderr_has(&format!("{}", config.display())).stderr_has(says);
+    }
+}
+
+/// A session's prompt file moved: the follow-up says what to do, and `--prompt-file` on it
+/// makes the new file the session's prompt for good (recorded in its header).
+#[test]
+fn a_session_takes_a_new_prompt_file_for_good() {
+    let env = TestEnv::new();
+    let (old, new) = (env.root.path().join("old.md"), env.root.path().join("new.md"));
+    std::fs::write(&old, "You are the old prompt.").unwrap();
+    std::fs::write(&new, "You are the new prompt.").unwrap();
+    env.run(&["search", "--prompt-file", old.to_str().unwrap(), "first"]).ok();
+    std::fs::remove_file(&old).unwrap();
+    env.run(&["search", "-r", "second"])
+        .code(2)
+        .stderr_has("which cannot be read")
+        .stderr_has("makes it this session's prompt from then on");
+    env.run(&["search", "-r", "--prompt-file", new.to_str().unwrap(), "second"])
+        .ok()
+        .stderr_has(&format!("this session's system prompt is now `{}`", new.display()));
+    assert!(
+        env.latest().contains(&format!("\"prompt\":\"{}\"", new.display())),
+        "{}",
+        env.latest()
+    );
+    // The next turns use it without being told.
+    let run = env.run(&["search", "-r", "third"]);
+    run.ok();
+    assert!(!run.stderr.contains("prompt"), "{run}");
+    let system = tag(stdin_of(&env.last_call()), "system_instructions").unwrap().to_string();
+    assert_eq!(system, "You are the new prompt.");
+    assert_eq!(env.last_users(), ["first", "second"]);
+}
+
+#[test]
+fn messages_say_what_happened_and_what_to_do() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "one"]).ok();
+    let run = env.run(&["sessions", "--engine", "gemini"]);
+    run.ok().stderr_has("none of the 1 sessions matches the filters");
+    assert!(!run.stderr.contains("no sessions yet"), "{run}");
+    env.run(&["search", ""]).code(2).stderr_has("the question is empty");
+    let run = env.run(&["what is rust"]);
+    run.code(2)
+        .stderr_has("`what is rust` is not a cca command")
+        .stderr_has("cca search \"what is rust\"");
+    assert!(!run.stderr.contains("chat"), "{run}");
+    env.run(&["what", "is", "rust"]).code(2).stderr_has("cca search \"what is rust\"");
+    env.run_with(&["search", "-r", "q"], None, &[("CCA_SESSION", "nosuch")])
+        .code(2)
+        .stderr_has("CCA_SESSION names `nosuch`")
+        .stderr_has("unset CCA_SESSION");
+    // Stopped before a word arrived: no partial answer to speak of.
+    let mut cmd = env.command();
+    cmd.args(["search", "-r", "q"])
+        .env("FAKE_SCRIPT", "hang")
+        .env("CCA_GRACE_MS", "100")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let cca = Guard(cmd.spawn().unwrap());
+    assert!(wait_until(TIMEOUT, || env.calls().len() == 2), "the engine started");
+    cca.signal(rustix::process::Signal::TERM);
+    let out = cca.finish();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("interrupted (SIGTERM)"), "{stderr}");
+    assert!(!stderr.contains("partial answer"), "{stderr}");
+}
+
+#[test]
+fn json_always_answers_in_json() {
+    let env = TestEnv::new();
+    let json = |run: &Run| -> serde_json::Value {
+        serde_json::from_str(run.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {run}"))
+    };
+    // An argument error.
+    let run = env.run(&["search", "--json", "--no-such-flag", "q"]);
+    run.code(2);
+    let v = json(&run);
+    assert_eq!(v["ok"], false);
+    assert!(v["error"].as_str().unwrap().contains("--no-such-flag"), "{v}");
+    // A settings error, and a turn that recorded nothing.
+    let run = env.run_with(&["search", "--json", "q"], None, &[("CCA_NOW", "garbage")]);
+    run.code(2);
+    assert!(json(&run)["error"].as_str().unwrap().contains("CCA_NOW"));
+    let none = TestEnv::with_engines(&[]);
+    let run = none.run(&["search", "--json", "q"]);
+    run.code(1);
+    assert!(json(&run)["error"].as_str().unwrap().contains("not found"));
+    // A failed turn: the session's figures are numbers like the turn's.
+    let run =
+        env.run_with(&["search", "--json", "q"], None, &[("FAKE_SCRIPT", "fail the API is down")]);
+    run.code(1);
+    let v = json(&run);
+    assert_eq!(v["ok"], false);
+    assert_eq!(v["usage"]["input_tokens"], 0, "{v}");
+    assert_eq!(v["session_usage"]["input_tokens"], 0, "{v}");
+    // `model` says what ran: the model the engine reported without -m.
+    let run = env.run(&["search", "--json", "q"]);
+    run.ok();
+    assert_eq!(json(&run)["model"], "fake-claude");
+}
+
+#[test]
+fn a_command_engine_gets_its_model_in_a_form_that_is_no_option() {
+    let env = TestEnv::new();
+    env.add_engine("plain-engine");
+    env.write_config(
+        "[engines.long]\ncommand = [\"plain-engine\"]\nmodel_arg = \"--model\"\n\
+         [engines.short]\ncommand = [\"plain-engine\"]\nmodel_arg = \"-m\"\n",
+    );
+    let args = |env: &TestEnv| argv_of(&env.last_call())[1..].join(" ");
+    env.run_with(&["search", "-e", "long", "-m", "gpt-x", "q"], None, &[("FAKE_SCRIPT", "say a")])
+        .ok();
+    assert_eq!(args(&env), "--model=gpt-x");
+    env.run_with(&["search", "-e", "short", "-m", "gpt-x", "q"], None, &[("FAKE_SCRIPT", "say a")])
+        .ok();
+    assert_eq!(args(&env), "-m gpt-x");
+    env.run(&["search", "-e", "short", "--model=-x", "q"])
+        .code(2)
+        .stderr_has("the model name \"-x\"");
+}
+
+/// An editor's model option reaches the engine's command line like any other: a name that
+/// reads as an option is refused when it is chosen.
+#[test]
+fn an_acp_model_option_that_reads_as_an_option_is_refused() {
+    let env = TestEnv::new();
+    let out = crate::acp::sdk(
+        &env,
+        &[
+            crate::acp::new_session("s", &env.work),
+            serde_json::json!({"call": "session/set_config_option", "as": "set",
+                   "params": {"sessionId": "$s.sessionId", "configId": "model", "value": "--yolo"}}),
+        ],
+        &[],
+    );
+    let error = &out["results"]["set"]["error"];
+    assert_eq!(error["code"], -32602, "{out}");
+    assert!(error.to_string().contains("the model name"), "{error}");
+}
