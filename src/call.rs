@@ -47,6 +47,7 @@ pub fn call(c: &Call, cancel: &Cancel, progress: &mut dyn FnMut(Progress)) -> Re
             .iter()
             .map(|a| frame::Attachment { name: &a.name, text: &a.text })
             .collect(),
+        images: c.attachments.iter().filter_map(|a| a.image.as_ref()).collect(),
         query: c.query,
         model: s.model,
     };
@@ -56,7 +57,8 @@ pub fn call(c: &Call, cancel: &Cancel, progress: &mut dyn FnMut(Progress)) -> Re
         // The measured limits are those of stdin.
         let input_bytes =
             frame::write(&invocation.stdin, &frame::Windowed::new(&transcript), &mut io::sink())
-                .context("cannot read the transcript")?;
+                .context("cannot read the transcript")?
+                + invocation.images.iter().map(crate::media::encoded_len).sum::<u64>();
         if input_bytes > limit {
             return Err(Failure::new(
                 exit::ERROR,
@@ -80,6 +82,7 @@ pub fn call(c: &Call, cancel: &Cancel, progress: &mut dyn FnMut(Progress)) -> Re
         transcript,
         grace: s.settings.grace,
         stream_line: s.engine.spec.streams_input,
+        images: invocation.images.clone(),
         inbox: c.inbox.cloned(),
     };
     let decoder = (s.engine.spec.decoder)();

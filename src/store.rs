@@ -640,6 +640,29 @@ impl Store {
         }
     }
 
+    /// Keeps a copy of an image attached to a question, as `$CCA_HOME/files/NAME` (0600, the
+    /// folder 0700), named by its content: a copy already there is the same image. Written to a
+    /// temp file and renamed, so a reader never sees half an image.
+    pub fn save_image(&self, image: &crate::media::Image) -> Result<PathBuf> {
+        let dir = self.home.join(crate::media::FILES_DIR);
+        make_private_dir(&dir)?;
+        let path = dir.join(image.file_name());
+        if fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() == image.bytes.len() as u64) {
+            return Ok(path);
+        }
+        let mut temp = tempfile::Builder::new()
+            .prefix(".image-")
+            .tempfile_in(&dir)
+            .with_context(|| format!("cannot create a file in {}", dir.display()))?;
+        temp.write_all(&image.bytes)
+            .and_then(|()| temp.as_file().sync_data())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        set_mode(temp.path(), FILE_MODE)?;
+        temp.persist(&path).with_context(|| format!("cannot write {}", path.display()))?;
+        sync_dir(&dir);
+        Ok(path)
+    }
+
     /// Writes a file inside a folder from [`Self::engine_scratch_dir`].
     pub fn write_private(&self, path: &Path, contents: &[u8]) -> Result<()> {
         let mut file = OpenOptions::new()

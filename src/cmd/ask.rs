@@ -8,6 +8,8 @@ use crate::cli::AskArgs;
 use crate::error::Failure;
 use crate::front::signals;
 use crate::front::terminal::{Mode, Terminal};
+use crate::human::human_bytes;
+use crate::media;
 use crate::run::Cancel;
 use crate::session;
 use crate::turn::{self, Ask, Attachment, Target};
@@ -16,7 +18,7 @@ pub fn search(args: &AskArgs, target: Target) -> Result<u8> {
     let (settings, store) = session::settings(&super::flags(&args.answering))?;
     let (query, stdin) = question(&args.query)?;
     let mut attachments: Vec<Attachment> =
-        stdin.map(|text| Attachment { name: "stdin".into(), text }).into_iter().collect();
+        stdin.map(|text| Attachment::text("stdin", text)).into_iter().collect();
     for path in &args.files {
         attachments.push(file(path)?);
     }
@@ -62,8 +64,9 @@ fn question(words: &[String]) -> Result<(String, Option<String>)> {
     }
 }
 
-/// A file named with `--file`, read whole as text.
-fn file(path: &std::path::Path) -> Result<Attachment> {
+/// A file named with `--file` (or a file an ACP client shared): an image (PNG, JPEG, GIF or
+/// WebP, known by its first bytes) or text, read whole and checked.
+pub(crate) fn file(path: &std::path::Path) -> Result<Attachment> {
     let shown = path.display();
     let meta = std::fs::metadata(path).map_err(|e| {
         Failure::usage(format!("cannot read {shown}: {e}"))
@@ -77,10 +80,41 @@ fn file(path: &std::path::Path) -> Result<Attachment> {
     if !meta.is_file() {
         return Err(Failure::usage(format!("{shown} is not a regular file")).into());
     }
-    let reader = std::fs::File::open(path)
+    let mut reader = std::fs::File::open(path)
         .map_err(|e| Failure::usage(format!("cannot read {shown}: {e}")))?;
-    let text = read_text(reader, &shown.to_string())?.unwrap_or_default();
-    Ok(Attachment { name: path.display().to_string(), text })
+    let mut start = Vec::with_capacity(16);
+    (&mut reader)
+        .take(16)
+        .read_to_end(&mut start)
+        .with_context(|| format!("cannot read {shown}"))?;
+    if media::image_type(&start).is_some() {
+        return image_file(path, start, reader, meta.len());
+    }
+    let text = read_text(io::Cursor::new(start).chain(reader), &shown.to_string())?;
+    Ok(Attachment::text(path.display().to_string(), text.unwrap_or_default()))
+}
+
+/// The rest of an image file whose first bytes are `start`, refused when too large before it is
+/// read.
+fn image_file(
+    path: &std::path::Path,
+    mut bytes: Vec<u8>,
+    mut rest: std::fs::File,
+    size: u64,
+) -> Result<Attachment> {
+    let shown = path.display();
+    if size > media::MAX_IMAGE_BYTES {
+        return Err(Failure::usage(format!(
+            "{shown} is an image of {}, over the {} an engine takes",
+            human_bytes(size),
+            human_bytes(media::MAX_IMAGE_BYTES)
+        ))
+        .hint("make it smaller first (for example `convert -resize 50%`)")
+        .into());
+    }
+    rest.read_to_end(&mut bytes).with_context(|| format!("cannot read {shown}"))?;
+    let image = media::Image::new(bytes).expect("its first bytes are an image's");
+    Ok(Attachment::image(path.display().to_string(), image))
 }
 
 /// Reads text input whole; refuses what is not text (invalid UTF-8, NUL bytes).

@@ -33,6 +33,7 @@ pub const SPEC: Spec = Spec {
     empty_answer_hint: "gemini answers nothing when the prompt is larger than the model's context window; \
              try `cca search` for a new session, or a model with a larger window",
     streams_input: None,
+    takes_images: false,
     invocation,
     decoder: || Box::new(Decoder::default()),
     tidy,
@@ -123,7 +124,7 @@ pub fn invocation(
         }
     };
     args.extend(engine.args.iter().map(Arg::plain));
-    Ok(Invocation { program, args, env, stdin })
+    Ok(Invocation { program, args, env, stdin, images: Vec::new() })
 }
 
 /// The live exchanges as gemini's own session file: a metadata line, then one line per message.
