@@ -171,6 +171,12 @@ pub fn ask_steered(
     cancel: &Cancel,
 ) -> Result<Outcome> {
     let now = settings.now();
+    if ask.target == Target::New
+        && let Some(engine) = settings.engines.get(&session::choose_engine(settings, None))
+    {
+        // Before the new session's file is made: nothing is left of a refused question.
+        refuse_images(engine, &ask.attachments)?;
+    }
     let (id, created) = open_session(settings, store, ask, &now)?;
     let _lock = store.lock_unless(
         &id,
@@ -205,7 +211,10 @@ pub fn ask_steered(
         observer.event(Event::Notice { level: Level::Detail, text: &text });
     }
 
-    keep_images(store, engine, &ask.attachments)?;
+    refuse_images(engine, &ask.attachments)?;
+    for image in ask.attachments.iter().filter_map(|a| a.image.as_ref()) {
+        store.save_image(image)?;
+    }
 
     // From here on, nothing the user typed may be lost.
     cancel.check()?;
@@ -353,11 +362,9 @@ fn open_session(
     }
 }
 
-/// Refuses images for an engine that cannot take them, before anything is recorded or sent;
-/// otherwise keeps a copy of each, for the transcript's link.
-fn keep_images(store: &Store, engine: &EngineConfig, attachments: &[Attachment]) -> Result<()> {
-    let mut images = attachments.iter().filter(|a| a.image.is_some()).peekable();
-    if let Some(first) = images.peek()
+/// Refuses images for an engine that cannot take them, before anything is recorded or sent.
+fn refuse_images(engine: &EngineConfig, attachments: &[Attachment]) -> Result<()> {
+    if let Some(first) = attachments.iter().find(|a| a.image.is_some())
         && !engine.spec.takes_images
     {
         return Err(Failure::usage(format!(
@@ -366,9 +373,6 @@ fn keep_images(store: &Store, engine: &EngineConfig, attachments: &[Attachment])
         ))
         .hint("ask with an engine that takes images: `-e claude` or `-e gemini`")
         .into());
-    }
-    for a in images {
-        store.save_image(a.image.as_ref().expect("filtered"))?;
     }
     Ok(())
 }
