@@ -48,6 +48,7 @@ pub fn call(c: &Call, cancel: &Cancel, progress: &mut dyn FnMut(Progress)) -> Re
             .map(|a| frame::Attachment { name: &a.name, text: &a.text })
             .collect(),
         images: c.attachments.iter().filter_map(|a| a.image.as_ref()).collect(),
+        image_dir: &s.store.image_dir(),
         query: c.query,
         model: s.model,
     };

@@ -640,11 +640,16 @@ impl Store {
         }
     }
 
+    /// Where images attached to questions are kept.
+    pub fn image_dir(&self) -> PathBuf {
+        self.home.join(crate::media::FILES_DIR)
+    }
+
     /// Keeps a copy of an image attached to a question, as `$CCA_HOME/files/NAME` (0600, the
     /// folder 0700), named by its content: a copy already there is the same image. Written to a
     /// temp file and renamed, so a reader never sees half an image.
     pub fn save_image(&self, image: &crate::media::Image) -> Result<PathBuf> {
-        let dir = self.home.join(crate::media::FILES_DIR);
+        let dir = self.image_dir();
         make_private_dir(&dir)?;
         let path = dir.join(image.file_name());
         if fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() == image.bytes.len() as u64) {

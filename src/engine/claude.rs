@@ -654,6 +654,7 @@ mod tests {
             stored: &stored,
             attachments: Vec::new(),
             images: Vec::new(),
+            image_dir: std::path::Path::new("/nowhere"),
             query: "q2",
             model: None,
         };

@@ -33,7 +33,9 @@ pub const SPEC: Spec = Spec {
     empty_answer_hint: "gemini answers nothing when the prompt is larger than the model's context window; \
              try `cca search` for a new session, or a model with a larger window",
     streams_input: None,
-    takes_images: false,
+    // In `-p` mode an `@PATH` in the prompt makes gemini read the file; an image becomes
+    // inline data in the model request (measured, gemini-cli 0.61.0).
+    takes_images: true,
     invocation,
     decoder: || Box::new(Decoder::default()),
     tidy,
@@ -123,8 +125,28 @@ pub fn invocation(
             frame::inline(inline_system, &summary_only, &request.attachments, request.query)
         }
     };
+    let mut stdin = stdin;
+    if !request.images.is_empty() {
+        // gemini reads only files inside its workspace: the folder of the stored copies joins it.
+        let dir = request.image_dir.display();
+        args.push(Arg::plain(format!("--include-directories={dir}")));
+        stdin.push(frame::Piece::Frame(image_references(request)));
+    }
     args.extend(engine.args.iter().map(Arg::plain));
     Ok(Invocation { program, args, env, stdin, images: Vec::new() })
+}
+
+/// A line after the question naming each image as `@PATH`, which gemini replaces by the file's
+/// content (spaces in the path escaped, as its parser wants).
+fn image_references(request: &Request) -> String {
+    let mut line = String::from("\n\nThe attached images:");
+    for image in &request.images {
+        let path = request.image_dir.join(image.file_name());
+        line.push_str(" @");
+        line.push_str(&path.display().to_string().replace(' ', "\\ "));
+    }
+    line.push('\n');
+    line
 }
 
 /// The live exchanges as gemini's own session file: a metadata line, then one line per message.

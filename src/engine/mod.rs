@@ -209,6 +209,9 @@ pub struct Request<'a> {
     pub attachments: Vec<frame::Attachment<'a>>,
     /// The question's images (their attachments' text, a link, is framed like any other).
     pub images: Vec<&'a Image>,
+    /// The folder of the images' stored copies (`Image::file_name` in it), for engines that
+    /// read an image from its file.
+    pub image_dir: &'a std::path::Path,
     pub query: &'a str,
     pub model: Option<&'a str>,
 }

@@ -125,3 +125,13 @@ fn images_and_links_over_acp(engine: &str) {
 fn claude_over_acp_is_sent_images_and_linked_files() {
     images_and_links_over_acp("claude");
 }
+
+#[test]
+fn gemini_is_sent_an_image_from_the_command_line() {
+    an_image_from_the_command_line("gemini");
+}
+
+#[test]
+fn gemini_over_acp_is_sent_images_and_linked_files() {
+    images_and_links_over_acp("gemini");
+}
