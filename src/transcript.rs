@@ -1715,6 +1715,32 @@ mod tests {
     }
 
     #[test]
+    fn an_image_attachment_is_an_unfenced_link_that_reads_back_exactly() {
+        let meta = Meta {
+            name: Some("pic.png".into()),
+            bytes: Some(73),
+            media_type: Some("image/png".into()),
+            file: Some("ab12.png".into()),
+            ..Meta::default()
+        };
+        let mut records = vec![record(Kind::User, "what is this?")];
+        for content in ["![pic.png](../files/ab12.png)", "```\nfenced by hand\n```"] {
+            records.push(Record {
+                kind: Kind::Attachment,
+                meta: meta.clone(),
+                content: content.into(),
+            });
+        }
+        let t = Transcript { header: header(), records };
+        round_trip(&t);
+        let text = render(&t);
+        assert!(
+            text.contains("#### Attached: pic.png (73 bytes)\n\n![pic.png](../files/ab12.png)\n<!-- cca:end -->"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn a_transcript_saved_with_crlf_endings_reads_the_same() {
         let records = vec![
             record(Kind::User, "two\nlines"),
