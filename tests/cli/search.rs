@@ -597,10 +597,15 @@ fn an_image_is_kept_beside_the_transcript_and_refused_by_engines_that_take_none(
     assert_eq!(summary.records[2].meta.media_type, None);
     assert_eq!(summary.records[2].content, "not an image\n");
 
-    // The session's next turn on a command engine is refused too, and leaves it as it was.
+    // The session's next turn on a command engine is refused too, and leaves it as it was;
+    // so is an image too large for an engine, before it is read.
     let before = env.latest();
     env.run(&["search", "-r", "-e", "echo", "-f", "pic.png", "and this?"])
         .code(2)
         .stderr_has("cannot take images");
+    let big = std::fs::File::create(env.work.join("big.png")).unwrap();
+    std::io::Write::write_all(&mut &big, &png[..16]).unwrap();
+    big.set_len(6 << 20).unwrap();
+    env.run(&["search", "-r", "-f", "big.png", "and this?"]).code(2).stderr_has("an image of");
     assert_eq!(env.latest(), before);
 }
