@@ -55,11 +55,11 @@ pub fn call(c: &Call, cancel: &Cancel, progress: &mut dyn FnMut(Progress)) -> Re
     let program = locate(s.settings, s.engine)?;
     let invocation = (s.engine.spec.invocation)(s.engine, program, &request)?;
     if let Some(limit) = s.engine.max_input_bytes {
-        // The measured limits are those of stdin.
+        // The measured limits are those of stdin's text. Images are not counted: claude took a
+        // 5 MB image (6.7 MB of base64 in its stdin line) and re-encoded it smaller itself.
         let input_bytes =
             frame::write(&invocation.stdin, &frame::Windowed::new(&transcript), &mut io::sink())
-                .context("cannot read the transcript")?
-                + invocation.images.iter().map(crate::media::encoded_len).sum::<u64>();
+                .context("cannot read the transcript")?;
         if input_bytes > limit {
             return Err(Failure::new(
                 exit::ERROR,

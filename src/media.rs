@@ -84,11 +84,6 @@ pub fn from_base64(text: &str) -> Option<Vec<u8>> {
     base64::engine::general_purpose::STANDARD.decode(text.trim()).ok()
 }
 
-/// How many bytes an image takes on an engine's input, in base64.
-pub fn encoded_len(image: &Image) -> u64 {
-    (image.bytes.len() as u64).div_ceil(3) * 4
-}
-
 /// How many bytes base64 text of this length decodes to, at most: checked before decoding.
 pub fn decoded_len(base64_len: usize) -> u64 {
     (base64_len as u64).div_ceil(4) * 3

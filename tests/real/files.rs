@@ -135,3 +135,74 @@ fn gemini_is_sent_an_image_from_the_command_line() {
 fn gemini_over_acp_is_sent_images_and_linked_files() {
     images_and_links_over_acp("gemini");
 }
+
+/// A valid PNG of noise, `side` pixels square, stored without compression: about 3 × side² bytes.
+fn noise_png(side: u32) -> Vec<u8> {
+    fn crc32(bytes: &[u8]) -> u32 {
+        let mut crc = !0u32;
+        for &b in bytes {
+            crc ^= u32::from(b);
+            for _ in 0..8 {
+                crc = if crc & 1 == 1 { (crc >> 1) ^ 0xedb8_8320 } else { crc >> 1 };
+            }
+        }
+        !crc
+    }
+    fn chunk(out: &mut Vec<u8>, kind: &[u8], data: &[u8]) {
+        out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        let start = out.len();
+        out.extend_from_slice(kind);
+        out.extend_from_slice(data);
+        let crc = crc32(&out[start..]);
+        out.extend_from_slice(&crc.to_be_bytes());
+    }
+    let mut raw = Vec::new();
+    let mut seed = 0x2545_f491_u32;
+    for _ in 0..side {
+        raw.push(0);
+        for _ in 0..side * 3 {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            raw.push(seed as u8);
+        }
+    }
+    // zlib with stored blocks, then its Adler-32.
+    let mut z = vec![0x78, 0x01];
+    let blocks: Vec<&[u8]> = raw.chunks(65_535).collect();
+    for (i, block) in blocks.iter().enumerate() {
+        z.push(u8::from(i + 1 == blocks.len()));
+        let len = block.len() as u16;
+        z.extend_from_slice(&len.to_le_bytes());
+        z.extend_from_slice(&(!len).to_le_bytes());
+        z.extend_from_slice(block);
+    }
+    let (mut a, mut b) = (1u32, 0u32);
+    for &byte in &raw {
+        a = (a + u32::from(byte)) % 65_521;
+        b = (b + a) % 65_521;
+    }
+    z.extend_from_slice(&((b << 16) | a).to_be_bytes());
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut header = side.to_be_bytes().to_vec();
+    header.extend_from_slice(&side.to_be_bytes());
+    header.extend_from_slice(&[8, 2, 0, 0, 0]);
+    chunk(&mut png, b"IHDR", &header);
+    chunk(&mut png, b"IDAT", &z);
+    chunk(&mut png, b"IEND", &[]);
+    png
+}
+
+/// claude's stdin limit is one of text: a large image (6 MB of base64 on its stdin line) is taken,
+/// and claude makes it smaller itself before the request.
+#[test]
+fn claude_takes_a_large_image_over_its_text_limit() {
+    let r = Real::new();
+    let png = noise_png(1250);
+    assert!(png.len() > 4_500_000, "{}", png.len());
+    std::fs::write(r.env.work.join("big.png"), &png).unwrap();
+    let run = r.run(&["search", "-q", "-e", "claude", "-f", "big.png", "what is in the picture?"]);
+    run.ok();
+    let sent = images_sent(&r.api.turns().last().unwrap().body);
+    assert_eq!(sent.len(), 1, "{sent:?}");
+}
