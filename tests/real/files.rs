@@ -156,16 +156,15 @@ fn noise_png(side: u32) -> Vec<u8> {
         let crc = crc32(&out[start..]);
         out.extend_from_slice(&crc.to_be_bytes());
     }
-    let mut raw = Vec::new();
+    // Each row is a filter byte (0, none) and the row's pixels.
+    let row = (side * 3 + 1) as usize;
+    let mut raw = vec![0u8; row * side as usize];
     let mut seed = 0x2545_f491_u32;
-    for _ in 0..side {
-        raw.push(0);
-        for _ in 0..side * 3 {
-            seed ^= seed << 13;
-            seed ^= seed >> 17;
-            seed ^= seed << 5;
-            raw.push(seed as u8);
-        }
+    for (_, byte) in raw.iter_mut().enumerate().filter(|(i, _)| i % row != 0) {
+        seed ^= seed << 13;
+        seed ^= seed >> 17;
+        seed ^= seed << 5;
+        *byte = seed as u8;
     }
     // zlib with stored blocks, then its Adler-32.
     let mut z = vec![0x78, 0x01];
