@@ -116,11 +116,11 @@ impl Store {
     /// Temporary files an interrupted cca may have left behind (a crash before its cleanup).
     pub fn leftovers(&self) -> Vec<PathBuf> {
         let mut found = Vec::new();
-        for dir in [self.home.clone(), self.sessions_dir()] {
+        for dir in [self.home.clone(), self.sessions_dir(), self.image_dir()] {
             let Ok(entries) = fs::read_dir(&dir) else { continue };
             for entry in entries.flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();
-                if [".new-session-", ".latest-", ".engine-", ".replace-"]
+                if [".new-session-", ".latest-", ".engine-", ".replace-", ".image-"]
                     .iter()
                     .any(|p| name.starts_with(p))
                 {
@@ -1363,6 +1363,23 @@ mod tests {
 
     fn header() -> Header {
         crate::transcript::testing::header("t")
+    }
+
+    #[test]
+    fn an_image_is_kept_once_by_its_content_and_a_cut_copy_is_a_leftover() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path().join("home"));
+        store.ensure().unwrap();
+        let image = crate::media::Image::new(b"GIF89a\x01\x00".to_vec()).unwrap();
+        let path = store.save_image(&image).unwrap();
+        assert_eq!(path, store.image_dir().join(image.file_name()));
+        assert_eq!(fs::read(&path).unwrap(), &image.bytes[..]);
+        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(store.save_image(&image).unwrap(), path);
+        assert_eq!(fs::read_dir(store.image_dir()).unwrap().count(), 1);
+        fs::write(store.image_dir().join(".image-x1"), "cut").unwrap();
+        assert_eq!(store.leftovers(), [store.image_dir().join(".image-x1")]);
     }
 
     #[test]
