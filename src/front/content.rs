@@ -105,15 +105,14 @@ pub fn read(
     Ok(Prompt { query, attachments })
 }
 
-/// The file a link names, if the client may share it: under `cwd`, or sent embedded before.
+/// The file a link names, if the client may share it: under `cwd`, or sent embedded before. A
+/// folder (an editor may mention one) or a missing file stays a link.
 fn shareable(uri: &str, cwd: &Path, shared: &HashSet<String>) -> Option<PathBuf> {
-    let path = file_path(uri)?;
+    let real = file_path(uri)?.canonicalize().ok().filter(|p| p.is_file())?;
     if shared.contains(uri) {
-        return Some(path);
+        return Some(real);
     }
-    let real = path.canonicalize().ok()?;
-    let cwd = cwd.canonicalize().ok()?;
-    (real.starts_with(&cwd) && real != cwd).then_some(real)
+    real.starts_with(cwd.canonicalize().ok()?).then_some(real)
 }
 
 /// The absolute path of a `file:` URI (`file:///a/b`, `file://localhost/a/b`), percent-decoded.
@@ -193,6 +192,8 @@ mod tests {
         assert!(shareable(&uri(&root.path().join("secret")), &cwd, &shared).is_none());
         assert!(shareable(&uri(&cwd.join("link")), &cwd, &shared).is_none(), "a symlink out");
         assert!(shareable(&uri(&cwd.join("../secret")), &cwd, &shared).is_none());
+        assert!(shareable(&uri(&cwd), &cwd, &shared).is_none(), "a folder stays a link");
+        assert!(shareable(&uri(&cwd.join("gone.rs")), &cwd, &shared).is_none());
         shared.insert(uri(&root.path().join("secret")));
         assert!(shareable(&uri(&root.path().join("secret")), &cwd, &shared).is_some());
     }
