@@ -1715,6 +1715,31 @@ mod tests {
     }
 
     #[test]
+    fn a_transcript_saved_with_crlf_endings_reads_the_same() {
+        let records = vec![
+            record(Kind::User, "two\nlines"),
+            record(Kind::Attachment, "fn main() {\n```\n}"),
+            record(Kind::Assistant, "text, then an open fence:\n```rust\nfn x()"),
+            record(Kind::Failed, ""),
+            record(Kind::User, ""),
+            record(Kind::Assistant, "\n\nblank lines around\n\n"),
+        ];
+        let t = Transcript { header: header(), records };
+        let crlf = render(&t).replace('\n', "\r\n");
+        let (back, problems) = parse(&crlf).unwrap_or_else(|e| panic!("{e}\n{crlf}"));
+        assert!(problems.is_empty(), "{problems:?}");
+        // The content's own line breaks are the editor's now; no `\r` of the structure is left.
+        let mut expected = t.clone();
+        for r in &mut expected.records {
+            r.content = r.content.replace('\n', "\r\n");
+        }
+        assert_eq!(back, expected, "\n{crlf}");
+        // And the byte-order mark some editors add.
+        let (back, _) = parse(&format!("\u{feff}{crlf}")).unwrap();
+        assert_eq!(back, expected);
+    }
+
+    #[test]
     fn an_image_attachment_is_an_unfenced_link_that_reads_back_exactly() {
         let meta = Meta {
             name: Some("pic.png".into()),
@@ -1738,31 +1763,6 @@ mod tests {
             text.contains("#### Attached: pic.png (73 bytes)\n\n![pic.png](../files/ab12.png)\n<!-- cca:end -->"),
             "{text}"
         );
-    }
-
-    #[test]
-    fn a_transcript_saved_with_crlf_endings_reads_the_same() {
-        let records = vec![
-            record(Kind::User, "two\nlines"),
-            record(Kind::Attachment, "fn main() {\n```\n}"),
-            record(Kind::Assistant, "text, then an open fence:\n```rust\nfn x()"),
-            record(Kind::Failed, ""),
-            record(Kind::User, ""),
-            record(Kind::Assistant, "\n\nblank lines around\n\n"),
-        ];
-        let t = Transcript { header: header(), records };
-        let crlf = render(&t).replace('\n', "\r\n");
-        let (back, problems) = parse(&crlf).unwrap_or_else(|e| panic!("{e}\n{crlf}"));
-        assert!(problems.is_empty(), "{problems:?}");
-        // The content's own line breaks are the editor's now; no `\r` of the structure is left.
-        let mut expected = t.clone();
-        for r in &mut expected.records {
-            r.content = r.content.replace('\n', "\r\n");
-        }
-        assert_eq!(back, expected, "\n{crlf}");
-        // And the byte-order mark some editors add.
-        let (back, _) = parse(&format!("\u{feff}{crlf}")).unwrap();
-        assert_eq!(back, expected);
     }
 
     #[test]
