@@ -503,7 +503,12 @@ impl Acp {
 
     /// A prompt's question and attachments; the files it links are read here (see `content`).
     fn content(&self, id: &str, blocks: &[acp::ContentBlock]) -> Result<content::Prompt, RpcError> {
-        let cwd = self.store.summarize(id).map_err(|e| rpc_error(&e))?.header.cwd;
+        // Only a link needs the session's folder (and a read of its transcript).
+        let links = blocks.iter().any(|b| matches!(b, acp::ContentBlock::ResourceLink(_)));
+        let cwd = match links {
+            true => self.store.summarize(id).map_err(|e| rpc_error(&e))?.header.cwd,
+            false => String::new(),
+        };
         let mut shared =
             std::mem::take(&mut self.sessions().entry(id.to_string()).or_default().shared);
         let read = content::read(blocks, std::path::Path::new(&cwd), &mut shared);
