@@ -776,8 +776,14 @@ impl Acp {
                 Kind::Attachment => {
                     if let Some(question) = &mut pending {
                         let attached = content(&record);
-                        let fence = "`".repeat(longest_backtick_run(&attached).max(2) + 1);
-                        question.push_str(&format!("\n\n{fence}\n{attached}\n{fence}"));
+                        let image_dir = self.store.image_dir();
+                        match content::replayed_image(&record.meta, &image_dir) {
+                            Some(link) => question.push_str(&format!("\n\n{link}")),
+                            None => {
+                                let fence = "`".repeat(longest_backtick_run(&attached).max(2) + 1);
+                                question.push_str(&format!("\n\n{fence}\n{attached}\n{fence}"));
+                            }
+                        }
                     }
                 }
                 Kind::Assistant => {

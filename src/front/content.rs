@@ -105,6 +105,32 @@ pub fn read(
     Ok(Prompt { query, attachments })
 }
 
+/// How `session/load` shows an image attachment in the question it replays: a markdown image
+/// with the stored copy's absolute `file:` URI (the record's own link is relative to the
+/// transcript, which an editor does not know). `None` for any other attachment.
+pub fn replayed_image(meta: &crate::transcript::Meta, image_dir: &Path) -> Option<String> {
+    meta.media_type.as_ref()?;
+    let file = meta.file.as_deref().filter(|f| !f.contains('/') && !f.starts_with('.'))?;
+    let name: String = meta
+        .name
+        .as_deref()
+        .unwrap_or("image")
+        .chars()
+        .map(|c| if c.is_control() || matches!(c, '[' | ']' | '\\') { ' ' } else { c })
+        .collect();
+    let path = image_dir.join(file);
+    let mut uri = String::from("file://");
+    for b in path.display().to_string().bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'/' | b'-' | b'_' | b'.' | b'~' => {
+                uri.push(b as char)
+            }
+            _ => uri.push_str(&format!("%{b:02X}")),
+        }
+    }
+    Some(format!("![{}]({uri})", name.trim()))
+}
+
 /// The file a link names, if the client may share it: under `cwd`, or sent embedded before. A
 /// folder (an editor may mention one) or a missing file stays a link.
 fn shareable(uri: &str, cwd: &Path, shared: &HashSet<String>) -> Option<PathBuf> {
@@ -176,6 +202,29 @@ mod tests {
         for not in ["https://x/y", "file://host/x", "file:///a%00b", "file:///a%zz", "/a/b"] {
             assert_eq!(file_path(not), None, "{not}");
         }
+    }
+
+    #[test]
+    fn a_replayed_image_links_its_copy_by_an_absolute_uri() {
+        let meta = crate::transcript::Meta {
+            name: Some("shot [1].png".into()),
+            media_type: Some("image/png".into()),
+            file: Some("ab12.png".into()),
+            ..Default::default()
+        };
+        let link = replayed_image(&meta, Path::new("/home/a b/.cca/files"));
+        assert_eq!(
+            link.as_deref(),
+            Some("![shot  1 .png](file:///home/a%20b/.cca/files/ab12.png)")
+        );
+        assert_eq!(
+            file_path("file:///home/a%20b/.cca/files/ab12.png").unwrap(),
+            Path::new("/home/a b/.cca/files/ab12.png")
+        );
+        let text = crate::transcript::Meta { name: Some("a.rs".into()), ..Default::default() };
+        assert_eq!(replayed_image(&text, Path::new("/x")), None);
+        let escape = crate::transcript::Meta { file: Some("../../etc/passwd".into()), ..meta };
+        assert_eq!(replayed_image(&escape, Path::new("/x")), None, "a hand-edited name");
     }
 
     #[test]

@@ -742,3 +742,22 @@ fn linked_files_are_read_when_shared_and_images_refused_by_a_text_engine() {
     let here = env.work.join("here.txt").canonicalize().unwrap();
     assert!(text.contains(&format!("#### Attached: {} (14 bytes)", here.display())), "{text}");
 }
+
+#[test]
+fn a_loaded_session_shows_an_image_by_its_stored_copy() {
+    let env = TestEnv::new();
+    std::fs::write(env.work.join("pic.png"), include_bytes!("../fixtures/pixel.png")).unwrap();
+    env.run(&["search", "-e", "claude", "-f", "pic.png", "what is it?"]).ok();
+    let id = session_id(&env);
+    let out = sdk(
+        &env,
+        &[json!({"call": "session/load", "as": "load",
+                 "params": {"sessionId": id, "cwd": env.work, "mcpServers": []}})],
+        &[],
+    );
+    let asked = texts(&out, &id, "user_message_chunk");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let files = env.cca_home.join("files");
+    let stored = std::fs::read_dir(&files).unwrap().next().unwrap().unwrap().path();
+    assert_eq!(asked[0], format!("what is it?\n\n![pic.png](file://{})", stored.display()));
+}
