@@ -47,12 +47,17 @@ impl Image {
     /// What the transcript keeps for the image: a markdown image link to the stored copy,
     /// relative to the transcript's folder, so a markdown viewer shows it.
     pub fn link(&self, name: &str) -> String {
-        let label: String = name
-            .chars()
-            .map(|c| if c.is_control() || matches!(c, '[' | ']' | '\\') { ' ' } else { c })
-            .collect();
-        format!("![{}](../{FILES_DIR}/{})", label.trim(), self.file_name())
+        format!("![{}](../{FILES_DIR}/{})", link_label(name), self.file_name())
     }
+}
+
+/// A name made safe as a markdown link's text: no brackets, backslashes or control characters.
+pub fn link_label(name: &str) -> String {
+    let label: String = name
+        .chars()
+        .map(|c| if c.is_control() || matches!(c, '[' | ']' | '\\') { ' ' } else { c })
+        .collect();
+    label.trim().to_string()
 }
 
 /// The kind of image the bytes are, by their magic numbers: PNG, JPEG, GIF, WebP.

@@ -11,6 +11,7 @@
 //! - An image block is attached as an image: its bytes must be one of the kinds cca takes.
 //!
 //! Whether the engine takes images is the turn's to decide (before anything is recorded).
+//! `session/load` shows a replayed image by its stored copy ([`replayed_image`]).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -111,13 +112,7 @@ pub fn read(
 pub fn replayed_image(meta: &crate::transcript::Meta, image_dir: &Path) -> Option<String> {
     meta.media_type.as_ref()?;
     let file = meta.file.as_deref().filter(|f| !f.contains('/') && !f.starts_with('.'))?;
-    let name: String = meta
-        .name
-        .as_deref()
-        .unwrap_or("image")
-        .chars()
-        .map(|c| if c.is_control() || matches!(c, '[' | ']' | '\\') { ' ' } else { c })
-        .collect();
+    let name = media::link_label(meta.name.as_deref().unwrap_or("image"));
     let path = image_dir.join(file);
     let mut uri = String::from("file://");
     for b in path.display().to_string().bytes() {
@@ -128,7 +123,7 @@ pub fn replayed_image(meta: &crate::transcript::Meta, image_dir: &Path) -> Optio
             _ => uri.push_str(&format!("%{b:02X}")),
         }
     }
-    Some(format!("![{}]({uri})", name.trim()))
+    Some(format!("![{name}]({uri})"))
 }
 
 /// The file a link names, if the client may share it: under `cwd`, or sent embedded before. A
