@@ -47,13 +47,16 @@ pub fn call(c: &Call, cancel: &Cancel, progress: &mut dyn FnMut(Progress)) -> Re
             .iter()
             .map(|a| frame::Attachment { name: &a.name, text: &a.text })
             .collect(),
+        images: c.attachments.iter().filter_map(|a| a.image.as_ref()).collect(),
+        image_dir: &s.store.image_dir(),
         query: c.query,
         model: s.model,
     };
     let program = locate(s.settings, s.engine)?;
     let invocation = (s.engine.spec.invocation)(s.engine, program, &request)?;
     if let Some(limit) = s.engine.max_input_bytes {
-        // The measured limits are those of stdin.
+        // The measured limits are those of stdin's text. Images are not counted: claude took a
+        // 5 MB image (6.7 MB of base64 in its stdin line) and re-encoded it smaller itself.
         let input_bytes =
             frame::write(&invocation.stdin, &frame::Windowed::new(&transcript), &mut io::sink())
                 .context("cannot read the transcript")?;
@@ -70,6 +73,7 @@ pub fn call(c: &Call, cancel: &Cancel, progress: &mut dyn FnMut(Progress)) -> Re
         transcript,
         grace: s.settings.grace,
         stream_line: s.engine.spec.streams_input,
+        images: invocation.images.clone(),
         inbox: c.inbox.cloned(),
     };
     let decoder = (s.engine.spec.decoder)();

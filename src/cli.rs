@@ -457,11 +457,13 @@ pub struct AskArgs {
     #[arg(short, long, value_name = "ID", add = session_candidates())]
     pub session: Option<String>,
 
-    /// Hand a text file to the engine as context; repeat for several
+    /// Hand a file to the engine as context, text or an image; repeat for several
     ///
     /// Each is kept in the transcript as an attachment with its path and size, and sent in its
-    /// own tag, named by its path. A missing file, a folder, or a file that is not UTF-8 text is
-    /// refused before anything is sent.
+    /// own tag, named by its path. An image (PNG, JPEG, GIF or WebP, known by its first bytes;
+    /// at most 5 MiB) goes to engines that take images (claude, gemini), and the transcript
+    /// links to a copy under $CCA_HOME/files/. A missing file, a folder, or a file that is
+    /// neither UTF-8 text nor such an image is refused before anything is sent.
     #[arg(short, long = "file", value_name = "PATH", value_hint = clap::ValueHint::FilePath)]
     pub files: Vec<std::path::PathBuf>,
 

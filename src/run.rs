@@ -33,6 +33,7 @@ use crate::config::Settings;
 use crate::engine::{Decoder, EngineConfig, Output, ToolCall, Usage};
 use crate::error::{Failure, exit};
 use crate::frame::{self, Piece};
+use crate::media::Image;
 use crate::steer::{Inbox, Steered};
 
 /// How much of the engine's stderr is kept for error messages.
@@ -163,7 +164,9 @@ pub struct Spawn {
     /// For an engine that reads input while it runs: how to write a user message. The framed
     /// prompt is the first; stdin then stays open for steers until every message was taken and
     /// answered.
-    pub stream_line: Option<fn(&str) -> String>,
+    pub stream_line: Option<fn(&str, &[Image]) -> String>,
+    /// Images the first message carries beside the framed prompt (with `stream_line` only).
+    pub images: Vec<Image>,
     /// Steers for this turn, if it takes any.
     pub inbox: Option<Inbox>,
 }
@@ -302,6 +305,7 @@ pub fn run(
     let pieces = spawn.stdin;
     let feed_tx = tx.clone();
     let stream_line = spawn.stream_line;
+    let images = spawn.images;
     let inbox = spawn.inbox;
     // Steers for the engine's stdin; dropping the sender closes it.
     let (more_tx, more_rx) = mpsc::channel::<String>();
@@ -314,10 +318,10 @@ pub fn run(
             Some(line) => (|| {
                 let mut framed = Vec::new();
                 frame::write(&pieces, &source, &mut framed)?;
-                stdin.write_all(line(&String::from_utf8_lossy(&framed)).as_bytes())?;
+                stdin.write_all(line(&String::from_utf8_lossy(&framed), &images).as_bytes())?;
                 stdin.flush()?;
                 for text in more_rx {
-                    stdin.write_all(line(&text).as_bytes())?;
+                    stdin.write_all(line(&text, &[]).as_bytes())?;
                     stdin.flush()?;
                 }
                 Ok(())

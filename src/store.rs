@@ -116,11 +116,11 @@ impl Store {
     /// Temporary files an interrupted cca may have left behind (a crash before its cleanup).
     pub fn leftovers(&self) -> Vec<PathBuf> {
         let mut found = Vec::new();
-        for dir in [self.home.clone(), self.sessions_dir()] {
+        for dir in [self.home.clone(), self.sessions_dir(), self.image_dir()] {
             let Ok(entries) = fs::read_dir(&dir) else { continue };
             for entry in entries.flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();
-                if [".new-session-", ".latest-", ".engine-", ".replace-"]
+                if [".new-session-", ".latest-", ".engine-", ".replace-", ".image-"]
                     .iter()
                     .any(|p| name.starts_with(p))
                 {
@@ -638,6 +638,34 @@ impl Store {
             }
             Err(e) => Err(e).with_context(|| format!("cannot connect to {}", path.display())),
         }
+    }
+
+    /// Where images attached to questions are kept.
+    pub fn image_dir(&self) -> PathBuf {
+        self.home.join(crate::media::FILES_DIR)
+    }
+
+    /// Keeps a copy of an image attached to a question, as `$CCA_HOME/files/NAME` (0600, the
+    /// folder 0700), named by its content: a copy already there is the same image. Written to a
+    /// temp file and renamed, so a reader never sees half an image.
+    pub fn save_image(&self, image: &crate::media::Image) -> Result<PathBuf> {
+        let dir = self.image_dir();
+        make_private_dir(&dir)?;
+        let path = dir.join(image.file_name());
+        if fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() == image.bytes.len() as u64) {
+            return Ok(path);
+        }
+        let mut temp = tempfile::Builder::new()
+            .prefix(".image-")
+            .tempfile_in(&dir)
+            .with_context(|| format!("cannot create a file in {}", dir.display()))?;
+        temp.write_all(&image.bytes)
+            .and_then(|()| temp.as_file().sync_data())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        set_mode(temp.path(), FILE_MODE)?;
+        temp.persist(&path).with_context(|| format!("cannot write {}", path.display()))?;
+        sync_dir(&dir);
+        Ok(path)
     }
 
     /// Writes a file inside a folder from [`Self::engine_scratch_dir`].
@@ -1361,6 +1389,23 @@ mod tests {
 
     fn header() -> Header {
         crate::transcript::testing::header("t")
+    }
+
+    #[test]
+    fn an_image_is_kept_once_by_its_content_and_a_cut_copy_is_a_leftover() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path().join("home"));
+        store.ensure().unwrap();
+        let image = crate::media::Image::new(b"GIF89a\x01\x00".to_vec()).unwrap();
+        let path = store.save_image(&image).unwrap();
+        assert_eq!(path, store.image_dir().join(image.file_name()));
+        assert_eq!(fs::read(&path).unwrap(), &image.bytes[..]);
+        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(store.save_image(&image).unwrap(), path);
+        assert_eq!(fs::read_dir(store.image_dir()).unwrap().count(), 1);
+        fs::write(store.image_dir().join(".image-x1"), "cut").unwrap();
+        assert_eq!(store.leftovers(), [store.image_dir().join(".image-x1")]);
     }
 
     #[test]

@@ -127,6 +127,12 @@ pub struct Meta {
     /// Attachment size in bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes: Option<u64>,
+    /// An image attachment: its kind (`image/png`); the content is a link to its stored copy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media_type: Option<String>,
+    /// An image attachment: its stored copy's file name under `$CCA_HOME/files/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
     /// Why an attempt failed or was interrupted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -189,7 +195,8 @@ pub fn render_header(h: &Header) -> String {
 /// `turn` is the exchange number the record belongs to, shown in the heading.
 pub fn render_record(r: &Record, turn: u64) -> String {
     let mut out = open_record(r.kind, &r.meta, turn);
-    if r.kind == Kind::Attachment {
+    // An image's record holds a link to its copy, unfenced, so that a viewer shows the image.
+    if r.kind == Kind::Attachment && r.meta.media_type.is_none() {
         let fence = "`".repeat(longest_run(&r.content, b'`').max(2) + 1);
         out.push_str(&fence);
         out.push('\n');
@@ -1282,6 +1289,7 @@ impl Open {
                     range.end =
                         last.start.saturating_sub(newline(self.before_last)).max(body_start);
                 } else if self.kind == Kind::Attachment
+                    && self.meta.media_type.is_none()
                     && first.fence.is_some()
                     && first.fence == last.fence
                     && first.start != last.start
@@ -1794,6 +1802,32 @@ mod tests {
         // And the byte-order mark some editors add.
         let (back, _) = parse(&format!("\u{feff}{crlf}")).unwrap();
         assert_eq!(back, expected);
+    }
+
+    #[test]
+    fn an_image_attachment_is_an_unfenced_link_that_reads_back_exactly() {
+        let meta = Meta {
+            name: Some("pic.png".into()),
+            bytes: Some(73),
+            media_type: Some("image/png".into()),
+            file: Some("ab12.png".into()),
+            ..Meta::default()
+        };
+        let mut records = vec![record(Kind::User, "what is this?")];
+        for content in ["![pic.png](../files/ab12.png)", "```\nfenced by hand\n```"] {
+            records.push(Record {
+                kind: Kind::Attachment,
+                meta: meta.clone(),
+                content: content.into(),
+            });
+        }
+        let t = Transcript { header: header(), records };
+        round_trip(&t);
+        let text = render(&t);
+        assert!(
+            text.contains("#### Attached: pic.png (73 bytes)\n\n![pic.png](../files/ab12.png)\n<!-- cca:end -->"),
+            "{text}"
+        );
     }
 
     #[test]

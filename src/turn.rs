@@ -18,9 +18,10 @@ use anyhow::{Context, Result};
 use crate::call::{self, Verdict};
 use crate::compact;
 use crate::config::Settings;
-use crate::engine::{ToolCall, Usage};
+use crate::engine::{EngineConfig, ToolCall, Usage};
 use crate::error::{Failure, exit};
 use crate::human::human_bytes;
+use crate::media::Image;
 use crate::prompt::Prompt;
 use crate::run::{self, Cancel, Progress};
 use crate::session::{self, Session};
@@ -55,7 +56,21 @@ pub struct Ask {
 pub struct Attachment {
     /// `stdin`, or the file's path as given.
     pub name: String,
+    /// The text; for an image, the transcript's link to its stored copy.
     pub text: String,
+    /// An image, sent to the engine beside the text (engines that take images only).
+    pub image: Option<Image>,
+}
+
+impl Attachment {
+    pub fn text(name: impl Into<String>, text: String) -> Attachment {
+        Attachment { name: name.into(), text, image: None }
+    }
+
+    pub fn image(name: impl Into<String>, image: Image) -> Attachment {
+        let name = name.into();
+        Attachment { text: image.link(&name), name, image: Some(image) }
+    }
 }
 
 /// How widely a notice is worth showing: a front end that is asked to be quiet shows less.
@@ -156,6 +171,12 @@ pub fn ask_steered(
     cancel: &Cancel,
 ) -> Result<Outcome> {
     let now = settings.now();
+    if ask.target == Target::New
+        && let Some(engine) = settings.engines.get(&session::choose_engine(settings, None))
+    {
+        // Before the new session's file is made: nothing is left of a refused question.
+        refuse_images(engine, &ask.attachments)?;
+    }
     let (id, created) = open_session(settings, store, ask, &now)?;
     let _lock = store.lock_unless(
         &id,
@@ -207,6 +228,11 @@ pub fn ask_steered(
             prompt.name
         );
         observer.event(Event::Notice { level: Level::Detail, text: &text });
+    }
+
+    refuse_images(engine, &ask.attachments)?;
+    for image in ask.attachments.iter().filter_map(|a| a.image.as_ref()) {
+        store.save_image(image)?;
     }
 
     // From here on, nothing the user typed may be lost.
@@ -423,6 +449,21 @@ fn new_bytes(ask: &Ask) -> usize {
     ask.query.len() + ask.attachments.iter().map(|a| a.text.len()).sum::<usize>()
 }
 
+/// Refuses images for an engine that cannot take them, before anything is recorded or sent.
+fn refuse_images(engine: &EngineConfig, attachments: &[Attachment]) -> Result<()> {
+    if let Some(first) = attachments.iter().find(|a| a.image.is_some())
+        && !engine.spec.takes_images
+    {
+        return Err(Failure::usage(format!(
+            "engine {} cannot take images ({} is one); nothing was sent",
+            engine.name, first.name
+        ))
+        .hint("ask with an engine that takes images: `-e claude` or `-e gemini`")
+        .into());
+    }
+    Ok(())
+}
+
 /// A steer, as the user record it is.
 fn user_record(text: &str, settings: &Settings, turn: u64) -> String {
     transcript::render_record(
@@ -447,10 +488,19 @@ fn question_records(ask: &Ask, now: &chrono::DateTime<chrono::Utc>, turn: u64) -
         turn,
     );
     for a in &ask.attachments {
-        let meta = Meta {
-            name: Some(a.name.clone()),
-            bytes: Some(a.text.len() as u64),
-            ..Meta::default()
+        let meta = match &a.image {
+            Some(image) => Meta {
+                name: Some(a.name.clone()),
+                bytes: Some(image.bytes.len() as u64),
+                media_type: Some(image.media_type.to_string()),
+                file: Some(image.file_name()),
+                ..Meta::default()
+            },
+            None => Meta {
+                name: Some(a.name.clone()),
+                bytes: Some(a.text.len() as u64),
+                ..Meta::default()
+            },
         };
         let record = Record { kind: Kind::Attachment, meta, content: a.text.clone() };
         records.push_str(&transcript::render_record(&record, turn));

@@ -10,6 +10,7 @@ use crate::error::Failure;
 use crate::front::signals;
 use crate::front::terminal::{Mode, Terminal};
 use crate::human::human_bytes;
+use crate::media;
 use crate::run::Cancel;
 use crate::session;
 use crate::turn::{self, Ask, Attachment, Target};
@@ -29,7 +30,7 @@ fn ask(args: &AskArgs, target: Target) -> Result<u8> {
     let cap = input_cap(&settings);
     let (query, stdin) = question(&args.query, cap)?;
     let mut attachments: Vec<Attachment> =
-        stdin.map(|text| Attachment { name: "stdin".into(), text }).into_iter().collect();
+        stdin.map(|text| Attachment::text("stdin", text)).into_iter().collect();
     for path in &args.files {
         attachments.push(file(path, cap)?);
     }
@@ -77,8 +78,9 @@ fn question(words: &[String], cap: u64) -> Result<(String, Option<String>)> {
     }
 }
 
-/// A file named with `--file`, read whole as text.
-fn file(path: &std::path::Path, cap: u64) -> Result<Attachment> {
+/// A file named with `--file` (or a file an ACP client shared): an image (PNG, JPEG, GIF or
+/// WebP, known by its first bytes) or text, read whole and checked.
+pub(crate) fn file(path: &std::path::Path, cap: u64) -> Result<Attachment> {
     let shown = path.display();
     let meta = std::fs::metadata(path).map_err(|e| {
         Failure::usage(format!("cannot read {shown}: {e}"))
@@ -92,19 +94,50 @@ fn file(path: &std::path::Path, cap: u64) -> Result<Attachment> {
     if !meta.is_file() {
         return Err(Failure::usage(format!("{shown} is not a regular file")).into());
     }
+    let mut reader = std::fs::File::open(path)
+        .map_err(|e| Failure::usage(format!("cannot read {shown}: {e}")))?;
+    let mut start = Vec::with_capacity(16);
+    (&mut reader)
+        .take(16)
+        .read_to_end(&mut start)
+        .with_context(|| format!("cannot read {shown}"))?;
+    if media::image_type(&start).is_some() {
+        return image_file(path, start, reader, meta.len());
+    }
     if meta.len() > cap {
         return Err(too_large(&shown.to_string(), Some(meta.len()), cap));
     }
-    let reader = std::fs::File::open(path)
-        .map_err(|e| Failure::usage(format!("cannot read {shown}: {e}")))?;
-    let text = read_text(reader, &shown.to_string(), cap)?.unwrap_or_default();
-    Ok(Attachment { name: path.display().to_string(), text })
+    let text = read_text(io::Cursor::new(start).chain(reader), &shown.to_string(), cap)?;
+    Ok(Attachment::text(path.display().to_string(), text.unwrap_or_default()))
+}
+
+/// The rest of an image file whose first bytes are `start`, refused when too large before it is
+/// read.
+fn image_file(
+    path: &std::path::Path,
+    mut bytes: Vec<u8>,
+    mut rest: std::fs::File,
+    size: u64,
+) -> Result<Attachment> {
+    let shown = path.display();
+    if size > media::MAX_IMAGE_BYTES {
+        return Err(Failure::usage(format!(
+            "{shown} is an image of {}, over the {} an engine takes",
+            human_bytes(size),
+            human_bytes(media::MAX_IMAGE_BYTES)
+        ))
+        .hint("make it smaller first (for example `convert -resize 50%`)")
+        .into());
+    }
+    rest.read_to_end(&mut bytes).with_context(|| format!("cannot read {shown}"))?;
+    let image = media::Image::new(bytes).expect("its first bytes are an image's");
+    Ok(Attachment::image(path.display().to_string(), image))
 }
 
 /// The most input one turn can bring: as much as the engine taking the most takes
 /// (`max_input_bytes`; [`UNLIMITED_ENGINE_INPUT`] for one without a limit). Input past it is
 /// refused before it is read whole: a 3 GB file is refused by its size alone.
-fn input_cap(settings: &crate::config::Settings) -> u64 {
+pub(crate) fn input_cap(settings: &crate::config::Settings) -> u64 {
     let most =
         settings.engines.values().map(|e| e.max_input_bytes.unwrap_or(UNLIMITED_ENGINE_INPUT));
     most.max().unwrap_or(UNLIMITED_ENGINE_INPUT)

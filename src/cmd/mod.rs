@@ -1,7 +1,7 @@
 //! Runs each command: gathers input, resolves settings, and hands off to `turn` or `store`.
 //! One file per group of commands; this one dispatches.
 
-mod ask;
+pub(crate) mod ask;
 mod chat;
 mod doctor;
 mod grep;

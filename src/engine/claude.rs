@@ -18,6 +18,7 @@ use super::{
     Spec, SystemPromptMode, ToolCall, ToolCalls, ToolStatus, Usage, json_line,
 };
 use crate::frame;
+use crate::media::Image;
 
 /// Measured with claude-code 2.1.329 (docs/DESIGN.md, "Engines").
 pub const SPEC: Spec = Spec {
@@ -33,6 +34,9 @@ pub const SPEC: Spec = Spec {
     // Measured: a user line sent while an answer streams is taken after the next tool result
     // in the same answer, or as a new answer (with its own `result`) right after it.
     streams_input: Some(user_line),
+    // Measured: image blocks beside the text of a stream-json user message reach the model
+    // request as they are.
+    takes_images: true,
     invocation,
     decoder: || Box::new(Decoder::default()),
     // `--no-session-persistence` keeps claude from writing session files of its own.
@@ -104,14 +108,23 @@ pub fn invocation(
     if let Some(retries) = engine.retries {
         env.push(("CLAUDE_CODE_MAX_RETRIES".to_string(), Arg::plain(retries.to_string())));
     }
-    Ok(Invocation { program, args, env, stdin })
+    let images = request.images.iter().map(|i| (*i).clone()).collect();
+    Ok(Invocation { program, args, env, stdin, images })
 }
 
-/// One user message, as `--input-format stream-json` takes it: a JSON line.
-pub fn user_line(text: &str) -> String {
+/// One user message, as `--input-format stream-json` takes it: a JSON line, the text first,
+/// then an image block per image (the Messages API's base64 source).
+pub fn user_line(text: &str, images: &[Image]) -> String {
+    let mut content = vec![json!({ "type": "text", "text": text })];
+    content.extend(images.iter().map(|image| {
+        json!({
+            "type": "image",
+            "source": { "type": "base64", "media_type": image.media_type, "data": image.base64() },
+        })
+    }));
     let line = json!({
         "type": "user",
-        "message": { "role": "user", "content": [{ "type": "text", "text": text }] },
+        "message": { "role": "user", "content": content },
         "parent_tool_use_id": null,
     });
     format!("{line}\n")
@@ -467,11 +480,24 @@ mod tests {
 
     #[test]
     fn the_prompt_is_one_stream_json_user_line() {
-        let line = user_line("a \"quoted\"\nquestion");
+        let line = user_line("a \"quoted\"\nquestion", &[]);
         assert!(line.ends_with('\n') && line.matches('\n').count() == 1, "{line}");
         let v: Value = serde_json::from_str(&line).unwrap();
         assert_eq!(v["type"], "user");
         assert_eq!(v["message"]["content"][0]["text"], "a \"quoted\"\nquestion");
+    }
+
+    #[test]
+    fn images_go_beside_the_text_as_base64_blocks() {
+        let image = Image::new(b"GIF89a\x01\x00".to_vec()).unwrap();
+        let v: Value = serde_json::from_str(&user_line("what is this?", &[image])).unwrap();
+        let content = &v["message"]["content"];
+        assert_eq!(content[0], json!({"type": "text", "text": "what is this?"}));
+        assert_eq!(
+            content[1],
+            json!({"type": "image",
+                   "source": {"type": "base64", "media_type": "image/gif", "data": "R0lGODlhAQA="}})
+        );
     }
 
     #[test]
@@ -631,6 +657,8 @@ mod tests {
             live: &live,
             stored: &stored,
             attachments: Vec::new(),
+            images: Vec::new(),
+            image_dir: std::path::Path::new("/nowhere"),
             query: "q2",
             model: None,
         };

@@ -33,6 +33,9 @@ pub const SPEC: Spec = Spec {
     empty_answer_hint: "gemini answers nothing when the prompt is larger than the model's context window; \
              try `cca search` for a new session, or a model with a larger window",
     streams_input: None,
+    // In `-p` mode an `@PATH` in the prompt makes gemini read the file; an image becomes
+    // inline data in the model request (measured, gemini-cli 0.61.0).
+    takes_images: true,
     invocation,
     decoder: || Box::new(Decoder::default()),
     tidy,
@@ -121,8 +124,34 @@ pub fn invocation(
             frame::inline(inline_system, &summary_only, &request.attachments, request.query)
         }
     };
+    let mut stdin = stdin;
+    if !request.images.is_empty() {
+        // gemini reads only files inside its workspace: the folder of the stored copies joins it.
+        let dir = request.image_dir.display();
+        args.push(Arg::plain(format!("--include-directories={dir}")));
+        stdin.push(frame::Piece::Frame(image_references(request)));
+    }
     args.extend(engine.args.iter().map(Arg::plain));
-    Ok(Invocation { program, args, env, stdin })
+    Ok(Invocation { program, args, env, stdin, images: Vec::new() })
+}
+
+/// A line after the question naming each image as `@PATH`, which gemini replaces by the file's
+/// content. Its parser ends a path at a space and at any of `,;!?()[]{}`, and takes a
+/// backslash as an escape: every character but letters, digits and `/-_` is escaped.
+fn image_references(request: &Request) -> String {
+    let mut line = String::from("\n\nThe attached images:");
+    for image in &request.images {
+        let path = request.image_dir.join(image.file_name());
+        line.push_str(" @");
+        for c in path.display().to_string().chars() {
+            if !(c.is_ascii_alphanumeric() || matches!(c, '/' | '-' | '_')) {
+                line.push('\\');
+            }
+            line.push(c);
+        }
+    }
+    line.push('\n');
+    line
 }
 
 /// The live exchanges as gemini's own session file: a metadata line, then one line per message.
@@ -282,6 +311,42 @@ mod tests {
         }
         d.finish(&mut out);
         out
+    }
+
+    #[test]
+    fn images_are_named_as_at_paths_inside_the_workspace() {
+        let live = std::sync::Arc::new(Live::default());
+        let stored = |_: &std::ops::Range<u64>| Ok(String::new());
+        let image = crate::media::Image::new(b"GIF89a\x01\x00".to_vec()).unwrap();
+        let dir = std::path::Path::new("/home/a b/.cca(1)/files");
+        let request = Request {
+            system: "sys",
+            live: &live,
+            stored: &stored,
+            attachments: Vec::new(),
+            images: vec![&image],
+            image_dir: dir,
+            query: "what is it?",
+            model: None,
+        };
+        let home = crate::config::Sourced {
+            value: std::path::PathBuf::from("/h/.cca"),
+            source: crate::config::Source::Default,
+        };
+        let env = crate::config::Env::from_pairs(&[]);
+        let flags = crate::config::Flags::default();
+        let settings =
+            crate::config::resolve(&env, &flags, home, "/h/.cca/config.toml".into(), None).unwrap();
+        let engine = &settings.engines["gemini"];
+        let inv = invocation(engine, "gemini".into(), &request).unwrap();
+        let include = Arg::plain("--include-directories=/home/a b/.cca(1)/files");
+        assert!(inv.args.contains(&include), "{:?}", inv.args);
+        let stdin = frame::to_string(&inv.stdin, &b""[..]).unwrap();
+        let name = image.file_name().replace('.', "\\.");
+        let expected =
+            format!("\n\nThe attached images: @/home/a\\ b/\\.cca\\(1\\)/files/{name}\n");
+        assert!(stdin.ends_with(&expected), "{stdin}");
+        assert!(inv.images.is_empty(), "gemini reads the files itself");
     }
 
     #[test]

@@ -19,6 +19,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::frame::{self, Piece};
+use crate::media::Image;
 use crate::transcript::{self, Live};
 
 /// What cca knows about one kind of engine program. Each engine file has one, as `SPEC`.
@@ -41,8 +42,12 @@ pub struct Spec {
     pub empty_answer_hint: &'static str,
     /// Engines that read input while they run (claude with `--input-format stream-json`): how
     /// to write one user message on the running engine's stdin (the framed prompt is the first).
-    /// `None`: the engine reads its stdin once, and a steer waits for the next turn.
-    pub streams_input: Option<fn(&str) -> String>,
+    /// `None`: the engine reads its stdin once, and a steer waits for the next turn. The first
+    /// message carries the turn's images ([`Invocation::images`]); steers carry none.
+    pub streams_input: Option<fn(&str, &[Image]) -> String>,
+    /// Whether the engine can be given images with a question (claude, gemini); a question
+    /// with an image for one that cannot is refused before anything is recorded.
+    pub takes_images: bool,
     pub invocation: fn(&EngineConfig, PathBuf, &Request) -> anyhow::Result<Invocation>,
     pub decoder: fn() -> Box<dyn Decoder>,
     /// Removes the files the program left for a run (its own session copy), given the id it
@@ -219,6 +224,8 @@ pub struct Invocation {
     pub args: Vec<Arg>,
     pub env: Vec<(String, Arg)>,
     pub stdin: Vec<Piece>,
+    /// Images sent beside the text of the first message of an engine that streams input.
+    pub images: Vec<Image>,
 }
 
 /// One turn, as the engine module sees it.
@@ -228,6 +235,11 @@ pub struct Request<'a> {
     /// Stored content of the live context, for engines that need it as text (structured history).
     pub stored: &'a dyn Fn(&std::ops::Range<u64>) -> std::io::Result<String>,
     pub attachments: Vec<frame::Attachment<'a>>,
+    /// The question's images (their attachments' text, a link, is framed like any other).
+    pub images: Vec<&'a Image>,
+    /// The folder of the images' stored copies (`Image::file_name` in it), for engines that
+    /// read an image from its file.
+    pub image_dir: &'a std::path::Path,
     pub query: &'a str,
     pub model: Option<&'a str>,
 }

@@ -24,7 +24,7 @@ use agent_client_protocol::{Agent, Client, Error as RpcError};
 use anyhow::{Context, Result};
 use serde_json::json;
 
-use super::wire;
+use super::{content, wire};
 use crate::call::Verdict;
 use crate::cmd::sessions::{clear_session, fork_session};
 use crate::config::{PromptChoice, Settings, Source, Sourced};
@@ -181,7 +181,7 @@ fn initialize() -> acp::InitializeResponse {
         .fork(acp::SessionForkCapabilities::new());
     let capabilities = acp::AgentCapabilities::new()
         .load_session(true)
-        .prompt_capabilities(acp::PromptCapabilities::new().embedded_context(true))
+        .prompt_capabilities(acp::PromptCapabilities::new().embedded_context(true).image(true))
         .session_capabilities(sessions);
     acp::InitializeResponse::new(agent_client_protocol::schema::ProtocolVersion::V1)
         .agent_capabilities(capabilities)
@@ -208,6 +208,8 @@ struct Open {
     prompt: Option<String>,
     running: Vec<(u64, Cancel)>,
     line: Arc<Line>,
+    /// The URIs the client sent as embedded resources: files it shares (see `content`).
+    shared: std::collections::HashSet<String>,
 }
 
 /// The prompts of one session, in the order they arrived: a prompt sent while another is
@@ -503,6 +505,22 @@ impl Acp {
         }
     }
 
+    /// A prompt's question and attachments; the files it links are read here (see `content`).
+    fn content(&self, id: &str, blocks: &[acp::ContentBlock]) -> Result<content::Prompt, RpcError> {
+        // Only a link needs the session's folder (and a read of its transcript).
+        let links = blocks.iter().any(|b| matches!(b, acp::ContentBlock::ResourceLink(_)));
+        let cwd = match links {
+            true => self.store.summarize(id).map_err(|e| rpc_error(&e))?.header.cwd,
+            false => String::new(),
+        };
+        let mut shared =
+            std::mem::take(&mut self.sessions().entry(id.to_string()).or_default().shared);
+        let cap = crate::cmd::ask::input_cap(&self.settings);
+        let read = content::read(blocks, std::path::Path::new(&cwd), &mut shared, cap);
+        self.sessions().entry(id.to_string()).or_default().shared = shared;
+        read
+    }
+
     /// Starts a turn on a thread of its own; it answers the request when it ends.
     fn prompt(
         self: &Arc<Self>,
@@ -514,8 +532,8 @@ impl Acp {
             Ok(id) => id,
             Err(e) => return r.respond_with_error(e),
         };
-        let (query, attachments) = match question(&req.prompt) {
-            Ok(q) => q,
+        let content::Prompt { query, attachments } = match self.content(&id, &req.prompt) {
+            Ok(p) => p,
             Err(e) => return r.respond_with_error(e),
         };
         let cancel = Cancel::new();
@@ -763,8 +781,14 @@ impl Acp {
                 Kind::Attachment => {
                     if let Some(question) = &mut pending {
                         let attached = content(&record);
-                        let fence = "`".repeat(longest_backtick_run(&attached).max(2) + 1);
-                        question.push_str(&format!("\n\n{fence}\n{attached}\n{fence}"));
+                        let image_dir = self.store.image_dir();
+                        match content::replayed_image(&record.meta, &image_dir) {
+                            Some(link) => question.push_str(&format!("\n\n{link}")),
+                            None => {
+                                let fence = "`".repeat(longest_backtick_run(&attached).max(2) + 1);
+                                question.push_str(&format!("\n\n{fence}\n{attached}\n{fence}"));
+                            }
+                        }
                     }
                 }
                 Kind::Assistant => {
@@ -885,45 +909,6 @@ fn announce_commands(cx: &ConnectionTo<Client>, id: &str) -> Result<(), RpcError
         id.to_string(),
         acp::SessionUpdate::AvailableCommandsUpdate(acp::AvailableCommandsUpdate::new(commands)),
     ))
-}
-
-/// The question and its attachments from a prompt's content: text is the question; embedded
-/// resources (a file's text) and resource links are attached, each named by its URI.
-fn question(blocks: &[acp::ContentBlock]) -> Result<(String, Vec<Attachment>), RpcError> {
-    let (mut query, mut attached) = (String::new(), Vec::new());
-    for block in blocks {
-        match block {
-            acp::ContentBlock::Text(t) => {
-                if !query.is_empty() && !t.text.is_empty() {
-                    query.push('\n');
-                }
-                query.push_str(&t.text);
-            }
-            acp::ContentBlock::Resource(r) => match &r.resource {
-                acp::EmbeddedResourceResource::TextResourceContents(t) => {
-                    attached.push(Attachment { name: t.uri.clone(), text: t.text.clone() });
-                }
-                _ => return Err(unsupported("a binary resource")),
-            },
-            acp::ContentBlock::ResourceLink(link) => {
-                attached.push(Attachment { name: link.uri.clone(), text: link.uri.clone() })
-            }
-            acp::ContentBlock::Image(_) => return Err(unsupported("an image")),
-            acp::ContentBlock::Audio(_) => return Err(unsupported("audio")),
-            _ => return Err(unsupported("this kind of content")),
-        }
-    }
-    if query.trim().is_empty() {
-        return Err(RpcError::invalid_params()
-            .data(json!({"error": "the prompt has no text: cca needs a question"})));
-    }
-    Ok((query, attached))
-}
-
-fn unsupported(what: &str) -> RpcError {
-    RpcError::invalid_params().data(json!({
-        "error": format!("cca takes text: {what} cannot be sent to a command-line engine"),
-    }))
 }
 
 /// An error as cca says it: the message, and the hint to act on.

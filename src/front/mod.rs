@@ -4,6 +4,7 @@
 //! editors over the Agent Client Protocol (`cca acp`), with `wire` as its stdin and stdout.
 
 pub mod acp;
+mod content;
 pub mod signals;
 pub mod terminal;
 mod wire;

@@ -559,3 +559,52 @@ fn tool_calls_are_shown_and_kept() {
         assert_eq!(json["tools"].as_array().unwrap().len(), 2);
     }
 }
+
+#[test]
+fn an_image_is_kept_beside_the_transcript_and_refused_by_engines_that_take_none() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    env.add_engine("echo-engine");
+    env.write_config("[engines.echo]\ncommand = [\"echo-engine\"]\n");
+    let png = include_bytes!("../fixtures/pixel.png");
+    std::fs::write(env.work.join("pic.png"), png).unwrap();
+    // A file that only says it is a PNG is text to cca: the first bytes decide.
+    std::fs::write(env.work.join("fake.png"), "not an image\n").unwrap();
+
+    // A command engine cannot take it: refused before anything is made, recorded or sent.
+    env.run(&["search", "-e", "echo", "-f", "pic.png", "what is this?"])
+        .code(2)
+        .stderr_has("engine echo cannot take images (pic.png is one)");
+    assert!(env.calls().is_empty(), "nothing was sent");
+    assert!(env.session_files().is_empty(), "{:?}", env.session_files());
+    assert!(!env.cca_home.join("files").exists(), "nothing was kept");
+
+    env.run(&["search", "-e", "claude", "-f", "pic.png", "-f", "fake.png", "what is this?"]).ok();
+    let text = env.latest();
+    let (summary, _) = cca::transcript::parse(&text).unwrap();
+    let image = &summary.records[1];
+    assert_eq!(image.kind, cca::transcript::Kind::Attachment);
+    assert_eq!(image.meta.media_type.as_deref(), Some("image/png"));
+    assert_eq!(image.meta.bytes, Some(png.len() as u64));
+    let file = image.meta.file.clone().expect("the stored copy's name");
+    assert_eq!(image.content, format!("![pic.png](../files/{file})"));
+    assert!(text.contains(&format!("\n![pic.png](../files/{file})\n<!-- cca:end -->")), "{text}");
+    let stored = env.cca_home.join("files").join(&file);
+    assert_eq!(std::fs::read(&stored).unwrap(), png, "the link opens the image");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!((mode(&stored), mode(stored.parent().unwrap())), (0o600, 0o700));
+    assert_eq!(summary.records[2].meta.media_type, None);
+    assert_eq!(summary.records[2].content, "not an image\n");
+
+    // The session's next turn on a command engine is refused too, and leaves it as it was;
+    // so is an image too large for an engine, before it is read.
+    let before = env.latest();
+    env.run(&["search", "-r", "-e", "echo", "-f", "pic.png", "and this?"])
+        .code(2)
+        .stderr_has("cannot take images");
+    let big = std::fs::File::create(env.work.join("big.png")).unwrap();
+    std::io::Write::write_all(&mut &big, &png[..16]).unwrap();
+    big.set_len(6 << 20).unwrap();
+    env.run(&["search", "-r", "-f", "big.png", "and this?"]).code(2).stderr_has("an image of");
+    assert_eq!(env.latest(), before);
+}

@@ -5,6 +5,7 @@
 #[allow(dead_code)]
 #[path = "../support/env.rs"]
 mod common;
+mod files;
 #[path = "../support/mock_api.rs"]
 mod mock_api;
 
