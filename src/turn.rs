@@ -437,13 +437,12 @@ impl Answering<'_> {
         };
         let text = format!(
             "the context (~{} tokens) passes {:.0}% of {}'s budget of {}; \
-             summarising turns {}-{} first",
+             summarising {} first",
             need.tokens,
             ctx.settings.compaction.threshold * 100.0,
             ctx.engine.name,
             need.budget,
-            need.first,
-            need.through,
+            crate::human::turns(need.first, need.through),
         );
         observer.event(Event::Notice { level: Level::Info, text: &text });
         let keep = ctx.settings.compaction.keep_recent;
@@ -458,9 +457,9 @@ impl Answering<'_> {
         match compacted {
             Ok(Some(c)) => {
                 let text = format!(
-                    "turns {}-{} are now a summary: {} -> {}",
-                    c.first,
-                    c.through,
+                    "{} {} now a summary: {} -> {}",
+                    crate::human::turns(c.first, c.through),
+                    if c.first == c.through { "is" } else { "are" },
                     human_bytes(c.bytes_before),
                     human_bytes(c.bytes_after)
                 );
