@@ -259,9 +259,8 @@ fn heading(kind: Kind, meta: &Meta, turn: u64) -> String {
         ),
         Kind::Clear => "### Context cleared: the turns above are not sent again".to_string(),
         Kind::Compaction => format!(
-            "### Summary of turns {}–{} (sent in their place)",
-            meta.first.unwrap_or(1),
-            meta.through.unwrap_or(0)
+            "### Summary of {} (sent in their place)",
+            crate::human::turns(meta.first.unwrap_or(1), meta.through.unwrap_or(0))
         ),
     }
 }
@@ -1463,6 +1462,12 @@ pub struct Totals {
     pub cost_usd: Option<f64>,
 }
 
+/// A cost in dollars as cca keeps and adds it: to the hundred-millionth of a dollar, so that no
+/// binary fraction shows (`0.00008`, not `0.00007999999999999999`).
+pub fn round_cost(usd: f64) -> f64 {
+    (usd * 1e8).round() / 1e8
+}
+
 impl Totals {
     /// These totals and one more answer's usage.
     pub fn add(
@@ -1480,7 +1485,7 @@ impl Totals {
         Totals {
             input_tokens: sum(self.input_tokens, input_tokens),
             output_tokens: sum(self.output_tokens, output_tokens),
-            cost_usd: sum(self.cost_usd, cost_usd),
+            cost_usd: sum(self.cost_usd, cost_usd).map(round_cost),
         }
     }
 
@@ -1844,6 +1849,13 @@ mod tests {
         Scanner::scan(reader, |e| events.push(e)).unwrap().unwrap();
         let spans: Vec<_> = events.iter().filter(|e| matches!(e, Event::Record(_))).collect();
         assert_eq!(spans.len(), 2);
+    }
+
+    #[test]
+    fn costs_add_up_without_binary_fractions() {
+        let t = Totals::default().add(None, None, Some(0.1)).add(None, None, Some(0.2));
+        assert_eq!(t.cost_usd, Some(0.3));
+        assert_eq!(round_cost(0.00007999999999999999), 0.00008);
     }
 
     #[test]
