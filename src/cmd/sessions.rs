@@ -415,9 +415,8 @@ fn record_title(kind: Kind, meta: &Meta, done: &mut u64) -> String {
         }
         Kind::Clear => "context cleared here: nothing above is sent again".to_string(),
         Kind::Compaction => format!(
-            "summary of turns {}–{}, sent in their place ({} → {})",
-            meta.first.unwrap_or(1),
-            meta.through.unwrap_or(0),
+            "summary of {}, sent in their place ({} → {})",
+            crate::human::turns(meta.first.unwrap_or(1), meta.through.unwrap_or(0)),
             human_bytes(meta.bytes_before.unwrap_or(0)),
             human_bytes(meta.bytes_after.unwrap_or(0))
         ),
@@ -521,6 +520,11 @@ pub fn fork_session(
     let _lock = store.lock(source, true, || say_waiting(source))?;
     let (summary, exchange_ends) = store.summarize_with_ends(source)?;
     let n = at.unwrap_or(summary.exchanges);
+    if at == Some(0) {
+        return Err(Failure::usage("a fork at 0 would keep nothing of the session")
+            .hint("keep at least one exchange (`--at 1`), or start anew with `cca search \"...\"`")
+            .into());
+    }
     if n > summary.exchanges {
         return Err(Failure::usage(format!(
             "session {source} has {} exchange(s); cannot fork at {n}",
@@ -671,9 +675,9 @@ pub fn compact(id: Option<&str>, keep: Option<u64>, fail_fast: bool) -> Result<u
     match compacted {
         Ok(Some(c)) => {
             say(&format!(
-                "cca: turns {}-{} of {id} are now a summary: {} -> {} of context",
-                c.first,
-                c.through,
+                "cca: {} of {id} {} now a summary: {} -> {} of context",
+                crate::human::turns(c.first, c.through),
+                if c.first == c.through { "is" } else { "are" },
                 human_bytes(c.bytes_before),
                 human_bytes(c.bytes_after)
             ));
