@@ -133,7 +133,7 @@ pub enum Command {
     ///
     /// PATTERN is a regular expression (Rust syntax, as ripgrep's; -F for plain text), matched
     /// against each line of content as it was written; cca's own markers and headings never
-    /// match. Smart case: a pattern with no upper-case letter ignores case (-i always, -s
+    /// match. Smart case: a pattern with no upper-case letter ignores case (-i always, -S
     /// never). Matches are grouped by session (id, name, title), oldest session first, each
     /// line with its exchange number and who said it. Colour only on a terminal (NO_COLOR and
     /// TERM=dumb turn it off).
@@ -330,7 +330,7 @@ pub struct GrepArgs {
     pub ignore_case: bool,
 
     /// Match case exactly (smart case is the default)
-    #[arg(short = 's', long, overrides_with = "ignore_case")]
+    #[arg(short = 'S', long, overrides_with = "ignore_case")]
     pub case_sensitive: bool,
 
     /// PATTERN is plain text, not a regular expression
