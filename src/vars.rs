@@ -26,7 +26,8 @@ pub const TERM: &str = "TERM";
 /// gemini's own: where it keeps its files (else `$HOME`); cca looks there only to remove the
 /// session file gemini writes for each of cca's turns.
 pub const GEMINI_CLI_HOME: &str = "GEMINI_CLI_HOME";
-/// Standard: the pager for `cca show` on a terminal (default `less -FRX`).
+/// Standard: the pager for `cca show` on a terminal (default `less -FRX`); a command with spaces
+/// or shell syntax runs through `sh -c`, as git runs it.
 pub const PAGER: &str = "PAGER";
 /// Standard: where engines are looked for.
 pub const PATH: &str = "PATH";

@@ -74,6 +74,17 @@ fn no_spinner_on_a_dumb_terminal() {
     assert!(!all.contains("waiting for"), "{all:?}");
 }
 
+/// PAGER is a shell command, as git runs it: quotes and pipes work, not only words.
+#[test]
+fn show_runs_pager_through_the_shell() {
+    let env = TestEnv::new();
+    env.run(&["search", "q"]).ok();
+    let pager = "sed 's/^/PAGED> /' | cat";
+    let mut session = in_pty(&env, &["show"], &[("PAGER", pager), ("NO_COLOR", "1")]);
+    let all = session.exp_eof().unwrap();
+    assert!(all.contains("PAGED> ECHO: q"), "{all:?}");
+}
+
 #[test]
 fn show_uses_bold_on_a_terminal_unless_no_color() {
     let env = TestEnv::new();
