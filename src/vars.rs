@@ -41,8 +41,11 @@ pub const TERM_PROGRAM: &str = "TERM_PROGRAM";
 pub const VTE_VERSION: &str = "VTE_VERSION";
 pub const WT_SESSION: &str = "WT_SESSION";
 pub const KONSOLE_VERSION: &str = "KONSOLE_VERSION";
+/// Set by tmux and screen: inside them, links are hyperlinks only with `FORCE_HYPERLINK=1`.
+pub const TMUX: &str = "TMUX";
+pub const STY: &str = "STY";
 
-pub const ALL: [&str; 20] = [
+pub const ALL: [&str; 22] = [
     HOME,
     ENGINE,
     MODEL,
@@ -63,4 +66,6 @@ pub const ALL: [&str; 20] = [
     VTE_VERSION,
     WT_SESSION,
     KONSOLE_VERSION,
+    TMUX,
+    STY,
 ];
