@@ -298,7 +298,9 @@ pub enum Command {
 
     /// Check the setup: engines found (path, version), the default, and CCA_HOME's state
     ///
-    /// Says what to do about each problem. Exits 1 when no engine is usable.
+    /// Also reports transcripts that cannot be read, and files others can read. Says what to do
+    /// about each problem. Exits 0 when an engine is usable (the other problems are listed), 1
+    /// when none is.
     Doctor,
 
     /// Print the man page (roff)
