@@ -559,6 +559,10 @@ pub struct RecordSpan {
 pub struct Problem {
     pub line: u64,
     pub message: String,
+    /// For a record cut off at the end of the file (cca was stopped while writing it): the
+    /// offset where it starts, so that it can be taken out whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_off_at: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -923,6 +927,7 @@ impl Scanner {
                             "the {} record has no end marker (cut off?); it is ignored",
                             open.kind.word()
                         ),
+                        cut_off_at: None,
                     }));
                     // A broken marker right after is part of the same damage: one report is enough.
                     match other {
@@ -961,6 +966,7 @@ impl Scanner {
                 on_event(Event::Problem(Problem {
                     line: self.line_no,
                     message: format!("unreadable marker ({why}); the record is ignored"),
+                    cut_off_at: None,
                 }));
                 State::Between
             }
@@ -968,6 +974,7 @@ impl Scanner {
                 on_event(Event::Problem(Problem {
                     line: self.line_no,
                     message: "a second session header; it is ignored".into(),
+                    cut_off_at: None,
                 }));
                 State::Between
             }
@@ -990,6 +997,7 @@ impl Scanner {
                         "the last record ({}) was cut off before its end marker; it is ignored",
                         open.kind.word()
                     ),
+                    cut_off_at: Some(open.start),
                 }));
                 Ok(())
             }

@@ -173,7 +173,18 @@ pub fn ask_steered(
         );
         observer.event(Event::Notice { level: Level::Warning, text: &text });
     }
-    let summary = store.summarize(&id)?;
+    let mut summary = store.summarize(&id)?;
+    // A record cut off by a crash is repaired once, before anything is appended after it.
+    if let Some(at) = summary.problems.iter().find_map(|p| p.cut_off_at) {
+        let kept = store.set_aside_cut_off(&id, at, &now.format("%Y%m%d-%H%M%S").to_string())?;
+        let text = format!(
+            "note: the last record of session {id} was cut off (cca was stopped while writing \
+             it); it is kept in {}, and the transcript says so",
+            kept.display()
+        );
+        observer.event(Event::Notice { level: Level::Info, text: &text });
+        summary = store.summarize(&id)?;
+    }
     for p in &summary.problems {
         let path = store.session_path(&id);
         let text = format!("warning: {}: line {}: {}", path.display(), p.line, p.message);
