@@ -76,7 +76,8 @@ pub enum Command {
     /// Starts a new session, or continues one with --resume or --session. A line ending in `\`
     /// continues on the next line, as does everything between two `"""` lines; Alt-Enter
     /// inserts a newline. Ctrl-C stops an answer (kept as interrupted) and returns to the
-    /// prompt; Ctrl-D leaves. Commands: /clear, /fork [N], /session [ID], /help, /quit.
+    /// prompt; Ctrl-D leaves. Commands: /clear, /compact [N], /fork [N], /session [ID], /help,
+    /// /quit; any other /word is refused, and // sends a message that starts with /.
     Chat(ChatArgs),
 
     /// Steer the answer being written: send a message to the turn running in a session

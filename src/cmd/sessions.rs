@@ -646,18 +646,23 @@ pub fn name(first: Option<&str>, second: Option<&str>, clear: bool) -> Result<u8
 pub fn compact(id: Option<&str>, keep: Option<u64>, fail_fast: bool) -> Result<u8> {
     let (settings, store) = settings(&Flags { fail_fast, ..Flags::default() })?;
     let id = session::chosen(&settings, &store, id)?;
-    let _lock = store.lock(&id, true, || say_waiting(&id))?;
-    let summary = store.summarize_to_append(&id)?;
-    let (engine, model) = session::engine_and_model(&settings, &summary.header, false)?;
-    let ctx = session::Session {
-        settings: &settings,
-        store: &store,
-        id: &id,
-        engine,
-        model: model.as_deref(),
-    };
+    compact_session(&settings, &store, &id, keep)
+}
+
+/// Summarises a session's older turns now, saying how it went on stderr: `cca compact`, and
+/// `/compact` in `cca chat`.
+pub fn compact_session(
+    settings: &Settings,
+    store: &Store,
+    id: &str,
+    keep: Option<u64>,
+) -> Result<u8> {
+    let _lock = store.lock(id, true, || say_waiting(id))?;
+    let summary = store.summarize_to_append(id)?;
+    let (engine, model) = session::engine_and_model(settings, &summary.header, false)?;
+    let ctx = session::Session { settings, store, id, engine, model: model.as_deref() };
     let mut spinner = Spinner::default();
-    if spinner_wanted(&settings) {
+    if spinner_wanted(settings) {
         spinner.start(&format!("waiting for {} to summarise", engine.name));
     }
     let keep = keep.unwrap_or(settings.compaction.keep_recent);
