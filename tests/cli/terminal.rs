@@ -426,3 +426,39 @@ fn ctrl_c_stops_a_chat_waiting_for_a_busy_session() {
     assert_eq!(holder.finish().status.code(), Some(0));
     assert!(!env.latest().contains("q-waiting"), "{}", env.latest());
 }
+
+/// Ctrl-Z at the chat prompt suspends cca; after `fg` the prompt is drawn again and the line
+/// editor works as before. Driven through an interactive shell, which does the job control.
+#[test]
+fn ctrl_z_at_the_chat_prompt_and_fg_draw_the_prompt_again() {
+    let env = TestEnv::new();
+    let template = env.pty_command();
+    let mut cmd = std::process::Command::new("bash");
+    cmd.env_clear().args(["--norc", "--noprofile", "-i"]).current_dir(&env.work);
+    for (k, v) in template.get_envs() {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
+    cmd.env("PS1", "shell$ ").env("PS2", "more$ ");
+    let mut session = spawn_command(cmd, Some(TIMEOUT.as_millis() as u64)).expect("bash in a pty");
+    session.exp_string("shell$ ").unwrap();
+    session.send_line(&format!("{} chat", cca_exe().display())).unwrap();
+    session.exp_string("Ctrl-D to leave").unwrap();
+    session.exp_string("> ").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    session.send_control('z').unwrap();
+    // Stopped at once: the prompt is not redrawn just before the stop (and so lost), but after.
+    let before_stop = session.exp_string("Stopped").unwrap();
+    assert!(!before_stop.contains('>'), "{before_stop:?}");
+    session.exp_string("shell$ ").unwrap();
+    session.send_line("fg").unwrap();
+    session.exp_string("> ").unwrap();
+    session.send_line("after fg").unwrap();
+    session.exp_string("ECHO: after fg").unwrap();
+    session.exp_string("> ").unwrap();
+    session.send_control('d').unwrap();
+    session.exp_string("shell$ ").unwrap();
+    session.send_line("exit").unwrap();
+    session.exp_eof().unwrap();
+}
