@@ -4,8 +4,9 @@
 //! during a turn once it is recorded, at the prompt at once (see `front::signals`).
 //!
 //! While an answer streams, the line editor is not reading: a [`Typed`] thread reads the lines
-//! the terminal delivers (it is in its ordinary line mode then, echoing what is typed) and
-//! queues each as a steer of the running turn.
+//! the terminal delivers (it is in its ordinary line mode then, without echo, so that typing does
+//! not break into the answer's lines) and queues each as a steer of the running turn, which the
+//! terminal front end shows on a line of its own (`steer queued: ...`).
 
 use std::collections::VecDeque;
 use std::io::IsTerminal;
@@ -144,10 +145,22 @@ struct Typed {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
     commands: Arc<Mutex<Vec<String>>>,
+    /// The terminal's modes before echo was turned off, put back when reading stops.
+    modes: Option<rustix::termios::Termios>,
 }
 
 impl Typed {
     fn start(inbox: &Inbox) -> Typed {
+        let modes = rustix::termios::tcgetattr(std::io::stdin()).ok();
+        if let Some(modes) = &modes {
+            let mut quiet = modes.clone();
+            quiet.local_modes.remove(rustix::termios::LocalModes::ECHO);
+            let _ = rustix::termios::tcsetattr(
+                std::io::stdin(),
+                rustix::termios::OptionalActions::Now,
+                &quiet,
+            );
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let commands = Arc::new(Mutex::new(Vec::new()));
         let (stopped, inbox, kept) = (stop.clone(), inbox.clone(), commands.clone());
@@ -184,7 +197,7 @@ impl Typed {
                 }
             }
         });
-        Typed { stop, thread: Some(thread), commands }
+        Typed { stop, thread: Some(thread), commands, modes }
     }
 
     /// Stops reading, and gives the commands typed meanwhile.
@@ -197,6 +210,13 @@ impl Typed {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
+        }
+        if let Some(modes) = self.modes.take() {
+            let _ = rustix::termios::tcsetattr(
+                std::io::stdin(),
+                rustix::termios::OptionalActions::Now,
+                &modes,
+            );
         }
     }
 }

@@ -462,3 +462,37 @@ fn ctrl_z_at_the_chat_prompt_and_fg_draw_the_prompt_again() {
     session.send_line("exit").unwrap();
     session.exp_eof().unwrap();
 }
+
+/// What is typed while an answer streams is not echoed into the answer's line: it shows on a
+/// line of its own once Enter sends it (`steer queued: ...`). The terminal echoes, as a user's
+/// does (the test pty does not by default).
+#[test]
+fn typing_while_a_chat_answer_streams_stays_off_the_answer_s_line() {
+    let env = TestEnv::new();
+    let go = env.root.path().join("go");
+    let template = env.pty_command();
+    let mut cmd = std::process::Command::new("sh");
+    let line = format!("stty echo; exec {} chat", cca_exe().display());
+    cmd.env_clear().arg("-c").arg(line).current_dir(&env.work);
+    for (k, v) in template.get_envs() {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
+    cmd.env("FAKE_SCRIPT_1", format!("say answer one;await {}", go.display()));
+    let mut session = spawn_command(cmd, Some(TIMEOUT.as_millis() as u64)).expect("a pty");
+    session.exp_string("> ").unwrap();
+    session.send_line("q1").unwrap();
+    session.exp_string("answer one").unwrap();
+    session.send_line("focus on JWT").unwrap();
+    let before = session.exp_string("steer queued: focus on JWT").unwrap();
+    assert!(!before.contains("focus on JWT"), "typing echoed into the answer: {before:?}");
+    std::fs::write(&go, "").unwrap();
+    session.exp_string("ECHO: focus on JWT").unwrap();
+    // Back at the prompt, typing shows again.
+    session.exp_string("> ").unwrap();
+    session.send_line("q2").unwrap();
+    session.exp_string("ECHO: q2").unwrap();
+    session.send_control('d').unwrap();
+    session.exp_eof().unwrap();
+}
