@@ -160,7 +160,7 @@ fn markdown(out: &mut String, body: &str) {
                 rows.push(row);
             }
             for row in rows.into_iter().skip(2) {
-                let cells = cells(row);
+                let cells = crate::render::cells(row);
                 let (tag, rest) =
                     cells.split_first().map_or(("", &[][..]), |(t, r)| (t.as_str(), r));
                 out.push_str(&format!(".TP\n{}\n{}\n", inline(tag), inline(&rest.join("; "))));
@@ -179,26 +179,6 @@ fn markdown(out: &mut String, body: &str) {
             out.push('\n');
         }
     }
-}
-
-/// A table row's cells; `\|` inside a cell is a literal bar.
-fn cells(row: &str) -> Vec<String> {
-    let row = row.trim().trim_start_matches('|').trim_end_matches('|');
-    let mut cells = Vec::new();
-    let mut cell = String::new();
-    let mut chars = row.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' if chars.peek() == Some(&'|') => {
-                cell.push('|');
-                chars.next();
-            }
-            '|' => cells.push(std::mem::take(&mut cell).trim().to_string()),
-            c => cell.push(c),
-        }
-    }
-    cells.push(cell.trim().to_string());
-    cells
 }
 
 /// Inline markdown: `code` in bold, links as their text; the rest escaped.

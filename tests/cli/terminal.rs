@@ -362,9 +362,15 @@ fn chat_in_a_shell(env: &TestEnv, pid_file: &std::path::Path) -> PtySession {
     let cca = cca_exe().display().to_string();
     let inner = format!("echo \\$\\$ > '{}'; exec '{cca}' chat", pid_file.display());
     let line = format!("sh -c \"{inner}\"; echo \"status $?\"; stty -a");
-    let template = env.pty_command();
     let mut cmd = std::process::Command::new("sh");
-    cmd.env_clear().arg("-c").arg(line).current_dir(&env.work);
+    cmd.arg("-c").arg(line);
+    in_pty_with_env(env, cmd)
+}
+
+/// Spawns `cmd` in a pty, in the test's folder, with the environment cca gets in the tests.
+fn in_pty_with_env(env: &TestEnv, mut cmd: std::process::Command) -> PtySession {
+    let template = env.pty_command();
+    cmd.env_clear().current_dir(&env.work);
     for (k, v) in template.get_envs() {
         if let Some(v) = v {
             cmd.env(k, v);
@@ -432,16 +438,10 @@ fn ctrl_c_stops_a_chat_waiting_for_a_busy_session() {
 #[test]
 fn ctrl_z_at_the_chat_prompt_and_fg_draw_the_prompt_again() {
     let env = TestEnv::new();
-    let template = env.pty_command();
     let mut cmd = std::process::Command::new("bash");
-    cmd.env_clear().args(["--norc", "--noprofile", "-i"]).current_dir(&env.work);
-    for (k, v) in template.get_envs() {
-        if let Some(v) = v {
-            cmd.env(k, v);
-        }
-    }
-    cmd.env("PS1", "shell$ ").env("PS2", "more$ ");
-    let mut session = spawn_command(cmd, Some(TIMEOUT.as_millis() as u64)).expect("bash in a pty");
+    cmd.args(["--norc", "--noprofile", "-i"]);
+    let mut session = in_pty_with_env(&env, cmd);
+    session.send_line("PS1='shell$ '; PS2='more$ '").unwrap();
     session.exp_string("shell$ ").unwrap();
     session.send_line(&format!("{} chat", cca_exe().display())).unwrap();
     session.exp_string("Ctrl-D to leave").unwrap();
@@ -470,17 +470,14 @@ fn ctrl_z_at_the_chat_prompt_and_fg_draw_the_prompt_again() {
 fn typing_while_a_chat_answer_streams_stays_off_the_answer_s_line() {
     let env = TestEnv::new();
     let go = env.root.path().join("go");
-    let template = env.pty_command();
     let mut cmd = std::process::Command::new("sh");
-    let line = format!("stty echo; exec {} chat", cca_exe().display());
-    cmd.env_clear().arg("-c").arg(line).current_dir(&env.work);
-    for (k, v) in template.get_envs() {
-        if let Some(v) = v {
-            cmd.env(k, v);
-        }
-    }
-    cmd.env("FAKE_SCRIPT_1", format!("say answer one;await {}", go.display()));
-    let mut session = spawn_command(cmd, Some(TIMEOUT.as_millis() as u64)).expect("a pty");
+    let line = format!(
+        "stty echo; FAKE_SCRIPT_1='say answer one;await {}' exec {} chat",
+        go.display(),
+        cca_exe().display()
+    );
+    cmd.arg("-c").arg(line);
+    let mut session = in_pty_with_env(&env, cmd);
     session.exp_string("> ").unwrap();
     session.send_line("q1").unwrap();
     session.exp_string("answer one").unwrap();
