@@ -80,7 +80,8 @@ pub enum Command {
     /// Starts a new session, or continues one with --resume or --session. A line ending in `\`
     /// continues on the next line, as does everything between two `"""` lines; Alt-Enter
     /// inserts a newline. Ctrl-C stops an answer (kept as interrupted) and returns to the
-    /// prompt; Ctrl-D leaves. Commands: /clear, /fork [N], /session [ID], /help, /quit.
+    /// prompt; Ctrl-D leaves. Commands: /clear, /compact [N], /fork [N], /session [ID], /help,
+    /// /quit; any other /word is refused, and // sends a message that starts with /.
     Chat(ChatArgs),
 
     /// Steer the answer being written: send a message to the turn running in a session
@@ -137,7 +138,7 @@ pub enum Command {
     ///
     /// PATTERN is a regular expression (Rust syntax, as ripgrep's; -F for plain text), matched
     /// against each line of content as it was written; cca's own markers and headings never
-    /// match. Smart case: a pattern with no upper-case letter ignores case (-i always, -s
+    /// match. Smart case: a pattern with no upper-case letter ignores case (-i always, -S
     /// never). Matches are grouped by session (id, name, title), oldest session first, each
     /// line with its exchange number and who said it. Colour only on a terminal (NO_COLOR and
     /// TERM=dumb turn it off).
@@ -295,13 +296,16 @@ pub enum Command {
     /// CCA_GEMINI, CCA_NOW (a fixed clock, for tests), CCA_GRACE_MS (for tests), CCA_COMPLETE (used by completions),
     /// GEMINI_CLI_HOME (where gemini keeps its files), and the standard NO_COLOR, TERM, PAGER,
     /// PATH, HOME. Links in rendered answers are terminal hyperlinks where the terminal is known
-    /// to show them (TERM_PROGRAM, VTE_VERSION, WT_SESSION, KONSOLE_VERSION, TERM), else the URL
-    /// follows the text; FORCE_HYPERLINK=1 or 0 decides.
+    /// to show them (TERM_PROGRAM, VTE_VERSION, WT_SESSION, KONSOLE_VERSION, TERM; not inside
+    /// tmux or screen, TMUX and STY), else the URL follows the text; FORCE_HYPERLINK=1 or 0
+    /// decides.
     Config,
 
     /// Check the setup: engines found (path, version), the default, and CCA_HOME's state
     ///
-    /// Says what to do about each problem. Exits 1 when no engine is usable.
+    /// Also reports transcripts that cannot be read, and files others can read. Says what to do
+    /// about each problem. Exits 0 when an engine is usable (the other problems are listed), 1
+    /// when none is.
     Doctor,
 
     /// Print the man page (roff)
@@ -334,7 +338,7 @@ pub struct GrepArgs {
     pub ignore_case: bool,
 
     /// Match case exactly (smart case is the default)
-    #[arg(short = 's', long, overrides_with = "ignore_case")]
+    #[arg(short = 'S', long, overrides_with = "ignore_case")]
     pub case_sensitive: bool,
 
     /// PATTERN is plain text, not a regular expression

@@ -54,8 +54,9 @@ pub fn compact(
     let folds_summary =
         if fold.summary.is_some() { ", folding in the earlier summary" } else { "" };
     let query = format!(
-        "Write the summary of turns {first}-{through} of the conversation above{folds_summary}, \
-         as your instructions say. Output only the summary."
+        "Write the summary of {} of the conversation above{folds_summary}, \
+         as your instructions say. Output only the summary.",
+        crate::human::turns(first, through)
     );
     let outcome = call::call(
         &Call {

@@ -504,7 +504,13 @@ fn hyperlinks(env: &Env) -> bool {
         return text(vars::FORCE_HYPERLINK) != "0";
     }
     let term = text(vars::TERM);
-    if term.starts_with("screen") || term.starts_with("tmux") || text(vars::TERM_PROGRAM) == "tmux"
+    // A terminal multiplexer passes on its outer terminal's variables (VTE_VERSION, WT_SESSION)
+    // and may even keep its TERM, but not always the links: TMUX and STY give it away.
+    let multiplexed = env.os(vars::TMUX).is_some() || env.os(vars::STY).is_some();
+    if multiplexed
+        || term.starts_with("screen")
+        || term.starts_with("tmux")
+        || text(vars::TERM_PROGRAM) == "tmux"
     {
         return false;
     }
@@ -747,6 +753,15 @@ mod tests {
         assert!(!links(&[(vars::VTE_VERSION, "4000")]));
         assert!(!links(&[(vars::VTE_VERSION, "7600"), (vars::TERM, "tmux-256color")]));
         assert!(links(&[(vars::TERM, "tmux-256color"), (vars::FORCE_HYPERLINK, "1")]));
+        // Inside tmux or screen with the outer terminal's variables and TERM passed through.
+        let outer = (vars::TERM, "xterm-256color");
+        assert!(!links(&[
+            outer,
+            (vars::VTE_VERSION, "7600"),
+            (vars::TMUX, "/tmp/tmux-1/default,1,0")
+        ]));
+        assert!(!links(&[outer, (vars::WT_SESSION, "x"), (vars::STY, "123.pts-0.host")]));
+        assert!(links(&[outer, (vars::TMUX, "/tmp/t,1,0"), (vars::FORCE_HYPERLINK, "1")]));
         assert!(!links(&[(vars::WT_SESSION, "x"), (vars::FORCE_HYPERLINK, "0")]));
     }
 

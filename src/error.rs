@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-/// Exit codes, as documented in the README.
+/// Exit codes, as documented in docs/REFERENCE.md and the man page.
 pub mod exit {
     pub const OK: u8 = 0;
     /// The engine failed, or any other error.

@@ -746,7 +746,7 @@ fn inline(text: &str, base: &Attr, style: &Style) -> Vec<Span> {
 }
 
 /// A table row's cells: outer pipes dropped, split at pipes not escaped, trimmed.
-fn cells(line: &str) -> Vec<String> {
+pub(crate) fn cells(line: &str) -> Vec<String> {
     let t = line.trim();
     let t = t.strip_prefix('|').unwrap_or(t);
     let t = match t.strip_suffix('|') {

@@ -808,11 +808,7 @@ pub const DEFAULT_PAGER: &str = "less -FRX";
 /// whole; when the reader quits before reading it all (q in less), writing stops, and that is
 /// not an error. Other errors of `write` (reading what it shows) are.
 pub fn page(pager: Option<&str>, write: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
-    let command = pager.unwrap_or(DEFAULT_PAGER);
-    let mut words = command.split_whitespace();
-    let spawned = words
-        .next()
-        .and_then(|program| Command::new(program).args(words).stdin(Stdio::piped()).spawn().ok());
+    let spawned = pager_command(pager.unwrap_or(DEFAULT_PAGER)).stdin(Stdio::piped()).spawn().ok();
     let Some(mut child) = spawned else {
         return written(write, io::stdout().lock(), |_| Ok(()));
     };
@@ -822,6 +818,19 @@ pub fn page(pager: Option<&str>, write: impl FnOnce(&mut dyn Write) -> Result<()
     };
     child.wait().context("cannot wait for the pager")?;
     shown
+}
+
+/// The pager run the way git runs it: a command with shell syntax or spaces (`less -R`,
+/// `sed 's/^/> /' | less`) through `sh -c`, a bare program name directly.
+fn pager_command(pager: &str) -> Command {
+    const SHELL_SYNTAX: &str = "|&;<>()$`\\\"' \t\n*?[#~=%";
+    if pager.contains(|c| SHELL_SYNTAX.contains(c)) {
+        let mut command = Command::new("sh");
+        command.arg("-c").arg(pager);
+        command
+    } else {
+        Command::new(pager)
+    }
 }
 
 /// Runs `write` on `out` (buffered), and tells its own errors from those of `out`: an error

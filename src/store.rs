@@ -50,6 +50,11 @@ impl Store {
         self.home.join("trash")
     }
 
+    /// Where records cut off by a crash are kept once taken out of their transcripts.
+    pub fn damaged_dir(&self) -> PathBuf {
+        self.home.join("damaged")
+    }
+
     fn index_path(&self) -> PathBuf {
         self.home.join("index.json")
     }
@@ -907,6 +912,32 @@ impl Store {
             return self.repoint_latest();
         }
         Ok(Repointed::No)
+    }
+
+    /// Takes a record cut off at the end of a session's file (from `at` on) out of it, once:
+    /// the bytes go whole to a file in [`Self::damaged_dir`], and the transcript ends with a note
+    /// between records saying where they went. Returns that file. Call it holding the lock.
+    pub fn set_aside_cut_off(&self, id: &str, at: u64, stamp: &str) -> Result<PathBuf> {
+        let path = self.session_path(id);
+        let file = open_regular(&path, OpenOptions::new().read(true).write(true))
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        let len = file.metadata().with_context(|| format!("cannot read {}", path.display()))?.len();
+        let mut cut = vec![0u8; len.saturating_sub(at) as usize];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut cut, at)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        make_private_dir(&self.damaged_dir())?;
+        let kept = self.damaged_dir().join(format!("{id}-{stamp}.md"));
+        replace_file(&kept, &cut)?;
+        let note = format!(
+            "*A record cut off here (cca was stopped while writing it) is kept in {}.*\n",
+            kept.display()
+        );
+        file.set_len(at).with_context(|| format!("cannot repair {}", path.display()))?;
+        std::os::unix::fs::FileExt::write_all_at(&file, note.as_bytes(), at)
+            .and_then(|()| file.sync_data())
+            .with_context(|| format!("cannot repair {}", path.display()))?;
+        let _ = fs::remove_file(self.live_index_path(id));
+        Ok(kept)
     }
 
     /// Moves a session back from the trash.

@@ -266,9 +266,8 @@ fn heading(kind: Kind, meta: &Meta, turn: u64) -> String {
         ),
         Kind::Clear => "### Context cleared: the turns above are not sent again".to_string(),
         Kind::Compaction => format!(
-            "### Summary of turns {}–{} (sent in their place)",
-            meta.first.unwrap_or(1),
-            meta.through.unwrap_or(0)
+            "### Summary of {} (sent in their place)",
+            crate::human::turns(meta.first.unwrap_or(1), meta.through.unwrap_or(0))
         ),
     }
 }
@@ -567,6 +566,10 @@ pub struct RecordSpan {
 pub struct Problem {
     pub line: u64,
     pub message: String,
+    /// For a record cut off at the end of the file (cca was stopped while writing it): the
+    /// offset where it starts, so that it can be taken out whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cut_off_at: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -931,6 +934,7 @@ impl Scanner {
                             "the {} record has no end marker (cut off?); it is ignored",
                             open.kind.word()
                         ),
+                        cut_off_at: None,
                     }));
                     // A broken marker right after is part of the same damage: one report is enough.
                     match other {
@@ -969,6 +973,7 @@ impl Scanner {
                 on_event(Event::Problem(Problem {
                     line: self.line_no,
                     message: format!("unreadable marker ({why}); the record is ignored"),
+                    cut_off_at: None,
                 }));
                 State::Between
             }
@@ -976,6 +981,7 @@ impl Scanner {
                 on_event(Event::Problem(Problem {
                     line: self.line_no,
                     message: "a second session header; it is ignored".into(),
+                    cut_off_at: None,
                 }));
                 State::Between
             }
@@ -998,6 +1004,7 @@ impl Scanner {
                         "the last record ({}) was cut off before its end marker; it is ignored",
                         open.kind.word()
                     ),
+                    cut_off_at: Some(open.start),
                 }));
                 Ok(())
             }
@@ -1507,6 +1514,12 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+/// A cost in dollars as cca keeps and adds it: to the hundred-millionth of a dollar, so that no
+/// binary fraction shows (`0.00008`, not `0.00007999999999999999`).
+pub fn round_cost(usd: f64) -> f64 {
+    (usd * 1e8).round() / 1e8
+}
+
 impl Totals {
     /// These totals and one more answer's usage.
     pub fn add(
@@ -1529,7 +1542,7 @@ impl Totals {
         let cost_usd = match cost_usd.map(cost_figure) {
             None => self.cost_usd,
             // Finite figures cannot add up to infinity before 10^302 answers; still, saturate.
-            Some(Ok(usd)) => Some((self.cost_usd.unwrap_or(0.0) + usd).min(f64::MAX)),
+            Some(Ok(usd)) => Some(round_cost((self.cost_usd.unwrap_or(0.0) + usd).min(f64::MAX))),
             Some(Err(_)) => {
                 left_out = left_out.saturating_add(1);
                 self.cost_usd
@@ -1943,6 +1956,13 @@ mod tests {
         Scanner::scan(reader, |e| events.push(e)).unwrap().unwrap();
         let spans: Vec<_> = events.iter().filter(|e| matches!(e, Event::Record(_))).collect();
         assert_eq!(spans.len(), 2);
+    }
+
+    #[test]
+    fn costs_add_up_without_binary_fractions() {
+        let t = Totals::default().add(None, None, Some(0.1)).add(None, None, Some(0.2));
+        assert_eq!(t.cost_usd, Some(0.3));
+        assert_eq!(round_cost(0.00007999999999999999), 0.00008);
     }
 
     #[test]

@@ -185,6 +185,17 @@ pub fn ask_steered(
         || cancel.check(),
     )?;
     let mut summary = store.summarize(&id)?;
+    // A record cut off by a crash is repaired once, before anything is appended after it.
+    if let Some(at) = summary.problems.iter().find_map(|p| p.cut_off_at) {
+        let kept = store.set_aside_cut_off(&id, at, &now.format("%Y%m%d-%H%M%S").to_string())?;
+        let text = format!(
+            "note: the last record of session {id} was cut off (cca was stopped while writing \
+             it); it is kept in {}, and the transcript says so",
+            kept.display()
+        );
+        observer.event(Event::Notice { level: Level::Info, text: &text });
+        summary = store.summarize(&id)?;
+    }
     for p in &summary.problems {
         let path = store.session_path(&id);
         let text = format!("warning: {}: line {}: {}", path.display(), p.line, p.message);
@@ -573,13 +584,12 @@ impl Answering<'_> {
         };
         let text = format!(
             "the context (~{} tokens) passes {:.0}% of {}'s budget of {}; \
-             summarising turns {}-{} first",
+             summarising {} first",
             need.tokens,
             ctx.settings.compaction.threshold * 100.0,
             ctx.engine.name,
             need.budget,
-            need.first,
-            need.through,
+            crate::human::turns(need.first, need.through),
         );
         observer.event(Event::Notice { level: Level::Info, text: &text });
         let keep = ctx.settings.compaction.keep_recent;
@@ -594,9 +604,9 @@ impl Answering<'_> {
         match compacted {
             Ok(Some(c)) => {
                 let text = format!(
-                    "turns {}-{} are now a summary: {} -> {}",
-                    c.first,
-                    c.through,
+                    "{} {} now a summary: {} -> {}",
+                    crate::human::turns(c.first, c.through),
+                    if c.first == c.through { "is" } else { "are" },
                     human_bytes(c.bytes_before),
                     human_bytes(c.bytes_after)
                 );

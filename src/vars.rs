@@ -26,7 +26,8 @@ pub const TERM: &str = "TERM";
 /// gemini's own: where it keeps its files (else `$HOME`); cca looks there only to remove the
 /// session file gemini writes for each of cca's turns.
 pub const GEMINI_CLI_HOME: &str = "GEMINI_CLI_HOME";
-/// Standard: the pager for `cca show` on a terminal (default `less -FRX`).
+/// Standard: the pager for `cca show` on a terminal (default `less -FRX`); a command with spaces
+/// or shell syntax runs through `sh -c`, as git runs it.
 pub const PAGER: &str = "PAGER";
 /// Standard: where engines are looked for.
 pub const PATH: &str = "PATH";
@@ -40,8 +41,11 @@ pub const TERM_PROGRAM: &str = "TERM_PROGRAM";
 pub const VTE_VERSION: &str = "VTE_VERSION";
 pub const WT_SESSION: &str = "WT_SESSION";
 pub const KONSOLE_VERSION: &str = "KONSOLE_VERSION";
+/// Set by tmux and screen: inside them, links are hyperlinks only with `FORCE_HYPERLINK=1`.
+pub const TMUX: &str = "TMUX";
+pub const STY: &str = "STY";
 
-pub const ALL: [&str; 20] = [
+pub const ALL: [&str; 22] = [
     HOME,
     ENGINE,
     MODEL,
@@ -62,4 +66,6 @@ pub const ALL: [&str; 20] = [
     VTE_VERSION,
     WT_SESSION,
     KONSOLE_VERSION,
+    TMUX,
+    STY,
 ];

@@ -4,8 +4,9 @@
 //! during a turn once it is recorded, at the prompt at once (see `front::signals`).
 //!
 //! While an answer streams, the line editor is not reading: a [`Typed`] thread reads the lines
-//! the terminal delivers (it is in its ordinary line mode then, echoing what is typed) and
-//! queues each as a steer of the running turn.
+//! the terminal delivers (it is in its ordinary line mode then, without echo, so that typing does
+//! not break into the answer's lines) and queues each as a steer of the running turn, which the
+//! terminal front end shows on a line of its own (`steer queued: ...`).
 
 use std::collections::VecDeque;
 use std::io::IsTerminal;
@@ -36,13 +37,12 @@ Type a message and press Enter; the answer streams, and the exchange is saved.
   typing + Enter      while an answer streams: steer it (queued, then taken by the engine)
   Ctrl-D, /quit       leave
   /clear              clear the context: later turns send nothing from before
+  /compact [N]        summarise older turns now, keeping the last N verbatim (default 4)
   /fork [N]           continue in a new session made of the first N exchanges (default all)
   /session [ID]       show this session, or switch to another
   /help               this text
-A message may start with / when it is not one of these; // sends a message starting with /.";
-
-/// The commands `slash` knows; any other `/...` line is a message.
-const COMMANDS: &[&str] = &["help", "?", "quit", "exit", "q", "clear", "fork", "session"];
+Any other /word is refused, not sent; // sends a message that starts with /, and a path
+(/etc/hosts) at the start of a message is sent as typed.";
 
 pub fn run(args: &ChatArgs) -> Result<u8> {
     let (settings, store) = session::settings(&super::flags(&args.answering))?;
@@ -89,7 +89,7 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
                     Ok(Flow::Leave) => break,
                     Ok(Flow::Stay) => {}
                     Err(e) => {
-                        crate::front::terminal::report(&e);
+                        crate::front::terminal::report_in_chat(&e);
                     }
                 }
                 continue;
@@ -102,7 +102,7 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
             attachments: Vec::new(),
             wait: true,
         };
-        let mut terminal = Terminal::new(Mode::Normal, &settings).announcing_new_sessions();
+        let mut terminal = Terminal::new(Mode::Normal, &settings).in_chat();
         // A cancel of its own for each turn: a Ctrl-C at the prompt belongs to no turn.
         let cancel = Cancel::new();
         let route = signals::route_to(&cancel)?;
@@ -119,7 +119,7 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
         };
         drop(route);
         if let Err(e) = shown {
-            crate::front::terminal::report(&e);
+            crate::front::terminal::report_in_chat(&e);
         }
         // Asked to end, not only to stop the answer: leave as `cca search` would.
         if let Some(why @ Stop::Signal(signal)) = cancel.requested()
@@ -145,10 +145,22 @@ struct Typed {
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
     commands: Arc<Mutex<Vec<String>>>,
+    /// The terminal's modes before echo was turned off, put back when reading stops.
+    modes: Option<rustix::termios::Termios>,
 }
 
 impl Typed {
     fn start(inbox: &Inbox) -> Typed {
+        let modes = rustix::termios::tcgetattr(std::io::stdin()).ok();
+        if let Some(modes) = &modes {
+            let mut quiet = modes.clone();
+            quiet.local_modes.remove(rustix::termios::LocalModes::ECHO);
+            let _ = rustix::termios::tcsetattr(
+                std::io::stdin(),
+                rustix::termios::OptionalActions::Now,
+                &quiet,
+            );
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let commands = Arc::new(Mutex::new(Vec::new()));
         let (stopped, inbox, kept) = (stop.clone(), inbox.clone(), commands.clone());
@@ -174,15 +186,18 @@ impl Typed {
                     let typed: Vec<u8> = line.drain(..=end).collect();
                     let Ok(text) = steer::validate(typed) else { continue };
                     let text = text.trim_end_matches(['\r', '\n']).to_string();
-                    if text.trim_start().starts_with('/') {
-                        kept.lock().unwrap_or_else(|e| e.into_inner()).push(text);
-                    } else {
-                        inbox.push(text);
+                    match command_or_message(text) {
+                        Input::Command(command) => {
+                            kept.lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .push(format!("/{command}"));
+                        }
+                        Input::Message(text) => inbox.push(text),
                     }
                 }
             }
         });
-        Typed { stop, thread: Some(thread), commands }
+        Typed { stop, thread: Some(thread), commands, modes }
     }
 
     /// Stops reading, and gives the commands typed meanwhile.
@@ -195,6 +210,13 @@ impl Typed {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
+        }
+        if let Some(modes) = self.modes.take() {
+            let _ = rustix::termios::tcsetattr(
+                std::io::stdin(),
+                rustix::termios::OptionalActions::Now,
+                &modes,
+            );
         }
     }
 }
@@ -231,6 +253,17 @@ fn slash(
             super::sessions::clear_session(settings, store, &id)?;
             say("cca: context cleared; the next message starts afresh (the file keeps everything)");
         }
+        "compact" => {
+            let id = current()?;
+            let keep = match arg {
+                "" => None,
+                n => Some(n.parse::<u64>().map_err(|_| {
+                    Failure::usage(format!("/compact takes a number, not `{n}`"))
+                        .hint("/compact 2 keeps the last two exchanges verbatim")
+                })?),
+            };
+            super::sessions::compact_session(settings, store, &id, keep)?;
+        }
         "fork" => {
             let id = current()?;
             let at = match arg {
@@ -256,8 +289,10 @@ fn slash(
             }
         }
         other => {
-            return Err(Failure::usage(format!("unknown command /{other}"))
-                .hint("/help lists the commands")
+            return Err(Failure::usage(format!("unknown command /{other}; nothing was sent"))
+                .hint(
+                    "/help lists the commands; // at the start sends a message that starts with /",
+                )
                 .into());
         }
     }
@@ -269,8 +304,9 @@ enum Input {
     Message(String),
 }
 
-/// A line starting with `/` and a known command's name is that command; `//` stands for a `/`
-/// at the start of a message, and any other `/...` (a path, say) is a message as typed.
+/// A line starting with `/` and a word (`/clear`, `/cleaar`) is a command, known or not, so that
+/// a mistyped one is refused rather than sent as a paid question; `//` stands for a `/` at the
+/// start of a message, and a path (`/etc/hosts`, with a second `/` or a `.`) is a message.
 fn command_or_message(message: String) -> Input {
     let start = message.len() - message.trim_start().len();
     let text = &message[start..];
@@ -279,7 +315,8 @@ fn command_or_message(message: String) -> Input {
     }
     if let Some(command) = text.trim_end().strip_prefix('/') {
         let name = command.split(char::is_whitespace).next().unwrap_or("");
-        if COMMANDS.contains(&name) {
+        let a_word = !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '?');
+        if a_word {
             return Input::Command(command.to_string());
         }
     }
@@ -341,6 +378,11 @@ mod tests {
             Some("/etc/hosts: what is it for?")
         );
         assert_eq!(message("//quit is a command").as_deref(), Some("/quit is a command"));
+        // A mistyped command is a command (refused), never a question sent by mistake.
+        assert_eq!(message("/cleaar"), None);
+        assert_eq!(message("/compact 2"), None);
+        assert_eq!(message("/usr/bin/env?").as_deref(), Some("/usr/bin/env?"));
+        assert_eq!(message("/tmp.txt is empty").as_deref(), Some("/tmp.txt is empty"));
         assert_eq!(message("hello /quit").as_deref(), Some("hello /quit"));
     }
 

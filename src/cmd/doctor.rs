@@ -96,6 +96,19 @@ fn home_report(store: &Store, out: &mut String, problems: &mut Vec<String>) {
     }
     let ids = store.session_ids().unwrap_or_default();
     out.push_str(&format!("  sessions: {}\n", ids.len()));
+    match store.listing() {
+        Ok(listed) => {
+            for l in listed {
+                let Some(why) = l.unreadable else { continue };
+                problems.push(format!(
+                    "session {id} cannot be read: {why}; look at it with `cca show --raw {id}`, \
+                     fix it by hand (`\"$EDITOR\" \"$(cca path {id})\"`) or remove it (`cca rm {id}`)",
+                    id = l.id
+                ));
+            }
+        }
+        Err(e) => problems.push(format!("cannot list the sessions: {e:#}")),
+    }
     match store.latest() {
         Ok(Some(id)) => out.push_str(&format!("  latest: {id}\n")),
         Ok(None) => out.push_str("  latest: none yet\n"),

@@ -64,11 +64,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Rm { ids, purge } => sessions::remove(&ids, purge),
         Command::Restore { ids } => sessions::restore(&ids),
         Command::Man => {
-            let mut page = Vec::new();
-            clap_mangen::Man::new(Cli::command())
-                .render(&mut page)
-                .context("cannot render the man page")?;
-            print(&String::from_utf8_lossy(&page))?;
+            print(&crate::manpage::render(&Cli::command(), crate::manpage::REFERENCE))?;
             Ok(exit::OK)
         }
     }

@@ -444,9 +444,8 @@ fn record_title(kind: Kind, meta: &Meta, done: &mut u64) -> String {
         ),
         Kind::Clear => "context cleared here: nothing above is sent again".to_string(),
         Kind::Compaction => format!(
-            "summary of turns {}–{}, sent in their place ({} → {})",
-            meta.first.unwrap_or(1),
-            meta.through.unwrap_or(0),
+            "summary of {}, sent in their place ({} → {})",
+            crate::human::turns(meta.first.unwrap_or(1), meta.through.unwrap_or(0)),
             human_bytes(meta.bytes_before.unwrap_or(0)),
             human_bytes(meta.bytes_after.unwrap_or(0))
         ),
@@ -550,6 +549,11 @@ pub fn fork_session(
     let _lock = store.lock(source, true, || say_waiting(source))?;
     let (summary, exchange_ends) = store.summarize_with_ends(source)?;
     let n = at.unwrap_or(summary.exchanges);
+    if at == Some(0) {
+        return Err(Failure::usage("a fork at 0 would keep nothing of the session")
+            .hint("keep at least one exchange (`--at 1`), or start anew with `cca search \"...\"`")
+            .into());
+    }
     if n > summary.exchanges {
         return Err(Failure::usage(format!(
             "session {source} has {} exchange(s); cannot fork at {n}",
@@ -671,18 +675,23 @@ pub fn name(first: Option<&str>, second: Option<&str>, clear: bool) -> Result<u8
 pub fn compact(id: Option<&str>, keep: Option<u64>, fail_fast: bool) -> Result<u8> {
     let (settings, store) = settings(&Flags { fail_fast, ..Flags::default() })?;
     let id = session::chosen(&settings, &store, id)?;
-    let _lock = store.lock(&id, true, || say_waiting(&id))?;
-    let summary = store.summarize_to_append(&id)?;
-    let (engine, model) = session::engine_and_model(&settings, &summary.header, false)?;
-    let ctx = session::Session {
-        settings: &settings,
-        store: &store,
-        id: &id,
-        engine,
-        model: model.as_deref(),
-    };
+    compact_session(&settings, &store, &id, keep)
+}
+
+/// Summarises a session's older turns now, saying how it went on stderr: `cca compact`, and
+/// `/compact` in `cca chat`.
+pub fn compact_session(
+    settings: &Settings,
+    store: &Store,
+    id: &str,
+    keep: Option<u64>,
+) -> Result<u8> {
+    let _lock = store.lock(id, true, || say_waiting(id))?;
+    let summary = store.summarize_to_append(id)?;
+    let (engine, model) = session::engine_and_model(settings, &summary.header, false)?;
+    let ctx = session::Session { settings, store, id, engine, model: model.as_deref() };
     let mut spinner = Spinner::default();
-    if spinner_wanted(&settings) {
+    if spinner_wanted(settings) {
         spinner.start(&format!("waiting for {} to summarise", engine.name));
     }
     let keep = keep.unwrap_or(settings.compaction.keep_recent);
@@ -700,9 +709,9 @@ pub fn compact(id: Option<&str>, keep: Option<u64>, fail_fast: bool) -> Result<u
     match compacted {
         Ok(Some(c)) => {
             say(&format!(
-                "cca: turns {}-{} of {id} are now a summary: {} -> {} of context",
-                c.first,
-                c.through,
+                "cca: {} of {id} {} now a summary: {} -> {} of context",
+                crate::human::turns(c.first, c.through),
+                if c.first == c.through { "is" } else { "are" },
                 human_bytes(c.bytes_before),
                 human_bytes(c.bytes_after)
             ));

@@ -235,7 +235,7 @@ impl Decoder {
                     // The total of the process so far (measured): this answer's share is what
                     // it added since the last `result`.
                     cost_usd: v["total_cost_usd"].as_f64().map(|total| {
-                        let cost = total - self.cost_so_far;
+                        let cost = crate::transcript::round_cost(total - self.cost_so_far);
                         self.cost_so_far = total;
                         cost
                     }),
@@ -476,6 +476,18 @@ mod tests {
             .filter_map(|o| if let Output::Usage(u) = o { Some(u.cost_usd) } else { None })
             .collect();
         assert_eq!(costs, [Some(0.25), Some(0.5)], "each answer costs what it added");
+    }
+
+    #[test]
+    fn an_answer_s_cost_is_kept_rounded() {
+        // 0.0002 - 0.00012 is 0.00007999999999999999 in binary floating point.
+        let result = |total: f64| json!({"type": "result", "is_error": false, "result": "x", "usage": {}, "total_cost_usd": total});
+        let sample = format!("{}\n{}\n", result(0.00012), result(0.0002));
+        let costs: Vec<Option<f64>> = decode(&sample)
+            .iter()
+            .filter_map(|o| if let Output::Usage(u) = o { Some(u.cost_usd) } else { None })
+            .collect();
+        assert_eq!(costs, [Some(0.00012), Some(0.00008)]);
     }
 
     #[test]

@@ -807,7 +807,8 @@ impl Acp {
                     let (first, through) =
                         (record.meta.first.unwrap_or(1), record.meta.through.unwrap_or(0));
                     let summary = format!(
-                        "*Summary of turns {first}-{through} (sent in their place):*\n\n{}",
+                        "*Summary of {} (sent in their place):*\n\n{}",
+                        crate::human::turns(first, through),
                         content(&record)
                     );
                     send(AGENT_CHUNK, &summary, &mut lines);

@@ -11,9 +11,14 @@
 //! signal, as they would have, once the terminal's modes are put back (a line editor may hold it
 //! in raw mode); SIGTSTP suspends cca as usual, since no engine runs; Ctrl-C is dropped (at the
 //! prompt the line editor reads it as a key).
+//!
+//! That suspension happens inside the signal handler, before the `kill` that sent it returns: the
+//! line editor sends SIGTSTP itself on Ctrl-Z, then takes the terminal back and redraws its
+//! prompt, which must happen after `fg`, not just before the stop.
 
 use std::io::IsTerminal;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGTSTP};
@@ -23,6 +28,8 @@ use crate::run::{Cancel, Stop};
 /// The cancel of the running turn, if one runs.
 static ROUTE: Mutex<Option<Cancel>> = Mutex::new(None);
 static INSTALLED: Mutex<bool> = Mutex::new(false);
+/// No turn is routed: SIGTSTP suspends cca at once (see the module's note).
+static UNROUTED: AtomicBool = AtomicBool::new(true);
 
 /// Takes over the signals now, before any turn runs (a chat, from its start).
 pub fn listen() -> Result<()> {
@@ -33,6 +40,7 @@ pub fn listen() -> Result<()> {
 pub fn route_to(cancel: &Cancel) -> Result<Route> {
     install()?;
     *ROUTE.lock().unwrap_or_else(|e| e.into_inner()) = Some(cancel.clone());
+    UNROUTED.store(false, Ordering::SeqCst);
     Ok(Route(()))
 }
 
@@ -42,6 +50,7 @@ pub struct Route(());
 impl Drop for Route {
     fn drop(&mut self) {
         *ROUTE.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        UNROUTED.store(true, Ordering::SeqCst);
     }
 }
 
@@ -53,6 +62,8 @@ fn install() -> Result<()> {
     // The terminal's modes as they are before any line editor changes them.
     let stdin = std::io::stdin();
     let modes = stdin.is_terminal().then(|| rustix::termios::tcgetattr(&stdin).ok()).flatten();
+    signal_hook::flag::register_conditional_default(SIGTSTP, &UNROUTED)
+        .context("cannot install signal handlers")?;
     let mut signals =
         signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP])
             .context("cannot install signal handlers")?;
@@ -66,18 +77,17 @@ fn install() -> Result<()> {
                         cancel.stop(Stop::Signal(signal));
                     }
                 }
-                None if signal == SIGINT => {}
+                // Ctrl-C is the line editor's key; SIGTSTP was done in the handler.
+                None if signal == SIGINT || signal == SIGTSTP => {}
                 None => {
-                    if signal != SIGTSTP
-                        && let Some(modes) = &modes
-                    {
+                    if let Some(modes) = &modes {
                         let _ = rustix::termios::tcsetattr(
                             std::io::stdin(),
                             rustix::termios::OptionalActions::Now,
                             modes,
                         );
                     }
-                    // What the signal would have done: end cca (or suspend it, for SIGTSTP).
+                    // What the signal would have done: end cca.
                     let _ = signal_hook::low_level::emulate_default_handler(signal);
                 }
             }

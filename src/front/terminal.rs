@@ -50,8 +50,9 @@ pub struct Terminal {
     /// `--json`: the answer as it would have been printed, and the tool calls.
     answer: String,
     tools: Vec<serde_json::Value>,
-    /// Say which session a new one is, as soon as it has the question (chat).
-    announce_new_session: bool,
+    /// In `cca chat`: say which session a new one is as soon as it has the question, and name
+    /// chat's own commands in hints.
+    chat: bool,
     /// The question is in the transcript.
     recorded: bool,
     /// Answers rendered as markdown for the terminal, as they stream (see [`rendering`]).
@@ -91,7 +92,7 @@ impl Terminal {
             answered: false,
             answer: String::new(),
             tools: Vec::new(),
-            announce_new_session: false,
+            chat: false,
             renderer: rendering(settings, mode).map(Renderer::new),
             cost_line: mode == Mode::Normal && io::stderr().is_terminal(),
             color: settings.color,
@@ -100,8 +101,8 @@ impl Terminal {
     }
 
     /// Says which session a turn created, once its question is recorded.
-    pub fn announcing_new_sessions(mut self) -> Terminal {
-        self.announce_new_session = true;
+    pub fn in_chat(mut self) -> Terminal {
+        self.chat = true;
         self
     }
 
@@ -190,7 +191,9 @@ impl Terminal {
             };
             let kept = "your question is kept in the transcript, marked as not answered, and will \
                         not be sent again; ask again with `cca search --resume`";
-            print_error(&reason, hint.iter().flat_map(|h| h.lines()).chain([kept]));
+            let hints: Vec<String> =
+                hint.iter().flat_map(|h| h.lines()).chain([kept]).map(|h| self.hint(h)).collect();
+            print_error(&reason, hints.iter().map(String::as_str));
         }
         if let Some(e) = &self.stdout_failed {
             let id = &outcome.session;
@@ -222,10 +225,14 @@ impl Terminal {
                 why.exit_code()
             }
             None if self.mode == Mode::Json => json_error(&error),
-            None => report(&error),
+            None => report_with(&error, self.chat),
         };
         say(&format!("cca: nothing was recorded; your question was:\n{question}"));
         Ok(code)
+    }
+
+    fn hint(&self, hint: &str) -> String {
+        if self.chat { chat_hint(hint) } else { hint.to_string() }
     }
 
     fn shows(&self, level: Level) -> bool {
@@ -318,7 +325,7 @@ impl Observer for Terminal {
             Event::Waiting { session } => say_waiting(session),
             Event::Recorded { session, created } => {
                 self.recorded = true;
-                if created && self.announce_new_session {
+                if created && self.chat {
                     self.aside(format!("cca: session {session}\n").as_bytes());
                 }
             }
@@ -381,6 +388,28 @@ fn cut_chars(line: &str, max: usize) -> String {
 /// Prints an error the way every cca error is printed, and returns its exit code: the
 /// outermost message, then the causes that add something, then the hint of a [`Failure`].
 pub fn report(err: &anyhow::Error) -> u8 {
+    report_with(err, false)
+}
+
+/// [`report`], in `cca chat`: the hints name chat's commands.
+pub fn report_in_chat(err: &anyhow::Error) -> u8 {
+    report_with(err, true)
+}
+
+/// A hint as `cca chat` says it: chat's own commands instead of the shell's.
+fn chat_hint(hint: &str) -> String {
+    const IN_CHAT: [(&str, &str); 6] = [
+        ("ask again with `cca search --resume`", "send it again (Up recalls it)"),
+        ("ask again with `,`", "send it again (Up recalls it)"),
+        ("`cca clear`", "`/clear`"),
+        ("`cca compact`", "`/compact`"),
+        ("`cca fork`", "`/fork`"),
+        ("(`--at 1`)", "(`/fork 1`)"),
+    ];
+    IN_CHAT.iter().fold(hint.to_string(), |hint, (shell, chat)| hint.replace(shell, chat))
+}
+
+fn report_with(err: &anyhow::Error, chat: bool) -> u8 {
     let failure = err.chain().find_map(|e| e.downcast_ref::<Failure>());
     let mut message = String::new();
     for (i, cause) in err.chain().enumerate() {
@@ -393,7 +422,10 @@ pub fn report(err: &anyhow::Error) -> u8 {
         }
         message.push_str(&text);
     }
-    print_error(&message, failure.and_then(|f| f.hint.as_deref()).into_iter().flat_map(str::lines));
+    let hints = failure.and_then(|f| f.hint.as_deref()).into_iter().flat_map(str::lines);
+    let hints: Vec<String> =
+        hints.map(|h| if chat { chat_hint(h) } else { h.to_string() }).collect();
+    print_error(&message, hints.iter().map(String::as_str));
     failure.map_or(exit::ERROR, |f| f.code)
 }
 

@@ -145,8 +145,11 @@ fn case_text_and_words() {
     assert_eq!(count(&["lockfileex"]), 1);
     assert_eq!(count(&["Lockfileex"]), 0);
     assert_eq!(count(&["-i", "Lockfileex"]), 1);
-    assert_eq!(count(&["-s", "lockfileex"]), 0);
-    assert_eq!(count(&["-s", "-i", "lockfileex"]), 1, "the last of -s and -i wins");
+    assert_eq!(count(&["-S", "lockfileex"]), 0);
+    assert_eq!(count(&["--case-sensitive", "lockfileex"]), 0);
+    assert_eq!(count(&["-S", "-i", "lockfileex"]), 1, "the last of -S and -i wins");
+    // One flag, one meaning: -s is a session in every command, never case sensitivity.
+    env.run(&["grep", "-s", "lockfileex"]).code(2);
     // -F: text, not a pattern.
     assert_eq!(count(&["File::lock."]), 1);
     assert_eq!(count(&["-F", "File::lock."]), 1);

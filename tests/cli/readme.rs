@@ -1,11 +1,17 @@
 //! The README is a manual, and every command in it must work: each `cca` command line in its
-//! shell examples parses with the real CLI, and every setting it should document is there.
+//! shell examples parses with the real CLI, and what it shows of the engines is what cca runs.
+//! docs/REFERENCE.md (also the man page's source) documents every setting.
 
 use clap::Parser;
 
+use crate::common::*;
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()
+}
+
 fn readme() -> String {
-    std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
-        .unwrap()
+    read("README.md")
 }
 
 /// Shell words of a line: quotes group, `#` outside quotes starts a comment.
@@ -90,27 +96,68 @@ fn every_cca_command_in_the_readme_parses() {
 }
 
 #[test]
-fn the_readme_documents_every_setting_and_command() {
+fn the_readme_names_every_command_and_stays_short() {
     use clap::CommandFactory;
     let text = readme();
-    for var in cca::vars::ALL {
-        assert!(text.contains(var), "README lacks {var}");
+    for sub in cca::cli::Cli::command().get_subcommands() {
+        let name = sub.get_name();
+        assert!(text.contains(&format!("cca {name}")), "README lacks `cca {name}`");
     }
-    assert!(text.contains("CCA_COMPLETE"));
+    let lines = text.lines().count();
+    assert!(
+        lines < 500,
+        "the README has {lines} lines: reference material goes to docs/REFERENCE.md"
+    );
+    // A newcomer's path comes first: install, an engine, then the quick start; editors after
+    // engines and configuration; the test suite with the contributors.
+    let at = |heading: &str| text.find(heading).unwrap_or_else(|| panic!("README lacks {heading}"));
+    assert!(at("## Install") < at("## Set up an engine"));
+    assert!(at("## Set up an engine") < at("## Quick start"));
+    assert!(at("## Engines") < at("## Editors") && at("## Configuration") < at("## Editors"));
+    assert!(at("make test") > at("## Development"), "`make test` is for contributors");
+}
+
+#[test]
+fn the_reference_documents_every_setting_variable_and_exit_code() {
+    let text = read("docs/REFERENCE.md");
+    for var in cca::vars::ALL.iter().chain(&["CCA_COMPLETE"]) {
+        assert!(text.contains(&format!("`{var}`")), "docs/REFERENCE.md lacks {var}");
+    }
     for key in cca::config::FILE_KEYS
         .iter()
         .chain(cca::config::ENGINE_KEYS)
         .chain(cca::config::COMPACTION_KEYS)
     {
-        assert!(text.contains(&format!("{key} =")), "README lacks the config key {key}");
+        assert!(text.contains(&format!("| `{key} =")), "docs/REFERENCE.md lacks the key {key}");
     }
-    for sub in cca::cli::Cli::command().get_subcommands() {
-        let name = sub.get_name();
-        assert!(text.contains(&format!("cca {name}")), "README lacks `cca {name}`");
+    for code in ["| 0 |", "| 1 |", "| 2 |", "| 75 |", "| 130, 143, 129, 131, 148 |"] {
+        assert!(text.contains(code), "docs/REFERENCE.md lacks exit code {code}");
     }
-    for code in ["| 0 |", "| 1 |", "| 2 |", "| 75 |", "130"] {
-        assert!(text.contains(code), "README lacks exit code {code}");
-    }
+}
+
+/// The engine command lines the README shows are the ones cca runs.
+#[test]
+fn the_readme_shows_the_engine_command_lines_cca_runs() {
+    let text = readme();
+    let env = TestEnv::new();
+    // The program's name as a person types it, then its arguments.
+    let command_line = |env: &TestEnv| {
+        let call = env.last_call();
+        let argv = argv_of(&call);
+        let program = std::path::Path::new(argv[0]).file_name().unwrap().to_string_lossy();
+        std::iter::once(program.to_string())
+            .chain(argv[1..].iter().map(|a| a.to_string()))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    env.run(&["search", "q"]).ok();
+    let claude = command_line(&env);
+    assert!(text.contains(&format!("`{claude}`")), "README does not show `{claude}`");
+    env.run(&["search", "-e", "gemini", "q"]).ok();
+    let gemini = command_line(&env);
+    let policy = gemini.find("--policy ").expect("a policy") + "--policy ".len();
+    let shown = format!("`{}POLICY`", &gemini[..policy]);
+    assert!(text.contains(&shown), "README does not show {shown}");
 }
 
 #[test]

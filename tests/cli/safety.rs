@@ -260,6 +260,14 @@ fn doctor_lists_engines_and_fails_without_one() {
         "{run}"
     );
     assert!(run.stdout.contains("(default)"), "{run}");
+    // A transcript that cannot be read is a problem it names, with what to do; an engine is
+    // still usable, so the exit is 0 (the exit status is documented in `cca doctor --help`).
+    env.run(&["search", "q"]).ok();
+    std::fs::write(env.session_path(STAMP), "not a transcript\n").unwrap();
+    let run = env.run(&["doctor"]);
+    run.ok();
+    assert!(run.stdout.contains(&format!("session {STAMP} cannot be read: ")), "{run}");
+    assert!(run.stdout.contains(&format!("`cca rm {STAMP}`")), "{run}");
     let none = TestEnv::with_engines(&[]);
     let run = none.run(&["doctor"]);
     run.code(1);

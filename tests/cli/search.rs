@@ -438,13 +438,23 @@ fn a_cut_off_transcript_still_opens_and_its_tail_is_not_sent() {
     text.push_str("\n<!-- cca:user {\"at\":\"2026-11-21T10:16:00Z\"} -->\n## 2. You\n\nhalf writ");
     std::fs::write(&path, &text).unwrap();
     let run = env.run(&["search", "-r", "two"]);
-    run.ok().stderr_has("line").stderr_has("cut off");
+    run.ok().stderr_has("was cut off").stderr_has("it is kept in");
     let stdin = stdin_of(&env.last_call()).to_string();
     assert!(!stdin.contains("half writ"), "{stdin}");
     assert!(tag(&stdin, "conversation_history").unwrap().contains("one"));
-    // The next append is readable, and the earlier records intact.
+    // Repaired once: the cut record is kept aside whole, and the transcript says where.
+    let kept = env.cca_home.join(format!("damaged/{STAMP}-20261121-101500.md"));
+    let aside = std::fs::read_to_string(&kept).unwrap();
+    assert!(aside.starts_with("<!-- cca:user ") && aside.ends_with("half writ"), "{aside:?}");
+    let file = std::fs::read_to_string(&path).unwrap();
+    assert!(file.contains(&format!("is kept in {}", kept.display())), "{file}");
+    assert!(!file.contains("half writ"), "{file}");
+    // The next append is readable, the earlier records intact, and nothing is warned of again.
     let run = env.run(&["search", "-r", "three"]);
     run.ok();
+    assert!(!run.stderr.contains("cut off") && !run.stderr.contains("warning"), "{run}");
+    let show = env.run(&["show"]);
+    assert!(!show.ok().stderr.contains("warning"), "{show}");
     let history = tag(stdin_of(&env.last_call()), "conversation_history").unwrap().to_string();
     assert!(
         history.contains("<user_turn>\none\n") && history.contains("<user_turn>\ntwo\n"),

@@ -142,6 +142,9 @@ fn fork_at_turn_two_sends_exactly_two_exchanges() {
     env.run(&["search", "-q", "-s", "20261121-101500", "t5 in the original"]).ok();
     assert_eq!(env.last_users(), ["t1", "t2", "t3", "t4"]);
     env.run(&["fork", "--at", "9"]).code(2).stderr_has("has 5 exchange(s)");
+    let before = env.session_files();
+    env.run(&["fork", "--at", "0"]).code(2).stderr_has("a fork at 0 would keep nothing");
+    assert_eq!(env.session_files(), before, "no empty session is made");
 }
 
 #[test]
@@ -252,7 +255,11 @@ fn chat_commands_clear_and_fork() {
     chat.exp_string("context cleared").unwrap();
     chat.send_line("c-two").unwrap();
     chat.exp_string("ECHO: c-two").unwrap();
+    // A fork keeps at least one exchange; the hint names chat's own command.
     chat.send_line("/fork 0").unwrap();
+    chat.exp_string("a fork at 0 would keep nothing").unwrap();
+    chat.exp_string("`/fork 1`").unwrap();
+    chat.send_line("/fork 1").unwrap();
     chat.exp_string("now talking in").unwrap();
     chat.send_line("c-three \\").unwrap();
     chat.send_line("continued").unwrap();
@@ -265,11 +272,55 @@ fn chat_commands_clear_and_fork() {
     chat.exp_string("ECHO: /etc/hosts?").unwrap();
     chat.send_line("//quit").unwrap();
     chat.exp_string("ECHO: /quit").unwrap();
+    // A mistyped command is refused, never sent to the engine as a question.
+    chat.send_line("/cleaar").unwrap();
+    chat.exp_string("unknown command /cleaar; nothing was sent").unwrap();
+    chat.exp_string("// at the start sends a message").unwrap();
     chat.send_line("/quit").unwrap();
     chat.exp_eof().unwrap();
     let calls = env.calls();
     assert!(tag(stdin_of(&calls[1]), "conversation_history").is_none(), "cleared");
-    assert!(tag(stdin_of(&calls[2]), "conversation_history").is_none(), "forked at 0");
+    assert_eq!(history_users(stdin_of(&calls[2])), ["c-one"], "forked at 1");
     assert_eq!(tag(stdin_of(&calls[2]), "user_query"), Some("c-three \ncontinued"));
     assert_eq!(env.session_files().len(), 2);
+    assert_eq!(calls.len(), 5, "nothing sent for /cleaar: {calls:?}");
+}
+
+/// In chat, a hint names what to do in chat, not the shell's commands.
+#[test]
+fn chat_hints_name_chat_s_own_commands() {
+    let env = TestEnv::new();
+    let mut cmd = env.pty_command();
+    cmd.args(["chat"]).env("FAKE_SCRIPT", "fail the api is down");
+    let mut chat = spawn_command(cmd, Some(TIMEOUT.as_millis() as u64)).unwrap();
+    chat.exp_string("> ").unwrap();
+    chat.send_line("h-1").unwrap();
+    let shown = chat.exp_string("send it again (Up recalls it)").unwrap();
+    assert!(!shown.contains("cca search --resume"), "{shown}");
+    chat.send_control('d').unwrap();
+    chat.exp_eof().unwrap();
+}
+
+/// `/compact` in chat does what `cca compact` and ACP's `/compact` do.
+#[test]
+fn chat_compacts_with_slash_compact() {
+    let env = TestEnv::new();
+    let mut cmd = env.pty_command();
+    cmd.args(["chat"]);
+    let mut chat = spawn_command(cmd, Some(TIMEOUT.as_millis() as u64)).unwrap();
+    for n in 1..=3 {
+        chat.exp_string("> ").unwrap();
+        chat.send_line(&format!("k-{n}")).unwrap();
+        chat.exp_string(&format!("ECHO: k-{n}")).unwrap();
+    }
+    chat.send_line("/compact 1").unwrap();
+    chat.exp_string(&format!("turns 1-2 of {STAMP} are now a summary")).unwrap();
+    chat.send_line("/compact x").unwrap();
+    chat.exp_string("/compact takes a number").unwrap();
+    chat.send_line("k-4").unwrap();
+    chat.exp_string("ECHO: k-4").unwrap();
+    chat.send_control('d').unwrap();
+    chat.exp_eof().unwrap();
+    let history = tag(stdin_of(&env.last_call()), "conversation_history").unwrap().to_string();
+    assert!(history.contains("<conversation_summary>\nSUMMARY[k-1 | k-2]"), "{history}");
 }

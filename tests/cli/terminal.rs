@@ -74,6 +74,17 @@ fn no_spinner_on_a_dumb_terminal() {
     assert!(!all.contains("waiting for"), "{all:?}");
 }
 
+/// PAGER is a shell command, as git runs it: quotes and pipes work, not only words.
+#[test]
+fn show_runs_pager_through_the_shell() {
+    let env = TestEnv::new();
+    env.run(&["search", "q"]).ok();
+    let pager = "sed 's/^/PAGED> /' | cat";
+    let mut session = in_pty(&env, &["show"], &[("PAGER", pager), ("NO_COLOR", "1")]);
+    let all = session.exp_eof().unwrap();
+    assert!(all.contains("PAGED> ECHO: q"), "{all:?}");
+}
+
 #[test]
 fn show_uses_bold_on_a_terminal_unless_no_color() {
     let env = TestEnv::new();
@@ -367,9 +378,15 @@ fn chat_in_a_shell(env: &TestEnv, pid_file: &std::path::Path) -> PtySession {
     let cca = cca_exe().display().to_string();
     let inner = format!("echo \\$\\$ > '{}'; exec '{cca}' chat", pid_file.display());
     let line = format!("sh -c \"{inner}\"; echo \"status $?\"; stty -a");
-    let template = env.pty_command();
     let mut cmd = std::process::Command::new("sh");
-    cmd.env_clear().arg("-c").arg(line).current_dir(&env.work);
+    cmd.arg("-c").arg(line);
+    in_pty_with_env(env, cmd)
+}
+
+/// Spawns `cmd` in a pty, in the test's folder, with the environment cca gets in the tests.
+fn in_pty_with_env(env: &TestEnv, mut cmd: std::process::Command) -> PtySession {
+    let template = env.pty_command();
+    cmd.env_clear().current_dir(&env.work);
     for (k, v) in template.get_envs() {
         if let Some(v) = v {
             cmd.env(k, v);
@@ -602,4 +619,65 @@ fn absurd_figures_in_a_transcript_are_left_out_and_sums_saturate() {
         all.contains("12 tokens in · 34 out · $0.0015 (session: 24 tokens in · 73 out · $0.0030) · figures that made no sense left out (5)"),
         "{all:?}"
     );
+}
+
+/// Ctrl-Z at the chat prompt suspends cca; after `fg` the prompt is drawn again and the line
+/// editor works as before. Driven through an interactive shell, which does the job control.
+#[test]
+fn ctrl_z_at_the_chat_prompt_and_fg_draw_the_prompt_again() {
+    let env = TestEnv::new();
+    let mut cmd = std::process::Command::new("bash");
+    cmd.args(["--norc", "--noprofile", "-i"]);
+    let mut session = in_pty_with_env(&env, cmd);
+    session.send_line("PS1='shell$ '; PS2='more$ '").unwrap();
+    session.exp_string("shell$ ").unwrap();
+    session.send_line(&format!("{} chat", cca_exe().display())).unwrap();
+    session.exp_string("Ctrl-D to leave").unwrap();
+    session.exp_string("> ").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    session.send_control('z').unwrap();
+    // Stopped at once: the prompt is not redrawn just before the stop (and so lost), but after.
+    let before_stop = session.exp_string("Stopped").unwrap();
+    assert!(!before_stop.contains('>'), "{before_stop:?}");
+    session.exp_string("shell$ ").unwrap();
+    session.send_line("fg").unwrap();
+    session.exp_string("> ").unwrap();
+    session.send_line("after fg").unwrap();
+    session.exp_string("ECHO: after fg").unwrap();
+    session.exp_string("> ").unwrap();
+    session.send_control('d').unwrap();
+    session.exp_string("shell$ ").unwrap();
+    session.send_line("exit").unwrap();
+    session.exp_eof().unwrap();
+}
+
+/// What is typed while an answer streams is not echoed into the answer's line: it shows on a
+/// line of its own once Enter sends it (`steer queued: ...`). The terminal echoes, as a user's
+/// does (the test pty does not by default).
+#[test]
+fn typing_while_a_chat_answer_streams_stays_off_the_answer_s_line() {
+    let env = TestEnv::new();
+    let go = env.root.path().join("go");
+    let mut cmd = std::process::Command::new("sh");
+    let line = format!(
+        "stty echo; FAKE_SCRIPT_1='say answer one;await {}' exec {} chat",
+        go.display(),
+        cca_exe().display()
+    );
+    cmd.arg("-c").arg(line);
+    let mut session = in_pty_with_env(&env, cmd);
+    session.exp_string("> ").unwrap();
+    session.send_line("q1").unwrap();
+    session.exp_string("answer one").unwrap();
+    session.send_line("focus on JWT").unwrap();
+    let before = session.exp_string("steer queued: focus on JWT").unwrap();
+    assert!(!before.contains("focus on JWT"), "typing echoed into the answer: {before:?}");
+    std::fs::write(&go, "").unwrap();
+    session.exp_string("ECHO: focus on JWT").unwrap();
+    // Back at the prompt, typing shows again.
+    session.exp_string("> ").unwrap();
+    session.send_line("q2").unwrap();
+    session.exp_string("ECHO: q2").unwrap();
+    session.send_control('d').unwrap();
+    session.exp_eof().unwrap();
 }
