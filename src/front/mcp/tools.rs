@@ -1,0 +1,957 @@
+//! The tools `cca mcp` offers: `search` (every conversation, through `crate::grep`), `read` (a
+//! conversation or some of its exchanges, through the transcript scanner) and `list` (recent
+//! conversations, from `store.listing()`, as `cca sessions`).
+//!
+//! Every answer is text for a model: bounded ([`OUTPUT`] characters, with a note of what was
+//! left out and how to get it), and safe ([`safe_text`]: nothing in it can drive a terminal).
+//! Bad arguments, an unknown session or an unreadable one are an error text the model can act
+//! on. Nothing here writes a transcript or takes a lock.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::BufReader;
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::config::Settings;
+use crate::grep::{Case, Matcher, Numbering, Options, PatternOptions, Searcher, Shown, Sink};
+use crate::store::{self, Store};
+use crate::transcript::{self, Direction, Event, Header, Kind, MarkerEscaper, Meta, Scanner};
+
+/// The most characters one answer holds (about 5,000 tokens): well under what clients accept
+/// from a tool (Claude Code warns past 10,000 tokens), and enough for a dozen excerpts.
+const OUTPUT: usize = 20_000;
+/// The longest query taken, in characters.
+const QUERY: usize = 1_000;
+/// The most words a word search takes.
+const WORDS: usize = 16;
+/// Matching exchanges shown by default, and at most.
+const SEARCH_LIMIT: (usize, usize) = (8, 30);
+/// Conversations listed by default, and at most.
+const LIST_LIMIT: (usize, usize) = (20, 200);
+/// An excerpt: so much of the question, and of the answer, around the hit.
+const QUESTION_CHARS: usize = 600;
+const ANSWER_CHARS: usize = 1_500;
+/// Matching lines quoted for an exchange, and so many characters of each.
+const HIT_LINES: usize = 3;
+const HIT_CHARS: usize = 300;
+
+pub(super) struct Tools {
+    settings: Settings,
+    store: Store,
+}
+
+/// The tools, as `tools/list` describes them to the model.
+pub(super) fn list() -> Value {
+    let filters = json!({
+        "cwd": {"type": "string", "description": "Only conversations started in this folder or below it: an absolute path, or \"here\" for the folder the agent works in."},
+        "engine": {"type": "string", "description": "Only conversations started with this engine: \"claude\", \"gemini\", or another configured one."},
+        "since": {"type": "string", "description": "Only what was said since this date: 2026-11-21, \"2026-11-21 10:15\", RFC 3339, or a time ago such as 3d, 12h, 2w."},
+    });
+    let mut search_props = json!({
+        "query": {"type": "string", "description": "Words to find (every word must appear in the exchange, in any order, ignoring case), or a regular expression when regex is true."},
+        "regex": {"type": "boolean", "description": "Treat query as one regular expression (Rust syntax; smart case: case is ignored unless it has an upper-case letter), matched line by line.", "default": false},
+        "until": {"type": "string", "description": "Only what was said until this date (same forms as since)."},
+        "limit": {"type": "integer", "minimum": 1, "maximum": SEARCH_LIMIT.1, "description": format!("How many matching exchanges to return (default {}, at most {}).", SEARCH_LIMIT.0, SEARCH_LIMIT.1)},
+    });
+    let mut list_props = json!({
+        "limit": {"type": "integer", "minimum": 1, "maximum": LIST_LIMIT.1, "description": format!("How many conversations to list (default {}, at most {}).", LIST_LIMIT.0, LIST_LIMIT.1)},
+    });
+    for props in [&mut search_props, &mut list_props] {
+        props
+            .as_object_mut()
+            .expect("an object")
+            .extend(filters.as_object().expect("an object").clone());
+    }
+    json!([
+        {
+            "name": "search",
+            "title": "Search past conversations",
+            "description": "Search every conversation the user has kept with cca (all folders, all engines) for what was said: past solutions, decisions, error messages, commands. Returns the matching exchanges, newest first, each with its conversation id, date, title, the lines that matched, and an excerpt of the question and answer. Use `read` with the id and exchange number to see all of one.",
+            "inputSchema": {"type": "object", "properties": search_props, "required": ["query"], "additionalProperties": false},
+            "annotations": {"readOnlyHint": true, "openWorldHint": false},
+        },
+        {
+            "name": "read",
+            "title": "Read a past conversation",
+            "description": "Read one kept conversation, whole or a range of its exchanges (numbered from 1), by the id that search or list gave, or by its name. Long conversations come in parts: the answer says which exchanges are left and how to ask for them.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "description": "The conversation's id (such as 20261121-101500), a unique start of one, or its name."},
+                    "from": {"type": "integer", "minimum": 1, "description": "The first exchange to read (default 1)."},
+                    "to": {"type": "integer", "minimum": 1, "description": "The last exchange to read (default: the last one)."},
+                },
+                "required": ["id"],
+                "additionalProperties": false,
+            },
+            "annotations": {"readOnlyHint": true, "openWorldHint": false},
+        },
+        {
+            "name": "list",
+            "title": "List recent conversations",
+            "description": "List the user's kept conversations, most recently active first: id, name, last activity, number of exchanges, engine, folder and title. Use it to find a conversation by when or where it happened; use search to find one by what was said.",
+            "inputSchema": {"type": "object", "properties": list_props, "additionalProperties": false},
+            "annotations": {"readOnlyHint": true, "openWorldHint": false},
+        },
+    ])
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchArgs {
+    query: String,
+    #[serde(default)]
+    regex: bool,
+    cwd: Option<String>,
+    engine: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+    limit: Option<usize>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadArgs {
+    id: String,
+    from: Option<u64>,
+    to: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListArgs {
+    cwd: Option<String>,
+    engine: Option<String>,
+    since: Option<String>,
+    limit: Option<usize>,
+}
+
+impl Tools {
+    pub(super) fn new(settings: Settings, store: Store) -> Tools {
+        Tools { settings, store }
+    }
+
+    /// Runs a tool: its text, or an error text for the model; `None` when there is no such tool.
+    pub(super) fn call(&self, name: &str, arguments: &Value) -> Option<Result<String, String>> {
+        let result = match name {
+            "search" => args(name, arguments).and_then(|a| self.search(a)),
+            "read" => args(name, arguments).and_then(|a| self.read(a)),
+            "list" => args(name, arguments).and_then(|a| self.list(a)),
+            _ => return None,
+        };
+        Some(result.map(|t| safe_text(&t)).map_err(|t| safe_text(&t)))
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // search
+
+    fn search(&self, a: SearchArgs) -> Result<String, String> {
+        let query = a.query.trim();
+        if query.is_empty() {
+            return Err("search: `query` is empty; give words to find, or a regular expression with \"regex\": true".into());
+        }
+        if query.chars().count() > QUERY {
+            return Err(format!(
+                "search: the query is longer than {QUERY} characters; search for a few distinctive words"
+            ));
+        }
+        let limit = limit("search", a.limit, SEARCH_LIMIT)?;
+        let words: Vec<String> = if a.regex {
+            Vec::new()
+        } else {
+            let mut words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
+            words.dedup();
+            if words.len() > WORDS {
+                return Err(format!(
+                    "search: {} words is too many (at most {WORDS}); keep the distinctive ones",
+                    words.len()
+                ));
+            }
+            words
+        };
+        let (pattern, case) = match a.regex {
+            true => (query.to_string(), Case::Smart),
+            false => (
+                words.iter().map(|w| regex::escape(w)).collect::<Vec<_>>().join("|"),
+                Case::Insensitive,
+            ),
+        };
+        let matcher = Matcher::new(&pattern, &PatternOptions { case, fixed: false, word: false })
+            .map_err(|why| format!("search: cannot search for `{query}`: {why}. Patterns are Rust regular expressions; or leave out \"regex\" to search for the words"))?;
+        let opts = Options {
+            since: self.date("since", a.since.as_deref(), false)?,
+            until: self.date("until", a.until.as_deref(), true)?,
+            ..Options::default()
+        };
+        let filter = Filter { cwd: cwd(a.cwd.as_deref())?, engine: a.engine };
+        let mut ids = self.store.session_ids().map_err(|e| format!("search: {e:#}"))?;
+        // Newest first: what was said last is likeliest to be what the agent needs.
+        ids.sort_by_cached_key(|id| std::cmp::Reverse(store::sort_key(id)));
+        let job = Job {
+            store: &self.store,
+            matcher: &matcher,
+            opts: &opts,
+            filter: &filter,
+            words: &words,
+        };
+        let searched = job.run(&ids, limit);
+
+        let mut out = String::new();
+        let found: Vec<(&Found, &Hit)> = searched
+            .sessions
+            .iter()
+            .flat_map(|f| f.hits.iter().rev().filter(|h| job.qualifies(h)).map(move |h| (f, h)))
+            .collect();
+        let what = match a.regex {
+            true => format!("the pattern `{query}`"),
+            false => format!(
+                "the words {}",
+                words.iter().map(|w| format!("\"{w}\"")).collect::<Vec<_>>().join(", ")
+            ),
+        };
+        if found.is_empty() {
+            let _ = writeln!(out, "Nothing found for {what} in {} conversations.", searched.done);
+            out.push_str("Try fewer or other words, a regular expression (\"regex\": true), or fewer filters.\n");
+        } else {
+            let _ = writeln!(out, "Matching exchanges for {what}, newest first:");
+        }
+        let mut shown = 0;
+        let mut cut_short = false;
+        let mut excerpts: BTreeMap<&str, Vec<Excerpt>> = BTreeMap::new();
+        for (session, hit) in found.iter().take(limit) {
+            if !excerpts.contains_key(session.id.as_str()) {
+                let wanted: Vec<u64> = session.hits.iter().map(|h| h.turn).collect();
+                excerpts.insert(&session.id, self.excerpts(&session.id, &wanted));
+            }
+            let texts = excerpts
+                .get(session.id.as_str())
+                .and_then(|e| e.iter().find(|e| e.turn == hit.turn));
+            let block = excerpt_block(session, hit, texts);
+            if out.len() + block.len() > OUTPUT {
+                cut_short = true;
+                break;
+            }
+            out.push_str(&block);
+            shown += 1;
+        }
+        let left = found.len().min(limit) - shown;
+        if cut_short {
+            let _ = writeln!(
+                out,
+                "\n[{left} more matching exchanges not shown: the answer is limited to {OUTPUT} characters. Ask with a smaller limit, narrower words, or read a conversation by id.]"
+            );
+        }
+        if found.len() > limit {
+            let _ = writeln!(
+                out,
+                "\n[More matching exchanges than the limit of {limit}: ask with a larger limit (at most {}), more words, since/until, cwd or engine.]",
+                SEARCH_LIMIT.1
+            );
+        }
+        if searched.done < ids.len() {
+            let _ = writeln!(
+                out,
+                "[Searched the newest {} of {} conversations; older ones were not searched once enough was found.]",
+                searched.done,
+                ids.len()
+            );
+        }
+        if searched.unreadable > 0 {
+            let _ = writeln!(
+                out,
+                "[{} conversations could not be read and were skipped.]",
+                searched.unreadable
+            );
+        }
+        Ok(out)
+    }
+
+    /// The question and answer of some exchanges of a session, for excerpts.
+    fn excerpts(&self, id: &str, turns: &[u64]) -> Vec<Excerpt> {
+        let (Some(&first), Some(&last)) = (turns.iter().min(), turns.iter().max()) else {
+            return Vec::new();
+        };
+        let Ok((_, records, _)) = self.records(id, first..last + 1, 64 * 1024) else {
+            return Vec::new();
+        };
+        let mut out: Vec<Excerpt> = Vec::new();
+        for r in records.into_iter().filter(|r| turns.contains(&r.turn)) {
+            let at = out.iter().position(|e| e.turn == r.turn).unwrap_or_else(|| {
+                out.push(Excerpt { turn: r.turn, question: None, answer: None });
+                out.len() - 1
+            });
+            let e = &mut out[at];
+            match r.kind {
+                // The last attempt's question, and what ended the exchange.
+                Kind::User => e.question = Some(r),
+                Kind::Assistant => e.answer = Some(r),
+                Kind::Failed | Kind::Interrupted if e.answer.is_none() => e.answer = Some(r),
+                _ => {}
+            }
+        }
+        out
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // read
+
+    fn read(&self, a: ReadArgs) -> Result<String, String> {
+        let id = self.store.resolve_id(a.id.trim()).map_err(|e| {
+            format!("read: {}. Use the id that search or list gave (such as 20261121-101500), or a conversation's name.", message(&e))
+        })?;
+        let from = a.from.unwrap_or(1).max(1);
+        let to = a.to.unwrap_or(u64::MAX);
+        if to < from {
+            return Err(format!("read: `to` ({to}) is before `from` ({from})"));
+        }
+        let (header, records, exchanges) = self
+            .records(&id, from..to.saturating_add(1), OUTPUT * 4)
+            .map_err(|e| format!("read: {}", message(&e)))?;
+        let mut out = String::new();
+        let _ = writeln!(out, "{}", session_line(&id, &header, None));
+        let _ = writeln!(out, "{} in all.", exchanges_word(exchanges));
+        if from > exchanges.max(1) {
+            let _ =
+                writeln!(out, "[There is no exchange {from}: this conversation has {exchanges}.]");
+            return Ok(out);
+        }
+        // The exchange the answer starts with: one too long for the answer alone is cut, so
+        // that reading on from the next one always gets further.
+        let mut first = None;
+        let mut cut = None;
+        // Where the exchange being written starts in `out`, to take it back whole if cut.
+        let mut started = (0, out.len());
+        for r in &records {
+            if r.turn != started.0 {
+                started = (r.turn, out.len());
+            }
+            let mut block = format!("\n── {} ──\n", record_heading(r));
+            block.push_str(&r.text);
+            if !r.text.ends_with('\n') {
+                block.push('\n');
+            }
+            if r.partial {
+                let _ = writeln!(block, "[cut here: this record holds {} bytes]", r.whole);
+            }
+            let room = OUTPUT.saturating_sub(out.len());
+            if block.len() > room {
+                if first.is_some_and(|t| t != r.turn) {
+                    out.truncate(started.1);
+                    cut = Some(r.turn);
+                } else {
+                    let kept: String = block.chars().take(room.saturating_sub(200)).collect();
+                    out.push_str(&kept);
+                    let _ = writeln!(
+                        out,
+                        "\n[cut: exchange {} is longer than one answer may be ({OUTPUT} characters).]",
+                        r.turn
+                    );
+                    cut = Some(r.turn + 1);
+                }
+                break;
+            }
+            first.get_or_insert(r.turn);
+            out.push_str(&block);
+        }
+        match cut {
+            Some(next) if next <= exchanges.max(1) => {
+                let _ = writeln!(
+                    out,
+                    "\n[Exchanges {next} to {exchanges} not shown (the answer is limited to {OUTPUT} characters): read again with from={next}.]"
+                );
+            }
+            _ if to < exchanges => {
+                let _ = writeln!(out, "\n[Exchanges {} to {exchanges} not asked for.]", to + 1);
+            }
+            _ => {}
+        }
+        Ok(out)
+    }
+
+    /// The records of exchanges `turns` of a session, each with at most `cap` bytes of its
+    /// content, and the session's header and number of exchanges.
+    fn records(
+        &self,
+        id: &str,
+        turns: Range<u64>,
+        cap: usize,
+    ) -> anyhow::Result<(Header, Vec<Text>, u64)> {
+        let path = self.store.session_path(id);
+        let file = self.store.open_transcript(&path)?;
+        let mut numbering = Numbering::default();
+        let mut header = None;
+        let mut spans = Vec::new();
+        let mut exchanges = 0;
+        let scanned =
+            Scanner::scan(BufReader::with_capacity(256 * 1024, &file), |event| match event {
+                Event::Header(h, _) => header = Some(h),
+                Event::Problem(_) => numbering.problem(),
+                Event::Record(span) => {
+                    let turn = numbering.record(span.kind);
+                    if span.kind == Kind::Assistant {
+                        exchanges = exchanges.max(turn);
+                    }
+                    if turns.contains(&turn) {
+                        spans.push((turn, span.kind, span.meta, span.content));
+                    }
+                }
+            })
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        if let Err(e) = scanned {
+            return Err(store::not_transcript(&path, id, e));
+        }
+        let header = header.expect("a scan that succeeded saw the header");
+        let mut out = Vec::with_capacity(spans.len());
+        for (turn, kind, meta, content) in spans {
+            let text = read_content(&file, &content, cap)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+            let whole = content.end - content.start;
+            out.push(Text { turn, kind, meta, text, whole, partial: whole > cap as u64 });
+        }
+        Ok((header, out, exchanges))
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // list
+
+    fn list(&self, a: ListArgs) -> Result<String, String> {
+        let limit = limit("list", a.limit, LIST_LIMIT)?;
+        let since = self.date("since", a.since.as_deref(), false)?;
+        let here = cwd(a.cwd.as_deref())?;
+        let mut listed = self.store.listing().map_err(|e| format!("list: {}", message(&e)))?;
+        listed.retain(|l| {
+            l.unreadable.is_none()
+                && here.as_ref().is_none_or(|here| Path::new(&l.cwd).starts_with(here))
+                && a.engine.as_ref().is_none_or(|e| &l.engine == e)
+                && since.is_none_or(|since| {
+                    DateTime::parse_from_rfc3339(&l.last_activity)
+                        .is_ok_and(|t| t.to_utc() >= since)
+                })
+        });
+        listed.sort_by_cached_key(|l| {
+            std::cmp::Reverse((l.last_activity.clone(), store::sort_key(&l.id)))
+        });
+        let mut out = String::new();
+        if listed.is_empty() {
+            out.push_str("No conversations match.\n");
+            return Ok(out);
+        }
+        let _ = writeln!(out, "{} conversations, most recently active first:", listed.len());
+        let mut shown = 0;
+        for l in listed.iter().take(limit) {
+            let name = l.name.as_deref().map(|n| format!(" · name {n}")).unwrap_or_default();
+            let line = format!(
+                "{}{name} · last active {} · {} · {} · folder {} · {}\n",
+                l.id,
+                l.last_activity,
+                exchanges_word(l.turns),
+                l.engine,
+                l.cwd,
+                quoted_title(&l.title),
+            );
+            if out.len() + line.len() > OUTPUT {
+                break;
+            }
+            out.push_str(&line);
+            shown += 1;
+        }
+        if shown < listed.len() {
+            let _ = writeln!(
+                out,
+                "[{} more not listed: ask with since, cwd or engine, or a larger limit (at most {}).]",
+                listed.len() - shown,
+                LIST_LIMIT.1
+            );
+        }
+        Ok(out)
+    }
+
+    fn date(
+        &self,
+        field: &str,
+        text: Option<&str>,
+        end_of_day: bool,
+    ) -> Result<Option<DateTime<Utc>>, String> {
+        text.map(|t| crate::cmd::parse_date(t, self.settings.now(), end_of_day))
+            .transpose()
+            .map_err(|e| format!("`{field}`: {}", message(&e)))
+    }
+}
+
+/// A tool's arguments, or an error that says what was wrong with them.
+fn args<T: for<'de> Deserialize<'de>>(tool: &str, arguments: &Value) -> Result<T, String> {
+    let arguments = if arguments.is_null() { &json!({}) } else { arguments };
+    T::deserialize(arguments).map_err(|e| {
+        format!("{tool}: bad arguments: {e}. See the tool's input schema for what it takes.")
+    })
+}
+
+fn limit(
+    tool: &str,
+    asked: Option<usize>,
+    (default, most): (usize, usize),
+) -> Result<usize, String> {
+    match asked {
+        None => Ok(default),
+        Some(0) => Err(format!("{tool}: `limit` must be at least 1")),
+        Some(n) if n > most => {
+            Err(format!("{tool}: `limit` is at most {most}; narrow the request instead"))
+        }
+        Some(n) => Ok(n),
+    }
+}
+
+/// The folder filter: "here" is the folder `cca mcp` runs in (the agent's project).
+fn cwd(asked: Option<&str>) -> Result<Option<PathBuf>, String> {
+    match asked.map(str::trim) {
+        None | Some("") => Ok(None),
+        Some("here" | ".") => {
+            crate::cmd::current_dir().map(Some).map_err(|e| format!("`cwd`: {e:#}"))
+        }
+        Some(path) if Path::new(path).is_absolute() => Ok(Some(PathBuf::from(path))),
+        Some(path) => {
+            Err(format!("`cwd`: `{path}` is not an absolute path; give one, or \"here\""))
+        }
+    }
+}
+
+/// An error's message and hint, as one text for a model.
+fn message(e: &anyhow::Error) -> String {
+    let hint = e
+        .chain()
+        .find_map(|c| c.downcast_ref::<crate::error::Failure>())
+        .and_then(|f| f.hint.clone());
+    match hint {
+        Some(hint) => format!("{e:#} ({hint})"),
+        None => format!("{e:#}"),
+    }
+}
+
+/// Reads at most `cap` bytes of a record's content, unescaped, cut at a character.
+fn read_content(file: &File, content: &Range<u64>, cap: usize) -> std::io::Result<String> {
+    let len = ((content.end - content.start) as usize).min(cap);
+    let mut stored = vec![0; len];
+    file.read_exact_at(&mut stored, content.start)?;
+    let mut text = Vec::with_capacity(len);
+    let mut escaper = MarkerEscaper::new(Direction::Unescape);
+    escaper.push(&stored, &mut text);
+    escaper.finish(&mut text);
+    Ok(match String::from_utf8(text) {
+        Ok(text) => text,
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            let mut bytes = e.into_bytes();
+            bytes.truncate(valid);
+            String::from_utf8(bytes).unwrap_or_default()
+        }
+    })
+}
+
+/// One record of a conversation, read.
+struct Text {
+    turn: u64,
+    kind: Kind,
+    meta: Meta,
+    /// Its content, or the first part of it.
+    text: String,
+    /// The size of the whole content, as stored.
+    whole: u64,
+    /// Only the first part of the content was read.
+    partial: bool,
+}
+
+fn record_heading(r: &Text) -> String {
+    let at = r.meta.at.as_deref().map(|at| format!(" ({at})")).unwrap_or_default();
+    let who = || {
+        let engine = r.meta.engine.as_deref().unwrap_or("answer");
+        match &r.meta.model {
+            Some(model) => format!("{engine}, {model}"),
+            None => engine.to_string(),
+        }
+    };
+    match r.kind {
+        Kind::User => format!("{}. Question{at}", r.turn),
+        Kind::Attachment => {
+            format!("{}. Attached: {}", r.turn, r.meta.name.as_deref().unwrap_or("context"))
+        }
+        Kind::Assistant => format!("{}. Answer ({}){at}", r.turn, who()),
+        Kind::Failed => format!(
+            "{}. Not answered ({}): {}",
+            r.turn,
+            who(),
+            r.meta.reason.as_deref().unwrap_or("failed")
+        ),
+        Kind::Interrupted => format!(
+            "{}. Interrupted ({}): {}",
+            r.turn,
+            who(),
+            r.meta.reason.as_deref().unwrap_or("stopped")
+        ),
+        Kind::Clear => "Context cleared: the engine did not see the exchanges above again".into(),
+        Kind::Compaction => format!(
+            "Summary of exchanges {} to {} (sent to the engine in their place)",
+            r.meta.first.unwrap_or(1),
+            r.meta.through.unwrap_or(0)
+        ),
+    }
+}
+
+fn exchanges_word(n: u64) -> String {
+    if n == 1 { "1 exchange".into() } else { format!("{n} exchanges") }
+}
+
+fn quoted_title(title: &str) -> String {
+    match title.is_empty() {
+        true => "(untitled)".into(),
+        false => format!("\"{}\"", transcript::one_line(title, 100)),
+    }
+}
+
+fn session_line(id: &str, h: &Header, last: Option<&str>) -> String {
+    let name = h.name.as_deref().map(|n| format!(" · name {n}")).unwrap_or_default();
+    let model = h.model.as_deref().map(|m| format!(" ({m})")).unwrap_or_default();
+    let last = last.map(|l| format!(" · {l}")).unwrap_or_default();
+    format!(
+        "Conversation {id}{name} · {} · {}{model} · started {} · folder {}{last}",
+        quoted_title(&h.title),
+        h.engine,
+        h.created,
+        h.cwd
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Searching every conversation
+
+/// Which conversations a search looks at.
+struct Filter {
+    cwd: Option<PathBuf>,
+    engine: Option<String>,
+}
+
+/// One exchange with a hit.
+struct Hit {
+    turn: u64,
+    at: Option<String>,
+    /// The first few matching lines, as written.
+    lines: Vec<String>,
+    /// Which of the query's words it holds (bit i: word i).
+    words: u64,
+}
+
+/// A conversation with hits.
+struct Found {
+    id: String,
+    header: Header,
+    hits: Vec<Hit>,
+}
+
+struct Searched {
+    /// The conversations searched, newest first, up to the first not searched.
+    sessions: Vec<Found>,
+    done: usize,
+    unreadable: usize,
+}
+
+struct Job<'a> {
+    store: &'a Store,
+    matcher: &'a Matcher,
+    opts: &'a Options,
+    filter: &'a Filter,
+    /// A word search's words (lower case); empty for a pattern.
+    words: &'a [String],
+}
+
+/// What the searching threads share: results by place in the list, and how far from the start
+/// the list is searched without a gap.
+#[derive(Default)]
+struct Progress {
+    done: BTreeMap<usize, Result<Option<Found>, ()>>,
+    prefix: usize,
+    matched: usize,
+}
+
+impl Job<'_> {
+    fn qualifies(&self, hit: &Hit) -> bool {
+        let all = if self.words.len() >= 64 { u64::MAX } else { (1u64 << self.words.len()) - 1 };
+        hit.words & all == all
+    }
+
+    /// Searches `ids` in order on a few threads, until more than `limit` exchanges qualify among
+    /// the conversations searched from the start of the list without a gap.
+    fn run(&self, ids: &[String], limit: usize) -> Searched {
+        let next = AtomicUsize::new(0);
+        let stop = AtomicBool::new(false);
+        let progress = Mutex::new(Progress::default());
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
+        std::thread::scope(|scope| {
+            for _ in 0..threads.min(ids.len()).max(1) {
+                scope.spawn(|| {
+                    let mut searcher = Searcher::new();
+                    let matcher = self.matcher.clone();
+                    while !stop.load(Ordering::Relaxed) {
+                        let index = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(id) = ids.get(index) else { return };
+                        let found = self.one(&mut searcher, &matcher, id);
+                        let mut p = progress.lock().unwrap_or_else(|e| e.into_inner());
+                        p.done.insert(index, found);
+                        while let Some(found) = p.done.get(&p.prefix) {
+                            let n = match found {
+                                Ok(Some(f)) => f.hits.iter().filter(|h| self.qualifies(h)).count(),
+                                _ => 0,
+                            };
+                            p.matched += n;
+                            p.prefix += 1;
+                        }
+                        if p.matched > limit {
+                            stop.store(true, Ordering::Relaxed);
+                        }
+                    }
+                });
+            }
+        });
+        let p = progress.into_inner().unwrap_or_else(|e| e.into_inner());
+        let mut searched = Searched { sessions: Vec::new(), done: p.prefix, unreadable: 0 };
+        for (_, found) in p.done.into_iter().take_while(|(i, _)| *i < p.prefix) {
+            match found {
+                Ok(Some(found)) => searched.sessions.push(found),
+                Ok(None) => {}
+                Err(()) => searched.unreadable += 1,
+            }
+        }
+        searched
+    }
+
+    fn one(
+        &self,
+        searcher: &mut Searcher,
+        matcher: &Matcher,
+        id: &str,
+    ) -> Result<Option<Found>, ()> {
+        let file = self.store.open_transcript(&self.store.session_path(id)).map_err(|_| ())?;
+        let mut sink = Collect { job: self, header: None, hits: Vec::new() };
+        match searcher.search(&file, matcher, self.opts, &mut sink) {
+            Ok(Ok(_)) => {}
+            _ => return Err(()),
+        }
+        Ok(match (sink.header, sink.hits.is_empty()) {
+            (Some(header), false) => Some(Found { id: id.to_string(), header, hits: sink.hits }),
+            _ => None,
+        })
+    }
+}
+
+/// Gathers one conversation's hits, by exchange.
+struct Collect<'j, 'a> {
+    job: &'j Job<'a>,
+    header: Option<Header>,
+    hits: Vec<Hit>,
+}
+
+impl Sink for Collect<'_, '_> {
+    fn header(&mut self, header: &Header) -> bool {
+        let filter = self.job.filter;
+        if filter.engine.as_ref().is_some_and(|e| e != &header.engine)
+            || filter.cwd.as_ref().is_some_and(|cwd| !Path::new(&header.cwd).starts_with(cwd))
+        {
+            return false;
+        }
+        self.header = Some(header.clone());
+        true
+    }
+
+    fn line(&mut self, line: &Shown) -> bool {
+        let turn = line.place.turn;
+        if self.hits.last().is_none_or(|h| h.turn != turn) {
+            self.hits.push(Hit { turn, at: None, lines: Vec::new(), words: 0 });
+        }
+        let hit = self.hits.last_mut().expect("pushed above");
+        let text = String::from_utf8_lossy(line.text);
+        if !self.job.words.is_empty() {
+            let lower = text.to_lowercase();
+            for (i, word) in self.job.words.iter().enumerate().take(64) {
+                if lower.contains(word.as_str()) {
+                    hit.words |= 1 << i;
+                }
+            }
+        }
+        if hit.at.is_none() {
+            hit.at = line.place.meta.at.clone();
+        }
+        if hit.lines.len() < HIT_LINES {
+            hit.lines.push(cut(text.trim(), HIT_CHARS));
+        }
+        true
+    }
+
+    fn gap(&mut self) -> bool {
+        true
+    }
+}
+
+/// An exchange's question and what answered it, for an excerpt.
+struct Excerpt {
+    turn: u64,
+    question: Option<Text>,
+    answer: Option<Text>,
+}
+
+fn excerpt_block(session: &Found, hit: &Hit, texts: Option<&Excerpt>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "\n── {}", session_line(&session.id, &session.header, None));
+    let at = hit.at.as_deref().map(|at| format!(" ({at})")).unwrap_or_default();
+    let _ = writeln!(out, "Exchange {}{at}. Matching lines:", hit.turn);
+    for line in &hit.lines {
+        let _ = writeln!(out, "  > {line}");
+    }
+    let Some(texts) = texts else { return out };
+    if let Some(q) = &texts.question {
+        let _ = writeln!(out, "Question:\n{}", window(&q.text, &hit.lines, QUESTION_CHARS));
+    }
+    match &texts.answer {
+        Some(a) => {
+            let label = match a.kind {
+                Kind::Assistant => "Answer",
+                Kind::Failed => "Not answered; the partial answer",
+                _ => "Interrupted; the partial answer",
+            };
+            let _ = writeln!(
+                out,
+                "{label} ({}):\n{}",
+                a.meta.engine.as_deref().unwrap_or("engine"),
+                window(&a.text, &hit.lines, ANSWER_CHARS)
+            );
+        }
+        None => out.push_str("(no answer recorded)\n"),
+    }
+    let _ = writeln!(out, "[all of it: read id={} from={} to={}]", session.id, hit.turn, hit.turn);
+    out
+}
+
+/// At most `max` characters of `text`, starting a little before the first of `lines` it holds.
+fn window(text: &str, lines: &[String], max: usize) -> String {
+    let text = text.trim_end();
+    let found =
+        lines.iter().find_map(|l| text.find(l.trim_end_matches('…')).filter(|_| !l.is_empty()));
+    let total = text.chars().count();
+    if total <= max {
+        return text.to_string();
+    }
+    let start = found.map_or(0, |at| {
+        let before = text[..at].chars().count();
+        before.saturating_sub(max / 5)
+    });
+    let start = start.min(total.saturating_sub(max));
+    let piece: String = text.chars().skip(start).take(max).collect();
+    let head = if start > 0 { "…" } else { "" };
+    let tail = if start + max < total { "…" } else { "" };
+    format!("{head}{piece}{tail}")
+}
+
+/// At most `max` characters of a line, with `…` when cut.
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut cut: String = text.chars().take(max).collect();
+    cut.push('…');
+    cut
+}
+
+// ---------------------------------------------------------------------------------------------
+// Safe text
+
+/// Text with nothing that can drive a terminal: escape sequences (CSI, OSC such as the
+/// clipboard's `ESC ] 52` or a title's `ESC ] 0`, DCS and the like, in their 7-bit and 8-bit
+/// forms) are taken out whole, and the other control characters but newline and tab dropped.
+/// A string sequence with no terminator ends at the end of its line, so the rest is kept.
+pub(super) fn safe_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\n' | '\t' => out.push(c),
+            '\x1b' => match chars.next() {
+                Some('[') => skip_csi(&mut chars),
+                Some(']' | 'P' | 'X' | '^' | '_') => skip_string(&mut chars),
+                Some(' '..='/') => {
+                    // Intermediate bytes, then the final one.
+                    while chars.next_if(|c| matches!(c, ' '..='/')).is_some() {}
+                    chars.next_if(|c| !c.is_control());
+                }
+                Some('\n') => out.push('\n'),
+                _ => {}
+            },
+            '\u{9b}' => skip_csi(&mut chars),
+            '\u{9d}' | '\u{90}' | '\u{98}' | '\u{9e}' | '\u{9f}' => skip_string(&mut chars),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn skip_csi(chars: &mut std::iter::Peekable<std::str::Chars>) {
+    while chars.next_if(|c| matches!(c, '0'..='?' | ' '..='/')).is_some() {}
+    chars.next_if(|c| matches!(c, '@'..='~'));
+}
+
+fn skip_string(chars: &mut std::iter::Peekable<std::str::Chars>) {
+    while let Some(&c) = chars.peek() {
+        match c {
+            '\n' => return,
+            '\x07' | '\u{9c}' => {
+                chars.next();
+                return;
+            }
+            '\x1b' => {
+                chars.next();
+                chars.next_if_eq(&'\\');
+                return;
+            }
+            _ => {
+                chars.next();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn safe_text_takes_out_every_escape_and_keeps_the_words() {
+        let cases = [
+            ("copy\x1b]52;c;ZXZpbA==\x07 me", "copy me"),
+            ("title\x1b]0;owned\x1b\\ here", "title here"),
+            ("a \x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\ b", "a link b"),
+            ("\x1b[31mred\x1b[0m \x1b[2J\x1b[?1049h", "red "),
+            ("8-bit \u{9b}31mcsi\u{9d}0;t\u{9c} done", "8-bit csi done"),
+            ("cr\r\nlf, bell\x07, nul\0, del\x7f", "cr\nlf, bell, nul, del"),
+            ("open \x1b]52;c;never ended\nnext line", "open \nnext line"),
+            ("\x1b(0line\x1b)B \x1bc end", "line  end"),
+            ("tabs\tand ünïcode ✓ stay", "tabs\tand ünïcode ✓ stay"),
+        ];
+        for (dirty, clean) in cases {
+            assert_eq!(safe_text(dirty), clean, "{dirty:?}");
+        }
+    }
+
+    #[test]
+    fn a_window_starts_near_the_hit() {
+        let text = format!("{}needle here{}", "a".repeat(5000), "b".repeat(5000));
+        let w = window(&text, &["needle here".into()], 100);
+        assert!(w.starts_with('…') && w.ends_with('…') && w.contains("needle here"), "{w}");
+        assert_eq!(window("short", &[], 100), "short");
+    }
+}
