@@ -1000,3 +1000,62 @@ fn acp_through_claude() {
 fn acp_through_gemini() {
     acp_through("gemini");
 }
+
+/// The real claude, started by hand with `cca mcp` as its MCP server (`--mcp-config`), asks
+/// cca's search when the model calls it, and the model's next request carries what cca found
+/// in a conversation kept earlier (itself answered through the real claude).
+#[test]
+fn claude_calls_cca_mcp_search_and_the_model_gets_what_it_found() {
+    let r = Real::new();
+    let kept = "Use File::lock from Rust 1.89; the lock is advisory on Linux.";
+    r.api.set(Behavior { answer: Some(kept.into()), ..Behavior::default() });
+    r.run(&["search", "-q", "-e", "claude", "how do I lock a file in rust?"]).ok();
+    let id =
+        r.env.session_files()[0].trim_start_matches("session_").trim_end_matches(".md").to_string();
+    let before = std::fs::read(r.env.session_path(&id)).unwrap();
+
+    r.api.set(Behavior {
+        script: vec![
+            vec![
+                Block::text("Let me look in your past conversations."),
+                Block::tool("mcp__cca__search", json!({"query": "lock file rust"})),
+            ],
+            vec![Block::text("You settled on File::lock.")],
+        ],
+        ..Behavior::default()
+    });
+    let config = json!({"mcpServers": {"cca": {"command": cca_exe(), "args": ["mcp"],
+        "env": {"CCA_HOME": r.env.cca_home}}}});
+    let cmd = r.command();
+    let mut claude = std::process::Command::new(&r.claude);
+    claude
+        .env_clear()
+        .envs(cmd.get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))))
+        .current_dir(&r.env.work)
+        .stdin(Stdio::null())
+        .args(["-p", "--mcp-config", &config.to_string(), "--allowedTools", "mcp__cca__search"])
+        .args(["--", "what did we decide about locking files?"]);
+    let run = run_command(claude, None);
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(run.stdout.contains("You settled on File::lock."), "{run}");
+
+    let turns = r.api.turns();
+    let first = turns.iter().find(|t| t.body.to_string().contains("what did we decide")).unwrap();
+    // claude names cca's tools to the model (as tools, or as deferred ones it can load).
+    assert!(first.body.to_string().contains("mcp__cca__search"), "cca's tools are offered");
+    // The request after the tool call carries cca's result: the exchange kept earlier.
+    let last = turns.last().unwrap();
+    let results: Vec<&Value> = last.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|m| m["content"].as_array().into_iter().flatten())
+        .filter(|b| b["type"] == "tool_result")
+        .collect();
+    assert_eq!(results.len(), 1, "{run}");
+    let result = results[0].to_string();
+    assert!(result.contains(kept) && result.contains(&id), "{result}");
+    assert!(result.contains("how do I lock a file in rust?"), "{result}");
+    assert_ne!(results[0]["is_error"], true, "{result}");
+    assert_eq!(std::fs::read(r.env.session_path(&id)).unwrap(), before, "read-only");
+}
