@@ -227,6 +227,7 @@ impl Tools {
         let mut shown = 0;
         let mut cut_short = false;
         let mut excerpts: BTreeMap<&str, Vec<Excerpt>> = BTreeMap::new();
+        let mut last_session = None;
         for (session, hit) in found.iter().take(limit) {
             if !excerpts.contains_key(session.id.as_str()) {
                 let wanted: Vec<u64> = session.hits.iter().map(|h| h.turn).collect();
@@ -235,7 +236,9 @@ impl Tools {
             let texts = excerpts
                 .get(session.id.as_str())
                 .and_then(|e| e.iter().find(|e| e.turn == hit.turn));
-            let block = excerpt_block(session, hit, texts);
+            let first_of_session = last_session != Some(session.id.as_str());
+            last_session = Some(session.id.as_str());
+            let block = excerpt_block(session, hit, texts, first_of_session);
             if out.len() + block.len() > OUTPUT {
                 cut_short = true;
                 break;
@@ -317,7 +320,7 @@ impl Tools {
             .records(&id, from..to.saturating_add(1), OUTPUT * 4)
             .map_err(|e| format!("read: {}", message(&e)))?;
         let mut out = String::new();
-        let _ = writeln!(out, "{}", session_line(&id, &header, None));
+        let _ = writeln!(out, "{}", session_line(&id, &header));
         let _ = writeln!(out, "{} in all.", exchanges_word(exchanges));
         if from > exchanges.max(1) {
             let _ =
@@ -445,7 +448,11 @@ impl Tools {
             out.push_str("No conversations match.\n");
             return Ok(out);
         }
-        let _ = writeln!(out, "{} conversations, most recently active first:", listed.len());
+        let count = match listed.len() {
+            1 => "1 conversation".to_string(),
+            n => format!("{n} conversations"),
+        };
+        let _ = writeln!(out, "{count}, most recently active first:");
         let mut shown = 0;
         for l in listed.iter().take(limit) {
             let name = l.name.as_deref().map(|n| format!(" · name {n}")).unwrap_or_default();
@@ -616,12 +623,11 @@ fn quoted_title(title: &str) -> String {
     }
 }
 
-fn session_line(id: &str, h: &Header, last: Option<&str>) -> String {
+fn session_line(id: &str, h: &Header) -> String {
     let name = h.name.as_deref().map(|n| format!(" · name {n}")).unwrap_or_default();
     let model = h.model.as_deref().map(|m| format!(" ({m})")).unwrap_or_default();
-    let last = last.map(|l| format!(" · {l}")).unwrap_or_default();
     format!(
-        "Conversation {id}{name} · {} · {}{model} · started {} · folder {}{last}",
+        "Conversation {id}{name} · {} · {}{model} · started {} · folder {}",
         quoted_title(&h.title),
         h.engine,
         h.created,
@@ -805,9 +811,14 @@ struct Excerpt {
     answer: Option<Text>,
 }
 
-fn excerpt_block(session: &Found, hit: &Hit, texts: Option<&Excerpt>) -> String {
+/// An exchange found: the conversation's line (before its first exchange shown), the lines
+/// that matched, the question and the answer around them.
+fn excerpt_block(session: &Found, hit: &Hit, texts: Option<&Excerpt>, first: bool) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "\n── {}", session_line(&session.id, &session.header, None));
+    if first {
+        let _ = writeln!(out, "\n══ {}", session_line(&session.id, &session.header));
+    }
+    out.push('\n');
     let at = hit.at.as_deref().map(|at| format!(" ({at})")).unwrap_or_default();
     let _ = writeln!(out, "Exchange {}{at}. Matching lines:", hit.turn);
     for line in &hit.lines {
