@@ -11,9 +11,10 @@ use std::sync::mpsc::{Receiver, channel};
 use serde_json::{Value, json};
 
 use crate::common::{self, NOW, STAMP, TIMEOUT, TestEnv};
+use crate::grep::{LATER_ID, two_sessions};
 
-const LATER: &str = "2026-11-22T09:00:00Z";
-const LATER_ID: &str = "20261122-090000";
+const THIRD: &str = "2026-11-23T08:00:00Z";
+const THIRD_ID: &str = "20261123-080000";
 
 fn clients() -> PathBuf {
     common::real_program("CCA_TEST_MCP_CLIENTS", "mcp-clients")
@@ -56,30 +57,17 @@ fn text(result: &Value) -> (String, bool) {
     (text.to_string(), result["isError"] == true)
 }
 
-/// Two sessions: one at NOW about file locking (two exchanges, named `rust-locks`), one a day
-/// later about tokio, started in another folder.
-fn two_sessions(env: &TestEnv) -> PathBuf {
-    let answer =
-        "say Rust 1.89 stabilised File::lock.\\nIt has try_lock too.\\nLocks are advisory.";
-    env.run_with(
-        &["search", "-q", "how does file locking work?"],
-        None,
-        &[("FAKE_SCRIPT", answer)],
-    )
-    .ok();
-    env.run_with(
-        &["search", "-q", "-r", "and on Windows?"],
-        None,
-        &[("FAKE_SCRIPT", "say LockFileEx, mandatory there.")],
-    )
-    .ok();
-    env.run(&["name", "rust-locks"]).ok();
+/// Three sessions: `cca grep`'s two (one at NOW about file locking, two exchanges, here named
+/// `rust-locks`; one a day later about tokio), and a third, later still, in another folder.
+fn three_sessions(env: &TestEnv) -> PathBuf {
+    two_sessions(env);
+    env.run(&["name", STAMP, "rust-locks"]).ok();
     let other = env.root.path().join("other");
     std::fs::create_dir_all(&other).unwrap();
     let mut cmd = env.command();
-    cmd.args(["search", "-q", "what is tokio?"])
-        .env("CCA_NOW", LATER)
-        .env("FAKE_SCRIPT", "say An async runtime, with its own lock types.")
+    cmd.args(["search", "-q", "what causes deadlocks?"])
+        .env("CCA_NOW", THIRD)
+        .env("FAKE_SCRIPT", "say Taking two locks in different orders.")
         .current_dir(&other);
     common::run_command(cmd, None).ok();
     other
@@ -98,7 +86,7 @@ fn transcripts(env: &TestEnv) -> Vec<(String, Vec<u8>)> {
 #[test]
 fn every_tool_through_the_sdk_and_no_transcript_changes() {
     let env = TestEnv::new();
-    let other = two_sessions(&env);
+    let other = three_sessions(&env);
     let before = transcripts(&env);
     let out = sdk(
         &env,
@@ -109,7 +97,7 @@ fn every_tool_through_the_sdk_and_no_transcript_changes() {
             call("search", json!({"query": "lock", "since": "2026-11-22"})),
             call("search", json!({"query": "lock", "limit": 1})),
             call("read", json!({"id": "rust-locks", "from": 2, "to": 2})),
-            call("read", json!({"id": LATER_ID})),
+            call("read", json!({"id": THIRD_ID})),
             call("list", json!({})),
             call("list", json!({"cwd": "here"})),
             call("search", json!({"query": "no such words anywhere"})),
@@ -147,7 +135,8 @@ fn every_tool_through_the_sdk_and_no_transcript_changes() {
 
     // Filters: folder and engine; since.
     let (found, _) = r(2);
-    assert!(found.contains(LATER_ID) && !found.contains(STAMP), "{found}");
+    assert!(found.contains(THIRD_ID), "{found}");
+    assert!(!found.contains(LATER_ID) && !found.contains(STAMP), "{found}");
     let (found, _) = r(3);
     assert!(found.contains(LATER_ID) && !found.contains(STAMP), "{found}");
     // A limit, and a note of what was left out.
@@ -163,7 +152,7 @@ fn every_tool_through_the_sdk_and_no_transcript_changes() {
     assert!(read.contains("── 2. Answer (claude") && read.contains("LockFileEx, mandatory there."));
     assert!(!read.contains("how does file locking work?\n──"), "only exchange 2: {read}");
     let (read, _) = r(6);
-    assert!(read.contains("what is tokio?") && read.contains("An async runtime"), "{read}");
+    assert!(read.contains("what causes deadlocks?") && read.contains("different orders"));
     assert!(read.contains(&format!("folder {}", other.display())), "{read}");
 
     // Lists: newest activity first; `here` is the folder cca mcp runs in.
@@ -172,7 +161,8 @@ fn every_tool_through_the_sdk_and_no_transcript_changes() {
     assert!(first < second, "{list}");
     assert!(list.contains("name rust-locks") && list.contains("2 exchanges"), "{list}");
     let (list, _) = r(8);
-    assert!(list.contains(STAMP) && !list.contains(LATER_ID), "{list}");
+    assert!(list.contains(STAMP) && list.contains(LATER_ID), "{list}");
+    assert!(!list.contains(THIRD_ID), "{list}");
 
     let (nothing, error) = r(9);
     assert!(!error && nothing.starts_with("Nothing found"), "{nothing}");
@@ -183,7 +173,7 @@ fn every_tool_through_the_sdk_and_no_transcript_changes() {
 #[test]
 fn bad_arguments_unknown_tools_and_ids_get_answers_a_model_can_act_on() {
     let env = TestEnv::new();
-    two_sessions(&env);
+    three_sessions(&env);
     let out = sdk(
         &env,
         &[
@@ -233,7 +223,7 @@ fn bad_arguments_unknown_tools_and_ids_get_answers_a_model_can_act_on() {
 #[test]
 fn results_carry_no_terminal_escapes() {
     let env = TestEnv::new();
-    two_sessions(&env);
+    three_sessions(&env);
     let path = env.session_path(STAMP);
     let hostile = std::fs::read_to_string(&path).unwrap().replace(
         "LockFileEx, mandatory",
@@ -344,7 +334,7 @@ impl Raw {
 #[test]
 fn malformed_and_huge_lines_are_errors_and_the_server_keeps_serving() {
     let env = TestEnv::new();
-    two_sessions(&env);
+    three_sessions(&env);
     let mut raw = Raw::start(&env);
     let init = |version: &str| {
         json!({"protocolVersion": version, "capabilities": {},
