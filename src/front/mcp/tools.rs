@@ -230,7 +230,13 @@ impl Tools {
         let mut last_session = None;
         for (session, hit) in found.iter().take(limit) {
             if !excerpts.contains_key(session.id.as_str()) {
-                let wanted: Vec<u64> = session.hits.iter().map(|h| h.turn).collect();
+                // Only the exchanges shown are read.
+                let wanted: Vec<u64> = found
+                    .iter()
+                    .take(limit)
+                    .filter(|(f, _)| f.id == session.id)
+                    .map(|(_, h)| h.turn)
+                    .collect();
                 excerpts.insert(&session.id, self.excerpts(&session.id, &wanted));
             }
             let texts = excerpts
@@ -280,14 +286,11 @@ impl Tools {
 
     /// The question and answer of some exchanges of a session, for excerpts.
     fn excerpts(&self, id: &str, turns: &[u64]) -> Vec<Excerpt> {
-        let (Some(&first), Some(&last)) = (turns.iter().min(), turns.iter().max()) else {
-            return Vec::new();
-        };
-        let Ok((_, records, _)) = self.records(id, first..last + 1, 64 * 1024) else {
+        let Ok((_, records, _)) = self.records(id, |turn| turns.contains(&turn), 64 * 1024) else {
             return Vec::new();
         };
         let mut out: Vec<Excerpt> = Vec::new();
-        for r in records.into_iter().filter(|r| turns.contains(&r.turn)) {
+        for r in records {
             let at = out.iter().position(|e| e.turn == r.turn).unwrap_or_else(|| {
                 out.push(Excerpt { turn: r.turn, question: None, answer: None });
                 out.len() - 1
@@ -317,7 +320,7 @@ impl Tools {
             return Err(format!("read: `to` ({to}) is before `from` ({from})"));
         }
         let (header, records, exchanges) = self
-            .records(&id, from..to.saturating_add(1), OUTPUT * 4)
+            .records(&id, |turn| (from..=to).contains(&turn), OUTPUT * 4)
             .map_err(|e| format!("read: {}", message(&e)))?;
         let mut out = String::new();
         let _ = writeln!(out, "{}", session_line(&id, &header));
@@ -380,12 +383,12 @@ impl Tools {
         Ok(out)
     }
 
-    /// The records of exchanges `turns` of a session, each with at most `cap` bytes of its
-    /// content, and the session's header and number of exchanges.
+    /// The records of the exchanges of a session that `wanted` takes, each with at most `cap`
+    /// bytes of its content, and the session's header and number of exchanges.
     fn records(
         &self,
         id: &str,
-        turns: Range<u64>,
+        wanted: impl Fn(u64) -> bool,
         cap: usize,
     ) -> anyhow::Result<(Header, Vec<Text>, u64)> {
         let path = self.store.session_path(id);
@@ -403,7 +406,7 @@ impl Tools {
                     if span.kind == Kind::Assistant {
                         exchanges = exchanges.max(turn);
                     }
-                    if turns.contains(&turn) {
+                    if wanted(turn) {
                         spans.push((turn, span.kind, span.meta, span.content));
                     }
                 }
