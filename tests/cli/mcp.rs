@@ -368,3 +368,30 @@ fn malformed_and_huge_lines_are_errors_and_the_server_keeps_serving() {
     assert!(text.contains(LATER_ID), "{found}");
     assert_eq!(raw.finish(), Some(0), "closing stdin ends cca mcp with 0");
 }
+
+#[test]
+fn a_turn_running_in_a_terminal_does_not_hold_up_search_or_read() {
+    let env = TestEnv::new();
+    three_sessions(&env);
+    let go = env.root.path().join("go");
+    let calls = env.calls().len();
+    let mut cmd = env.command();
+    cmd.args(["search", "-q", "-s", STAMP, "and what about NFS?"])
+        .env("FAKE_SCRIPT", format!("await {};echo", go.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let terminal = common::Guard(cmd.spawn().unwrap());
+    let started = env.log.join(format!("call-{}.json", calls + 1));
+    assert!(common::wait_until(TIMEOUT, || started.exists()), "the terminal's turn started");
+    // The session's lock is held by the running turn; the tools answer all the same.
+    let out = sdk(
+        &env,
+        &[call("search", json!({"query": "NFS"})), call("read", json!({"id": "rust-locks"}))],
+    );
+    std::fs::write(&go, "").unwrap();
+    assert!(terminal.finish().status.success());
+    let (found, _) = text(&out["results"][0]);
+    assert!(found.contains("Exchange 3") && found.contains("(no answer recorded)"), "{found}");
+    let (read, _) = text(&out["results"][1]);
+    assert!(read.contains("── 3. Question") && read.contains("and what about NFS?"), "{read}");
+}
