@@ -703,13 +703,18 @@ impl Bench {
         let dir = home.dir.join("cca/sessions");
         let bytes = write_grep_corpus(&dir, 10_000, 100_000);
         println!(
-            "The grep section's 10,000 generated sessions ({:.2} GB), from the page cache. One `cca mcp` serves every search of a row as a `tools/call` of `search` (the time is from the request written to the response read, through pipes); `cca grep` is a new process per search, its output read from a pipe and discarded. `cca mcp` searches newest first and stops once it has more matching exchanges than the limit (8), so a common word reads a few sessions; a rare one reads them all, as grep does.\n",
+            "The grep section's 10,000 generated sessions ({:.2} GB), from the page cache. One `cca mcp` serves every search of a row as a `tools/call` of `search` (the time is from the request written to the response read, through pipes); `cca grep` is a new process per search, its output read from a pipe and discarded. `cca mcp` searches newest first and stops once it has more matching exchanges than the limit (8), so a common word reads a few sessions; a word found nowhere reads them all, as grep does.\n",
             bytes as f64 / 1e9
         );
         println!(
             "| search | cca grep median ms | cca mcp median ms | mcp / grep | sessions searched | answer chars |\n| --- | ---: | ---: | ---: | ---: | ---: |"
         );
-        let searches: [(&str, &[&str], serde_json::Value); 4] = [
+        let searches: [(&str, &[&str], serde_json::Value); 5] = [
+            (
+                "a word in no session `zqxjwvnowhere`",
+                &["zqxjwvnowhere"],
+                json!({"query": "zqxjwvnowhere"}),
+            ),
             ("rare word `xyzzyplugh`", &["xyzzyplugh"], json!({"query": "xyzzyplugh"})),
             ("common word `lock`", &["lock"], json!({"query": "lock"})),
             ("regex `fn \\w+\\(`", &["fn \\w+\\("], json!({"query": "fn \\w+\\(", "regex": true})),
