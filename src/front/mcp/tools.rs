@@ -29,6 +29,10 @@ use crate::transcript::{self, Direction, Event, Header, Kind, MarkerEscaper, Met
 /// The most characters one answer holds (about 5,000 tokens): well under what clients accept
 /// from a tool (Claude Code warns past 10,000 tokens), and enough for a dozen excerpts.
 const OUTPUT: usize = 20_000;
+/// What the notes at the end of an answer may take of [`OUTPUT`]; the rest is for what was found.
+const NOTES: usize = 600;
+/// The room for what was found.
+const BODY: usize = OUTPUT - NOTES;
 /// The longest query taken, in characters.
 const QUERY: usize = 1_000;
 /// The most words a word search takes.
@@ -245,7 +249,7 @@ impl Tools {
             let first_of_session = last_session != Some(session.id.as_str());
             last_session = Some(session.id.as_str());
             let block = excerpt_block(session, hit, texts, first_of_session);
-            if out.len() + block.len() > OUTPUT {
+            if out.len() + block.len() > BODY {
                 cut_short = true;
                 break;
             }
@@ -348,7 +352,7 @@ impl Tools {
             if r.partial {
                 let _ = writeln!(block, "[cut here: this record holds {} bytes]", r.whole);
             }
-            let room = OUTPUT.saturating_sub(out.len());
+            let room = BODY.saturating_sub(out.len());
             if block.len() > room {
                 if first.is_some_and(|t| t != r.turn) {
                     out.truncate(started.1);
@@ -468,7 +472,7 @@ impl Tools {
                 l.cwd,
                 quoted_title(&l.title),
             );
-            if out.len() + line.len() > OUTPUT {
+            if out.len() + line.len() > BODY {
                 break;
             }
             out.push_str(&line);
