@@ -208,8 +208,6 @@ impl Tools {
             words: &words,
         };
         let searched = job.run(&ids, limit);
-
-        let mut out = String::new();
         let found: Vec<(&Found, &Hit)> = searched
             .sessions
             .iter()
@@ -222,6 +220,20 @@ impl Tools {
                 words.iter().map(|w| format!("\"{w}\"")).collect::<Vec<_>>().join(", ")
             ),
         };
+        Ok(self.found(&what, &found, limit, &searched, ids.len()))
+    }
+
+    /// The answer to a search: the first `limit` exchanges found, each with its excerpt, as
+    /// many as fit, and notes of what was left out.
+    fn found(
+        &self,
+        what: &str,
+        found: &[(&Found, &Hit)],
+        limit: usize,
+        searched: &Searched,
+        sessions: usize,
+    ) -> String {
+        let mut out = String::new();
         if found.is_empty() {
             let _ = writeln!(out, "Nothing found for {what} in {} conversations.", searched.done);
             out.push_str("Try fewer or other words, a regular expression (\"regex\": true), or fewer filters.\n");
@@ -270,12 +282,11 @@ impl Tools {
                 SEARCH_LIMIT.1
             );
         }
-        if searched.done < ids.len() {
+        if searched.done < sessions {
             let _ = writeln!(
                 out,
                 "[Searched the newest {} of {} conversations; older ones were not searched once enough was found.]",
-                searched.done,
-                ids.len()
+                searched.done, sessions
             );
         }
         if searched.unreadable > 0 {
@@ -285,7 +296,7 @@ impl Tools {
                 searched.unreadable
             );
         }
-        Ok(out)
+        out
     }
 
     /// The question and answer of some exchanges of a session, for excerpts.
