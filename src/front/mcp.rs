@@ -11,8 +11,10 @@
 //!
 //! Read-only: the tools (`tools`) open transcripts to read and take no lock, so a turn running
 //! in a terminal never waits for an agent's search. Nothing written to stdout comes from a
-//! transcript unclean: terminal control sequences are taken out ([`tools::safe_text`]).
+//! transcript unclean: terminal control sequences are taken out ([`safe::safe_text`]).
 
+mod find;
+mod safe;
 mod tools;
 
 use std::io::{self, BufRead, Write};

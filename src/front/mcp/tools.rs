@@ -14,15 +14,15 @@ use std::io::BufReader;
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::find::{Excerpt, Filter, Found, Hit, Job, Searched, excerpt_block};
+use super::safe::safe_text;
 use crate::config::Settings;
-use crate::grep::{Case, Matcher, Numbering, Options, PatternOptions, Searcher, Shown, Sink};
+use crate::grep::{Case, Matcher, Numbering, Options, PatternOptions};
 use crate::store::{self, Store};
 use crate::transcript::{self, Direction, Event, Header, Kind, MarkerEscaper, Meta, Scanner};
 
@@ -41,12 +41,6 @@ const WORDS: usize = 16;
 const SEARCH_LIMIT: (usize, usize) = (8, 30);
 /// Conversations listed by default, and at most.
 const LIST_LIMIT: (usize, usize) = (20, 200);
-/// An excerpt: so much of the question, and of the answer, around the hit.
-const QUESTION_CHARS: usize = 600;
-const ANSWER_CHARS: usize = 1_500;
-/// Matching lines quoted for an exchange, and so many characters of each.
-const HIT_LINES: usize = 3;
-const HIT_CHARS: usize = 300;
 
 pub(super) struct Tools {
     settings: Settings,
@@ -582,16 +576,16 @@ fn read_content(file: &File, content: &Range<u64>, cap: usize) -> std::io::Resul
 }
 
 /// One record of a conversation, read.
-struct Text {
-    turn: u64,
-    kind: Kind,
-    meta: Meta,
+pub(super) struct Text {
+    pub(super) turn: u64,
+    pub(super) kind: Kind,
+    pub(super) meta: Meta,
     /// Its content, or the first part of it.
-    text: String,
+    pub(super) text: String,
     /// The size of the whole content, as stored.
-    whole: u64,
+    pub(super) whole: u64,
     /// Only the first part of the content was read.
-    partial: bool,
+    pub(super) partial: bool,
 }
 
 fn record_heading(r: &Text) -> String {
@@ -641,7 +635,7 @@ fn quoted_title(title: &str) -> String {
     }
 }
 
-fn session_line(id: &str, h: &Header) -> String {
+pub(super) fn session_line(id: &str, h: &Header) -> String {
     let name = h.name.as_deref().map(|n| format!(" · name {n}")).unwrap_or_default();
     let model = h.model.as_deref().map(|m| format!(" ({m})")).unwrap_or_default();
     format!(
@@ -651,336 +645,4 @@ fn session_line(id: &str, h: &Header) -> String {
         h.created,
         h.cwd
     )
-}
-
-// ---------------------------------------------------------------------------------------------
-// Searching every conversation
-
-/// Which conversations a search looks at.
-struct Filter {
-    cwd: Option<PathBuf>,
-    engine: Option<String>,
-}
-
-/// One exchange with a hit.
-struct Hit {
-    turn: u64,
-    at: Option<String>,
-    /// The first few matching lines, as written.
-    lines: Vec<String>,
-    /// Which of the query's words it holds (bit i: word i).
-    words: u64,
-}
-
-/// A conversation with hits.
-struct Found {
-    id: String,
-    header: Header,
-    hits: Vec<Hit>,
-}
-
-struct Searched {
-    /// The conversations searched, newest first, up to the first not searched.
-    sessions: Vec<Found>,
-    done: usize,
-    unreadable: usize,
-}
-
-struct Job<'a> {
-    store: &'a Store,
-    matcher: &'a Matcher,
-    opts: &'a Options,
-    filter: &'a Filter,
-    /// A word search's words (lower case); empty for a pattern.
-    words: &'a [String],
-}
-
-/// What the searching threads share: results by place in the list, and how far from the start
-/// the list is searched without a gap.
-#[derive(Default)]
-struct Progress {
-    done: BTreeMap<usize, Result<Option<Found>, ()>>,
-    prefix: usize,
-    matched: usize,
-}
-
-impl Job<'_> {
-    fn qualifies(&self, hit: &Hit) -> bool {
-        let all = if self.words.len() >= 64 { u64::MAX } else { (1u64 << self.words.len()) - 1 };
-        hit.words & all == all
-    }
-
-    /// Searches `ids` in order on a few threads, until more than `limit` exchanges qualify among
-    /// the conversations searched from the start of the list without a gap.
-    fn run(&self, ids: &[String], limit: usize) -> Searched {
-        let next = AtomicUsize::new(0);
-        let stop = AtomicBool::new(false);
-        let progress = Mutex::new(Progress::default());
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 8);
-        std::thread::scope(|scope| {
-            for _ in 0..threads.min(ids.len()).max(1) {
-                scope.spawn(|| {
-                    let mut searcher = Searcher::new();
-                    let matcher = self.matcher.clone();
-                    while !stop.load(Ordering::Relaxed) {
-                        let index = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(id) = ids.get(index) else { return };
-                        let found = self.one(&mut searcher, &matcher, id);
-                        let mut p = progress.lock().unwrap_or_else(|e| e.into_inner());
-                        p.done.insert(index, found);
-                        while let Some(found) = p.done.get(&p.prefix) {
-                            let n = match found {
-                                Ok(Some(f)) => f.hits.iter().filter(|h| self.qualifies(h)).count(),
-                                _ => 0,
-                            };
-                            p.matched += n;
-                            p.prefix += 1;
-                        }
-                        if p.matched > limit {
-                            stop.store(true, Ordering::Relaxed);
-                        }
-                    }
-                });
-            }
-        });
-        let p = progress.into_inner().unwrap_or_else(|e| e.into_inner());
-        let mut searched = Searched { sessions: Vec::new(), done: p.prefix, unreadable: 0 };
-        for (_, found) in p.done.into_iter().take_while(|(i, _)| *i < p.prefix) {
-            match found {
-                Ok(Some(found)) => searched.sessions.push(found),
-                Ok(None) => {}
-                Err(()) => searched.unreadable += 1,
-            }
-        }
-        searched
-    }
-
-    fn one(
-        &self,
-        searcher: &mut Searcher,
-        matcher: &Matcher,
-        id: &str,
-    ) -> Result<Option<Found>, ()> {
-        let file = self.store.open_transcript(&self.store.session_path(id)).map_err(|_| ())?;
-        let mut sink = Collect { job: self, header: None, hits: Vec::new() };
-        match searcher.search(&file, matcher, self.opts, &mut sink) {
-            Ok(Ok(_)) => {}
-            _ => return Err(()),
-        }
-        Ok(match (sink.header, sink.hits.is_empty()) {
-            (Some(header), false) => Some(Found { id: id.to_string(), header, hits: sink.hits }),
-            _ => None,
-        })
-    }
-}
-
-/// Gathers one conversation's hits, by exchange.
-struct Collect<'j, 'a> {
-    job: &'j Job<'a>,
-    header: Option<Header>,
-    hits: Vec<Hit>,
-}
-
-impl Sink for Collect<'_, '_> {
-    fn header(&mut self, header: &Header) -> bool {
-        let filter = self.job.filter;
-        if filter.engine.as_ref().is_some_and(|e| e != &header.engine)
-            || filter.cwd.as_ref().is_some_and(|cwd| !Path::new(&header.cwd).starts_with(cwd))
-        {
-            return false;
-        }
-        self.header = Some(header.clone());
-        true
-    }
-
-    fn line(&mut self, line: &Shown) -> bool {
-        let turn = line.place.turn;
-        if self.hits.last().is_none_or(|h| h.turn != turn) {
-            self.hits.push(Hit { turn, at: None, lines: Vec::new(), words: 0 });
-        }
-        let hit = self.hits.last_mut().expect("pushed above");
-        let text = String::from_utf8_lossy(line.text);
-        if !self.job.words.is_empty() {
-            let lower = text.to_lowercase();
-            for (i, word) in self.job.words.iter().enumerate().take(64) {
-                if lower.contains(word.as_str()) {
-                    hit.words |= 1 << i;
-                }
-            }
-        }
-        if hit.at.is_none() {
-            hit.at = line.place.meta.at.clone();
-        }
-        if hit.lines.len() < HIT_LINES {
-            hit.lines.push(cut(text.trim(), HIT_CHARS));
-        }
-        true
-    }
-
-    fn gap(&mut self) -> bool {
-        true
-    }
-}
-
-/// An exchange's question and what answered it, for an excerpt.
-struct Excerpt {
-    turn: u64,
-    question: Option<Text>,
-    answer: Option<Text>,
-}
-
-/// An exchange found: the conversation's line (before its first exchange shown), the lines
-/// that matched, the question and the answer around them.
-fn excerpt_block(session: &Found, hit: &Hit, texts: Option<&Excerpt>, first: bool) -> String {
-    let mut out = String::new();
-    if first {
-        let _ = writeln!(out, "\n══ {}", session_line(&session.id, &session.header));
-    }
-    out.push('\n');
-    let at = hit.at.as_deref().map(|at| format!(" ({at})")).unwrap_or_default();
-    let _ = writeln!(out, "Exchange {}{at}. Matching lines:", hit.turn);
-    for line in &hit.lines {
-        let _ = writeln!(out, "  > {line}");
-    }
-    let Some(texts) = texts else { return out };
-    if let Some(q) = &texts.question {
-        let _ = writeln!(out, "Question:\n{}", window(&q.text, &hit.lines, QUESTION_CHARS));
-    }
-    match &texts.answer {
-        Some(a) => {
-            let label = match a.kind {
-                Kind::Assistant => "Answer",
-                Kind::Failed => "Not answered; the partial answer",
-                _ => "Interrupted; the partial answer",
-            };
-            let _ = writeln!(
-                out,
-                "{label} ({}):\n{}",
-                a.meta.engine.as_deref().unwrap_or("engine"),
-                window(&a.text, &hit.lines, ANSWER_CHARS)
-            );
-        }
-        None => out.push_str("(no answer recorded)\n"),
-    }
-    let _ = writeln!(out, "[all of it: read id={} from={} to={}]", session.id, hit.turn, hit.turn);
-    out
-}
-
-/// At most `max` characters of `text`, starting a little before the first of `lines` it holds.
-fn window(text: &str, lines: &[String], max: usize) -> String {
-    let text = text.trim_end();
-    let found =
-        lines.iter().find_map(|l| text.find(l.trim_end_matches('…')).filter(|_| !l.is_empty()));
-    let total = text.chars().count();
-    if total <= max {
-        return text.to_string();
-    }
-    let start = found.map_or(0, |at| {
-        let before = text[..at].chars().count();
-        before.saturating_sub(max / 5)
-    });
-    let start = start.min(total.saturating_sub(max));
-    let piece: String = text.chars().skip(start).take(max).collect();
-    let head = if start > 0 { "…" } else { "" };
-    let tail = if start + max < total { "…" } else { "" };
-    format!("{head}{piece}{tail}")
-}
-
-/// At most `max` characters of a line, with `…` when cut.
-fn cut(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut cut: String = text.chars().take(max).collect();
-    cut.push('…');
-    cut
-}
-
-// ---------------------------------------------------------------------------------------------
-// Safe text
-
-/// Text with nothing that can drive a terminal: escape sequences (CSI, OSC such as the
-/// clipboard's `ESC ] 52` or a title's `ESC ] 0`, DCS and the like, in their 7-bit and 8-bit
-/// forms) are taken out whole, and the other control characters but newline and tab dropped.
-/// A string sequence with no terminator ends at the end of its line, so the rest is kept.
-pub(super) fn safe_text(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\n' | '\t' => out.push(c),
-            '\x1b' => match chars.next() {
-                Some('[') => skip_csi(&mut chars),
-                Some(']' | 'P' | 'X' | '^' | '_') => skip_string(&mut chars),
-                Some(' '..='/') => {
-                    // Intermediate bytes, then the final one.
-                    while chars.next_if(|c| matches!(c, ' '..='/')).is_some() {}
-                    chars.next_if(|c| !c.is_control());
-                }
-                Some('\n') => out.push('\n'),
-                _ => {}
-            },
-            '\u{9b}' => skip_csi(&mut chars),
-            '\u{9d}' | '\u{90}' | '\u{98}' | '\u{9e}' | '\u{9f}' => skip_string(&mut chars),
-            c if c.is_control() => {}
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-fn skip_csi(chars: &mut std::iter::Peekable<std::str::Chars>) {
-    while chars.next_if(|c| matches!(c, '0'..='?' | ' '..='/')).is_some() {}
-    chars.next_if(|c| matches!(c, '@'..='~'));
-}
-
-fn skip_string(chars: &mut std::iter::Peekable<std::str::Chars>) {
-    while let Some(&c) = chars.peek() {
-        match c {
-            '\n' => return,
-            '\x07' | '\u{9c}' => {
-                chars.next();
-                return;
-            }
-            '\x1b' => {
-                chars.next();
-                chars.next_if_eq(&'\\');
-                return;
-            }
-            _ => {
-                chars.next();
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn safe_text_takes_out_every_escape_and_keeps_the_words() {
-        let cases = [
-            ("copy\x1b]52;c;ZXZpbA==\x07 me", "copy me"),
-            ("title\x1b]0;owned\x1b\\ here", "title here"),
-            ("a \x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\ b", "a link b"),
-            ("\x1b[31mred\x1b[0m \x1b[2J\x1b[?1049h", "red "),
-            ("8-bit \u{9b}31mcsi\u{9d}0;t\u{9c} done", "8-bit csi done"),
-            ("cr\r\nlf, bell\x07, nul\0, del\x7f", "cr\nlf, bell, nul, del"),
-            ("open \x1b]52;c;never ended\nnext line", "open \nnext line"),
-            ("\x1b(0line\x1b)B \x1bc end", "line  end"),
-            ("tabs\tand ünïcode ✓ stay", "tabs\tand ünïcode ✓ stay"),
-        ];
-        for (dirty, clean) in cases {
-            assert_eq!(safe_text(dirty), clean, "{dirty:?}");
-        }
-    }
-
-    #[test]
-    fn a_window_starts_near_the_hit() {
-        let text = format!("{}needle here{}", "a".repeat(5000), "b".repeat(5000));
-        let w = window(&text, &["needle here".into()], 100);
-        assert!(w.starts_with('…') && w.ends_with('…') && w.contains("needle here"), "{w}");
-        assert_eq!(window("short", &[], 100), "short");
-    }
 }
