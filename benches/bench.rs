@@ -1,6 +1,7 @@
 //! `make bench`: cca's overhead, streaming latency, long transcripts (whole, and after a clear or a
 //! compaction), many sessions, memory, a side-by-side with `llm`, the bytes compaction saves,
-//! rendering, `cca acp` against the command line, and `cca grep` beside ripgrep. Prints markdown
+//! rendering, `cca acp` against the command line, `cca grep` beside ripgrep, and a search through
+//! `cca mcp` beside `cca grep`. Prints markdown
 //! for BENCHMARKS.md.
 //!
 //! Runs the release `cca` against the release fake engine (tests/support/fake_engine.rs).
@@ -29,7 +30,7 @@ fn main() {
     println!("# cca benchmarks\n");
     println!("{}\n", machine());
     type Section = (&'static str, fn(&Bench));
-    let sections: [Section; 12] = [
+    let sections: [Section; 13] = [
         ("overhead", Bench::overhead),
         ("version", Bench::version),
         ("streaming", Bench::streaming),
@@ -42,6 +43,7 @@ fn main() {
         ("render", Bench::render),
         ("acp", Bench::acp),
         ("grep", Bench::grep),
+        ("mcp", Bench::mcp),
     ];
     for (name, run) in sections {
         if wanted(name) {
@@ -692,6 +694,89 @@ impl Bench {
     }
 }
 
+impl Bench {
+    /// A search through `cca mcp` (one server, each search a `tools/call`) beside `cca grep`
+    /// (a process per search), over the grep section's corpus.
+    fn mcp(&self) {
+        println!("## Searching every session through `cca mcp`, beside `cca grep`\n");
+        let home = self.home("mcp");
+        let dir = home.dir.join("cca/sessions");
+        let bytes = write_grep_corpus(&dir, 10_000, 100_000);
+        println!(
+            "The grep section's 10,000 generated sessions ({:.2} GB), from the page cache. One `cca mcp` serves every search of a row as a `tools/call` of `search` (the time is from the request written to the response read, through pipes); `cca grep` is a new process per search, its output read from a pipe and discarded. `cca mcp` searches newest first and stops once it has more matching exchanges than the limit (8), so a common word reads a few sessions; a word found nowhere reads them all, as grep does.\n",
+            bytes as f64 / 1e9
+        );
+        println!(
+            "| search | cca grep median ms | cca mcp median ms | mcp / grep | sessions searched | answer chars |\n| --- | ---: | ---: | ---: | ---: | ---: |"
+        );
+        let searches: [(&str, &[&str], serde_json::Value); 5] = [
+            (
+                "a word in no session `zqxjwvnowhere`",
+                &["zqxjwvnowhere"],
+                json!({"query": "zqxjwvnowhere"}),
+            ),
+            ("rare word `xyzzyplugh`", &["xyzzyplugh"], json!({"query": "xyzzyplugh"})),
+            ("common word `lock`", &["lock"], json!({"query": "lock"})),
+            ("regex `fn \\w+\\(`", &["fn \\w+\\("], json!({"query": "fn \\w+\\(", "regex": true})),
+            (
+                "two words `lock error`",
+                &["-i", "lock.*error|error.*lock"],
+                json!({"query": "lock error"}),
+            ),
+        ];
+        let started = Instant::now();
+        let mut client = AcpClient::over(home.command(&["mcp"], ""));
+        client.call("initialize", json!({"protocolVersion": "2025-06-18"}));
+        let ready = started.elapsed().as_secs_f64() * 1000.0;
+        // Warm the page cache.
+        for _ in 0..2 {
+            pipe_lines(home.command(&["grep", "xyzzyplugh"], ""));
+        }
+        for (label, grep_args, arguments) in searches {
+            let (mut grep_ms, mut mcp_ms) = (Vec::new(), Vec::new());
+            let mut text = String::new();
+            for _ in 0..5 {
+                let mut args = vec!["grep"];
+                args.extend_from_slice(grep_args);
+                let start = Instant::now();
+                pipe_lines(home.command(&args, ""));
+                grep_ms.push(start.elapsed().as_secs_f64() * 1000.0);
+                let start = Instant::now();
+                let response = client
+                    .call("tools/call", json!({"name": "search", "arguments": arguments.clone()}));
+                mcp_ms.push(start.elapsed().as_secs_f64() * 1000.0);
+                text = response["result"]["content"][0]["text"].as_str().unwrap().to_string();
+                assert_ne!(response["result"]["isError"], true, "{text}");
+            }
+            let searched = text
+                .split("[Searched the newest ")
+                .nth(1)
+                .and_then(|rest| rest.split(' ').next())
+                .unwrap_or("10000")
+                .to_string();
+            let (grep_ms, mcp_ms) = (Stats::new(grep_ms), Stats::new(mcp_ms));
+            println!(
+                "| {label} | {:.0} | {:.0} | {:.2} | {searched} | {} |",
+                grep_ms.median(),
+                mcp_ms.median(),
+                mcp_ms.median() / grep_ms.median(),
+                text.chars().count()
+            );
+        }
+        let status = std::fs::read_to_string(format!("/proc/{}/status", client.child.id()))
+            .unwrap_or_default();
+        let peak = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map_or("?".to_string(), |kb| format!("{:.1}", kb / 1024.0));
+        client.finish();
+        println!(
+            "\nMedians of 5 runs each, alternating. `cca mcp` started and answered `initialize` in {ready:.0} ms; its peak RSS after every search above: {peak} MB. The two-word row runs grep with a pattern for both words on one line, which is narrower than what `search` matches (both words anywhere in one exchange).\n"
+        );
+    }
+}
+
 fn rg_command(rg: &Path, dir: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(rg);
     cmd.args(["-S", "-n"]).args(args).arg(dir).stdin(Stdio::null());
@@ -871,13 +956,17 @@ struct AcpClient {
 
 impl AcpClient {
     fn start(home: &Home, script: &str) -> AcpClient {
-        let mut cmd = home.command(&["acp"], script);
+        let mut client = AcpClient::over(home.command(&["acp"], script));
+        client.call("initialize", json!({"protocolVersion": 1}));
+        client
+    }
+
+    /// A JSON-RPC line client of any cca server (`cca mcp` too), not yet initialized.
+    fn over(mut cmd: Command) -> AcpClient {
         let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
         let stdin = child.stdin.take().unwrap();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut client = AcpClient { child, stdin, lines, next: 0 };
-        client.call("initialize", json!({"protocolVersion": 1}));
-        client
+        AcpClient { child, stdin, lines, next: 0 }
     }
 
     fn send(&mut self, method: &str, params: serde_json::Value) -> u64 {

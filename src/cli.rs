@@ -111,6 +111,15 @@ pub enum Command {
     /// turns still running are stopped and recorded as interrupted.
     Acp(AnswerArgs),
 
+    /// Serve agents every kept conversation over the Model Context Protocol (MCP)
+    ///
+    /// For Claude Code (`claude mcp add cca -- cca mcp`), gemini-cli, codex and any MCP client
+    /// (see "Memory for agents" in the README): tools to search what was said in every
+    /// session, read a session or some of its exchanges, and list recent sessions. Read-only:
+    /// nothing an agent does through it changes a transcript. stdout carries protocol messages
+    /// only. Exits 0 when the client closes stdin.
+    Mcp,
+
     /// List sessions, newest first: id, last activity, turns, engine, name and title
     ///
     /// `*` marks the session `--resume` and `,` continue. Fast with thousands of sessions: the

@@ -362,34 +362,53 @@ fn search_with(
     Searcher::with_buffer(buffer).search(source, matcher, opts, sink)
 }
 
+/// Numbers exchanges as the transcript's headings do (see `transcript::Summarizer`): a question
+/// and its answer make one; a failure, a clear or damage ends a question unanswered. Feed it
+/// every record and problem in file order.
+#[derive(Debug, Default)]
+pub struct Numbering {
+    exchanges: u64,
+    pending_user: bool,
+}
+
+impl Numbering {
+    /// The exchange a record belongs to.
+    pub fn record(&mut self, kind: Kind) -> u64 {
+        let turn = self.exchanges + 1;
+        match kind {
+            Kind::User => self.pending_user = true,
+            Kind::Assistant if self.pending_user => {
+                self.exchanges += 1;
+                self.pending_user = false;
+            }
+            Kind::Failed | Kind::Interrupted | Kind::Clear => self.pending_user = false,
+            Kind::Assistant | Kind::Attachment | Kind::Compaction => {}
+        }
+        turn
+    }
+
+    /// Damage in the file: the question before it has no answer.
+    pub fn problem(&mut self) {
+        self.pending_user = false;
+    }
+}
+
 /// What the skim has told of the records so far.
 #[derive(Default)]
 struct Places {
     header: Option<Header>,
-    exchanges: u64,
-    pending_user: bool,
+    numbering: Numbering,
     /// The last record completed (shared with the lines shown from it).
     last: Option<Rc<Place>>,
 }
 
 impl Places {
-    /// Numbers exchanges as the transcript's headings do (see `transcript::Summarizer`): a
-    /// question and its answer make one; a failure, a clear or damage ends a question unanswered.
     fn event(&mut self, event: Event) {
         match event {
             Event::Header(header, _) => self.header = Some(header),
-            Event::Problem(_) => self.pending_user = false,
+            Event::Problem(_) => self.numbering.problem(),
             Event::Record(span) => {
-                let turn = self.exchanges + 1;
-                match span.kind {
-                    Kind::User => self.pending_user = true,
-                    Kind::Assistant if self.pending_user => {
-                        self.exchanges += 1;
-                        self.pending_user = false;
-                    }
-                    Kind::Failed | Kind::Interrupted | Kind::Clear => self.pending_user = false,
-                    Kind::Assistant | Kind::Attachment | Kind::Compaction => {}
-                }
+                let turn = self.numbering.record(span.kind);
                 let place = Place { kind: span.kind, meta: span.meta, turn, content: span.content };
                 self.last = Some(Rc::new(place));
             }

@@ -5,6 +5,7 @@ pub(crate) mod ask;
 mod chat;
 mod doctor;
 mod grep;
+mod mcp;
 pub(crate) mod sessions;
 mod show_settings;
 mod steer;
@@ -48,6 +49,7 @@ pub fn run(cli: Cli) -> Result<u8> {
             let (settings, store) = crate::session::settings(&flags(&args))?;
             crate::front::acp::serve(settings, store)
         }
+        Command::Mcp => mcp::run(),
         Command::Sessions { json, limit, here, engine, since } => {
             sessions::list(json, limit, here, engine.as_deref(), since.as_deref())
         }

@@ -6,11 +6,11 @@ use serde_json::Value;
 
 use crate::common::*;
 
-const LATER: &str = "2026-11-22T09:00:00Z";
-const LATER_ID: &str = "20261122-090000";
+pub(crate) const LATER: &str = "2026-11-22T09:00:00Z";
+pub(crate) const LATER_ID: &str = "20261122-090000";
 
 /// Two sessions: one at NOW about file locking (two exchanges), one a day later about tokio.
-fn two_sessions(env: &TestEnv) {
+pub(crate) fn two_sessions(env: &TestEnv) {
     let answer =
         "say Rust 1.89 stabilised File::lock.\\nIt has try_lock too.\\nLocks are advisory.";
     env.run_with(

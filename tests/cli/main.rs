@@ -10,6 +10,7 @@ mod faults;
 mod grep;
 mod help;
 mod live;
+mod mcp;
 mod readme;
 mod safety;
 mod search;

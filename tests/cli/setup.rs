@@ -67,7 +67,7 @@ fn endless_stdin_is_read_only_up_to_the_limit() {
     let mut cmd = env.command();
     cmd.args(["search", "what is this?"]).stdin(yes.stdout.take().unwrap());
     let yes = Guard(yes);
-    let run = run_command(cmd, None);
+    let run = run_with_stdin_set(cmd, None);
     drop(yes);
     run.code(2).stderr_has("stdin is more than any engine takes (97.7 KiB)");
     nothing_recorded(&env);

@@ -1043,3 +1043,88 @@ fn a_header_model_that_reads_as_an_option_is_refused() {
     assert_eq!(r.api.turns().len(), turns, "gemini was not run");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), hostile, "nothing was recorded");
 }
+
+/// A real agent, started by hand with `cca mcp` as its MCP server (claude: `--mcp-config`;
+/// gemini: `mcpServers` in its settings.json), calls cca's search when the model asks, and the
+/// model's next request carries what cca found in a conversation kept earlier (itself answered
+/// through the real claude). The transcript is not changed.
+fn agent_calls_cca_mcp_search(engine: &str) {
+    let r = Real::new();
+    let kept = "Use File::lock from Rust 1.89; the lock is advisory on Linux.";
+    r.api.set(Behavior { answer: Some(kept.into()), ..Behavior::default() });
+    r.run(&["search", "-q", "-e", "claude", "how do I lock a file in rust?"]).ok();
+    let id =
+        r.env.session_files()[0].trim_start_matches("session_").trim_end_matches(".md").to_string();
+    let before = std::fs::read(r.env.session_path(&id)).unwrap();
+
+    // How each agent names an MCP server's tool to the model.
+    let tool = if engine == "claude" { "mcp__cca__search" } else { "mcp_cca_search" };
+    r.api.set(Behavior {
+        script: vec![
+            vec![
+                Block::text("Let me look in your past conversations."),
+                Block::tool(tool, json!({"query": "lock file rust"})),
+            ],
+            vec![Block::text("You settled on File::lock.")],
+        ],
+        ..Behavior::default()
+    });
+    let server =
+        json!({"command": cca_exe(), "args": ["mcp"], "env": {"CCA_HOME": r.env.cca_home}});
+    let cca = r.command();
+    let mut agent =
+        std::process::Command::new(if engine == "claude" { &r.claude } else { &r.gemini });
+    agent
+        .env_clear()
+        .envs(cca.get_envs().filter_map(|(k, v)| Some((k.to_owned(), v?.to_owned()))))
+        .current_dir(&r.env.work)
+        .stdin(Stdio::null());
+    if engine == "claude" {
+        let config = json!({"mcpServers": {"cca": server}});
+        agent.args(["-p", "--mcp-config", &config.to_string(), "--allowedTools", tool, "--"]);
+    } else {
+        // A trusted server's tools run without asking, as `-p` cannot ask.
+        let mut server = server;
+        server["trust"] = json!(true);
+        let settings = json!({"security": {"auth": {"selectedType": "gemini-api-key"}},
+            "mcpServers": {"cca": server}});
+        std::fs::write(r.env.home.join(".gemini/settings.json"), settings.to_string()).unwrap();
+        agent.env("GEMINI_CLI_TRUST_WORKSPACE", "true").arg("-p");
+    }
+    agent.arg("what did we decide about locking files?");
+    let run = run_command(agent, None);
+    assert_eq!(run.code, Some(0), "{engine}: {run}");
+    assert!(run.stdout.contains("You settled on File::lock."), "{engine}: {run}");
+
+    let turns = r.api.turns();
+    let first = turns.iter().find(|t| t.body.to_string().contains("what did we decide")).unwrap();
+    // The agent names cca's tools to the model (as tools, or as deferred ones it can load).
+    assert!(first.body.to_string().contains(tool), "{engine}: cca's tools are offered");
+    // The request after the tool call carries cca's result: the exchange kept earlier.
+    let last = &turns.last().unwrap().body;
+    let results: Vec<&Value> = if engine == "claude" {
+        let messages = last["messages"].as_array().unwrap().iter();
+        let blocks = messages.flat_map(|m| m["content"].as_array().into_iter().flatten());
+        blocks.filter(|b| b["type"] == "tool_result").collect()
+    } else {
+        let contents = last["contents"].as_array().unwrap().iter();
+        let parts = contents.flat_map(|c| c["parts"].as_array().into_iter().flatten());
+        parts.filter(|p| p["functionResponse"].is_object()).collect()
+    };
+    assert_eq!(results.len(), 1, "{engine}: {run}");
+    let result = results[0].to_string();
+    assert!(result.contains(kept) && result.contains(&id), "{engine}: {result}");
+    assert!(result.contains("how do I lock a file in rust?"), "{engine}: {result}");
+    assert_ne!(results[0]["is_error"], true, "{engine}: {result}");
+    assert_eq!(std::fs::read(r.env.session_path(&id)).unwrap(), before, "read-only");
+}
+
+#[test]
+fn claude_calls_cca_mcp_search_and_the_model_gets_what_it_found() {
+    agent_calls_cca_mcp_search("claude");
+}
+
+#[test]
+fn gemini_calls_cca_mcp_search_and_the_model_gets_what_it_found() {
+    agent_calls_cca_mcp_search("gemini");
+}

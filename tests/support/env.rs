@@ -271,10 +271,16 @@ impl std::fmt::Display for Run {
 
 /// Runs a command to completion, killing it if it outlives [`TIMEOUT`].
 pub fn run_command(mut cmd: Command, input: Option<&[u8]>) -> Run {
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     // Never the test process's own stdin: a terminal, a pipe or nothing, depending on who ran
     // the tests.
     cmd.stdin(if input.is_some() { Stdio::piped() } else { Stdio::null() });
+    run_with_stdin_set(cmd, input)
+}
+
+/// As [`run_command`], for a command whose stdin the test has set itself (piped when `input`
+/// is given).
+pub fn run_with_stdin_set(mut cmd: Command, input: Option<&[u8]>) -> Run {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn");
     if let Some(input) = input {
         let mut stdin = child.stdin.take().unwrap();

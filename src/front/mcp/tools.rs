@@ -1,0 +1,648 @@
+//! The tools `cca mcp` offers: `search` (every conversation, through `crate::grep`), `read` (a
+//! conversation or some of its exchanges, through the transcript scanner) and `list` (recent
+//! conversations, from `store.listing()`, as `cca sessions`).
+//!
+//! Every answer is text for a model: bounded ([`OUTPUT`] characters, with a note of what was
+//! left out and how to get it), and safe ([`safe_text`]: nothing in it can drive a terminal).
+//! Bad arguments, an unknown session or an unreadable one are an error text the model can act
+//! on. Nothing here writes a transcript or takes a lock.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::BufReader;
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::find::{Excerpt, Filter, Found, Hit, Job, Searched, excerpt_block};
+use super::safe::safe_text;
+use crate::config::Settings;
+use crate::grep::{Case, Matcher, Numbering, Options, PatternOptions};
+use crate::store::{self, Store};
+use crate::transcript::{self, Direction, Event, Header, Kind, MarkerEscaper, Meta, Scanner};
+
+/// The most characters one answer holds (about 5,000 tokens): well under what clients accept
+/// from a tool (Claude Code warns past 10,000 tokens), and enough for a dozen excerpts.
+const OUTPUT: usize = 20_000;
+/// What the notes at the end of an answer may take of [`OUTPUT`]; the rest is for what was found.
+const NOTES: usize = 600;
+/// The room for what was found.
+const BODY: usize = OUTPUT - NOTES;
+/// The longest query taken, in characters.
+const QUERY: usize = 1_000;
+/// The most words a word search takes.
+const WORDS: usize = 16;
+/// Matching exchanges shown by default, and at most.
+const SEARCH_LIMIT: (usize, usize) = (8, 30);
+/// Conversations listed by default, and at most.
+const LIST_LIMIT: (usize, usize) = (20, 200);
+
+pub(super) struct Tools {
+    settings: Settings,
+    store: Store,
+}
+
+/// The tools, as `tools/list` describes them to the model.
+pub(super) fn list() -> Value {
+    let filters = json!({
+        "cwd": {"type": "string", "description": "Only conversations started in this folder or below it: an absolute path, or \"here\" for the folder the agent works in."},
+        "engine": {"type": "string", "description": "Only conversations started with this engine: \"claude\", \"gemini\", or another configured one."},
+        "since": {"type": "string", "description": "Only what was said since this date: 2026-11-21, \"2026-11-21 10:15\", RFC 3339, or a time ago such as 3d, 12h, 2w."},
+    });
+    let mut search_props = json!({
+        "query": {"type": "string", "description": "Words to find (every word must appear in the exchange, in any order, ignoring case), or a regular expression when regex is true."},
+        "regex": {"type": "boolean", "description": "Treat query as one regular expression (Rust syntax; smart case: case is ignored unless it has an upper-case letter), matched line by line.", "default": false},
+        "until": {"type": "string", "description": "Only what was said until this date (same forms as since)."},
+        "limit": {"type": "integer", "minimum": 1, "maximum": SEARCH_LIMIT.1, "description": format!("How many matching exchanges to return (default {}, at most {}).", SEARCH_LIMIT.0, SEARCH_LIMIT.1)},
+    });
+    let mut list_props = json!({
+        "limit": {"type": "integer", "minimum": 1, "maximum": LIST_LIMIT.1, "description": format!("How many conversations to list (default {}, at most {}).", LIST_LIMIT.0, LIST_LIMIT.1)},
+    });
+    for props in [&mut search_props, &mut list_props] {
+        props
+            .as_object_mut()
+            .expect("an object")
+            .extend(filters.as_object().expect("an object").clone());
+    }
+    json!([
+        {
+            "name": "search",
+            "title": "Search past conversations",
+            "description": "Search every conversation the user has kept with cca (all folders, all engines) for what was said: past solutions, decisions, error messages, commands. Returns the matching exchanges, newest first, each with its conversation id, date, title, the lines that matched, and an excerpt of the question and answer. Use `read` with the id and exchange number to see all of one.",
+            "inputSchema": {"type": "object", "properties": search_props, "required": ["query"], "additionalProperties": false},
+            "annotations": {"readOnlyHint": true, "openWorldHint": false},
+        },
+        {
+            "name": "read",
+            "title": "Read a past conversation",
+            "description": "Read one kept conversation, whole or a range of its exchanges (numbered from 1), by the id that search or list gave, or by its name. Long conversations come in parts: the answer says which exchanges are left and how to ask for them.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "description": "The conversation's id (such as 20261121-101500), a unique start of one, or its name."},
+                    "from": {"type": "integer", "minimum": 1, "description": "The first exchange to read (default 1)."},
+                    "to": {"type": "integer", "minimum": 1, "description": "The last exchange to read (default: the last one)."},
+                },
+                "required": ["id"],
+                "additionalProperties": false,
+            },
+            "annotations": {"readOnlyHint": true, "openWorldHint": false},
+        },
+        {
+            "name": "list",
+            "title": "List recent conversations",
+            "description": "List the user's kept conversations, most recently active first: id, name, last activity, number of exchanges, engine, folder and title. Use it to find a conversation by when or where it happened; use search to find one by what was said.",
+            "inputSchema": {"type": "object", "properties": list_props, "additionalProperties": false},
+            "annotations": {"readOnlyHint": true, "openWorldHint": false},
+        },
+    ])
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchArgs {
+    query: String,
+    #[serde(default)]
+    regex: bool,
+    cwd: Option<String>,
+    engine: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+    limit: Option<usize>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadArgs {
+    id: String,
+    from: Option<u64>,
+    to: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListArgs {
+    cwd: Option<String>,
+    engine: Option<String>,
+    since: Option<String>,
+    limit: Option<usize>,
+}
+
+impl Tools {
+    pub(super) fn new(settings: Settings, store: Store) -> Tools {
+        Tools { settings, store }
+    }
+
+    /// Runs a tool: its text, or an error text for the model; `None` when there is no such tool.
+    pub(super) fn call(&self, name: &str, arguments: &Value) -> Option<Result<String, String>> {
+        let result = match name {
+            "search" => args(name, arguments).and_then(|a| self.search(a)),
+            "read" => args(name, arguments).and_then(|a| self.read(a)),
+            "list" => args(name, arguments).and_then(|a| self.list(a)),
+            _ => return None,
+        };
+        Some(result.map(|t| safe_text(&t)).map_err(|t| safe_text(&t)))
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // search
+
+    fn search(&self, a: SearchArgs) -> Result<String, String> {
+        let query = a.query.trim();
+        if query.is_empty() {
+            return Err("search: `query` is empty; give words to find, or a regular expression with \"regex\": true".into());
+        }
+        if query.chars().count() > QUERY {
+            return Err(format!(
+                "search: the query is longer than {QUERY} characters; search for a few distinctive words"
+            ));
+        }
+        let limit = limit("search", a.limit, SEARCH_LIMIT)?;
+        let words: Vec<String> = if a.regex {
+            Vec::new()
+        } else {
+            let mut words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
+            words.dedup();
+            if words.len() > WORDS {
+                return Err(format!(
+                    "search: {} words is too many (at most {WORDS}); keep the distinctive ones",
+                    words.len()
+                ));
+            }
+            words
+        };
+        let (pattern, case) = match a.regex {
+            true => (query.to_string(), Case::Smart),
+            false => (
+                words.iter().map(|w| regex::escape(w)).collect::<Vec<_>>().join("|"),
+                Case::Insensitive,
+            ),
+        };
+        let matcher = Matcher::new(&pattern, &PatternOptions { case, fixed: false, word: false })
+            .map_err(|why| format!("search: cannot search for `{query}`: {why}. Patterns are Rust regular expressions; or leave out \"regex\" to search for the words"))?;
+        let opts = Options {
+            since: self.date("since", a.since.as_deref(), false)?,
+            until: self.date("until", a.until.as_deref(), true)?,
+            ..Options::default()
+        };
+        let filter = Filter { cwd: cwd(a.cwd.as_deref())?, engine: a.engine };
+        let mut ids = self.store.session_ids().map_err(|e| format!("search: {e:#}"))?;
+        // Newest first: what was said last is likeliest to be what the agent needs.
+        ids.sort_by_cached_key(|id| std::cmp::Reverse(store::sort_key(id)));
+        let job = Job {
+            store: &self.store,
+            matcher: &matcher,
+            opts: &opts,
+            filter: &filter,
+            words: &words,
+        };
+        let searched = job.run(&ids, limit);
+        let found: Vec<(&Found, &Hit)> = searched
+            .sessions
+            .iter()
+            .flat_map(|f| f.hits.iter().rev().filter(|h| job.qualifies(h)).map(move |h| (f, h)))
+            .collect();
+        let what = match a.regex {
+            true => format!("the pattern `{query}`"),
+            false => format!(
+                "the words {}",
+                words.iter().map(|w| format!("\"{w}\"")).collect::<Vec<_>>().join(", ")
+            ),
+        };
+        Ok(self.found(&what, &found, limit, &searched, ids.len()))
+    }
+
+    /// The answer to a search: the first `limit` exchanges found, each with its excerpt, as
+    /// many as fit, and notes of what was left out.
+    fn found(
+        &self,
+        what: &str,
+        found: &[(&Found, &Hit)],
+        limit: usize,
+        searched: &Searched,
+        sessions: usize,
+    ) -> String {
+        let mut out = String::new();
+        if found.is_empty() {
+            let _ = writeln!(out, "Nothing found for {what} in {} conversations.", searched.done);
+            out.push_str("Try fewer or other words, a regular expression (\"regex\": true), or fewer filters.\n");
+        } else {
+            let _ = writeln!(out, "Matching exchanges for {what}, newest first:");
+        }
+        let mut shown = 0;
+        let mut cut_short = false;
+        let mut excerpts: BTreeMap<&str, Vec<Excerpt>> = BTreeMap::new();
+        let mut last_session = None;
+        for (session, hit) in found.iter().take(limit) {
+            if !excerpts.contains_key(session.id.as_str()) {
+                // Only the exchanges shown are read.
+                let wanted: Vec<u64> = found
+                    .iter()
+                    .take(limit)
+                    .filter(|(f, _)| f.id == session.id)
+                    .map(|(_, h)| h.turn)
+                    .collect();
+                excerpts.insert(&session.id, self.excerpts(&session.id, &wanted));
+            }
+            let texts = excerpts
+                .get(session.id.as_str())
+                .and_then(|e| e.iter().find(|e| e.turn == hit.turn));
+            let first_of_session = last_session != Some(session.id.as_str());
+            last_session = Some(session.id.as_str());
+            let block = excerpt_block(session, hit, texts, first_of_session);
+            if out.len() + block.len() > BODY {
+                cut_short = true;
+                break;
+            }
+            out.push_str(&block);
+            shown += 1;
+        }
+        let left = found.len().min(limit) - shown;
+        if cut_short {
+            let _ = writeln!(
+                out,
+                "\n[{left} more matching exchanges not shown: the answer is limited to {OUTPUT} characters. Ask with a smaller limit, narrower words, or read a conversation by id.]"
+            );
+        }
+        if found.len() > limit {
+            let _ = writeln!(
+                out,
+                "\n[More matching exchanges than the limit of {limit}: ask with a larger limit (at most {}), more words, since/until, cwd or engine.]",
+                SEARCH_LIMIT.1
+            );
+        }
+        if searched.done < sessions {
+            let _ = writeln!(
+                out,
+                "[Searched the newest {} of {} conversations; older ones were not searched once enough was found.]",
+                searched.done, sessions
+            );
+        }
+        if searched.unreadable > 0 {
+            let _ = writeln!(
+                out,
+                "[{} conversations could not be read and were skipped.]",
+                searched.unreadable
+            );
+        }
+        out
+    }
+
+    /// The question and answer of some exchanges of a session, for excerpts.
+    fn excerpts(&self, id: &str, turns: &[u64]) -> Vec<Excerpt> {
+        let Ok((_, records, _)) = self.records(id, |turn| turns.contains(&turn), 64 * 1024) else {
+            return Vec::new();
+        };
+        let mut out: Vec<Excerpt> = Vec::new();
+        for r in records {
+            let at = out.iter().position(|e| e.turn == r.turn).unwrap_or_else(|| {
+                out.push(Excerpt { turn: r.turn, question: None, answer: None });
+                out.len() - 1
+            });
+            let e = &mut out[at];
+            match r.kind {
+                // The last attempt's question, and what ended the exchange.
+                Kind::User => e.question = Some(r),
+                Kind::Assistant => e.answer = Some(r),
+                Kind::Failed | Kind::Interrupted if e.answer.is_none() => e.answer = Some(r),
+                _ => {}
+            }
+        }
+        out
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // read
+
+    fn read(&self, a: ReadArgs) -> Result<String, String> {
+        let id = self.store.resolve_id(a.id.trim()).map_err(|e| {
+            format!("read: {}. Use the id that search or list gave (such as 20261121-101500), or a conversation's name.", message(&e))
+        })?;
+        let from = a.from.unwrap_or(1).max(1);
+        let to = a.to.unwrap_or(u64::MAX);
+        if to < from {
+            return Err(format!("read: `to` ({to}) is before `from` ({from})"));
+        }
+        let (header, records, exchanges) = self
+            .records(&id, |turn| (from..=to).contains(&turn), OUTPUT * 4)
+            .map_err(|e| format!("read: {}", message(&e)))?;
+        let mut out = String::new();
+        let _ = writeln!(out, "{}", session_line(&id, &header));
+        let _ = writeln!(out, "{} in all.", exchanges_word(exchanges));
+        if from > exchanges.max(1) {
+            let _ =
+                writeln!(out, "[There is no exchange {from}: this conversation has {exchanges}.]");
+            return Ok(out);
+        }
+        // The exchange the answer starts with: one too long for the answer alone is cut, so
+        // that reading on from the next one always gets further.
+        let mut first = None;
+        let mut cut = None;
+        // Where the exchange being written starts in `out`, to take it back whole if cut.
+        let mut started = (0, out.len());
+        for r in &records {
+            if r.turn != started.0 {
+                started = (r.turn, out.len());
+            }
+            let mut block = format!("\n── {} ──\n", record_heading(r));
+            block.push_str(&r.text);
+            if !r.text.ends_with('\n') {
+                block.push('\n');
+            }
+            if r.partial {
+                let _ = writeln!(block, "[cut here: this record holds {} bytes]", r.whole);
+            }
+            let room = BODY.saturating_sub(out.len());
+            if block.len() > room {
+                if first.is_some_and(|t| t != r.turn) {
+                    out.truncate(started.1);
+                    cut = Some(r.turn);
+                } else {
+                    let kept: String = block.chars().take(room.saturating_sub(200)).collect();
+                    out.push_str(&kept);
+                    let _ = writeln!(
+                        out,
+                        "\n[cut: exchange {} is longer than one answer may be ({OUTPUT} characters).]",
+                        r.turn
+                    );
+                    cut = Some(r.turn + 1);
+                }
+                break;
+            }
+            first.get_or_insert(r.turn);
+            out.push_str(&block);
+        }
+        match cut {
+            Some(next) if next <= exchanges.max(1) => {
+                let _ = writeln!(
+                    out,
+                    "\n[Exchanges {next} to {exchanges} not shown (the answer is limited to {OUTPUT} characters): read again with from={next}.]"
+                );
+            }
+            _ if to < exchanges => {
+                let _ = writeln!(out, "\n[Exchanges {} to {exchanges} not asked for.]", to + 1);
+            }
+            _ => {}
+        }
+        Ok(out)
+    }
+
+    /// The records of the exchanges of a session that `wanted` takes, each with at most `cap`
+    /// bytes of its content, and the session's header and number of exchanges.
+    fn records(
+        &self,
+        id: &str,
+        wanted: impl Fn(u64) -> bool,
+        cap: usize,
+    ) -> anyhow::Result<(Header, Vec<Text>, u64)> {
+        let path = self.store.session_path(id);
+        let file = self.store.open_transcript(&path)?;
+        let mut numbering = Numbering::default();
+        let mut header = None;
+        let mut spans = Vec::new();
+        let mut exchanges = 0;
+        let scanned =
+            Scanner::scan(BufReader::with_capacity(256 * 1024, &file), |event| match event {
+                Event::Header(h, _) => header = Some(h),
+                Event::Problem(_) => numbering.problem(),
+                Event::Record(span) => {
+                    let turn = numbering.record(span.kind);
+                    if span.kind == Kind::Assistant {
+                        exchanges = exchanges.max(turn);
+                    }
+                    if wanted(turn) {
+                        spans.push((turn, span.kind, span.meta, span.content));
+                    }
+                }
+            })
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        if let Err(e) = scanned {
+            return Err(store::not_transcript(&path, id, e));
+        }
+        let header = header.expect("a scan that succeeded saw the header");
+        let mut out = Vec::with_capacity(spans.len());
+        for (turn, kind, meta, content) in spans {
+            let text = read_content(&file, &content, cap)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+            let whole = content.end - content.start;
+            out.push(Text { turn, kind, meta, text, whole, partial: whole > cap as u64 });
+        }
+        Ok((header, out, exchanges))
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // list
+
+    fn list(&self, a: ListArgs) -> Result<String, String> {
+        let limit = limit("list", a.limit, LIST_LIMIT)?;
+        let since = self.date("since", a.since.as_deref(), false)?;
+        let here = cwd(a.cwd.as_deref())?;
+        let mut listed = self.store.listing().map_err(|e| format!("list: {}", message(&e)))?;
+        listed.retain(|l| {
+            l.unreadable.is_none()
+                && here.as_ref().is_none_or(|here| Path::new(&l.cwd).starts_with(here))
+                && a.engine.as_ref().is_none_or(|e| &l.engine == e)
+                && since.is_none_or(|since| {
+                    DateTime::parse_from_rfc3339(&l.last_activity)
+                        .is_ok_and(|t| t.to_utc() >= since)
+                })
+        });
+        listed.sort_by_cached_key(|l| {
+            std::cmp::Reverse((l.last_activity.clone(), store::sort_key(&l.id)))
+        });
+        let mut out = String::new();
+        if listed.is_empty() {
+            out.push_str("No conversations match.\n");
+            return Ok(out);
+        }
+        let count = match listed.len() {
+            1 => "1 conversation".to_string(),
+            n => format!("{n} conversations"),
+        };
+        let _ = writeln!(out, "{count}, most recently active first:");
+        let mut shown = 0;
+        for l in listed.iter().take(limit) {
+            let name = l.name.as_deref().map(|n| format!(" · name {n}")).unwrap_or_default();
+            let line = format!(
+                "{}{name} · last active {} · {} · {} · folder {} · {}\n",
+                l.id,
+                l.last_activity,
+                exchanges_word(l.turns),
+                l.engine,
+                l.cwd,
+                quoted_title(&l.title),
+            );
+            if out.len() + line.len() > BODY {
+                break;
+            }
+            out.push_str(&line);
+            shown += 1;
+        }
+        if shown < listed.len() {
+            let _ = writeln!(
+                out,
+                "[{} more not listed: ask with since, cwd or engine, or a larger limit (at most {}).]",
+                listed.len() - shown,
+                LIST_LIMIT.1
+            );
+        }
+        Ok(out)
+    }
+
+    fn date(
+        &self,
+        field: &str,
+        text: Option<&str>,
+        end_of_day: bool,
+    ) -> Result<Option<DateTime<Utc>>, String> {
+        text.map(|t| crate::cmd::parse_date(t, self.settings.now(), end_of_day))
+            .transpose()
+            .map_err(|e| format!("`{field}`: {}", message(&e)))
+    }
+}
+
+/// A tool's arguments, or an error that says what was wrong with them.
+fn args<T: for<'de> Deserialize<'de>>(tool: &str, arguments: &Value) -> Result<T, String> {
+    let arguments = if arguments.is_null() { &json!({}) } else { arguments };
+    T::deserialize(arguments).map_err(|e| {
+        format!("{tool}: bad arguments: {e}. See the tool's input schema for what it takes.")
+    })
+}
+
+fn limit(
+    tool: &str,
+    asked: Option<usize>,
+    (default, most): (usize, usize),
+) -> Result<usize, String> {
+    match asked {
+        None => Ok(default),
+        Some(0) => Err(format!("{tool}: `limit` must be at least 1")),
+        Some(n) if n > most => {
+            Err(format!("{tool}: `limit` is at most {most}; narrow the request instead"))
+        }
+        Some(n) => Ok(n),
+    }
+}
+
+/// The folder filter: "here" is the folder `cca mcp` runs in (the agent's project).
+fn cwd(asked: Option<&str>) -> Result<Option<PathBuf>, String> {
+    match asked.map(str::trim) {
+        None | Some("") => Ok(None),
+        Some("here" | ".") => {
+            crate::cmd::current_dir().map(Some).map_err(|e| format!("`cwd`: {e:#}"))
+        }
+        Some(path) if Path::new(path).is_absolute() => Ok(Some(PathBuf::from(path))),
+        Some(path) => {
+            Err(format!("`cwd`: `{path}` is not an absolute path; give one, or \"here\""))
+        }
+    }
+}
+
+/// An error's message and hint, as one text for a model.
+fn message(e: &anyhow::Error) -> String {
+    let hint = e
+        .chain()
+        .find_map(|c| c.downcast_ref::<crate::error::Failure>())
+        .and_then(|f| f.hint.clone());
+    match hint {
+        Some(hint) => format!("{e:#} ({hint})"),
+        None => format!("{e:#}"),
+    }
+}
+
+/// Reads at most `cap` bytes of a record's content, unescaped, cut at a character.
+fn read_content(file: &File, content: &Range<u64>, cap: usize) -> std::io::Result<String> {
+    let len = ((content.end - content.start) as usize).min(cap);
+    let mut stored = vec![0; len];
+    file.read_exact_at(&mut stored, content.start)?;
+    let mut text = Vec::with_capacity(len);
+    let mut escaper = MarkerEscaper::new(Direction::Unescape);
+    escaper.push(&stored, &mut text);
+    escaper.finish(&mut text);
+    Ok(match String::from_utf8(text) {
+        Ok(text) => text,
+        Err(e) => {
+            let valid = e.utf8_error().valid_up_to();
+            let mut bytes = e.into_bytes();
+            bytes.truncate(valid);
+            String::from_utf8(bytes).unwrap_or_default()
+        }
+    })
+}
+
+/// One record of a conversation, read.
+pub(super) struct Text {
+    pub(super) turn: u64,
+    pub(super) kind: Kind,
+    pub(super) meta: Meta,
+    /// Its content, or the first part of it.
+    pub(super) text: String,
+    /// The size of the whole content, as stored.
+    pub(super) whole: u64,
+    /// Only the first part of the content was read.
+    pub(super) partial: bool,
+}
+
+fn record_heading(r: &Text) -> String {
+    let at = r.meta.at.as_deref().map(|at| format!(" ({at})")).unwrap_or_default();
+    let who = || {
+        let engine = r.meta.engine.as_deref().unwrap_or("answer");
+        match &r.meta.model {
+            Some(model) => format!("{engine}, {model}"),
+            None => engine.to_string(),
+        }
+    };
+    match r.kind {
+        Kind::User => format!("{}. Question{at}", r.turn),
+        Kind::Attachment => {
+            format!("{}. Attached: {}", r.turn, r.meta.name.as_deref().unwrap_or("context"))
+        }
+        Kind::Assistant => format!("{}. Answer ({}){at}", r.turn, who()),
+        Kind::Failed => format!(
+            "{}. Not answered ({}): {}",
+            r.turn,
+            who(),
+            r.meta.reason.as_deref().unwrap_or("failed")
+        ),
+        Kind::Interrupted => format!(
+            "{}. Interrupted ({}): {}",
+            r.turn,
+            who(),
+            r.meta.reason.as_deref().unwrap_or("stopped")
+        ),
+        Kind::Clear => "Context cleared: the engine did not see the exchanges above again".into(),
+        Kind::Compaction => format!(
+            "Summary of exchanges {} to {} (sent to the engine in their place)",
+            r.meta.first.unwrap_or(1),
+            r.meta.through.unwrap_or(0)
+        ),
+    }
+}
+
+fn exchanges_word(n: u64) -> String {
+    if n == 1 { "1 exchange".into() } else { format!("{n} exchanges") }
+}
+
+fn quoted_title(title: &str) -> String {
+    match title.is_empty() {
+        true => "(untitled)".into(),
+        false => format!("\"{}\"", transcript::one_line(title, 100)),
+    }
+}
+
+pub(super) fn session_line(id: &str, h: &Header) -> String {
+    let name = h.name.as_deref().map(|n| format!(" · name {n}")).unwrap_or_default();
+    let model = h.model.as_deref().map(|m| format!(" ({m})")).unwrap_or_default();
+    format!(
+        "Conversation {id}{name} · {} · {}{model} · started {} · folder {}",
+        quoted_title(&h.title),
+        h.engine,
+        h.created,
+        h.cwd
+    )
+}

@@ -1,0 +1,405 @@
+//! `cca mcp` driven by the official MCP TypeScript SDK's client (tests/mcp/client.mjs,
+//! installed pinned by `make mcp-clients`): every tool, bad arguments, unknown tools and ids,
+//! and shutdown; and, for what no well-behaved client sends (lines that are not JSON or not
+//! UTF-8, a huge line, batches, unknown versions), raw JSON-RPC lines.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+
+use serde_json::{Value, json};
+
+use crate::common::{self, NOW, STAMP, TIMEOUT, TestEnv};
+use crate::grep::{LATER_ID, two_sessions};
+
+const THIRD: &str = "2026-11-23T08:00:00Z";
+const THIRD_ID: &str = "20261123-080000";
+
+fn clients() -> PathBuf {
+    common::real_program("CCA_TEST_MCP_CLIENTS", "mcp-clients")
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/client.mjs")
+}
+
+fn isolate(cmd: &mut Command, env: &TestEnv) {
+    cmd.env_clear()
+        .env("HOME", &env.home)
+        .env("CCA_HOME", &env.cca_home)
+        .env("PATH", env.path_var())
+        .env("CCA_NOW", NOW)
+        .env("CCA_TEST_MCP_CLIENTS", clients())
+        .current_dir(&env.work);
+}
+
+/// Runs a plan of the SDK client against `cca mcp` (see tests/mcp/client.mjs).
+fn sdk(env: &TestEnv, steps: &[Value]) -> Value {
+    let mut cmd = Command::new("node");
+    cmd.arg(script()).arg(common::cca_exe()).arg(Value::Array(steps.to_vec()).to_string());
+    isolate(&mut cmd, env);
+    let run = common::run_command(cmd, None);
+    assert_eq!(run.code, Some(0), "the client failed\n{run}");
+    let out: Value = serde_json::from_str(run.stdout.trim()).expect("the client's JSON");
+    assert_eq!(out["exit"], 0, "cca mcp exits 0 by itself when stdin closes\n{run}");
+    assert_eq!(out["signal"], Value::Null, "{run}");
+    out
+}
+
+fn call(tool: &str, arguments: Value) -> Value {
+    json!({"call": tool, "arguments": arguments})
+}
+
+/// A tool result's text, and whether it is an error.
+fn text(result: &Value) -> (String, bool) {
+    let text = result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("{result}"));
+    (text.to_string(), result["isError"] == true)
+}
+
+/// Three sessions: `cca grep`'s two (one at NOW about file locking, two exchanges, here named
+/// `rust-locks`; one a day later about tokio), and a third, later still, in another folder.
+fn three_sessions(env: &TestEnv) -> PathBuf {
+    two_sessions(env);
+    env.run(&["name", STAMP, "rust-locks"]).ok();
+    let other = env.root.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let mut cmd = env.command();
+    cmd.args(["search", "-q", "what causes deadlocks?"])
+        .env("CCA_NOW", THIRD)
+        .env("FAKE_SCRIPT", "say Taking two locks in different orders.")
+        .current_dir(&other);
+    common::run_command(cmd, None).ok();
+    other
+}
+
+fn transcripts(env: &TestEnv) -> Vec<(String, Vec<u8>)> {
+    env.session_files()
+        .into_iter()
+        .map(|f| {
+            let bytes = std::fs::read(env.sessions_dir().join(&f)).unwrap();
+            (f, bytes)
+        })
+        .collect()
+}
+
+#[test]
+fn every_tool_through_the_sdk_and_no_transcript_changes() {
+    let env = TestEnv::new();
+    let other = three_sessions(&env);
+    let before = transcripts(&env);
+    let out = sdk(
+        &env,
+        &[
+            call("search", json!({"query": "WINDOWS lock"})),
+            call("search", json!({"query": "File::lock|tokio", "regex": true})),
+            call("search", json!({"query": "lock", "engine": "claude", "cwd": other})),
+            call("search", json!({"query": "lock", "since": "2026-11-22"})),
+            call("search", json!({"query": "lock", "limit": 1})),
+            call("read", json!({"id": "rust-locks", "from": 2, "to": 2})),
+            call("read", json!({"id": THIRD_ID})),
+            call("list", json!({})),
+            call("list", json!({"cwd": "here"})),
+            call("search", json!({"query": "no such words anywhere"})),
+        ],
+    );
+    assert_eq!(out["server"]["name"], "cca");
+    // The SDK asks for its newest version, which cca speaks.
+    assert_eq!(out["protocolVersion"], "2025-11-25");
+    assert!(out["instructions"].as_str().unwrap().contains("search"));
+    let names: Vec<&str> =
+        out["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["search", "read", "list"]);
+    for tool in out["tools"].as_array().unwrap() {
+        assert!(tool["description"].as_str().unwrap().len() > 100, "{tool}");
+        assert_eq!(tool["inputSchema"]["type"], "object");
+        assert_eq!(tool["annotations"]["readOnlyHint"], true);
+    }
+    let r = |i: usize| text(&out["results"][i]);
+
+    // Every word, in any order and case, in one exchange: the second of the first session.
+    let (found, error) = r(0);
+    assert!(!error, "{found}");
+    assert!(found.contains(&format!("Conversation {STAMP} · name rust-locks")), "{found}");
+    assert!(found.contains("Exchange 2 (") && found.contains("> LockFileEx, mandatory there."));
+    assert!(found.contains("Question:\nand on Windows?\nAnswer (claude):\nLockFileEx"), "{found}");
+    assert!(found.contains(&format!("read id={STAMP} from=2 to=2")), "{found}");
+    assert!(!found.contains("Exchange 1 ("), "exchange 1 has no `windows`: {found}");
+
+    // A pattern: newest first, one exchange from each session.
+    let (found, _) = r(1);
+    let tokio = found.find(LATER_ID).expect("the tokio session");
+    let locks = found.find(STAMP).expect("the locking session");
+    assert!(tokio < locks, "newest first: {found}");
+    assert!(found.contains("> Rust 1.89 stabilised File::lock."), "{found}");
+
+    // Filters: folder and engine; since.
+    let (found, _) = r(2);
+    assert!(found.contains(THIRD_ID), "{found}");
+    assert!(!found.contains(LATER_ID) && !found.contains(STAMP), "{found}");
+    let (found, _) = r(3);
+    assert!(found.contains(LATER_ID) && !found.contains(STAMP), "{found}");
+    // A limit, and a note of what was left out.
+    let (found, _) = r(4);
+    assert_eq!(found.matches("\nExchange ").count(), 1, "{found}");
+    assert!(found.contains("More matching exchanges than the limit of 1"), "{found}");
+
+    // Read by name, one exchange; read by id, all of it.
+    let (read, error) = r(5);
+    assert!(!error, "{read}");
+    assert!(read.contains("2 exchanges in all"), "{read}");
+    assert!(read.contains("── 2. Question (") && read.contains("\nand on Windows?\n"), "{read}");
+    assert!(read.contains("── 2. Answer (claude") && read.contains("LockFileEx, mandatory there."));
+    assert!(!read.contains("how does file locking work?\n──"), "only exchange 2: {read}");
+    let (read, _) = r(6);
+    assert!(read.contains("what causes deadlocks?") && read.contains("different orders"));
+    assert!(read.contains(&format!("folder {}", other.display())), "{read}");
+
+    // Lists: newest activity first; `here` is the folder cca mcp runs in.
+    let (list, _) = r(7);
+    let (first, second) = (list.find(LATER_ID).unwrap(), list.find(STAMP).unwrap());
+    assert!(first < second, "{list}");
+    assert!(list.contains("name rust-locks") && list.contains("2 exchanges"), "{list}");
+    let (list, _) = r(8);
+    assert!(list.contains(STAMP) && list.contains(LATER_ID), "{list}");
+    assert!(!list.contains(THIRD_ID), "{list}");
+
+    let (nothing, error) = r(9);
+    assert!(!error && nothing.starts_with("Nothing found"), "{nothing}");
+
+    assert_eq!(transcripts(&env), before, "cca mcp changes no transcript");
+}
+
+#[test]
+fn bad_arguments_unknown_tools_and_ids_get_answers_a_model_can_act_on() {
+    let env = TestEnv::new();
+    three_sessions(&env);
+    let out = sdk(
+        &env,
+        &[
+            call("no_such_tool", json!({})),
+            call("search", json!({})),
+            call("search", json!({"query": "   "})),
+            call("search", json!({"query": "(", "regex": true})),
+            call("search", json!({"query": "lock", "limit": 1000})),
+            call("search", json!({"query": "lock", "colour": "red"})),
+            call("search", json!({"query": "x".repeat(5000)})),
+            call("read", json!({"id": "19990101-000000"})),
+            call("read", json!({"id": "../../etc/passwd"})),
+            call("read", json!({"id": STAMP, "from": "two"})),
+            call("read", json!({"id": STAMP, "from": 3, "to": 2})),
+            call("list", json!({"since": "yesterday"})),
+            call("list", json!({"cwd": "relative/path"})),
+            // Still serving.
+            call("list", json!({})),
+        ],
+    );
+    let results = out["results"].as_array().unwrap();
+    assert_eq!(results[0]["error"]["code"], -32602, "{}", results[0]);
+    assert!(results[0]["error"]["message"].as_str().unwrap().contains("search, read and list"));
+    let expected = [
+        (1, "missing field `query`"),
+        (2, "`query` is empty"),
+        (3, "cannot search for `(`"),
+        (4, "`limit` is at most 30"),
+        (5, "unknown field `colour`"),
+        (6, "longer than 1000 characters"),
+        (7, "no session `19990101-000000`"),
+        (8, "is not a session id or name"),
+        (9, "invalid type"),
+        (10, "before `from`"),
+        (11, "not a date cca understands"),
+        (12, "not an absolute path"),
+    ];
+    for (i, says) in expected {
+        let (message, error) = text(&results[i]);
+        assert!(error, "result {i} is an error: {message}");
+        assert!(message.contains(says), "result {i} says {says:?}: {message}");
+    }
+    let (list, error) = text(&results[13]);
+    assert!(!error && list.contains(STAMP), "{list}");
+}
+
+#[test]
+fn results_carry_no_terminal_escapes() {
+    let env = TestEnv::new();
+    three_sessions(&env);
+    let path = env.session_path(STAMP);
+    let hostile = std::fs::read_to_string(&path).unwrap().replace(
+        "LockFileEx, mandatory",
+        "LockFileEx\u{1b}]52;c;ZXZpbA==\u{7}, \u{1b}[2J\u{9b}31mmandatory\u{1b}]0;owned\u{1b}\\",
+    );
+    std::fs::write(&path, hostile).unwrap();
+    let out = sdk(
+        &env,
+        &[
+            call("search", json!({"query": "mandatory"})),
+            call("read", json!({"id": STAMP})),
+            call("search", json!({"query": "\u{1b}]52", "regex": true})),
+        ],
+    );
+    for result in out["results"].as_array().unwrap() {
+        let (text, _) = text(result);
+        assert!(!text.chars().any(|c| c.is_control() && c != '\n' && c != '\t'), "{text:?}");
+        assert!(!text.contains("ZXZpbA") && !text.contains("owned"), "{text:?}");
+    }
+    let (found, _) = text(&out["results"][0]);
+    assert!(found.contains("LockFileEx, mandatory there."), "{found}");
+}
+
+#[test]
+fn a_long_conversation_is_read_in_parts_each_bounded() {
+    let env = TestEnv::new();
+    let questions: Vec<String> = (1..=12).map(|n| format!("question number {n}")).collect();
+    let refs: Vec<&str> = questions.iter().map(String::as_str).collect();
+    env.converse(&refs, &[("FAKE_SCRIPT", "echo-pad 4000")]);
+    let out = sdk(
+        &env,
+        &[
+            call("read", json!({"id": STAMP})),
+            call("read", json!({"id": STAMP, "from": 5})),
+            call("search", json!({"query": "question number", "limit": 30})),
+        ],
+    );
+    let (first, _) = text(&out["results"][0]);
+    assert!(first.chars().count() <= 20_000, "{}", first.len());
+    assert!(first.contains("── 1. Question") && first.contains("12 exchanges in all"));
+    let next = first
+        .split("read again with from=")
+        .nth(1)
+        .and_then(|rest| rest.split('.').next())
+        .unwrap_or_else(|| panic!("a note of what is left: {first}"));
+    assert!(next.parse::<u64>().unwrap() > 1);
+    assert!(!first.contains(&format!("── {next}. Question")), "{first}");
+    let (second, _) = text(&out["results"][1]);
+    assert!(second.contains("── 5. Question") && !second.contains("── 4. Question"));
+    let (search, _) = text(&out["results"][2]);
+    assert!(search.chars().count() <= 20_000, "{}", search.len());
+    assert!(search.contains("more matching exchanges not shown"), "{search}");
+
+    // One answer longer than an answer may be: cut, and said so.
+    let env = TestEnv::new();
+    env.converse(&["one long answer"], &[("FAKE_SCRIPT", "echo-pad 200000")]);
+    let out = sdk(&env, &[call("read", json!({"id": STAMP}))]);
+    let (read, error) = text(&out["results"][0]);
+    assert!(!error && read.chars().count() <= 20_000, "{}", read.len());
+    assert!(read.contains("[cut: exchange 1 is longer than one answer may be"), "{read}");
+}
+
+/// `cca mcp` on raw lines, for what no well-behaved client sends.
+struct Raw {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+}
+
+impl Raw {
+    fn start(env: &TestEnv) -> Raw {
+        let mut cmd = Command::new(common::cca_exe());
+        cmd.arg("mcp");
+        isolate(&mut cmd, env);
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
+        let mut child = cmd.spawn().expect("cca mcp starts");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let stdin = child.stdin.take();
+        Raw { child, stdin, lines }
+    }
+
+    fn send(&mut self, line: &[u8]) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn next(&mut self) -> Value {
+        let line = self.lines.recv_timeout(TIMEOUT).expect("a response in time");
+        let message: Value = serde_json::from_str(&line).expect("stdout carries JSON only");
+        assert_eq!(message["jsonrpc"], "2.0", "{line}");
+        message
+    }
+
+    fn call(&mut self, id: u64, method: &str, params: Value) -> Value {
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send(request.to_string().as_bytes());
+        let response = self.next();
+        assert_eq!(response["id"], id, "{response}");
+        response
+    }
+
+    fn finish(mut self) -> Option<i32> {
+        drop(self.stdin.take());
+        common::wait_with_timeout(self.child, TIMEOUT).status.code()
+    }
+}
+
+#[test]
+fn malformed_and_huge_lines_are_errors_and_the_server_keeps_serving() {
+    let env = TestEnv::new();
+    three_sessions(&env);
+    let mut raw = Raw::start(&env);
+    let init = |version: &str| {
+        json!({"protocolVersion": version, "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}})
+    };
+    let known = raw.call(1, "initialize", init("2025-03-26"));
+    assert_eq!(known["result"]["protocolVersion"], "2025-03-26", "{known}");
+    let unknown = raw.call(2, "initialize", init("1999-01-01"));
+    assert_eq!(unknown["result"]["protocolVersion"], "2025-06-18", "{unknown}");
+    raw.send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+
+    raw.send(b"this is not json {");
+    assert_eq!(raw.next()["error"]["code"], -32700);
+    raw.send(b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\",\"x\":\"\xff\xfe\"}");
+    assert_eq!(raw.next()["error"]["code"], -32700);
+    raw.send(br#"[{"jsonrpc":"2.0","id":4,"method":"ping"}]"#);
+    assert_eq!(raw.next()["error"]["code"], -32600);
+    // 8 MB of arguments: refused without being read into memory, and only a short answer.
+    let huge = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "search", "arguments": {"query": "x".repeat(8 << 20)}}});
+    raw.send(huge.to_string().as_bytes());
+    let refused = raw.next();
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert!(refused.to_string().len() < 1000);
+    assert_eq!(raw.call(6, "no/such_method", json!({}))["error"]["code"], -32601);
+    assert_eq!(raw.call(7, "tools/call", json!({"arguments": {}}))["error"]["code"], -32602);
+    assert_eq!(raw.call(8, "ping", json!({}))["result"], json!({}));
+    let found =
+        raw.call(9, "tools/call", json!({"name": "search", "arguments": {"query": "tokio"}}));
+    let text = found["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains(LATER_ID), "{found}");
+    assert_eq!(raw.finish(), Some(0), "closing stdin ends cca mcp with 0");
+}
+
+#[test]
+fn a_turn_running_in_a_terminal_does_not_hold_up_search_or_read() {
+    let env = TestEnv::new();
+    three_sessions(&env);
+    let go = env.root.path().join("go");
+    let calls = env.calls().len();
+    let mut cmd = env.command();
+    cmd.args(["search", "-q", "-s", STAMP, "and what about NFS?"])
+        .env("FAKE_SCRIPT", format!("await {};echo", go.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let terminal = common::Guard(cmd.spawn().unwrap());
+    let started = env.log.join(format!("call-{}.json", calls + 1));
+    assert!(common::wait_until(TIMEOUT, || started.exists()), "the terminal's turn started");
+    // The session's lock is held by the running turn; the tools answer all the same.
+    let out = sdk(
+        &env,
+        &[call("search", json!({"query": "NFS"})), call("read", json!({"id": "rust-locks"}))],
+    );
+    std::fs::write(&go, "").unwrap();
+    assert!(terminal.finish().status.success());
+    let (found, _) = text(&out["results"][0]);
+    assert!(found.contains("Exchange 3") && found.contains("(no answer recorded)"), "{found}");
+    let (read, _) = text(&out["results"][1]);
+    assert!(read.contains("── 3. Question") && read.contains("and what about NFS?"), "{read}");
+}
