@@ -977,6 +977,7 @@ fn header(id: &str) -> Header {
         title: format!("session {id}"),
         forked_from: None,
         name: None,
+        imported: None,
     }
 }
 

@@ -26,6 +26,7 @@ pub mod frame;
 pub(crate) mod front;
 pub mod grep;
 pub(crate) mod human;
+pub(crate) mod import;
 pub mod prompt;
 pub mod render;
 pub(crate) mod run;

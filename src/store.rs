@@ -23,6 +23,8 @@ use crate::transcript::{self, Checkpoint, Header, NotTranscript, Summary, Totals
 
 pub const DIR_MODE: u32 = 0o700;
 pub const FILE_MODE: u32 = 0o600;
+/// How much of a transcript's start is read for its header alone.
+const HEAD_BYTES: u64 = 128 * 1024;
 const LATEST: &str = "latest";
 const PREFIX: &str = "session_";
 const SUFFIX: &str = ".md";
@@ -377,6 +379,18 @@ impl Store {
         header: &transcript::Header,
         header_end: u64,
     ) -> Result<()> {
+        self.rewrite_with(id, header, header_end, b"")
+    }
+
+    /// As [`Store::rewrite_header`], with `tail` (whole records) after the old body: a new
+    /// header and new records appear together or not at all (`cca import` going on).
+    pub fn rewrite_with(
+        &self,
+        id: &str,
+        header: &transcript::Header,
+        header_end: u64,
+        tail: &[u8],
+    ) -> Result<()> {
         let path = self.session_path(id);
         let dir = self.sessions_dir();
         let mut temp = tempfile::Builder::new()
@@ -387,12 +401,51 @@ impl Store {
         temp.write_all(transcript::render_header(header).as_bytes())
             .and_then(|()| old.seek(SeekFrom::Start(header_end)).map(drop))
             .and_then(|()| io::copy(&mut old, temp.as_file_mut()).map(drop))
+            .and_then(|()| temp.write_all(tail))
             .and_then(|()| temp.as_file().sync_data())
             .with_context(|| format!("cannot rewrite {}", path.display()))?;
         set_mode(temp.path(), FILE_MODE)?;
         temp.persist(&path).with_context(|| format!("cannot replace {}", path.display()))?;
         sync_dir(&dir);
         Ok(())
+    }
+
+    /// Where `cca import` keeps what it read: each source file's size and modification time,
+    /// and the session each conversation became.
+    pub fn imports_path(&self) -> PathBuf {
+        self.home.join("imports.json")
+    }
+
+    pub fn read_imports(&self) -> Result<Option<String>> {
+        read_optional(&self.imports_path())
+    }
+
+    pub fn write_imports(&self, text: &str) -> Result<()> {
+        self.ensure()?;
+        replace_file(&self.imports_path(), text.as_bytes())
+    }
+
+    /// Writes a file where another tool keeps its own (`cca export`): folders made as needed,
+    /// the file replaced whole (temp file, fsync, rename) and private.
+    pub fn write_beside(&self, path: &Path, contents: &[u8]) -> Result<()> {
+        let dir = path.parent().context("a file to write has a folder")?;
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(DIR_MODE)
+            .create(dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        replace_file(path, contents)
+    }
+
+    /// A session's header alone, read from the start of its file (for rebuilding the imports'
+    /// index); `None` when the file is not a transcript.
+    pub fn header_of(&self, id: &str) -> Option<transcript::Header> {
+        let mut head = Vec::new();
+        let file = File::open(self.session_path(id)).ok()?;
+        io::Read::take(file, HEAD_BYTES).read_to_end(&mut head).ok()?;
+        let text = String::from_utf8_lossy(&head);
+        let end = text.find("\n<!-- cca:end -->")? + "\n<!-- cca:end -->\n".len();
+        transcript::parse(text.get(..end)?).ok().map(|(t, _)| t.header)
     }
 
     /// Held while a name is checked and given, so two sessions cannot take the same name.

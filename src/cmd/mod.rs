@@ -4,7 +4,9 @@
 mod ask;
 mod chat;
 mod doctor;
+mod export;
 mod grep;
+mod import;
 pub(crate) mod sessions;
 mod show_settings;
 mod steer;
@@ -63,6 +65,8 @@ pub fn run(cli: Cli) -> Result<u8> {
         }
         Command::Rm { ids, purge } => sessions::remove(&ids, purge),
         Command::Restore { ids } => sessions::restore(&ids),
+        Command::Import(args) => import::run(&args),
+        Command::Export { tool, id } => export::run(tool, id.as_deref()),
         Command::Man => {
             let mut page = Vec::new();
             clap_mangen::Man::new(Cli::command())

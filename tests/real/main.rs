@@ -1000,3 +1000,4 @@ fn acp_through_claude() {
 fn acp_through_gemini() {
     acp_through("gemini");
 }
+mod import;
