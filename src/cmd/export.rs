@@ -69,7 +69,7 @@ pub fn run(tool: ExportTool, id: Option<&str>) -> Result<u8> {
             let minute = started.get(..16).unwrap_or("").replace(':', "-");
             let name = format!("session-{minute}-{}.jsonl", &uuid[..8]);
             let path = root.join("tmp").join(project).join("chats").join(name);
-            (path, gemini_lines(&uuid, &turns))
+            (path, gemini_lines(&uuid, &project_hash(&t.header.cwd), &turns))
         }
     };
     store.write_beside(&path, contents.as_bytes())?;
@@ -178,11 +178,18 @@ fn claude_lines(uuid: &str, cwd: &str, turns: &[Turn]) -> String {
     out
 }
 
-fn gemini_lines(uuid: &str, turns: &[Turn]) -> String {
+/// gemini's `projectHash`: the SHA-256 of the project's folder, in hex (it skips a chat
+/// without one).
+fn project_hash(cwd: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(cwd.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn gemini_lines(uuid: &str, project_hash: &str, turns: &[Turn]) -> String {
     let first = js_time(&turns[0].asked);
     let last = js_time(&turns[turns.len() - 1].answered);
     let mut out = json!({
-        "sessionId": uuid, "projectHash": "", "startTime": first, "lastUpdated": last,
+        "sessionId": uuid, "projectHash": project_hash, "startTime": first, "lastUpdated": last,
         "kind": "main",
     })
     .to_string();

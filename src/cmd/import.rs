@@ -83,15 +83,17 @@ pub fn run(args: &ImportArgs) -> Result<u8> {
     for file in &files {
         bar.inc(1);
         let key = file.to_string_lossy().into_owned();
+        // llm's own database (an empty path: llm finds it) is read every time.
         let stamp = match std::fs::metadata(file) {
-            Ok(m) => Stamp { size: m.len(), mtime_ns: mtime_ns(&m) },
+            _ if file.as_os_str().is_empty() => None,
+            Ok(m) => Some(Stamp { size: m.len(), mtime_ns: mtime_ns(&m) }),
             Err(e) => {
                 bar.suspend(|| say(&format!("cca: warning: {}: {e}", file.display())));
                 tally.files_with_problems += 1;
                 continue;
             }
         };
-        if index.files.get(&key) == Some(&stamp) {
+        if stamp.is_some() && index.files.get(&key) == stamp.as_ref() {
             tally.unchanged += 1;
             continue;
         }
@@ -139,7 +141,7 @@ pub fn run(args: &ImportArgs) -> Result<u8> {
                 tally.unchanged += 1;
             }
         }
-        if !args.dry_run && problems.is_empty() {
+        if let Some(stamp) = stamp.filter(|_| !args.dry_run && problems.is_empty()) {
             index.files.insert(key, stamp);
         }
     }

@@ -39,6 +39,11 @@ pub fn parse(bytes: &[u8], cwd_hint: Option<&str>) -> Conversation {
                         messages = all.clone();
                         by_id = ids(&messages);
                     }
+                } else if let Some(to) = v["$rewindTo"].as_str() {
+                    // The user went back to this message: it and all after it are gone.
+                    let at = by_id.get(to).copied().unwrap_or(0);
+                    messages.truncate(at);
+                    by_id = ids(&messages);
                 } else if v["type"].is_string() && v["id"].is_string() {
                     let id = v["id"].as_str().unwrap_or("").to_string();
                     match by_id.get(&id) {
@@ -152,7 +157,16 @@ impl Turn {
     fn answer(&mut self, m: &Value) {
         self.paragraphs.new_message();
         self.paragraphs.text(&content_text(&m["content"]), &mut self.outputs);
-        for call in m["toolCalls"].as_array().into_iter().flatten() {
+        // A copy gemini rewrote (on `--resume`) keeps its calls as `functionCall` parts.
+        let parts = m["content"].as_array().into_iter().flatten();
+        let rewritten = parts.filter_map(|p| p.get("functionCall")).map(|call| {
+            serde_json::json!({"name": call["name"], "args": call["args"], "status": "success"})
+        });
+        let calls: Vec<Value> = match m["toolCalls"].as_array() {
+            Some(calls) => calls.clone(),
+            None => rewritten.collect(),
+        };
+        for call in &calls {
             let mut tool = ToolCall::new(call["name"].as_str().unwrap_or("tool"), &call["args"]);
             (tool.status, tool.reason) = match call["status"].as_str() {
                 Some("error") => (ToolStatus::Failed, Some("the tool failed".into())),
