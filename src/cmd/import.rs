@@ -80,75 +80,88 @@ pub fn run(args: &ImportArgs) -> Result<u8> {
     let mut index = load_index(&store)?;
     let mut tally = Tally::default();
     let bar = progress_bar(files.len());
-    for file in &files {
-        bar.inc(1);
-        let key = file.to_string_lossy().into_owned();
-        // llm's own database (an empty path: llm finds it) is read every time.
-        let stamp = match std::fs::metadata(file) {
-            _ if file.as_os_str().is_empty() => None,
-            Ok(m) => Some(Stamp { size: m.len(), mtime_ns: mtime_ns(&m) }),
-            Err(e) => {
-                bar.suspend(|| say(&format!("cca: warning: {}: {e}", file.display())));
-                tally.files_with_problems += 1;
-                continue;
-            }
-        };
-        if stamp.is_some() && index.files.get(&key) == stamp.as_ref() {
-            tally.unchanged += 1;
-            continue;
-        }
-        let (conversations, problems) = match read(&settings, tool, file) {
-            Ok(read) => read,
-            Err(e) => {
-                bar.suspend(|| say(&format!("cca: warning: {}: {e:#}", file.display())));
-                tally.files_with_problems += 1;
-                continue;
-            }
-        };
-        if !problems.is_empty() {
-            tally.files_with_problems += 1;
-            bar.suspend(|| {
-                for p in &problems {
-                    say(&format!(
-                        "cca: warning: {}: line {}: {}",
-                        file.display(),
-                        p.line,
-                        p.message
-                    ));
+    let mut batch: Vec<Job> = Vec::new();
+    let result = (|| -> Result<()> {
+        for file in &files {
+            bar.inc(1);
+            let key = file.to_string_lossy().into_owned();
+            // llm's own database (an empty path: llm finds it) is read every time.
+            let stamp = match std::fs::metadata(file) {
+                _ if file.as_os_str().is_empty() => None,
+                Ok(m) => Some(Stamp { size: m.len(), mtime_ns: mtime_ns(&m) }),
+                Err(e) => {
+                    bar.suspend(|| say(&format!("cca: warning: {}: {e}", file.display())));
+                    tally.files_with_problems += 1;
+                    continue;
                 }
-            });
-        }
-        for conv in conversations.iter().filter(|c| !c.exchanges.is_empty()) {
-            let plan = plan(&store, &index, tool, conv)?;
-            if let Some(line) = describe(&plan, tool, conv) {
-                let written = if args.dry_run {
-                    None
-                } else {
-                    Some(apply(&settings, &store, &mut index, tool, file, conv, &plan)?)
+            };
+            if stamp.is_some() && index.files.get(&key) == stamp.as_ref() {
+                tally.unchanged += 1;
+                continue;
+            }
+            let (conversations, problems) = match read(&settings, tool, file) {
+                Ok(read) => read,
+                Err(e) => {
+                    bar.suspend(|| say(&format!("cca: warning: {}: {e:#}", file.display())));
+                    tally.files_with_problems += 1;
+                    continue;
+                }
+            };
+            if !problems.is_empty() {
+                tally.files_with_problems += 1;
+                bar.suspend(|| {
+                    for p in &problems {
+                        say(&format!(
+                            "cca: warning: {}: line {}: {}",
+                            file.display(),
+                            p.line,
+                            p.message
+                        ));
+                    }
+                });
+            }
+            for conv in conversations.into_iter().filter(|c| !c.exchanges.is_empty()) {
+                let key = conversation_key(tool, &conv);
+                if batch.iter().any(|job: &Job| job.key == key) {
+                    flush(&settings, &store, tool, &mut batch, &mut index, &bar)?;
+                }
+                let plan = plan(&store, &index, tool, &conv)?;
+                let Some(line) = describe(&plan, tool, &conv) else {
+                    tally.unchanged += 1;
+                    continue;
                 };
-                let shown = match &written {
-                    Some(id) => format!("{id}\t{line}"),
-                    None => format!("-\t{line}"),
-                };
-                bar.suspend(|| print(&format!("{shown}\n")))?;
                 match plan {
                     Plan::New => tally.created += 1,
                     Plan::Append { .. } => tally.appended += 1,
                     Plan::Fork { .. } => tally.forked += 1,
                     Plan::Nothing => {}
                 }
-            } else {
-                tally.unchanged += 1;
+                if args.dry_run {
+                    bar.suspend(|| print(&format!("-\t{line}\n")))?;
+                } else if plan == Plan::New {
+                    // New sessions are written together, a batch at a time (below).
+                    batch.push(Job { key, file: file.clone(), conv, line });
+                    if batch.len() >= BATCH {
+                        flush(&settings, &store, tool, &mut batch, &mut index, &bar)?;
+                    }
+                } else {
+                    let id = apply(&settings, &store, tool, file, &conv, &plan)?;
+                    index.conversations.insert(key, id.clone());
+                    bar.suspend(|| print(&format!("{id}\t{line}\n")))?;
+                }
+            }
+            if let Some(stamp) = stamp.filter(|_| !args.dry_run && problems.is_empty()) {
+                index.files.insert(key, stamp);
             }
         }
-        if let Some(stamp) = stamp.filter(|_| !args.dry_run && problems.is_empty()) {
-            index.files.insert(key, stamp);
-        }
-    }
+        flush(&settings, &store, tool, &mut batch, &mut index, &bar)
+    })();
     bar.finish_and_clear();
     if !args.dry_run {
+        // Kept even after an error: the sessions written so far are in it.
         store.write_imports(&serde_json::to_string(&index).context("the imports' index")?)?;
     }
+    result?;
     let verb = if args.dry_run { "would import" } else { "imported" };
     say(&format!(
         "cca: {verb} from {}: {} new, {} going on, {} forked, {} unchanged ({} files)",
@@ -171,6 +184,67 @@ pub fn run(args: &ImportArgs) -> Result<u8> {
         .into());
     }
     Ok(exit::OK)
+}
+
+/// New sessions written at once: each is a few small writes and two fsyncs, which wait on the
+/// disk, not the processor, so they overlap on several threads.
+const BATCH: usize = 256;
+const WRITERS: usize = 8;
+
+/// A new session to write.
+struct Job {
+    key: String,
+    file: PathBuf,
+    conv: Conversation,
+    line: String,
+}
+
+fn flush(
+    settings: &Settings,
+    store: &Store,
+    tool: Tool,
+    batch: &mut Vec<Job>,
+    index: &mut Index,
+    bar: &indicatif::ProgressBar,
+) -> Result<()> {
+    let jobs = std::mem::take(batch);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let written: Vec<(usize, Result<String>)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..WRITERS.min(jobs.len()))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(job) = jobs.get(i) else { break };
+                        done.push((
+                            i,
+                            apply(settings, store, tool, &job.file, &job.conv, &Plan::New),
+                        ));
+                    }
+                    done
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().unwrap_or_default()).collect()
+    });
+    let mut written = written;
+    written.sort_by_key(|(i, _)| *i);
+    let mut failed = None;
+    for (i, result) in written {
+        match result {
+            Ok(id) => {
+                index.conversations.insert(jobs[i].key.clone(), id.clone());
+                bar.suspend(|| print(&format!("{id}\t{}\n", jobs[i].line)))?;
+            }
+            Err(e) => {
+                // Read again next time.
+                index.files.remove(&*jobs[i].file.to_string_lossy());
+                failed = failed.or(Some(e));
+            }
+        }
+    }
+    failed.map_or(Ok(()), Err)
 }
 
 fn progress_bar(files: usize) -> indicatif::ProgressBar {
@@ -359,7 +433,6 @@ fn describe(plan: &Plan, tool: Tool, conv: &Conversation) -> Option<String> {
 fn apply(
     settings: &Settings,
     store: &Store,
-    index: &mut Index,
     tool: Tool,
     file: &Path,
     conv: &Conversation,
@@ -414,7 +487,6 @@ fn apply(
             })?
         }
     };
-    index.conversations.insert(conversation_key(tool, conv), id.clone());
     Ok(id)
 }
 
