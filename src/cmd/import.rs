@@ -158,6 +158,9 @@ pub fn run(args: &ImportArgs) -> Result<u8> {
     })();
     bar.finish_and_clear();
     if !args.dry_run {
+        if tally.created + tally.forked > 0 {
+            store.sync_sessions()?;
+        }
         // Kept even after an error: the sessions written so far are in it.
         store.write_imports(&serde_json::to_string(&index).context("the imports' index")?)?;
     }
@@ -186,8 +189,8 @@ pub fn run(args: &ImportArgs) -> Result<u8> {
     Ok(exit::OK)
 }
 
-/// New sessions written at once: each is a few small writes and two fsyncs, which wait on the
-/// disk, not the processor, so they overlap on several threads.
+/// New sessions written at once, on several threads: each is a temp file, a write and a rename,
+/// mostly waiting on the file system; one sync at the end makes them all durable.
 const BATCH: usize = 256;
 const WRITERS: usize = 8;
 
@@ -482,7 +485,7 @@ fn apply(
             let created = chrono::DateTime::parse_from_rfc3339(&header.created)
                 .map_or_else(|_| settings.now(), |t| t.to_utc());
             let stamp = created.format("%Y%m%d-%H%M%S").to_string();
-            store.create_session(&stamp, |id| {
+            store.create_session_unsynced(&stamp, |id| {
                 transcript::render_header(&Header { id: id.to_string(), ..header.clone() }) + &body
             })?
         }
