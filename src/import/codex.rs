@@ -113,6 +113,14 @@ impl Turn {
                     Value::String(s) => serde_json::from_str(s).unwrap_or(Value::String(s.clone())),
                     _ => p["input"].clone(),
                 };
+                // codex's shell takes its command as a list of words.
+                let input = match input["command"].as_array() {
+                    Some(words) => {
+                        let words: Vec<&str> = words.iter().filter_map(Value::as_str).collect();
+                        serde_json::json!({"command": words.join(" ")})
+                    }
+                    None => input,
+                };
                 let call = ToolCall::new(p["name"].as_str().unwrap_or("tool"), &input);
                 self.calls
                     .push((p["call_id"].as_str().unwrap_or("").to_string(), self.outputs.len()));
