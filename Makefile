@@ -15,6 +15,8 @@ ACPX_VERSION := 0.19.1
 ACP_SDK_VERSION := 2.4.0
 # ripgrep, for the side-by-side with `cca grep` in `make bench`.
 RIPGREP_VERSION := 15.2.0
+# codex, whose rollout files `cca import codex` is tested with (a native binary in the npm package).
+CODEX_VERSION := 0.169.0
 # Seconds each fuzz target runs in `make test` (three targets).
 FUZZ_SECONDS ?= 60
 
@@ -22,6 +24,7 @@ ENGINES := $(BUILD)/engines
 LLM_VENV := $(BUILD)/llm-venv
 TOOLS := $(BUILD)/tools
 ACP_CLIENTS := $(BUILD)/acp-clients
+CODEX := $(BUILD)/codex
 CARGO_FUZZ := $(abspath $(TOOLS))/bin/cargo-fuzz
 RIPGREP := $(abspath $(TOOLS))/bin/rg
 
@@ -31,14 +34,15 @@ export CCA_TEST_GEMINI := $(abspath $(ENGINES))/node_modules/.bin/gemini
 export CCA_TEST_LLM := $(abspath $(LLM_VENV))/bin/llm
 export CCA_TEST_ACPX := $(abspath $(ACP_CLIENTS))/node_modules/.bin/acpx
 export CCA_TEST_ACP_CLIENTS := $(abspath $(ACP_CLIENTS))
+export CCA_TEST_CODEX := $(abspath $(CODEX))/node_modules/.bin/codex
 
-.PHONY: build test engines llm acp-clients fuzz install uninstall bench clean
+.PHONY: build test engines llm acp-clients codex fuzz install uninstall bench clean
 
 build:
 	$(CARGO) build --release --locked
 
 ## The full test suite: unit, property and integration tests, the real engines, and fuzzing.
-test: engines llm acp-clients
+test: engines llm acp-clients codex
 	$(CARGO) test --locked
 	$(MAKE) fuzz
 
@@ -72,6 +76,15 @@ $(ACP_CLIENTS)/.installed:
 	npm install --prefix $(ACP_CLIENTS) --no-save --no-audit --no-fund --loglevel=error \
 		acpx@$(ACPX_VERSION) @agentclientprotocol/sdk@$(ACP_SDK_VERSION)
 	$(CCA_TEST_ACPX) --version
+	touch $@
+
+## codex from npm, into build/ (nothing global), for the rollout files `cca import codex` reads.
+codex: $(CODEX)/.installed
+$(CODEX)/.installed:
+	mkdir -p $(CODEX)
+	npm install --prefix $(CODEX) --no-save --no-audit --no-fund --loglevel=error \
+		@openai/codex@$(CODEX_VERSION)
+	$(CCA_TEST_CODEX) --version
 	touch $@
 
 ## `llm` from PyPI with its echo plugin, in a virtual environment under build/.

@@ -279,3 +279,44 @@ fn llm_conversations_import() {
     assert_eq!(t.header.engine, "llm");
     assert!(answers(&t)[0].contains("\"prompt\": \"hello there\""), "{:?}", answers(&t));
 }
+
+/// codex's rollout files, written by the real codex against the loopback Responses API.
+#[test]
+fn codex_rollouts_import() {
+    let r = Real::new();
+    let codex = real_program("CCA_TEST_CODEX", "codex/node_modules/.bin/codex");
+    let config = r.env.home.join(".codex");
+    std::fs::create_dir_all(&config).unwrap();
+    std::fs::write(
+        config.join("config.toml"),
+        format!(
+            "model = \"gpt-mock\"\nmodel_provider = \"mock\"\n\n[model_providers.mock]\nname = \"mock\"\n\
+             base_url = \"{}/v1\"\nenv_key = \"MOCK_API_KEY\"\nwire_api = \"responses\"\n",
+            r.api.url()
+        ),
+    )
+    .unwrap();
+    let codex_run = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(&codex);
+        cmd.env_clear()
+            .env("HOME", &r.env.home)
+            .env("PATH", r.env.path_var())
+            .env("MOCK_API_KEY", "dummy")
+            .current_dir(&r.env.work)
+            .args(args)
+            .stdin(Stdio::null());
+        run_command(cmd, None)
+    };
+    codex_run(&["exec", "--skip-git-repo-check", "first question"]).ok();
+    codex_run(&["exec", "--skip-git-repo-check", "resume", "--last", "second question"]).ok();
+    let run = r.run(&["import", "codex"]);
+    let done = imported(run.ok());
+    assert_eq!(done.len(), 1, "{run}");
+    let t = transcript_of(&r, &done[0].0);
+    assert_eq!(questions(&t), ["first question", "second question"]);
+    assert_eq!(answers(&t), ["ECHO: first question", "ECHO: second question"]);
+    assert_eq!(
+        (t.header.engine.as_str(), t.header.cwd.as_str()),
+        ("codex", r.env.work.to_str().unwrap())
+    );
+}
