@@ -584,8 +584,7 @@ fn responses(out: &mut TcpStream, body: &Value, behavior: &Behavior) -> std::io:
         .filter(|i| i["role"] == "user")
         .filter_map(|i| i["content"].as_array())
         .map(|parts| parts.iter().filter_map(|p| p["text"].as_str()).collect::<String>())
-        .filter(|t| !t.trim_start().starts_with('<'))
-        .next_back()
+        .rfind(|t| !t.trim_start().starts_with('<'))
         .unwrap_or_default();
     let text = behavior.answer.clone().unwrap_or_else(|| format!("ECHO: {last_user}"));
     write!(
