@@ -45,6 +45,12 @@ pub fn run(tool: ExportTool, id: Option<&str>) -> Result<u8> {
             .hint("ask something in it first: cca search -s ID \"...\"")
             .into());
     }
+    if !t.header.cwd.starts_with('/') {
+        // Both tools file a conversation under its folder, and resume it from there.
+        return Err(Failure::usage(format!("session {id} has no folder to export it under"))
+            .hint("the tools keep conversations per folder: continue it in cca instead")
+            .into());
+    }
     let cwd = PathBuf::from(&t.header.cwd);
     let uuid = uuid(&id, &settings);
     let (path, contents) = match tool {
