@@ -215,6 +215,9 @@ mod tests {
             assistant("a3", "u3", "m3", json!([{"type": "thinking", "thinking": "hm"}])),
             assistant("a4", "a3", "m3", json!([{"type": "text", "text": "new"}])),
         ];
+        let mut side = user("s1", None, json!("a subagent's task"));
+        side["isSidechain"] = json!(true);
+        let lines = [&lines[..6], &[side], &lines[6..]].concat();
         let c = parse(&file(&lines));
         assert_eq!(c.problems, []);
         assert_eq!((c.id.as_str(), c.cwd.as_deref()), ("s1", Some("/w")));
@@ -227,7 +230,11 @@ mod tests {
             got,
             [
                 ("first", "one", "a1"),
-                ("edited", "new\n\n> Left out by cca import: 1 thinking block, 1 image\n", "a4")
+                (
+                    "edited",
+                    "new\n\n> Left out by cca import: 1 thinking block, 1 image, 1 subagent side chain\n",
+                    "a4"
+                )
             ]
         );
         assert_eq!(c.exchanges[1].output_tokens, Some(3));
