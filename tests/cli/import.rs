@@ -81,3 +81,24 @@ fn what_cannot_be_imported_is_said() {
     run.code(1).stderr_has(&format!("{}: line 1: not JSON", bad.display()));
     assert_eq!(env.session_files(), Vec::<String>::new());
 }
+
+/// A progress bar for many files, on a terminal only.
+#[test]
+fn a_progress_bar_on_a_terminal() {
+    let env = TestEnv::new();
+    let dir = env.root.path().join("rollouts");
+    std::fs::create_dir_all(&dir).unwrap();
+    for n in 0..60 {
+        let text = rollout(1).replace("0199-codex", &format!("0199-codex-{n}"));
+        std::fs::write(dir.join(format!("rollout-{n}.jsonl")), text).unwrap();
+    }
+    let run = env.run(&["import", "codex", "--dry-run", dir.to_str().unwrap()]);
+    assert!(!run.ok().stderr.contains("/60 files"), "{run}");
+    let mut cmd = env.pty_command();
+    cmd.args(["import", "codex", dir.to_str().unwrap()]);
+    let mut session =
+        rexpect::session::spawn_command(cmd, Some(TIMEOUT.as_millis() as u64)).unwrap();
+    session.exp_string("/60 files").unwrap();
+    let all = session.exp_eof().unwrap();
+    assert!(all.contains("60 new"), "{all:?}");
+}
