@@ -17,6 +17,8 @@ ACP_SDK_VERSION := 2.4.0
 MCP_SDK_VERSION := 1.32.2
 # ripgrep, for the side-by-side with `cca grep` in `make bench`.
 RIPGREP_VERSION := 15.2.0
+# codex, whose rollout files `cca import codex` is tested with (a native binary in the npm package).
+CODEX_VERSION := 0.169.0
 # Seconds each fuzz target runs in `make test` (three targets).
 FUZZ_SECONDS ?= 60
 
@@ -25,6 +27,7 @@ LLM_VENV := $(BUILD)/llm-venv
 TOOLS := $(BUILD)/tools
 ACP_CLIENTS := $(BUILD)/acp-clients
 MCP_CLIENTS := $(BUILD)/mcp-clients
+CODEX := $(BUILD)/codex
 CARGO_FUZZ := $(abspath $(TOOLS))/bin/cargo-fuzz
 RIPGREP := $(abspath $(TOOLS))/bin/rg
 
@@ -35,14 +38,15 @@ export CCA_TEST_LLM := $(abspath $(LLM_VENV))/bin/llm
 export CCA_TEST_ACPX := $(abspath $(ACP_CLIENTS))/node_modules/.bin/acpx
 export CCA_TEST_ACP_CLIENTS := $(abspath $(ACP_CLIENTS))
 export CCA_TEST_MCP_CLIENTS := $(abspath $(MCP_CLIENTS))
+export CCA_TEST_CODEX := $(abspath $(CODEX))/node_modules/.bin/codex
 
-.PHONY: build test engines llm acp-clients mcp-clients fuzz install uninstall bench clean
+.PHONY: build test engines llm acp-clients mcp-clients codex fuzz install uninstall bench clean
 
 build:
 	$(CARGO) build --release --locked
 
 ## The full test suite: unit, property and integration tests, the real engines, and fuzzing.
-test: engines llm acp-clients mcp-clients
+test: engines llm acp-clients mcp-clients codex
 	$(CARGO) test --locked
 	$(MAKE) fuzz
 
@@ -85,6 +89,15 @@ $(MCP_CLIENTS)/.installed:
 	mkdir -p $(MCP_CLIENTS)
 	npm install --prefix $(MCP_CLIENTS) --no-save --no-audit --no-fund --loglevel=error \
 		@modelcontextprotocol/sdk@$(MCP_SDK_VERSION)
+	touch $@
+
+## codex from npm, into build/ (nothing global), for the rollout files `cca import codex` reads.
+codex: $(CODEX)/.installed
+$(CODEX)/.installed:
+	mkdir -p $(CODEX)
+	npm install --prefix $(CODEX) --no-save --no-audit --no-fund --loglevel=error \
+		@openai/codex@$(CODEX_VERSION)
+	$(CCA_TEST_CODEX) --version
 	touch $@
 
 ## `llm` from PyPI with its echo plugin, in a virtual environment under build/.

@@ -260,6 +260,35 @@ pub enum Command {
         ids: Vec<String>,
     },
 
+    /// Import conversations from Claude Code, gemini, codex or llm as cca sessions
+    ///
+    /// Reads the tool's own store (claude: ~/.claude/projects; gemini: ~/.gemini/tmp/*/chats;
+    /// codex: ~/.codex/sessions; llm: its logs.db), or the files and folders given. One session
+    /// per conversation, with its times, folder, title, engine and model; tool calls as cca's
+    /// tool lines; what cca cannot carry (thinking, images, subagent side chains) is named in
+    /// the answer. Importing again adds only what is new: a conversation that went on gets its
+    /// new exchanges appended, or, if the session was continued in cca or the source changed
+    /// its past, a fork. Prints a line per session written. Exits 1 when a file could not be
+    /// read whole (each problem is named with its line; the rest is imported).
+    #[command(after_long_help = IMPORT_EXAMPLES)]
+    Import(ImportArgs),
+
+    /// Write a session where claude or gemini keeps its own, to resume it there
+    ///
+    /// claude: ~/.claude/projects/<folder>/<uuid>.jsonl, then `claude --resume UUID`; gemini:
+    /// ~/.gemini/tmp/<project>/chats/, then `gemini --resume UUID`, both from the session's
+    /// folder. Prints the id to resume on stdout. Questions, answers (with their tool lines)
+    /// and their times are carried; attachments go with their question.
+    Export {
+        /// The tool to hand the session to
+        #[arg(value_enum)]
+        tool: ExportTool,
+        /// The session: an id, any unique start of one, or its name [default: $CCA_SESSION, else
+        /// latest]
+        #[arg(value_name = "ID", add = session_candidates())]
+        id: Option<String>,
+    },
+
     /// Print shell code that defines the `,` shortcut
     ///
     /// Add to your shell's startup file:
@@ -321,6 +350,44 @@ pub enum Command {
     ///
     /// Read it with `cca man | man -l -`; `make install` installs it as cca(1).
     Man,
+}
+
+const IMPORT_EXAMPLES: &str = "\
+Examples:
+  cca import claude                         # every Claude Code session on this machine
+  cca import gemini --dry-run               # what would be imported, writing nothing
+  cca import codex ~/old/rollout-x.jsonl    # a file, or a folder of them
+  cca import llm                            # llm's logs.db, found as `llm logs path` finds it
+  cca export claude && claude --resume ID   # and back";
+
+/// `cca import`'s options.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// Whose conversations to import
+    #[arg(value_enum)]
+    pub source: ImportSource,
+
+    /// Files or folders to read instead of the tool's own store (llm: a logs.db)
+    #[arg(value_name = "PATH", value_hint = clap::ValueHint::AnyPath)]
+    pub paths: Vec<PathBuf>,
+
+    /// List what would be imported, and write nothing
+    #[arg(short = 'n', long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ImportSource {
+    Claude,
+    Gemini,
+    Codex,
+    Llm,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExportTool {
+    Claude,
+    Gemini,
 }
 
 const GREP_EXAMPLES: &str = "\

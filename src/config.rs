@@ -293,6 +293,8 @@ pub struct Settings {
     pub pager: Option<String>,
     /// Where gemini keeps its files: `GEMINI_CLI_HOME`, else the user's home.
     pub gemini_home: Option<PathBuf>,
+    /// The user's home folder, where other tools keep their sessions (`cca import`, `cca export`).
+    pub user_home: Option<PathBuf>,
     pub color: bool,
     pub dumb_terminal: bool,
     pub render: Sourced<Render>,
@@ -484,6 +486,7 @@ pub fn resolve(
             .or(env.os(vars::USER_HOME))
             .map(PathBuf::from)
             .or_else(dirs::home_dir),
+        user_home: env.os(vars::USER_HOME).map(PathBuf::from).or_else(dirs::home_dir),
         color: env.os(vars::NO_COLOR).is_none() && !dumb_terminal,
         dumb_terminal,
         render: match (flags.render, parsed.render) {

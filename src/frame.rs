@@ -429,6 +429,7 @@ mod tests {
             title: "t".into(),
             forked_from: None,
             name: None,
+            imported: None,
         };
         let text = transcript::render(&Transcript { header, records });
         let live = transcript::summarize(text.as_bytes()).unwrap().unwrap().live;

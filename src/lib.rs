@@ -26,6 +26,7 @@ pub mod frame;
 pub(crate) mod front;
 pub mod grep;
 pub(crate) mod human;
+pub(crate) mod import;
 pub(crate) mod manpage;
 pub(crate) mod media;
 pub mod prompt;

@@ -276,6 +276,27 @@ pub fn locate(settings: &Settings, engine: &EngineConfig) -> Result<PathBuf> {
     })
 }
 
+/// Runs a program to the end and returns its stdout (`llm logs --json` for `cca import`);
+/// its stderr is kept for the error when it fails. No shell; stdin is empty.
+pub fn output_of(program: &Path, args: &[&std::ffi::OsStr]) -> Result<Vec<u8>> {
+    let shown =
+        || format!("{} {}", program.display(), args.join(std::ffi::OsStr::new(" ")).display());
+    let out = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {}", shown()))?;
+    if !out.status.success() {
+        anyhow::bail!(
+            "{} failed ({}): {}",
+            shown(),
+            describe_status(&out.status),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(out.stdout)
+}
+
 /// Runs one turn through the engine, reporting what it shows to `progress`.
 pub fn run(
     spawn: Spawn,

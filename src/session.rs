@@ -50,6 +50,7 @@ pub fn create(
         title: transcript::one_line(title.lines().next().unwrap_or(""), 80),
         forked_from: None,
         name: None,
+        imported: None,
     };
     let stamp = now.format("%Y%m%d-%H%M%S").to_string();
     store.create_session(&stamp, |id| {

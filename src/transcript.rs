@@ -64,6 +64,30 @@ pub struct Header {
     /// A short name given with `cca name`, usable wherever an id is; unique among sessions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// Where an imported session came from and how far its source was read (`cca import`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub imported: Option<Imported>,
+}
+
+/// The source of an imported session, for importing again: what was read, how far, and how
+/// long the transcript was after the import wrote it (a longer one was continued in cca).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Imported {
+    /// `claude`, `gemini`, `codex` or `llm`.
+    pub tool: String,
+    /// The file (or llm's database) the conversation was read from.
+    pub source: String,
+    /// The tool's own id of the conversation.
+    pub conversation: String,
+    /// Complete lines and bytes of the source that were read.
+    pub lines: u64,
+    pub bytes: u64,
+    /// The tool's id of the last message imported.
+    pub last: String,
+    /// Exchanges imported.
+    pub exchanges: u64,
+    /// The transcript's size after its header, as the import left it.
+    pub body: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -185,6 +209,9 @@ pub fn render_header(h: &Header) -> String {
     }
     if let Some(name) = &h.name {
         info.push_str(&format!(" · named `{}`", one_line(name, 80)));
+    }
+    if let Some(i) = &h.imported {
+        info.push_str(&format!(" · imported from {}", one_line(&i.tool, 40)));
     }
     info.push('*');
     let title = if title.is_empty() { "(untitled)".to_string() } else { title };
@@ -2457,6 +2484,7 @@ pub(crate) mod testing {
             title: title.into(),
             forked_from: None,
             name: None,
+            imported: None,
         }
     }
 

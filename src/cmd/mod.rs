@@ -4,7 +4,9 @@
 pub(crate) mod ask;
 mod chat;
 mod doctor;
+mod export;
 mod grep;
+mod import;
 mod mcp;
 pub(crate) mod sessions;
 mod show_settings;
@@ -65,6 +67,8 @@ pub fn run(cli: Cli) -> Result<u8> {
         }
         Command::Rm { ids, purge } => sessions::remove(&ids, purge),
         Command::Restore { ids } => sessions::restore(&ids),
+        Command::Import(args) => import::run(&args),
+        Command::Export { tool, id } => export::run(tool, id.as_deref()),
         Command::Man => {
             print(&crate::manpage::render(&Cli::command(), crate::manpage::REFERENCE))?;
             Ok(exit::OK)

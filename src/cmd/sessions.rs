@@ -579,6 +579,8 @@ pub fn fork_session(
         forked_from: Some(transcript::ForkedFrom { session: source.to_string(), turn: n }),
         // A name belongs to one session: the fork starts without one.
         name: None,
+        // The fork is cca's own: importing again never writes into it.
+        imported: None,
         ..summary.header
     };
     let stamp = now.format("%Y%m%d-%H%M%S").to_string();

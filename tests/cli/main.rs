@@ -9,6 +9,7 @@ mod compaction;
 mod faults;
 mod grep;
 mod help;
+mod import;
 mod live;
 mod mcp;
 mod readme;

@@ -6,6 +6,7 @@
 #[path = "../support/env.rs"]
 mod common;
 mod files;
+mod import;
 #[path = "../support/mock_api.rs"]
 mod mock_api;
 

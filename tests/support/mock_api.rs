@@ -1,6 +1,7 @@
 //! A loopback test server speaking the two APIs the real engines call: Anthropic Messages with
 //! server-sent events (`POST /v1/messages`) and Gemini (`POST /v1beta/models/M:streamGenerateContent
-//! ?alt=sse`, and `:generateContent` for gemini's model router).
+//! ?alt=sse`, and `:generateContent` for gemini's model router), and the OpenAI Responses API
+//! codex calls (`POST /v1/responses`, plain answers only).
 //!
 //! It answers `ECHO: ` plus the last user text (the `<user_query>` part of it, when cca framed
 //! it), records every request, and can be told to fail with an HTTP status, to split the answer
@@ -201,6 +202,9 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         } else {
             gemini_search(&mut out, &query)
         };
+    }
+    if path.contains("/v1/responses") {
+        return responses(&mut out, &body, &behavior);
     }
     if path.contains(":generateContent") {
         // gemini's router asks which model fits the request: any valid answer will do.
@@ -568,4 +572,36 @@ fn gemini_search(out: &mut TcpStream, query: &str) -> std::io::Result<()> {
         },
     }], "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15}});
     respond(out, 200, "application/json", &reply.to_string())
+}
+
+/// The OpenAI Responses API as codex calls it (`POST /v1/responses`, streamed): the answer (or
+/// `ECHO: ` and the last user text) as one message, with usage.
+fn responses(out: &mut TcpStream, body: &Value, behavior: &Behavior) -> std::io::Result<()> {
+    let last_user = body["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| i["role"] == "user")
+        .filter_map(|i| i["content"].as_array())
+        .map(|parts| parts.iter().filter_map(|p| p["text"].as_str()).collect::<String>())
+        .rfind(|t| !t.trim_start().starts_with('<'))
+        .unwrap_or_default();
+    let text = behavior.answer.clone().unwrap_or_else(|| format!("ECHO: {last_user}"));
+    write!(
+        out,
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n"
+    )?;
+    let item = |status: &str, content: Value| json!({"type": "message", "id": "msg_mock", "role": "assistant", "status": status, "content": content});
+    let events = [
+        json!({"type": "response.created", "response": {"id": "resp_mock"}}),
+        json!({"type": "response.output_item.added", "output_index": 0, "item": item("in_progress", json!([]))}),
+        json!({"type": "response.output_text.delta", "item_id": "msg_mock", "output_index": 0, "content_index": 0, "delta": text}),
+        json!({"type": "response.output_item.done", "output_index": 0, "item": item("completed", json!([{"type": "output_text", "text": text, "annotations": []}]))}),
+        json!({"type": "response.completed", "response": {"id": "resp_mock", "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 3, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 13}}}),
+    ];
+    for event in events {
+        write!(out, "event: {}\ndata: {event}\n\n", event["type"].as_str().unwrap_or(""))?;
+        out.flush()?;
+    }
+    Ok(())
 }

@@ -1,0 +1,251 @@
+//! `cca export claude|gemini ID`: writes a session where that tool keeps its own, in its own
+//! format, so the tool's resume opens it; prints the id to resume with on stdout.
+//!
+//! - claude: `~/.claude/projects/<folder, every character but letters and digits as ->/
+//!   <uuid>.jsonl`, one line per message (`type`, `uuid`, `parentUuid`, `sessionId`, `cwd`,
+//!   `timestamp`, `message`), as Claude Code 2.1.329 writes them; `claude --resume UUID`.
+//! - gemini: `~/.gemini/tmp/<project>/chats/session-<time>-<uuid start>.jsonl`, the project's
+//!   short name from gemini's `projects.json` (registered there if the folder is new to it); a
+//!   metadata line, then a line per message; `gemini --resume UUID`.
+//!
+//! Each exchange becomes a question (with its attachments, as cca frames them) and an answer
+//! (the record's text, tool lines included). A session that was never answered exports nothing.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde_json::{Value, json};
+
+use super::print;
+use crate::cli::ExportTool;
+use crate::config::{Flags, Settings};
+use crate::error::{Failure, exit};
+use crate::session::{self, settings};
+use crate::store::Store;
+use crate::transcript::{self, Kind};
+
+/// One exchange, as the tools take it.
+struct Turn {
+    question: String,
+    asked: String,
+    answer: String,
+    answered: String,
+    model: Option<String>,
+}
+
+pub fn run(tool: ExportTool, id: Option<&str>) -> Result<u8> {
+    let (settings, store) = settings(&Flags::default())?;
+    let id = session::chosen(&settings, &store, id)?;
+    let text = crate::store::read_text(&store.session_path(&id))?;
+    let (t, _) = transcript::parse(&text)
+        .map_err(|e| crate::store::not_transcript(&store.session_path(&id), &id, e))?;
+    let turns = turns(&t);
+    if turns.is_empty() {
+        return Err(Failure::usage(format!("session {id} has no answered question to export"))
+            .hint("ask something in it first: cca search -s ID \"...\"")
+            .into());
+    }
+    if !t.header.cwd.starts_with('/') {
+        // Both tools file a conversation under its folder, and resume it from there.
+        return Err(Failure::usage(format!("session {id} has no folder to export it under"))
+            .hint("the tools keep conversations per folder: continue it in cca instead")
+            .into());
+    }
+    let cwd = PathBuf::from(&t.header.cwd);
+    let uuid = uuid(&id, &settings);
+    let (path, contents) = match tool {
+        ExportTool::Claude => {
+            let home = user_home(&settings)?;
+            let folder: String = t
+                .header
+                .cwd
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+                .collect();
+            let path = home.join(".claude/projects").join(folder).join(format!("{uuid}.jsonl"));
+            (path, claude_lines(&uuid, &t.header.cwd, &turns))
+        }
+        ExportTool::Gemini => {
+            let root = match &settings.gemini_home {
+                Some(home) => home.join(".gemini"),
+                None => user_home(&settings)?.join(".gemini"),
+            };
+            let project = gemini_project(&store, &root, &cwd)?;
+            let started = &turns[0].asked;
+            let minute = started.get(..16).unwrap_or("").replace(':', "-");
+            let name = format!("session-{minute}-{}.jsonl", &uuid[..8]);
+            let path = root.join("tmp").join(project).join("chats").join(name);
+            (path, gemini_lines(&uuid, &project_hash(&t.header.cwd), &turns))
+        }
+    };
+    store.write_beside(&path, contents.as_bytes())?;
+    crate::front::terminal::say(&format!(
+        "cca: exported {id} to {}; resume it from {} with: {} --resume {uuid}",
+        path.display(),
+        cwd.display(),
+        match tool {
+            ExportTool::Claude => "claude",
+            ExportTool::Gemini => "gemini",
+        }
+    ));
+    print(&format!("{uuid}\n"))?;
+    Ok(exit::OK)
+}
+
+fn user_home(settings: &Settings) -> Result<PathBuf> {
+    settings.user_home.clone().ok_or_else(|| {
+        Failure::new(exit::ERROR, "cannot tell where your home folder is").hint("set HOME").into()
+    })
+}
+
+/// A fresh UUID (version 4 in form) from the session id and the time: a second export of a
+/// session that went on is a new conversation for the tool, and never overwrites the first.
+fn uuid(id: &str, settings: &Settings) -> String {
+    let seed = format!(
+        "{id}\0{}\0{}",
+        settings.now().timestamp_nanos_opt().unwrap_or(0),
+        std::process::id()
+    );
+    let h1 = crate::prompt::hash(&format!("{seed}\0a"));
+    let h2 = crate::prompt::hash(&format!("{seed}\0b"));
+    let hex = format!("{}{}", &h1[h1.len() - 16..], &h2[h2.len() - 16..]);
+    format!("{}-{}-4{}-8{}-{}", &hex[0..8], &hex[8..12], &hex[13..16], &hex[17..20], &hex[20..32])
+}
+
+/// The transcript's exchanges, attachments with their question.
+fn turns(t: &transcript::Transcript) -> Vec<Turn> {
+    let mut out = Vec::new();
+    // The question waiting for its answer: text, time, attachments (name, content).
+    type Asked = (String, String, Vec<(String, String)>);
+    let mut question: Option<Asked> = None;
+    for r in &t.records {
+        let at = r.meta.at.clone().unwrap_or_else(|| t.header.created.clone());
+        match r.kind {
+            Kind::User => question = Some((r.content.clone(), at, Vec::new())),
+            Kind::Attachment => {
+                if let Some((_, _, attachments)) = question.as_mut() {
+                    attachments.push((r.meta.name.clone().unwrap_or_default(), r.content.clone()));
+                }
+            }
+            Kind::Assistant => {
+                if let Some((text, asked, attachments)) = question.take() {
+                    let refs: Vec<(&str, String)> =
+                        attachments.iter().map(|(n, c)| (n.as_str(), c.clone())).collect();
+                    out.push(Turn {
+                        question: crate::frame::user_with_attachments(text, &refs),
+                        asked,
+                        answer: r.content.clone(),
+                        answered: at,
+                        model: r.meta.model.clone(),
+                    });
+                }
+            }
+            Kind::Failed | Kind::Interrupted => question = None,
+            Kind::Clear | Kind::Compaction => {}
+        }
+    }
+    out
+}
+
+/// Milliseconds, as the tools write their times.
+fn js_time(at: &str) -> String {
+    chrono::DateTime::parse_from_rfc3339(at)
+        .map(|t| t.to_utc().to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_else(|_| at.to_string())
+}
+
+fn claude_lines(uuid: &str, cwd: &str, turns: &[Turn]) -> String {
+    let mut out = String::new();
+    let mut parent = Value::Null;
+    let mut n = 0u64;
+    let mut line = |kind: &str, at: &str, message: Value, out: &mut String| {
+        n += 1;
+        let me = format!("{}{:012x}", &uuid[..24], n);
+        let v = json!({
+            "parentUuid": parent, "isSidechain": false, "userType": "external", "cwd": cwd,
+            "sessionId": uuid, "version": "2.1.329", "type": kind, "message": message,
+            "uuid": me, "timestamp": js_time(at),
+        });
+        out.push_str(&v.to_string());
+        out.push('\n');
+        parent = Value::String(me);
+    };
+    for (i, t) in turns.iter().enumerate() {
+        line("user", &t.asked, json!({"role": "user", "content": t.question}), &mut out);
+        let message = json!({
+            "id": format!("msg_cca_{i}"), "type": "message", "role": "assistant",
+            "model": t.model.clone().unwrap_or_else(|| "cca-import".into()),
+            "content": [{"type": "text", "text": t.answer}],
+            "stop_reason": "end_turn", "stop_sequence": null,
+            "usage": {"input_tokens": 0, "output_tokens": 0},
+        });
+        line("assistant", &t.answered, message, &mut out);
+    }
+    out
+}
+
+/// gemini's `projectHash`: the SHA-256 of the project's folder, in hex (it skips a chat
+/// without one).
+fn project_hash(cwd: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(cwd.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn gemini_lines(uuid: &str, project_hash: &str, turns: &[Turn]) -> String {
+    let first = js_time(&turns[0].asked);
+    let last = js_time(&turns[turns.len() - 1].answered);
+    let mut out = json!({
+        "sessionId": uuid, "projectHash": project_hash, "startTime": first, "lastUpdated": last,
+        "kind": "main",
+    })
+    .to_string();
+    out.push('\n');
+    for (i, t) in turns.iter().enumerate() {
+        let user = json!({"id": format!("{uuid}-u{i}"), "timestamp": js_time(&t.asked), "type": "user", "content": [{"text": t.question}]});
+        let mut answer = json!({"id": format!("{uuid}-g{i}"), "timestamp": js_time(&t.answered), "type": "gemini", "content": t.answer});
+        if let Some(model) = &t.model {
+            answer["model"] = json!(model);
+        }
+        for v in [user, answer] {
+            out.push_str(&v.to_string());
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// gemini's short name for the project in `cwd` (its `projects.json`), registered there (with
+/// `.project_root` beside its chats, as gemini does) if gemini has not seen the folder yet.
+fn gemini_project(store: &Store, root: &Path, cwd: &Path) -> Result<String> {
+    let registry = root.join("projects.json");
+    let mut projects: Value = match std::fs::read_to_string(&registry) {
+        Ok(text) => serde_json::from_str(&text)
+            .with_context(|| format!("{} is not JSON", registry.display()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => json!({"projects": {}}),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", registry.display())),
+    };
+    let key = cwd.to_string_lossy().into_owned();
+    if let Some(name) = projects["projects"][&key].as_str() {
+        return Ok(name.to_string());
+    }
+    let base: String = cwd
+        .file_name()
+        .map(|n| n.to_string_lossy().to_lowercase())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let taken = |name: &str| {
+        projects["projects"].as_object().is_some_and(|m| m.values().any(|v| v == name))
+            || root.join("tmp").join(name).exists()
+    };
+    let name = (1..)
+        .map(|n| if n == 1 { base.clone() } else { format!("{base}-{n}") })
+        .find(|name| !taken(name))
+        .expect("some name is free");
+    projects["projects"][&key] = json!(name);
+    let text = serde_json::to_string_pretty(&projects).context("projects.json")?;
+    store.write_beside(&registry, text.as_bytes())?;
+    store.write_beside(&root.join("tmp").join(&name).join(".project_root"), key.as_bytes())?;
+    Ok(name)
+}

@@ -1,0 +1,546 @@
+//! `cca import`: finds another tool's conversations, reads each with its parser in `import`,
+//! and writes it as a session through `store`: new, going on (appended), or a fork.
+//!
+//! `$CCA_HOME/imports.json` remembers each source file's size and modification time, so a run
+//! with nothing new reads no source file at all, and the session each conversation became. It
+//! is a cache: without it, the sessions' headers (`imported`) say the same, and it is rebuilt.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::print;
+use crate::cli::{ImportArgs, ImportSource};
+use crate::config::{Flags, Settings};
+use crate::error::{Failure, exit};
+use crate::front::terminal::say;
+use crate::import::{self, Conversation, Exchange, Tool};
+use crate::session::settings;
+use crate::store::Store;
+use crate::transcript::{self, ForkedFrom, Header, Imported};
+
+/// Above this many files, a progress bar shows on a terminal.
+const PROGRESS_FROM: usize = 50;
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Index {
+    /// Source file -> its stamp when it was last read whole.
+    files: BTreeMap<String, Stamp>,
+    /// `tool:conversation id` -> the session it became.
+    conversations: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct Stamp {
+    size: u64,
+    mtime_ns: i128,
+}
+
+/// What importing one conversation does.
+#[derive(Debug, PartialEq)]
+enum Plan {
+    /// Nothing new since the last import.
+    Nothing,
+    New,
+    /// The session goes on: exchanges from this one on are new.
+    Append {
+        id: String,
+        from: usize,
+    },
+    /// The session was continued in cca, or the source changed what was imported: a new
+    /// session whose first `turn` exchanges are the old one's.
+    Fork {
+        of: String,
+        turn: u64,
+    },
+}
+
+#[derive(Default)]
+struct Tally {
+    created: usize,
+    appended: usize,
+    forked: usize,
+    unchanged: usize,
+    files_with_problems: usize,
+}
+
+pub fn run(args: &ImportArgs) -> Result<u8> {
+    let (settings, store) = settings(&Flags::default())?;
+    let tool = match args.source {
+        ImportSource::Claude => Tool::Claude,
+        ImportSource::Gemini => Tool::Gemini,
+        ImportSource::Codex => Tool::Codex,
+        ImportSource::Llm => Tool::Llm,
+    };
+    let files = sources(&settings, tool, &args.paths)?;
+    let mut index = load_index(&store)?;
+    let mut tally = Tally::default();
+    let bar = progress_bar(files.len());
+    let mut batch: Vec<Job> = Vec::new();
+    let result = (|| -> Result<()> {
+        for file in &files {
+            bar.inc(1);
+            let key = file.to_string_lossy().into_owned();
+            // llm's own database (an empty path: llm finds it) is read every time.
+            let stamp = match std::fs::metadata(file) {
+                _ if file.as_os_str().is_empty() => None,
+                Ok(m) => Some(Stamp { size: m.len(), mtime_ns: mtime_ns(&m) }),
+                Err(e) => {
+                    bar.suspend(|| say(&format!("cca: warning: {}: {e}", file.display())));
+                    tally.files_with_problems += 1;
+                    continue;
+                }
+            };
+            if stamp.is_some() && index.files.get(&key) == stamp.as_ref() {
+                tally.unchanged += 1;
+                continue;
+            }
+            let (conversations, problems) = match read(&settings, tool, file) {
+                Ok(read) => read,
+                Err(e) => {
+                    bar.suspend(|| say(&format!("cca: warning: {}: {e:#}", file.display())));
+                    tally.files_with_problems += 1;
+                    continue;
+                }
+            };
+            if !problems.is_empty() {
+                tally.files_with_problems += 1;
+                bar.suspend(|| {
+                    for p in &problems {
+                        say(&format!(
+                            "cca: warning: {}: line {}: {}",
+                            file.display(),
+                            p.line,
+                            p.message
+                        ));
+                    }
+                });
+            }
+            for conv in conversations.into_iter().filter(|c| !c.exchanges.is_empty()) {
+                let key = conversation_key(tool, &conv);
+                if batch.iter().any(|job: &Job| job.key == key) {
+                    flush(&settings, &store, tool, &mut batch, &mut index, &bar)?;
+                }
+                let plan = plan(&store, &index, tool, &conv)?;
+                let Some(line) = describe(&plan, tool, &conv) else {
+                    tally.unchanged += 1;
+                    continue;
+                };
+                match plan {
+                    Plan::New => tally.created += 1,
+                    Plan::Append { .. } => tally.appended += 1,
+                    Plan::Fork { .. } => tally.forked += 1,
+                    Plan::Nothing => {}
+                }
+                if args.dry_run {
+                    bar.suspend(|| print(&format!("-\t{line}\n")))?;
+                } else if plan == Plan::New {
+                    // New sessions are written together, a batch at a time (below).
+                    batch.push(Job { key, file: file.clone(), conv, line });
+                    if batch.len() >= BATCH {
+                        flush(&settings, &store, tool, &mut batch, &mut index, &bar)?;
+                    }
+                } else {
+                    let id = apply(&settings, &store, tool, file, &conv, &plan)?;
+                    index.conversations.insert(key, id.clone());
+                    bar.suspend(|| print(&format!("{id}\t{line}\n")))?;
+                }
+            }
+            if let Some(stamp) = stamp.filter(|_| !args.dry_run && problems.is_empty()) {
+                index.files.insert(key, stamp);
+            }
+        }
+        flush(&settings, &store, tool, &mut batch, &mut index, &bar)
+    })();
+    bar.finish_and_clear();
+    if !args.dry_run {
+        if tally.created + tally.forked > 0 {
+            store.sync_sessions()?;
+        }
+        // Kept even after an error: the sessions written so far are in it.
+        store.write_imports(&serde_json::to_string(&index).context("the imports' index")?)?;
+    }
+    result?;
+    let verb = if args.dry_run { "would import" } else { "imported" };
+    say(&format!(
+        "cca: {verb} from {}: {} new, {} going on, {} forked, {} unchanged ({} files)",
+        tool.name(),
+        tally.created,
+        tally.appended,
+        tally.forked,
+        tally.unchanged,
+        files.len()
+    ));
+    if tally.files_with_problems > 0 {
+        return Err(Failure::new(
+            exit::ERROR,
+            format!(
+                "{} file(s) could not be read whole; what they hold besides is imported",
+                tally.files_with_problems
+            ),
+        )
+        .hint("each problem is named above with its line; import again once the file is whole")
+        .into());
+    }
+    Ok(exit::OK)
+}
+
+/// New sessions written at once, on several threads: each is a temp file, a write and a rename,
+/// mostly waiting on the file system; one sync at the end makes them all durable.
+const BATCH: usize = 256;
+const WRITERS: usize = 8;
+
+/// A new session to write.
+struct Job {
+    key: String,
+    file: PathBuf,
+    conv: Conversation,
+    line: String,
+}
+
+fn flush(
+    settings: &Settings,
+    store: &Store,
+    tool: Tool,
+    batch: &mut Vec<Job>,
+    index: &mut Index,
+    bar: &indicatif::ProgressBar,
+) -> Result<()> {
+    let jobs = std::mem::take(batch);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let written: Vec<(usize, Result<String>)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..WRITERS.min(jobs.len()))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(job) = jobs.get(i) else { break };
+                        done.push((
+                            i,
+                            apply(settings, store, tool, &job.file, &job.conv, &Plan::New),
+                        ));
+                    }
+                    done
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().unwrap_or_default()).collect()
+    });
+    let mut written = written;
+    written.sort_by_key(|(i, _)| *i);
+    let mut failed = None;
+    for (i, result) in written {
+        match result {
+            Ok(id) => {
+                index.conversations.insert(jobs[i].key.clone(), id.clone());
+                bar.suspend(|| print(&format!("{id}\t{}\n", jobs[i].line)))?;
+            }
+            Err(e) => {
+                // Read again next time.
+                index.files.remove(&*jobs[i].file.to_string_lossy());
+                failed = failed.or(Some(e));
+            }
+        }
+    }
+    failed.map_or(Ok(()), Err)
+}
+
+fn progress_bar(files: usize) -> indicatif::ProgressBar {
+    if files < PROGRESS_FROM || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(files as u64),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} files · {elapsed}")
+    {
+        bar.set_style(style);
+    }
+    bar
+}
+
+fn mtime_ns(m: &std::fs::Metadata) -> i128 {
+    i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec())
+}
+
+/// The files to read: those given (folders searched), else the tool's own store.
+fn sources(settings: &Settings, tool: Tool, given: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let home = || {
+        settings.user_home.clone().ok_or_else(|| {
+            anyhow::Error::from(
+                Failure::usage("cannot tell where your home folder is")
+                    .hint("set HOME, or give the files to import"),
+            )
+        })
+    };
+    let wanted = |p: &Path| -> bool {
+        let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        match tool {
+            Tool::Claude => name.ends_with(".jsonl"),
+            Tool::Gemini => {
+                name.starts_with("session-")
+                    && (name.ends_with(".jsonl") || name.ends_with(".json"))
+            }
+            Tool::Codex => name.starts_with("rollout-") && name.ends_with(".jsonl"),
+            Tool::Llm => name.ends_with(".db"),
+        }
+    };
+    let mut found = Vec::new();
+    if given.is_empty() {
+        match tool {
+            Tool::Claude => walk(&home()?.join(".claude/projects"), 1, &wanted, &mut found),
+            Tool::Gemini => {
+                let root = settings.gemini_home.clone().map_or_else(home, Ok)?;
+                walk(&root.join(".gemini/tmp"), 2, &wanted, &mut found)
+            }
+            Tool::Codex => walk(&home()?.join(".codex/sessions"), 3, &wanted, &mut found),
+            // llm finds its own database.
+            Tool::Llm => found.push(PathBuf::new()),
+        }
+    } else {
+        for path in given {
+            if path.is_dir() {
+                walk(path, 4, &wanted, &mut found);
+            } else if path.exists() {
+                found.push(path.clone());
+            } else {
+                return Err(Failure::usage(format!("{} does not exist", path.display()))
+                    .hint("give files or folders that exist, or nothing for the tool's own store")
+                    .into());
+            }
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// Files `wanted` in `dir` and up to `depth` folders below it (not following links).
+fn walk(dir: &Path, depth: usize, wanted: &dyn Fn(&Path) -> bool, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        match entry.file_type() {
+            Ok(t) if t.is_dir() && depth > 0 => walk(&path, depth - 1, wanted, out),
+            Ok(t) if t.is_file() && wanted(&path) => out.push(path),
+            _ => {}
+        }
+    }
+}
+
+/// A source's conversations and what could not be read of it.
+fn read(
+    settings: &Settings,
+    tool: Tool,
+    file: &Path,
+) -> Result<(Vec<Conversation>, Vec<import::Problem>)> {
+    if tool == Tool::Llm {
+        let program = which::which_in("llm", settings.path.as_ref(), "/").map_err(|_| {
+            Failure::new(exit::ERROR, "llm is not on PATH: cca reads llm's logs through it")
+                .hint("install llm (pipx install llm), or put it on PATH")
+        })?;
+        let mut args: Vec<&std::ffi::OsStr> =
+            ["logs", "list", "--json", "-n", "0"].iter().map(std::ffi::OsStr::new).collect();
+        if !file.as_os_str().is_empty() {
+            args.extend([std::ffi::OsStr::new("--database"), file.as_os_str()]);
+        }
+        let json = crate::run::output_of(&program, &args)?;
+        return Ok(import::llm::parse(&json));
+    }
+    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let mut conv = match tool {
+        Tool::Claude => import::claude::parse(&bytes),
+        Tool::Gemini => {
+            // gemini keeps the project's folder beside its chats folder.
+            let root = file.parent().and_then(Path::parent).map(|p| p.join(".project_root"));
+            let hint = root.and_then(|r| std::fs::read_to_string(r).ok());
+            import::gemini::parse(&bytes, hint.as_deref().map(str::trim))
+        }
+        Tool::Codex => import::codex::parse(&bytes),
+        Tool::Llm => unreachable!("read above"),
+    };
+    if conv.id.is_empty() {
+        // A file with no id of its own is known by its name.
+        conv.id = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    }
+    let problems = std::mem::take(&mut conv.problems);
+    Ok((vec![conv], problems))
+}
+
+fn conversation_key(tool: Tool, conv: &Conversation) -> String {
+    format!("{}:{}", tool.name(), conv.id)
+}
+
+/// What importing `conv` does, given what was imported of it before.
+fn plan(store: &Store, index: &Index, tool: Tool, conv: &Conversation) -> Result<Plan> {
+    let Some(id) = index.conversations.get(&conversation_key(tool, conv)) else {
+        return Ok(Plan::New);
+    };
+    let Some(header) = store.header_of(id) else { return Ok(Plan::New) };
+    let Some(imported) = &header.imported else { return Ok(Plan::New) };
+    let done = imported.exchanges as usize;
+    let same_past =
+        done == 0 || conv.exchanges.get(done - 1).is_some_and(|e| e.key == imported.last);
+    if same_past && conv.exchanges.len() <= done {
+        return Ok(Plan::Nothing);
+    }
+    let body = std::fs::metadata(store.session_path(id))?.len() - header_end(store, id)?;
+    if same_past && body == imported.body {
+        return Ok(Plan::Append { id: id.clone(), from: done });
+    }
+    // Continued in cca, or the source's past changed: as many exchanges as both still share.
+    let turn = if same_past { done } else { shared(store, id, &conv.exchanges)? };
+    if turn == conv.exchanges.len() {
+        return Ok(Plan::Nothing);
+    }
+    Ok(Plan::Fork { of: id.clone(), turn: turn as u64 })
+}
+
+fn header_end(store: &Store, id: &str) -> Result<u64> {
+    Ok(store.summarize_unlocked(id)?.header_end)
+}
+
+/// How many of `exchanges` the session starts with, word for word.
+fn shared(store: &Store, id: &str, exchanges: &[Exchange]) -> Result<usize> {
+    let text = crate::store::read_text(&store.session_path(id))?;
+    let (t, _) = transcript::parse(&text).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    let pairs = t.records.windows(2).filter(|w| {
+        w[0].kind == transcript::Kind::User && w[1].kind == transcript::Kind::Assistant
+    });
+    Ok(pairs
+        .zip(exchanges)
+        .take_while(|(w, e)| w[0].content == e.question && w[1].content == e.answer)
+        .count())
+}
+
+/// The line printed for a plan, or `None` when there is nothing to do.
+fn describe(plan: &Plan, tool: Tool, conv: &Conversation) -> Option<String> {
+    let title = transcript::one_line(conv.title.as_deref().unwrap_or(""), 60);
+    let n = conv.exchanges.len();
+    let what = match plan {
+        Plan::Nothing => return None,
+        Plan::New => format!("new\t{n} exchange(s)"),
+        Plan::Append { id, from } => format!("going on in {id}\t+{} exchange(s)", n - from),
+        Plan::Fork { of, turn } => format!("fork of {of} at {turn}\t{n} exchange(s)"),
+    };
+    Some(format!("{what}\t{}:{}\t{title}", tool.name(), conv.id))
+}
+
+/// Writes what the plan says; returns the session written.
+fn apply(
+    settings: &Settings,
+    store: &Store,
+    tool: Tool,
+    file: &Path,
+    conv: &Conversation,
+    plan: &Plan,
+) -> Result<String> {
+    let source = match tool {
+        Tool::Llm if file.as_os_str().is_empty() => "logs.db".to_string(),
+        _ => file.to_string_lossy().into_owned(),
+    };
+    let mark = |exchanges: usize, body: u64| Imported {
+        tool: tool.name().to_string(),
+        source: source.clone(),
+        conversation: conv.id.clone(),
+        lines: conv.lines,
+        bytes: conv.bytes,
+        last: conv.exchanges[exchanges - 1].key.clone(),
+        exchanges: exchanges as u64,
+        body,
+    };
+    let id = match plan {
+        Plan::Nothing => unreachable!("nothing to write"),
+        Plan::Append { id, from } => {
+            let _lock = store.lock(id, true, || crate::front::terminal::say_waiting(id))?;
+            let summary = store.summarize_unlocked(id)?;
+            let tail = import::render_records(tool, &conv.exchanges[*from..], *from as u64 + 1);
+            let body = std::fs::metadata(store.session_path(id))?.len() - summary.header_end;
+            let header = Header {
+                imported: Some(mark(conv.exchanges.len(), body + tail.len() as u64)),
+                ..summary.header
+            };
+            store.rewrite_with(id, &header, summary.header_end, tail.as_bytes())?;
+            id.clone()
+        }
+        Plan::New | Plan::Fork { .. } => {
+            let body = import::render_records(tool, &conv.exchanges, 1);
+            let forked_from = match plan {
+                Plan::Fork { of, turn } => Some(ForkedFrom { session: of.clone(), turn: *turn }),
+                _ => None,
+            };
+            let header = new_header(
+                settings,
+                tool,
+                conv,
+                forked_from,
+                mark(conv.exchanges.len(), body.len() as u64),
+            );
+            let created = chrono::DateTime::parse_from_rfc3339(&header.created)
+                .map_or_else(|_| settings.now(), |t| t.to_utc());
+            let stamp = created.format("%Y%m%d-%H%M%S").to_string();
+            store.create_session_unsynced(&stamp, |id| {
+                transcript::render_header(&Header { id: id.to_string(), ..header.clone() }) + &body
+            })?
+        }
+    };
+    Ok(id)
+}
+
+/// The header of a session made from `conv`: the engine is the tool (claude and gemini are
+/// cca's engines; codex and llm answer once declared in config.toml), the prompt cca's default.
+fn new_header(
+    settings: &Settings,
+    tool: Tool,
+    conv: &Conversation,
+    forked_from: Option<ForkedFrom>,
+    imported: Imported,
+) -> Header {
+    let prompt = crate::prompt::DEFAULT;
+    let text = crate::prompt::builtin(prompt).unwrap_or_default();
+    let first = conv.exchanges.first();
+    Header {
+        format: transcript::FORMAT,
+        id: String::new(),
+        created: conv
+            .created
+            .clone()
+            .or_else(|| first.and_then(|e| e.asked.clone()))
+            .unwrap_or_else(|| settings.now_string()),
+        engine: tool.name().to_string(),
+        model: conv.exchanges.iter().find_map(|e| e.model.clone()),
+        prompt: prompt.to_string(),
+        prompt_hash: crate::prompt::hash(text),
+        cwd: conv.cwd.clone().unwrap_or_default(),
+        title: transcript::one_line(
+            conv.title.as_deref().unwrap_or("").lines().next().unwrap_or(""),
+            80,
+        ),
+        forked_from,
+        name: None,
+        imported: Some(imported),
+    }
+}
+
+/// The index from `imports.json`, or rebuilt from the sessions' headers when it is missing or
+/// unreadable (it is only a cache).
+fn load_index(store: &Store) -> Result<Index> {
+    if let Some(text) = store.read_imports()?
+        && let Ok(index) = serde_json::from_str::<Index>(&text)
+    {
+        return Ok(index);
+    }
+    let mut index = Index::default();
+    for id in store.session_ids().unwrap_or_default() {
+        if let Some(i) = store.header_of(&id).and_then(|h| h.imported) {
+            index.conversations.insert(format!("{}:{}", i.tool, i.conversation), id);
+        }
+    }
+    Ok(index)
+}

@@ -1,0 +1,235 @@
+//! gemini-cli's chat files (`~/.gemini/tmp/<project>/chats/session-*.jsonl`, measured with
+//! 0.61.0): a metadata line (`sessionId`, `startTime`, ...), then message lines (`id`,
+//! `timestamp`, `type` `user` or `gemini`, `content`, `thoughts`, `tokens`, `model`,
+//! `toolCalls`) and `{"$set": {...}}` lines that patch the record. A message written again
+//! under the same id replaces the earlier copy (an answer's text, then the same with its tool
+//! calls); `$set` of `messages` replaces them all (gemini does so on `--resume`). Older versions
+//! wrote one JSON object per file with a `messages` array; both are read.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::{Conversation, Exchange, LeftOut, Problem, answer_text, content_text, json_lines};
+use crate::engine::{Output, Paragraphs, ToolCall, ToolStatus};
+
+/// The preamble gemini sends as the first user message: not a question.
+const CONTEXT: &str = "<session_context>";
+
+/// `cwd_hint`: the project's folder, from `.project_root` beside the chats folder, if known.
+pub fn parse(bytes: &[u8], cwd_hint: Option<&str>) -> Conversation {
+    let mut conv = Conversation::default();
+    let mut messages: Vec<Value> = Vec::new();
+    let mut meta = Value::Null;
+    match serde_json::from_slice::<Value>(bytes) {
+        // The older form: the whole session in one object.
+        Ok(v) if v["messages"].is_array() => {
+            messages = v["messages"].as_array().cloned().unwrap_or_default();
+            conv.lines = bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+            conv.bytes = bytes.len() as u64;
+            meta = v;
+        }
+        _ => {
+            let (values, lines, read) = json_lines(bytes, &mut conv.problems);
+            (conv.lines, conv.bytes) = (lines, read);
+            let mut by_id: HashMap<String, usize> = HashMap::new();
+            for (line, v) in values {
+                if let Some(set) = v.get("$set") {
+                    if let Some(all) = set["messages"].as_array() {
+                        messages = all.clone();
+                        by_id = ids(&messages);
+                    }
+                } else if let Some(to) = v["$rewindTo"].as_str() {
+                    // The user went back to this message: it and all after it are gone.
+                    let at = by_id.get(to).copied().unwrap_or(0);
+                    messages.truncate(at);
+                    by_id = ids(&messages);
+                } else if v["type"].is_string() && v["id"].is_string() {
+                    let id = v["id"].as_str().unwrap_or("").to_string();
+                    match by_id.get(&id) {
+                        Some(&i) => messages[i] = v,
+                        None => {
+                            by_id.insert(id, messages.len());
+                            messages.push(v);
+                        }
+                    }
+                } else if v["sessionId"].is_string() && v.get("type").is_none() {
+                    if meta.is_null() {
+                        meta = v;
+                    }
+                } else if v.get("$unset").is_none() {
+                    conv.problems.push(Problem {
+                        line,
+                        message: "a line of a kind cca does not know (not a message, metadata or \
+                                  $set); skipped"
+                            .into(),
+                    });
+                }
+            }
+        }
+    }
+    conv.id = meta["sessionId"].as_str().unwrap_or("").to_string();
+    conv.created = meta["startTime"].as_str().and_then(super::rfc3339);
+    conv.cwd = cwd_hint.map(str::to_string).or_else(|| messages.iter().find_map(workspace));
+
+    let mut turn: Option<Turn> = None;
+    for m in &messages {
+        match m["type"].as_str() {
+            Some("user") => {
+                let text = content_text(&m["content"]);
+                if text.starts_with(CONTEXT) || is_tool_response(&m["content"]) {
+                    continue;
+                }
+                if let Some(t) = turn.take() {
+                    t.finish(&mut conv.exchanges);
+                }
+                let mut t = Turn::new(text, m);
+                t.left_out.images = count_parts(&m["content"], "inlineData");
+                turn = Some(t);
+            }
+            Some("gemini") => {
+                if let Some(t) = turn.as_mut() {
+                    t.answer(m);
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(t) = turn.take() {
+        t.finish(&mut conv.exchanges);
+    }
+    if conv.created.is_none() {
+        conv.created = conv.exchanges.first().and_then(|e| e.asked.clone());
+    }
+    conv.title = conv.exchanges.first().map(|e| e.question.clone());
+    conv
+}
+
+fn ids(messages: &[Value]) -> HashMap<String, usize> {
+    messages
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| m["id"].as_str().map(|id| (id.to_string(), i)))
+        .collect()
+}
+
+/// The first workspace folder named in gemini's `<session_context>` preamble.
+fn workspace(m: &Value) -> Option<String> {
+    let text = content_text(&m["content"]);
+    let after = text.split("**Workspace Directories:**").nth(1)?;
+    let line = after.lines().map(str::trim).find(|l| l.starts_with("- "))?;
+    Some(line.trim_start_matches("- ").to_string())
+}
+
+fn is_tool_response(content: &Value) -> bool {
+    count_parts(content, "functionResponse") > 0
+}
+
+fn count_parts(content: &Value, key: &str) -> usize {
+    content.as_array().map_or(0, |parts| parts.iter().filter(|p| p.get(key).is_some()).count())
+}
+
+struct Turn {
+    exchange: Exchange,
+    paragraphs: Paragraphs,
+    outputs: Vec<Output>,
+    left_out: LeftOut,
+    output_tokens: u64,
+}
+
+impl Turn {
+    fn new(question: String, m: &Value) -> Turn {
+        Turn {
+            exchange: Exchange {
+                question,
+                asked: m["timestamp"].as_str().and_then(super::rfc3339),
+                key: m["id"].as_str().unwrap_or("").to_string(),
+                ..Exchange::default()
+            },
+            paragraphs: Paragraphs::default(),
+            outputs: Vec::new(),
+            left_out: LeftOut::default(),
+            output_tokens: 0,
+        }
+    }
+
+    /// One message of the model: its text, then its tool calls.
+    fn answer(&mut self, m: &Value) {
+        self.paragraphs.new_message();
+        self.paragraphs.text(&content_text(&m["content"]), &mut self.outputs);
+        // A copy gemini rewrote (on `--resume`) keeps its calls as `functionCall` parts.
+        let parts = m["content"].as_array().into_iter().flatten();
+        let rewritten = parts.filter_map(|p| p.get("functionCall")).map(|call| {
+            serde_json::json!({"name": call["name"], "args": call["args"], "status": "success"})
+        });
+        let calls: Vec<Value> = match m["toolCalls"].as_array() {
+            Some(calls) => calls.clone(),
+            None => rewritten.collect(),
+        };
+        for call in &calls {
+            let mut tool = ToolCall::new(call["name"].as_str().unwrap_or("tool"), &call["args"]);
+            (tool.status, tool.reason) = match call["status"].as_str() {
+                Some("error") => (ToolStatus::Failed, Some("the tool failed".into())),
+                Some("cancelled") => (ToolStatus::Refused, Some("cancelled".into())),
+                _ => (ToolStatus::Ran, None),
+            };
+            self.outputs.push(Output::Tool(tool));
+        }
+        self.left_out.thinking += m["thoughts"].as_array().map_or(0, Vec::len);
+        if let Some(model) = m["model"].as_str() {
+            self.exchange.model = Some(model.to_string());
+        }
+        let tokens = &m["tokens"];
+        if let Some(input) = tokens["input"].as_u64() {
+            self.exchange.input_tokens = Some(input);
+        }
+        self.output_tokens += tokens["output"].as_u64().unwrap_or(0);
+        self.exchange.answered = m["timestamp"].as_str().and_then(super::rfc3339);
+        self.exchange.key = m["id"].as_str().unwrap_or("").to_string();
+    }
+
+    fn finish(mut self, exchanges: &mut Vec<Exchange>) {
+        if self.outputs.is_empty() {
+            return;
+        }
+        self.exchange.output_tokens = Some(self.output_tokens);
+        self.exchange.answer = answer_text(self.outputs, &self.left_out);
+        exchanges.push(self.exchange);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn later_copies_replace_earlier_and_the_old_form_reads_too() {
+        let lines = [
+            json!({"sessionId": "g1", "startTime": "2026-11-23T10:00:00.000Z", "kind": "main"}),
+            json!({"$set": {"messages": [{"id": "c", "type": "user", "content": [{"text": "<session_context>\n- **Workspace Directories:**\n  - /w\n</session_context>"}]}]}}),
+            json!({"id": "u1", "timestamp": "2026-11-23T10:00:01Z", "type": "user", "content": [{"text": "q"}]}),
+            json!({"id": "g1", "timestamp": "2026-11-23T10:00:02Z", "type": "gemini", "content": "Looking.", "model": "gm"}),
+            json!({"id": "g1", "timestamp": "2026-11-23T10:00:02Z", "type": "gemini", "content": "Looking.", "model": "gm",
+                   "toolCalls": [{"name": "google_web_search", "args": {"query": "x"}, "status": "success"}]}),
+            json!({"id": "r1", "type": "user", "content": [{"functionResponse": {"name": "google_web_search"}}]}),
+            json!({"id": "g2", "timestamp": "2026-11-23T10:00:03Z", "type": "gemini", "content": "Found.", "thoughts": [{"subject": "s"}]}),
+        ];
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let c = parse(text.as_bytes(), None);
+        assert_eq!(c.problems, []);
+        assert_eq!((c.id.as_str(), c.cwd.as_deref()), ("g1", Some("/w")));
+        assert_eq!(c.exchanges.len(), 1);
+        assert_eq!(
+            c.exchanges[0].answer,
+            "Looking.\n\n> google_web_search: x\n\nFound.\n\n> Left out by cca import: 1 thinking block\n"
+        );
+        assert_eq!(c.exchanges[0].key, "g2");
+        let old = json!({"sessionId": "o", "startTime": "2026-01-01T00:00:00Z", "messages": [
+            {"id": "1", "type": "user", "content": "hi", "timestamp": "2026-01-01T00:00:00Z"},
+            {"id": "2", "type": "gemini", "content": "hello", "timestamp": "2026-01-01T00:00:01Z"}]});
+        let c = parse(serde_json::to_string_pretty(&old).unwrap().as_bytes(), Some("/p"));
+        assert_eq!((c.exchanges.len(), c.exchanges[0].answer.as_str()), (1, "hello"));
+        assert_eq!(c.cwd.as_deref(), Some("/p"));
+    }
+}

@@ -1,0 +1,261 @@
+//! Other tools' conversations in cca's terms: pure parsers (bytes in, conversations out) for
+//! Claude Code, gemini-cli, codex and llm, and the transcript records a conversation becomes.
+//!
+//! Nothing here touches a file or spawns: `cmd::import` finds the sources, `store` writes the
+//! sessions, and llm's database is read by `llm logs --json` through `run`. An answer is kept
+//! the way cca keeps its own (`answer::Kept`): the text as the tool showed it, a `> Tool: input`
+//! block per tool call with its sources. What cca cannot carry (thinking, images, subagent side
+//! chains) is named in a last `> Left out by cca import: ...` line of the answer.
+
+pub mod claude;
+pub mod codex;
+pub mod gemini;
+pub mod llm;
+
+use serde_json::Value;
+
+use crate::answer::Kept;
+use crate::engine::Output;
+use crate::transcript::{self, Kind, Meta, Record};
+
+/// The tools cca imports from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tool {
+    Claude,
+    Gemini,
+    Codex,
+    Llm,
+}
+
+impl Tool {
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::Claude => "claude",
+            Tool::Gemini => "gemini",
+            Tool::Codex => "codex",
+            Tool::Llm => "llm",
+        }
+    }
+}
+
+/// One conversation of a tool, as far as its source could be read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Conversation {
+    /// The tool's own id of the conversation.
+    pub id: String,
+    pub cwd: Option<String>,
+    /// When it started, RFC 3339.
+    pub created: Option<String>,
+    pub title: Option<String>,
+    pub exchanges: Vec<Exchange>,
+    /// What could not be read, by line; the rest is imported.
+    pub problems: Vec<Problem>,
+    /// Complete lines and bytes read (a line cut off at the end of the file is not read).
+    pub lines: u64,
+    pub bytes: u64,
+}
+
+/// A question and its answer.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Exchange {
+    pub question: String,
+    pub asked: Option<String>,
+    /// The answer as cca keeps one: text, tool blocks, and what was left out.
+    pub answer: String,
+    pub answered: Option<String>,
+    pub model: Option<String>,
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    /// The tool's id of the last message of the exchange: where a later import goes on from.
+    pub key: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Problem {
+    pub line: u64,
+    pub message: String,
+}
+
+/// What an answer could not carry, counted.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LeftOut {
+    pub thinking: usize,
+    pub images: usize,
+    pub side_chains: usize,
+    pub other: Vec<String>,
+}
+
+impl LeftOut {
+    /// `> Left out by cca import: 2 thinking blocks, 1 image`, or nothing.
+    pub fn line(&self) -> Option<String> {
+        let count = |n: usize, one: &str, many: &str| match n {
+            0 => None,
+            1 => Some(format!("1 {one}")),
+            n => Some(format!("{n} {many}")),
+        };
+        let mut parts: Vec<String> = [
+            count(self.thinking, "thinking block", "thinking blocks"),
+            count(self.images, "image", "images"),
+            count(self.side_chains, "subagent side chain", "subagent side chains"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        parts.extend(self.other.iter().cloned());
+        (!parts.is_empty()).then(|| format!("> Left out by cca import: {}\n", parts.join(", ")))
+    }
+}
+
+/// The answer's text from a tool's outputs (text and tool calls, in order), as cca keeps an
+/// answer of its own, with what was left out on a last line.
+pub fn answer_text(outputs: Vec<Output>, left_out: &LeftOut) -> String {
+    let mut kept = Kept::default();
+    let mut text = String::new();
+    for output in outputs {
+        match output {
+            Output::Text(t) => text.push_str(&kept.text(&t)),
+            Output::Tool(call) => kept.tool(&call),
+            _ => {}
+        }
+    }
+    text.push_str(&kept.finish());
+    if let Some(line) = left_out.line() {
+        let blank = match () {
+            _ if text.is_empty() => "",
+            _ if text.ends_with("\n\n") => "",
+            _ if text.ends_with('\n') => "\n",
+            _ => "\n\n",
+        };
+        text.push_str(blank);
+        text.push_str(&line);
+    }
+    text
+}
+
+/// A JSON-lines source, line by line: `(line number, value)` for each complete line that
+/// parses; a line that does not parse is a problem. A last line without its newline was cut
+/// off (the tool was still writing, or the file was truncated): it is a problem and not read.
+pub fn json_lines(bytes: &[u8], problems: &mut Vec<Problem>) -> (Vec<(u64, Value)>, u64, u64) {
+    let mut values = Vec::new();
+    let (mut lines, mut read) = (0u64, 0u64);
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let Some(end) = memchr::memchr(b'\n', rest) else {
+            problems.push(Problem {
+                line: lines + 1,
+                message: "the line is cut off (the file ends in the middle of it); not read".into(),
+            });
+            break;
+        };
+        let line = &rest[..end];
+        lines += 1;
+        read += end as u64 + 1;
+        rest = &rest[end + 1..];
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<Value>(line) {
+            Ok(v) if v.is_object() => values.push((lines, v)),
+            Ok(_) => problems.push(Problem { line: lines, message: "not a JSON object".into() }),
+            Err(e) => problems.push(Problem { line: lines, message: format!("not JSON: {e}") }),
+        }
+    }
+    (values, lines, read)
+}
+
+/// A timestamp as cca writes one: RFC 3339 UTC, whole seconds.
+pub fn rfc3339(text: &str) -> Option<String> {
+    let t = chrono::DateTime::parse_from_rfc3339(text).ok().or_else(|| {
+        // llm's `2026-11-23T10:15:00.123456` (UTC, without a zone).
+        chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f")
+            .ok()
+            .map(|n| n.and_utc().fixed_offset())
+    })?;
+    Some(t.to_utc().to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+}
+
+/// The text of a message's content: a string, or the `text` of its parts or blocks, joined.
+pub fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect(),
+        _ => String::new(),
+    }
+}
+
+/// The records of exchanges `from..`, as they are appended to a transcript.
+pub fn records(tool: Tool, exchanges: &[Exchange]) -> Vec<Record> {
+    let mut out = Vec::with_capacity(exchanges.len() * 2);
+    for e in exchanges {
+        out.push(Record {
+            kind: Kind::User,
+            meta: Meta { at: e.asked.clone(), ..Meta::default() },
+            content: e.question.clone(),
+        });
+        out.push(Record {
+            kind: Kind::Assistant,
+            meta: Meta {
+                at: e.answered.clone(),
+                engine: Some(tool.name().to_string()),
+                model: e.model.clone(),
+                input_tokens: e.input_tokens,
+                output_tokens: e.output_tokens,
+                ..Meta::default()
+            },
+            content: e.answer.clone(),
+        });
+    }
+    out
+}
+
+/// The records rendered, numbered from exchange `first`.
+pub fn render_records(tool: Tool, exchanges: &[Exchange], first: u64) -> String {
+    let mut out = String::new();
+    for (i, r) in records(tool, exchanges).iter().enumerate() {
+        out.push_str(&transcript::render_record(r, first + i as u64 / 2));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::ToolCall;
+    use serde_json::json;
+
+    #[test]
+    fn cut_off_and_broken_lines_are_problems_and_the_rest_is_read() {
+        let mut problems = Vec::new();
+        let (values, lines, bytes) =
+            json_lines(b"{\"a\":1}\nnope\n\n{\"b\":2}\n{\"c\"", &mut problems);
+        assert_eq!(values.iter().map(|(n, _)| *n).collect::<Vec<_>>(), [1, 4]);
+        assert_eq!((lines, bytes), (4, 22));
+        assert_eq!(problems.iter().map(|p| p.line).collect::<Vec<_>>(), [2, 5]);
+        assert!(problems[1].message.contains("cut off"), "{problems:?}");
+    }
+
+    #[test]
+    fn answers_keep_tool_blocks_and_name_what_was_left_out() {
+        let call = ToolCall::new("WebSearch", &json!({"query": "q"}));
+        let outputs = vec![
+            Output::Text("Let me look.".into()),
+            Output::Tool(call),
+            Output::Text("\n\nFound it.".into()),
+        ];
+        let left = LeftOut { thinking: 2, images: 1, ..LeftOut::default() };
+        assert_eq!(
+            answer_text(outputs, &left),
+            "Let me look.\n\n> WebSearch (failed): q\n\nFound it.\n\n\
+             > Left out by cca import: 2 thinking blocks, 1 image\n"
+        );
+        assert_eq!(answer_text(vec![Output::Text("a".into())], &LeftOut::default()), "a");
+    }
+
+    #[test]
+    fn timestamps_become_whole_utc_seconds() {
+        assert_eq!(rfc3339("2026-11-23T19:35:49.601Z").as_deref(), Some("2026-11-23T19:35:49Z"));
+        assert_eq!(rfc3339("2026-11-23T20:35:49+01:00").as_deref(), Some("2026-11-23T19:35:49Z"));
+        assert_eq!(rfc3339("2026-11-23T19:35:49.123456").as_deref(), Some("2026-11-23T19:35:49Z"));
+        assert_eq!(rfc3339("yesterday"), None);
+    }
+}
