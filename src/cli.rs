@@ -106,6 +106,16 @@ pub enum Command {
     /// turns still running are stopped and recorded as interrupted.
     Acp(AnswerArgs),
 
+    /// Runs an engine for cca, ending it with cca (internal: cca starts engines this way)
+    #[command(name = "__engine", hide = true)]
+    Engine {
+        /// The cca process the engine must not outlive
+        parent: u32,
+        /// The engine's program and its arguments, after `--`
+        #[arg(last = true, required = true)]
+        command: Vec<std::ffi::OsString>,
+    },
+
     /// List sessions, newest first: id, last activity, turns, engine, name and title
     ///
     /// `*` marks the session `--resume` and `,` continue. Fast with thousands of sessions: the

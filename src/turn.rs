@@ -194,6 +194,9 @@ pub fn ask_steered(
     cancel.check()?;
     let mut turn = summary.exchanges + 1;
     let mut appender = Appender::open(store, &id)?;
+    if summary.pending_user {
+        appender.append(cut_question_record(settings, turn).as_bytes())?;
+    }
     let question = question_records(ask, &now, turn);
     appender.append(question.as_bytes())?;
     observer.event(Event::Recorded { session: &id, created });
@@ -334,6 +337,20 @@ fn open_session(
             Ok((session::create(settings, store, now, title, &cwd)?, true))
         }
     }
+}
+
+/// The outcome of a question whose turn never ended (cca was killed, the machine went down):
+/// it was interrupted, and nothing of its answer was kept.
+fn cut_question_record(settings: &Settings, turn: u64) -> String {
+    let meta = Meta {
+        at: Some(settings.now_string()),
+        reason: Some("cca ended before the answer was recorded".into()),
+        ..Meta::default()
+    };
+    transcript::render_record(
+        &Record { kind: Kind::Interrupted, meta, content: String::new() },
+        turn,
+    )
 }
 
 /// A steer, as the user record it is.

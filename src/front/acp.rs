@@ -51,30 +51,63 @@ pub fn serve(settings: Settings, store: Store) -> Result<u8> {
         turns: Mutex::default(),
         direct: outgoing.direct(),
     });
+    let (end, ended) = futures::channel::oneshot::channel();
+    let signalled = stop_on_signals(agent.clone(), end)?;
+    let incoming = futures::StreamExt::take_until(incoming, ended);
     let transport = agent_client_protocol::Lines::new(outgoing, incoming);
     let served = futures::executor::block_on(connect(agent.clone(), transport));
     // The client is gone: whatever still runs is stopped, and recorded as interrupted.
-    for state in agent.sessions().values() {
-        for (_, cancel) in &state.running {
-            cancel.stop(Stop::Closed);
-        }
-    }
+    agent.stop_all(Stop::Closed);
     let turns = std::mem::take(&mut *agent.turns.lock().unwrap_or_else(|e| e.into_inner()));
     for turn in turns {
         let _ = turn.join();
     }
     writer.finish();
-    match served {
-        Ok(()) => Ok(exit::OK),
-        Err(e) => Err(anyhow::anyhow!("the ACP connection failed: {e}")),
+    let signal = *signalled.lock().unwrap_or_else(|e| e.into_inner());
+    match (served, signal) {
+        (_, Some(signal)) => Ok(crate::run::signal_exit_code(signal)),
+        (Ok(()), None) => Ok(exit::OK),
+        (Err(e), None) => Err(anyhow::anyhow!("the ACP connection failed: {e}")),
     }
+}
+
+/// What the client reads from: its lines, until a signal ends serving.
+type Incoming = futures::stream::TakeUntil<wire::Incoming, futures::channel::oneshot::Receiver<()>>;
+
+/// Editors end their agent with SIGTERM or SIGHUP (a closed terminal), and Ctrl-C where it runs
+/// in one is SIGINT: each stops every running turn at once (recorded as interrupted, with what
+/// arrived), and ends serving as a closed stdin does, through `end`. Returns the signal, once
+/// one came. (SIGKILL cannot be caught: then the engines end with cca, see `run::launch`.)
+fn stop_on_signals(
+    agent: Arc<Acp>,
+    end: futures::channel::oneshot::Sender<()>,
+) -> Result<Arc<Mutex<Option<i32>>>> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGHUP, SIGINT])
+        .context("cannot install signal handlers")?;
+    let signalled = Arc::new(Mutex::new(None));
+    let seen = signalled.clone();
+    std::thread::Builder::new()
+        .name("acp signals".into())
+        .spawn(move || {
+            let mut end = Some(end);
+            for signal in signals.forever() {
+                seen.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(signal);
+                agent.stop_all(Stop::Signal(signal));
+                if let Some(end) = end.take() {
+                    let _ = end.send(());
+                }
+            }
+        })
+        .context("cannot listen for signals")?;
+    Ok(signalled)
 }
 
 /// The handlers, one per method; the crate answers unknown methods (-32601), malformed JSON
 /// (-32700) and params that do not parse (-32602) on its own and keeps serving.
 async fn connect(
     agent: Arc<Acp>,
-    transport: agent_client_protocol::Lines<wire::Outgoing, wire::Incoming>,
+    transport: agent_client_protocol::Lines<wire::Outgoing, Incoming>,
 ) -> Result<(), RpcError> {
     let (a1, a2, a3, a4, a5, a6, a7, a8, a9) = (
         agent.clone(),
@@ -488,6 +521,17 @@ impl Acp {
         }
         let options = self.options(&id).map_err(|e| rpc_error(&e))?;
         Ok(acp::SetSessionConfigOptionResponse::new(options))
+    }
+
+    /// Stops every turn running in any session, unless it is stopping already.
+    fn stop_all(&self, why: Stop) {
+        for open in self.sessions().values() {
+            for (_, cancel) in &open.running {
+                if cancel.requested().is_none() {
+                    cancel.stop(why);
+                }
+            }
+        }
     }
 
     /// Stops every turn running in the session.

@@ -344,9 +344,13 @@ struct Raw {
 
 impl Raw {
     fn start(env: &TestEnv) -> Raw {
+        Raw::start_with(env, &[])
+    }
+
+    fn start_with(env: &TestEnv, vars: &[(&str, &str)]) -> Raw {
         let mut cmd = Command::new(common::cca_exe());
         cmd.arg("acp");
-        isolate(&mut cmd, env, &[]);
+        isolate(&mut cmd, env, vars);
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
         let mut child = cmd.spawn().expect("cca acp starts");
         let stdout = child.stdout.take().unwrap();
@@ -384,6 +388,17 @@ impl Raw {
             let message: Value = serde_json::from_str(&line).expect("stdout carries JSON only");
             assert_eq!(message["jsonrpc"], "2.0", "{line}");
             if message.get("method").is_none() && message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    /// Waits for a notification of this session update kind.
+    fn until_update(&mut self, kind: &str) -> Value {
+        loop {
+            let line = self.lines.recv_timeout(TIMEOUT).expect("an update in time");
+            let message: Value = serde_json::from_str(&line).expect("stdout carries JSON only");
+            if message["params"]["update"]["sessionUpdate"] == kind {
                 return message;
             }
         }
@@ -672,4 +687,89 @@ fn a_compaction_before_a_turn_is_reported_and_slash_compact_works() {
     let last = common::stdin_of(env.calls().last().unwrap()).to_string();
     assert!(common::tag(&last, "conversation_summary").is_some(), "{last}");
     assert_eq!(common::history_users(&last), ["c-5"]);
+}
+
+/// `cca acp` in the middle of an answer: the engine said something, started a helper of its
+/// own, and hangs. Gives the agent, the session, and the pids of the engine and its helper.
+fn mid_answer(env: &TestEnv) -> (Raw, String, i32, i32) {
+    let (engine, helper) = (env.root.path().join("engine.pid"), env.root.path().join("helper.pid"));
+    let script = format!(
+        "say the beginning; pid {}; grandchild {}; hang",
+        engine.display(),
+        helper.display()
+    );
+    let mut raw = Raw::start_with(env, &[("FAKE_SCRIPT", &script)]);
+    let created = raw.call(1, "session/new", json!({"cwd": env.work, "mcpServers": []}));
+    let id = created["result"]["sessionId"].as_str().expect("a session").to_string();
+    raw.send(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+                "params": {"sessionId": id, "prompt": [{"type": "text", "text": "long one"}]}})
+        .to_string(),
+    );
+    raw.until_update("agent_message_chunk");
+    let pid = |path: &Path| -> i32 {
+        assert!(common::wait_until(TIMEOUT, || path.exists()), "no pid in {}", path.display());
+        assert!(common::wait_until(TIMEOUT, || std::fs::read_to_string(path)
+            .is_ok_and(|p| p.trim().parse::<i32>().is_ok())));
+        std::fs::read_to_string(path).unwrap().trim().parse().unwrap()
+    };
+    let (engine, helper) = (pid(&engine), pid(&helper));
+    assert!(common::alive(engine) && common::alive(helper));
+    (raw, id, engine, helper)
+}
+
+fn gone_in_time(pids: &[i32]) {
+    for &pid in pids {
+        assert!(
+            common::wait_until(TIMEOUT, || !common::alive(pid)),
+            "process {pid} of the engine outlived cca acp"
+        );
+    }
+}
+
+#[test]
+fn sigterm_hup_and_int_stop_every_running_turn_record_it_and_exit() {
+    use rustix::process::Signal;
+    for (signal, name, code) in
+        [(Signal::TERM, "SIGTERM", 143), (Signal::HUP, "SIGHUP", 129), (Signal::INT, "Ctrl-C", 130)]
+    {
+        let env = TestEnv::new();
+        let (raw, id, engine, helper) = mid_answer(&env);
+        let pid = rustix::process::Pid::from_raw(raw.child.id() as i32).unwrap();
+        rustix::process::kill_process(pid, signal).unwrap();
+        let output = common::wait_with_timeout(raw.child, TIMEOUT);
+        assert_eq!(common::shell_status(output.status), code, "{name}");
+        gone_in_time(&[engine, helper]);
+        let text = std::fs::read_to_string(env.session_path(&id)).unwrap();
+        assert!(text.contains(&format!("Interrupted (not sent again): {name}")), "{name}: {text}");
+        assert!(text.contains("the beginning"), "{name}: what arrived is kept\n{text}");
+    }
+}
+
+#[test]
+fn after_sigkill_no_engine_is_left_and_the_next_turn_records_the_cut_question() {
+    let env = TestEnv::new();
+    let (mut raw, id, engine, helper) = mid_answer(&env);
+    raw.child.kill().unwrap();
+    let _ = raw.child.wait();
+    gone_in_time(&[engine, helper]);
+    // The question has no outcome in the file: the next turn records it as interrupted, and
+    // does not send it as history.
+    let out = sdk(
+        &env,
+        &[
+            json!({"call": "session/load", "as": "l",
+                   "params": {"sessionId": id, "cwd": env.work, "mcpServers": []}}),
+            prompt("p", &id, "after the crash"),
+        ],
+        &[("FAKE_SCRIPT", "echo")],
+    );
+    assert_eq!(out["results"]["p"]["stopReason"], "end_turn", "{}", out["results"]);
+    let text = std::fs::read_to_string(env.session_path(&id)).unwrap();
+    let records = cca::transcript::parse(&text).unwrap().0.records;
+    let kinds: Vec<_> = records.iter().map(|r| r.kind).collect();
+    use cca::transcript::Kind::{Assistant, Interrupted, User};
+    assert_eq!(kinds, [User, Interrupted, User, Assistant], "{records:?}");
+    assert_eq!(records[1].meta.reason.as_deref(), Some("cca ended before the answer was recorded"));
+    assert!(env.last_users().is_empty(), "{:?}", env.last_users());
 }
