@@ -1000,3 +1000,113 @@ fn acp_through_claude() {
 fn acp_through_gemini() {
     acp_through("gemini");
 }
+
+/// Every process below `pid` (its children, theirs, and so on).
+fn descendants(pid: i32) -> Vec<i32> {
+    let parents: Vec<(i32, i32)> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+            let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+            Some((p, ppid))
+        })
+        .collect();
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(parents.iter().filter(|(_, pp)| *pp == parent).map(|(p, _)| *p));
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// `cca acp` with the real engine in the middle of an answer (the API holds the rest until
+/// `go` exists): the agent, its stdout lines, and the session.
+fn acp_mid_answer(
+    r: &Real,
+    engine: &str,
+    go: &Path,
+) -> (Guard, std::sync::mpsc::Receiver<Value>, String) {
+    use std::io::{BufRead, Write};
+    r.env.write_config(&format!("engine = \"{engine}\"\n"));
+    r.api.set(Behavior { hold: Some(go.to_path_buf()), ..Behavior::default() });
+    let mut cmd = r.command();
+    cmd.arg("acp").current_dir(&r.env.work);
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut child = Guard(cmd.spawn().expect("cca acp starts"));
+    let mut stdin = child.0.stdin.take().unwrap();
+    let stdout = child.0.stdout.take().unwrap();
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(serde_json::from_str::<Value>(&line).expect("JSON-RPC on stdout"));
+        }
+    });
+    let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
+    send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}),
+    );
+    let next = |what: &dyn Fn(&Value) -> bool| loop {
+        let message = lines.recv_timeout(TIMEOUT).expect("cca acp answers in time");
+        if what(&message) {
+            return message;
+        }
+    };
+    next(&|m| m["id"] == 0);
+    send(json!({"jsonrpc": "2.0", "id": 1, "method": "session/new",
+                "params": {"cwd": r.env.work, "mcpServers": []}}));
+    let created = next(&|m| m["id"] == 1);
+    let id = created["result"]["sessionId"].as_str().expect(&created.to_string()).to_string();
+    send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+                "params": {"sessionId": id, "prompt": [{"type": "text", "text": "a long answer"}]}}));
+    next(&|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk");
+    // stdin stays open: the client is still there when the signal comes.
+    std::mem::forget(stdin);
+    (child, lines, id)
+}
+
+fn acp_signalled(engine: &str, signal: rustix::process::Signal) {
+    let r = Real::new();
+    let go = r.env.root.path().join("go");
+    let (child, _lines, id) = acp_mid_answer(&r, engine, &go);
+    let pid = child.0.id() as i32;
+    let engine_processes = descendants(pid);
+    assert!(!engine_processes.is_empty(), "{engine}: the engine runs");
+    child.signal(signal);
+    let killed = signal == rustix::process::Signal::KILL;
+    if !killed {
+        let output = child.finish();
+        assert_eq!(shell_status(output.status), 128 + signal.as_raw(), "{engine}");
+    }
+    for p in &engine_processes {
+        assert!(
+            wait_until(TIMEOUT, || !alive(*p)),
+            "{engine}: process {p} of the engine outlived cca acp"
+        );
+    }
+    std::fs::write(&go, "").unwrap();
+    let text = std::fs::read_to_string(r.env.session_path(&id)).unwrap();
+    if !killed {
+        assert!(text.contains("Interrupted (not sent again): SIGTERM"), "{engine}: {text}");
+        assert!(text.contains("ECHO"), "{engine}: what arrived is kept\n{text}");
+    }
+}
+
+#[test]
+fn sigterm_of_cca_acp_stops_and_records_claude() {
+    acp_signalled("claude", rustix::process::Signal::TERM);
+}
+
+#[test]
+fn sigkill_of_cca_acp_leaves_no_claude() {
+    acp_signalled("claude", rustix::process::Signal::KILL);
+}
+
+#[test]
+fn sigkill_of_cca_acp_leaves_no_gemini() {
+    acp_signalled("gemini", rustix::process::Signal::KILL);
+}
