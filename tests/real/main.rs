@@ -1060,7 +1060,8 @@ fn acp_mid_answer(
     send(json!({"jsonrpc": "2.0", "id": 1, "method": "session/new",
                 "params": {"cwd": r.env.work, "mcpServers": []}}));
     let created = next(&|m| m["id"] == 1);
-    let id = created["result"]["sessionId"].as_str().expect(&created.to_string()).to_string();
+    let id =
+        created["result"]["sessionId"].as_str().unwrap_or_else(|| panic!("{created}")).to_string();
     send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
                 "params": {"sessionId": id, "prompt": [{"type": "text", "text": "a long answer"}]}}));
     next(&|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk");
