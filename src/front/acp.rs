@@ -248,20 +248,33 @@ struct Open {
 /// session lock alone would not do: its waiters are not served in order.)
 #[derive(Default)]
 struct Line {
-    waiting: Mutex<VecDeque<u64>>,
+    /// Prompts in line, and whether each is answered already (it leaves once its response is
+    /// out).
+    waiting: Mutex<VecDeque<(u64, bool)>>,
     moved: Condvar,
 }
 
 impl Line {
-    fn waiting(&self) -> MutexGuard<'_, VecDeque<u64>> {
+    fn waiting(&self) -> MutexGuard<'_, VecDeque<(u64, bool)>> {
         self.waiting.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Takes a place at the end of the line; returns how many prompts are ahead.
+    /// Takes a place at the end of the line; returns how many prompts are ahead and not yet
+    /// answered (one whose response is on its way is not worth a word of waiting).
     fn join(&self, turn: u64) -> usize {
         let mut waiting = self.waiting();
-        waiting.push_back(turn);
-        waiting.len() - 1
+        let ahead = waiting.iter().filter(|(_, answered)| !answered).count();
+        waiting.push_back((turn, false));
+        ahead
+    }
+
+    /// `turn` has its answer; its response goes out next.
+    fn answered(&self, turn: u64) {
+        for (t, answered) in self.waiting().iter_mut() {
+            if *t == turn {
+                *answered = true;
+            }
+        }
     }
 
     /// Waits until `turn` is first in line, or its prompt is cancelled (`false`: it leaves).
@@ -271,7 +284,7 @@ impl Line {
             if cancel.requested().is_some() {
                 return false;
             }
-            if waiting.front() == Some(&turn) {
+            if waiting.front().map(|(t, _)| *t) == Some(turn) {
                 return true;
             }
             // A cancel does not signal the line; it is seen within this period.
@@ -285,7 +298,7 @@ impl Line {
 
     /// `turn` leaves the line, answered or cancelled; the next one goes.
     fn leave(&self, turn: u64) {
-        self.waiting().retain(|t| *t != turn);
+        self.waiting().retain(|(t, _)| *t != turn);
         self.moved.notify_all();
     }
 }
@@ -336,6 +349,9 @@ impl Acp {
         r: Responder<acp::NewSessionResponse>,
         cx: &ConnectionTo<Client>,
     ) -> Result<(), RpcError> {
+        if let Err(e) = usable_cwd(&req.cwd) {
+            return r.respond_with_error(e);
+        }
         let created = session::create(
             &self.settings,
             &self.store,
@@ -361,7 +377,7 @@ impl Acp {
         r: Responder<acp::LoadSessionResponse>,
         cx: &ConnectionTo<Client>,
     ) -> Result<(), RpcError> {
-        let id = match self.existing(&req.session_id) {
+        let id = match usable_cwd(&req.cwd).and_then(|()| self.existing(&req.session_id)) {
             Ok(id) => id,
             Err(e) => return r.respond_with_error(e),
         };
@@ -559,6 +575,7 @@ impl Acp {
             Err(e) => return r.respond_with_error(e),
         };
         let cancel = Cancel::new();
+        let watch = watch_cancel_request(r.cancellation(), cancel.clone());
         let number = NEXT_TURN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         // The place in line is taken here, on the protocol loop, so it is the order of arrival.
         let (line, ahead) = {
@@ -568,6 +585,7 @@ impl Acp {
             (open.line.clone(), open.line.join(number))
         };
         let (agent, queued) = (self.clone(), (line.clone(), id.clone()));
+        let watch_over = watch.clone();
         let thread = std::thread::Builder::new().name(format!("turn {id}")).spawn(move || {
             if ahead > 0 {
                 Forward { cx: &cx, session: &id, tools: 0 }.note(format!(
@@ -580,6 +598,8 @@ impl Acp {
                 // Cancelled before its turn came: nothing was recorded, nothing ran.
                 Ok(acp::PromptResponse::new(acp::StopReason::Cancelled))
             };
+            line.answered(number);
+            watch.store(true, std::sync::atomic::Ordering::SeqCst);
             if let Some(open) = agent.sessions().get_mut(&id) {
                 open.running.retain(|(n, _)| *n != number);
             }
@@ -596,6 +616,7 @@ impl Acp {
                 Ok(())
             }
             Err(e) => {
+                watch_over.store(true, std::sync::atomic::Ordering::SeqCst);
                 let (line, id) = queued;
                 line.leave(number);
                 if let Some(open) = self.sessions().get_mut(&id) {
@@ -890,6 +911,22 @@ fn text_update(out: &mut Vec<u8>, session: &str, kind: &'static str, text: &str)
     out.push(b'\n');
 }
 
+/// A session's working directory must be an absolute path to a directory (the spec asks for
+/// an absolute one; a directory that is not there is a mistake worth telling at once).
+fn usable_cwd(cwd: &std::path::Path) -> Result<(), RpcError> {
+    let problem = if !cwd.is_absolute() {
+        "is not an absolute path"
+    } else if !cwd.is_dir() {
+        "is not a directory"
+    } else {
+        return Ok(());
+    };
+    Err(RpcError::invalid_params().data(json!({
+        "cwd": cwd,
+        "error": format!("the working directory {} {problem}", cwd.display()),
+    })))
+}
+
 /// The model value that means "the engine's own default".
 const DEFAULT_MODEL: &str = "default";
 
@@ -900,6 +937,29 @@ fn dedup(values: &mut Vec<String>) {
 
 fn longest_backtick_run(text: &str) -> usize {
     text.split(|c| c != '`').map(str::len).max().unwrap_or(0)
+}
+
+/// `$/cancel_request` for a prompt stops it as `session/cancel` does. The crate marks the
+/// request; a watcher looks at the mark until the prompt is answered (set the returned flag).
+fn watch_cancel_request(
+    request: agent_client_protocol::RequestCancellation,
+    cancel: Cancel,
+) -> Arc<std::sync::atomic::AtomicBool> {
+    use std::sync::atomic::Ordering;
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let over = done.clone();
+    let _ = std::thread::Builder::new().name("acp cancel watch".into()).spawn(move || {
+        while !over.load(Ordering::SeqCst) {
+            if request.is_cancelled() {
+                if cancel.requested().is_none() {
+                    cancel.stop(Stop::Request);
+                }
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+    done
 }
 
 /// `cancelled` when the prompt was cancelled while a command ran, else `end_turn`.

@@ -773,3 +773,64 @@ fn after_sigkill_no_engine_is_left_and_the_next_turn_records_the_cut_question() 
     assert_eq!(records[1].meta.reason.as_deref(), Some("cca ended before the answer was recorded"));
     assert!(env.last_users().is_empty(), "{:?}", env.last_users());
 }
+
+#[test]
+fn a_relative_or_missing_cwd_is_invalid_params() {
+    let env = TestEnv::new();
+    let mut raw = Raw::start(&env);
+    let missing = env.work.join("not-there");
+    for (n, cwd) in [json!("relative/dir"), json!(missing)].into_iter().enumerate() {
+        let id = 1 + n as u64;
+        let created = raw.call(id, "session/new", json!({"cwd": cwd, "mcpServers": []}));
+        assert_eq!(created["error"]["code"], -32602, "{created}");
+    }
+    let loaded = raw.call(
+        9,
+        "session/load",
+        json!({"sessionId": "20261121-101500", "cwd": "relative", "mcpServers": []}),
+    );
+    assert_eq!(loaded["error"]["code"], -32602, "{loaded}");
+    assert_eq!(raw.finish(), Some(0));
+}
+
+#[test]
+fn cancel_request_for_a_running_prompt_cancels_it() {
+    let env = TestEnv::new();
+    let mut raw = Raw::start_with(&env, &[("FAKE_SCRIPT", "say the beginning; hang")]);
+    let created = raw.call(1, "session/new", json!({"cwd": env.work, "mcpServers": []}));
+    let id = created["result"]["sessionId"].as_str().expect("a session").to_string();
+    raw.send(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+                "params": {"sessionId": id, "prompt": [{"type": "text", "text": "long one"}]}})
+        .to_string(),
+    );
+    raw.until_update("agent_message_chunk");
+    raw.send(
+        &json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 2}})
+            .to_string(),
+    );
+    let answered = raw.response(2);
+    let cancelled =
+        answered["result"]["stopReason"] == "cancelled" || answered["error"]["code"] == -32800;
+    assert!(cancelled, "{answered}");
+    assert_eq!(raw.finish(), Some(0));
+    let text = std::fs::read_to_string(env.session_path(&id)).unwrap();
+    assert!(text.contains("Interrupted (not sent again): cancelled"), "{text}");
+    assert!(text.contains("the beginning"), "{text}");
+}
+
+#[test]
+fn a_prompt_sent_as_the_last_one_ends_is_not_told_it_was_queued() {
+    let env = TestEnv::new();
+    let mut steps = vec![new_session("s", &env.work)];
+    for n in 0..8 {
+        steps.push(prompt(&format!("p{n}"), "$s.sessionId", &format!("question {n}")));
+    }
+    let out = sdk(&env, &steps, &[]);
+    let id = id_of(&out, "s");
+    for n in 0..8 {
+        assert_eq!(out["results"][format!("p{n}")]["stopReason"], "end_turn", "{}", out["results"]);
+    }
+    let thoughts = texts(&out, &id, "agent_thought_chunk");
+    assert!(thoughts.iter().all(|t| !t.contains("Queued")), "{thoughts:?}");
+}
