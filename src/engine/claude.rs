@@ -24,6 +24,8 @@ pub const SPEC: Spec = Spec {
     name: "claude",
     program_var: Some(crate::vars::CLAUDE),
     install: Some("npm install -g @anthropic-ai/claude-code"),
+    // Its aliases, which follow the current model of each family.
+    models: &["sonnet", "opus", "haiku"],
     context_budget: 160_000,
     // Stdin up to about 2.5 MB is taken whole; an argument over 128 KiB fails to exec.
     max_input_bytes: Some(2_500_000),

@@ -25,6 +25,8 @@ pub const SPEC: Spec = Spec {
     name: "gemini",
     program_var: Some(crate::vars::GEMINI),
     install: Some("npm install -g @google/gemini-cli"),
+    // The current models (gemini-cli 0.61.0's model list).
+    models: &["gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite"],
     context_budget: 800_000,
     // gemini cuts stdin at 8 MiB without a word.
     max_input_bytes: Some(8 * 1024 * 1024),

@@ -29,6 +29,8 @@ pub struct Spec {
     pub program_var: Option<&'static str>,
     /// Built-in engines: how to install the program.
     pub install: Option<&'static str>,
+    /// The models the program takes by name, for an editor's model choice (config adds more).
+    pub models: &'static [&'static str],
     /// The context given to the engine, in tokens, below the model's window so an answer fits.
     pub context_budget: u64,
     /// The largest stdin the program takes whole (measured); larger turns are refused.

@@ -474,15 +474,24 @@ impl Acp {
                 .map(|v| acp::SessionConfigSelectOption::new(v.clone(), v))
                 .collect::<Vec<_>>()
         };
-        let engines: Vec<String> = settings.engines.keys().cloned().collect();
+        // Engines that can run here (and the session's own, whatever it is).
+        let engines: Vec<String> = settings
+            .engines
+            .values()
+            .filter(|e| e.name == engine.name || crate::run::locate(&settings, e).is_ok())
+            .map(|e| e.name.clone())
+            .collect();
         let current_model = model.clone().unwrap_or_else(|| DEFAULT_MODEL.to_string());
         let mut models = vec![DEFAULT_MODEL.to_string()];
+        models.extend(engine.spec.models.iter().map(|m| m.to_string()));
         models.extend(engine.model.iter().cloned());
         models.extend(engine.model_budgets.keys().cloned());
         models.extend(model.iter().cloned());
         dedup(&mut models);
         let mut prompts: Vec<String> = crate::prompt::builtin_names().map(str::to_string).collect();
         prompts.extend(self.store.prompt_names().unwrap_or_default());
+        // cca's own prompt for summaries is not a system prompt for a conversation.
+        prompts.retain(|p| p != crate::prompt::COMPACTION);
         prompts.push(prompt.name.clone());
         dedup(&mut prompts);
         Ok(vec![

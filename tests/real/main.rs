@@ -14,7 +14,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::*;
-use mock_api::{Behavior, Block, MockApi};
+use mock_api::{Behavior, Block, MockApi, Received};
 use serde_json::{Value, json};
 
 struct Real {
@@ -1110,4 +1110,69 @@ fn sigkill_of_cca_acp_leaves_no_claude() {
 #[test]
 fn sigkill_of_cca_acp_leaves_no_gemini() {
     acp_signalled("gemini", rustix::process::Signal::KILL);
+}
+
+/// The model choice of a session: the engine's own models are offered, the chosen one reaches
+/// the engine's request; only installed engines are offered, and cca's compaction prompt is not
+/// a system prompt to choose.
+fn acp_model_choice(
+    engine: &str,
+    offered: &[&str],
+    chosen: &str,
+    sent: &dyn Fn(&Received) -> bool,
+) {
+    let r = Real::new();
+    r.env.write_config(&format!(
+        "engine = \"{engine}\"\n[engines.elsewhere]\ncommand = [\"/nonexistent/engine\"]\n"
+    ));
+    let out = acp(
+        &r,
+        &[
+            json!({"call": "session/new", "as": "s", "params": {"cwd": r.env.work, "mcpServers": []}}),
+            json!({"call": "session/set_config_option", "as": "set",
+                   "params": {"sessionId": "$s.sessionId", "configId": "model", "value": chosen}}),
+            acp_prompt("p", "$s.sessionId", "which model?", true),
+        ],
+    );
+    let options = out["results"]["s"]["configOptions"].as_array().unwrap().clone();
+    let values = |id: &str| -> Vec<String> {
+        let option = options.iter().find(|o| o["id"] == id).unwrap();
+        option["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["value"].as_str().unwrap().to_string())
+            .collect()
+    };
+    for model in offered {
+        assert!(
+            values("model").iter().any(|m| m == model),
+            "{engine}: {model} in {:?}",
+            values("model")
+        );
+    }
+    assert!(!values("engine").contains(&"elsewhere".to_string()), "{:?}", values("engine"));
+    assert!(values("engine").contains(&engine.to_string()), "{:?}", values("engine"));
+    assert!(!values("prompt").contains(&"compaction".to_string()), "{:?}", values("prompt"));
+    assert_eq!(out["results"]["p"]["stopReason"], "end_turn", "{engine}: {}", out["results"]);
+    let turns = r.api.turns();
+    let last = turns.last().expect("a request");
+    assert!(sent(last), "{engine}: {} {}", last.path, last.body["model"]);
+}
+
+#[test]
+fn acp_model_choice_reaches_claude() {
+    acp_model_choice("claude", &["sonnet", "opus", "haiku"], "haiku", &|r| {
+        r.body["model"].as_str().unwrap_or("").contains("haiku")
+    });
+}
+
+#[test]
+fn acp_model_choice_reaches_gemini() {
+    acp_model_choice(
+        "gemini",
+        &["gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite"],
+        "gemini-2.5-flash-lite",
+        &|r| r.path.contains("/models/gemini-2.5-flash-lite:"),
+    );
 }
