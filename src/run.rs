@@ -173,6 +173,8 @@ pub struct Spawn {
 pub enum Progress<'a> {
     /// Answer text.
     Text(&'a str),
+    /// A tool call the engine starts; its [`Progress::Tool`] follows, in the same order.
+    ToolStarted(&'a ToolCall),
     /// A tool call, once its result is in (ran, refused or failed).
     Tool(&'a ToolCall),
     /// What the engine wrote on stderr, or a line of its output that is not the answer.
@@ -729,6 +731,7 @@ impl Turn {
                     self.keep(answer, kept.as_bytes());
                     self.answer_has_text |= text.chars().any(|c| !c.is_whitespace());
                 }
+                Output::ToolStarted(call) => progress(Progress::ToolStarted(&call)),
                 Output::Tool(call) => {
                     self.tail(format!("· {}\n", call.summary()).as_bytes());
                     progress(Progress::Tool(&call));

@@ -82,6 +82,8 @@ pub enum Event<'a> {
     Started { engine: &'a str },
     /// Answer text, as it streams.
     Text(&'a str),
+    /// A tool call the engine starts (its [`Event::Tool`] follows, in the same order).
+    ToolStarted(&'a ToolCall),
     /// A tool call the engine made, once its result is in (ran, refused or failed).
     Tool(&'a ToolCall),
     /// What the engine wrote on stderr, or a line of its output that is not the answer.
@@ -429,6 +431,7 @@ impl Answering<'_> {
         call::call(&call, cancel, &mut |progress| {
             observer.event(match progress {
                 Progress::Text(text) => Event::Text(text),
+                Progress::ToolStarted(call) => Event::ToolStarted(call),
                 Progress::Tool(call) => Event::Tool(call),
                 Progress::Stderr(bytes) => Event::EngineOutput(bytes),
                 Progress::Retry(note) => Event::Retry(note),
@@ -469,8 +472,11 @@ impl Answering<'_> {
             compact::compact(ctx, &summary, keep, cancel, &mut |progress| match progress {
                 Progress::Stderr(bytes) => observer.event(Event::EngineOutput(bytes)),
                 Progress::Retry(note) => observer.event(Event::Retry(note)),
-                Progress::Text(_) | Progress::Tool(_) | Progress::Stopping | Progress::Steer(_) => {
-                }
+                Progress::Text(_)
+                | Progress::ToolStarted(_)
+                | Progress::Tool(_)
+                | Progress::Stopping
+                | Progress::Steer(_) => {}
             });
         match compacted {
             Ok(Some(c)) => {

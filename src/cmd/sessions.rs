@@ -665,7 +665,7 @@ pub fn compact(id: Option<&str>, keep: Option<u64>, fail_fast: bool) -> Result<u
             Progress::Retry(note) => spinner.stderr(format!("{note}\n").as_bytes()),
             Progress::Tool(call) => spinner.stderr(format!("· {}\n", call.summary()).as_bytes()),
             Progress::Stopping => spinner.clear(),
-            Progress::Text(_) | Progress::Steer(_) => {}
+            Progress::Text(_) | Progress::ToolStarted(_) | Progress::Steer(_) => {}
         });
     spinner.clear();
     match compacted {

@@ -293,7 +293,7 @@ impl Decoder {
                 Some("tool_use") => {
                     let name = block["name"].as_str().unwrap_or("tool");
                     let call = ToolCall::new(name, &block["input"]);
-                    self.tools.started(block["id"].as_str().unwrap_or(""), call);
+                    self.tools.started(block["id"].as_str().unwrap_or(""), call, out);
                 }
                 // Text that did not arrive as deltas (no partial messages): show it now.
                 Some("text") if !streamed => {

@@ -206,7 +206,7 @@ impl Decoder {
             Some("tool_use") => {
                 let name = v["tool_name"].as_str().unwrap_or("tool");
                 let call = ToolCall::new(name, &v["parameters"]);
-                self.tools.started(v["tool_id"].as_str().unwrap_or(""), call);
+                self.tools.started(v["tool_id"].as_str().unwrap_or(""), call, out);
                 // What the model says after a tool call is its next message.
                 self.paragraphs.new_message();
             }
@@ -333,7 +333,11 @@ mod tests {
         assert!(tools[2].reason.as_deref().unwrap().contains("not found"), "{tools:?}");
         // Each call comes out when its result is in, before the text that follows it.
         let first_tool = out.iter().position(|o| matches!(o, Output::Tool(_))).unwrap();
-        assert_eq!(out[first_tool - 1], Output::Text("Let me search.".into()));
+        // ... announced when it started, right after the text before it.
+        assert!(
+            matches!(&out[first_tool - 1], Output::ToolStarted(t) if t.line().contains("rust 1.89"))
+        );
+        assert_eq!(out[first_tool - 2], Output::Text("Let me search.".into()));
         assert_eq!(out[first_tool + 1], Output::Text("\n\n".into()));
     }
 

@@ -226,6 +226,9 @@ impl Request<'_> {
 pub enum Output {
     /// Answer text, to show and keep.
     Text(String),
+    /// A tool call the engine is making for the model (its outcome not known yet). Each is
+    /// followed, in the same order, by its [`Output::Tool`].
+    ToolStarted(ToolCall),
     /// A tool call the engine made for the model, once its outcome is known.
     Tool(ToolCall),
     /// Something the engine printed that is not the answer; shown on stderr.
@@ -363,7 +366,9 @@ pub struct ToolCalls {
 }
 
 impl ToolCalls {
-    pub fn started(&mut self, id: &str, call: ToolCall) {
+    /// A call the model made: announced now, handed out settled later (see [`Output::ToolStarted`]).
+    pub fn started(&mut self, id: &str, call: ToolCall, out: &mut Vec<Output>) {
+        out.push(Output::ToolStarted(call.clone()));
         self.pending.push((id.to_string(), call, false));
     }
 

@@ -597,7 +597,7 @@ impl Acp {
         let watch_over = watch.clone();
         let thread = std::thread::Builder::new().name(format!("turn {id}")).spawn(move || {
             if ahead > 0 {
-                Forward { cx: &cx, session: &id, tools: 0 }.note(format!(
+                Forward::new(&cx, &id).note(format!(
                     "Queued: {ahead} earlier prompt(s) in this session are answered first.\n"
                 ));
             }
@@ -646,7 +646,7 @@ impl Acp {
         cancel: &Cancel,
     ) -> Result<acp::PromptResponse, RpcError> {
         let settings = self.settings_for(id);
-        let mut forward = Forward { cx, session: id, tools: 0 };
+        let mut forward = Forward::new(cx, id);
         if let Some(reply) = self.command(&settings, id, &query, &mut forward, cancel) {
             let text = reply.map_err(|e| rpc_error(&e))?;
             forward
@@ -826,6 +826,26 @@ impl Acp {
             }
         };
         let mut pending: Option<String> = None;
+        let mut tools = 0u64;
+        // An answer as it was shown: its text, and its tool calls where they were made.
+        let mut answer =
+            |content: &str,
+             lines: &mut Vec<u8>,
+             send: &mut dyn FnMut(&'static str, &str, &mut Vec<u8>)| {
+                for part in crate::answer::shown(content) {
+                    match part {
+                        crate::answer::Shown::Text(text) => send(AGENT_CHUNK, text, lines),
+                        crate::answer::Shown::Tool(call) => {
+                            tools += 1;
+                            let update = acp::SessionUpdate::ToolCall(tool_call(
+                                format!("{id}-tool-replayed-{tools}"),
+                                &call,
+                            ));
+                            update_line(lines, id, update);
+                        }
+                    }
+                }
+            };
         let scanned = transcript::Scanner::scan(text.as_bytes(), |event| {
             let transcript::Event::Record(record) = event else { return };
             match record.kind {
@@ -840,10 +860,28 @@ impl Acp {
                 Kind::Assistant => {
                     if let Some(question) = pending.take() {
                         send(USER_CHUNK, &question, &mut lines);
-                        send(AGENT_CHUNK, &content(&record), &mut lines);
+                        answer(&content(&record), &mut lines, &mut send);
                     }
                 }
-                Kind::Failed | Kind::Interrupted => pending = None,
+                // An attempt that got no answer, as the user saw it: the question, what
+                // arrived, and that it was not answered (it is never sent again).
+                Kind::Failed | Kind::Interrupted => {
+                    if let Some(question) = pending.take() {
+                        send(USER_CHUNK, &question, &mut lines);
+                        answer(&content(&record), &mut lines, &mut send);
+                        let what = if record.kind == Kind::Failed {
+                            "Not answered"
+                        } else {
+                            "Interrupted"
+                        };
+                        let why = record.meta.reason.as_deref().unwrap_or("no reason recorded");
+                        send(
+                            THOUGHT_CHUNK,
+                            &format!("{what} ({why}); not sent again.\n"),
+                            &mut lines,
+                        );
+                    }
+                }
                 Kind::Clear => send(
                     AGENT_CHUNK,
                     "*Context cleared: the turns above are not sent again.*",
@@ -861,6 +899,15 @@ impl Acp {
             }
         })
         .expect("reading from memory cannot fail");
+        // A question the file ends with, without an outcome: its turn was cut (cca was killed).
+        if let Some(question) = pending.take() {
+            send(USER_CHUNK, &question, &mut lines);
+            send(
+                THOUGHT_CHUNK,
+                "Interrupted (cca ended before the answer was recorded); not sent again.\n",
+                &mut lines,
+            );
+        }
         if sent.is_ok() && !lines.is_empty() {
             sent = self.direct.send(&lines);
         }
@@ -874,6 +921,16 @@ const REPLAY_BATCH: usize = 256 << 10;
 
 const USER_CHUNK: &str = "user_message_chunk";
 const AGENT_CHUNK: &str = "agent_message_chunk";
+const THOUGHT_CHUNK: &str = "agent_thought_chunk";
+
+/// Appends the line of a `session/update` made with the crate's types (replays of tool calls:
+/// few, so the crate's way of building them costs nothing that matters).
+fn update_line(out: &mut Vec<u8>, session: &str, update: acp::SessionUpdate) {
+    let notification = acp::SessionNotification::new(session.to_string(), update);
+    let line = json!({"jsonrpc": "2.0", "method": "session/update", "params": notification});
+    serde_json::to_writer(&mut *out, &line).expect("values always serialize");
+    out.push(b'\n');
+}
 
 /// A `session/update` notification of one text chunk, field for field as the crate writes it
 /// (its JSON values keep the order fields are serialized in, so these are declared in that order;
@@ -1051,10 +1108,38 @@ fn rpc_error(e: &anyhow::Error) -> RpcError {
 struct Forward<'a> {
     cx: &'a ConnectionTo<Client>,
     session: &'a str,
-    tools: u64,
+    /// Tool call ids this turn gave out: unique within the session (the turn's start time, then
+    /// a count), so that an editor keeps each turn's calls apart.
+    tools: ToolIds,
 }
 
-impl Forward<'_> {
+/// The ids of a turn's tool calls, and those announced and not yet settled, oldest first (an
+/// engine settles its calls in the order it made them).
+struct ToolIds {
+    turn: String,
+    count: u64,
+    started: VecDeque<String>,
+}
+
+impl ToolIds {
+    fn new(session: &str) -> ToolIds {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros());
+        ToolIds { turn: format!("{session}-tool-{now}"), count: 0, started: VecDeque::new() }
+    }
+
+    fn next(&mut self) -> String {
+        self.count += 1;
+        format!("{}-{}", self.turn, self.count)
+    }
+}
+
+impl<'a> Forward<'a> {
+    fn new(cx: &'a ConnectionTo<Client>, session: &'a str) -> Forward<'a> {
+        Forward { cx, session, tools: ToolIds::new(session) }
+    }
+
     fn send(&self, update: acp::SessionUpdate) {
         // A client that went away is noticed by the protocol loop; the turn is stopped there.
         let _ = self
@@ -1066,27 +1151,83 @@ impl Forward<'_> {
         self.send(acp::SessionUpdate::AgentThoughtChunk(acp::ContentChunk::new(text.into())));
     }
 
-    fn tool(&mut self, call: &ToolCall) {
-        self.tools += 1;
-        let name = call.name.to_lowercase();
-        let kind = if name.contains("search") {
-            acp::ToolKind::Search
-        } else if name.contains("fetch") || call.input.starts_with("http") {
-            acp::ToolKind::Fetch
-        } else {
-            acp::ToolKind::Other
-        };
-        let status = match call.status {
-            ToolStatus::Ran => acp::ToolCallStatus::Completed,
-            ToolStatus::Refused | ToolStatus::Failed => acp::ToolCallStatus::Failed,
-        };
-        let id = format!("{}-tool-{}", self.session, self.tools);
+    /// A tool call starts: announced as in progress, with what it was asked.
+    fn tool_started(&mut self, call: &ToolCall) {
+        let id = self.tools.next();
+        self.tools.started.push_back(id.clone());
         self.send(acp::SessionUpdate::ToolCall(
-            acp::ToolCall::new(id, call.summary())
-                .kind(kind)
-                .status(status)
-                .raw_input(Some(call.to_json())),
+            acp::ToolCall::new(id, call.line())
+                .kind(tool_kind(call))
+                .status(acp::ToolCallStatus::InProgress)
+                .raw_input(Some(json!({"name": call.name, "input": call.input}))),
         ));
+    }
+
+    /// A tool call's outcome: the update of the call announced first (or, from an engine that
+    /// never announced it, a call of its own).
+    fn tool(&mut self, call: &ToolCall) {
+        let fields = acp::ToolCallUpdateFields::new()
+            .status(tool_status(call))
+            .title(call.summary())
+            .content(tool_content(call))
+            .raw_output(Some(call.to_json()));
+        match self.tools.started.pop_front() {
+            Some(id) => {
+                self.send(acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(id, fields)))
+            }
+            None => {
+                let id = self.tools.next();
+                self.send(acp::SessionUpdate::ToolCall(tool_call(id, call)));
+            }
+        }
+    }
+}
+
+/// A settled call as one `tool_call`: for a replay, or an engine that did not announce it.
+fn tool_call(id: String, call: &ToolCall) -> acp::ToolCall {
+    acp::ToolCall::new(id, call.summary())
+        .kind(tool_kind(call))
+        .status(tool_status(call))
+        .content(tool_content(call))
+        .raw_input(Some(json!({"name": call.name, "input": call.input})))
+        .raw_output(Some(call.to_json()))
+}
+
+fn tool_kind(call: &ToolCall) -> acp::ToolKind {
+    let name = call.name.to_lowercase();
+    if name.contains("search") {
+        acp::ToolKind::Search
+    } else if name.contains("fetch") || call.input.starts_with("http") {
+        acp::ToolKind::Fetch
+    } else {
+        acp::ToolKind::Other
+    }
+}
+
+fn tool_status(call: &ToolCall) -> acp::ToolCallStatus {
+    match call.status {
+        ToolStatus::Ran => acp::ToolCallStatus::Completed,
+        ToolStatus::Refused | ToolStatus::Failed => acp::ToolCallStatus::Failed,
+    }
+}
+
+/// What came of a call, as the editor shows it: the sources a search returned, each a link,
+/// or why it failed.
+fn tool_content(call: &ToolCall) -> Vec<acp::ToolCallContent> {
+    match (&call.reason, call.status) {
+        (Some(reason), ToolStatus::Refused | ToolStatus::Failed) => {
+            vec![acp::ContentBlock::from(reason.clone()).into()]
+        }
+        _ => call
+            .sources
+            .iter()
+            .map(|s| {
+                acp::ContentBlock::ResourceLink(
+                    acp::ResourceLink::new(s.title.clone(), s.url.clone()).title(s.title.clone()),
+                )
+                .into()
+            })
+            .collect(),
     }
 }
 
@@ -1101,6 +1242,7 @@ impl Observer for Forward<'_> {
             Event::Text(text) => self.send(acp::SessionUpdate::AgentMessageChunk(
                 acp::ContentChunk::new(text.into()),
             )),
+            Event::ToolStarted(call) => self.tool_started(call),
             Event::Tool(call) => self.tool(call),
             // A steer sent with `cca steer` while the editor's turn runs: shown where the engine
             // took it, as the user's words, so the editor's view matches the transcript.

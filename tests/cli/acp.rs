@@ -199,7 +199,7 @@ fn new_prompt_list_load_resume_and_config_through_the_sdk() {
 }
 
 #[test]
-fn a_terminal_session_loads_with_its_history_clears_and_summaries_but_no_failed_attempts() {
+fn a_terminal_session_loads_with_its_history_clears_summaries_and_failed_attempts() {
     let env = TestEnv::new();
     env.converse(&["one", "two"], &[]);
     env.run_with(&["search", "-q", "-r", "three"], None, &[("FAKE_SCRIPT", "fail overloaded")])
@@ -217,7 +217,15 @@ fn a_terminal_session_loads_with_its_history_clears_and_summaries_but_no_failed_
         &[],
     );
     let users = texts(&out, &id, "user_message_chunk");
-    assert_eq!(users, ["one", "two", "four", "five"].map(String::from), "`three` failed");
+    // The failed attempt is replayed as the user saw it: the question, then that it was not
+    // answered.
+    assert_eq!(users, ["one", "two", "three", "four", "five"].map(String::from));
+    let thoughts = texts(&out, &id, "agent_thought_chunk");
+    assert_eq!(thoughts.len(), 1, "{thoughts:?}");
+    assert!(
+        thoughts[0].starts_with("Not answered (") && thoughts[0].contains("overloaded"),
+        "{thoughts:?}"
+    );
     let agent = texts(&out, &id, "agent_message_chunk");
     assert_eq!(agent[0], "ECHO: one");
     assert_eq!(agent[1], "ECHO: two");
@@ -316,11 +324,16 @@ fn tool_calls_resources_and_slash_commands() {
         &[("FAKE_SCRIPT_1", "tool WebSearch acp editors; echo")],
     );
     let id = id_of(&out, "s");
+    // The call is announced as it starts, then updated with its outcome.
     let tools = updates(&out, &id, "tool_call");
     assert_eq!(tools.len(), 1, "{tools:?}");
     assert_eq!(tools[0]["kind"], "search");
-    assert_eq!(tools[0]["status"], "completed");
+    assert_eq!(tools[0]["status"], "in_progress");
     assert!(tools[0]["title"].as_str().unwrap().contains("acp editors"), "{}", tools[0]);
+    let settled = updates(&out, &id, "tool_call_update");
+    assert_eq!(settled.len(), 1, "{settled:?}");
+    assert_eq!(settled[0]["toolCallId"], tools[0]["toolCallId"]);
+    assert_eq!(settled[0]["status"], "completed");
     let first = common::stdin_of(&env.calls()[0]).to_string();
     assert!(first.contains("attached words") && first.contains("file:///notes.txt"), "{first}");
     let said = texts(&out, &id, "agent_message_chunk").concat();
