@@ -955,7 +955,8 @@ fn acp_through(engine: &str) {
     assert_eq!(records[3].0, Interrupted, "{engine}: {records:?}");
     assert!(r.env.latest().contains("Interrupted (not sent again): cancelled"), "{engine}");
 
-    // A new connection loads it (the interrupted attempt is not replayed), then a tool call.
+    // A new connection loads it (the interrupted attempt as the user saw it), then two turns
+    // with a tool call each.
     let search = tool_names(engine).0;
     r.api.set(Behavior {
         script: vec![
@@ -970,25 +971,103 @@ fn acp_through(engine: &str) {
             json!({"call": "session/load", "as": "load",
                    "params": {"sessionId": id, "cwd": r.env.work, "mcpServers": []}}),
             acp_prompt("p", &id, "look it up", true),
+            acp_prompt("p2", &id, "and again", true),
         ],
     );
     assert!(third["results"]["load"]["configOptions"].is_array(), "{engine}: {}", third["results"]);
-    assert_eq!(acp_texts(&third, "user_message_chunk"), ["stream please"], "{engine}");
-    let said = acp_texts(&third, "agent_message_chunk");
-    assert_eq!(said[0], "ECHO: stream please", "{engine}");
+    let loaded = third["before"]["load"].as_u64().unwrap() as usize;
+    let replayed = |kind: &str| -> Vec<String> {
+        acp_updates(&third, kind, loaded)
+            .iter()
+            .map(|u| u["content"]["text"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    assert_eq!(replayed("user_message_chunk"), ["stream please", "never finished"], "{engine}");
+    assert_eq!(replayed("agent_message_chunk")[0], "ECHO: stream please", "{engine}");
+    assert!(replayed("agent_thought_chunk")[0].starts_with("Interrupted (cancelled)"), "{engine}");
     assert_eq!(third["results"]["p"]["stopReason"], "end_turn", "{engine}: {}", third["results"]);
-    let tools = acp_updates(&third, "tool_call", usize::MAX);
-    assert_eq!(tools.len(), 1, "{engine}: {tools:?}");
-    assert_eq!(tools[0]["kind"], "search", "{engine}");
-    assert_eq!(tools[0]["status"], "completed", "{engine}");
-    assert!(tools[0]["title"].as_str().unwrap().contains(FIRST_QUERY), "{engine}: {}", tools[0]);
-    assert_eq!(r.api.searches(), [FIRST_QUERY], "{engine}: the engine really searched");
-    assert!(said[1..].concat().contains("Found it."), "{engine}: {said:?}");
+    assert_eq!(third["results"]["p2"]["stopReason"], "end_turn", "{engine}: {}", third["results"]);
+    // Each call is announced when it starts, before the text after it, then settled; ids are
+    // unique over the two turns.
+    let all = third["updates"].as_array().unwrap();
+    let mut ids = Vec::new();
+    for (n, (from, to)) in [
+        (loaded, third["before"]["p"].as_u64().unwrap() as usize),
+        (
+            third["before"]["p"].as_u64().unwrap() as usize,
+            third["before"]["p2"].as_u64().unwrap() as usize,
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let turn: Vec<&Value> = all[from..to].iter().map(|u| &u["update"]).collect();
+        let kinds: Vec<&str> = turn.iter().map(|u| u["sessionUpdate"].as_str().unwrap()).collect();
+        let started = kinds.iter().position(|k| *k == "tool_call").expect("a tool call");
+        let settled = kinds.iter().position(|k| *k == "tool_call_update").expect("an update");
+        let after: String = turn[settled..]
+            .iter()
+            .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+            .filter_map(|u| u["content"]["text"].as_str())
+            .collect();
+        assert!(after.contains("Found it."), "{engine} turn {n}: the answer after the search");
+        assert!(started < settled, "{engine} turn {n}: {kinds:?}");
+        let before: String = turn[..started]
+            .iter()
+            .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+            .filter_map(|u| u["content"]["text"].as_str())
+            .collect();
+        assert!(!before.contains("Found it."), "{engine} turn {n}: announced before the answer");
+        let (call, update) = (turn[started], turn[settled]);
+        assert_eq!(call["kind"], "search", "{engine}");
+        assert_eq!(call["status"], "in_progress", "{engine}");
+        assert!(call["title"].as_str().unwrap().contains(FIRST_QUERY), "{engine}: {call}");
+        assert_eq!(update["toolCallId"], call["toolCallId"], "{engine}");
+        assert_eq!(update["status"], "completed", "{engine}: {update}");
+        if engine == "claude" {
+            // claude reports the sources its search returned: they come as links.
+            let links: Vec<&str> = update["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["content"]["uri"].as_str().unwrap())
+                .collect();
+            let expected: Vec<String> =
+                mock_api::sources(FIRST_QUERY).into_iter().map(|(_, url)| url).collect();
+            assert_eq!(links, expected, "{engine}: {update}");
+        }
+        ids.push(call["toolCallId"].as_str().unwrap().to_string());
+    }
+    assert_ne!(ids[0], ids[1], "{engine}: tool call ids are unique within the session");
+    assert_eq!(
+        r.api.searches(),
+        [FIRST_QUERY, FIRST_QUERY],
+        "{engine}: the engine really searched"
+    );
     let records = records_of(&r);
     assert_eq!(records.last().unwrap().0, Assistant, "{engine}: {records:?}");
-    // The engine was sent the answered exchange as history, not the interrupted one.
+    // The engine was sent the answered exchanges as history, not the interrupted one.
     let framed = framed_message(&r.api.turns().last().unwrap().body);
-    assert_eq!(history_users(&framed), ["stream please"], "{engine}");
+    assert_eq!(history_users(&framed), ["stream please", "look it up"], "{engine}");
+
+    // A later load replays both turns' tool calls as they ended.
+    let fourth = acp(
+        &r,
+        &[json!({"call": "session/load", "as": "load",
+                 "params": {"sessionId": id, "cwd": r.env.work, "mcpServers": []}})],
+    );
+    let tools = acp_updates(&fourth, "tool_call", usize::MAX);
+    assert_eq!(tools.len(), 2, "{engine}: {tools:?}");
+    for tool in &tools {
+        assert_eq!(tool["status"], "completed", "{engine}: {tool}");
+        assert!(tool["title"].as_str().unwrap().contains(FIRST_QUERY), "{engine}: {tool}");
+    }
+    assert_ne!(tools[0]["toolCallId"], tools[1]["toolCallId"], "{engine}");
+    assert_eq!(
+        acp_texts(&fourth, "user_message_chunk"),
+        ["stream please", "never finished", "look it up", "and again"],
+        "{engine}"
+    );
 }
 
 #[test]
