@@ -49,6 +49,7 @@ pub fn call(c: &Call, cancel: &Cancel, progress: &mut dyn FnMut(Progress)) -> Re
             .collect(),
         query: c.query,
         model: s.model,
+        mcp_servers: &s.settings.mcp_servers,
     };
     let program = locate(s.settings, s.engine)?;
     let invocation = (s.engine.spec.invocation)(s.engine, program, &request)?;

@@ -66,10 +66,21 @@ pub fn invocation(
     if let Some(tools) = &engine.tools {
         // `--tools` takes several values; the `=` form keeps it from swallowing what follows.
         args.push(Arg::plain(format!("--tools={tools}")));
-        if !tools.is_empty() {
-            // In -p mode a tool that needs permission is refused unless it is also allowed.
-            args.push(Arg::plain(format!("--allowedTools={tools}")));
+        // In -p mode a tool that needs permission is refused unless it is also allowed; the
+        // tools of an MCP server the editor gave are allowed with it (`mcp__NAME`).
+        let allowed: Vec<String> = (!tools.is_empty())
+            .then(|| tools.clone())
+            .into_iter()
+            .chain(request.mcp_servers.iter().map(|s| format!("mcp__{}", s.name())))
+            .collect();
+        if !allowed.is_empty() {
+            args.push(Arg::plain(format!("--allowedTools={}", allowed.join(","))));
         }
+    }
+    if !request.mcp_servers.is_empty() {
+        // `--mcp-config` takes several values: the `=` form makes this one.
+        let config = json!({ "mcpServers": super::mcp_servers(request.mcp_servers, mcp_server) });
+        args.push(Arg::plain(format!("--mcp-config={config}")));
     }
     if let Some(model) = request.model {
         args.push(Arg::plain("--model"));
@@ -108,6 +119,22 @@ pub fn invocation(
         env.push(("CLAUDE_CODE_MAX_RETRIES".to_string(), Arg::plain(retries.to_string())));
     }
     Ok(Invocation { program, args, env, stdin })
+}
+
+/// An MCP server as claude's `--mcp-config` describes it.
+fn mcp_server(server: &super::McpServer) -> Value {
+    use super::{McpServer, pairs};
+    match server {
+        McpServer::Stdio { command, args, env, .. } => {
+            json!({ "command": command, "args": args, "env": pairs(env) })
+        }
+        McpServer::Http { url, headers, .. } => {
+            json!({ "type": "http", "url": url, "headers": pairs(headers) })
+        }
+        McpServer::Sse { url, headers, .. } => {
+            json!({ "type": "sse", "url": url, "headers": pairs(headers) })
+        }
+    }
 }
 
 /// One user message, as `--input-format stream-json` takes it: a JSON line.
@@ -625,6 +652,7 @@ mod tests {
         let stored =
             |r: &std::ops::Range<u64>| Ok(["q1", "a1"][(r.start / 2) as usize].to_string());
         let request = Request {
+            mcp_servers: &[],
             system: "sys",
             live: &live,
             stored: &stored,

@@ -88,10 +88,17 @@ pub fn invocation(
         }
     }
     let mut env = Vec::new();
+    // Only a settings file sets gemini's attempts and adds MCP servers; the system level one
+    // overrides the user's settings key by key, leaving the rest (auth) to them.
+    let mut settings = serde_json::Map::new();
     if let Some(retries) = engine.retries {
-        // Only a settings file sets gemini's attempts; the system level one overrides the
-        // user's settings key by key, leaving the rest (auth) to them.
-        let settings = json!({ "general": { "maxAttempts": retries + 1 } });
+        settings.insert("general".into(), json!({ "maxAttempts": retries + 1 }));
+    }
+    if !request.mcp_servers.is_empty() {
+        settings.insert("mcpServers".into(), super::mcp_servers(request.mcp_servers, mcp_server));
+    }
+    if !settings.is_empty() {
+        let settings = Value::Object(settings);
         env.push((
             "GEMINI_CLI_SYSTEM_SETTINGS_PATH".to_string(),
             Arg::File { name: "gemini-settings.json", contents: settings.to_string() },
@@ -126,6 +133,20 @@ pub fn invocation(
     };
     args.extend(engine.args.iter().map(Arg::plain));
     Ok(Invocation { program, args, env, stdin })
+}
+
+/// An MCP server as gemini's settings describe it (`mcpServers`).
+fn mcp_server(server: &super::McpServer) -> Value {
+    use super::{McpServer, pairs};
+    match server {
+        McpServer::Stdio { command, args, env, .. } => {
+            json!({ "command": command, "args": args, "env": pairs(env) })
+        }
+        McpServer::Http { url, headers, .. } => {
+            json!({ "httpUrl": url, "headers": pairs(headers) })
+        }
+        McpServer::Sse { url, headers, .. } => json!({ "url": url, "headers": pairs(headers) }),
+    }
 }
 
 /// The live exchanges as gemini's own session file: a metadata line, then one line per message.

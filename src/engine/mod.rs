@@ -195,6 +195,39 @@ pub struct Invocation {
     pub stdin: Vec<Piece>,
 }
 
+/// An MCP server the engine starts for a turn, with its tools for the model.
+#[derive(Debug, Clone, PartialEq)]
+pub enum McpServer {
+    /// A program the engine runs, speaking MCP on its stdin and stdout.
+    Stdio { name: String, command: String, args: Vec<String>, env: Vec<(String, String)> },
+    /// A server over streamable HTTP.
+    Http { name: String, url: String, headers: Vec<(String, String)> },
+    /// A server over HTTP with server-sent events.
+    Sse { name: String, url: String, headers: Vec<(String, String)> },
+}
+
+impl McpServer {
+    pub fn name(&self) -> &str {
+        match self {
+            McpServer::Stdio { name, .. }
+            | McpServer::Http { name, .. }
+            | McpServer::Sse { name, .. } => name,
+        }
+    }
+}
+
+/// `{"NAME": {...}, ...}`: the servers as an `mcpServers` object, each described by `describe`.
+pub fn mcp_servers(servers: &[McpServer], describe: fn(&McpServer) -> Value) -> Value {
+    let map: serde_json::Map<String, Value> =
+        servers.iter().map(|s| (s.name().to_string(), describe(s))).collect();
+    Value::Object(map)
+}
+
+/// Pairs as a JSON object (environment variables, HTTP headers).
+pub fn pairs(pairs: &[(String, String)]) -> Value {
+    Value::Object(pairs.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect())
+}
+
 /// One turn, as the engine module sees it.
 pub struct Request<'a> {
     pub system: &'a str,
@@ -204,6 +237,8 @@ pub struct Request<'a> {
     pub attachments: Vec<frame::Attachment<'a>>,
     pub query: &'a str,
     pub model: Option<&'a str>,
+    /// MCP servers to start for the turn.
+    pub mcp_servers: &'a [McpServer],
 }
 
 impl Request<'_> {

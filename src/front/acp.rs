@@ -28,7 +28,7 @@ use super::wire;
 use crate::call::Verdict;
 use crate::cmd::sessions::{clear_session, fork_session};
 use crate::config::{PromptChoice, Settings, Source, Sourced};
-use crate::engine::{ToolCall, ToolStatus};
+use crate::engine::{McpServer, ToolCall, ToolStatus};
 use crate::error::{Failure, exit};
 use crate::run::{Cancel, Interrupted, Progress, Stop};
 use crate::session;
@@ -212,8 +212,10 @@ fn initialize() -> acp::InitializeResponse {
         .resume(acp::SessionResumeCapabilities::new())
         .close(acp::SessionCloseCapabilities::new())
         .fork(acp::SessionForkCapabilities::new());
+    // claude and gemini both take MCP servers over HTTP and SSE as well as stdio.
     let capabilities = acp::AgentCapabilities::new()
         .load_session(true)
+        .mcp_capabilities(acp::McpCapabilities::new().http(true).sse(true))
         .prompt_capabilities(acp::PromptCapabilities::new().embedded_context(true))
         .session_capabilities(sessions);
     acp::InitializeResponse::new(agent_client_protocol::schema::ProtocolVersion::V1)
@@ -241,6 +243,8 @@ struct Open {
     prompt: Option<String>,
     running: Vec<(u64, Cancel)>,
     line: Arc<Line>,
+    /// The MCP servers the client gave for the session (new, load, resume), for every turn.
+    mcp_servers: Vec<McpServer>,
 }
 
 /// The prompts of one session, in the order they arrived: a prompt sent while another is
@@ -326,6 +330,7 @@ impl Acp {
                 settings.prompt =
                     Sourced { value: PromptChoice::Name(prompt.clone()), source: Source::Flag };
             }
+            settings.mcp_servers = open.mcp_servers.clone();
         }
         settings
     }
@@ -363,7 +368,7 @@ impl Acp {
             Ok(id) => id,
             Err(e) => return r.respond_with_error(rpc_error(&e)),
         };
-        self.sessions().entry(id.clone()).or_default();
+        self.sessions().entry(id.clone()).or_default().mcp_servers = mcp_servers(&req.mcp_servers);
         let options = self.options(&id).map_err(|e| rpc_error(&e));
         r.respond_with_result(
             options.map(|o| acp::NewSessionResponse::new(id.clone()).config_options(o)),
@@ -384,7 +389,7 @@ impl Acp {
         if let Err(e) = self.replay(&id) {
             return r.respond_with_error(rpc_error(&e));
         }
-        self.sessions().entry(id.clone()).or_default();
+        self.sessions().entry(id.clone()).or_default().mcp_servers = mcp_servers(&req.mcp_servers);
         let options = self.options(&id).map_err(|e| rpc_error(&e));
         announce_commands(cx, &id)?;
         r.respond_with_result(options.map(|o| acp::LoadSessionResponse::new().config_options(o)))
@@ -400,7 +405,7 @@ impl Acp {
             Ok(id) => id,
             Err(e) => return r.respond_with_error(e),
         };
-        self.sessions().entry(id.clone()).or_default();
+        self.sessions().entry(id.clone()).or_default().mcp_servers = mcp_servers(&req.mcp_servers);
         let options = self.options(&id).map_err(|e| rpc_error(&e));
         announce_commands(cx, &id)?;
         r.respond_with_result(options.map(|o| acp::ResumeSessionResponse::new().config_options(o)))
@@ -975,6 +980,35 @@ fn text_update(out: &mut Vec<u8>, session: &str, kind: &'static str, text: &str)
     };
     serde_json::to_writer(&mut *out, &update).expect("strings always serialize");
     out.push(b'\n');
+}
+
+/// The MCP servers a client gave, as the engines take them.
+fn mcp_servers(given: &[acp::McpServer]) -> Vec<McpServer> {
+    let pairs = |headers: &[acp::HttpHeader]| {
+        headers.iter().map(|h| (h.name.clone(), h.value.clone())).collect::<Vec<_>>()
+    };
+    given
+        .iter()
+        .filter_map(|server| match server {
+            acp::McpServer::Stdio(s) => Some(McpServer::Stdio {
+                name: s.name.clone(),
+                command: s.command.display().to_string(),
+                args: s.args.clone(),
+                env: s.env.iter().map(|e| (e.name.clone(), e.value.clone())).collect(),
+            }),
+            acp::McpServer::Http(s) => Some(McpServer::Http {
+                name: s.name.clone(),
+                url: s.url.clone(),
+                headers: pairs(&s.headers),
+            }),
+            acp::McpServer::Sse(s) => Some(McpServer::Sse {
+                name: s.name.clone(),
+                url: s.url.clone(),
+                headers: pairs(&s.headers),
+            }),
+            _ => None,
+        })
+        .collect()
 }
 
 /// A session's working directory must be an absolute path to a directory (the spec asks for

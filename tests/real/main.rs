@@ -1255,3 +1255,61 @@ fn acp_model_choice_reaches_gemini() {
         &|r| r.path.contains("/models/gemini-2.5-flash-lite:"),
     );
 }
+
+/// A minimal stdio MCP server: it writes the file `MARKER` names when started, then answers
+/// `initialize` and `tools/list` (no tools).
+const MCP_SERVER: &str = r#"import json, os, sys
+with open(os.environ["MARKER"], "w") as f:
+    f.write(" ".join(sys.argv[1:]))
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    if msg["method"] == "initialize":
+        version = msg.get("params", {}).get("protocolVersion", "2024-11-05")
+        result = {"protocolVersion": version, "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "marker", "version": "1"}}
+    elif msg["method"] == "tools/list":
+        result = {"tools": []}
+    else:
+        result = {}
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+"#;
+
+/// An MCP server given in session/new is started by the real engine for the session's turn,
+/// with its arguments and environment.
+fn acp_mcp_server(engine: &str) {
+    let r = Real::new();
+    r.env.write_config(&format!("engine = \"{engine}\"\n"));
+    let script = r.env.root.path().join("mcp_server.py");
+    std::fs::write(&script, MCP_SERVER).unwrap();
+    let marker = r.env.root.path().join("mcp-started");
+    let python = ["/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("python3 for the MCP server");
+    let server = json!({"name": "marker", "command": python, "args": [script, "--flag"],
+                        "env": [{"name": "MARKER", "value": marker}]});
+    let out = acp(
+        &r,
+        &[
+            json!({"call": "session/new", "as": "s",
+                   "params": {"cwd": r.env.work, "mcpServers": [server]}}),
+            acp_prompt("p", "$s.sessionId", "with a server", true),
+        ],
+    );
+    assert_eq!(out["results"]["p"]["stopReason"], "end_turn", "{engine}: {}", out["results"]);
+    let started = std::fs::read_to_string(&marker)
+        .unwrap_or_else(|_| panic!("{engine} did not start the MCP server: {}", out["results"]));
+    assert_eq!(started, "--flag", "{engine}");
+}
+
+#[test]
+fn acp_mcp_server_started_by_claude() {
+    acp_mcp_server("claude");
+}
+
+#[test]
+fn acp_mcp_server_started_by_gemini() {
+    acp_mcp_server("gemini");
+}
