@@ -160,36 +160,47 @@ impl Store {
     /// Creates a new session file holding `contents(id)`, named after `stamp`; a second session
     /// in the same second gets `-2`, `-3`, ... The file appears whole or not at all.
     pub fn create_session(&self, stamp: &str, contents: impl Fn(&str) -> String) -> Result<String> {
-        self.ensure()?;
-        let dir = self.sessions_dir();
         for n in 1u32.. {
             let id = if n == 1 { stamp.to_string() } else { format!("{stamp}-{n}") };
             // Taken names are skipped cheaply; the no-clobber rename settles any race.
-            if self.session_path(&id).exists() {
-                continue;
-            }
-            let mut temp = tempfile::Builder::new()
-                .prefix(".new-session-")
-                .tempfile_in(&dir)
-                .with_context(|| format!("cannot create a file in {}", dir.display()))?;
-            temp.write_all(contents(&id).as_bytes())
-                .and_then(|()| temp.as_file().sync_data())
-                .with_context(|| format!("cannot write a new session in {}", dir.display()))?;
-            set_mode(temp.path(), FILE_MODE)?;
-            match temp.persist_noclobber(self.session_path(&id)) {
-                Ok(_) => {
-                    sync_dir(&dir);
-                    return Ok(id);
-                }
-                Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => {
-                    return Err(e.error).with_context(|| {
-                        format!("cannot create {}", self.session_path(&id).display())
-                    });
-                }
+            if !self.session_path(&id).exists() && self.create_session_as(&id, &contents(&id))? {
+                return Ok(id);
             }
         }
         unreachable!("the loop returns")
+    }
+
+    /// The id [`Store::create_session`] would give now, skipping those `reserved` says are
+    /// promised elsewhere; nothing is written.
+    pub fn free_id(&self, stamp: &str, reserved: impl Fn(&str) -> bool) -> String {
+        (1u32..)
+            .map(|n| if n == 1 { stamp.to_string() } else { format!("{stamp}-{n}") })
+            .find(|id| !reserved(id) && !self.session_path(id).exists())
+            .expect("some name is free")
+    }
+
+    /// Creates the session file `id` holding `contents`, whole or not at all; `false` when a
+    /// session of that id exists already (it is left as it is).
+    pub fn create_session_as(&self, id: &str, contents: &str) -> Result<bool> {
+        self.ensure()?;
+        let dir = self.sessions_dir();
+        let mut temp = tempfile::Builder::new()
+            .prefix(".new-session-")
+            .tempfile_in(&dir)
+            .with_context(|| format!("cannot create a file in {}", dir.display()))?;
+        temp.write_all(contents.as_bytes())
+            .and_then(|()| temp.as_file().sync_data())
+            .with_context(|| format!("cannot write a new session in {}", dir.display()))?;
+        set_mode(temp.path(), FILE_MODE)?;
+        match temp.persist_noclobber(self.session_path(id)) {
+            Ok(_) => {
+                sync_dir(&dir);
+                Ok(true)
+            }
+            Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(e.error)
+                .with_context(|| format!("cannot create {}", self.session_path(id).display())),
+        }
     }
 
     /// Points `latest` at a session, atomically: readers see the old or the new link, never none.

@@ -245,6 +245,8 @@ struct Open {
     line: Arc<Line>,
     /// The MCP servers the client gave for the session (new, load, resume), for every turn.
     mcp_servers: Vec<McpServer>,
+    /// A new session's header, until its first prompt writes it.
+    unwritten: Option<transcript::Header>,
 }
 
 /// The prompts of one session, in the order they arrived: a prompt sent while another is
@@ -338,7 +340,10 @@ impl Acp {
     /// The id of a session in the store, exactly as given (no prefixes over ACP).
     fn existing(&self, id: &acp::SessionId) -> Result<String, RpcError> {
         let id = id.0.to_string();
-        if store::validate_id(&id).is_ok() && self.store.session_path(&id).is_file() {
+        let unwritten = || self.sessions().get(&id).is_some_and(|o| o.unwritten.is_some());
+        if store::validate_id(&id).is_ok()
+            && (self.store.session_path(&id).is_file() || unwritten())
+        {
             Ok(id)
         } else {
             Err(RpcError::from(acp::Error::session_not_found(id.clone())).data(json!({
@@ -357,18 +362,28 @@ impl Acp {
         if let Err(e) = usable_cwd(&req.cwd) {
             return r.respond_with_error(e);
         }
-        let created = session::create(
+        // Nothing is written until the first prompt: a thread opened and left leaves nothing.
+        let now = self.settings.now();
+        let header = session::new_header(
             &self.settings,
             &self.store,
-            &self.settings.now(),
+            &now,
             "",
             &req.cwd.display().to_string(),
         );
-        let id = match created {
-            Ok(id) => id,
+        let header = match header {
+            Ok(header) => header,
             Err(e) => return r.respond_with_error(rpc_error(&e)),
         };
-        self.sessions().entry(id.clone()).or_default().mcp_servers = mcp_servers(&req.mcp_servers);
+        let id = {
+            let mut sessions = self.sessions();
+            let stamp = now.format("%Y%m%d-%H%M%S").to_string();
+            let id = self.store.free_id(&stamp, |id| sessions.contains_key(id));
+            let unwritten = Some(transcript::Header { id: id.clone(), ..header });
+            let mcp_servers = mcp_servers(&req.mcp_servers);
+            sessions.insert(id.clone(), Open { unwritten, mcp_servers, ..Open::default() });
+            id
+        };
         let options = self.options(&id).map_err(|e| rpc_error(&e));
         r.respond_with_result(
             options.map(|o| acp::NewSessionResponse::new(id.clone()).config_options(o)),
@@ -470,9 +485,13 @@ impl Acp {
     /// The config options of a session: engine, model and prompt, each with its current value.
     fn options(&self, id: &str) -> Result<Vec<acp::SessionConfigOption>> {
         let settings = self.settings_for(id);
-        let summary = self.store.summarize(id)?;
-        let (engine, model) = session::engine_and_model(&settings, &summary.header, false)?;
-        let prompt = session::load_prompt(&settings, &self.store, Some(&summary.header))?;
+        let unwritten = self.sessions().get(id).and_then(|o| o.unwritten.clone());
+        let header = match unwritten {
+            Some(header) => header,
+            None => self.store.summarize(id)?.header,
+        };
+        let (engine, model) = session::engine_and_model(&settings, &header, false)?;
+        let prompt = session::load_prompt(&settings, &self.store, Some(&header))?;
         let select = |values: Vec<String>| {
             values
                 .into_iter()
@@ -553,6 +572,20 @@ impl Acp {
         Ok(acp::SetSessionConfigOptionResponse::new(options))
     }
 
+    /// A new session's file is written at its first prompt.
+    fn write_if_new(&self, id: &str) -> Result<()> {
+        let mut sessions = self.sessions();
+        let Some(open) = sessions.get_mut(id) else { return Ok(()) };
+        let Some(header) = &open.unwritten else { return Ok(()) };
+        if !self.store.create_session_as(id, &transcript::render_header(header))? {
+            return Err(Failure::new(exit::ERROR, format!("a session {id} exists already"))
+                .hint("start a new session: another cca took this id before the first prompt")
+                .into());
+        }
+        open.unwritten = None;
+        Ok(())
+    }
+
     /// Stops every turn running in any session, unless it is stopping already.
     fn stop_all(&self, why: Stop) {
         for open in self.sessions().values() {
@@ -588,6 +621,9 @@ impl Acp {
             Ok(q) => q,
             Err(e) => return r.respond_with_error(e),
         };
+        if let Err(e) = self.write_if_new(&id) {
+            return r.respond_with_error(rpc_error(&e));
+        }
         let cancel = Cancel::new();
         let watch = watch_cancel_request(r.cancellation(), cancel.clone());
         let number = NEXT_TURN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -816,6 +852,9 @@ impl Acp {
     /// load's response, given to the crate afterwards, comes after every one of them; nothing
     /// of this session is on its way through the crate before them.
     fn replay(&self, id: &str) -> Result<()> {
+        if self.sessions().get(id).is_some_and(|o| o.unwritten.is_some()) {
+            return Ok(());
+        }
         let path = self.store.session_path(id);
         let text = store::read_text(&path)?;
         let content = |span: &transcript::RecordSpan| {

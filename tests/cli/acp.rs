@@ -847,3 +847,28 @@ fn a_prompt_sent_as_the_last_one_ends_is_not_told_it_was_queued() {
     let thoughts = texts(&out, &id, "agent_thought_chunk");
     assert!(thoughts.iter().all(|t| !t.contains("Queued")), "{thoughts:?}");
 }
+
+#[test]
+fn session_new_writes_nothing_until_the_first_prompt() {
+    let env = TestEnv::new();
+    let out = sdk(
+        &env,
+        &[
+            new_session("left", &env.work),
+            new_session("used", &env.work),
+            json!({"call": "session/set_config_option", "as": "set",
+                   "params": {"sessionId": "$left.sessionId", "configId": "model", "value": "default"}}),
+        ],
+        &[],
+    );
+    let (left, used) = (id_of(&out, "left"), id_of(&out, "used"));
+    assert_ne!(left, used, "two new sessions in the same second have ids of their own");
+    assert!(out["results"]["set"]["configOptions"].is_array(), "{}", out["results"]);
+    assert!(env.session_files().is_empty(), "{:?}", env.session_files());
+    let out = sdk(&env, &[new_session("s", &env.work), prompt("p", "$s.sessionId", "hello")], &[]);
+    assert_eq!(out["results"]["p"]["stopReason"], "end_turn", "{}", out["results"]);
+    let id = id_of(&out, "s");
+    assert_eq!(env.session_files().len(), 1, "{:?}", env.session_files());
+    let text = std::fs::read_to_string(env.session_path(&id)).unwrap();
+    assert!(text.contains("ECHO: hello"), "{text}");
+}
