@@ -13,6 +13,8 @@ CARGO_FUZZ_VERSION := 0.13.2
 # The ACP clients the tests drive `cca acp` with.
 ACPX_VERSION := 0.19.1
 ACP_SDK_VERSION := 2.4.0
+# The JSON Schema validator the ACP tests check every message with.
+AJV_VERSION := 8.17.1
 # ripgrep, for the side-by-side with `cca grep` in `make bench`.
 RIPGREP_VERSION := 15.2.0
 # Seconds each fuzz target runs in `make test` (three targets).
@@ -22,6 +24,7 @@ ENGINES := $(BUILD)/engines
 LLM_VENV := $(BUILD)/llm-venv
 TOOLS := $(BUILD)/tools
 ACP_CLIENTS := $(BUILD)/acp-clients
+ACP_SCHEMA := $(BUILD)/acp-schema
 CARGO_FUZZ := $(abspath $(TOOLS))/bin/cargo-fuzz
 RIPGREP := $(abspath $(TOOLS))/bin/rg
 
@@ -31,14 +34,15 @@ export CCA_TEST_GEMINI := $(abspath $(ENGINES))/node_modules/.bin/gemini
 export CCA_TEST_LLM := $(abspath $(LLM_VENV))/bin/llm
 export CCA_TEST_ACPX := $(abspath $(ACP_CLIENTS))/node_modules/.bin/acpx
 export CCA_TEST_ACP_CLIENTS := $(abspath $(ACP_CLIENTS))
+export CCA_TEST_ACP_SCHEMA := $(abspath $(ACP_SCHEMA))
 
-.PHONY: build test engines llm acp-clients fuzz install uninstall bench clean
+.PHONY: build test engines llm acp-clients acp-schema fuzz install uninstall bench clean
 
 build:
 	$(CARGO) build --release --locked
 
 ## The full test suite: unit, property and integration tests, the real engines, and fuzzing.
-test: engines llm acp-clients
+test: engines llm acp-clients acp-schema
 	$(CARGO) test --locked
 	$(MAKE) fuzz
 
@@ -72,6 +76,15 @@ $(ACP_CLIENTS)/.installed:
 	npm install --prefix $(ACP_CLIENTS) --no-save --no-audit --no-fund --loglevel=error \
 		acpx@$(ACPX_VERSION) @agentclientprotocol/sdk@$(ACP_SDK_VERSION)
 	$(CCA_TEST_ACPX) --version
+	touch $@
+
+## ajv from npm, into build/ (nothing global): tests/acp/client.mjs checks every message
+## `cca acp` sends against the ACP JSON schemas the SDK ships.
+acp-schema: $(ACP_SCHEMA)/.installed
+$(ACP_SCHEMA)/.installed:
+	mkdir -p $(ACP_SCHEMA)
+	npm install --prefix $(ACP_SCHEMA) --no-save --no-audit --no-fund --loglevel=error \
+		ajv@$(AJV_VERSION)
 	touch $@
 
 ## `llm` from PyPI with its echo plugin, in a virtual environment under build/.

@@ -29,6 +29,7 @@ fn isolate(cmd: &mut Command, env: &TestEnv, vars: &[(&str, &str)]) {
         .env("CCA_GRACE_MS", "200")
         .env("FAKE_LOG_DIR", &env.log)
         .env("CCA_TEST_ACP_CLIENTS", clients())
+        .env("CCA_TEST_ACP_SCHEMA", common::real_program("CCA_TEST_ACP_SCHEMA", "acp-schema"))
         .current_dir(&env.work);
     for (k, v) in vars {
         cmd.env(k, v);
@@ -49,6 +50,7 @@ fn sdk(env: &TestEnv, steps: &[Value], vars: &[(&str, &str)]) -> Value {
     assert_eq!(run.code, Some(0), "the client failed\n{run}");
     let out: Value = serde_json::from_str(run.stdout.trim()).expect("the client's JSON");
     assert_eq!(out["results"]["exit"], 0, "cca acp exits 0 when stdin closes\n{run}");
+    assert_eq!(out["invalid"], json!([]), "every message passes the ACP schema");
     out
 }
 

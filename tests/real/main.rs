@@ -874,11 +874,13 @@ fn acp(r: &Real, steps: &[Value]) -> Value {
         }
     }
     cmd.env("CCA_TEST_ACP_CLIENTS", clients).current_dir(&r.env.work);
+    cmd.env("CCA_TEST_ACP_SCHEMA", real_program("CCA_TEST_ACP_SCHEMA", "acp-schema"));
     cmd.arg(script).arg(cca_exe()).arg(Value::Array(plan).to_string());
     let run = run_command(cmd, None);
     assert_eq!(run.code, Some(0), "the client failed\n{run}");
     let out: Value = serde_json::from_str(run.stdout.trim()).expect("the client's JSON");
     assert_eq!(out["results"]["exit"], 0, "cca acp exits 0 when stdin closes\n{run}");
+    assert_eq!(out["invalid"], json!([]), "every message passes the ACP schema");
     out
 }
 
