@@ -408,6 +408,19 @@ impl Raw {
         }
     }
 
+    /// A new session with a prompt (request 2) whose answer has begun; its id.
+    fn answering(&mut self, env: &TestEnv) -> String {
+        let created = self.call(1, "session/new", json!({"cwd": env.work, "mcpServers": []}));
+        let id = created["result"]["sessionId"].as_str().expect("a session").to_string();
+        self.send(
+            &json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+                    "params": {"sessionId": id, "prompt": [{"type": "text", "text": "long one"}]}})
+            .to_string(),
+        );
+        self.until_update("agent_message_chunk");
+        id
+    }
+
     /// Waits for a notification of this session update kind.
     fn until_update(&mut self, kind: &str) -> Value {
         loop {
@@ -714,14 +727,7 @@ fn mid_answer(env: &TestEnv) -> (Raw, String, i32, i32) {
         helper.display()
     );
     let mut raw = Raw::start_with(env, &[("FAKE_SCRIPT", &script)]);
-    let created = raw.call(1, "session/new", json!({"cwd": env.work, "mcpServers": []}));
-    let id = created["result"]["sessionId"].as_str().expect("a session").to_string();
-    raw.send(
-        &json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
-                "params": {"sessionId": id, "prompt": [{"type": "text", "text": "long one"}]}})
-        .to_string(),
-    );
-    raw.until_update("agent_message_chunk");
+    let id = raw.answering(env);
     let pid = |path: &Path| -> i32 {
         assert!(common::wait_until(TIMEOUT, || path.exists()), "no pid in {}", path.display());
         assert!(common::wait_until(TIMEOUT, || std::fs::read_to_string(path)
@@ -812,14 +818,7 @@ fn a_relative_or_missing_cwd_is_invalid_params() {
 fn cancel_request_for_a_running_prompt_cancels_it() {
     let env = TestEnv::new();
     let mut raw = Raw::start_with(&env, &[("FAKE_SCRIPT", "say the beginning; hang")]);
-    let created = raw.call(1, "session/new", json!({"cwd": env.work, "mcpServers": []}));
-    let id = created["result"]["sessionId"].as_str().expect("a session").to_string();
-    raw.send(
-        &json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
-                "params": {"sessionId": id, "prompt": [{"type": "text", "text": "long one"}]}})
-        .to_string(),
-    );
-    raw.until_update("agent_message_chunk");
+    let id = raw.answering(&env);
     raw.send(
         &json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 2}})
             .to_string(),
