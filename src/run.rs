@@ -323,9 +323,8 @@ fn spawn_engine(spawn: &Spawn) -> io::Result<std::process::Child> {
 pub fn launch(parent: u32, command: &[OsString]) -> Result<u8> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
     let (program, args) = command.split_first().context("no engine to run")?;
-    let orphaned = Arc::new(AtomicBool::new(false));
-    signal_hook::flag::register(SIGUSR1, orphaned.clone())
-        .context("cannot install signal handlers")?;
+    let mut orphaned =
+        signal_hook::iterator::Signals::new([SIGUSR1]).context("cannot install signal handlers")?;
     #[cfg(target_os = "linux")]
     rustix::process::set_parent_process_death_signal(Some(Signal::USR1))
         .context("cannot ask to be told when cca ends")?;
@@ -342,17 +341,13 @@ pub fn launch(parent: u32, command: &[OsString]) -> Result<u8> {
         .args(args)
         .spawn()
         .with_context(|| format!("cannot run {}", Path::new(program).display()))?;
-    let status = loop {
-        if orphaned.load(Ordering::SeqCst) {
+    thread::spawn(move || {
+        if orphaned.forever().next().is_some() {
             // The group is this process's own: everything in it ends now, this process too.
-            let own = rustix::process::getpgrp();
-            signal_group(own, Signal::KILL);
+            signal_group(rustix::process::getpgrp(), Signal::KILL);
         }
-        match child.try_wait().context("cannot wait for the engine")? {
-            Some(status) => break status,
-            None => thread::sleep(Duration::from_millis(20)),
-        }
-    };
+    });
+    let status = child.wait().context("cannot wait for the engine")?;
     match (status.code(), status.signal()) {
         (Some(code), _) => Ok(code.clamp(0, 255) as u8),
         (None, Some(signal)) => {
