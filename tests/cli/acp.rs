@@ -786,6 +786,10 @@ fn after_sigkill_no_engine_is_left_and_the_next_turn_records_the_cut_question() 
         &[("FAKE_SCRIPT", "echo")],
     );
     assert_eq!(out["results"]["p"]["stopReason"], "end_turn", "{}", out["results"]);
+    // The load shows the cut question, and that it was interrupted.
+    assert_eq!(texts(&out, &id, "user_message_chunk")[0], "long one");
+    let thoughts = texts(&out, &id, "agent_thought_chunk");
+    assert!(thoughts[0].starts_with("Interrupted (cca ended before the answer"), "{thoughts:?}");
     let text = std::fs::read_to_string(env.session_path(&id)).unwrap();
     let records = cca::transcript::parse(&text).unwrap().0.records;
     let kinds: Vec<_> = records.iter().map(|r| r.kind).collect();
