@@ -202,7 +202,13 @@ fn call_line(line: &str) -> Option<(String, ToolStatus, String)> {
     };
     let word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.';
     let starts = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic());
-    (starts && name.chars().all(word)).then(|| (name.to_string(), status, input.to_string()))
+    // A quote of the answer's own (`> Note: ...`) is not a call: a tool's name is one word
+    // that looks like one (`WebSearch`, `google_web_search`), unless its status says it is.
+    let tool_like = status != ToolStatus::Ran
+        || name.contains('_')
+        || name.chars().skip(1).any(|c| c.is_ascii_uppercase());
+    (starts && tool_like && name.chars().all(word))
+        .then(|| (name.to_string(), status, input.to_string()))
 }
 
 /// Markdown link text that shows as it is: brackets and backslashes escaped.
@@ -320,7 +326,7 @@ mod tests {
             Output::Tool(first.clone()),
             text("\n\nThen:"),
             Output::Tool(second.clone()),
-            text("\n\n> A quote: of my own\nand text.\n"),
+            text("\n\n> A quote: of my own\nand text.\n\n> Note: not a call\n"),
         ]);
         let parts = shown(&record);
         let tools: Vec<(String, Vec<crate::engine::Source>)> = parts
@@ -336,7 +342,10 @@ mod tests {
             .filter_map(|p| if let Shown::Text(t) = p { Some(*t) } else { None })
             .collect();
         assert!(texts.starts_with("Let me search.") && texts.contains("Then:"), "{parts:?}");
-        assert!(texts.ends_with("> A quote: of my own\nand text.\n"), "{parts:?}");
+        assert!(
+            texts.ends_with("> A quote: of my own\nand text.\n\n> Note: not a call\n"),
+            "{parts:?}"
+        );
     }
 
     #[test]
