@@ -1315,3 +1315,8 @@ fn acp_mcp_server_started_by_claude() {
 fn acp_mcp_server_started_by_gemini() {
     acp_mcp_server("gemini");
 }
+
+#[test]
+fn sigterm_of_cca_acp_stops_and_records_gemini() {
+    acp_signalled("gemini", rustix::process::Signal::TERM);
+}
