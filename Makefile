@@ -15,6 +15,8 @@ ACPX_VERSION := 0.19.1
 ACP_SDK_VERSION := 2.4.0
 # The MCP client the tests drive `cca mcp` with: the official TypeScript SDK.
 MCP_SDK_VERSION := 1.32.2
+# The JSON Schema validator the ACP tests check every message with.
+AJV_VERSION := 8.17.1
 # ripgrep, for the side-by-side with `cca grep` in `make bench`.
 RIPGREP_VERSION := 15.2.0
 # codex, whose rollout files `cca import codex` is tested with (a native binary in the npm package).
@@ -28,6 +30,7 @@ TOOLS := $(BUILD)/tools
 ACP_CLIENTS := $(BUILD)/acp-clients
 MCP_CLIENTS := $(BUILD)/mcp-clients
 CODEX := $(BUILD)/codex
+ACP_SCHEMA := $(BUILD)/acp-schema
 CARGO_FUZZ := $(abspath $(TOOLS))/bin/cargo-fuzz
 RIPGREP := $(abspath $(TOOLS))/bin/rg
 
@@ -39,14 +42,15 @@ export CCA_TEST_ACPX := $(abspath $(ACP_CLIENTS))/node_modules/.bin/acpx
 export CCA_TEST_ACP_CLIENTS := $(abspath $(ACP_CLIENTS))
 export CCA_TEST_MCP_CLIENTS := $(abspath $(MCP_CLIENTS))
 export CCA_TEST_CODEX := $(abspath $(CODEX))/node_modules/.bin/codex
+export CCA_TEST_ACP_SCHEMA := $(abspath $(ACP_SCHEMA))
 
-.PHONY: build test engines llm acp-clients mcp-clients codex fuzz install uninstall bench clean
+.PHONY: build test engines llm acp-clients acp-schema mcp-clients codex fuzz install uninstall bench clean
 
 build:
 	$(CARGO) build --release --locked
 
 ## The full test suite: unit, property and integration tests, the real engines, and fuzzing.
-test: engines llm acp-clients mcp-clients codex
+test: engines llm acp-clients acp-schema mcp-clients codex
 	$(CARGO) test --locked
 	$(MAKE) fuzz
 
@@ -80,6 +84,15 @@ $(ACP_CLIENTS)/.installed:
 	npm install --prefix $(ACP_CLIENTS) --no-save --no-audit --no-fund --loglevel=error \
 		acpx@$(ACPX_VERSION) @agentclientprotocol/sdk@$(ACP_SDK_VERSION)
 	$(CCA_TEST_ACPX) --version
+	touch $@
+
+## ajv from npm, into build/ (nothing global): tests/acp/client.mjs checks every message
+## `cca acp` sends against the ACP JSON schemas the SDK ships.
+acp-schema: $(ACP_SCHEMA)/.installed
+$(ACP_SCHEMA)/.installed:
+	mkdir -p $(ACP_SCHEMA)
+	npm install --prefix $(ACP_SCHEMA) --no-save --no-audit --no-fund --loglevel=error \
+		ajv@$(AJV_VERSION)
 	touch $@
 
 ## The official MCP TypeScript SDK from npm, into build/ (nothing global), whose client

@@ -28,7 +28,7 @@
 
 use std::ops::Range;
 
-use crate::engine::ToolCall;
+use crate::engine::{ToolCall, ToolStatus};
 use crate::transcript::one_line;
 
 /// Builds the record's text as the outputs of a turn arrive.
@@ -125,6 +125,90 @@ pub fn tool_block(call: &ToolCall) -> String {
         block.push_str(&format!("> - [{}]({})\n", link_text(&title), link_url(&source.url)));
     }
     block
+}
+
+/// A part of a kept answer, as it was shown: text, or a tool call read back from its block.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Shown<'a> {
+    Text(&'a str),
+    Tool(ToolCall),
+}
+
+/// A kept answer in the order it was shown, its tool calls read back from their blocks (for an
+/// editor's replay). A block is a paragraph of its own whose first line is a call's line
+/// (`> NAME: INPUT`, `> NAME (refused): INPUT`) and whose other lines are sources; anything
+/// else is text, passed on exactly.
+pub fn shown(kept: &str) -> Vec<Shown<'_>> {
+    let mut parts = Vec::new();
+    let mut text_from = 0;
+    let mut at = 0;
+    let mut blank_before = true;
+    while at < kept.len() {
+        let end = kept[at..].find('\n').map_or(kept.len(), |n| at + n + 1);
+        if blank_before && let Some((call, block_end)) = block_at(kept, at) {
+            if text_from < at {
+                parts.push(Shown::Text(&kept[text_from..at]));
+            }
+            parts.push(Shown::Tool(call));
+            text_from = block_end;
+            at = block_end;
+            blank_before = true;
+            continue;
+        }
+        blank_before = kept[at..end].trim_end_matches(['\n', '\r']).is_empty();
+        at = end;
+    }
+    if text_from < kept.len() {
+        parts.push(Shown::Text(&kept[text_from..]));
+    }
+    parts
+}
+
+/// The tool call whose block starts at `at`, and where the block ends (past a blank line or
+/// the end of the answer).
+fn block_at(kept: &str, at: usize) -> Option<(ToolCall, usize)> {
+    let mut lines = kept[at..].split_inclusive('\n');
+    let first = lines.next()?;
+    let (name, status, input) = call_line(first.strip_suffix('\n')?.strip_prefix("> ")?)?;
+    let mut end = at + first.len();
+    let mut sources = Vec::new();
+    for line in lines {
+        let Some(source) = line.strip_suffix('\n').and_then(|l| l.strip_prefix("> - [")) else {
+            break;
+        };
+        let (title, url) = source.rsplit_once("](")?;
+        let url = url.strip_suffix(')')?;
+        let title = title.replace("\\[", "[").replace("\\]", "]").replace("\\\\", "\\");
+        sources.push(crate::engine::Source { title, url: url.to_string() });
+        end += line.len();
+    }
+    match kept[end..].split_inclusive('\n').next() {
+        None => {}
+        Some("\n") => end += 1,
+        Some(_) => return None,
+    }
+    let reason = (status != ToolStatus::Ran).then(|| format!("the tool was {}", status.as_str()));
+    Some((ToolCall { name, input, status, reason, sources }, end))
+}
+
+/// `NAME: INPUT`, `NAME (refused): INPUT`, `NAME`: a call's line, as [`ToolCall::line`] writes it.
+fn call_line(line: &str) -> Option<(String, ToolStatus, String)> {
+    let (head, input) = line.split_once(": ").unwrap_or((line, ""));
+    let (name, status) = match head.split_once(' ') {
+        None => (head, ToolStatus::Ran),
+        Some((name, "(refused)")) => (name, ToolStatus::Refused),
+        Some((name, "(failed)")) => (name, ToolStatus::Failed),
+        Some(_) => return None,
+    };
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.';
+    let starts = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic());
+    // A quote of the answer's own (`> Note: ...`) is not a call: a tool's name is one word
+    // that looks like one (`WebSearch`, `google_web_search`), unless its status says it is.
+    let tool_like = status != ToolStatus::Ran
+        || name.contains('_')
+        || name.chars().skip(1).any(|c| c.is_ascii_uppercase());
+    (starts && tool_like && name.chars().all(word))
+        .then(|| (name.to_string(), status, input.to_string()))
 }
 
 /// Markdown link text that shows as it is: brackets and backslashes escaped.
@@ -230,6 +314,38 @@ mod tests {
 
     fn text(t: &str) -> Output {
         Output::Text(t.into())
+    }
+
+    #[test]
+    fn a_kept_answer_reads_back_as_its_text_and_tool_calls_in_order() {
+        let sources =
+            [("Guide [v2]", "https://guide.example.org/a"), ("Notes", "https://n.example/b")];
+        let (first, second) = (search("rust 1.89", &sources), refused("Bash", "ls -la"));
+        let (record, _) = keep(&[
+            text("Let me search."),
+            Output::Tool(first.clone()),
+            text("\n\nThen:"),
+            Output::Tool(second.clone()),
+            text("\n\n> A quote: of my own\nand text.\n\n> Note: not a call\n"),
+        ]);
+        let parts = shown(&record);
+        let tools: Vec<(String, Vec<crate::engine::Source>)> = parts
+            .iter()
+            .filter_map(|p| match p {
+                Shown::Tool(t) => Some((t.line(), t.sources.clone())),
+                Shown::Text(_) => None,
+            })
+            .collect();
+        assert_eq!(tools, [(first.line(), first.sources), (second.line(), second.sources)]);
+        let texts: String = parts
+            .iter()
+            .filter_map(|p| if let Shown::Text(t) = p { Some(*t) } else { None })
+            .collect();
+        assert!(texts.starts_with("Let me search.") && texts.contains("Then:"), "{parts:?}");
+        assert!(
+            texts.ends_with("> A quote: of my own\nand text.\n\n> Note: not a call\n"),
+            "{parts:?}"
+        );
     }
 
     #[test]

@@ -51,6 +51,7 @@ pub fn call(c: &Call, cancel: &Cancel, progress: &mut dyn FnMut(Progress)) -> Re
         image_dir: &s.store.image_dir(),
         query: c.query,
         model: s.model,
+        mcp_servers: &s.settings.mcp_servers,
     };
     let program = locate(s.settings, s.engine)?;
     let invocation = (s.engine.spec.invocation)(s.engine, program, &request)?;

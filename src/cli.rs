@@ -119,6 +119,15 @@ pub enum Command {
     /// nothing an agent does through it changes a transcript. stdout carries protocol messages
     /// only. Exits 0 when the client closes stdin.
     Mcp,
+    /// Runs an engine for cca, ending it with cca (internal: cca starts engines this way)
+    #[command(name = "__engine", hide = true)]
+    Engine {
+        /// The cca process the engine must not outlive
+        parent: u32,
+        /// The engine's program and its arguments, after `--`
+        #[arg(last = true, required = true)]
+        command: Vec<std::ffi::OsString>,
+    },
 
     /// List sessions, newest first: id, last activity, turns, engine, name and title
     ///

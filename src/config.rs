@@ -300,6 +300,8 @@ pub struct Settings {
     pub render: Sourced<Render>,
     /// The terminal shows OSC 8 hyperlinks.
     pub hyperlinks: bool,
+    /// MCP servers for the engine to start for each turn (an editor gives them per session).
+    pub mcp_servers: Vec<crate::engine::McpServer>,
 }
 
 impl Settings {
@@ -495,6 +497,7 @@ pub fn resolve(
             (None, None) => Sourced { value: Render::default(), source: Source::Default },
         },
         hyperlinks: hyperlinks(env),
+        mcp_servers: Vec::new(),
     })
 }
 

@@ -57,6 +57,10 @@ pub fn main() -> ExitCode {
         signal_hook::consts::SIGXFSZ,
         std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
     );
+    // Engines are started through cca itself, so that none outlives it (see `run::launch`).
+    if let Ok(exe) = std::env::current_exe() {
+        run::launch_through(exe);
+    }
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

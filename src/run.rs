@@ -176,6 +176,8 @@ pub struct Spawn {
 pub enum Progress<'a> {
     /// Answer text.
     Text(&'a str),
+    /// A tool call the engine starts; its [`Progress::Tool`] follows, in the same order.
+    ToolStarted(&'a ToolCall),
     /// A tool call, once its result is in (ran, refused or failed).
     Tool(&'a ToolCall),
     /// What the engine wrote on stderr, or a line of its output that is not the answer.
@@ -297,6 +299,91 @@ pub fn output_of(program: &Path, args: &[&std::ffi::OsStr]) -> Result<Vec<u8>> {
     Ok(out.stdout)
 }
 
+/// The program engines are started through (cca itself, see [`launch`]), once the binary has
+/// said where it is; unit tests of the library start engines directly.
+static LAUNCHER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Starts engines through `exe`, cca's own binary, from now on.
+pub fn launch_through(exe: PathBuf) {
+    let _ = LAUNCHER.set(exe);
+}
+
+/// The engine's process, in a group of its own with its pipes: started through the launcher
+/// when there is one (a launcher that cannot be run at all is skipped), else directly.
+fn spawn_engine(spawn: &Spawn) -> io::Result<std::process::Child> {
+    let command = |program: &Path, args: &mut dyn Iterator<Item = &std::ffi::OsStr>| {
+        let mut command = Command::new(program);
+        command
+            .args(args)
+            .envs(spawn.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        command
+    };
+    if let Some(launcher) = LAUNCHER.get() {
+        let parent = std::process::id().to_string();
+        let head = ["__engine", parent.as_str(), "--"].map(std::ffi::OsStr::new);
+        let mut args = head
+            .into_iter()
+            .chain(std::iter::once(spawn.program.as_os_str()))
+            .chain(spawn.args.iter().map(OsString::as_os_str));
+        match command(launcher, &mut args).spawn() {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            other => return other,
+        }
+    }
+    command(&spawn.program, &mut spawn.args.iter().map(OsString::as_os_str)).spawn()
+}
+
+/// `cca __engine PARENT -- PROGRAM ARGS...`: runs the engine so that nothing of it outlives
+/// cca, even when cca is killed (SIGKILL gives it no chance to stop anything).
+///
+/// The launcher is the first process of the engine's group. The system sends it SIGUSR1 when
+/// the thread of cca that started it ends (Linux's parent-death signal, which survives nothing
+/// cca does), and it then kills the whole group: the engine and whatever the engine started (gemini
+/// restarts itself as a child process). Otherwise it waits for the engine and ends as the engine
+/// did, with its exit code or by its signal; the signals cca sends the group to stop a turn
+/// reach the engine and leave the launcher waiting for it.
+pub fn launch(parent: u32, command: &[OsString]) -> Result<u8> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
+    let (program, args) = command.split_first().context("no engine to run")?;
+    let mut orphaned =
+        signal_hook::iterator::Signals::new([SIGUSR1]).context("cannot install signal handlers")?;
+    #[cfg(target_os = "linux")]
+    rustix::process::set_parent_process_death_signal(Some(Signal::USR1))
+        .context("cannot ask to be told when cca ends")?;
+    // cca may have ended before the death signal was asked for: then nothing tells, so look.
+    if rustix::process::getppid().map(Pid::as_raw_nonzero).map(|p| p.get() as u32) != Some(parent) {
+        return Ok(signal_exit_code(signal_hook::consts::SIGKILL));
+    }
+    // These stop the engine; the launcher waits for it to end rather than leave it.
+    for signal in [SIGTERM, SIGINT, SIGHUP] {
+        signal_hook::flag::register(signal, Arc::new(AtomicBool::new(false)))
+            .context("cannot install signal handlers")?;
+    }
+    let mut child = Command::new(program)
+        .args(args)
+        .spawn()
+        .with_context(|| format!("cannot run {}", Path::new(program).display()))?;
+    thread::spawn(move || {
+        if orphaned.forever().next().is_some() {
+            // The group is this process's own: everything in it ends now, this process too.
+            signal_group(rustix::process::getpgrp(), Signal::KILL);
+        }
+    });
+    let status = child.wait().context("cannot wait for the engine")?;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => Ok(code.clamp(0, 255) as u8),
+        (None, Some(signal)) => {
+            let _ = signal_hook::low_level::emulate_default_handler(signal);
+            Ok(signal_exit_code(signal))
+        }
+        _ => Ok(exit::ERROR),
+    }
+}
+
 /// Runs one turn through the engine, reporting what it shows to `progress`.
 pub fn run(
     spawn: Spawn,
@@ -307,14 +394,7 @@ pub fn run(
 ) -> Result<Outcome> {
     let started = Instant::now();
     let grace = spawn.grace;
-    let mut child = Command::new(&spawn.program)
-        .args(&spawn.args)
-        .envs(spawn.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
+    let mut child = spawn_engine(&spawn)
         .map_err(|error| SpawnError { program: spawn.program.clone(), error })?;
     let group = Pid::from_child(&child);
     // Bounded: an engine that writes faster than the front end reads waits, instead of its
@@ -675,6 +755,7 @@ impl Turn {
                     self.keep(answer, kept.as_bytes());
                     self.answer_has_text |= text.chars().any(|c| !c.is_whitespace());
                 }
+                Output::ToolStarted(call) => progress(Progress::ToolStarted(&call)),
                 Output::Tool(call) => {
                     self.tail(format!("· {}\n", call.summary()).as_bytes());
                     progress(Progress::Tool(&call));

@@ -35,6 +35,22 @@ pub fn create(
     title: &str,
     cwd: &str,
 ) -> Result<String> {
+    let header = new_header(settings, store, now, title, cwd)?;
+    let stamp = now.format("%Y%m%d-%H%M%S").to_string();
+    store.create_session(&stamp, |id| {
+        transcript::render_header(&Header { id: id.to_string(), ..header.clone() })
+    })
+}
+
+/// The header of a new session (its id left empty): the engine, model and prompt the
+/// settings choose now.
+pub fn new_header(
+    settings: &Settings,
+    store: &Store,
+    now: &chrono::DateTime<chrono::Utc>,
+    title: &str,
+    cwd: &str,
+) -> Result<Header> {
     let engine = choose_engine(settings, None);
     let prompt = load_prompt(settings, store, None)?;
     let model = settings.engines.get(&engine).and_then(|e| new_session_model(settings, e));
@@ -52,10 +68,7 @@ pub fn create(
         name: None,
         imported: None,
     };
-    let stamp = now.format("%Y%m%d-%H%M%S").to_string();
-    store.create_session(&stamp, |id| {
-        transcript::render_header(&Header { id: id.to_string(), ..header.clone() })
-    })
+    Ok(header)
 }
 
 /// A session and the engine (and model) that answers in it.

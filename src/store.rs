@@ -196,38 +196,54 @@ impl Store {
         contents: impl Fn(&str) -> String,
         sync: bool,
     ) -> Result<String> {
-        self.ensure()?;
-        let dir = self.sessions_dir();
         for n in 1u32.. {
             let id = if n == 1 { stamp.to_string() } else { format!("{stamp}-{n}") };
             // Taken names are skipped cheaply; the no-clobber rename settles any race.
-            if self.session_path(&id).exists() {
-                continue;
-            }
-            let mut temp = tempfile::Builder::new()
-                .prefix(".new-session-")
-                .tempfile_in(&dir)
-                .with_context(|| format!("cannot create a file in {}", dir.display()))?;
-            temp.write_all(contents(&id).as_bytes())
-                .and_then(|()| if sync { temp.as_file().sync_data() } else { Ok(()) })
-                .with_context(|| format!("cannot write a new session in {}", dir.display()))?;
-            set_mode(temp.path(), FILE_MODE)?;
-            match temp.persist_noclobber(self.session_path(&id)) {
-                Ok(_) => {
-                    if sync {
-                        sync_dir(&dir);
-                    }
-                    return Ok(id);
-                }
-                Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => {
-                    return Err(e.error).with_context(|| {
-                        format!("cannot create {}", self.session_path(&id).display())
-                    });
-                }
+            if !self.session_path(&id).exists() && self.create_file_as(&id, &contents(&id), sync)? {
+                return Ok(id);
             }
         }
         unreachable!("the loop returns")
+    }
+
+    /// The id [`Store::create_session`] would give now, skipping those `reserved` says are
+    /// promised elsewhere; nothing is written.
+    pub fn free_id(&self, stamp: &str, reserved: impl Fn(&str) -> bool) -> String {
+        (1u32..)
+            .map(|n| if n == 1 { stamp.to_string() } else { format!("{stamp}-{n}") })
+            .find(|id| !reserved(id) && !self.session_path(id).exists())
+            .expect("some name is free")
+    }
+
+    /// Creates the session file `id` holding `contents`, whole or not at all; `false` when a
+    /// session of that id exists already (it is left as it is).
+    pub fn create_session_as(&self, id: &str, contents: &str) -> Result<bool> {
+        self.create_file_as(id, contents, true)
+    }
+
+    /// [`Store::create_session_as`], synced to the disk or not (`sync`).
+    fn create_file_as(&self, id: &str, contents: &str, sync: bool) -> Result<bool> {
+        self.ensure()?;
+        let dir = self.sessions_dir();
+        let mut temp = tempfile::Builder::new()
+            .prefix(".new-session-")
+            .tempfile_in(&dir)
+            .with_context(|| format!("cannot create a file in {}", dir.display()))?;
+        temp.write_all(contents.as_bytes())
+            .and_then(|()| if sync { temp.as_file().sync_data() } else { Ok(()) })
+            .with_context(|| format!("cannot write a new session in {}", dir.display()))?;
+        set_mode(temp.path(), FILE_MODE)?;
+        match temp.persist_noclobber(self.session_path(id)) {
+            Ok(_) => {
+                if sync {
+                    sync_dir(&dir);
+                }
+                Ok(true)
+            }
+            Err(e) if e.error.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(e.error)
+                .with_context(|| format!("cannot create {}", self.session_path(id).display())),
+        }
     }
 
     /// Points `latest` at a session, atomically: readers see the old or the new link, never none.

@@ -97,6 +97,8 @@ pub enum Event<'a> {
     Started { engine: &'a str },
     /// Answer text, as it streams.
     Text(&'a str),
+    /// A tool call the engine starts (its [`Event::Tool`] follows, in the same order).
+    ToolStarted(&'a ToolCall),
     /// A tool call the engine made, once its result is in (ran, refused or failed).
     Tool(&'a ToolCall),
     /// What the engine wrote on stderr, or a line of its output that is not the answer.
@@ -250,6 +252,9 @@ pub fn ask_steered(
     cancel.check()?;
     let mut turn = summary.exchanges + 1;
     let mut appender = Appender::open(store, &id)?;
+    if summary.pending_user {
+        appender.append(cut_question_record(settings, turn).as_bytes())?;
+    }
     let question = question_records(ask, &now, turn);
     appender.append(question.as_bytes())?;
     observer.event(Event::Recorded { session: &id, created });
@@ -475,6 +480,20 @@ fn refuse_images(engine: &EngineConfig, attachments: &[Attachment]) -> Result<()
     Ok(())
 }
 
+/// The outcome of a question whose turn never ended (cca was killed, the machine went down):
+/// it was interrupted, and nothing of its answer was kept.
+fn cut_question_record(settings: &Settings, turn: u64) -> String {
+    let meta = Meta {
+        at: Some(settings.now_string()),
+        reason: Some("cca ended before the answer was recorded".into()),
+        ..Meta::default()
+    };
+    transcript::render_record(
+        &Record { kind: Kind::Interrupted, meta, content: String::new() },
+        turn,
+    )
+}
+
 /// A steer, as the user record it is.
 fn user_record(text: &str, settings: &Settings, turn: u64) -> String {
     transcript::render_record(
@@ -559,6 +578,7 @@ impl Answering<'_> {
         call::call(&call, cancel, &mut |progress| {
             observer.event(match progress {
                 Progress::Text(text) => Event::Text(text),
+                Progress::ToolStarted(call) => Event::ToolStarted(call),
                 Progress::Tool(call) => Event::Tool(call),
                 Progress::Stderr(bytes) => Event::EngineOutput(bytes),
                 Progress::Retry(note) => Event::Retry(note),
@@ -598,8 +618,11 @@ impl Answering<'_> {
             compact::compact(ctx, &summary, keep, cancel, &mut |progress| match progress {
                 Progress::Stderr(bytes) => observer.event(Event::EngineOutput(bytes)),
                 Progress::Retry(note) => observer.event(Event::Retry(note)),
-                Progress::Text(_) | Progress::Tool(_) | Progress::Stopping | Progress::Steer(_) => {
-                }
+                Progress::Text(_)
+                | Progress::ToolStarted(_)
+                | Progress::Tool(_)
+                | Progress::Stopping
+                | Progress::Steer(_) => {}
             });
         match compacted {
             Ok(Some(c)) => {

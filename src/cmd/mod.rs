@@ -47,6 +47,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Doctor => doctor::run(),
         Command::Config => show_settings::run(),
         Command::Chat(args) => chat::run(&args),
+        Command::Engine { parent, command } => crate::run::launch(parent, &command),
         Command::Acp(args) => {
             let (settings, store) = crate::session::settings(&flags(&args))?;
             crate::front::acp::serve(settings, store)

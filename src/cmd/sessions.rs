@@ -705,7 +705,7 @@ pub fn compact_session(
             Progress::Retry(note) => spinner.stderr(format!("{note}\n").as_bytes()),
             Progress::Tool(call) => spinner.stderr(format!("· {}\n", call.summary()).as_bytes()),
             Progress::Stopping => spinner.clear(),
-            Progress::Text(_) | Progress::Steer(_) => {}
+            Progress::Text(_) | Progress::ToolStarted(_) | Progress::Steer(_) => {}
         });
     spinner.clear();
     match compacted {

@@ -25,6 +25,8 @@ pub const SPEC: Spec = Spec {
     name: "claude",
     program_var: Some(crate::vars::CLAUDE),
     install: Some("npm install -g @anthropic-ai/claude-code"),
+    // Its aliases, which follow the current model of each family.
+    models: &["sonnet", "opus", "haiku"],
     context_budget: 160_000,
     // Stdin up to about 2.5 MB is taken whole; an argument over 128 KiB fails to exec.
     max_input_bytes: Some(2_500_000),
@@ -68,10 +70,21 @@ pub fn invocation(
     if let Some(tools) = &engine.tools {
         // `--tools` takes several values; the `=` form keeps it from swallowing what follows.
         args.push(Arg::plain(format!("--tools={tools}")));
-        if !tools.is_empty() {
-            // In -p mode a tool that needs permission is refused unless it is also allowed.
-            args.push(Arg::plain(format!("--allowedTools={tools}")));
+        // In -p mode a tool that needs permission is refused unless it is also allowed; the
+        // tools of an MCP server the editor gave are allowed with it (`mcp__NAME`).
+        let allowed: Vec<String> = (!tools.is_empty())
+            .then(|| tools.clone())
+            .into_iter()
+            .chain(request.mcp_servers.iter().map(|s| format!("mcp__{}", s.name())))
+            .collect();
+        if !allowed.is_empty() {
+            args.push(Arg::plain(format!("--allowedTools={}", allowed.join(","))));
         }
+    }
+    if !request.mcp_servers.is_empty() {
+        // `--mcp-config` takes several values: the `=` form makes this one.
+        let config = json!({ "mcpServers": super::mcp_servers(request.mcp_servers, mcp_server) });
+        args.push(Arg::plain(format!("--mcp-config={config}")));
     }
     if let Some(model) = request.model {
         args.extend(super::model_args("--model", model)?);
@@ -110,6 +123,22 @@ pub fn invocation(
     }
     let images = request.images.iter().map(|i| (*i).clone()).collect();
     Ok(Invocation { program, args, env, stdin, images })
+}
+
+/// An MCP server as claude's `--mcp-config` describes it.
+fn mcp_server(server: &super::McpServer) -> Value {
+    use super::{McpServer, pairs};
+    match server {
+        McpServer::Stdio { command, args, env, .. } => {
+            json!({ "command": command, "args": args, "env": pairs(env) })
+        }
+        McpServer::Http { url, headers, .. } => {
+            json!({ "type": "http", "url": url, "headers": pairs(headers) })
+        }
+        McpServer::Sse { url, headers, .. } => {
+            json!({ "type": "sse", "url": url, "headers": pairs(headers) })
+        }
+    }
 }
 
 /// One user message, as `--input-format stream-json` takes it: a JSON line, the text first,
@@ -308,7 +337,7 @@ impl Decoder {
                 Some("tool_use") => {
                     let name = block["name"].as_str().unwrap_or("tool");
                     let call = ToolCall::new(name, &block["input"]);
-                    self.tools.started(block["id"].as_str().unwrap_or(""), call);
+                    self.tools.started(block["id"].as_str().unwrap_or(""), call, out);
                 }
                 // Text that did not arrive as deltas (no partial messages): show it now.
                 Some("text") if !streamed => {
@@ -665,6 +694,7 @@ mod tests {
         let stored =
             |r: &std::ops::Range<u64>| Ok(["q1", "a1"][(r.start / 2) as usize].to_string());
         let request = Request {
+            mcp_servers: &[],
             system: "sys",
             live: &live,
             stored: &stored,

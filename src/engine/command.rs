@@ -12,6 +12,7 @@ pub const SPEC: Spec = Spec {
     name: "command",
     program_var: None,
     install: None,
+    models: &[],
     context_budget: 100_000,
     max_input_bytes: None,
     default_tools: None,

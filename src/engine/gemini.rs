@@ -25,6 +25,8 @@ pub const SPEC: Spec = Spec {
     name: "gemini",
     program_var: Some(crate::vars::GEMINI),
     install: Some("npm install -g @google/gemini-cli"),
+    // The current models (gemini-cli 0.61.0's model list).
+    models: &["gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite"],
     context_budget: 800_000,
     // gemini cuts stdin at 8 MiB without a word.
     max_input_bytes: Some(8 * 1024 * 1024),
@@ -88,10 +90,17 @@ pub fn invocation(
         }
     }
     let mut env = Vec::new();
+    // Only a settings file sets gemini's attempts and adds MCP servers; the system level one
+    // overrides the user's settings key by key, leaving the rest (auth) to them.
+    let mut settings = serde_json::Map::new();
     if let Some(retries) = engine.retries {
-        // Only a settings file sets gemini's attempts; the system level one overrides the
-        // user's settings key by key, leaving the rest (auth) to them.
-        let settings = json!({ "general": { "maxAttempts": retries + 1 } });
+        settings.insert("general".into(), json!({ "maxAttempts": retries + 1 }));
+    }
+    if !request.mcp_servers.is_empty() {
+        settings.insert("mcpServers".into(), super::mcp_servers(request.mcp_servers, mcp_server));
+    }
+    if !settings.is_empty() {
+        let settings = Value::Object(settings);
         env.push((
             "GEMINI_CLI_SYSTEM_SETTINGS_PATH".to_string(),
             Arg::File { name: "gemini-settings.json", contents: settings.to_string() },
@@ -152,6 +161,20 @@ fn image_references(request: &Request) -> String {
     }
     line.push('\n');
     line
+}
+
+/// An MCP server as gemini's settings describe it (`mcpServers`).
+fn mcp_server(server: &super::McpServer) -> Value {
+    use super::{McpServer, pairs};
+    match server {
+        McpServer::Stdio { command, args, env, .. } => {
+            json!({ "command": command, "args": args, "env": pairs(env) })
+        }
+        McpServer::Http { url, headers, .. } => {
+            json!({ "httpUrl": url, "headers": pairs(headers) })
+        }
+        McpServer::Sse { url, headers, .. } => json!({ "url": url, "headers": pairs(headers) }),
+    }
 }
 
 /// The live exchanges as gemini's own session file: a metadata line, then one line per message.
@@ -232,7 +255,7 @@ impl Decoder {
             Some("tool_use") => {
                 let name = v["tool_name"].as_str().unwrap_or("tool");
                 let call = ToolCall::new(name, &v["parameters"]);
-                self.tools.started(v["tool_id"].as_str().unwrap_or(""), call);
+                self.tools.started(v["tool_id"].as_str().unwrap_or(""), call, out);
                 // What the model says after a tool call is its next message.
                 self.paragraphs.new_message();
             }
@@ -328,6 +351,7 @@ mod tests {
             image_dir: dir,
             query: "what is it?",
             model: None,
+            mcp_servers: &[],
         };
         let home = crate::config::Sourced {
             value: std::path::PathBuf::from("/h/.cca"),
@@ -398,7 +422,11 @@ mod tests {
         assert!(tools[2].reason.as_deref().unwrap().contains("not found"), "{tools:?}");
         // Each call comes out when its result is in, before the text that follows it.
         let first_tool = out.iter().position(|o| matches!(o, Output::Tool(_))).unwrap();
-        assert_eq!(out[first_tool - 1], Output::Text("Let me search.".into()));
+        // ... announced when it started, right after the text before it.
+        assert!(
+            matches!(&out[first_tool - 1], Output::ToolStarted(t) if t.line().contains("rust 1.89"))
+        );
+        assert_eq!(out[first_tool - 2], Output::Text("Let me search.".into()));
         assert_eq!(out[first_tool + 1], Output::Text("\n\n".into()));
     }
 

@@ -30,6 +30,8 @@ pub struct Spec {
     pub program_var: Option<&'static str>,
     /// Built-in engines: how to install the program.
     pub install: Option<&'static str>,
+    /// The models the program takes by name, for an editor's model choice (config adds more).
+    pub models: &'static [&'static str],
     /// The context given to the engine, in tokens, below the model's window so an answer fits.
     pub context_budget: u64,
     /// The largest stdin the program takes whole (measured); larger turns are refused.
@@ -228,6 +230,39 @@ pub struct Invocation {
     pub images: Vec<Image>,
 }
 
+/// An MCP server the engine starts for a turn, with its tools for the model.
+#[derive(Debug, Clone, PartialEq)]
+pub enum McpServer {
+    /// A program the engine runs, speaking MCP on its stdin and stdout.
+    Stdio { name: String, command: String, args: Vec<String>, env: Vec<(String, String)> },
+    /// A server over streamable HTTP.
+    Http { name: String, url: String, headers: Vec<(String, String)> },
+    /// A server over HTTP with server-sent events.
+    Sse { name: String, url: String, headers: Vec<(String, String)> },
+}
+
+impl McpServer {
+    pub fn name(&self) -> &str {
+        match self {
+            McpServer::Stdio { name, .. }
+            | McpServer::Http { name, .. }
+            | McpServer::Sse { name, .. } => name,
+        }
+    }
+}
+
+/// `{"NAME": {...}, ...}`: the servers as an `mcpServers` object, each described by `describe`.
+pub fn mcp_servers(servers: &[McpServer], describe: fn(&McpServer) -> Value) -> Value {
+    let map: serde_json::Map<String, Value> =
+        servers.iter().map(|s| (s.name().to_string(), describe(s))).collect();
+    Value::Object(map)
+}
+
+/// Pairs as a JSON object (environment variables, HTTP headers).
+pub fn pairs(pairs: &[(String, String)]) -> Value {
+    Value::Object(pairs.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect())
+}
+
 /// One turn, as the engine module sees it.
 pub struct Request<'a> {
     pub system: &'a str,
@@ -242,6 +277,8 @@ pub struct Request<'a> {
     pub image_dir: &'a std::path::Path,
     pub query: &'a str,
     pub model: Option<&'a str>,
+    /// MCP servers to start for the turn.
+    pub mcp_servers: &'a [McpServer],
 }
 
 impl Request<'_> {
@@ -264,6 +301,9 @@ impl Request<'_> {
 pub enum Output {
     /// Answer text, to show and keep.
     Text(String),
+    /// A tool call the engine is making for the model (its outcome not known yet). Each is
+    /// followed, in the same order, by its [`Output::Tool`].
+    ToolStarted(ToolCall),
     /// A tool call the engine made for the model, once its outcome is known.
     Tool(ToolCall),
     /// Something the engine printed that is not the answer; shown on stderr.
@@ -403,7 +443,9 @@ pub struct ToolCalls {
 }
 
 impl ToolCalls {
-    pub fn started(&mut self, id: &str, call: ToolCall) {
+    /// A call the model made: announced now, handed out settled later (see [`Output::ToolStarted`]).
+    pub fn started(&mut self, id: &str, call: ToolCall, out: &mut Vec<Output>) {
+        out.push(Output::ToolStarted(call.clone()));
         self.pending.push((id.to_string(), call, false));
     }
 

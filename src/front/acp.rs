@@ -28,7 +28,7 @@ use super::{content, wire};
 use crate::call::Verdict;
 use crate::cmd::sessions::{clear_session, fork_session};
 use crate::config::{PromptChoice, Settings, Source, Sourced};
-use crate::engine::{ToolCall, ToolStatus};
+use crate::engine::{McpServer, ToolCall, ToolStatus};
 use crate::error::{Failure, exit};
 use crate::run::{Cancel, Interrupted, Progress, Stop};
 use crate::session;
@@ -51,30 +51,63 @@ pub fn serve(settings: Settings, store: Store) -> Result<u8> {
         turns: Mutex::default(),
         direct: outgoing.direct(),
     });
+    let (end, ended) = futures::channel::oneshot::channel();
+    let signalled = stop_on_signals(agent.clone(), end)?;
+    let incoming = futures::StreamExt::take_until(incoming, ended);
     let transport = agent_client_protocol::Lines::new(outgoing, incoming);
     let served = futures::executor::block_on(connect(agent.clone(), transport));
     // The client is gone: whatever still runs is stopped, and recorded as interrupted.
-    for state in agent.sessions().values() {
-        for (_, cancel) in &state.running {
-            cancel.stop(Stop::Closed);
-        }
-    }
+    agent.stop_all(Stop::Closed);
     let turns = std::mem::take(&mut *agent.turns.lock().unwrap_or_else(|e| e.into_inner()));
     for turn in turns {
         let _ = turn.join();
     }
     writer.finish();
-    match served {
-        Ok(()) => Ok(exit::OK),
-        Err(e) => Err(anyhow::anyhow!("the ACP connection failed: {e}")),
+    let signal = *signalled.lock().unwrap_or_else(|e| e.into_inner());
+    match (served, signal) {
+        (_, Some(signal)) => Ok(crate::run::signal_exit_code(signal)),
+        (Ok(()), None) => Ok(exit::OK),
+        (Err(e), None) => Err(anyhow::anyhow!("the ACP connection failed: {e}")),
     }
+}
+
+/// What the client reads from: its lines, until a signal ends serving.
+type Incoming = futures::stream::TakeUntil<wire::Incoming, futures::channel::oneshot::Receiver<()>>;
+
+/// Editors end their agent with SIGTERM or SIGHUP (a closed terminal), and Ctrl-C where it runs
+/// in one is SIGINT: each stops every running turn at once (recorded as interrupted, with what
+/// arrived), and ends serving as a closed stdin does, through `end`. Returns the signal, once
+/// one came. (SIGKILL cannot be caught: then the engines end with cca, see `run::launch`.)
+fn stop_on_signals(
+    agent: Arc<Acp>,
+    end: futures::channel::oneshot::Sender<()>,
+) -> Result<Arc<Mutex<Option<i32>>>> {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGHUP, SIGINT])
+        .context("cannot install signal handlers")?;
+    let signalled = Arc::new(Mutex::new(None));
+    let seen = signalled.clone();
+    std::thread::Builder::new()
+        .name("acp signals".into())
+        .spawn(move || {
+            let mut end = Some(end);
+            for signal in signals.forever() {
+                seen.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(signal);
+                agent.stop_all(Stop::Signal(signal));
+                if let Some(end) = end.take() {
+                    let _ = end.send(());
+                }
+            }
+        })
+        .context("cannot listen for signals")?;
+    Ok(signalled)
 }
 
 /// The handlers, one per method; the crate answers unknown methods (-32601), malformed JSON
 /// (-32700) and params that do not parse (-32602) on its own and keeps serving.
 async fn connect(
     agent: Arc<Acp>,
-    transport: agent_client_protocol::Lines<wire::Outgoing, wire::Incoming>,
+    transport: agent_client_protocol::Lines<wire::Outgoing, Incoming>,
 ) -> Result<(), RpcError> {
     let (a1, a2, a3, a4, a5, a6, a7, a8, a9) = (
         agent.clone(),
@@ -179,8 +212,10 @@ fn initialize() -> acp::InitializeResponse {
         .resume(acp::SessionResumeCapabilities::new())
         .close(acp::SessionCloseCapabilities::new())
         .fork(acp::SessionForkCapabilities::new());
+    // claude and gemini both take MCP servers over HTTP and SSE as well as stdio.
     let capabilities = acp::AgentCapabilities::new()
         .load_session(true)
+        .mcp_capabilities(acp::McpCapabilities::new().http(true).sse(true))
         .prompt_capabilities(acp::PromptCapabilities::new().embedded_context(true).image(true))
         .session_capabilities(sessions);
     acp::InitializeResponse::new(agent_client_protocol::schema::ProtocolVersion::V1)
@@ -210,6 +245,10 @@ struct Open {
     line: Arc<Line>,
     /// The URIs the client sent as embedded resources: files it shares (see `content`).
     shared: std::collections::HashSet<String>,
+    /// The MCP servers the client gave for the session (new, load, resume), for every turn.
+    mcp_servers: Vec<McpServer>,
+    /// A new session's header, until its first prompt writes it.
+    unwritten: Option<transcript::Header>,
 }
 
 /// The prompts of one session, in the order they arrived: a prompt sent while another is
@@ -217,20 +256,33 @@ struct Open {
 /// session lock alone would not do: its waiters are not served in order.)
 #[derive(Default)]
 struct Line {
-    waiting: Mutex<VecDeque<u64>>,
+    /// Prompts in line, and whether each is answered already (it leaves once its response is
+    /// out).
+    waiting: Mutex<VecDeque<(u64, bool)>>,
     moved: Condvar,
 }
 
 impl Line {
-    fn waiting(&self) -> MutexGuard<'_, VecDeque<u64>> {
+    fn waiting(&self) -> MutexGuard<'_, VecDeque<(u64, bool)>> {
         self.waiting.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Takes a place at the end of the line; returns how many prompts are ahead.
+    /// Takes a place at the end of the line; returns how many prompts are ahead and not yet
+    /// answered (one whose response is on its way is not worth a word of waiting).
     fn join(&self, turn: u64) -> usize {
         let mut waiting = self.waiting();
-        waiting.push_back(turn);
-        waiting.len() - 1
+        let ahead = waiting.iter().filter(|(_, answered)| !answered).count();
+        waiting.push_back((turn, false));
+        ahead
+    }
+
+    /// `turn` has its answer; its response goes out next.
+    fn answered(&self, turn: u64) {
+        for (t, answered) in self.waiting().iter_mut() {
+            if *t == turn {
+                *answered = true;
+            }
+        }
     }
 
     /// Waits until `turn` is first in line, or its prompt is cancelled (`false`: it leaves).
@@ -240,7 +292,7 @@ impl Line {
             if cancel.requested().is_some() {
                 return false;
             }
-            if waiting.front() == Some(&turn) {
+            if waiting.front().map(|(t, _)| *t) == Some(turn) {
                 return true;
             }
             // A cancel does not signal the line; it is seen within this period.
@@ -254,7 +306,7 @@ impl Line {
 
     /// `turn` leaves the line, answered or cancelled; the next one goes.
     fn leave(&self, turn: u64) {
-        self.waiting().retain(|t| *t != turn);
+        self.waiting().retain(|(t, _)| *t != turn);
         self.moved.notify_all();
     }
 }
@@ -282,6 +334,7 @@ impl Acp {
                 settings.prompt =
                     Sourced { value: PromptChoice::Name(prompt.clone()), source: Source::Flag };
             }
+            settings.mcp_servers = open.mcp_servers.clone();
         }
         settings
     }
@@ -289,7 +342,10 @@ impl Acp {
     /// The id of a session in the store, exactly as given (no prefixes over ACP).
     fn existing(&self, id: &acp::SessionId) -> Result<String, RpcError> {
         let id = id.0.to_string();
-        if store::validate_id(&id).is_ok() && self.store.session_path(&id).is_file() {
+        let unwritten = || self.sessions().get(&id).is_some_and(|o| o.unwritten.is_some());
+        if store::validate_id(&id).is_ok()
+            && (self.store.session_path(&id).is_file() || unwritten())
+        {
             Ok(id)
         } else {
             Err(RpcError::from(acp::Error::session_not_found(id.clone())).data(json!({
@@ -305,18 +361,31 @@ impl Acp {
         r: Responder<acp::NewSessionResponse>,
         cx: &ConnectionTo<Client>,
     ) -> Result<(), RpcError> {
-        let created = session::create(
+        if let Err(e) = usable_cwd(&req.cwd) {
+            return r.respond_with_error(e);
+        }
+        // Nothing is written until the first prompt: a thread opened and left leaves nothing.
+        let now = self.settings.now();
+        let header = session::new_header(
             &self.settings,
             &self.store,
-            &self.settings.now(),
+            &now,
             "",
             &req.cwd.display().to_string(),
         );
-        let id = match created {
-            Ok(id) => id,
+        let header = match header {
+            Ok(header) => header,
             Err(e) => return r.respond_with_error(rpc_error(&e)),
         };
-        self.sessions().entry(id.clone()).or_default();
+        let id = {
+            let mut sessions = self.sessions();
+            let stamp = now.format("%Y%m%d-%H%M%S").to_string();
+            let id = self.store.free_id(&stamp, |id| sessions.contains_key(id));
+            let unwritten = Some(transcript::Header { id: id.clone(), ..header });
+            let mcp_servers = mcp_servers(&req.mcp_servers);
+            sessions.insert(id.clone(), Open { unwritten, mcp_servers, ..Open::default() });
+            id
+        };
         let options = self.options(&id).map_err(|e| rpc_error(&e));
         r.respond_with_result(
             options.map(|o| acp::NewSessionResponse::new(id.clone()).config_options(o)),
@@ -330,14 +399,14 @@ impl Acp {
         r: Responder<acp::LoadSessionResponse>,
         cx: &ConnectionTo<Client>,
     ) -> Result<(), RpcError> {
-        let id = match self.existing(&req.session_id) {
+        let id = match usable_cwd(&req.cwd).and_then(|()| self.existing(&req.session_id)) {
             Ok(id) => id,
             Err(e) => return r.respond_with_error(e),
         };
         if let Err(e) = self.replay(&id) {
             return r.respond_with_error(rpc_error(&e));
         }
-        self.sessions().entry(id.clone()).or_default();
+        self.sessions().entry(id.clone()).or_default().mcp_servers = mcp_servers(&req.mcp_servers);
         let options = self.options(&id).map_err(|e| rpc_error(&e));
         announce_commands(cx, &id)?;
         r.respond_with_result(options.map(|o| acp::LoadSessionResponse::new().config_options(o)))
@@ -353,7 +422,7 @@ impl Acp {
             Ok(id) => id,
             Err(e) => return r.respond_with_error(e),
         };
-        self.sessions().entry(id.clone()).or_default();
+        self.sessions().entry(id.clone()).or_default().mcp_servers = mcp_servers(&req.mcp_servers);
         let options = self.options(&id).map_err(|e| rpc_error(&e));
         announce_commands(cx, &id)?;
         r.respond_with_result(options.map(|o| acp::ResumeSessionResponse::new().config_options(o)))
@@ -418,24 +487,37 @@ impl Acp {
     /// The config options of a session: engine, model and prompt, each with its current value.
     fn options(&self, id: &str) -> Result<Vec<acp::SessionConfigOption>> {
         let settings = self.settings_for(id);
-        let summary = self.store.summarize(id)?;
-        let (engine, model) = session::engine_and_model(&settings, &summary.header, false)?;
-        let prompt = session::load_prompt(&settings, &self.store, Some(&summary.header))?;
+        let unwritten = self.sessions().get(id).and_then(|o| o.unwritten.clone());
+        let header = match unwritten {
+            Some(header) => header,
+            None => self.store.summarize(id)?.header,
+        };
+        let (engine, model) = session::engine_and_model(&settings, &header, false)?;
+        let prompt = session::load_prompt(&settings, &self.store, Some(&header))?;
         let select = |values: Vec<String>| {
             values
                 .into_iter()
                 .map(|v| acp::SessionConfigSelectOption::new(v.clone(), v))
                 .collect::<Vec<_>>()
         };
-        let engines: Vec<String> = settings.engines.keys().cloned().collect();
+        // Engines that can run here (and the session's own, whatever it is).
+        let engines: Vec<String> = settings
+            .engines
+            .values()
+            .filter(|e| e.name == engine.name || crate::run::locate(&settings, e).is_ok())
+            .map(|e| e.name.clone())
+            .collect();
         let current_model = model.clone().unwrap_or_else(|| DEFAULT_MODEL.to_string());
         let mut models = vec![DEFAULT_MODEL.to_string()];
+        models.extend(engine.spec.models.iter().map(|m| m.to_string()));
         models.extend(engine.model.iter().cloned());
         models.extend(engine.model_budgets.keys().cloned());
         models.extend(model.iter().cloned());
         dedup(&mut models);
         let mut prompts: Vec<String> = crate::prompt::builtin_names().map(str::to_string).collect();
         prompts.extend(self.store.prompt_names().unwrap_or_default());
+        // cca's own prompt for summaries is not a system prompt for a conversation.
+        prompts.retain(|p| p != crate::prompt::COMPACTION);
         prompts.push(prompt.name.clone());
         dedup(&mut prompts);
         Ok(vec![
@@ -496,6 +578,31 @@ impl Acp {
         Ok(acp::SetSessionConfigOptionResponse::new(options))
     }
 
+    /// A new session's file is written at its first prompt.
+    fn write_if_new(&self, id: &str) -> Result<()> {
+        let mut sessions = self.sessions();
+        let Some(open) = sessions.get_mut(id) else { return Ok(()) };
+        let Some(header) = &open.unwritten else { return Ok(()) };
+        if !self.store.create_session_as(id, &transcript::render_header(header))? {
+            return Err(Failure::new(exit::ERROR, format!("a session {id} exists already"))
+                .hint("start a new session: another cca took this id before the first prompt")
+                .into());
+        }
+        open.unwritten = None;
+        Ok(())
+    }
+
+    /// Stops every turn running in any session, unless it is stopping already.
+    fn stop_all(&self, why: Stop) {
+        for open in self.sessions().values() {
+            for (_, cancel) in &open.running {
+                if cancel.requested().is_none() {
+                    cancel.stop(why);
+                }
+            }
+        }
+    }
+
     /// Stops every turn running in the session.
     fn cancel(&self, id: &acp::SessionId) {
         if let Some(open) = self.sessions().get(id.0.as_ref()) {
@@ -536,7 +643,11 @@ impl Acp {
             Ok(p) => p,
             Err(e) => return r.respond_with_error(e),
         };
+        if let Err(e) = self.write_if_new(&id) {
+            return r.respond_with_error(rpc_error(&e));
+        }
         let cancel = Cancel::new();
+        let watch = watch_cancel_request(r.cancellation(), cancel.clone());
         let number = NEXT_TURN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         // The place in line is taken here, on the protocol loop, so it is the order of arrival.
         let (line, ahead) = {
@@ -546,9 +657,10 @@ impl Acp {
             (open.line.clone(), open.line.join(number))
         };
         let (agent, queued) = (self.clone(), (line.clone(), id.clone()));
+        let watch_over = watch.clone();
         let thread = std::thread::Builder::new().name(format!("turn {id}")).spawn(move || {
             if ahead > 0 {
-                Forward { cx: &cx, session: &id, tools: 0 }.note(format!(
+                Forward::new(&cx, &id).note(format!(
                     "Queued: {ahead} earlier prompt(s) in this session are answered first.\n"
                 ));
             }
@@ -558,6 +670,8 @@ impl Acp {
                 // Cancelled before its turn came: nothing was recorded, nothing ran.
                 Ok(acp::PromptResponse::new(acp::StopReason::Cancelled))
             };
+            line.answered(number);
+            watch.store(true, std::sync::atomic::Ordering::SeqCst);
             if let Some(open) = agent.sessions().get_mut(&id) {
                 open.running.retain(|(n, _)| *n != number);
             }
@@ -574,6 +688,7 @@ impl Acp {
                 Ok(())
             }
             Err(e) => {
+                watch_over.store(true, std::sync::atomic::Ordering::SeqCst);
                 let (line, id) = queued;
                 line.leave(number);
                 if let Some(open) = self.sessions().get_mut(&id) {
@@ -594,7 +709,7 @@ impl Acp {
         cancel: &Cancel,
     ) -> Result<acp::PromptResponse, RpcError> {
         let settings = self.settings_for(id);
-        let mut forward = Forward { cx, session: id, tools: 0 };
+        let mut forward = Forward::new(cx, id);
         if let Some(reply) = self.command(&settings, id, &query, &mut forward, cancel) {
             let text = reply.map_err(|e| rpc_error(&e))?;
             forward
@@ -759,6 +874,9 @@ impl Acp {
     /// load's response, given to the crate afterwards, comes after every one of them; nothing
     /// of this session is on its way through the crate before them.
     fn replay(&self, id: &str) -> Result<()> {
+        if self.sessions().get(id).is_some_and(|o| o.unwritten.is_some()) {
+            return Ok(());
+        }
         let path = self.store.session_path(id);
         let text = store::read_text(&path)?;
         let content = |span: &transcript::RecordSpan| {
@@ -774,6 +892,26 @@ impl Acp {
             }
         };
         let mut pending: Option<String> = None;
+        let mut tools = 0u64;
+        // An answer as it was shown: its text, and its tool calls where they were made.
+        let mut answer =
+            |content: &str,
+             lines: &mut Vec<u8>,
+             send: &mut dyn FnMut(&'static str, &str, &mut Vec<u8>)| {
+                for part in crate::answer::shown(content) {
+                    match part {
+                        crate::answer::Shown::Text(text) => send(AGENT_CHUNK, text, lines),
+                        crate::answer::Shown::Tool(call) => {
+                            tools += 1;
+                            let update = acp::SessionUpdate::ToolCall(tool_call(
+                                format!("{id}-tool-replayed-{tools}"),
+                                &call,
+                            ));
+                            update_line(lines, id, update);
+                        }
+                    }
+                }
+            };
         let scanned = transcript::Scanner::scan(text.as_bytes(), |event| {
             let transcript::Event::Record(record) = event else { return };
             match record.kind {
@@ -794,10 +932,28 @@ impl Acp {
                 Kind::Assistant => {
                     if let Some(question) = pending.take() {
                         send(USER_CHUNK, &question, &mut lines);
-                        send(AGENT_CHUNK, &content(&record), &mut lines);
+                        answer(&content(&record), &mut lines, &mut send);
                     }
                 }
-                Kind::Failed | Kind::Interrupted => pending = None,
+                // An attempt that got no answer, as the user saw it: the question, what
+                // arrived, and that it was not answered (it is never sent again).
+                Kind::Failed | Kind::Interrupted => {
+                    if let Some(question) = pending.take() {
+                        send(USER_CHUNK, &question, &mut lines);
+                        answer(&content(&record), &mut lines, &mut send);
+                        let what = if record.kind == Kind::Failed {
+                            "Not answered"
+                        } else {
+                            "Interrupted"
+                        };
+                        let why = record.meta.reason.as_deref().unwrap_or("no reason recorded");
+                        send(
+                            THOUGHT_CHUNK,
+                            &format!("{what} ({why}); not sent again.\n"),
+                            &mut lines,
+                        );
+                    }
+                }
                 Kind::Clear => send(
                     AGENT_CHUNK,
                     "*Context cleared: the turns above are not sent again.*",
@@ -816,6 +972,15 @@ impl Acp {
             }
         })
         .expect("reading from memory cannot fail");
+        // A question the file ends with, without an outcome: its turn was cut (cca was killed).
+        if let Some(question) = pending.take() {
+            send(USER_CHUNK, &question, &mut lines);
+            send(
+                THOUGHT_CHUNK,
+                "Interrupted (cca ended before the answer was recorded); not sent again.\n",
+                &mut lines,
+            );
+        }
         if sent.is_ok() && !lines.is_empty() {
             sent = self.direct.send(&lines);
         }
@@ -829,6 +994,16 @@ const REPLAY_BATCH: usize = 256 << 10;
 
 const USER_CHUNK: &str = "user_message_chunk";
 const AGENT_CHUNK: &str = "agent_message_chunk";
+const THOUGHT_CHUNK: &str = "agent_thought_chunk";
+
+/// Appends the line of a `session/update` made with the crate's types (replays of tool calls:
+/// few, so the crate's way of building them costs nothing that matters).
+fn update_line(out: &mut Vec<u8>, session: &str, update: acp::SessionUpdate) {
+    let notification = acp::SessionNotification::new(session.to_string(), update);
+    let line = json!({"jsonrpc": "2.0", "method": "session/update", "params": notification});
+    serde_json::to_writer(&mut *out, &line).expect("values always serialize");
+    out.push(b'\n');
+}
 
 /// A `session/update` notification of one text chunk, field for field as the crate writes it
 /// (its JSON values keep the order fields are serialized in, so these are declared in that order;
@@ -875,6 +1050,51 @@ fn text_update(out: &mut Vec<u8>, session: &str, kind: &'static str, text: &str)
     out.push(b'\n');
 }
 
+/// The MCP servers a client gave, as the engines take them.
+fn mcp_servers(given: &[acp::McpServer]) -> Vec<McpServer> {
+    let pairs = |headers: &[acp::HttpHeader]| {
+        headers.iter().map(|h| (h.name.clone(), h.value.clone())).collect::<Vec<_>>()
+    };
+    given
+        .iter()
+        .filter_map(|server| match server {
+            acp::McpServer::Stdio(s) => Some(McpServer::Stdio {
+                name: s.name.clone(),
+                command: s.command.display().to_string(),
+                args: s.args.clone(),
+                env: s.env.iter().map(|e| (e.name.clone(), e.value.clone())).collect(),
+            }),
+            acp::McpServer::Http(s) => Some(McpServer::Http {
+                name: s.name.clone(),
+                url: s.url.clone(),
+                headers: pairs(&s.headers),
+            }),
+            acp::McpServer::Sse(s) => Some(McpServer::Sse {
+                name: s.name.clone(),
+                url: s.url.clone(),
+                headers: pairs(&s.headers),
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A session's working directory must be an absolute path to a directory (the spec asks for
+/// an absolute one; a directory that is not there is a mistake worth telling at once).
+fn usable_cwd(cwd: &std::path::Path) -> Result<(), RpcError> {
+    let problem = if !cwd.is_absolute() {
+        "is not an absolute path"
+    } else if !cwd.is_dir() {
+        "is not a directory"
+    } else {
+        return Ok(());
+    };
+    Err(RpcError::invalid_params().data(json!({
+        "cwd": cwd,
+        "error": format!("the working directory {} {problem}", cwd.display()),
+    })))
+}
+
 /// The model value that means "the engine's own default".
 const DEFAULT_MODEL: &str = "default";
 
@@ -885,6 +1105,29 @@ fn dedup(values: &mut Vec<String>) {
 
 fn longest_backtick_run(text: &str) -> usize {
     text.split(|c| c != '`').map(str::len).max().unwrap_or(0)
+}
+
+/// `$/cancel_request` for a prompt stops it as `session/cancel` does. The crate marks the
+/// request; a watcher looks at the mark until the prompt is answered (set the returned flag).
+fn watch_cancel_request(
+    request: agent_client_protocol::RequestCancellation,
+    cancel: Cancel,
+) -> Arc<std::sync::atomic::AtomicBool> {
+    use std::sync::atomic::Ordering;
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let over = done.clone();
+    let _ = std::thread::Builder::new().name("acp cancel watch".into()).spawn(move || {
+        while !over.load(Ordering::SeqCst) {
+            if request.is_cancelled() {
+                if cancel.requested().is_none() {
+                    cancel.stop(Stop::Request);
+                }
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
+    done
 }
 
 /// `cancelled` when the prompt was cancelled while a command ran, else `end_turn`.
@@ -928,10 +1171,38 @@ fn rpc_error(e: &anyhow::Error) -> RpcError {
 struct Forward<'a> {
     cx: &'a ConnectionTo<Client>,
     session: &'a str,
-    tools: u64,
+    /// Tool call ids this turn gave out: unique within the session (the turn's start time, then
+    /// a count), so that an editor keeps each turn's calls apart.
+    tools: ToolIds,
 }
 
-impl Forward<'_> {
+/// The ids of a turn's tool calls, and those announced and not yet settled, oldest first (an
+/// engine settles its calls in the order it made them).
+struct ToolIds {
+    turn: String,
+    count: u64,
+    started: VecDeque<String>,
+}
+
+impl ToolIds {
+    fn new(session: &str) -> ToolIds {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros());
+        ToolIds { turn: format!("{session}-tool-{now}"), count: 0, started: VecDeque::new() }
+    }
+
+    fn next(&mut self) -> String {
+        self.count += 1;
+        format!("{}-{}", self.turn, self.count)
+    }
+}
+
+impl<'a> Forward<'a> {
+    fn new(cx: &'a ConnectionTo<Client>, session: &'a str) -> Forward<'a> {
+        Forward { cx, session, tools: ToolIds::new(session) }
+    }
+
     fn send(&self, update: acp::SessionUpdate) {
         // A client that went away is noticed by the protocol loop; the turn is stopped there.
         let _ = self
@@ -943,27 +1214,83 @@ impl Forward<'_> {
         self.send(acp::SessionUpdate::AgentThoughtChunk(acp::ContentChunk::new(text.into())));
     }
 
-    fn tool(&mut self, call: &ToolCall) {
-        self.tools += 1;
-        let name = call.name.to_lowercase();
-        let kind = if name.contains("search") {
-            acp::ToolKind::Search
-        } else if name.contains("fetch") || call.input.starts_with("http") {
-            acp::ToolKind::Fetch
-        } else {
-            acp::ToolKind::Other
-        };
-        let status = match call.status {
-            ToolStatus::Ran => acp::ToolCallStatus::Completed,
-            ToolStatus::Refused | ToolStatus::Failed => acp::ToolCallStatus::Failed,
-        };
-        let id = format!("{}-tool-{}", self.session, self.tools);
+    /// A tool call starts: announced as in progress, with what it was asked.
+    fn tool_started(&mut self, call: &ToolCall) {
+        let id = self.tools.next();
+        self.tools.started.push_back(id.clone());
         self.send(acp::SessionUpdate::ToolCall(
-            acp::ToolCall::new(id, call.summary())
-                .kind(kind)
-                .status(status)
-                .raw_input(Some(call.to_json())),
+            acp::ToolCall::new(id, call.line())
+                .kind(tool_kind(call))
+                .status(acp::ToolCallStatus::InProgress)
+                .raw_input(Some(json!({"name": call.name, "input": call.input}))),
         ));
+    }
+
+    /// A tool call's outcome: the update of the call announced first (or, from an engine that
+    /// never announced it, a call of its own).
+    fn tool(&mut self, call: &ToolCall) {
+        let fields = acp::ToolCallUpdateFields::new()
+            .status(tool_status(call))
+            .title(call.summary())
+            .content(tool_content(call))
+            .raw_output(Some(call.to_json()));
+        match self.tools.started.pop_front() {
+            Some(id) => {
+                self.send(acp::SessionUpdate::ToolCallUpdate(acp::ToolCallUpdate::new(id, fields)))
+            }
+            None => {
+                let id = self.tools.next();
+                self.send(acp::SessionUpdate::ToolCall(tool_call(id, call)));
+            }
+        }
+    }
+}
+
+/// A settled call as one `tool_call`: for a replay, or an engine that did not announce it.
+fn tool_call(id: String, call: &ToolCall) -> acp::ToolCall {
+    acp::ToolCall::new(id, call.summary())
+        .kind(tool_kind(call))
+        .status(tool_status(call))
+        .content(tool_content(call))
+        .raw_input(Some(json!({"name": call.name, "input": call.input})))
+        .raw_output(Some(call.to_json()))
+}
+
+fn tool_kind(call: &ToolCall) -> acp::ToolKind {
+    let name = call.name.to_lowercase();
+    if name.contains("search") {
+        acp::ToolKind::Search
+    } else if name.contains("fetch") || call.input.starts_with("http") {
+        acp::ToolKind::Fetch
+    } else {
+        acp::ToolKind::Other
+    }
+}
+
+fn tool_status(call: &ToolCall) -> acp::ToolCallStatus {
+    match call.status {
+        ToolStatus::Ran => acp::ToolCallStatus::Completed,
+        ToolStatus::Refused | ToolStatus::Failed => acp::ToolCallStatus::Failed,
+    }
+}
+
+/// What came of a call, as the editor shows it: the sources a search returned, each a link,
+/// or why it failed.
+fn tool_content(call: &ToolCall) -> Vec<acp::ToolCallContent> {
+    match (&call.reason, call.status) {
+        (Some(reason), ToolStatus::Refused | ToolStatus::Failed) => {
+            vec![acp::ContentBlock::from(reason.clone()).into()]
+        }
+        _ => call
+            .sources
+            .iter()
+            .map(|s| {
+                acp::ContentBlock::ResourceLink(
+                    acp::ResourceLink::new(s.title.clone(), s.url.clone()).title(s.title.clone()),
+                )
+                .into()
+            })
+            .collect(),
     }
 }
 
@@ -978,6 +1305,7 @@ impl Observer for Forward<'_> {
             Event::Text(text) => self.send(acp::SessionUpdate::AgentMessageChunk(
                 acp::ContentChunk::new(text.into()),
             )),
+            Event::ToolStarted(call) => self.tool_started(call),
             Event::Tool(call) => self.tool(call),
             // A steer sent with `cca steer` while the editor's turn runs: shown where the engine
             // took it, as the user's words, so the editor's view matches the transcript.

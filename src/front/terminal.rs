@@ -356,6 +356,8 @@ impl Observer for Terminal {
                 }
             }
             Event::Stopping => self.spinner.clear(),
+            // A terminal shows a tool call once, with what came of it.
+            Event::ToolStarted(_) => {}
             Event::Steer(steered) => self.steered(steered),
         }
     }

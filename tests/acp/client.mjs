@@ -12,16 +12,54 @@
 // then closes cca's stdin, waits for it to exit, and prints {"results": {NAME: result or
 // {"error": {code, message, data}}, "exit": CODE}, "answered": [NAME, ...] (the order the
 // responses came in), "before": {NAME: how many updates came before its response},
-// "updates": [...]} on stdout. The SDK does the framing, validation and
-// request bookkeeping.
+// "updates": [...], "invalid": [...]} on stdout. The SDK does the framing and request
+// bookkeeping; every update and every response is checked here against the ACP JSON schemas
+// the SDK ships: what does not pass goes into "invalid".
 import { spawn } from "node:child_process";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
 import { pathToFileURL } from "node:url";
 
 // Where `make acp-clients` installed the SDK (pinned; ESM does not search NODE_PATH).
 const sdkRoot = `${process.env.CCA_TEST_ACP_CLIENTS}/node_modules/@agentclientprotocol/sdk`;
 const { client, ndJsonStream } = await import(pathToFileURL(`${sdkRoot}/dist/v1/stable/acp.js`));
+// The ACP JSON schemas the SDK ships (stable and unstable), checked with ajv (installed pinned
+// by `make acp-schema`): every update and every response must pass both, where it is defined.
+const { default: Ajv2020 } = await import(
+  pathToFileURL(`${process.env.CCA_TEST_ACP_SCHEMA}/node_modules/ajv/dist/2020.js`)
+);
+const ajv = new Ajv2020({ strict: false, allErrors: true, logger: false });
+const schemaFiles = ["schema.json", "schema.unstable.json"];
+for (const file of schemaFiles) {
+  ajv.addSchema(JSON.parse(readFileSync(`${sdkRoot}/schema/v1/${file}`, "utf8")), file);
+}
+// The schema of each method's response, by its name in the schema files.
+const responseSchemas = {
+  initialize: "InitializeResponse",
+  authenticate: "AuthenticateResponse",
+  "session/new": "NewSessionResponse",
+  "session/load": "LoadSessionResponse",
+  "session/list": "ListSessionsResponse",
+  "session/resume": "ResumeSessionResponse",
+  "session/close": "CloseSessionResponse",
+  "session/fork": "ForkSessionResponse",
+  "session/set_config_option": "SetSessionConfigOptionResponse",
+  "session/prompt": "PromptResponse",
+};
+const invalid = [];
+const validators = {};
+function check(what, name, value) {
+  let checked = 0;
+  for (const file of schemaFiles) {
+    const ref = `${file}#/$defs/${name}`;
+    const defined = ajv.getSchema(file)?.schema?.$defs?.[name];
+    if (!defined) continue;
+    validators[ref] ??= ajv.compile({ $ref: ref });
+    checked += 1;
+    if (!validators[ref](value)) invalid.push({ what, file, value, errors: validators[ref].errors });
+  }
+  if (checked === 0) invalid.push({ what, error: `no schema ${name}` });
+}
 
 const [cca, planText] = process.argv.slice(2);
 const plan = JSON.parse(planText);
@@ -56,7 +94,9 @@ function resolveVars(value) {
 
 async function call(cx, method, params) {
   try {
-    return await cx.request(method, params);
+    const result = await cx.request(method, params);
+    check(method, responseSchemas[method] ?? `a schema for ${method}`, result ?? null);
+    return result;
   } catch (e) {
     return { error: { code: e.code, message: e.message, data: e.data } };
   }
@@ -64,6 +104,7 @@ async function call(cx, method, params) {
 
 const app = client()
   .onNotification("session/update", ({ params }) => {
+    check("session/update", "SessionNotification", params);
     updates.push(params);
     settle();
   })
@@ -110,5 +151,5 @@ await app.connectWith(stream, async (cx) => {
 // Closing stdin (the SDK may have done it already) is how a client leaves.
 child.stdin.end();
 results.exit = await exited;
-process.stdout.write(JSON.stringify({ results, answered, before, updates }) + "\n");
+process.stdout.write(JSON.stringify({ results, answered, before, updates, invalid }) + "\n");
 process.exit(0);

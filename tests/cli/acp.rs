@@ -29,6 +29,7 @@ fn isolate(cmd: &mut Command, env: &TestEnv, vars: &[(&str, &str)]) {
         .env("CCA_GRACE_MS", "200")
         .env("FAKE_LOG_DIR", &env.log)
         .env("CCA_TEST_ACP_CLIENTS", clients())
+        .env("CCA_TEST_ACP_SCHEMA", common::real_program("CCA_TEST_ACP_SCHEMA", "acp-schema"))
         .current_dir(&env.work);
     for (k, v) in vars {
         cmd.env(k, v);
@@ -49,6 +50,7 @@ pub(crate) fn sdk(env: &TestEnv, steps: &[Value], vars: &[(&str, &str)]) -> Valu
     assert_eq!(run.code, Some(0), "the client failed\n{run}");
     let out: Value = serde_json::from_str(run.stdout.trim()).expect("the client's JSON");
     assert_eq!(out["results"]["exit"], 0, "cca acp exits 0 when stdin closes\n{run}");
+    assert_eq!(out["invalid"], json!([]), "every message passes the ACP schema");
     out
 }
 
@@ -199,7 +201,7 @@ fn new_prompt_list_load_resume_and_config_through_the_sdk() {
 }
 
 #[test]
-fn a_terminal_session_loads_with_its_history_clears_and_summaries_but_no_failed_attempts() {
+fn a_terminal_session_loads_with_its_history_clears_summaries_and_failed_attempts() {
     let env = TestEnv::new();
     env.converse(&["one", "two"], &[]);
     env.run_with(&["search", "-q", "-r", "three"], None, &[("FAKE_SCRIPT", "fail overloaded")])
@@ -217,7 +219,15 @@ fn a_terminal_session_loads_with_its_history_clears_and_summaries_but_no_failed_
         &[],
     );
     let users = texts(&out, &id, "user_message_chunk");
-    assert_eq!(users, ["one", "two", "four", "five"].map(String::from), "`three` failed");
+    // The failed attempt is replayed as the user saw it: the question, then that it was not
+    // answered.
+    assert_eq!(users, ["one", "two", "three", "four", "five"].map(String::from));
+    let thoughts = texts(&out, &id, "agent_thought_chunk");
+    assert_eq!(thoughts.len(), 1, "{thoughts:?}");
+    assert!(
+        thoughts[0].starts_with("Not answered (") && thoughts[0].contains("overloaded"),
+        "{thoughts:?}"
+    );
     let agent = texts(&out, &id, "agent_message_chunk");
     assert_eq!(agent[0], "ECHO: one");
     assert_eq!(agent[1], "ECHO: two");
@@ -316,11 +326,16 @@ fn tool_calls_resources_and_slash_commands() {
         &[("FAKE_SCRIPT_1", "tool WebSearch acp editors; echo")],
     );
     let id = id_of(&out, "s");
+    // The call is announced as it starts, then updated with its outcome.
     let tools = updates(&out, &id, "tool_call");
     assert_eq!(tools.len(), 1, "{tools:?}");
     assert_eq!(tools[0]["kind"], "search");
-    assert_eq!(tools[0]["status"], "completed");
+    assert_eq!(tools[0]["status"], "in_progress");
     assert!(tools[0]["title"].as_str().unwrap().contains("acp editors"), "{}", tools[0]);
+    let settled = updates(&out, &id, "tool_call_update");
+    assert_eq!(settled.len(), 1, "{settled:?}");
+    assert_eq!(settled[0]["toolCallId"], tools[0]["toolCallId"]);
+    assert_eq!(settled[0]["status"], "completed");
     let first = common::stdin_of(&env.calls()[0]).to_string();
     assert!(first.contains("attached words") && first.contains("file:///notes.txt"), "{first}");
     let said = texts(&out, &id, "agent_message_chunk").concat();
@@ -344,9 +359,13 @@ struct Raw {
 
 impl Raw {
     fn start(env: &TestEnv) -> Raw {
+        Raw::start_with(env, &[])
+    }
+
+    fn start_with(env: &TestEnv, vars: &[(&str, &str)]) -> Raw {
         let mut cmd = Command::new(common::cca_exe());
         cmd.arg("acp");
-        isolate(&mut cmd, env, &[]);
+        isolate(&mut cmd, env, vars);
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
         let mut child = cmd.spawn().expect("cca acp starts");
         let stdout = child.stdout.take().unwrap();
@@ -384,6 +403,30 @@ impl Raw {
             let message: Value = serde_json::from_str(&line).expect("stdout carries JSON only");
             assert_eq!(message["jsonrpc"], "2.0", "{line}");
             if message.get("method").is_none() && message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    /// A new session with a prompt (request 2) whose answer has begun; its id.
+    fn answering(&mut self, env: &TestEnv) -> String {
+        let created = self.call(1, "session/new", json!({"cwd": env.work, "mcpServers": []}));
+        let id = created["result"]["sessionId"].as_str().expect("a session").to_string();
+        self.send(
+            &json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+                    "params": {"sessionId": id, "prompt": [{"type": "text", "text": "long one"}]}})
+            .to_string(),
+        );
+        self.until_update("agent_message_chunk");
+        id
+    }
+
+    /// Waits for a notification of this session update kind.
+    fn until_update(&mut self, kind: &str) -> Value {
+        loop {
+            let line = self.lines.recv_timeout(TIMEOUT).expect("an update in time");
+            let message: Value = serde_json::from_str(&line).expect("stdout carries JSON only");
+            if message["params"]["update"]["sessionUpdate"] == kind {
                 return message;
             }
         }
@@ -760,4 +803,165 @@ fn a_loaded_session_shows_an_image_by_its_stored_copy() {
     let files = env.cca_home.join("files");
     let stored = std::fs::read_dir(&files).unwrap().next().unwrap().unwrap().path();
     assert_eq!(asked[0], format!("what is it?\n\n![pic.png](file://{})", stored.display()));
+}
+
+/// `cca acp` in the middle of an answer: the engine said something, started a helper of its
+/// own, and hangs. Gives the agent, the session, and the pids of the engine and its helper.
+fn mid_answer(env: &TestEnv) -> (Raw, String, i32, i32) {
+    let (engine, helper) = (env.root.path().join("engine.pid"), env.root.path().join("helper.pid"));
+    let script = format!(
+        "say the beginning; pid {}; grandchild {}; hang",
+        engine.display(),
+        helper.display()
+    );
+    let mut raw = Raw::start_with(env, &[("FAKE_SCRIPT", &script)]);
+    let id = raw.answering(env);
+    let pid = |path: &Path| -> i32 {
+        assert!(common::wait_until(TIMEOUT, || path.exists()), "no pid in {}", path.display());
+        assert!(common::wait_until(TIMEOUT, || std::fs::read_to_string(path)
+            .is_ok_and(|p| p.trim().parse::<i32>().is_ok())));
+        std::fs::read_to_string(path).unwrap().trim().parse().unwrap()
+    };
+    let (engine, helper) = (pid(&engine), pid(&helper));
+    assert!(common::alive(engine) && common::alive(helper));
+    (raw, id, engine, helper)
+}
+
+fn gone_in_time(pids: &[i32]) {
+    for &pid in pids {
+        assert!(
+            common::wait_until(TIMEOUT, || !common::alive(pid)),
+            "process {pid} of the engine outlived cca acp"
+        );
+    }
+}
+
+#[test]
+fn sigterm_hup_and_int_stop_every_running_turn_record_it_and_exit() {
+    use rustix::process::Signal;
+    for (signal, name, code) in
+        [(Signal::TERM, "SIGTERM", 143), (Signal::HUP, "SIGHUP", 129), (Signal::INT, "Ctrl-C", 130)]
+    {
+        let env = TestEnv::new();
+        let (raw, id, engine, helper) = mid_answer(&env);
+        let pid = rustix::process::Pid::from_raw(raw.child.id() as i32).unwrap();
+        rustix::process::kill_process(pid, signal).unwrap();
+        let output = common::wait_with_timeout(raw.child, TIMEOUT);
+        assert_eq!(common::shell_status(output.status), code, "{name}");
+        gone_in_time(&[engine, helper]);
+        let text = std::fs::read_to_string(env.session_path(&id)).unwrap();
+        assert!(text.contains(&format!("Interrupted (not sent again): {name}")), "{name}: {text}");
+        assert!(text.contains("the beginning"), "{name}: what arrived is kept\n{text}");
+    }
+}
+
+#[test]
+fn after_sigkill_no_engine_is_left_and_the_next_turn_records_the_cut_question() {
+    let env = TestEnv::new();
+    let (mut raw, id, engine, helper) = mid_answer(&env);
+    raw.child.kill().unwrap();
+    let _ = raw.child.wait();
+    gone_in_time(&[engine, helper]);
+    // The question has no outcome in the file: the next turn records it as interrupted, and
+    // does not send it as history.
+    let out = sdk(
+        &env,
+        &[
+            json!({"call": "session/load", "as": "l",
+                   "params": {"sessionId": id, "cwd": env.work, "mcpServers": []}}),
+            prompt("p", &id, "after the crash"),
+        ],
+        &[("FAKE_SCRIPT", "echo")],
+    );
+    assert_eq!(out["results"]["p"]["stopReason"], "end_turn", "{}", out["results"]);
+    // The load shows the cut question, and that it was interrupted.
+    assert_eq!(texts(&out, &id, "user_message_chunk")[0], "long one");
+    let thoughts = texts(&out, &id, "agent_thought_chunk");
+    assert!(thoughts[0].starts_with("Interrupted (cca ended before the answer"), "{thoughts:?}");
+    let text = std::fs::read_to_string(env.session_path(&id)).unwrap();
+    let records = cca::transcript::parse(&text).unwrap().0.records;
+    let kinds: Vec<_> = records.iter().map(|r| r.kind).collect();
+    use cca::transcript::Kind::{Assistant, Interrupted, User};
+    assert_eq!(kinds, [User, Interrupted, User, Assistant], "{records:?}");
+    assert_eq!(records[1].meta.reason.as_deref(), Some("cca ended before the answer was recorded"));
+    assert!(env.last_users().is_empty(), "{:?}", env.last_users());
+}
+
+#[test]
+fn a_relative_or_missing_cwd_is_invalid_params() {
+    let env = TestEnv::new();
+    let mut raw = Raw::start(&env);
+    let missing = env.work.join("not-there");
+    for (n, cwd) in [json!("relative/dir"), json!(missing)].into_iter().enumerate() {
+        let id = 1 + n as u64;
+        let created = raw.call(id, "session/new", json!({"cwd": cwd, "mcpServers": []}));
+        assert_eq!(created["error"]["code"], -32602, "{created}");
+    }
+    let loaded = raw.call(
+        9,
+        "session/load",
+        json!({"sessionId": "20261121-101500", "cwd": "relative", "mcpServers": []}),
+    );
+    assert_eq!(loaded["error"]["code"], -32602, "{loaded}");
+    assert_eq!(raw.finish(), Some(0));
+}
+
+#[test]
+fn cancel_request_for_a_running_prompt_cancels_it() {
+    let env = TestEnv::new();
+    let mut raw = Raw::start_with(&env, &[("FAKE_SCRIPT", "say the beginning; hang")]);
+    let id = raw.answering(&env);
+    raw.send(
+        &json!({"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 2}})
+            .to_string(),
+    );
+    let answered = raw.response(2);
+    let cancelled =
+        answered["result"]["stopReason"] == "cancelled" || answered["error"]["code"] == -32800;
+    assert!(cancelled, "{answered}");
+    assert_eq!(raw.finish(), Some(0));
+    let text = std::fs::read_to_string(env.session_path(&id)).unwrap();
+    assert!(text.contains("Interrupted (not sent again): cancelled"), "{text}");
+    assert!(text.contains("the beginning"), "{text}");
+}
+
+#[test]
+fn a_prompt_sent_as_the_last_one_ends_is_not_told_it_was_queued() {
+    let env = TestEnv::new();
+    let mut steps = vec![new_session("s", &env.work)];
+    for n in 0..8 {
+        steps.push(prompt(&format!("p{n}"), "$s.sessionId", &format!("question {n}")));
+    }
+    let out = sdk(&env, &steps, &[]);
+    let id = id_of(&out, "s");
+    for n in 0..8 {
+        assert_eq!(out["results"][format!("p{n}")]["stopReason"], "end_turn", "{}", out["results"]);
+    }
+    let thoughts = texts(&out, &id, "agent_thought_chunk");
+    assert!(thoughts.iter().all(|t| !t.contains("Queued")), "{thoughts:?}");
+}
+
+#[test]
+fn session_new_writes_nothing_until_the_first_prompt() {
+    let env = TestEnv::new();
+    let out = sdk(
+        &env,
+        &[
+            new_session("left", &env.work),
+            new_session("used", &env.work),
+            json!({"call": "session/set_config_option", "as": "set",
+                   "params": {"sessionId": "$left.sessionId", "configId": "model", "value": "default"}}),
+        ],
+        &[],
+    );
+    let (left, used) = (id_of(&out, "left"), id_of(&out, "used"));
+    assert_ne!(left, used, "two new sessions in the same second have ids of their own");
+    assert!(out["results"]["set"]["configOptions"].is_array(), "{}", out["results"]);
+    assert!(env.session_files().is_empty(), "{:?}", env.session_files());
+    let out = sdk(&env, &[new_session("s", &env.work), prompt("p", "$s.sessionId", "hello")], &[]);
+    assert_eq!(out["results"]["p"]["stopReason"], "end_turn", "{}", out["results"]);
+    let id = id_of(&out, "s");
+    assert_eq!(env.session_files().len(), 1, "{:?}", env.session_files());
+    let text = std::fs::read_to_string(env.session_path(&id)).unwrap();
+    assert!(text.contains("ECHO: hello"), "{text}");
 }

@@ -68,7 +68,7 @@ fn the_man_page_documents_every_command_flag_key_variable_and_exit_status() {
     assert!(!page.contains("cca-search(1)"), "{page}");
     // roff escapes `-` as `\-`.
     let roff = |s: &str| s.replace('-', "\\-");
-    for sub in cca::cli::Cli::command().get_subcommands() {
+    for sub in cca::cli::Cli::command().get_subcommands().filter(|s| !s.is_hide_set()) {
         let name = sub.get_name();
         assert!(page.contains(&format!(".SS \"cca {name}")), "the man page lacks `cca {name}`");
         for arg in sub.get_arguments() {

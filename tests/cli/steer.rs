@@ -255,16 +255,14 @@ fn a_killed_cca_leaves_a_stale_endpoint_that_is_ignored_then_removed() {
     let engine_pid = env.root.path().join("engine.pid");
     let script = format!("pid {};hang", engine_pid.display());
     let cca = start(&env, &["search", "q1"], &[("FAKE_SCRIPT", &script)]);
-    cca.signal(Signal::KILL);
-    drop(cca);
     assert!(
         wait_until(TIMEOUT, || std::fs::read_to_string(&engine_pid).is_ok_and(|s| !s.is_empty()))
     );
+    cca.signal(Signal::KILL);
+    drop(cca);
+    // The engine dies with cca (see `run::launch`).
     let engine: i32 = std::fs::read_to_string(&engine_pid).unwrap().trim().parse().unwrap();
-    let _ = rustix::process::kill_process_group(
-        rustix::process::Pid::from_raw(engine).unwrap(),
-        Signal::KILL,
-    );
+    assert!(wait_until(TIMEOUT, || !crate::common::alive(engine)), "the engine outlived cca");
     assert_eq!(sockets(&env).len(), 1, "kill -9 leaves the socket");
 
     steer(&env, "anyone?").code(1).stderr_has("no turn is running");

@@ -16,7 +16,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::*;
-use mock_api::{Behavior, Block, MockApi};
+use mock_api::{Behavior, Block, MockApi, Received};
 use serde_json::{Value, json};
 
 struct Real {
@@ -876,11 +876,13 @@ fn acp(r: &Real, steps: &[Value]) -> Value {
         }
     }
     cmd.env("CCA_TEST_ACP_CLIENTS", clients).current_dir(&r.env.work);
+    cmd.env("CCA_TEST_ACP_SCHEMA", real_program("CCA_TEST_ACP_SCHEMA", "acp-schema"));
     cmd.arg(script).arg(cca_exe()).arg(Value::Array(plan).to_string());
     let run = run_command(cmd, None);
     assert_eq!(run.code, Some(0), "the client failed\n{run}");
     let out: Value = serde_json::from_str(run.stdout.trim()).expect("the client's JSON");
     assert_eq!(out["results"]["exit"], 0, "cca acp exits 0 when stdin closes\n{run}");
+    assert_eq!(out["invalid"], json!([]), "every message passes the ACP schema");
     out
 }
 
@@ -957,7 +959,8 @@ fn acp_through(engine: &str) {
     assert_eq!(records[3].0, Interrupted, "{engine}: {records:?}");
     assert!(r.env.latest().contains("Interrupted (not sent again): cancelled"), "{engine}");
 
-    // A new connection loads it (the interrupted attempt is not replayed), then a tool call.
+    // A new connection loads it (the interrupted attempt as the user saw it), then two turns
+    // with a tool call each.
     let search = tool_names(engine).0;
     r.api.set(Behavior {
         script: vec![
@@ -972,25 +975,103 @@ fn acp_through(engine: &str) {
             json!({"call": "session/load", "as": "load",
                    "params": {"sessionId": id, "cwd": r.env.work, "mcpServers": []}}),
             acp_prompt("p", &id, "look it up", true),
+            acp_prompt("p2", &id, "and again", true),
         ],
     );
     assert!(third["results"]["load"]["configOptions"].is_array(), "{engine}: {}", third["results"]);
-    assert_eq!(acp_texts(&third, "user_message_chunk"), ["stream please"], "{engine}");
-    let said = acp_texts(&third, "agent_message_chunk");
-    assert_eq!(said[0], "ECHO: stream please", "{engine}");
+    let loaded = third["before"]["load"].as_u64().unwrap() as usize;
+    let replayed = |kind: &str| -> Vec<String> {
+        acp_updates(&third, kind, loaded)
+            .iter()
+            .map(|u| u["content"]["text"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    assert_eq!(replayed("user_message_chunk"), ["stream please", "never finished"], "{engine}");
+    assert_eq!(replayed("agent_message_chunk")[0], "ECHO: stream please", "{engine}");
+    assert!(replayed("agent_thought_chunk")[0].starts_with("Interrupted (cancelled)"), "{engine}");
     assert_eq!(third["results"]["p"]["stopReason"], "end_turn", "{engine}: {}", third["results"]);
-    let tools = acp_updates(&third, "tool_call", usize::MAX);
-    assert_eq!(tools.len(), 1, "{engine}: {tools:?}");
-    assert_eq!(tools[0]["kind"], "search", "{engine}");
-    assert_eq!(tools[0]["status"], "completed", "{engine}");
-    assert!(tools[0]["title"].as_str().unwrap().contains(FIRST_QUERY), "{engine}: {}", tools[0]);
-    assert_eq!(r.api.searches(), [FIRST_QUERY], "{engine}: the engine really searched");
-    assert!(said[1..].concat().contains("Found it."), "{engine}: {said:?}");
+    assert_eq!(third["results"]["p2"]["stopReason"], "end_turn", "{engine}: {}", third["results"]);
+    // Each call is announced when it starts, before the text after it, then settled; ids are
+    // unique over the two turns.
+    let all = third["updates"].as_array().unwrap();
+    let mut ids = Vec::new();
+    for (n, (from, to)) in [
+        (loaded, third["before"]["p"].as_u64().unwrap() as usize),
+        (
+            third["before"]["p"].as_u64().unwrap() as usize,
+            third["before"]["p2"].as_u64().unwrap() as usize,
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let turn: Vec<&Value> = all[from..to].iter().map(|u| &u["update"]).collect();
+        let kinds: Vec<&str> = turn.iter().map(|u| u["sessionUpdate"].as_str().unwrap()).collect();
+        let started = kinds.iter().position(|k| *k == "tool_call").expect("a tool call");
+        let settled = kinds.iter().position(|k| *k == "tool_call_update").expect("an update");
+        let after: String = turn[settled..]
+            .iter()
+            .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+            .filter_map(|u| u["content"]["text"].as_str())
+            .collect();
+        assert!(after.contains("Found it."), "{engine} turn {n}: the answer after the search");
+        assert!(started < settled, "{engine} turn {n}: {kinds:?}");
+        let before: String = turn[..started]
+            .iter()
+            .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+            .filter_map(|u| u["content"]["text"].as_str())
+            .collect();
+        assert!(!before.contains("Found it."), "{engine} turn {n}: announced before the answer");
+        let (call, update) = (turn[started], turn[settled]);
+        assert_eq!(call["kind"], "search", "{engine}");
+        assert_eq!(call["status"], "in_progress", "{engine}");
+        assert!(call["title"].as_str().unwrap().contains(FIRST_QUERY), "{engine}: {call}");
+        assert_eq!(update["toolCallId"], call["toolCallId"], "{engine}");
+        assert_eq!(update["status"], "completed", "{engine}: {update}");
+        if engine == "claude" {
+            // claude reports the sources its search returned: they come as links.
+            let links: Vec<&str> = update["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["content"]["uri"].as_str().unwrap())
+                .collect();
+            let expected: Vec<String> =
+                mock_api::sources(FIRST_QUERY).into_iter().map(|(_, url)| url).collect();
+            assert_eq!(links, expected, "{engine}: {update}");
+        }
+        ids.push(call["toolCallId"].as_str().unwrap().to_string());
+    }
+    assert_ne!(ids[0], ids[1], "{engine}: tool call ids are unique within the session");
+    assert_eq!(
+        r.api.searches(),
+        [FIRST_QUERY, FIRST_QUERY],
+        "{engine}: the engine really searched"
+    );
     let records = records_of(&r);
     assert_eq!(records.last().unwrap().0, Assistant, "{engine}: {records:?}");
-    // The engine was sent the answered exchange as history, not the interrupted one.
+    // The engine was sent the answered exchanges as history, not the interrupted one.
     let framed = framed_message(&r.api.turns().last().unwrap().body);
-    assert_eq!(history_users(&framed), ["stream please"], "{engine}");
+    assert_eq!(history_users(&framed), ["stream please", "look it up"], "{engine}");
+
+    // A later load replays both turns' tool calls as they ended.
+    let fourth = acp(
+        &r,
+        &[json!({"call": "session/load", "as": "load",
+                 "params": {"sessionId": id, "cwd": r.env.work, "mcpServers": []}})],
+    );
+    let tools = acp_updates(&fourth, "tool_call", usize::MAX);
+    assert_eq!(tools.len(), 2, "{engine}: {tools:?}");
+    for tool in &tools {
+        assert_eq!(tool["status"], "completed", "{engine}: {tool}");
+        assert!(tool["title"].as_str().unwrap().contains(FIRST_QUERY), "{engine}: {tool}");
+    }
+    assert_ne!(tools[0]["toolCallId"], tools[1]["toolCallId"], "{engine}");
+    assert_eq!(
+        acp_texts(&fourth, "user_message_chunk"),
+        ["stream please", "never finished", "look it up", "and again"],
+        "{engine}"
+    );
 }
 
 #[test]
@@ -1128,4 +1209,318 @@ fn claude_calls_cca_mcp_search_and_the_model_gets_what_it_found() {
 #[test]
 fn gemini_calls_cca_mcp_search_and_the_model_gets_what_it_found() {
     agent_calls_cca_mcp_search("gemini");
+}
+
+/// Every process below `pid` (its children, theirs, and so on).
+fn descendants(pid: i32) -> Vec<i32> {
+    let parents: Vec<(i32, i32)> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+            let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+            Some((p, ppid))
+        })
+        .collect();
+    let mut found = vec![pid];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(parents.iter().filter(|(_, pp)| *pp == parent).map(|(p, _)| *p));
+        i += 1;
+    }
+    found.remove(0);
+    found
+}
+
+/// `cca acp` with the real engine in the middle of an answer (the API holds the rest until
+/// `go` exists): the agent, its stdout lines, and the session.
+fn acp_mid_answer(
+    r: &Real,
+    engine: &str,
+    go: &Path,
+) -> (Guard, std::sync::mpsc::Receiver<Value>, String) {
+    use std::io::{BufRead, Write};
+    r.env.write_config(&format!("engine = \"{engine}\"\n"));
+    r.api.set(Behavior { hold: Some(go.to_path_buf()), ..Behavior::default() });
+    let mut cmd = r.command();
+    cmd.arg("acp").current_dir(&r.env.work);
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut child = Guard(cmd.spawn().expect("cca acp starts"));
+    let mut stdin = child.0.stdin.take().unwrap();
+    let stdout = child.0.stdout.take().unwrap();
+    let (tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(serde_json::from_str::<Value>(&line).expect("JSON-RPC on stdout"));
+        }
+    });
+    let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
+    send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}),
+    );
+    let next = |what: &dyn Fn(&Value) -> bool| loop {
+        let message = lines.recv_timeout(TIMEOUT).expect("cca acp answers in time");
+        if what(&message) {
+            return message;
+        }
+    };
+    next(&|m| m["id"] == 0);
+    send(json!({"jsonrpc": "2.0", "id": 1, "method": "session/new",
+                "params": {"cwd": r.env.work, "mcpServers": []}}));
+    let created = next(&|m| m["id"] == 1);
+    let id =
+        created["result"]["sessionId"].as_str().unwrap_or_else(|| panic!("{created}")).to_string();
+    send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+                "params": {"sessionId": id, "prompt": [{"type": "text", "text": "a long answer"}]}}));
+    next(&|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk");
+    // stdin stays open: the client is still there when the signal comes.
+    std::mem::forget(stdin);
+    (child, lines, id)
+}
+
+fn acp_signalled(engine: &str, signal: rustix::process::Signal) {
+    let r = Real::new();
+    let go = r.env.root.path().join("go");
+    let (child, _lines, id) = acp_mid_answer(&r, engine, &go);
+    let pid = child.0.id() as i32;
+    let engine_processes = descendants(pid);
+    assert!(!engine_processes.is_empty(), "{engine}: the engine runs");
+    child.signal(signal);
+    let killed = signal == rustix::process::Signal::KILL;
+    if !killed {
+        let output = child.finish();
+        assert_eq!(shell_status(output.status), 128 + signal.as_raw(), "{engine}");
+    }
+    for p in &engine_processes {
+        assert!(
+            wait_until(TIMEOUT, || !alive(*p)),
+            "{engine}: process {p} of the engine outlived cca acp"
+        );
+    }
+    std::fs::write(&go, "").unwrap();
+    let text = std::fs::read_to_string(r.env.session_path(&id)).unwrap();
+    if !killed {
+        assert!(text.contains("Interrupted (not sent again): SIGTERM"), "{engine}: {text}");
+        assert!(text.contains("ECHO"), "{engine}: what arrived is kept\n{text}");
+    }
+}
+
+#[test]
+fn sigterm_of_cca_acp_stops_and_records_claude() {
+    acp_signalled("claude", rustix::process::Signal::TERM);
+}
+
+#[test]
+fn sigkill_of_cca_acp_leaves_no_claude() {
+    acp_signalled("claude", rustix::process::Signal::KILL);
+}
+
+#[test]
+fn sigkill_of_cca_acp_leaves_no_gemini() {
+    acp_signalled("gemini", rustix::process::Signal::KILL);
+}
+
+/// The model choice of a session: the engine's own models are offered, the chosen one reaches
+/// the engine's request; only installed engines are offered, and cca's compaction prompt is not
+/// a system prompt to choose.
+fn acp_model_choice(
+    engine: &str,
+    offered: &[&str],
+    chosen: &str,
+    sent: &dyn Fn(&Received) -> bool,
+) {
+    let r = Real::new();
+    r.env.write_config(&format!(
+        "engine = \"{engine}\"\n[engines.elsewhere]\ncommand = [\"/nonexistent/engine\"]\n"
+    ));
+    let out = acp(
+        &r,
+        &[
+            json!({"call": "session/new", "as": "s", "params": {"cwd": r.env.work, "mcpServers": []}}),
+            json!({"call": "session/set_config_option", "as": "set",
+                   "params": {"sessionId": "$s.sessionId", "configId": "model", "value": chosen}}),
+            acp_prompt("p", "$s.sessionId", "which model?", true),
+        ],
+    );
+    let options = out["results"]["s"]["configOptions"].as_array().unwrap().clone();
+    let values = |id: &str| -> Vec<String> {
+        let option = options.iter().find(|o| o["id"] == id).unwrap();
+        option["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["value"].as_str().unwrap().to_string())
+            .collect()
+    };
+    for model in offered {
+        assert!(
+            values("model").iter().any(|m| m == model),
+            "{engine}: {model} in {:?}",
+            values("model")
+        );
+    }
+    assert!(!values("engine").contains(&"elsewhere".to_string()), "{:?}", values("engine"));
+    assert!(values("engine").contains(&engine.to_string()), "{:?}", values("engine"));
+    assert!(!values("prompt").contains(&"compaction".to_string()), "{:?}", values("prompt"));
+    assert_eq!(out["results"]["p"]["stopReason"], "end_turn", "{engine}: {}", out["results"]);
+    let turns = r.api.turns();
+    let last = turns.last().expect("a request");
+    assert!(sent(last), "{engine}: {} {}", last.path, last.body["model"]);
+}
+
+#[test]
+fn acp_model_choice_reaches_claude() {
+    acp_model_choice("claude", &["sonnet", "opus", "haiku"], "haiku", &|r| {
+        r.body["model"].as_str().unwrap_or("").contains("haiku")
+    });
+}
+
+#[test]
+fn acp_model_choice_reaches_gemini() {
+    acp_model_choice(
+        "gemini",
+        &["gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite"],
+        "gemini-2.5-flash-lite",
+        &|r| r.path.contains("/models/gemini-2.5-flash-lite:"),
+    );
+}
+
+/// A minimal stdio MCP server: it writes the file `MARKER` names when started, then answers
+/// `initialize` and `tools/list` (no tools).
+const MCP_SERVER: &str = r#"import json, os, sys
+with open(os.environ["MARKER"], "w") as f:
+    f.write(" ".join(sys.argv[1:]))
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    if msg["method"] == "initialize":
+        version = msg.get("params", {}).get("protocolVersion", "2024-11-05")
+        result = {"protocolVersion": version, "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "marker", "version": "1"}}
+    elif msg["method"] == "tools/list":
+        result = {"tools": []}
+    else:
+        result = {}
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+"#;
+
+/// An MCP server given in session/new is started by the real engine for the session's turn,
+/// with its arguments and environment.
+fn acp_mcp_server(engine: &str) {
+    let r = Real::new();
+    r.env.write_config(&format!("engine = \"{engine}\"\n"));
+    let script = r.env.root.path().join("mcp_server.py");
+    std::fs::write(&script, MCP_SERVER).unwrap();
+    let marker = r.env.root.path().join("mcp-started");
+    let python = ["/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("python3 for the MCP server");
+    let server = json!({"name": "marker", "command": python, "args": [script, "--flag"],
+                        "env": [{"name": "MARKER", "value": marker}]});
+    let out = acp(
+        &r,
+        &[
+            json!({"call": "session/new", "as": "s",
+                   "params": {"cwd": r.env.work, "mcpServers": [server]}}),
+            acp_prompt("p", "$s.sessionId", "with a server", true),
+        ],
+    );
+    assert_eq!(out["results"]["p"]["stopReason"], "end_turn", "{engine}: {}", out["results"]);
+    let started = std::fs::read_to_string(&marker)
+        .unwrap_or_else(|_| panic!("{engine} did not start the MCP server: {}", out["results"]));
+    assert_eq!(started, "--flag", "{engine}");
+}
+
+#[test]
+fn acp_mcp_server_started_by_claude() {
+    acp_mcp_server("claude");
+}
+
+#[test]
+fn acp_mcp_server_started_by_gemini() {
+    acp_mcp_server("gemini");
+}
+
+#[test]
+fn sigterm_of_cca_acp_stops_and_records_gemini() {
+    acp_signalled("gemini", rustix::process::Signal::TERM);
+}
+
+/// A minimal MCP server over streamable HTTP: prints its port, appends each method it is
+/// sent to the file `MARKER` names, and answers `initialize` and `tools/list` (no tools).
+const MCP_HTTP_SERVER: &str = r#"import json, os, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+    def do_GET(self):
+        self.send_response(405)
+        self.end_headers()
+    def do_POST(self):
+        msg = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        with open(os.environ["MARKER"], "a") as f:
+            f.write(msg.get("method", "") + " " + self.headers.get("X-Token", "") + "\n")
+        if "id" not in msg:
+            self.send_response(202)
+            self.end_headers()
+            return
+        if msg["method"] == "initialize":
+            version = msg.get("params", {}).get("protocolVersion", "2025-03-26")
+            result = {"protocolVersion": version, "capabilities": {"tools": {}},
+                      "serverInfo": {"name": "marker", "version": "1"}}
+        elif msg["method"] == "tools/list":
+            result = {"tools": []}
+        else:
+            result = {}
+        body = json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+server = HTTPServer(("127.0.0.1", 0), Handler)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"#;
+
+/// An MCP server over HTTP given in session/new is reached by the real engine, with its headers.
+fn acp_mcp_http_server(engine: &str) {
+    use std::io::BufRead;
+    let r = Real::new();
+    r.env.write_config(&format!("engine = \"{engine}\"\n"));
+    let marker = r.env.root.path().join("mcp-http");
+    let mut server = std::process::Command::new("python3");
+    server.arg("-c").arg(MCP_HTTP_SERVER).env("MARKER", &marker);
+    server.stdout(Stdio::piped()).stderr(Stdio::null());
+    let mut server = Guard(server.spawn().expect("python3 for the MCP server"));
+    let mut port = String::new();
+    std::io::BufReader::new(server.0.stdout.take().unwrap()).read_line(&mut port).unwrap();
+    let url = format!("http://127.0.0.1:{}/mcp", port.trim());
+    let given = json!({"type": "http", "name": "marker", "url": url,
+                       "headers": [{"name": "X-Token", "value": "secret"}]});
+    let out = acp(
+        &r,
+        &[
+            json!({"call": "session/new", "as": "s",
+                   "params": {"cwd": r.env.work, "mcpServers": [given]}}),
+            acp_prompt("p", "$s.sessionId", "with a server", true),
+        ],
+    );
+    assert_eq!(out["results"]["p"]["stopReason"], "end_turn", "{engine}: {}", out["results"]);
+    let seen = std::fs::read_to_string(&marker).unwrap_or_default();
+    assert!(seen.contains("initialize secret"), "{engine} did not reach the MCP server: {seen:?}");
+}
+
+#[test]
+fn acp_mcp_http_server_reached_by_claude() {
+    acp_mcp_http_server("claude");
+}
+
+#[test]
+fn acp_mcp_http_server_reached_by_gemini() {
+    acp_mcp_http_server("gemini");
 }
