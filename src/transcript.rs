@@ -1544,7 +1544,9 @@ fn is_zero(n: &u64) -> bool {
 /// A cost in dollars as cca keeps and adds it: to the hundred-millionth of a dollar, so that no
 /// binary fraction shows (`0.00008`, not `0.00007999999999999999`).
 pub fn round_cost(usd: f64) -> f64 {
-    (usd * 1e8).round() / 1e8
+    let scaled = usd * 1e8;
+    // A figure too large to scale has no fraction left to show.
+    if scaled.is_finite() { scaled.round() / 1e8 } else { usd }
 }
 
 impl Totals {
