@@ -363,9 +363,12 @@ impl Store {
         self.trash_dir().join(file_name(id))
     }
 
-    /// Opens a transcript to read it, wherever it is.
+    /// Opens a transcript to read it, wherever it is (in the sessions folder or the trash):
+    /// every reader of transcripts opens them here, so a FIFO or a device named like one is
+    /// refused, never read (see [`open_regular`]).
     pub fn open_transcript(&self, path: &Path) -> Result<File> {
-        File::open(path).with_context(|| format!("cannot open {}", path.display()))
+        open_regular(path, OpenOptions::new().read(true))
+            .with_context(|| format!("cannot open {}", path.display()))
     }
 
     /// Replaces a session's header (to name it) and keeps the rest of the file byte for byte.
@@ -453,9 +456,7 @@ impl Store {
 
     /// Opens a session for reading.
     pub fn open_session(&self, id: &str) -> Result<File> {
-        let path = self.session_path(id);
-        open_regular(&path, OpenOptions::new().read(true))
-            .with_context(|| format!("cannot open {}", path.display()))
+        self.open_transcript(&self.session_path(id))
     }
 
     /// Reads a session's summary: header, live context, counts, problems. Call it holding the
