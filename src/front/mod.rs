@@ -6,4 +6,4 @@
 pub mod acp;
 pub mod signals;
 pub mod terminal;
-mod wire;
+pub mod wire;

@@ -673,3 +673,33 @@ fn a_compaction_before_a_turn_is_reported_and_slash_compact_works() {
     assert!(common::tag(&last, "conversation_summary").is_some(), "{last}");
     assert_eq!(common::history_users(&last), ["c-5"]);
 }
+
+#[test]
+fn a_line_that_is_not_utf8_or_huge_is_a_parse_error_quoted_briefly() {
+    let env = TestEnv::new();
+    let mut raw = Raw::start(&env);
+    let stdin = raw.stdin.as_mut().unwrap();
+    stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"caf\xe9\"}\n").unwrap();
+    stdin.flush().unwrap();
+    let error = raw.response(Value::Null);
+    assert_eq!(error["error"]["code"], -32700, "{error}");
+    // A 100 MB line that is not JSON comes back as its first bytes only.
+    let stdin = raw.stdin.as_mut().unwrap();
+    let chunk = vec![b'x'; 1 << 20];
+    for _ in 0..100 {
+        stdin.write_all(&chunk).unwrap();
+    }
+    stdin.write_all(b"\n").unwrap();
+    stdin.flush().unwrap();
+    let error = raw.response(Value::Null);
+    assert_eq!(error["error"]["code"], -32700);
+    let quoted = error["error"]["data"]["line"].as_str().unwrap();
+    assert!(quoted.starts_with("xxxx") && quoted.len() < 200, "{}", quoted.len());
+    // Still serving.
+    let session = raw.call(2, "session/new", json!({"cwd": env.work, "mcpServers": []}));
+    let id = session["result"]["sessionId"].as_str().unwrap().to_string();
+    let prompt = json!({"sessionId": id, "prompt": [{"type": "text", "text": "still there?"}]});
+    let answer = raw.call(3, "session/prompt", prompt);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(raw.finish(), Some(0));
+}
