@@ -94,9 +94,9 @@ pub fn read_line(input: &mut impl BufRead) -> std::io::Result<Option<String>> {
     let whole = line.len() == length;
     if whole && line.last() == Some(&b'\n') {
         line.pop();
-        if line.last() == Some(&b'\r') {
-            line.pop();
-        }
+    }
+    if whole && line.last() == Some(&b'\r') {
+        line.pop();
     }
     if !whole || line.len() > MAX_LINE {
         return Ok(Some(stand_in(&line)));

@@ -703,3 +703,33 @@ fn a_line_that_is_not_utf8_or_huge_is_a_parse_error_quoted_briefly() {
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
     assert_eq!(raw.finish(), Some(0));
 }
+
+#[test]
+fn a_line_that_is_not_utf8_leaves_a_running_prompt_answering() {
+    let env = TestEnv::new();
+    let go = env.root.path().join("go");
+    let script = format!("say part one|;await {};say and part two", go.display());
+    // `{"jsonrpc":"2.0","id":99,"method":"caf\xe9"}` and a newline.
+    let bad = "eyJqc29ucnBjIjoiMi4wIiwiaWQiOjk5LCJtZXRob2QiOiJjYWbpIn0K";
+    let out = sdk(
+        &env,
+        &[
+            new_session("s", &env.work),
+            json!({"call": "session/prompt", "as": "p", "async": true,
+                   "params": {"sessionId": "$s.sessionId", "prompt": [{"type": "text", "text": "q"}]}}),
+            json!({"until": "agent_message_chunk", "session": "$s.sessionId"}),
+            json!({"raw": bad}),
+            json!({"touch": go}),
+            json!({"await": "p"}),
+            prompt("again", "$s.sessionId", "still there?"),
+        ],
+        &[("FAKE_SCRIPT_1", &script), ("FAKE_SCRIPT_2", "echo")],
+    );
+    assert_eq!(out["results"]["p"]["stopReason"], "end_turn", "{}", out["results"]);
+    let id = id_of(&out, "s");
+    assert_eq!(
+        texts(&out, &id, "agent_message_chunk").concat(),
+        "part one|and part twoECHO: still there?"
+    );
+    assert_eq!(out["results"]["again"]["stopReason"], "end_turn");
+}
