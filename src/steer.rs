@@ -159,7 +159,7 @@ impl Listener {
                 // it, whatever other connections are doing.
                 if shared.serving.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
                     shared.serving.fetch_sub(1, Ordering::SeqCst);
-                    let _ = refuse(stream, "too many connections at once; try again");
+                    let _ = refuse_unread(stream, "too many connections at once; try again");
                     continue;
                 }
                 let (inbox, gate) = (inbox.clone(), shared.clone());
@@ -202,6 +202,19 @@ fn refuse(mut stream: UnixStream, reason: &str) -> io::Result<()> {
     stream.set_nonblocking(false)?;
     stream.set_write_timeout(Some(READ_TIMEOUT))?;
     stream.write_all(format!("refused: {reason}\n").as_bytes())
+}
+
+/// Refuses a connection without waiting for its message. What has arrived of it is read first:
+/// a socket closed with unread data resets the connection, and the client would lose the reply.
+fn refuse_unread(mut stream: UnixStream, reason: &str) -> io::Result<()> {
+    stream.set_nonblocking(true)?;
+    let (mut sink, mut drained) = ([0u8; 16 * 1024], 0);
+    while drained <= MAX_BYTES
+        && let Ok(n @ 1..) = stream.read(&mut sink)
+    {
+        drained += n;
+    }
+    refuse(stream, reason)
 }
 
 /// Reads one message from a connection, within [`READ_TIMEOUT`] in all, and answers it.
@@ -266,8 +279,14 @@ pub fn send(store: &Store, id: &str, text: &str) -> Result<Reply> {
     let path = store.steer_socket_path(id);
     let failed = || format!("cannot send the message to {}", path.display());
     stream.set_read_timeout(Some(READ_TIMEOUT * 2)).with_context(failed)?;
-    stream.write_all(text.as_bytes()).with_context(failed)?;
-    stream.shutdown(std::net::Shutdown::Write).with_context(failed)?;
+    match stream.write_all(text.as_bytes()) {
+        // Refused at once (too many connections), without reading: the reply says why.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
+        written => {
+            written.with_context(failed)?;
+            stream.shutdown(std::net::Shutdown::Write).with_context(failed)?;
+        }
+    }
     let mut reply = String::new();
     stream.take(4096).read_to_string(&mut reply).with_context(failed)?;
     let reply = reply.trim_end();
@@ -360,6 +379,20 @@ mod tests {
         assert_eq!(unanswered.kind(), io::ErrorKind::WouldBlock);
         // Once its deadline passes, the trickling one is refused: nothing is taken after the end.
         trickle.join().unwrap();
+        assert!(inbox.is_empty());
+    }
+
+    #[test]
+    fn connections_past_the_limit_are_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path().join("cca"));
+        store.ensure().unwrap();
+        let inbox = Inbox::new();
+        let _listener = Listener::start(&store, "s5", &inbox).unwrap();
+        let _silent: Vec<UnixStream> =
+            (0..MAX_CONNECTIONS).map(|_| store.connect_steer("s5").unwrap().unwrap()).collect();
+        let reply = send(&store, "s5", "one too many").unwrap();
+        assert!(matches!(&reply, Reply::Refused(r) if r.contains("too many")), "{reply:?}");
         assert!(inbox.is_empty());
     }
 
