@@ -613,18 +613,26 @@ impl Store {
                 .set_permissions(fs::Permissions::from_mode(DIR_MODE))
                 .with_context(|| format!("cannot set the permissions of {}", path.display()))?;
         }
+        // Bound under a name of its own, then renamed into place once it listens: between
+        // bind and listen a socket refuses connections, and a steer sent then would be told
+        // that no turn runs. The rename also replaces a stale socket.
         let name = format!("{id}.sock");
+        let staging = format!(".{id}.sock.new");
         let path = path.join(&name);
-        match rustix::fs::unlinkat(&dir.file, &name, rustix::fs::AtFlags::empty()) {
+        let staged = dir.path.join(&staging);
+        match rustix::fs::unlinkat(&dir.file, &staging, rustix::fs::AtFlags::empty()) {
             Err(e) if e != rustix::io::Errno::NOENT => {
                 return Err(io::Error::from(e))
-                    .with_context(|| format!("cannot remove {}", path.display()));
+                    .with_context(|| format!("cannot remove {}", staged.display()));
             }
             _ => {}
         }
-        let listener = UnixListener::bind(dir.address(&name))
-            .with_context(|| format!("cannot listen on {}", path.display()))?;
-        set_mode(&path, FILE_MODE)?;
+        let listener = UnixListener::bind(dir.address(&staging))
+            .with_context(|| format!("cannot listen on {}", staged.display()))?;
+        set_mode(&staged, FILE_MODE)?;
+        rustix::fs::renameat(&dir.file, &staging, &dir.file, &name)
+            .map_err(io::Error::from)
+            .with_context(|| format!("cannot rename {} to {}", staged.display(), path.display()))?;
         Ok(SteerSocket { listener, name, dir })
     }
 

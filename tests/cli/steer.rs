@@ -17,9 +17,16 @@ fn records(env: &TestEnv) -> Vec<(Kind, String)> {
 }
 
 fn sockets(env: &TestEnv) -> Vec<String> {
-    std::fs::read_dir(env.cca_home.join("run"))
-        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
-        .unwrap_or_default()
+    sockets_in(&env.cca_home)
+}
+
+/// The sockets that take steers under a `CCA_HOME` (one is put there once it listens).
+fn sockets_in(home: &std::path::Path) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir(home.join("run")) else { return Vec::new() };
+    dir.flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".sock"))
+        .collect()
 }
 
 /// Starts `cca ARGS` in the background with this engine script, and waits until its turn
@@ -335,8 +342,7 @@ fn a_steer_is_taken_whatever_the_length_of_cca_home() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let cca = Guard(cmd.spawn().unwrap());
-    let listening = || std::fs::read_dir(home.join("run")).is_ok_and(|mut d| d.next().is_some());
-    assert!(wait_until(TIMEOUT, listening), "the turn listens for steers");
+    assert!(wait_until(TIMEOUT, || !sockets_in(&home).is_empty()), "the turn listens for steers");
     let home_var = home.to_str().unwrap();
     let run = env.run_with(&["steer", "focus on JWT"], None, &[("CCA_HOME", home_var)]);
     run.ok().stderr_has("steer sent");
