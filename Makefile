@@ -21,7 +21,7 @@ AJV_VERSION := 8.17.1
 RIPGREP_VERSION := 15.2.0
 # codex, whose rollout files `cca import codex` is tested with (a native binary in the npm package).
 CODEX_VERSION := 0.169.0
-# Seconds each fuzz target runs in `make test` (three targets).
+# Seconds each fuzz target runs in `make test` (four targets).
 FUZZ_SECONDS ?= 60
 
 ENGINES := $(BUILD)/engines
@@ -54,10 +54,10 @@ test: engines llm acp-clients acp-schema mcp-clients codex
 	$(CARGO) test --locked
 	$(MAKE) fuzz
 
-## Coverage-guided fuzzing of the transcript parser and the framing, FUZZ_SECONDS per target,
-## starting from the committed regression corpus in fuzz/seeds/.
+## Coverage-guided fuzzing of the transcript parser, the framing and the ACP wire reader,
+## FUZZ_SECONDS per target, starting from the committed regression corpus in fuzz/seeds/.
 fuzz: $(CARGO_FUZZ)
-	cd fuzz && for target in parse round_trip framing; do \
+	cd fuzz && for target in parse round_trip framing wire; do \
 		mkdir -p corpus/$$target && \
 		$(CARGO_FUZZ) run --sanitizer none $$target corpus/$$target seeds/$$target -- \
 			-max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 || exit 1; \

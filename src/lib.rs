@@ -23,7 +23,7 @@ pub mod config;
 pub(crate) mod engine;
 pub(crate) mod error;
 pub mod frame;
-pub(crate) mod front;
+pub mod front;
 pub mod grep;
 pub(crate) mod human;
 pub(crate) mod import;

@@ -12,10 +12,10 @@
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
@@ -25,8 +25,11 @@ use crate::store::{SteerSocket, Store};
 /// The largest steer message, in bytes (a steer is guidance, not a document).
 pub const MAX_BYTES: usize = 256 * 1024;
 
-/// How long a connection may take to send its message.
+/// How long a connection may take to send its message, all of it.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connections served at once; more are refused at once (each holds a thread until it ends).
+const MAX_CONNECTIONS: usize = 16;
 
 /// What became of a steer, as a turn reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,10 +115,29 @@ pub fn peer_allowed(stream: &UnixStream, uid: u32) -> bool {
 
 /// The socket of a running turn, taking messages into its inbox until dropped (then the socket
 /// is removed).
+///
+/// Each connection is served on a thread of its own, with an overall deadline: one that sends
+/// nothing, or a byte at a time, delays neither the steers sent beside it nor the end of the
+/// turn, which never waits for a connection.
 pub struct Listener {
-    stop: Arc<AtomicBool>,
+    gate: Arc<Gate>,
     thread: Option<thread::JoinHandle<()>>,
     socket: Option<SteerSocket>,
+}
+
+/// Whether the turn still takes messages, and how many connections are being served.
+#[derive(Default)]
+struct Gate {
+    /// Set when the turn stops taking messages. Held while a message goes into the inbox, so
+    /// that none goes in after [`Listener::close`] returns.
+    closed: Mutex<bool>,
+    serving: AtomicUsize,
+}
+
+impl Gate {
+    fn closed(&self) -> std::sync::MutexGuard<'_, bool> {
+        self.closed.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl Listener {
@@ -123,31 +145,45 @@ impl Listener {
     pub fn start(store: &Store, id: &str, inbox: &Inbox) -> Result<Listener> {
         let socket = store.listen_steer(id)?;
         let listener = socket.listener.try_clone().context("cannot share the steer socket")?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let (inbox, stopped) = (inbox.clone(), stop.clone());
+        let gate = Arc::new(Gate::default());
+        let (inbox, shared) = (inbox.clone(), gate.clone());
         let uid = rustix::process::geteuid().as_raw();
         // Accept blocks: `close` wakes it with a connection of its own, so that ending a turn
         // waits for nothing.
         let thread = thread::spawn(move || {
             while let Ok((stream, _)) = listener.accept() {
-                if stopped.load(Ordering::SeqCst) {
+                if *shared.closed() {
                     break;
                 }
-                // One at a time, in order: two steers sent one after the other are queued in
-                // that order.
-                let _ = serve(stream, uid, &inbox, &stopped);
+                // Side by side: a steer sent after another one was answered is queued after
+                // it, whatever other connections are doing.
+                if shared.serving.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+                    shared.serving.fetch_sub(1, Ordering::SeqCst);
+                    let _ = refuse_unread(stream, "too many connections at once; try again");
+                    continue;
+                }
+                let (inbox, gate) = (inbox.clone(), shared.clone());
+                let spawned =
+                    thread::Builder::new().name("steer connection".into()).spawn(move || {
+                        let _ = serve(stream, uid, &inbox, &gate);
+                        gate.serving.fetch_sub(1, Ordering::SeqCst);
+                    });
+                if spawned.is_err() {
+                    shared.serving.fetch_sub(1, Ordering::SeqCst);
+                }
             }
         });
-        Ok(Listener { stop, thread: Some(thread), socket: Some(socket) })
+        Ok(Listener { gate, thread: Some(thread), socket: Some(socket) })
     }
 
     /// Stops taking messages and removes the socket; a message accepted before is in the inbox.
+    /// Connections still being read are not waited for: they are refused when they end.
     pub fn close(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
+        *self.gate.closed() = true;
         if let Some(thread) = self.thread.take() {
             // Wake the blocked accept; if the connection cannot be made, the thread is left to
             // end with the process rather than waited for.
-            let woken = self.socket.as_ref().is_some_and(|s| UnixStream::connect(&s.path).is_ok());
+            let woken = self.socket.as_ref().is_some_and(|s| s.connect().is_ok());
             if woken {
                 let _ = thread.join();
             }
@@ -162,22 +198,66 @@ impl Drop for Listener {
     }
 }
 
-/// Reads one message from a connection and answers it.
-fn serve(mut stream: UnixStream, uid: u32, inbox: &Inbox, stopped: &AtomicBool) -> io::Result<()> {
+fn refuse(mut stream: UnixStream, reason: &str) -> io::Result<()> {
     stream.set_nonblocking(false)?;
-    if !peer_allowed(&stream, uid) {
-        return stream.write_all(b"refused: only the user running the turn can steer it\n");
+    stream.set_write_timeout(Some(READ_TIMEOUT))?;
+    stream.write_all(format!("refused: {reason}\n").as_bytes())
+}
+
+/// Refuses a connection without waiting for its message. What has arrived of it is read first:
+/// a socket closed with unread data resets the connection, and the client would lose the reply.
+fn refuse_unread(mut stream: UnixStream, reason: &str) -> io::Result<()> {
+    stream.set_nonblocking(true)?;
+    let (mut sink, mut drained) = ([0u8; 16 * 1024], 0);
+    while drained <= MAX_BYTES
+        && let Ok(n @ 1..) = stream.read(&mut sink)
+    {
+        drained += n;
     }
-    stream.set_read_timeout(Some(READ_TIMEOUT))?;
+    refuse(stream, reason)
+}
+
+/// Reads one message from a connection, within [`READ_TIMEOUT`] in all, and answers it.
+fn serve(mut stream: UnixStream, uid: u32, inbox: &Inbox, gate: &Gate) -> io::Result<()> {
+    if !peer_allowed(&stream, uid) {
+        return refuse(stream, "only the user running the turn can steer it");
+    }
+    stream.set_nonblocking(false)?;
+    stream.set_write_timeout(Some(READ_TIMEOUT))?;
+    let deadline = Instant::now() + READ_TIMEOUT;
     let mut bytes = Vec::new();
-    (&mut stream).take(MAX_BYTES as u64 + 1).read_to_end(&mut bytes)?;
+    let mut chunk = [0u8; 16 * 1024];
+    let read_all = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || bytes.len() > MAX_BYTES {
+            break false;
+        }
+        stream.set_read_timeout(Some(left))?;
+        match stream.read(&mut chunk) {
+            Ok(0) => break true,
+            Ok(n) => bytes.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                break false;
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    if !read_all && bytes.len() <= MAX_BYTES {
+        let late = format!("the message did not end within {} s", READ_TIMEOUT.as_secs());
+        return refuse(stream, &late);
+    }
     let reply = match validate(bytes) {
         Err(reason) => format!("refused: {reason}\n"),
-        // The turn stopped taking messages while this one was read.
-        Ok(_) if stopped.load(Ordering::SeqCst) => "refused: the turn has ended\n".to_string(),
         Ok(text) => {
-            inbox.push(text);
-            "accepted\n".to_string()
+            let closed = gate.closed();
+            if *closed {
+                // The turn stopped taking messages while this one was read.
+                "refused: the turn has ended\n".to_string()
+            } else {
+                inbox.push(text);
+                "accepted\n".to_string()
+            }
         }
     };
     stream.write_all(reply.as_bytes())
@@ -199,8 +279,14 @@ pub fn send(store: &Store, id: &str, text: &str) -> Result<Reply> {
     let path = store.steer_socket_path(id);
     let failed = || format!("cannot send the message to {}", path.display());
     stream.set_read_timeout(Some(READ_TIMEOUT * 2)).with_context(failed)?;
-    stream.write_all(text.as_bytes()).with_context(failed)?;
-    stream.shutdown(std::net::Shutdown::Write).with_context(failed)?;
+    match stream.write_all(text.as_bytes()) {
+        // Refused at once (too many connections), without reading: the reply says why.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
+        written => {
+            written.with_context(failed)?;
+            stream.shutdown(std::net::Shutdown::Write).with_context(failed)?;
+        }
+    }
     let mut reply = String::new();
     stream.take(4096).read_to_string(&mut reply).with_context(failed)?;
     let reply = reply.trim_end();
@@ -266,6 +352,64 @@ mod tests {
         listener.close();
         assert!(!store.steer_socket_path("s1").exists());
         assert_eq!(send(&store, "s1", "late").unwrap(), Reply::NoTurn);
+    }
+
+    #[test]
+    fn stalled_connections_delay_neither_a_steer_nor_the_end_of_the_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path().join("cca"));
+        store.ensure().unwrap();
+        let inbox = Inbox::new();
+        let mut listener = Listener::start(&store, "s3", &inbox).unwrap();
+        let silent = store.connect_steer("s3").unwrap().unwrap();
+        let mut trickling = store.connect_steer("s3").unwrap().unwrap();
+        let trickle = thread::spawn(move || {
+            // A byte at a time, until the connection is refused or closed.
+            while trickling.write_all(b"x").is_ok() {
+                thread::sleep(Duration::from_millis(50));
+            }
+        });
+        assert_eq!(send(&store, "s3", "a real steer").unwrap(), Reply::Accepted);
+        listener.close();
+        assert_eq!(inbox.take_all(), ["a real steer"]);
+        // The turn's end did not wait for the silent connection: it is still open, unanswered.
+        silent.set_nonblocking(true).unwrap();
+        let mut byte = [0u8; 1];
+        let unanswered = (&silent).read(&mut byte).unwrap_err();
+        assert_eq!(unanswered.kind(), io::ErrorKind::WouldBlock);
+        // Once its deadline passes, the trickling one is refused: nothing is taken after the end.
+        trickle.join().unwrap();
+        assert!(inbox.is_empty());
+    }
+
+    #[test]
+    fn connections_past_the_limit_are_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path().join("cca"));
+        store.ensure().unwrap();
+        let inbox = Inbox::new();
+        let _listener = Listener::start(&store, "s5", &inbox).unwrap();
+        let _silent: Vec<UnixStream> =
+            (0..MAX_CONNECTIONS).map(|_| store.connect_steer("s5").unwrap().unwrap()).collect();
+        let reply = send(&store, "s5", "one too many").unwrap();
+        assert!(matches!(&reply, Reply::Refused(r) if r.contains("too many")), "{reply:?}");
+        assert!(inbox.is_empty());
+    }
+
+    #[test]
+    fn a_long_home_is_steered_through_a_short_address() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("a-rather-long-folder-name-".repeat(6));
+        assert!(home.join("run/s4.sock").as_os_str().len() > 150);
+        let store = Store::new(home);
+        store.ensure().unwrap();
+        let inbox = Inbox::new();
+        let mut listener = Listener::start(&store, "s4", &inbox).unwrap();
+        assert_eq!(send(&store, "s4", "long home").unwrap(), Reply::Accepted);
+        assert_eq!(inbox.take_all(), ["long home"]);
+        listener.close();
+        assert!(!store.steer_socket_path("s4").exists());
+        assert_eq!(send(&store, "s4", "late").unwrap(), Reply::NoTurn);
     }
 
     #[test]

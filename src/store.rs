@@ -417,9 +417,12 @@ impl Store {
         self.trash_dir().join(file_name(id))
     }
 
-    /// Opens a transcript to read it, wherever it is.
+    /// Opens a transcript to read it, wherever it is (in the sessions folder or the trash):
+    /// every reader of transcripts opens them here, so a FIFO or a device named like one is
+    /// refused, never read (see [`open_regular`]).
     pub fn open_transcript(&self, path: &Path) -> Result<File> {
-        File::open(path).with_context(|| format!("cannot open {}", path.display()))
+        open_regular(path, OpenOptions::new().read(true))
+            .with_context(|| format!("cannot open {}", path.display()))
     }
 
     /// Replaces a session's header (to name it) and keeps the rest of the file byte for byte.
@@ -558,9 +561,7 @@ impl Store {
 
     /// Opens a session for reading.
     pub fn open_session(&self, id: &str) -> Result<File> {
-        let path = self.session_path(id);
-        open_regular(&path, OpenOptions::new().read(true))
-            .with_context(|| format!("cannot open {}", path.display()))
+        self.open_transcript(&self.session_path(id))
     }
 
     /// Reads a session's summary: header, live context, counts, problems. Call it holding the
@@ -706,32 +707,47 @@ impl Store {
     /// socket already there is a stale one (its cca died): it is removed. The folder is 0700 and
     /// must be this user's; the socket goes away when the returned guard is dropped.
     pub fn listen_steer(&self, id: &str) -> Result<SteerSocket> {
-        let dir = self.run_dir();
-        make_private_dir(&dir)?;
+        let path = self.run_dir();
+        make_private_dir(&path)?;
+        let dir = SocketDir::open(&path)?;
         let meta =
-            fs::symlink_metadata(&dir).with_context(|| format!("cannot read {}", dir.display()))?;
-        check_private_dir(&dir, &meta, rustix::process::geteuid().as_raw())?;
+            dir.file.metadata().with_context(|| format!("cannot read {}", path.display()))?;
+        check_private_dir(&path, &meta, rustix::process::geteuid().as_raw())?;
         if meta.permissions().mode() & 0o777 != DIR_MODE {
-            set_mode(&dir, DIR_MODE)?;
+            dir.file
+                .set_permissions(fs::Permissions::from_mode(DIR_MODE))
+                .with_context(|| format!("cannot set the permissions of {}", path.display()))?;
         }
-        let path = self.steer_socket_path(id);
-        match fs::remove_file(&path) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                return Err(e).with_context(|| format!("cannot remove {}", path.display()));
+        // Bound under a name of its own, then renamed into place once it listens: between
+        // bind and listen a socket refuses connections, and a steer sent then would be told
+        // that no turn runs. The rename also replaces a stale socket.
+        let name = format!("{id}.sock");
+        let staging = format!(".{id}.sock.new");
+        let path = path.join(&name);
+        let staged = dir.path.join(&staging);
+        match rustix::fs::unlinkat(&dir.file, &staging, rustix::fs::AtFlags::empty()) {
+            Err(e) if e != rustix::io::Errno::NOENT => {
+                return Err(io::Error::from(e))
+                    .with_context(|| format!("cannot remove {}", staged.display()));
             }
             _ => {}
         }
-        let listener = UnixListener::bind(&path)
-            .with_context(|| format!("cannot listen on {}", path.display()))?;
-        set_mode(&path, FILE_MODE)?;
-        Ok(SteerSocket { listener, path })
+        let listener = UnixListener::bind(dir.address(&staging))
+            .with_context(|| format!("cannot listen on {}", staged.display()))?;
+        set_mode(&staged, FILE_MODE)?;
+        rustix::fs::renameat(&dir.file, &staging, &dir.file, &name)
+            .map_err(io::Error::from)
+            .with_context(|| format!("cannot rename {} to {}", staged.display(), path.display()))?;
+        Ok(SteerSocket { listener, name, dir })
     }
 
     /// Connects to the turn running in a session; `None` when none runs there (no socket, or a
     /// stale one whose cca died: connecting is refused; the next turn there removes it).
     pub fn connect_steer(&self, id: &str) -> Result<Option<UnixStream>> {
         let path = self.steer_socket_path(id);
-        match UnixStream::connect(&path) {
+        let connected = SocketDir::open(&self.run_dir())
+            .and_then(|dir| UnixStream::connect(dir.address(&format!("{id}.sock"))));
+        match connected {
             Ok(stream) => Ok(Some(stream)),
             Err(e)
                 if matches!(
@@ -798,12 +814,56 @@ enum Keep {
 #[derive(Debug)]
 pub struct SteerSocket {
     pub listener: UnixListener,
-    pub path: PathBuf,
+    name: String,
+    dir: SocketDir,
+}
+
+impl SteerSocket {
+    /// Connects to this socket (as `cca steer` would, through the same short address).
+    pub fn connect(&self) -> io::Result<UnixStream> {
+        UnixStream::connect(self.dir.address(&self.name))
+    }
 }
 
 impl Drop for SteerSocket {
     fn drop(&mut self) {
-        let _ = fs::remove_file(&self.path);
+        let _ = rustix::fs::unlinkat(&self.dir.file, &self.name, rustix::fs::AtFlags::empty());
+    }
+}
+
+/// The folder that holds sockets, kept open. A socket's path must fit in `sun_path` (108 bytes
+/// with its NUL, `SUN_LEN`), which a long `CCA_HOME` passes; a path too long for it is given as
+/// `/proc/self/fd/N/NAME`, which Linux resolves through the open folder. That needs no `chdir`,
+/// which would race with the other threads of the process.
+#[derive(Debug)]
+struct SocketDir {
+    file: File,
+    path: PathBuf,
+}
+
+/// The longest path `sun_path` holds (108 bytes with the closing NUL).
+const SUN_PATH_MAX: usize = 107;
+
+impl SocketDir {
+    /// Opens the folder itself, never a link in its place.
+    fn open(path: &Path) -> io::Result<SocketDir> {
+        use rustix::fs::OFlags;
+        let file = OpenOptions::new()
+            .read(true)
+            .custom_flags((OFlags::DIRECTORY | OFlags::NOFOLLOW).bits() as i32)
+            .open(path)?;
+        Ok(SocketDir { file, path: path.to_path_buf() })
+    }
+
+    /// The address of socket `name` in this folder: its path, or a short one through the open
+    /// folder when the path is too long.
+    fn address(&self, name: &str) -> PathBuf {
+        let path = self.path.join(name);
+        if path.as_os_str().len() <= SUN_PATH_MAX {
+            return path;
+        }
+        use std::os::fd::AsRawFd;
+        PathBuf::from(format!("/proc/self/fd/{}/{name}", self.file.as_raw_fd()))
     }
 }
 

@@ -1453,6 +1453,8 @@ pub struct Summary {
     pub last_activity: String,
     /// Whether the file ends inside an attempt that has no outcome yet.
     pub pending_user: bool,
+    /// That attempt's question (its content, as stored), when there is one.
+    pub pending_question: Option<Range<u64>>,
     /// What every answer in the file cost, as reported.
     pub totals: Totals,
     /// What reading on over records appended to this file needs (see [`read_on`]); `None` when
@@ -1727,6 +1729,7 @@ impl Summarizer {
             problems: self.problems,
             last_activity,
             pending_user: self.pending.is_some(),
+            pending_question: self.pending.as_ref().map(|(question, _)| question.clone()),
             totals: self.totals,
             end: tail,
         };

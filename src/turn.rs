@@ -242,6 +242,9 @@ pub fn ask_steered(
         );
         observer.event(Event::Notice { level: Level::Detail, text: &text });
     }
+    if let Some(text) = left_without_answer(store, &id, &summary) {
+        observer.event(Event::Notice { level: Level::Warning, text: &text });
+    }
 
     refuse_images(engine, &ask.attachments)?;
     for image in ask.attachments.iter().filter_map(|a| a.image.as_ref()) {
@@ -492,6 +495,28 @@ fn cut_question_record(settings: &Settings, turn: u64) -> String {
         &Record { kind: Kind::Interrupted, meta, content: String::new() },
         turn,
     )
+}
+
+/// Says which question the transcript holds without an outcome, if one: its turn was cut off
+/// (cca was killed, or the answer could not be saved). It is no part of the live context, so the
+/// turn about to be asked leaves it out, and the user should know which one that is.
+fn left_without_answer(store: &Store, id: &str, summary: &Summary) -> Option<String> {
+    let range = summary.pending_question.as_ref()?;
+    // The start is enough to name it (a question may be hundreds of MiB).
+    let mut start = vec![0u8; (range.end - range.start).min(4096) as usize];
+    let read = store.open_session(id).and_then(|file| {
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut start, range.start)
+            .context("cannot read the question")
+    });
+    let gist = match read {
+        Ok(()) => transcript::one_line(&transcript::unescape(&String::from_utf8_lossy(&start)), 72),
+        Err(_) => "(unreadable)".to_string(),
+    };
+    Some(format!(
+        "warning: turn {}'s question has no answer in the transcript (its turn was cut off, or \
+         its answer could not be saved), so it is left out of this turn: {gist}",
+        summary.exchanges + 1
+    ))
 }
 
 /// A steer, as the user record it is.

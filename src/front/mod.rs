@@ -9,4 +9,4 @@ mod content;
 pub mod mcp;
 pub mod signals;
 pub mod terminal;
-mod wire;
+pub mod wire;

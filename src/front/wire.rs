@@ -7,6 +7,11 @@
 //! buffer and the writer thread writes whatever has gathered in one call, so a burst of
 //! messages costs a few writes. Order is kept: one buffer, one writer. This module must not
 //! know the protocol: it moves lines.
+//!
+//! It does know what a line must be to be handed on: UTF-8 text, of a size that can be held.
+//! A line that is not (see [`read_line`]) becomes a short stand-in that is not JSON, so the
+//! client gets a parse error (-32700) for it and serving goes on; the crate's error quotes the
+//! line it was given, so a stand-in also takes the place of any long line that is not JSON.
 
 use std::io::{BufRead, Write};
 use std::pin::Pin;
@@ -23,23 +28,30 @@ const BACKLOG: usize = 4 << 20;
 /// The receiving end: the lines the client sends, as the crate's `Lines` transport reads them.
 pub type Incoming = mpsc::UnboundedReceiver<std::io::Result<String>>;
 
+/// The longest line taken: a prompt with files and images well past any engine's input limit
+/// (gemini's 8 MiB is the largest). The rest of a longer line is read and dropped, never held.
+pub const MAX_LINE: usize = 64 << 20;
+
+/// How much of a line that cannot be taken is quoted back, in bytes.
+pub const QUOTED: usize = 100;
+
+/// A line longer than this is checked to be JSON before it is handed on: the crate quotes a
+/// line that is not whole in its error.
+const CHECKED: usize = 1024;
+
 /// Starts the thread that reads stdin, line by line, until it closes.
 pub fn incoming() -> std::io::Result<Incoming> {
     let (tx, rx) = mpsc::unbounded();
     std::thread::Builder::new().name("acp stdin".into()).spawn(move || {
         let mut stdin = std::io::stdin().lock();
         loop {
-            let mut line = String::new();
-            match stdin.read_line(&mut line) {
-                Ok(0) => break,
-                Ok(_) => {
-                    let line = line.strip_suffix('\n').unwrap_or(&line);
-                    let line = line.strip_suffix('\r').unwrap_or(line).to_string();
+            match read_line(&mut stdin) {
+                Ok(None) => break,
+                Ok(Some(line)) => {
                     if tx.unbounded_send(Ok(line)).is_err() {
                         break;
                     }
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     let _ = tx.unbounded_send(Err(e));
                     break;
@@ -48,6 +60,65 @@ pub fn incoming() -> std::io::Result<Incoming> {
         }
     })?;
     Ok(rx)
+}
+
+/// Reads the next line (without its `\n` or `\r\n`); `None` at the end of the input. A line
+/// that is not UTF-8, is longer than [`MAX_LINE`], or is long and not JSON comes back as
+/// [`stand_in`] for it, holding at most [`MAX_LINE`] bytes of it meanwhile.
+pub fn read_line(input: &mut impl BufRead) -> std::io::Result<Option<String>> {
+    // Room for the longest line with its `\r\n`, and one byte to tell a longer one.
+    const ROOM: usize = MAX_LINE + 3;
+    let (mut line, mut length, mut ended) = (Vec::new(), 0usize, false);
+    while !ended {
+        let buf = match input.fill_buf() {
+            Ok([]) => break,
+            Ok(buf) => buf,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let take = match memchr::memchr(b'\n', buf) {
+            Some(at) => {
+                ended = true;
+                at + 1
+            }
+            None => buf.len(),
+        };
+        let kept = take.min(ROOM - line.len());
+        line.extend_from_slice(&buf[..kept]);
+        length = length.saturating_add(take);
+        input.consume(take);
+    }
+    if length == 0 {
+        return Ok(None);
+    }
+    let whole = line.len() == length;
+    if whole && line.last() == Some(&b'\n') {
+        line.pop();
+    }
+    if whole && line.last() == Some(&b'\r') {
+        line.pop();
+    }
+    if !whole || line.len() > MAX_LINE {
+        return Ok(Some(stand_in(&line)));
+    }
+    Ok(Some(match String::from_utf8(line) {
+        Ok(text) if text.len() <= CHECKED || is_json(&text) => text,
+        Ok(text) => stand_in(text.as_bytes()),
+        Err(e) => stand_in(e.as_bytes()),
+    }))
+}
+
+fn is_json(text: &str) -> bool {
+    serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok()
+}
+
+/// What is handed on in place of a line that cannot be: its first [`QUOTED`] bytes as text
+/// (a byte that is not UTF-8 shown as U+FFFD), then `…`, which no JSON text can end with
+/// outside a string, nor a string without its closing quote.
+pub fn stand_in(line: &[u8]) -> String {
+    let mut quoted = String::from_utf8_lossy(&line[..line.len().min(QUOTED)]).into_owned();
+    quoted.push('…');
+    quoted
 }
 
 /// The sending end: a `futures::Sink` of lines, written to stdout by a thread of its own.
@@ -220,5 +291,45 @@ impl Drop for Outgoing {
     fn drop(&mut self) {
         self.shared.state().closed = true;
         self.shared.gathered.notify_one();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{BufReader, Read};
+
+    use super::*;
+
+    fn lines(input: impl Read) -> Vec<String> {
+        let mut input = BufReader::new(input);
+        std::iter::from_fn(|| read_line(&mut input).unwrap()).collect()
+    }
+
+    #[test]
+    fn lines_are_read_without_their_ends() {
+        let read = lines(&b"{\"a\":1}\n\r\n{\"b\":2}\r\n[3]"[..]);
+        assert_eq!(read, ["{\"a\":1}", "", "{\"b\":2}", "[3]"]);
+    }
+
+    #[test]
+    fn a_line_that_is_not_utf8_becomes_a_short_stand_in_that_is_not_json() {
+        let read = lines(&b"{\"text\":\"caf\xe9\"}\n{}\n"[..]);
+        assert_eq!(read, ["{\"text\":\"caf\u{fffd}\"}…", "{}"]);
+        assert!(serde_json::from_str::<serde_json::Value>(&read[0]).is_err());
+    }
+
+    #[test]
+    fn a_long_line_that_is_not_json_is_quoted_by_its_start_only() {
+        let json = format!("\"{}\"", "y".repeat(2000));
+        let input = format!("{}\n{json}\n", "x".repeat(10_000));
+        let read = lines(input.as_bytes());
+        assert_eq!(read, [format!("{}…", "x".repeat(QUOTED)), json], "long JSON is taken whole");
+    }
+
+    #[test]
+    fn a_line_past_the_limit_is_dropped_unheld_and_the_next_is_read() {
+        let huge = std::io::repeat(b'{').take(MAX_LINE as u64 + 10);
+        let read = lines(huge.chain(&b"\n{\"next\":true}\n"[..]));
+        assert_eq!(read, [format!("{}…", "{".repeat(QUOTED)), "{\"next\":true}".to_string()]);
     }
 }

@@ -8,6 +8,7 @@
 //   {"until": UPDATE_KIND, "session": "$NAME.sessionId", "count": N}  waits for N updates of a kind
 //   {"until": UPDATE_KIND, "session": ..., "containing": TEXT}  ... whose text contains TEXT
 //   {"touch": PATH}                  creates an empty file (a test's signal to a waiting engine)
+//   {"raw": BASE64}                  writes these bytes to cca's stdin, between the SDK's lines
 //   {"close": true}                  ends the plan here (the steps after it are not run)
 // then closes cca's stdin, waits for it to exit, and prints {"results": {NAME: result or
 // {"error": {code, message, data}}, "exit": CODE}, "answered": [NAME, ...] (the order the
@@ -141,6 +142,8 @@ await app.connectWith(stream, async (cx) => {
       });
     } else if (step.touch) {
       writeFileSync(step.touch, "");
+    } else if (step.raw) {
+      await new Promise((resolve) => child.stdin.write(Buffer.from(step.raw, "base64"), resolve));
     } else if (step.close) {
       break;
     }

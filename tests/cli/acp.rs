@@ -965,3 +965,63 @@ fn session_new_writes_nothing_until_the_first_prompt() {
     let text = std::fs::read_to_string(env.session_path(&id)).unwrap();
     assert!(text.contains("ECHO: hello"), "{text}");
 }
+
+#[test]
+fn a_line_that_is_not_utf8_or_huge_is_a_parse_error_quoted_briefly() {
+    let env = TestEnv::new();
+    let mut raw = Raw::start(&env);
+    let stdin = raw.stdin.as_mut().unwrap();
+    stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"caf\xe9\"}\n").unwrap();
+    stdin.flush().unwrap();
+    let error = raw.response(Value::Null);
+    assert_eq!(error["error"]["code"], -32700, "{error}");
+    // A 100 MB line that is not JSON comes back as its first bytes only.
+    let stdin = raw.stdin.as_mut().unwrap();
+    let chunk = vec![b'x'; 1 << 20];
+    for _ in 0..100 {
+        stdin.write_all(&chunk).unwrap();
+    }
+    stdin.write_all(b"\n").unwrap();
+    stdin.flush().unwrap();
+    let error = raw.response(Value::Null);
+    assert_eq!(error["error"]["code"], -32700);
+    let quoted = error["error"]["data"]["line"].as_str().unwrap();
+    assert!(quoted.starts_with("xxxx") && quoted.len() < 200, "{}", quoted.len());
+    // Still serving.
+    let session = raw.call(2, "session/new", json!({"cwd": env.work, "mcpServers": []}));
+    let id = session["result"]["sessionId"].as_str().unwrap().to_string();
+    let prompt = json!({"sessionId": id, "prompt": [{"type": "text", "text": "still there?"}]});
+    let answer = raw.call(3, "session/prompt", prompt);
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert_eq!(raw.finish(), Some(0));
+}
+
+#[test]
+fn a_line_that_is_not_utf8_leaves_a_running_prompt_answering() {
+    let env = TestEnv::new();
+    let go = env.root.path().join("go");
+    let script = format!("say part one|;await {};say and part two", go.display());
+    // `{"jsonrpc":"2.0","id":99,"method":"caf\xe9"}` and a newline.
+    let bad = "eyJqc29ucnBjIjoiMi4wIiwiaWQiOjk5LCJtZXRob2QiOiJjYWbpIn0K";
+    let out = sdk(
+        &env,
+        &[
+            new_session("s", &env.work),
+            json!({"call": "session/prompt", "as": "p", "async": true,
+                   "params": {"sessionId": "$s.sessionId", "prompt": [{"type": "text", "text": "q"}]}}),
+            json!({"until": "agent_message_chunk", "session": "$s.sessionId"}),
+            json!({"raw": bad}),
+            json!({"touch": go}),
+            json!({"await": "p"}),
+            prompt("again", "$s.sessionId", "still there?"),
+        ],
+        &[("FAKE_SCRIPT_1", &script), ("FAKE_SCRIPT_2", "echo")],
+    );
+    assert_eq!(out["results"]["p"]["stopReason"], "end_turn", "{}", out["results"]);
+    let id = id_of(&out, "s");
+    assert_eq!(
+        texts(&out, &id, "agent_message_chunk").concat(),
+        "part one|and part twoECHO: still there?"
+    );
+    assert_eq!(out["results"]["again"]["stopReason"], "end_turn");
+}

@@ -601,3 +601,46 @@ fn a_scratch_file_that_cannot_be_written_stops_the_engine_and_keeps_what_arrived
     assert!(text.contains("cannot write the answer's scratch file"), "{text}");
     assert!(text.contains("partial answerThe quick brown fox"), "what arrived is kept: {text}");
 }
+
+#[test]
+fn an_answer_shown_but_not_saved_fails_and_the_next_turn_names_its_question() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "first question"]).ok();
+    let go = env.root.path().join("go");
+    let script = format!("say the lost answer;await {}", go.display());
+    let mut cmd = env.command();
+    cmd.args(["search", "-r", "the lost question"])
+        .env("FAKE_SCRIPT", script)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut cca = Guard(cmd.spawn().unwrap());
+    let mut stdout = cca.0.stdout.take().unwrap();
+    let mut seen = [0u8; 15];
+    std::io::Read::read_exact(&mut stdout, &mut seen).unwrap();
+    assert_eq!(&seen, b"the lost answer", "the answer reached the screen");
+    std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+
+    // The transcript, with the question, may not grow any more: the disk is full.
+    let transcript = env.sessions_dir().join("latest").canonicalize().unwrap();
+    let size = std::fs::metadata(&transcript).unwrap().len();
+    let pid = rustix::process::Pid::from_raw(cca.0.id() as i32);
+    let fsize = rustix::process::Resource::Fsize;
+    let hard = rustix::process::getrlimit(fsize).maximum;
+    let full = rustix::process::Rlimit { current: Some(size), maximum: hard };
+    rustix::process::prlimit(pid, fsize, full).expect("lower the limit");
+    std::fs::write(&go, "").unwrap();
+
+    let output = cca.finish();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cca: error: the answer was shown but could not be saved"), "{stderr}");
+    assert!(stderr.contains("File too large"), "{stderr}");
+    let text = env.latest();
+    assert!(text.contains("the lost question") && !text.contains("the lost answer"), "{text}");
+
+    // The next turn leaves the question out, and says which.
+    let run = env.run(&["search", "-q", "-r", "next question"]);
+    run.ok().stderr_has("turn 2's question has no answer").stderr_has("the lost question");
+    assert_eq!(env.last_users(), ["first question"], "the history");
+    assert!(!stdin_of(&env.last_call()).contains("the lost question"));
+}

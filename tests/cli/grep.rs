@@ -131,6 +131,29 @@ fn unreadable_transcripts_are_reported_and_skipped() {
 }
 
 #[test]
+fn fifos_and_devices_named_like_sessions_are_skipped_not_read() {
+    let env = TestEnv::new();
+    two_sessions(&env);
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        env.session_path("20261120-000000"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .expect("mkfifo");
+    std::os::unix::fs::symlink("/dev/zero", env.session_path("20261120-000001")).unwrap();
+    // Without the check, opening the FIFO waits for a writer and /dev/zero never ends: the
+    // run outlives its timeout.
+    let run = env.run(&["grep", "LockFileEx"]);
+    run.code(2);
+    assert!(run.stdout.contains("2. claude: LockFileEx"), "{run}");
+    assert!(run.stderr.contains("session_20261120-000000.md: it is a FIFO"), "{run}");
+    assert!(run.stderr.contains("session_20261120-000001.md: it is a device"), "{run}");
+    assert_eq!(run.stderr.matches("skipped").count(), 2, "{run}");
+}
+
+#[test]
 fn case_text_and_words() {
     let env = TestEnv::new();
     two_sessions(&env);

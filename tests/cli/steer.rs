@@ -17,9 +17,16 @@ fn records(env: &TestEnv) -> Vec<(Kind, String)> {
 }
 
 fn sockets(env: &TestEnv) -> Vec<String> {
-    std::fs::read_dir(env.cca_home.join("run"))
-        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
-        .unwrap_or_default()
+    sockets_in(&env.cca_home)
+}
+
+/// The sockets that take steers under a `CCA_HOME` (one is put there once it listens).
+fn sockets_in(home: &std::path::Path) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir(home.join("run")) else { return Vec::new() };
+    dir.flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".sock"))
+        .collect()
 }
 
 /// Starts `cca ARGS` in the background with this engine script, and waits until its turn
@@ -287,4 +294,59 @@ fn the_endpoint_folder_is_private() {
     assert_eq!(mode, 0o600);
     std::fs::write(&go, "").unwrap();
     assert_eq!(finish(cca).code, Some(0));
+}
+
+#[test]
+fn stalled_connections_hold_up_neither_a_steer_nor_the_end_of_the_turn() {
+    use std::io::{Read, Write};
+    let env = TestEnv::new();
+    let go = env.root.path().join("go");
+    let script = format!("say answer one;await {}", go.display());
+    let cca = start(&env, &["search", "q1"], &[("FAKE_SCRIPT", &script)]);
+    let socket = env.cca_home.join("run").join(&sockets(&env)[0]);
+    let silent = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+    let mut trickling = std::os::unix::net::UnixStream::connect(&socket).unwrap();
+    let trickle = std::thread::spawn(move || {
+        while trickling.write_all(b"x").is_ok() {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    });
+    // A real steer is taken while both are open.
+    steer(&env, "focus on JWT").ok().stderr_has("steer sent");
+    std::fs::write(&go, "").unwrap();
+    let out = finish(cca);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout, "answer one\n\nECHO: focus on JWT");
+    // The turn ended while the silent connection was open: cca went without answering it.
+    silent.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let mut reply = String::new();
+    (&silent).read_to_string(&mut reply).unwrap();
+    assert_eq!(reply, "", "the connection was answered before the turn ended");
+    trickle.join().unwrap();
+    assert!(sockets(&env).is_empty(), "{:?}", sockets(&env));
+}
+
+#[test]
+fn a_steer_is_taken_whatever_the_length_of_cca_home() {
+    let env = TestEnv::new();
+    let home = env.root.path().join("a-home-folder-with-a-rather-long-name-".repeat(4));
+    assert!(home.join("run/20261121-101500.sock").as_os_str().len() > 150);
+    let go = env.root.path().join("go");
+    let script = format!("say answer one;await {}", go.display());
+    let mut cmd = env.command();
+    cmd.args(["search", "q1"])
+        .env("CCA_HOME", &home)
+        .env("FAKE_SCRIPT", script)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let cca = Guard(cmd.spawn().unwrap());
+    assert!(wait_until(TIMEOUT, || !sockets_in(&home).is_empty()), "the turn listens for steers");
+    let home_var = home.to_str().unwrap();
+    let run = env.run_with(&["steer", "focus on JWT"], None, &[("CCA_HOME", home_var)]);
+    run.ok().stderr_has("steer sent");
+    std::fs::write(&go, "").unwrap();
+    let out = finish(cca);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(!out.stderr.contains("cannot be steered"), "{}", out.stderr);
+    assert_eq!(out.stdout, "answer one\n\nECHO: focus on JWT");
 }
