@@ -18,7 +18,6 @@ use super::{
     SystemPromptMode, ToolCall, ToolCalls, ToolStatus, Usage, json_line,
 };
 use crate::frame;
-use crate::transcript::Live;
 
 /// Measured with gemini-cli 0.61.0 (docs/DESIGN.md, "Engines").
 pub const SPEC: Spec = Spec {
@@ -114,12 +113,7 @@ pub fn invocation(
                 args.push(Arg::plain("--session-file"));
                 args.push(Arg::File { name: "history.jsonl", contents: history_jsonl(request)? });
             }
-            let summary_only = std::sync::Arc::new(Live {
-                summary: request.live.summary.clone(),
-                summary_turns: request.live.summary_turns,
-                exchanges: Vec::new(),
-            });
-            frame::inline(inline_system, &summary_only, &request.attachments, request.query)
+            frame::newest(inline_system, request.live, &request.attachments, request.query)
         }
     };
     args.extend(engine.args.iter().map(Arg::plain));
