@@ -108,12 +108,7 @@ pub fn invocation(
                 args.push(Arg::plain("--resume"));
                 args.push(Arg::File { name: "history.jsonl", contents: history });
             }
-            let summary_only = std::sync::Arc::new(crate::transcript::Live {
-                summary: request.live.summary.clone(),
-                summary_turns: request.live.summary_turns,
-                exchanges: Vec::new(),
-            });
-            frame::inline(inline_system, &summary_only, &request.attachments, request.query)
+            frame::newest(inline_system, request.live, &request.attachments, request.query)
         }
     };
     args.extend(engine.args.iter().map(Arg::plain));

@@ -18,7 +18,6 @@ use super::{
     SystemPromptMode, ToolCall, ToolCalls, ToolStatus, Usage, json_line,
 };
 use crate::frame;
-use crate::transcript::Live;
 
 /// Measured with gemini-cli 0.61.0 (docs/DESIGN.md, "Engines").
 pub const SPEC: Spec = Spec {
@@ -125,12 +124,7 @@ pub fn invocation(
                 args.push(Arg::plain("--session-file"));
                 args.push(Arg::File { name: "history.jsonl", contents: history_jsonl(request)? });
             }
-            let summary_only = std::sync::Arc::new(Live {
-                summary: request.live.summary.clone(),
-                summary_turns: request.live.summary_turns,
-                exchanges: Vec::new(),
-            });
-            frame::inline(inline_system, &summary_only, &request.attachments, request.query)
+            frame::newest(inline_system, request.live, &request.attachments, request.query)
         }
     };
     let mut stdin = stdin;
@@ -325,6 +319,7 @@ fn decode_line(v: &Value, out: &mut Vec<Output>) {
 mod tests {
     use super::*;
     use crate::engine::Decoder as _;
+    use crate::transcript::Live;
 
     fn decode(sample: &str) -> Vec<Output> {
         let mut d = Decoder::default();

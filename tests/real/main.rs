@@ -1524,3 +1524,67 @@ fn acp_mcp_http_server_reached_by_claude() {
 fn acp_mcp_http_server_reached_by_gemini() {
     acp_mcp_http_server("gemini");
 }
+
+/// `turns` one-shot turns of `cca search -r` through `engine` (about 2,800 tokens each: a long
+/// question and a long answer); returns the answer requests as recorded.
+fn long_turns(r: &Real, engine: &str, turns: usize) -> Vec<Value> {
+    // Varied text: gemini stops on text that repeats itself ("Loop detected").
+    let filler = |n: usize, what: &str, count: usize| -> String {
+        (0..count)
+            .map(|i| {
+                format!(
+                    "{what} {n} sentence {i} weighs item {} against {}. ",
+                    i * 7919 % 1013,
+                    i * 104_729 % 997
+                )
+            })
+            .collect()
+    };
+    for n in 0..turns {
+        r.api.set(Behavior { answer: Some(filler(n, "Answer", 110)), ..Behavior::default() });
+        let question = filler(n, "Question", 105);
+        let mut args = vec!["search", "-q", "-e", engine];
+        if n > 0 {
+            args.push("-r");
+        }
+        args.push(&question);
+        r.run(&args).ok();
+    }
+    r.api.turns().into_iter().map(|t| t.body).collect()
+}
+
+/// Whether `later` repeats `earlier` as its prefix, block by block: the same system instruction
+/// and tools, and every earlier message unchanged at its place.
+fn extends(earlier: &Value, later: &Value) -> bool {
+    let list = |b: &Value| b["contents"].as_array().cloned().unwrap_or_default();
+    let (old, new) = (list(earlier), list(later));
+    earlier["systemInstruction"] == later["systemInstruction"]
+        && earlier["tools"] == later["tools"]
+        && new.len() > old.len()
+        && new[..old.len()] == old[..]
+}
+
+#[test]
+fn gemini_follow_ups_extend_the_previous_request() {
+    let r = Real::new();
+    r.env.write_config("[engines.gemini]\nhistory = \"structured\"\nsystem_prompt = \"native\"\n");
+    long_turns(&r, "gemini", 3);
+    r.env.command().arg("clear").output().unwrap();
+    r.run(&["search", "-q", "-r", "after the clear"]).ok();
+    r.run(&["search", "-q", "-r", "and once more"]).ok();
+    let bodies: Vec<Value> = r.api.turns().into_iter().map(|t| t.body).collect();
+    assert_eq!(bodies.len(), 5);
+    for (n, pair) in bodies.windows(2).enumerate() {
+        let share = mock_api::cacheable_share(&pair[0], &pair[1]);
+        if n == 2 {
+            // The clear starts afresh: nothing from before it is sent.
+            assert!(!extends(&pair[0], &pair[1]), "request {} sent what was cleared", n + 2);
+            let text = serde_json::to_string(&pair[1]["contents"]).unwrap();
+            assert!(!text.contains("Question 2"), "{text}");
+        } else {
+            assert!(extends(&pair[0], &pair[1]), "request {} changed the one before it", n + 2);
+            assert!(share > 0.5, "request {}: {share:.2} cacheable", n + 2);
+        }
+    }
+    assert_eq!(answers_of(&r).len(), 5);
+}

@@ -605,3 +605,79 @@ fn responses(out: &mut TcpStream, body: &Value, behavior: &Behavior) -> std::io:
     }
     Ok(())
 }
+
+/// The share of `later`'s input (by bytes of its blocks) that the provider's prompt cache could
+/// serve after `earlier`, both request bodies as recorded.
+///
+/// Anthropic (a body with `messages`): the prefix is tools, then system, then messages, block by
+/// block. `earlier` wrote a cache entry at each block carrying `cache_control`; `later` reads the
+/// longest such entry whose blocks it repeats exactly, looking back at most 20 block boundaries
+/// from each of its own breakpoints. Gemini (a body with `contents`): the common prefix of the
+/// two requests (system instruction, tools, then the contents part by part).
+pub fn cacheable_share(earlier: &Value, later: &Value) -> f64 {
+    let (old, new) = (blocks(earlier), blocks(later));
+    let total: usize = new.iter().map(|b| b.text.len()).sum();
+    let prefix_bytes = |n: usize| new[..n].iter().map(|b| b.text.len()).sum::<usize>();
+    let same = old.iter().zip(&new).take_while(|(a, b)| a.text == b.text).count();
+    let cached = if later["messages"].is_array() {
+        // Entries `earlier` wrote: prefixes ending at one of its breakpoints, as long as
+        // `later` repeats them.
+        let written = |end: usize| end <= same && old[end - 1].breakpoint;
+        let mut best = 0;
+        for (i, _) in new.iter().enumerate().filter(|(_, b)| b.breakpoint) {
+            let end = i + 1;
+            let lookback = end.saturating_sub(19).max(1);
+            if let Some(hit) = (lookback..=end).rev().find(|&e| written(e)) {
+                best = best.max(hit);
+            }
+        }
+        prefix_bytes(best)
+    } else {
+        // Implicit caching reads a common prefix of tokens: whole parts, then the common
+        // start of the first part that differs.
+        let partial = match (old.get(same), new.get(same)) {
+            (Some(a), Some(b)) => {
+                a.text.bytes().zip(b.text.bytes()).take_while(|(x, y)| x == y).count()
+            }
+            _ => 0,
+        };
+        prefix_bytes(same) + partial
+    };
+    if total == 0 { 0.0 } else { cached as f64 / total as f64 }
+}
+
+/// One block of a request's cacheable prefix: its JSON without `cache_control`, tagged with
+/// where it sits, and whether it carries a breakpoint.
+struct PrefixBlock {
+    text: String,
+    breakpoint: bool,
+}
+
+fn blocks(body: &Value) -> Vec<PrefixBlock> {
+    let block = |place: &str, v: &Value| {
+        let mut v = v.clone();
+        let breakpoint = v.as_object_mut().and_then(|o| o.remove("cache_control")).is_some();
+        PrefixBlock { text: format!("{place}:{v}"), breakpoint }
+    };
+    let mut out = Vec::new();
+    for tool in body["tools"].as_array().into_iter().flatten() {
+        out.push(block("tool", tool));
+    }
+    match &body["system"] {
+        Value::String(s) => out.push(block("system", &json!({ "type": "text", "text": s }))),
+        system => out.extend(system.as_array().into_iter().flatten().map(|b| block("system", b))),
+    }
+    for part in body["systemInstruction"]["parts"].as_array().into_iter().flatten() {
+        out.push(block("system", part));
+    }
+    let (list, items) =
+        if body["messages"].is_array() { ("messages", "content") } else { ("contents", "parts") };
+    for (i, message) in body[list].as_array().into_iter().flatten().enumerate() {
+        let place = format!("{i}:{}", message["role"].as_str().unwrap_or(""));
+        match &message[items] {
+            Value::String(s) => out.push(block(&place, &json!({ "type": "text", "text": s }))),
+            parts => out.extend(parts.as_array().into_iter().flatten().map(|b| block(&place, b))),
+        }
+    }
+    out
+}
