@@ -562,6 +562,20 @@ mod tests {
 
     proptest! {
         #[test]
+        fn no_at_sign_is_left_whatever_the_chunks(text in "[@\\\\a ]{0,30}", split in 0usize..30) {
+            let split = split.min(text.len());
+            let out = at_escaped(&[&text[..split], &text[split..]]);
+            prop_assert_eq!(&out, &at_escaped(&[&text]));
+            prop_assert!(!out.starts_with('@'), "{}", out);
+            for (i, _) in out.match_indices('@') {
+                prop_assert!(i > 0 && out.as_bytes()[i - 1] == b'\\', "{}", out);
+            }
+            // Only backslashes are added, one per `@` at most.
+            prop_assert_eq!(out.replace('\\', ""), text.replace('\\', ""));
+            prop_assert!(out.len() <= text.len() + text.matches('@').count());
+        }
+
+        #[test]
         fn escaping_is_the_same_whatever_the_chunks(text in "[<>/a-zA-Z_ ]{0,40}", split in 0usize..40) {
             let split = split.min(text.len());
             let mut out = Vec::new();
