@@ -6,6 +6,10 @@
 //!
 //! Every part sits inside an XML-style tag. Content can never close a tag early: a `<` that
 //! starts one of cca's tag names (opening or closing, any case) is written as `&lt;`.
+//!
+//! For an engine that reads `@PATH` in its prompt as a file to send (gemini), the pieces start
+//! with [`Piece::EscapeAtSigns`]: no text then names a file ([`AtEscaper`]) but cca's own
+//! [`Piece::Verbatim`] lines.
 
 use std::io::{self, Write};
 use std::ops::Range;
@@ -36,6 +40,10 @@ pub enum Piece {
     Stored(Range<u64>),
     /// The history block: every live exchange, framed, read from the transcript as it is sent.
     History(Arc<Live>),
+    /// From here on, everything but [`Piece::Verbatim`] is written through [`AtEscaper`].
+    EscapeAtSigns,
+    /// Text for the engine to act on (gemini's `@PATH` line for images), written as is.
+    Verbatim(String),
 }
 
 /// A part of the context for [`inline`]: the new attachment's name and text.
@@ -242,6 +250,7 @@ pub fn write(
         buf: vec![0u8; 64 * 1024],
         unescaped: Vec::with_capacity(64 * 1024),
         escaped: Vec::with_capacity(70 * 1024),
+        at_signs: None,
     };
     for piece in pieces {
         match piece {
@@ -252,6 +261,8 @@ pub fn write(
                 Part::Frame(text) => w.frame(text),
                 Part::Stored(range) => w.stored(range),
             })?,
+            Piece::EscapeAtSigns => w.at_signs = Some((AtEscaper::default(), Vec::new())),
+            Piece::Verbatim(text) => w.verbatim(text)?,
         }
     }
     Ok(w.written)
@@ -265,11 +276,18 @@ struct PieceWriter<'a, S: ?Sized, W> {
     buf: Vec<u8>,
     unescaped: Vec<u8>,
     escaped: Vec<u8>,
+    /// After [`Piece::EscapeAtSigns`]: the escaper, and its output.
+    at_signs: Option<(AtEscaper, Vec<u8>)>,
 }
 
 impl<S: Source + ?Sized, W: Write> PieceWriter<'_, S, W> {
     fn emit(&mut self, bytes_from_escaped: bool, text: &[u8]) -> io::Result<()> {
-        let bytes = if bytes_from_escaped { &self.escaped[..] } else { text };
+        let mut bytes = if bytes_from_escaped { &self.escaped[..] } else { text };
+        if let Some((at_signs, out)) = &mut self.at_signs {
+            out.clear();
+            at_signs.push(bytes, out);
+            bytes = out;
+        }
         self.out.write_all(bytes)?;
         self.written += bytes.len() as u64;
         Ok(())
@@ -277,6 +295,15 @@ impl<S: Source + ?Sized, W: Write> PieceWriter<'_, S, W> {
 
     fn frame(&mut self, text: &str) -> io::Result<()> {
         self.emit(false, text.as_bytes())
+    }
+
+    fn verbatim(&mut self, text: &str) -> io::Result<()> {
+        if let Some((at_signs, _)) = &mut self.at_signs {
+            at_signs.after_backslash = text.ends_with('\\');
+        }
+        self.out.write_all(text.as_bytes())?;
+        self.written += text.len() as u64;
+        Ok(())
     }
 
     fn text(&mut self, text: &str) -> io::Result<()> {
@@ -410,6 +437,35 @@ pub fn escape(text: &str) -> String {
     String::from_utf8(out).expect("escaping keeps UTF-8")
 }
 
+/// Content safe from gemini's `@` command, streaming. gemini (0.61.0, `-p` mode) takes an `@`
+/// that does not follow a backslash, with a path after it, for a file to send from its working
+/// folder, found by name or else by a search of the folder (`parseAllAtCommands`,
+/// `resolveFilePaths` in its source). A backslash goes before every `@` that does not already
+/// follow one; gemini passes the text on as it is, so the model sees `a\@b` for `a@b`.
+#[derive(Debug, Default)]
+pub struct AtEscaper {
+    after_backslash: bool,
+}
+
+impl AtEscaper {
+    pub fn push(&mut self, input: &[u8], out: &mut Vec<u8>) {
+        let mut start = 0;
+        for at in memchr::memchr_iter(b'@', input) {
+            let after_backslash =
+                if at == 0 { self.after_backslash } else { input[at - 1] == b'\\' };
+            out.extend_from_slice(&input[start..at]);
+            if !after_backslash {
+                out.push(b'\\');
+            }
+            start = at;
+        }
+        out.extend_from_slice(&input[start..]);
+        if let Some(&last) = input.last() {
+            self.after_backslash = last == b'\\';
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -511,7 +567,64 @@ mod tests {
         assert_eq!(user_with_attachments("q".into(), &[]), "q");
     }
 
+    fn at_escaped(chunks: &[&str]) -> String {
+        let (mut esc, mut out) = (AtEscaper::default(), Vec::new());
+        for chunk in chunks {
+            esc.push(chunk.as_bytes(), &mut out);
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn no_at_sign_in_content_is_left_unescaped() {
+        assert_eq!(
+            at_escaped(&["mail someone@notes, @Override, npm i @types/node"]),
+            "mail someone\\@notes, \\@Override, npm i \\@types/node"
+        );
+        // One already after a backslash is not a command for gemini and stays as written.
+        assert_eq!(at_escaped(&["a\\@b @@c \\\\@d @"]), "a\\@b \\@\\@c \\\\@d \\@");
+        // A backslash at the end of a chunk counts for an `@` at the start of the next.
+        assert_eq!(at_escaped(&["a\\", "@b", "@c"]), "a\\@b\\@c");
+        assert_eq!(at_escaped(&["no signs at all", ""]), "no signs at all");
+    }
+
+    #[test]
+    fn at_signs_are_escaped_only_once_asked_and_never_in_verbatim_text() {
+        let pieces = |escape: bool| {
+            let mut pieces = inline(
+                None,
+                &Arc::new(Live::default()),
+                &[Attachment { name: "a@b", text: "x@y" }],
+                "q@r",
+            );
+            if escape {
+                pieces.insert(0, Piece::EscapeAtSigns);
+            }
+            pieces.push(Piece::Verbatim(" @/own/line\\.png".into()));
+            to_string(&pieces, &b""[..]).unwrap()
+        };
+        assert_eq!(
+            pieces(true),
+            "<attachment name=\"a\\@b\">\nx\\@y\n</attachment>\n\n<user_query>\nq\\@r\n</user_query>\n @/own/line\\.png"
+        );
+        assert_eq!(pieces(false), pieces(true).replace("\\@", "@"));
+    }
+
     proptest! {
+        #[test]
+        fn no_at_sign_is_left_whatever_the_chunks(text in "[@\\\\a ]{0,30}", split in 0usize..30) {
+            let split = split.min(text.len());
+            let out = at_escaped(&[&text[..split], &text[split..]]);
+            prop_assert_eq!(&out, &at_escaped(&[&text]));
+            prop_assert!(!out.starts_with('@'), "{}", out);
+            for (i, _) in out.match_indices('@') {
+                prop_assert!(i > 0 && out.as_bytes()[i - 1] == b'\\', "{}", out);
+            }
+            // Only backslashes are added, one per `@` at most.
+            prop_assert_eq!(out.replace('\\', ""), text.replace('\\', ""));
+            prop_assert!(out.len() <= text.len() + text.matches('@').count());
+        }
+
         #[test]
         fn escaping_is_the_same_whatever_the_chunks(text in "[<>/a-zA-Z_ ]{0,40}", split in 0usize..40) {
             let split = split.min(text.len());

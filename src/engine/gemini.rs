@@ -127,12 +127,14 @@ pub fn invocation(
             frame::newest(inline_system, request.live, &request.attachments, request.query)
         }
     };
-    let mut stdin = stdin;
+    // No `@` in the text may name a file: only cca's own image line below does.
+    let mut stdin: Vec<frame::Piece> =
+        std::iter::once(frame::Piece::EscapeAtSigns).chain(stdin).collect();
     if !request.images.is_empty() {
         // gemini reads only files inside its workspace: the folder of the stored copies joins it.
         let dir = request.image_dir.display();
         args.push(Arg::plain(format!("--include-directories={dir}")));
-        stdin.push(frame::Piece::Frame(image_references(request)));
+        stdin.push(frame::Piece::Verbatim(image_references(request)));
     }
     args.extend(engine.args.iter().map(Arg::plain));
     Ok(Invocation { program, args, env, stdin, images: Vec::new() })
@@ -332,7 +334,7 @@ mod tests {
     }
 
     #[test]
-    fn images_are_named_as_at_paths_inside_the_workspace() {
+    fn images_are_named_as_at_paths_and_nothing_else_is() {
         let live = std::sync::Arc::new(Live::default());
         let stored = |_: &std::ops::Range<u64>| Ok(String::new());
         let image = crate::media::Image::new(b"GIF89a\x01\x00".to_vec()).unwrap();
@@ -344,7 +346,7 @@ mod tests {
             attachments: Vec::new(),
             images: vec![&image],
             image_dir: dir,
-            query: "what is it?",
+            query: "what is it, someone@notes?",
             model: None,
             mcp_servers: &[],
         };
@@ -365,6 +367,8 @@ mod tests {
         let expected =
             format!("\n\nThe attached images: @/home/a\\ b/\\.cca\\(1\\)/files/{name}\n");
         assert!(stdin.ends_with(&expected), "{stdin}");
+        // The question's `@` names no file: only cca's own line does.
+        assert!(stdin.contains("<user_query>\nwhat is it, someone\\@notes?\n"), "{stdin}");
         assert!(inv.images.is_empty(), "gemini reads the files itself");
     }
 

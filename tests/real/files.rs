@@ -205,3 +205,37 @@ fn claude_takes_a_large_image_over_its_text_limit() {
     let sent = images_sent(&r.api.turns().last().unwrap().body);
     assert_eq!(sent.len(), 1, "{sent:?}");
 }
+
+/// gemini sends the file an `@word` in its prompt names (found by name or by a search of its
+/// working folder): no `@` in a question, an attachment or the history may name one, while
+/// cca's own `@PATH` line for an image still does.
+#[test]
+fn gemini_reads_no_file_an_at_sign_in_the_text_names() {
+    let r = Real::new();
+    let secret = "the contents of notes.txt, which stay here";
+    std::fs::write(r.env.work.join("notes.txt"), secret).unwrap();
+    std::fs::write(r.env.work.join("mail.txt"), "Reply to someone@notes.").unwrap();
+    std::fs::write(r.env.work.join("pic.png"), PNG).unwrap();
+    let question = "mail me at someone@notes please";
+    let args = ["search", "-q", "-e", "gemini", "-f", "mail.txt", "-f", "pic.png", question];
+    r.run(&args).ok();
+    let first = r.api.turns().last().unwrap().body.clone();
+    assert!(!first.to_string().contains(secret), "{first}");
+    assert_eq!(images_sent(&first), expected_png(), "{first}");
+    let framed = framed_message(&first);
+    assert!(framed.contains("mail me at someone\\@notes please"), "{framed}");
+    assert!(framed.contains("Reply to someone\\@notes."), "{framed}");
+
+    // The next turn, without an image, carries both in its history.
+    r.run(&["search", "-q", "-r", "and @notes?"]).ok();
+    let next = r.api.turns().last().unwrap().body.clone();
+    assert!(!next.to_string().contains(secret), "{next}");
+    let framed = framed_message(&next);
+    let history = tag(&framed, "conversation_history").unwrap();
+    assert!(history.contains("mail me at someone\\@notes please"), "{history}");
+    assert!(history.contains("Reply to someone\\@notes."), "{history}");
+    assert_eq!(tag(&framed, "user_query"), Some("and \\@notes?"), "{framed}");
+    // The transcript keeps the text as written.
+    let t = r.transcript();
+    assert_eq!(t.records[0].content, question);
+}
