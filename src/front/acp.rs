@@ -616,9 +616,13 @@ impl Acp {
     fn content(&self, id: &str, blocks: &[acp::ContentBlock]) -> Result<content::Prompt, RpcError> {
         // Only a link needs the session's folder (and a read of its transcript).
         let links = blocks.iter().any(|b| matches!(b, acp::ContentBlock::ResourceLink(_)));
-        let cwd = match links {
-            true => self.store.summarize(id).map_err(|e| rpc_error(&e))?.header.cwd,
-            false => String::new(),
+        let unwritten =
+            self.sessions().get(id).and_then(|o| o.unwritten.as_ref().map(|h| h.cwd.clone()));
+        let cwd = match (links, unwritten) {
+            (false, _) => String::new(),
+            // A new session's header is not written before its first prompt.
+            (true, Some(cwd)) => cwd,
+            (true, None) => self.store.summarize(id).map_err(|e| rpc_error(&e))?.header.cwd,
         };
         let mut shared =
             std::mem::take(&mut self.sessions().entry(id.to_string()).or_default().shared);
