@@ -13,6 +13,8 @@ mod mock_api;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -735,21 +737,40 @@ fn gemini_refuses_its_shell() {
 }
 
 /// Starts `cca search` through a real engine with the answer held open by the server, steers
-/// it once the model is answering, then lets the answer end.
+/// it once the model is answering, then lets the answer end once cca has passed the steer on.
+/// `cca steer` returns when the steer is in the turn's inbox; cca writes it to claude's stdin a
+/// moment later (it says `steer queued` as it does). Let go before that, and claude may start
+/// the tool (or end the answer) with nothing queued and take the steer as an answer of its own.
 fn steer_real(r: &Real, engine: &str, behavior: Behavior, question: &str, steer: &str) -> Run {
     let go = r.env.root.path().join("go");
     r.api.set(Behavior { hold: Some(go.clone()), ..behavior });
     let mut cmd = r.command();
     cmd.args(["search", "-e", engine, question]).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let cca = Guard(cmd.spawn().unwrap());
+    let mut child = cmd.spawn().unwrap();
+    let stderr = Arc::new(Mutex::new(Vec::new()));
+    let reader = {
+        let (mut pipe, stderr) = (child.stderr.take().unwrap(), stderr.clone());
+        thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            while let Ok(n @ 1..) = pipe.read(&mut chunk) {
+                stderr.lock().unwrap().extend_from_slice(&chunk[..n]);
+            }
+        })
+    };
+    let cca = Guard(child);
     assert!(wait_until(TIMEOUT, || !r.api.turns().is_empty()), "claude asked the model");
     r.env.run(&["steer", steer]).ok();
+    let queued = format!("cca: steer queued: {steer}");
+    let said = || String::from_utf8_lossy(&stderr.lock().unwrap()).contains(&queued);
+    assert!(wait_until(TIMEOUT, said), "cca passed the steer on");
     std::fs::write(&go, "").unwrap();
     let out = cca.finish();
+    reader.join().unwrap();
+    let stderr = stderr.lock().unwrap();
     Run {
         code: out.status.code(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
     }
 }
 

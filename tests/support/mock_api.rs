@@ -38,8 +38,9 @@ pub struct Behavior {
     pub delay: Duration,
     /// Answer this text instead of the echo.
     pub answer: Option<String>,
-    /// Before the last chunk of an answer (or the end of a scripted message), wait until this
-    /// file exists: a test holds an answer open until it says so.
+    /// Before the last chunk of an answer (or a scripted message's first tool call, or its end
+    /// when it calls none), wait until this file exists: a test holds an answer open until it
+    /// says so. (claude starts a tool as soon as its call is streamed, before the message ends.)
     pub hold: Option<std::path::PathBuf>,
     /// The model's messages in a turn with tools: the first answers the question, each next one
     /// answers the tool results the engine sent back. Empty: the echo.
@@ -189,10 +190,10 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         reader.read_exact(&mut body)?;
     }
     let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let behavior = {
+    let (behavior, request) = {
         let mut s = state.lock().unwrap();
         s.received.push(Received { path: path.clone(), body: body.clone() });
-        s.behavior.clone()
+        (s.behavior.clone(), s.received.len())
     };
     let mut out = stream;
     if behavior.status.is_none() && is_search(&body) {
@@ -225,7 +226,7 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         let step = model_messages_since_question(&path, &body);
         let message = behavior.script.get(step).or(behavior.script.last()).unwrap();
         return if path.contains("/v1/messages") {
-            claude_message(&mut out, message, step, &behavior)
+            claude_message(&mut out, message, step, request, &behavior)
         } else {
             gemini_message(&mut out, message)
         };
@@ -460,17 +461,24 @@ fn text_block(
     event(out, json!({"type": "content_block_stop", "index": index}))
 }
 
-/// One scripted message of the model, as the Messages API streams it.
+/// One scripted message of the model, as the Messages API streams it. Its tool calls' ids
+/// carry the number of the request, unique in the conversation as the API's are: claude drops a
+/// tool call whose id it has already seen (the call and its result become `(no content)`), and
+/// the script, finding no model message after the question, would start over, without end.
 fn claude_message(
     out: &mut TcpStream,
     message: &[Block],
     step: usize,
+    request: usize,
     behavior: &Behavior,
 ) -> std::io::Result<()> {
     sse_header(out)?;
     message_start(out, &format!("msg_mock_step{step}"))?;
     let mut stop = "end_turn";
     for (index, block) in message.iter().enumerate() {
+        if matches!(block, Block::Tool { .. }) && stop != "tool_use" {
+            hold(behavior);
+        }
         match block {
             Block::Text(text) => text_block(out, index, text, None)?,
             Block::Cited { text, url, title } => {
@@ -481,14 +489,16 @@ fn claude_message(
                 stop = "tool_use";
                 event(
                     out,
-                    json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": format!("toolu_mock_{step}_{index}"), "name": name, "input": {}}}),
+                    json!({"type": "content_block_start", "index": index, "content_block": {"type": "tool_use", "id": format!("toolu_mock_{request}_{index}"), "name": name, "input": {}}}),
                 )?;
                 input_deltas(out, index, input)?;
                 event(out, json!({"type": "content_block_stop", "index": index}))?;
             }
         }
     }
-    hold(behavior);
+    if stop != "tool_use" {
+        hold(behavior);
+    }
     message_end(out, stop, json!({"output_tokens": 5}))
 }
 
