@@ -763,6 +763,11 @@ fn steer_real(r: &Real, engine: &str, behavior: Behavior, question: &str, steer:
     let queued = format!("cca: steer queued: {steer}");
     let said = || String::from_utf8_lossy(&stderr.lock().unwrap()).contains(&queued);
     assert!(wait_until(TIMEOUT, said), "cca passed the steer on");
+    // cca writes the steer to claude's stdin right after saying so, and claude reads it on its
+    // own event loop; a tool call that starts before claude has read the line makes claude take
+    // the steer after the answer instead. Nothing tells when claude has read it, so the held
+    // answer waits a margin (a wait, not an assertion: a slower claude only widens it).
+    thread::sleep(Duration::from_millis(500));
     std::fs::write(&go, "").unwrap();
     let out = cca.finish();
     reader.join().unwrap();
