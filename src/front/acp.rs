@@ -377,15 +377,7 @@ impl Acp {
             Ok(header) => header,
             Err(e) => return r.respond_with_error(rpc_error(&e)),
         };
-        let id = {
-            let mut sessions = self.sessions();
-            let stamp = now.format("%Y%m%d-%H%M%S").to_string();
-            let id = self.store.free_id(&stamp, |id| sessions.contains_key(id));
-            let unwritten = Some(transcript::Header { id: id.clone(), ..header });
-            let mcp_servers = mcp_servers(&req.mcp_servers);
-            sessions.insert(id.clone(), Open { unwritten, mcp_servers, ..Open::default() });
-            id
-        };
+        let id = self.open_unwritten(&now, header, mcp_servers(&req.mcp_servers));
         let options = self.options(&id).map_err(|e| rpc_error(&e));
         r.respond_with_result(
             options.map(|o| acp::NewSessionResponse::new(id.clone()).config_options(o)),
@@ -428,6 +420,21 @@ impl Acp {
         r.respond_with_result(options.map(|o| acp::ResumeSessionResponse::new().config_options(o)))
     }
 
+    /// Opens a session that is not written yet, under a free id from `now`; returns the id.
+    fn open_unwritten(
+        &self,
+        now: &chrono::DateTime<chrono::Utc>,
+        header: transcript::Header,
+        mcp_servers: Vec<McpServer>,
+    ) -> String {
+        let mut sessions = self.sessions();
+        let stamp = now.format("%Y%m%d-%H%M%S").to_string();
+        let id = self.store.free_id(&stamp, |id| sessions.contains_key(id));
+        let unwritten = Some(transcript::Header { id: id.clone(), ..header });
+        sessions.insert(id.clone(), Open { unwritten, mcp_servers, ..Open::default() });
+        id
+    }
+
     fn fork(
         &self,
         req: acp::ForkSessionRequest,
@@ -438,11 +445,23 @@ impl Acp {
             Ok(id) => id,
             Err(e) => return r.respond_with_error(e),
         };
-        let id = match fork_session(&self.settings, &self.store, &source, None) {
-            Ok(id) => id,
-            Err(e) => return r.respond_with_error(rpc_error(&e)),
+        let servers = mcp_servers(&req.mcp_servers);
+        let unwritten = self.sessions().get(&source).and_then(|o| o.unwritten.clone());
+        let id = match unwritten {
+            // A session with nothing in it yet forks into another such session.
+            Some(header) => {
+                let now = self.settings.now();
+                let created = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+                self.open_unwritten(&now, transcript::Header { created, ..header }, servers)
+            }
+            None => match fork_session(&self.settings, &self.store, &source, None) {
+                Ok(id) => {
+                    self.sessions().entry(id.clone()).or_default().mcp_servers = servers;
+                    id
+                }
+                Err(e) => return r.respond_with_error(rpc_error(&e)),
+            },
         };
-        self.sessions().entry(id.clone()).or_default();
         let options = self.options(&id).map_err(|e| rpc_error(&e));
         r.respond_with_result(
             options.map(|o| acp::ForkSessionResponse::new(id.clone()).config_options(o)),

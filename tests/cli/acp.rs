@@ -967,6 +967,30 @@ fn session_new_writes_nothing_until_the_first_prompt() {
 }
 
 #[test]
+fn a_new_session_forked_before_its_first_prompt_is_a_new_session_too() {
+    let env = TestEnv::new();
+    let out = sdk(
+        &env,
+        &[
+            new_session("s", &env.work),
+            json!({"call": "session/fork", "as": "f",
+                   "params": {"sessionId": "$s.sessionId", "cwd": env.work, "mcpServers": []}}),
+            prompt("p", "$f.sessionId", "hello from the fork"),
+        ],
+        &[],
+    );
+    let r = &out["results"];
+    assert!(r["f"]["configOptions"].is_array(), "{r}");
+    assert_eq!(r["p"]["stopReason"], "end_turn", "{r}");
+    let (source, fork) = (id_of(&out, "s"), id_of(&out, "f"));
+    assert_ne!(source, fork);
+    // Only the fork, prompted, was written; the source still writes nothing.
+    assert_eq!(env.session_files().len(), 1, "{:?}", env.session_files());
+    let text = std::fs::read_to_string(env.session_path(&fork)).unwrap();
+    assert!(text.contains("ECHO: hello from the fork"), "{text}");
+}
+
+#[test]
 fn a_line_that_is_not_utf8_or_huge_is_a_parse_error_quoted_briefly() {
     let env = TestEnv::new();
     let mut raw = Raw::start(&env);
