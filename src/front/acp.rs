@@ -503,14 +503,19 @@ impl Acp {
         Ok(acp::ListSessionsResponse::new(sessions).next_cursor(next))
     }
 
+    /// A session's header: a new session's as it will be written, else the file's.
+    fn header(&self, id: &str) -> Result<transcript::Header> {
+        let unwritten = self.sessions().get(id).and_then(|o| o.unwritten.clone());
+        match unwritten {
+            Some(header) => Ok(header),
+            None => Ok(self.store.summarize(id)?.header),
+        }
+    }
+
     /// The config options of a session: engine, model and prompt, each with its current value.
     fn options(&self, id: &str) -> Result<Vec<acp::SessionConfigOption>> {
         let settings = self.settings_for(id);
-        let unwritten = self.sessions().get(id).and_then(|o| o.unwritten.clone());
-        let header = match unwritten {
-            Some(header) => header,
-            None => self.store.summarize(id)?.header,
-        };
+        let header = self.header(id)?;
         let (engine, model) = session::engine_and_model(&settings, &header, false)?;
         let prompt = session::load_prompt(&settings, &self.store, Some(&header))?;
         let select = |values: Vec<String>| {
@@ -575,7 +580,20 @@ impl Acp {
                 if !self.settings.engines.contains_key(&value) {
                     return Err(bad(format!("there is no engine `{value}`")));
                 }
-                self.sessions().entry(id.clone()).or_default().engine = Some(value);
+                // A model is one engine's name for it: another engine starts with its default.
+                let (settings, header) = (self.settings_for(&id), self.header(&id));
+                let current = header
+                    .and_then(|h| session::engine_and_model(&settings, &h, false))
+                    .map_err(|e| rpc_error(&e))?
+                    .0
+                    .name
+                    .clone();
+                let mut sessions = self.sessions();
+                let open = sessions.entry(id.clone()).or_default();
+                if current != value {
+                    open.model = None;
+                }
+                open.engine = Some(value);
             }
             "model" => {
                 if value != DEFAULT_MODEL {

@@ -991,6 +991,32 @@ fn a_new_session_forked_before_its_first_prompt_is_a_new_session_too() {
 }
 
 #[test]
+fn a_model_chosen_for_one_engine_is_not_passed_to_the_next() {
+    let env = TestEnv::new();
+    let set = |name: &str, option: &str, value: &str| {
+        json!({"call": "session/set_config_option", "as": name,
+               "params": {"sessionId": "$s.sessionId", "configId": option, "value": value}})
+    };
+    let out = sdk(
+        &env,
+        &[
+            new_session("s", &env.work),
+            set("model", "model", "opus"),
+            set("engine", "engine", "gemini"),
+            prompt("p", "$s.sessionId", "by gemini"),
+        ],
+        &[],
+    );
+    let r = &out["results"];
+    assert_eq!(r["model"]["configOptions"][1]["currentValue"], "opus", "{r}");
+    assert_eq!(r["engine"]["configOptions"][0]["currentValue"], "gemini", "{r}");
+    assert_eq!(r["engine"]["configOptions"][1]["currentValue"], "default", "{r}");
+    assert_eq!(r["p"]["stopReason"], "end_turn", "{r}");
+    let argv = env.calls()[0]["argv"].to_string();
+    assert!(argv.contains("gemini") && !argv.contains("opus"), "{argv}");
+}
+
+#[test]
 fn a_line_that_is_not_utf8_or_huge_is_a_parse_error_quoted_briefly() {
     let env = TestEnv::new();
     let mut raw = Raw::start(&env);
