@@ -615,11 +615,15 @@ impl Acp {
         Ok(acp::SetSessionConfigOptionResponse::new(options))
     }
 
-    /// A new session's file is written at its first prompt.
-    fn write_if_new(&self, id: &str) -> Result<()> {
+    /// A new session's file is written at its first prompt, unless the prompt is refused for
+    /// its images (then nothing is left of it, as in a terminal).
+    fn write_if_new(&self, id: &str, attachments: &[Attachment]) -> Result<()> {
+        let settings = self.settings_for(id);
         let mut sessions = self.sessions();
         let Some(open) = sessions.get_mut(id) else { return Ok(()) };
         let Some(header) = &open.unwritten else { return Ok(()) };
+        let (engine, _) = session::engine_and_model(&settings, header, false)?;
+        turn::refuse_images(engine, attachments)?;
         if !self.store.create_session_as(id, &transcript::render_header(header))? {
             return Err(Failure::new(exit::ERROR, format!("a session {id} exists already"))
                 .hint("start a new session: another cca took this id before the first prompt")
@@ -684,7 +688,7 @@ impl Acp {
             Ok(p) => p,
             Err(e) => return r.respond_with_error(e),
         };
-        if let Err(e) = self.write_if_new(&id) {
+        if let Err(e) = self.write_if_new(&id, &attachments) {
             return r.respond_with_error(rpc_error(&e));
         }
         let cancel = Cancel::new();

@@ -1017,6 +1017,29 @@ fn a_model_chosen_for_one_engine_is_not_passed_to_the_next() {
 }
 
 #[test]
+fn a_first_prompt_refused_for_its_image_leaves_no_session_file() {
+    use base64::Engine as _;
+    let env = TestEnv::new();
+    env.add_engine("echo-engine");
+    env.write_config("engine = \"echo\"\n[engines.echo]\ncommand = [\"echo-engine\"]\n");
+    let png =
+        base64::engine::general_purpose::STANDARD.encode(include_bytes!("../fixtures/pixel.png"));
+    let out = sdk(
+        &env,
+        &[
+            new_session("s", &env.work),
+            json!({"call": "session/prompt", "as": "image", "params": {"sessionId": "$s.sessionId",
+                   "prompt": [{"type": "text", "text": "what is it?"},
+                              {"type": "image", "data": png, "mimeType": "image/png"}]}}),
+        ],
+        &[],
+    );
+    let error = &out["results"]["image"]["error"];
+    assert!(error["message"].as_str().unwrap_or("").contains("cannot take images"), "{error}");
+    assert!(env.session_files().is_empty(), "{:?}", env.session_files());
+}
+
+#[test]
 fn a_line_that_is_not_utf8_or_huge_is_a_parse_error_quoted_briefly() {
     let env = TestEnv::new();
     let mut raw = Raw::start(&env);
