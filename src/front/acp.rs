@@ -410,7 +410,7 @@ impl Acp {
         r: Responder<acp::ResumeSessionResponse>,
         cx: &ConnectionTo<Client>,
     ) -> Result<(), RpcError> {
-        let id = match self.existing(&req.session_id) {
+        let id = match usable_cwd(&req.cwd).and_then(|()| self.existing(&req.session_id)) {
             Ok(id) => id,
             Err(e) => return r.respond_with_error(e),
         };
@@ -441,7 +441,7 @@ impl Acp {
         r: Responder<acp::ForkSessionResponse>,
         cx: &ConnectionTo<Client>,
     ) -> Result<(), RpcError> {
-        let source = match self.existing(&req.session_id) {
+        let source = match usable_cwd(&req.cwd).and_then(|()| self.existing(&req.session_id)) {
             Ok(id) => id,
             Err(e) => return r.respond_with_error(e),
         };

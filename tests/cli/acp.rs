@@ -903,6 +903,12 @@ fn a_relative_or_missing_cwd_is_invalid_params() {
         json!({"sessionId": "20261121-101500", "cwd": "relative", "mcpServers": []}),
     );
     assert_eq!(loaded["error"]["code"], -32602, "{loaded}");
+    // resume and fork name a working directory too.
+    for (n, method) in ["session/resume", "session/fork"].into_iter().enumerate() {
+        let params = json!({"sessionId": "20261121-101500", "cwd": "relative", "mcpServers": []});
+        let answer = raw.call(10 + n as u64, method, params);
+        assert_eq!(answer["error"]["code"], -32602, "{method}: {answer}");
+    }
     assert_eq!(raw.finish(), Some(0));
 }
 
