@@ -469,7 +469,7 @@ fn new_bytes(ask: &Ask) -> usize {
 }
 
 /// Refuses images for an engine that cannot take them, before anything is recorded or sent.
-fn refuse_images(engine: &EngineConfig, attachments: &[Attachment]) -> Result<()> {
+pub fn refuse_images(engine: &EngineConfig, attachments: &[Attachment]) -> Result<()> {
     if let Some(first) = attachments.iter().find(|a| a.image.is_some())
         && !engine.spec.takes_images
     {

@@ -377,15 +377,7 @@ impl Acp {
             Ok(header) => header,
             Err(e) => return r.respond_with_error(rpc_error(&e)),
         };
-        let id = {
-            let mut sessions = self.sessions();
-            let stamp = now.format("%Y%m%d-%H%M%S").to_string();
-            let id = self.store.free_id(&stamp, |id| sessions.contains_key(id));
-            let unwritten = Some(transcript::Header { id: id.clone(), ..header });
-            let mcp_servers = mcp_servers(&req.mcp_servers);
-            sessions.insert(id.clone(), Open { unwritten, mcp_servers, ..Open::default() });
-            id
-        };
+        let id = self.open_unwritten(&now, header, mcp_servers(&req.mcp_servers));
         let options = self.options(&id).map_err(|e| rpc_error(&e));
         r.respond_with_result(
             options.map(|o| acp::NewSessionResponse::new(id.clone()).config_options(o)),
@@ -418,7 +410,7 @@ impl Acp {
         r: Responder<acp::ResumeSessionResponse>,
         cx: &ConnectionTo<Client>,
     ) -> Result<(), RpcError> {
-        let id = match self.existing(&req.session_id) {
+        let id = match usable_cwd(&req.cwd).and_then(|()| self.existing(&req.session_id)) {
             Ok(id) => id,
             Err(e) => return r.respond_with_error(e),
         };
@@ -428,21 +420,48 @@ impl Acp {
         r.respond_with_result(options.map(|o| acp::ResumeSessionResponse::new().config_options(o)))
     }
 
+    /// Opens a session that is not written yet, under a free id from `now`; returns the id.
+    fn open_unwritten(
+        &self,
+        now: &chrono::DateTime<chrono::Utc>,
+        header: transcript::Header,
+        mcp_servers: Vec<McpServer>,
+    ) -> String {
+        let mut sessions = self.sessions();
+        let stamp = now.format("%Y%m%d-%H%M%S").to_string();
+        let id = self.store.free_id(&stamp, |id| sessions.contains_key(id));
+        let unwritten = Some(transcript::Header { id: id.clone(), ..header });
+        sessions.insert(id.clone(), Open { unwritten, mcp_servers, ..Open::default() });
+        id
+    }
+
     fn fork(
         &self,
         req: acp::ForkSessionRequest,
         r: Responder<acp::ForkSessionResponse>,
         cx: &ConnectionTo<Client>,
     ) -> Result<(), RpcError> {
-        let source = match self.existing(&req.session_id) {
+        let source = match usable_cwd(&req.cwd).and_then(|()| self.existing(&req.session_id)) {
             Ok(id) => id,
             Err(e) => return r.respond_with_error(e),
         };
-        let id = match fork_session(&self.settings, &self.store, &source, None) {
-            Ok(id) => id,
-            Err(e) => return r.respond_with_error(rpc_error(&e)),
+        let servers = mcp_servers(&req.mcp_servers);
+        let unwritten = self.sessions().get(&source).and_then(|o| o.unwritten.clone());
+        let id = match unwritten {
+            // A session with nothing in it yet forks into another such session.
+            Some(header) => {
+                let now = self.settings.now();
+                let created = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+                self.open_unwritten(&now, transcript::Header { created, ..header }, servers)
+            }
+            None => match fork_session(&self.settings, &self.store, &source, None) {
+                Ok(id) => {
+                    self.sessions().entry(id.clone()).or_default().mcp_servers = servers;
+                    id
+                }
+                Err(e) => return r.respond_with_error(rpc_error(&e)),
+            },
         };
-        self.sessions().entry(id.clone()).or_default();
         let options = self.options(&id).map_err(|e| rpc_error(&e));
         r.respond_with_result(
             options.map(|o| acp::ForkSessionResponse::new(id.clone()).config_options(o)),
@@ -484,14 +503,19 @@ impl Acp {
         Ok(acp::ListSessionsResponse::new(sessions).next_cursor(next))
     }
 
+    /// A session's header: a new session's as it will be written, else the file's.
+    fn header(&self, id: &str) -> Result<transcript::Header> {
+        let unwritten = self.sessions().get(id).and_then(|o| o.unwritten.clone());
+        match unwritten {
+            Some(header) => Ok(header),
+            None => Ok(self.store.summarize(id)?.header),
+        }
+    }
+
     /// The config options of a session: engine, model and prompt, each with its current value.
     fn options(&self, id: &str) -> Result<Vec<acp::SessionConfigOption>> {
         let settings = self.settings_for(id);
-        let unwritten = self.sessions().get(id).and_then(|o| o.unwritten.clone());
-        let header = match unwritten {
-            Some(header) => header,
-            None => self.store.summarize(id)?.header,
-        };
+        let header = self.header(id)?;
         let (engine, model) = session::engine_and_model(&settings, &header, false)?;
         let prompt = session::load_prompt(&settings, &self.store, Some(&header))?;
         let select = |values: Vec<String>| {
@@ -556,7 +580,20 @@ impl Acp {
                 if !self.settings.engines.contains_key(&value) {
                     return Err(bad(format!("there is no engine `{value}`")));
                 }
-                self.sessions().entry(id.clone()).or_default().engine = Some(value);
+                // A model is one engine's name for it: another engine starts with its default.
+                let (settings, header) = (self.settings_for(&id), self.header(&id));
+                let current = header
+                    .and_then(|h| session::engine_and_model(&settings, &h, false))
+                    .map_err(|e| rpc_error(&e))?
+                    .0
+                    .name
+                    .clone();
+                let mut sessions = self.sessions();
+                let open = sessions.entry(id.clone()).or_default();
+                if current != value {
+                    open.model = None;
+                }
+                open.engine = Some(value);
             }
             "model" => {
                 if value != DEFAULT_MODEL {
@@ -578,11 +615,15 @@ impl Acp {
         Ok(acp::SetSessionConfigOptionResponse::new(options))
     }
 
-    /// A new session's file is written at its first prompt.
-    fn write_if_new(&self, id: &str) -> Result<()> {
+    /// A new session's file is written at its first prompt, unless the prompt is refused for
+    /// its images (then nothing is left of it, as in a terminal).
+    fn write_if_new(&self, id: &str, attachments: &[Attachment]) -> Result<()> {
+        let settings = self.settings_for(id);
         let mut sessions = self.sessions();
         let Some(open) = sessions.get_mut(id) else { return Ok(()) };
         let Some(header) = &open.unwritten else { return Ok(()) };
+        let (engine, _) = session::engine_and_model(&settings, header, false)?;
+        turn::refuse_images(engine, attachments)?;
         if !self.store.create_session_as(id, &transcript::render_header(header))? {
             return Err(Failure::new(exit::ERROR, format!("a session {id} exists already"))
                 .hint("start a new session: another cca took this id before the first prompt")
@@ -647,7 +688,7 @@ impl Acp {
             Ok(p) => p,
             Err(e) => return r.respond_with_error(e),
         };
-        if let Err(e) = self.write_if_new(&id) {
+        if let Err(e) = self.write_if_new(&id, &attachments) {
             return r.respond_with_error(rpc_error(&e));
         }
         let cancel = Cancel::new();

@@ -93,40 +93,16 @@ enum Line {
 
 /// Reads the next line into `line`, never holding more than [`MAX_LINE`] bytes of it.
 fn read_line(input: &mut impl BufRead, line: &mut Vec<u8>) -> io::Result<Line> {
-    line.clear();
-    let mut size = 0;
-    loop {
-        let buf = match input.fill_buf() {
-            Ok(buf) => buf,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if buf.is_empty() {
-            return Ok(match (size, size > MAX_LINE) {
-                (0, _) => Line::End,
-                (_, true) => Line::TooLong(size),
-                (_, false) => Line::Whole,
-            });
-        }
-        let (take, ended) = match memchr::memchr(b'\n', buf) {
-            Some(at) => (at, true),
-            None => (buf.len(), false),
-        };
-        if size + take <= MAX_LINE {
-            line.extend_from_slice(&buf[..take]);
-        }
-        size += take;
-        input.consume(take + usize::from(ended));
-        if ended {
-            if size > MAX_LINE {
-                return Ok(Line::TooLong(size));
-            }
+    Ok(match super::wire::read_bounded(input, MAX_LINE, line)? {
+        None => Line::End,
+        Some(size) if size > MAX_LINE => Line::TooLong(size),
+        Some(_) => {
             if line.last() == Some(&b'\r') {
                 line.pop();
             }
-            return Ok(Line::Whole);
+            Line::Whole
         }
-    }
+    })
 }
 
 /// The reply to one line, if it needs one (notifications do not).

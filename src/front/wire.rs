@@ -66,35 +66,10 @@ pub fn incoming() -> std::io::Result<Incoming> {
 /// that is not UTF-8, is longer than [`MAX_LINE`], or is long and not JSON comes back as
 /// [`stand_in`] for it, holding at most [`MAX_LINE`] bytes of it meanwhile.
 pub fn read_line(input: &mut impl BufRead) -> std::io::Result<Option<String>> {
-    // Room for the longest line with its `\r\n`, and one byte to tell a longer one.
-    const ROOM: usize = MAX_LINE + 3;
-    let (mut line, mut length, mut ended) = (Vec::new(), 0usize, false);
-    while !ended {
-        let buf = match input.fill_buf() {
-            Ok([]) => break,
-            Ok(buf) => buf,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        let take = match memchr::memchr(b'\n', buf) {
-            Some(at) => {
-                ended = true;
-                at + 1
-            }
-            None => buf.len(),
-        };
-        let kept = take.min(ROOM - line.len());
-        line.extend_from_slice(&buf[..kept]);
-        length = length.saturating_add(take);
-        input.consume(take);
-    }
-    if length == 0 {
-        return Ok(None);
-    }
+    // Room for the longest line with its `\r`, and one byte to tell a longer one.
+    let mut line = Vec::new();
+    let Some(length) = read_bounded(input, MAX_LINE + 2, &mut line)? else { return Ok(None) };
     let whole = line.len() == length;
-    if whole && line.last() == Some(&b'\n') {
-        line.pop();
-    }
     if whole && line.last() == Some(&b'\r') {
         line.pop();
     }
@@ -106,6 +81,37 @@ pub fn read_line(input: &mut impl BufRead) -> std::io::Result<Option<String>> {
         Ok(text) => stand_in(text.as_bytes()),
         Err(e) => stand_in(e.as_bytes()),
     }))
+}
+
+/// Reads the next line into `line`, without its `\n`, keeping at most `room` bytes of it (the
+/// rest is read and dropped); returns the line's whole length, or `None` at the end of the input.
+pub fn read_bounded(
+    input: &mut impl BufRead,
+    room: usize,
+    line: &mut Vec<u8>,
+) -> std::io::Result<Option<usize>> {
+    line.clear();
+    let (mut length, mut ended) = (0usize, false);
+    while !ended {
+        let buf = match input.fill_buf() {
+            Ok([]) => break,
+            Ok(buf) => buf,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let (take, used) = match memchr::memchr(b'\n', buf) {
+            Some(at) => {
+                ended = true;
+                (at, at + 1)
+            }
+            None => (buf.len(), buf.len()),
+        };
+        let kept = take.min(room.saturating_sub(line.len()));
+        line.extend_from_slice(&buf[..kept]);
+        length = length.saturating_add(take);
+        input.consume(used);
+    }
+    Ok((ended || length > 0).then_some(length))
 }
 
 fn is_json(text: &str) -> bool {

@@ -903,6 +903,12 @@ fn a_relative_or_missing_cwd_is_invalid_params() {
         json!({"sessionId": "20261121-101500", "cwd": "relative", "mcpServers": []}),
     );
     assert_eq!(loaded["error"]["code"], -32602, "{loaded}");
+    // resume and fork name a working directory too.
+    for (n, method) in ["session/resume", "session/fork"].into_iter().enumerate() {
+        let params = json!({"sessionId": "20261121-101500", "cwd": "relative", "mcpServers": []});
+        let answer = raw.call(10 + n as u64, method, params);
+        assert_eq!(answer["error"]["code"], -32602, "{method}: {answer}");
+    }
     assert_eq!(raw.finish(), Some(0));
 }
 
@@ -964,6 +970,79 @@ fn session_new_writes_nothing_until_the_first_prompt() {
     assert_eq!(env.session_files().len(), 1, "{:?}", env.session_files());
     let text = std::fs::read_to_string(env.session_path(&id)).unwrap();
     assert!(text.contains("ECHO: hello"), "{text}");
+}
+
+#[test]
+fn a_new_session_forked_before_its_first_prompt_is_a_new_session_too() {
+    let env = TestEnv::new();
+    let out = sdk(
+        &env,
+        &[
+            new_session("s", &env.work),
+            json!({"call": "session/fork", "as": "f",
+                   "params": {"sessionId": "$s.sessionId", "cwd": env.work, "mcpServers": []}}),
+            prompt("p", "$f.sessionId", "hello from the fork"),
+        ],
+        &[],
+    );
+    let r = &out["results"];
+    assert!(r["f"]["configOptions"].is_array(), "{r}");
+    assert_eq!(r["p"]["stopReason"], "end_turn", "{r}");
+    let (source, fork) = (id_of(&out, "s"), id_of(&out, "f"));
+    assert_ne!(source, fork);
+    // Only the fork, prompted, was written; the source still writes nothing.
+    assert_eq!(env.session_files().len(), 1, "{:?}", env.session_files());
+    let text = std::fs::read_to_string(env.session_path(&fork)).unwrap();
+    assert!(text.contains("ECHO: hello from the fork"), "{text}");
+}
+
+#[test]
+fn a_model_chosen_for_one_engine_is_not_passed_to_the_next() {
+    let env = TestEnv::new();
+    let set = |name: &str, option: &str, value: &str| {
+        json!({"call": "session/set_config_option", "as": name,
+               "params": {"sessionId": "$s.sessionId", "configId": option, "value": value}})
+    };
+    let out = sdk(
+        &env,
+        &[
+            new_session("s", &env.work),
+            set("model", "model", "opus"),
+            set("engine", "engine", "gemini"),
+            prompt("p", "$s.sessionId", "by gemini"),
+        ],
+        &[],
+    );
+    let r = &out["results"];
+    assert_eq!(r["model"]["configOptions"][1]["currentValue"], "opus", "{r}");
+    assert_eq!(r["engine"]["configOptions"][0]["currentValue"], "gemini", "{r}");
+    assert_eq!(r["engine"]["configOptions"][1]["currentValue"], "default", "{r}");
+    assert_eq!(r["p"]["stopReason"], "end_turn", "{r}");
+    let argv = env.calls()[0]["argv"].to_string();
+    assert!(argv.contains("gemini") && !argv.contains("opus"), "{argv}");
+}
+
+#[test]
+fn a_first_prompt_refused_for_its_image_leaves_no_session_file() {
+    use base64::Engine as _;
+    let env = TestEnv::new();
+    env.add_engine("echo-engine");
+    env.write_config("engine = \"echo\"\n[engines.echo]\ncommand = [\"echo-engine\"]\n");
+    let png =
+        base64::engine::general_purpose::STANDARD.encode(include_bytes!("../fixtures/pixel.png"));
+    let out = sdk(
+        &env,
+        &[
+            new_session("s", &env.work),
+            json!({"call": "session/prompt", "as": "image", "params": {"sessionId": "$s.sessionId",
+                   "prompt": [{"type": "text", "text": "what is it?"},
+                              {"type": "image", "data": png, "mimeType": "image/png"}]}}),
+        ],
+        &[],
+    );
+    let error = &out["results"]["image"]["error"];
+    assert!(error["message"].as_str().unwrap_or("").contains("cannot take images"), "{error}");
+    assert!(env.session_files().is_empty(), "{:?}", env.session_files());
 }
 
 #[test]

@@ -1433,9 +1433,9 @@ for line in sys.stdin:
     print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
 "#;
 
-/// An MCP server given in session/new is started by the real engine for the session's turn,
-/// with its arguments and environment.
-fn acp_mcp_server(engine: &str) {
+/// An MCP server given in session/new (or in session/fork, to the fork of a written session)
+/// is started by the real engine for the session's turn, with its arguments and environment.
+fn acp_mcp_server(engine: &str, fork: bool) {
     let r = Real::new();
     r.env.write_config(&format!("engine = \"{engine}\"\n"));
     let script = r.env.root.path().join("mcp_server.py");
@@ -1447,14 +1447,19 @@ fn acp_mcp_server(engine: &str) {
         .expect("python3 for the MCP server");
     let server = json!({"name": "marker", "command": python, "args": [script, "--flag"],
                         "env": [{"name": "MARKER", "value": marker}]});
-    let out = acp(
-        &r,
-        &[
-            json!({"call": "session/new", "as": "s",
-                   "params": {"cwd": r.env.work, "mcpServers": [server]}}),
-            acp_prompt("p", "$s.sessionId", "with a server", true),
-        ],
-    );
+    let steps = if fork {
+        vec![
+            json!({"call": "session/new", "as": "first", "params": {"cwd": r.env.work, "mcpServers": []}}),
+            acp_prompt("p0", "$first.sessionId", "without a server", true),
+            json!({"call": "session/fork", "as": "s", "params":
+                   {"sessionId": "$first.sessionId", "cwd": r.env.work, "mcpServers": [server]}}),
+        ]
+    } else {
+        vec![json!({"call": "session/new", "as": "s",
+                    "params": {"cwd": r.env.work, "mcpServers": [server]}})]
+    };
+    let out =
+        acp(&r, &[steps, vec![acp_prompt("p", "$s.sessionId", "with a server", true)]].concat());
     assert_eq!(out["results"]["p"]["stopReason"], "end_turn", "{engine}: {}", out["results"]);
     let started = std::fs::read_to_string(&marker)
         .unwrap_or_else(|_| panic!("{engine} did not start the MCP server: {}", out["results"]));
@@ -1463,12 +1468,17 @@ fn acp_mcp_server(engine: &str) {
 
 #[test]
 fn acp_mcp_server_started_by_claude() {
-    acp_mcp_server("claude");
+    acp_mcp_server("claude", false);
+}
+
+#[test]
+fn acp_mcp_server_given_to_a_fork_started_by_claude() {
+    acp_mcp_server("claude", true);
 }
 
 #[test]
 fn acp_mcp_server_started_by_gemini() {
-    acp_mcp_server("gemini");
+    acp_mcp_server("gemini", false);
 }
 
 #[test]
