@@ -39,6 +39,7 @@ fuzz_target!(|data: &[u8]| {
         title,
         forked_from: None,
         name: None,
+        imported: None,
     };
     let t = Transcript { header, records };
     let rendered = transcript::render(&t);
