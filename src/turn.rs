@@ -173,12 +173,6 @@ pub fn ask_steered(
     cancel: &Cancel,
 ) -> Result<Outcome> {
     let now = settings.now();
-    if ask.target == Target::New
-        && let Some(engine) = settings.engines.get(&session::choose_engine(settings, None))
-    {
-        // Before the new session's file is made: nothing is left of a refused question.
-        refuse_images(engine, &ask.attachments)?;
-    }
     let (id, created) = open_session(settings, store, ask, &now)?;
     let _lock = store.lock_unless(
         &id,
@@ -246,7 +240,6 @@ pub fn ask_steered(
         observer.event(Event::Notice { level: Level::Warning, text: &text });
     }
 
-    refuse_images(engine, &ask.attachments)?;
     for image in ask.attachments.iter().filter_map(|a| a.image.as_ref()) {
         store.save_image(image)?;
     }
@@ -414,8 +407,8 @@ fn open_session(
 }
 
 /// Everything about a turn that can be checked before its question is recorded (the model's
-/// name is, by `session::engine_and_model`): text without NUL bytes, the engine's program, and
-/// the size of what the engine would receive. A turn that could
+/// name is, by `session::engine_and_model`): text without NUL bytes, images only for an engine
+/// that takes them, the engine's program, and the size of what the engine would receive. A turn that could
 /// not reach an engine records nothing (the front end repeats the question). `summary` is the
 /// session's, when it has one: its live context counts unless a compaction would fold it first.
 /// The sizes are a lower bound of what is sent (tags and escapes add to them), so a question
@@ -432,6 +425,7 @@ fn check_ready(
         refuse_nul(what, text.as_bytes())?;
     }
     let engine = session.engine;
+    refuse_images(engine, &ask.attachments)?;
     run::locate(session.settings, engine)?;
     let Some(limit) = engine.max_input_bytes else { return Ok(()) };
     let new_bytes = new_bytes(ask);

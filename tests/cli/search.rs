@@ -618,3 +618,28 @@ fn an_image_is_kept_beside_the_transcript_and_refused_by_engines_that_take_none(
     env.run(&["search", "-r", "-f", "big.png", "and this?"]).code(2).stderr_has("an image of");
     assert_eq!(env.latest(), before);
 }
+
+/// A follow-up refused for its image changes nothing of the session: not its header (a prompt
+/// file chosen on it is not taken) and not `latest`.
+#[test]
+fn a_follow_up_refused_for_its_image_leaves_the_session_and_latest_as_they_were() {
+    let env = TestEnv::new();
+    env.add_engine("echo-engine");
+    env.write_config("[engines.echo]\ncommand = [\"echo-engine\"]\n");
+    std::fs::write(env.work.join("pic.png"), include_bytes!("../fixtures/pixel.png")).unwrap();
+    let (old, new) = (env.root.path().join("old.md"), env.root.path().join("new.md"));
+    std::fs::write(&old, "You are the old prompt.").unwrap();
+    std::fs::write(&new, "You are the new prompt.").unwrap();
+    env.run(&["search", "-e", "echo", "--prompt-file", old.to_str().unwrap(), "first"]).ok();
+    let first = env.session_files()[0].clone();
+    let id = first.trim_start_matches("session_").trim_end_matches(".md").to_string();
+    let before = std::fs::read_to_string(env.sessions_dir().join(&first)).unwrap();
+    env.run(&["search", "-e", "echo", "other"]).ok();
+    let latest = env.latest();
+
+    env.run(&["search", "-s", &id, "--prompt-file", new.to_str().unwrap(), "-f", "pic.png", "q"])
+        .code(2)
+        .stderr_has("engine echo cannot take images");
+    assert_eq!(std::fs::read_to_string(env.sessions_dir().join(&first)).unwrap(), before);
+    assert_eq!(env.latest(), latest, "`latest` still names the other session");
+}
