@@ -643,3 +643,23 @@ fn a_follow_up_refused_for_its_image_leaves_the_session_and_latest_as_they_were(
     assert_eq!(std::fs::read_to_string(env.sessions_dir().join(&first)).unwrap(), before);
     assert_eq!(env.latest(), latest, "`latest` still names the other session");
 }
+
+/// `cca clear` on a session whose last record was cut off repairs it first, as a turn does:
+/// the clear is a record of its own, and the next turn sends nothing from before it.
+#[test]
+fn a_clear_after_a_cut_off_record_repairs_it_first_and_takes_effect() {
+    let env = TestEnv::new();
+    env.run(&["search", "one"]).ok();
+    let path = env.session_path(STAMP);
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str("\n<!-- cca:user {\"at\":\"2026-11-21T10:16:00Z\"} -->\n## 2. You\n\nhalf writ");
+    std::fs::write(&path, &text).unwrap();
+    env.run(&["clear"]).ok().stderr_has("was cut off").stderr_has("it is kept in");
+    let file = std::fs::read_to_string(&path).unwrap();
+    assert!(!file.contains("half writ"), "{file}");
+    let run = env.run(&["search", "-r", "two"]);
+    run.ok();
+    assert!(!run.stderr.contains("warning"), "{run}");
+    let stdin = stdin_of(&env.last_call()).to_string();
+    assert!(tag(&stdin, "conversation_history").is_none(), "{stdin}");
+}
