@@ -229,8 +229,9 @@ pub fn ask_steered(
         );
         observer.event(Event::Notice { level: Level::Detail, text: &text });
     }
-    if let Some(text) = left_without_answer(store, &id, &summary) {
-        observer.event(Event::Notice { level: Level::Warning, text: &text });
+    let left = left_without_answer(store, &id, &summary);
+    if let Some(text) = &left {
+        observer.event(Event::Notice { level: Level::Warning, text });
     }
 
     for image in ask.attachments.iter().filter_map(|a| a.image.as_ref()) {
@@ -241,7 +242,7 @@ pub fn ask_steered(
     cancel.check()?;
     let mut turn = summary.exchanges + 1;
     let mut appender = Appender::open(store, &id)?;
-    if summary.pending_user {
+    if left.is_some() {
         appender.append(cut_question_record(settings, turn).as_bytes())?;
     }
     let question = question_records(ask, &now, turn);
@@ -506,7 +507,8 @@ fn cut_question_record(settings: &Settings, turn: u64) -> String {
 
 /// Says which question the transcript holds without an outcome, if one: its turn was cut off
 /// (cca was killed, or the answer could not be saved). It is no part of the live context, so the
-/// turn about to be asked leaves it out, and the user should know which one that is.
+/// turn about to be asked leaves it out, and the user should know which one that is; the turn
+/// records it as interrupted ([`cut_question_record`]) before its own question.
 fn left_without_answer(store: &Store, id: &str, summary: &Summary) -> Option<String> {
     let range = summary.pending_question.as_ref()?;
     // The start is enough to name it (a question may be hundreds of MiB).
@@ -521,7 +523,8 @@ fn left_without_answer(store: &Store, id: &str, summary: &Summary) -> Option<Str
     };
     Some(format!(
         "warning: turn {}'s question has no answer in the transcript (its turn was cut off, or \
-         its answer could not be saved), so it is left out of this turn: {gist}",
+         its answer could not be saved): it is recorded as interrupted and left out of this \
+         turn: {gist}",
         summary.exchanges + 1
     ))
 }
