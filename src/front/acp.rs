@@ -815,7 +815,11 @@ impl Acp {
             || forward.event(Event::Waiting { session: id }),
             || cancel.check(),
         )?;
-        let summary = self.store.summarize(id)?;
+        let mut summary = self.store.summarize(id)?;
+        if let Some(text) = crate::turn::repair_cut_off(settings, &self.store, id, &summary)? {
+            forward.event(Event::Notice { level: Level::Info, text: &text });
+            summary = self.store.summarize(id)?;
+        }
         let (engine, model) = session::engine_and_model(settings, &summary.header, false)?;
         let ctx =
             session::Session { settings, store: &self.store, id, engine, model: model.as_deref() };
