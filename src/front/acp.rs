@@ -831,9 +831,9 @@ impl Acp {
         });
         match compacted {
             Ok(Some(c)) => Ok(format!(
-                "Turns {}-{} are now a summary: {} -> {} of context.",
-                c.first,
-                c.through,
+                "{} {} now a summary: {} -> {} of context.",
+                crate::human::turns(c.first, c.through).replacen('t', "T", 1),
+                if c.first == c.through { "is" } else { "are" },
                 crate::human::human_bytes(c.bytes_before),
                 crate::human::human_bytes(c.bytes_after)
             )),
