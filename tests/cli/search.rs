@@ -663,3 +663,29 @@ fn a_clear_after_a_cut_off_record_repairs_it_first_and_takes_effect() {
     let stdin = stdin_of(&env.last_call()).to_string();
     assert!(tag(&stdin, "conversation_history").is_none(), "{stdin}");
 }
+
+/// Two records cut off in the same second are both kept aside: the second does not replace the
+/// first's file.
+#[test]
+fn two_cut_off_records_in_one_second_are_both_kept() {
+    let env = TestEnv::new();
+    env.run(&["search", "one"]).ok();
+    let path = env.session_path(STAMP);
+    let cut = |words: &str| {
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str(&format!("\n<!-- cca:user {{}} -->\n## 2. You\n\n{words}"));
+        std::fs::write(&path, &text).unwrap();
+    };
+    cut("first cut");
+    env.run(&["clear"]).ok().stderr_has("was cut off");
+    cut("second cut");
+    env.run(&["search", "-r", "two"]).ok().stderr_has("was cut off");
+    let damaged = env.cca_home.join("damaged");
+    let mut kept: Vec<String> = std::fs::read_dir(&damaged)
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    kept.sort();
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert!(kept[0].ends_with("first cut") && kept[1].ends_with("second cut"), "{kept:?}");
+}
