@@ -428,15 +428,22 @@ fn gemini_failures_show_its_message() {
         .stderr_has("Error when talking to Gemini API");
 }
 
+/// Ends the transcript at `path` as a crash in the middle of an append does: a question's record
+/// cut off after `words`.
+fn append_cut_record(path: &std::path::Path, words: &str) {
+    let mut text = std::fs::read_to_string(path).unwrap();
+    text.push_str("\n<!-- cca:user {\"at\":\"2026-11-21T10:16:00Z\"} -->\n## 2. You\n\n");
+    text.push_str(words);
+    std::fs::write(path, &text).unwrap();
+}
+
 #[test]
 fn a_cut_off_transcript_still_opens_and_its_tail_is_not_sent() {
     let env = TestEnv::new();
     env.run(&["search", "one"]).ok();
     let path = env.session_path(STAMP);
     // A crash in the middle of an append.
-    let mut text = std::fs::read_to_string(&path).unwrap();
-    text.push_str("\n<!-- cca:user {\"at\":\"2026-11-21T10:16:00Z\"} -->\n## 2. You\n\nhalf writ");
-    std::fs::write(&path, &text).unwrap();
+    append_cut_record(&path, "half writ");
     let run = env.run(&["search", "-r", "two"]);
     run.ok().stderr_has("was cut off").stderr_has("it is kept in");
     let stdin = stdin_of(&env.last_call()).to_string();
@@ -651,9 +658,7 @@ fn a_clear_after_a_cut_off_record_repairs_it_first_and_takes_effect() {
     let env = TestEnv::new();
     env.run(&["search", "one"]).ok();
     let path = env.session_path(STAMP);
-    let mut text = std::fs::read_to_string(&path).unwrap();
-    text.push_str("\n<!-- cca:user {\"at\":\"2026-11-21T10:16:00Z\"} -->\n## 2. You\n\nhalf writ");
-    std::fs::write(&path, &text).unwrap();
+    append_cut_record(&path, "half writ");
     env.run(&["clear"]).ok().stderr_has("was cut off").stderr_has("it is kept in");
     let file = std::fs::read_to_string(&path).unwrap();
     assert!(!file.contains("half writ"), "{file}");
@@ -671,14 +676,9 @@ fn two_cut_off_records_in_one_second_are_both_kept() {
     let env = TestEnv::new();
     env.run(&["search", "one"]).ok();
     let path = env.session_path(STAMP);
-    let cut = |words: &str| {
-        let mut text = std::fs::read_to_string(&path).unwrap();
-        text.push_str(&format!("\n<!-- cca:user {{}} -->\n## 2. You\n\n{words}"));
-        std::fs::write(&path, &text).unwrap();
-    };
-    cut("first cut");
+    append_cut_record(&path, "first cut");
     env.run(&["clear"]).ok().stderr_has("was cut off");
-    cut("second cut");
+    append_cut_record(&path, "second cut");
     env.run(&["search", "-r", "two"]).ok().stderr_has("was cut off");
     let damaged = env.cca_home.join("damaged");
     let mut kept: Vec<String> = std::fs::read_dir(&damaged)
