@@ -1086,7 +1086,15 @@ impl Store {
         std::os::unix::fs::FileExt::read_exact_at(&file, &mut cut, at)
             .with_context(|| format!("cannot read {}", path.display()))?;
         make_private_dir(&self.damaged_dir())?;
-        let kept = self.damaged_dir().join(format!("{id}-{stamp}.md"));
+        // A name of its own: an earlier repair in the same second keeps its file (the lock
+        // held, no other repair of this session picks a name meanwhile).
+        let kept = (1..)
+            .map(|n| match n {
+                1 => self.damaged_dir().join(format!("{id}-{stamp}.md")),
+                n => self.damaged_dir().join(format!("{id}-{stamp}-{n}.md")),
+            })
+            .find(|path| !path.exists())
+            .expect("a free name");
         replace_file(&kept, &cut)?;
         let note = format!(
             "*A record cut off here (cca was stopped while writing it) is kept in {}.*\n",

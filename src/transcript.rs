@@ -1451,9 +1451,8 @@ pub struct Summary {
     pub problems: Vec<Problem>,
     /// The last `at` of any record, or the header's creation time.
     pub last_activity: String,
-    /// Whether the file ends inside an attempt that has no outcome yet.
-    pub pending_user: bool,
-    /// That attempt's question (its content, as stored), when there is one.
+    /// The question of the attempt the file ends inside without an outcome yet, if one (its
+    /// content, as stored).
     pub pending_question: Option<Range<u64>>,
     /// What every answer in the file cost, as reported.
     pub totals: Totals,
@@ -1728,7 +1727,6 @@ impl Summarizer {
             exchanges: self.exchanges,
             problems: self.problems,
             last_activity,
-            pending_user: self.pending.is_some(),
             pending_question: self.pending.as_ref().map(|(question, _)| question.clone()),
             totals: self.totals,
             end: tail,

@@ -173,12 +173,6 @@ pub fn ask_steered(
     cancel: &Cancel,
 ) -> Result<Outcome> {
     let now = settings.now();
-    if ask.target == Target::New
-        && let Some(engine) = settings.engines.get(&session::choose_engine(settings, None))
-    {
-        // Before the new session's file is made: nothing is left of a refused question.
-        refuse_images(engine, &ask.attachments)?;
-    }
     let (id, created) = open_session(settings, store, ask, &now)?;
     let _lock = store.lock_unless(
         &id,
@@ -187,14 +181,7 @@ pub fn ask_steered(
         || cancel.check(),
     )?;
     let mut summary = store.summarize(&id)?;
-    // A record cut off by a crash is repaired once, before anything is appended after it.
-    if let Some(at) = summary.problems.iter().find_map(|p| p.cut_off_at) {
-        let kept = store.set_aside_cut_off(&id, at, &now.format("%Y%m%d-%H%M%S").to_string())?;
-        let text = format!(
-            "note: the last record of session {id} was cut off (cca was stopped while writing \
-             it); it is kept in {}, and the transcript says so",
-            kept.display()
-        );
+    if let Some(text) = repair_cut_off(settings, store, &id, &summary)? {
         observer.event(Event::Notice { level: Level::Info, text: &text });
         summary = store.summarize(&id)?;
     }
@@ -242,11 +229,11 @@ pub fn ask_steered(
         );
         observer.event(Event::Notice { level: Level::Detail, text: &text });
     }
-    if let Some(text) = left_without_answer(store, &id, &summary) {
-        observer.event(Event::Notice { level: Level::Warning, text: &text });
+    let left = left_without_answer(store, &id, &summary);
+    if let Some(text) = &left {
+        observer.event(Event::Notice { level: Level::Warning, text });
     }
 
-    refuse_images(engine, &ask.attachments)?;
     for image in ask.attachments.iter().filter_map(|a| a.image.as_ref()) {
         store.save_image(image)?;
     }
@@ -255,7 +242,7 @@ pub fn ask_steered(
     cancel.check()?;
     let mut turn = summary.exchanges + 1;
     let mut appender = Appender::open(store, &id)?;
-    if summary.pending_user {
+    if left.is_some() {
         appender.append(cut_question_record(settings, turn).as_bytes())?;
     }
     let question = question_records(ask, &now, turn);
@@ -413,9 +400,29 @@ fn open_session(
     }
 }
 
+/// Repairs a record cut off by a crash at the end of the session's file, once, before anything
+/// is appended after it (a turn, a clear, a compaction): appended to it, a record would be read
+/// as part of the cut one. Returns the note to show when it repaired; the caller reads the
+/// summary again then. Call it holding the session's lock.
+pub fn repair_cut_off(
+    settings: &Settings,
+    store: &Store,
+    id: &str,
+    summary: &Summary,
+) -> Result<Option<String>> {
+    let Some(at) = summary.problems.iter().find_map(|p| p.cut_off_at) else { return Ok(None) };
+    let kept =
+        store.set_aside_cut_off(id, at, &settings.now().format("%Y%m%d-%H%M%S").to_string())?;
+    Ok(Some(format!(
+        "note: the last record of session {id} was cut off (cca was stopped while writing \
+         it); it is kept in {}, and the transcript says so",
+        kept.display()
+    )))
+}
+
 /// Everything about a turn that can be checked before its question is recorded (the model's
-/// name is, by `session::engine_and_model`): text without NUL bytes, the engine's program, and
-/// the size of what the engine would receive. A turn that could
+/// name is, by `session::engine_and_model`): text without NUL bytes, images only for an engine
+/// that takes them, the engine's program, and the size of what the engine would receive. A turn that could
 /// not reach an engine records nothing (the front end repeats the question). `summary` is the
 /// session's, when it has one: its live context counts unless a compaction would fold it first.
 /// The sizes are a lower bound of what is sent (tags and escapes add to them), so a question
@@ -432,6 +439,7 @@ fn check_ready(
         refuse_nul(what, text.as_bytes())?;
     }
     let engine = session.engine;
+    refuse_images(engine, &ask.attachments)?;
     run::locate(session.settings, engine)?;
     let Some(limit) = engine.max_input_bytes else { return Ok(()) };
     let new_bytes = new_bytes(ask);
@@ -499,7 +507,8 @@ fn cut_question_record(settings: &Settings, turn: u64) -> String {
 
 /// Says which question the transcript holds without an outcome, if one: its turn was cut off
 /// (cca was killed, or the answer could not be saved). It is no part of the live context, so the
-/// turn about to be asked leaves it out, and the user should know which one that is.
+/// turn about to be asked leaves it out, and the user should know which one that is; the turn
+/// records it as interrupted ([`cut_question_record`]) before its own question.
 fn left_without_answer(store: &Store, id: &str, summary: &Summary) -> Option<String> {
     let range = summary.pending_question.as_ref()?;
     // The start is enough to name it (a question may be hundreds of MiB).
@@ -514,7 +523,8 @@ fn left_without_answer(store: &Store, id: &str, summary: &Summary) -> Option<Str
     };
     Some(format!(
         "warning: turn {}'s question has no answer in the transcript (its turn was cut off, or \
-         its answer could not be saved), so it is left out of this turn: {gist}",
+         its answer could not be saved): it is recorded as interrupted and left out of this \
+         turn: {gist}",
         summary.exchanges + 1
     ))
 }

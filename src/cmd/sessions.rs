@@ -604,7 +604,7 @@ pub fn clear(id: Option<&str>) -> Result<u8> {
 
 pub fn clear_session(settings: &Settings, store: &Store, id: &str) -> Result<()> {
     let _lock = store.lock(id, true, || say_waiting(id))?;
-    let summary = store.summarize_to_append(id)?;
+    let summary = repaired_summary(settings, store, id)?;
     let record = Record {
         kind: Kind::Clear,
         meta: Meta { at: Some(settings.now_string()), ..Meta::default() },
@@ -612,6 +612,19 @@ pub fn clear_session(settings: &Settings, store: &Store, id: &str) -> Result<()>
     };
     Appender::open(store, id)?
         .append(transcript::render_record(&record, summary.exchanges + 1).as_bytes())
+}
+
+/// The summary of a session records are about to be appended to, its cut-off last record
+/// repaired first (saying so). Call it holding the session's lock.
+fn repaired_summary(settings: &Settings, store: &Store, id: &str) -> Result<Summary> {
+    let summary = store.summarize_to_append(id)?;
+    match crate::turn::repair_cut_off(settings, store, id, &summary)? {
+        Some(note) => {
+            say(&format!("cca: {note}"));
+            store.summarize_to_append(id)
+        }
+        None => Ok(summary),
+    }
 }
 
 /// `cca name [ID] NAME`, `cca name --clear [ID]`
@@ -689,7 +702,7 @@ pub fn compact_session(
     keep: Option<u64>,
 ) -> Result<u8> {
     let _lock = store.lock(id, true, || say_waiting(id))?;
-    let summary = store.summarize_to_append(id)?;
+    let summary = repaired_summary(settings, store, id)?;
     let (engine, model) = session::engine_and_model(settings, &summary.header, false)?;
     let ctx = session::Session { settings, store, id, engine, model: model.as_deref() };
     let mut spinner = Spinner::default();

@@ -856,7 +856,11 @@ impl Acp {
             || forward.event(Event::Waiting { session: id }),
             || cancel.check(),
         )?;
-        let summary = self.store.summarize(id)?;
+        let mut summary = self.store.summarize(id)?;
+        if let Some(text) = crate::turn::repair_cut_off(settings, &self.store, id, &summary)? {
+            forward.event(Event::Notice { level: Level::Info, text: &text });
+            summary = self.store.summarize(id)?;
+        }
         let (engine, model) = session::engine_and_model(settings, &summary.header, false)?;
         let ctx =
             session::Session { settings, store: &self.store, id, engine, model: model.as_deref() };
@@ -868,9 +872,9 @@ impl Acp {
         });
         match compacted {
             Ok(Some(c)) => Ok(format!(
-                "Turns {}-{} are now a summary: {} -> {} of context.",
-                c.first,
-                c.through,
+                "{} {} now a summary: {} -> {} of context.",
+                crate::human::turns(c.first, c.through).replacen('t', "T", 1),
+                if c.first == c.through { "is" } else { "are" },
                 crate::human::human_bytes(c.bytes_before),
                 crate::human::human_bytes(c.bytes_after)
             )),

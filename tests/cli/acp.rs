@@ -1104,3 +1104,27 @@ fn a_line_that_is_not_utf8_leaves_a_running_prompt_answering() {
     );
     assert_eq!(out["results"]["again"]["stopReason"], "end_turn");
 }
+
+/// `/compact` over ACP on a session whose last record was cut off sets that record aside first,
+/// as a turn does: the compaction is a record of its own, and read as one. One turn folded is
+/// "turn 1", as the terminal says.
+#[test]
+fn slash_compact_after_a_cut_off_record_repairs_it_first() {
+    let env = TestEnv::new();
+    env.write_config("[compaction]\nkeep_recent = 1\n");
+    env.converse(&["c-1", "c-2"], &[]);
+    let id = session_id(&env);
+    let path = env.sessions_dir().join("latest").canonicalize().unwrap();
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str("\n<!-- cca:user {\"at\":\"2026-11-21T10:16:00Z\"} -->\n## 3. You\n\nhalf writ");
+    std::fs::write(&path, &text).unwrap();
+    let out = sdk(&env, &[prompt("compact", &id, "/compact")], &[("FAKE_SCRIPT", "echo")]);
+    assert_eq!(out["results"]["compact"]["stopReason"], "end_turn", "{}", out["results"]);
+    let said = texts(&out, &id, "agent_message_chunk").concat();
+    assert!(said.starts_with("Turn 1 is now a summary: "), "{said}");
+    let file = std::fs::read_to_string(&path).unwrap();
+    assert!(!file.contains("half writ"), "{file}");
+    let (t, problems) = cca::transcript::parse(&file).unwrap();
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(t.records.last().unwrap().kind, cca::transcript::Kind::Compaction);
+}

@@ -640,7 +640,18 @@ fn an_answer_shown_but_not_saved_fails_and_the_next_turn_names_its_question() {
 
     // The next turn leaves the question out, and says which.
     let run = env.run(&["search", "-q", "-r", "next question"]);
-    run.ok().stderr_has("turn 2's question has no answer").stderr_has("the lost question");
+    run.ok()
+        .stderr_has("turn 2's question has no answer")
+        .stderr_has("it is recorded as interrupted")
+        .stderr_has("the lost question");
     assert_eq!(env.last_users(), ["first question"], "the history");
+    // As the warning says: the question has its outcome in the transcript, once.
+    let (summary, _) = cca::transcript::parse(&env.latest()).unwrap();
+    let kinds: Vec<_> = summary.records.iter().map(|r| r.kind).collect();
+    use cca::transcript::Kind;
+    assert_eq!(
+        kinds,
+        [Kind::User, Kind::Assistant, Kind::User, Kind::Interrupted, Kind::User, Kind::Assistant]
+    );
     assert!(!stdin_of(&env.last_call()).contains("the lost question"));
 }

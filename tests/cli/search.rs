@@ -428,15 +428,22 @@ fn gemini_failures_show_its_message() {
         .stderr_has("Error when talking to Gemini API");
 }
 
+/// Ends the transcript at `path` as a crash in the middle of an append does: a question's record
+/// cut off after `words`.
+fn append_cut_record(path: &std::path::Path, words: &str) {
+    let mut text = std::fs::read_to_string(path).unwrap();
+    text.push_str("\n<!-- cca:user {\"at\":\"2026-11-21T10:16:00Z\"} -->\n## 2. You\n\n");
+    text.push_str(words);
+    std::fs::write(path, &text).unwrap();
+}
+
 #[test]
 fn a_cut_off_transcript_still_opens_and_its_tail_is_not_sent() {
     let env = TestEnv::new();
     env.run(&["search", "one"]).ok();
     let path = env.session_path(STAMP);
     // A crash in the middle of an append.
-    let mut text = std::fs::read_to_string(&path).unwrap();
-    text.push_str("\n<!-- cca:user {\"at\":\"2026-11-21T10:16:00Z\"} -->\n## 2. You\n\nhalf writ");
-    std::fs::write(&path, &text).unwrap();
+    append_cut_record(&path, "half writ");
     let run = env.run(&["search", "-r", "two"]);
     run.ok().stderr_has("was cut off").stderr_has("it is kept in");
     let stdin = stdin_of(&env.last_call()).to_string();
@@ -617,4 +624,68 @@ fn an_image_is_kept_beside_the_transcript_and_refused_by_engines_that_take_none(
     big.set_len(6 << 20).unwrap();
     env.run(&["search", "-r", "-f", "big.png", "and this?"]).code(2).stderr_has("an image of");
     assert_eq!(env.latest(), before);
+}
+
+/// A follow-up refused for its image changes nothing of the session: not its header (a prompt
+/// file chosen on it is not taken) and not `latest`.
+#[test]
+fn a_follow_up_refused_for_its_image_leaves_the_session_and_latest_as_they_were() {
+    let env = TestEnv::new();
+    env.add_engine("echo-engine");
+    env.write_config("[engines.echo]\ncommand = [\"echo-engine\"]\n");
+    std::fs::write(env.work.join("pic.png"), include_bytes!("../fixtures/pixel.png")).unwrap();
+    let (old, new) = (env.root.path().join("old.md"), env.root.path().join("new.md"));
+    std::fs::write(&old, "You are the old prompt.").unwrap();
+    std::fs::write(&new, "You are the new prompt.").unwrap();
+    env.run(&["search", "-e", "echo", "--prompt-file", old.to_str().unwrap(), "first"]).ok();
+    let first = env.session_files()[0].clone();
+    let id = first.trim_start_matches("session_").trim_end_matches(".md").to_string();
+    let before = std::fs::read_to_string(env.sessions_dir().join(&first)).unwrap();
+    env.run(&["search", "-e", "echo", "other"]).ok();
+    let latest = env.latest();
+
+    env.run(&["search", "-s", &id, "--prompt-file", new.to_str().unwrap(), "-f", "pic.png", "q"])
+        .code(2)
+        .stderr_has("engine echo cannot take images");
+    assert_eq!(std::fs::read_to_string(env.sessions_dir().join(&first)).unwrap(), before);
+    assert_eq!(env.latest(), latest, "`latest` still names the other session");
+}
+
+/// `cca clear` on a session whose last record was cut off repairs it first, as a turn does:
+/// the clear is a record of its own, and the next turn sends nothing from before it.
+#[test]
+fn a_clear_after_a_cut_off_record_repairs_it_first_and_takes_effect() {
+    let env = TestEnv::new();
+    env.run(&["search", "one"]).ok();
+    let path = env.session_path(STAMP);
+    append_cut_record(&path, "half writ");
+    env.run(&["clear"]).ok().stderr_has("was cut off").stderr_has("it is kept in");
+    let file = std::fs::read_to_string(&path).unwrap();
+    assert!(!file.contains("half writ"), "{file}");
+    let run = env.run(&["search", "-r", "two"]);
+    run.ok();
+    assert!(!run.stderr.contains("warning"), "{run}");
+    let stdin = stdin_of(&env.last_call()).to_string();
+    assert!(tag(&stdin, "conversation_history").is_none(), "{stdin}");
+}
+
+/// Two records cut off in the same second are both kept aside: the second does not replace the
+/// first's file.
+#[test]
+fn two_cut_off_records_in_one_second_are_both_kept() {
+    let env = TestEnv::new();
+    env.run(&["search", "one"]).ok();
+    let path = env.session_path(STAMP);
+    append_cut_record(&path, "first cut");
+    env.run(&["clear"]).ok().stderr_has("was cut off");
+    append_cut_record(&path, "second cut");
+    env.run(&["search", "-r", "two"]).ok().stderr_has("was cut off");
+    let damaged = env.cca_home.join("damaged");
+    let mut kept: Vec<String> = std::fs::read_dir(&damaged)
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .collect();
+    kept.sort();
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert!(kept[0].ends_with("first cut") && kept[1].ends_with("second cut"), "{kept:?}");
 }
