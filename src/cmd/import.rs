@@ -41,7 +41,7 @@ struct Stamp {
 }
 
 /// What importing one conversation does.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 enum Plan {
     /// Nothing new since the last import.
     Nothing,
@@ -145,7 +145,13 @@ pub fn run(args: &ImportArgs) -> Result<u8> {
                         flush(&settings, &store, tool, &mut batch, &mut index, &bar)?;
                     }
                 } else {
-                    let id = apply(&settings, &store, tool, file, &conv, &plan)?;
+                    let (id, done) = apply(&settings, &store, tool, file, &conv, &plan)?;
+                    if done != plan {
+                        // Continued in cca while the import waited for the session's lock.
+                        tally.appended -= 1;
+                        tally.forked += 1;
+                    }
+                    let line = describe(&done, tool, &conv).unwrap_or(line);
                     index.conversations.insert(key, id.clone());
                     bar.suspend(|| print(&format!("{id}\t{line}\n")))?;
                 }
@@ -222,7 +228,8 @@ fn flush(
                         let Some(job) = jobs.get(i) else { break };
                         done.push((
                             i,
-                            apply(settings, store, tool, &job.file, &job.conv, &Plan::New),
+                            apply(settings, store, tool, &job.file, &job.conv, &Plan::New)
+                                .map(|(id, _)| id),
                         ));
                     }
                     done
@@ -432,7 +439,8 @@ fn describe(plan: &Plan, tool: Tool, conv: &Conversation) -> Option<String> {
     Some(format!("{what}\t{}:{}\t{title}", tool.name(), conv.id))
 }
 
-/// Writes what the plan says; returns the session written.
+/// Writes what the plan says; returns the session written and the plan carried out (a fork
+/// instead of going on, when the session was continued in cca after the plan was made).
 fn apply(
     settings: &Settings,
     store: &Store,
@@ -440,7 +448,7 @@ fn apply(
     file: &Path,
     conv: &Conversation,
     plan: &Plan,
-) -> Result<String> {
+) -> Result<(String, Plan)> {
     let source = match tool {
         Tool::Llm if file.as_os_str().is_empty() => "logs.db".to_string(),
         _ => file.to_string_lossy().into_owned(),
@@ -458,10 +466,24 @@ fn apply(
     let id = match plan {
         Plan::Nothing => unreachable!("nothing to write"),
         Plan::Append { id, from } => {
-            let _lock = store.lock(id, true, || crate::front::terminal::say_waiting(id))?;
+            let lock = store.lock(id, true, || crate::front::terminal::say_waiting(id))?;
             let summary = store.summarize_unlocked(id)?;
-            let tail = import::render_records(tool, &conv.exchanges[*from..], *from as u64 + 1);
             let body = std::fs::metadata(store.session_path(id))?.len() - summary.header_end;
+            if summary.header.imported.as_ref().map(|i| i.body) != Some(body) {
+                // A turn landed while the lock was awaited: the session is cca's now, and is
+                // never rewritten; the source goes on in a fork, as `plan` decides for it.
+                drop(lock);
+                let turn = shared(store, id, &conv.exchanges)? as u64;
+                return apply(
+                    settings,
+                    store,
+                    tool,
+                    file,
+                    conv,
+                    &Plan::Fork { of: id.clone(), turn },
+                );
+            }
+            let tail = import::render_records(tool, &conv.exchanges[*from..], *from as u64 + 1);
             let header = Header {
                 imported: Some(mark(conv.exchanges.len(), body + tail.len() as u64)),
                 ..summary.header
@@ -490,7 +512,7 @@ fn apply(
             })?
         }
     };
-    Ok(id)
+    Ok((id, plan.clone()))
 }
 
 /// The header of a session made from `conv`: the engine is the tool (claude and gemini are

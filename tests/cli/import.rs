@@ -102,3 +102,52 @@ fn a_progress_bar_on_a_terminal() {
     let all = session.exp_eof().unwrap();
     assert!(all.contains("60 new"), "{all:?}");
 }
+
+/// A conversation that went on in its tool, imported while cca works in the imported session
+/// (a compaction, whose engine is held): the import plans to go on in the session, waits for
+/// its lock, then finds it changed by cca and imports the source as a fork instead of appending
+/// after cca's record.
+#[test]
+fn an_import_that_waited_for_the_session_forks_instead_of_appending_after_cca() {
+    use std::process::Stdio;
+    let env = TestEnv::new();
+    env.add_engine("codex-engine");
+    env.write_config("[engines.codex]\ncommand = [\"codex-engine\"]\n");
+    let dir = env.home.join(".codex/sessions/2026/11/20");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("rollout-2026-11-20T08-00-00-0199-codex.jsonl");
+    std::fs::write(&file, rollout(2)).unwrap();
+    env.run(&["import", "codex"]).ok();
+    let id = "20261120-080000";
+    std::fs::write(&file, rollout(3)).unwrap();
+
+    // A compaction holds the session's lock while its engine waits; the file is unchanged.
+    let go = env.root.path().join("go");
+    let script = format!(
+        "pid {};await {};say the summary",
+        env.root.path().join("pid").display(),
+        go.display()
+    );
+    let mut compact = env.command();
+    compact.args(["compact", "--keep", "1", id]).env("FAKE_SCRIPT", &script);
+    let compact = Guard(compact.stdin(Stdio::null()).stdout(Stdio::piped()).spawn().unwrap());
+    assert!(wait_until(TIMEOUT, || env.root.path().join("pid").exists()), "the engine runs");
+    let said = env.root.path().join("import.err");
+    let mut import = env.command();
+    import.args(["import", "codex"]).stdin(Stdio::null()).stdout(Stdio::piped());
+    let import = Guard(import.stderr(std::fs::File::create(&said).unwrap()).spawn().unwrap());
+    let waiting = || std::fs::read_to_string(&said).unwrap().contains("is busy");
+    assert!(wait_until(TIMEOUT, waiting), "the import waits for the session");
+    std::fs::write(&go, "").unwrap();
+    assert_eq!(compact.finish().status.code(), Some(0));
+    let out = import.finish();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains(&format!("fork of {id} at 2")), "{stdout}");
+    // The session is as cca left it: its compaction last, nothing imported after it.
+    let text = std::fs::read_to_string(env.session_path(id)).unwrap();
+    let (t, _) = cca::transcript::parse(&text).unwrap();
+    assert_eq!(t.records.last().unwrap().kind, cca::transcript::Kind::Compaction, "{text}");
+    assert!(!text.contains("question 3"), "{text}");
+    assert_eq!(env.session_files().len(), 2, "the source went on in a fork");
+}
