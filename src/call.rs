@@ -10,6 +10,7 @@ use crate::engine::{Arg, EngineConfig, Invocation, Request};
 use crate::error::{Failure, exit};
 use crate::frame;
 use crate::human::human_bytes;
+use crate::media::Image;
 use crate::run::{self, Cancel, Interrupted, Progress, Spawn, Stop, locate};
 use crate::session::Session;
 use crate::store::Store;
@@ -20,10 +21,32 @@ pub struct Call<'a> {
     pub session: &'a Session<'a>,
     pub system: &'a str,
     pub live: &'a std::sync::Arc<Live>,
-    pub attachments: &'a [crate::turn::Attachment],
+    pub attachments: &'a [Attachment],
     pub query: &'a str,
     /// Steers for the turn, if it takes any.
     pub inbox: Option<&'a crate::steer::Inbox>,
+}
+
+/// Context handed over with a question, kept in the transcript and sent in its own tag.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attachment {
+    /// `stdin`, or the file's path as given.
+    pub name: String,
+    /// The text; for an image, the transcript's link to its stored copy.
+    pub text: String,
+    /// An image, sent to the engine beside the text (engines that take images only).
+    pub image: Option<Image>,
+}
+
+impl Attachment {
+    pub fn text(name: impl Into<String>, text: String) -> Attachment {
+        Attachment { name: name.into(), text, image: None }
+    }
+
+    pub fn image(name: impl Into<String>, image: Image) -> Attachment {
+        let name = name.into();
+        Attachment { text: image.link(&name), name, image: Some(image) }
+    }
 }
 
 /// Runs the call. Errors mean the engine did not run (or its output could not be kept).

@@ -36,8 +36,6 @@ pub enum Piece {
     Frame(String),
     /// Content held in memory (the new query, an attachment), escaped for framing.
     Text(String),
-    /// Content stored in the transcript at this byte range, in its escaped stored form.
-    Stored(Range<u64>),
     /// The history block: every live exchange, framed, read from the transcript as it is sent.
     History(Arc<Live>),
     /// From here on, everything but [`Piece::Verbatim`] is written through [`AtEscaper`].
@@ -256,7 +254,6 @@ pub fn write(
         match piece {
             Piece::Frame(text) => w.frame(text)?,
             Piece::Text(text) => w.text(text)?,
-            Piece::Stored(range) => w.stored(range)?,
             Piece::History(live) => history_parts(live, |part| match part {
                 Part::Frame(text) => w.frame(text),
                 Part::Stored(range) => w.stored(range),

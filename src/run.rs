@@ -157,7 +157,7 @@ pub struct Spawn {
     pub args: Vec<OsString>,
     pub env: Vec<(OsString, OsString)>,
     pub stdin: Vec<Piece>,
-    /// The transcript, for [`Piece::Stored`] content.
+    /// The transcript, for the history's stored content.
     pub transcript: File,
     /// How long the group has between SIGTERM and SIGKILL.
     pub grace: Duration,

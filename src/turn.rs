@@ -15,13 +15,13 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
+pub use crate::call::Attachment;
 use crate::call::{self, Verdict};
 use crate::compact;
 use crate::config::Settings;
 use crate::engine::{EngineConfig, ToolCall, Usage};
 use crate::error::{Failure, exit};
 use crate::human::human_bytes;
-use crate::media::Image;
 use crate::prompt::Prompt;
 use crate::run::{self, Cancel, Progress};
 use crate::session::{self, Session};
@@ -49,28 +49,6 @@ pub struct Ask {
     pub attachments: Vec<Attachment>,
     /// Wait for a session that another cca is answering in (else fail with exit 75).
     pub wait: bool,
-}
-
-/// Context handed over with a question, kept in the transcript and sent in its own tag.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Attachment {
-    /// `stdin`, or the file's path as given.
-    pub name: String,
-    /// The text; for an image, the transcript's link to its stored copy.
-    pub text: String,
-    /// An image, sent to the engine beside the text (engines that take images only).
-    pub image: Option<Image>,
-}
-
-impl Attachment {
-    pub fn text(name: impl Into<String>, text: String) -> Attachment {
-        Attachment { name: name.into(), text, image: None }
-    }
-
-    pub fn image(name: impl Into<String>, image: Image) -> Attachment {
-        let name = name.into();
-        Attachment { text: image.link(&name), name, image: Some(image) }
-    }
 }
 
 /// How widely a notice is worth showing: a front end that is asked to be quiet shows less.
