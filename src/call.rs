@@ -50,7 +50,11 @@ impl Attachment {
 }
 
 /// Runs the call. Errors mean the engine did not run (or its output could not be kept).
-pub fn call(c: &Call, cancel: &Cancel, progress: &mut dyn FnMut(Progress)) -> Result<run::Outcome> {
+pub fn call(
+    c: &Call,
+    cancel: &Cancel,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<run::EngineRun> {
     cancel.check()?;
     let s = c.session;
     let transcript = s.store.open_session(s.id)?;
@@ -150,7 +154,7 @@ impl Verdict {
 
 /// Decides whether the engine answered (docs/DESIGN.md: only a successful, non-empty answer
 /// counts).
-pub fn verdict(engine: &EngineConfig, outcome: &run::Outcome) -> Verdict {
+pub fn verdict(engine: &EngineConfig, outcome: &run::EngineRun) -> Verdict {
     if let Some(why) = outcome.interrupted {
         return Verdict::Interrupted { why };
     }

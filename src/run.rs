@@ -203,8 +203,8 @@ pub struct Earlier {
     pub steer: String,
 }
 
-/// What happened.
-pub struct Outcome {
+/// What one run of the engine gave: its answers, how it ended, and what it reported.
+pub struct EngineRun {
     /// Answers the engine gave before the last one, each followed by the steer it took then
     /// (empty unless the engine reads input while it runs).
     pub earlier: Vec<Earlier>,
@@ -391,7 +391,7 @@ pub fn run(
     mut answer: File,
     cancel: &Cancel,
     progress: &mut dyn FnMut(Progress),
-) -> Result<Outcome> {
+) -> Result<EngineRun> {
     let started = Instant::now();
     let grace = spawn.grace;
     let mut child = spawn_engine(&spawn)
@@ -444,7 +444,7 @@ pub fn run(
         let _ = wait_tx.send(Pipe::Exited(child.wait()));
     });
 
-    let mut state = Turn { split_at: Some(started), ..Turn::default() };
+    let mut state = Decoding { split_at: Some(started), ..Decoding::default() };
     let mut ending = Ending::default();
     let mut outputs = Vec::new();
     loop {
@@ -560,7 +560,7 @@ pub fn run(
     let start = state.earlier.last().map_or(0, |e| e.range.end);
     io::Seek::seek(&mut answer, io::SeekFrom::Start(start))
         .context("cannot read back the answer")?;
-    Ok(Outcome {
+    Ok(EngineRun {
         earlier: std::mem::take(&mut state.earlier),
         untaken: state.stream.written.drain(..).collect(),
         answer,
@@ -719,9 +719,10 @@ impl Stream {
     }
 }
 
-/// The turn's running state, fed by the decoder's outputs.
+/// The decoder's state while the engine runs: the answers so far and what the engine reported,
+/// fed by the decoder's outputs.
 #[derive(Default)]
-struct Turn {
+struct Decoding {
     stream: Stream,
     earlier: Vec<Earlier>,
     /// The answer file's length: where the current answer's bytes end so far.
@@ -740,7 +741,7 @@ struct Turn {
     scratch_failed: bool,
 }
 
-impl Turn {
+impl Decoding {
     fn handle(
         &mut self,
         outputs: &mut Vec<Output>,

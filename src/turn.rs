@@ -96,7 +96,7 @@ pub trait Observer {
 
 /// How a turn ended, once its question was recorded.
 #[derive(Debug)]
-pub struct Outcome {
+pub struct TurnResult {
     pub session: String,
     pub path: PathBuf,
     /// The exchange the last answer belongs to (steers taken during the turn add exchanges).
@@ -112,7 +112,7 @@ pub struct Outcome {
     pub stderr_tail: String,
 }
 
-impl Outcome {
+impl TurnResult {
     /// The exit code a command-line front end ends with.
     pub fn exit_code(&self) -> u8 {
         match &self.verdict {
@@ -125,14 +125,14 @@ impl Outcome {
 
 /// Asks the question and records the exchange. `Err` means nothing was recorded (bad input, a
 /// session that cannot be read, a cancel while waiting for it); once the question is recorded,
-/// every ending is an `Ok(Outcome)`, unless the outcome itself cannot be saved.
+/// every ending is an `Ok(TurnResult)`, unless the outcome itself cannot be saved.
 pub fn ask(
     settings: &Settings,
     store: &Store,
     ask: &Ask,
     observer: &mut dyn Observer,
     cancel: &Cancel,
-) -> Result<Outcome> {
+) -> Result<TurnResult> {
     ask_steered(settings, store, ask, &Inbox::new(), observer, cancel)
 }
 
@@ -149,7 +149,7 @@ pub fn ask_steered(
     inbox: &Inbox,
     observer: &mut dyn Observer,
     cancel: &Cancel,
-) -> Result<Outcome> {
+) -> Result<TurnResult> {
     let now = settings.now();
     let (id, created) = open_session(settings, store, ask, &now)?;
     let _lock = store.lock_unless(
@@ -248,7 +248,7 @@ pub fn ask_steered(
                 ended.note_left_out(&engine.name, observer);
                 (ended, answer, earlier)
             }
-            Err(e) => (Ended::error(&e), None, Vec::new()),
+            Err(e) => (Attempt::error(&e), None, Vec::new()),
         };
         if appender.follow_replacement()? {
             // The editor's version may have been loaded before the question was appended.
@@ -271,7 +271,7 @@ pub fn ask_steered(
                 io::Seek::seek(file, io::SeekFrom::Start(earlier.range.start))
                     .context("cannot read back the answer")?;
                 let mut part = Read::take(&mut *file, earlier.range.end - earlier.range.start);
-                let earlier_ended = Ended::earlier(earlier);
+                let earlier_ended = Attempt::earlier(earlier);
                 earlier_ended.note_left_out(&engine.name, observer);
                 let part = Some(&mut part as &mut dyn Read);
                 spent = record_outcome(&mut appender, &answering, &earlier_ended, part, turn)?
@@ -335,7 +335,7 @@ pub fn ask_steered(
         appender.append(records.as_bytes())?;
         observer.event(Event::Steer(Steered::NotTaken(text)));
     }
-    Ok(Outcome {
+    Ok(TurnResult {
         session: id.clone(),
         path: store.session_path(&id),
         turn,
@@ -567,7 +567,7 @@ impl Answering<'_> {
         summary: Summary,
         observer: &mut dyn Observer,
         cancel: &Cancel,
-    ) -> Result<run::Outcome> {
+    ) -> Result<run::EngineRun> {
         let (settings, ask, engine) = (self.session.settings, self.ask, self.session.engine);
         let new_bytes = new_bytes(ask);
         let summary = self.compact_if_needed(summary, new_bytes, observer, cancel)?;
@@ -660,10 +660,10 @@ impl Answering<'_> {
     }
 }
 
-/// How the turn ended, and the answer's scratch file if the engine ran.
-fn ended(engine: &crate::engine::EngineConfig, outcome: run::Outcome) -> (Ended, Option<File>) {
+/// How the engine's last answer ended, and the answer's scratch file.
+fn ended(engine: &crate::engine::EngineConfig, outcome: run::EngineRun) -> (Attempt, Option<File>) {
     let (usage, left_out) = outcome.usage.clone().checked();
-    let ended = Ended {
+    let ended = Attempt {
         verdict: call::verdict(engine, &outcome),
         duration: outcome.duration,
         usage,
@@ -674,7 +674,9 @@ fn ended(engine: &crate::engine::EngineConfig, outcome: run::Outcome) -> (Ended,
     (ended, Some(outcome.answer))
 }
 
-struct Ended {
+/// How one attempt at an answer ended, as its record keeps it: the verdict and the engine's
+/// figures.
+struct Attempt {
     verdict: Verdict,
     duration: Duration,
     /// The figures of the engine's usage that make sense ([`Usage::checked`]), and a note for
@@ -686,9 +688,9 @@ struct Ended {
     stderr_tail: String,
 }
 
-impl Ended {
+impl Attempt {
     /// An answer the engine ended by taking a steer.
-    fn earlier(e: &run::Earlier) -> Ended {
+    fn earlier(e: &run::Earlier) -> Attempt {
         let verdict = match &e.engine_error {
             Some(error) => Verdict::Failed { reason: error.clone(), hint: None, code: exit::ERROR },
             None if !e.has_text => {
@@ -697,7 +699,7 @@ impl Ended {
             None => Verdict::Answered,
         };
         let (usage, left_out) = e.usage.clone().checked();
-        Ended {
+        Attempt {
             verdict,
             duration: e.duration,
             usage,
@@ -716,8 +718,8 @@ impl Ended {
     }
 
     /// The engine did not run to an end.
-    fn error(e: &anyhow::Error) -> Ended {
-        Ended {
+    fn error(e: &anyhow::Error) -> Attempt {
+        Attempt {
             verdict: Verdict::of_error(e),
             duration: Duration::ZERO,
             usage: Usage::default(),
@@ -733,7 +735,7 @@ impl Ended {
 fn record_outcome(
     appender: &mut Appender,
     a: &Answering,
-    ended: &Ended,
+    ended: &Attempt,
     answer: Option<&mut dyn Read>,
     turn: u64,
 ) -> Result<Option<Usage>> {

@@ -18,7 +18,7 @@ use crate::render::{self, Renderer};
 use crate::run::Interrupted;
 use crate::steer::Steered;
 use crate::transcript::Totals;
-use crate::turn::{Event, Level, Observer, Outcome};
+use crate::turn::{Event, Level, Observer, TurnResult};
 
 /// How much a terminal turn shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,7 +108,7 @@ impl Terminal {
 
     /// Shows how the turn ended (the JSON object, or the error and its hints) and returns the
     /// exit code.
-    pub fn finish(mut self, outcome: &Outcome) -> Result<u8> {
+    pub fn finish(mut self, outcome: &TurnResult) -> Result<u8> {
         self.spinner.clear();
         if let Some(mut renderer) = self.renderer.take() {
             let mut rest = String::new();
