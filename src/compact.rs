@@ -9,6 +9,7 @@ use std::io::Read;
 use anyhow::{Context as _, Result};
 
 use crate::call::{self, Call, Verdict};
+use crate::human::human_bytes;
 use crate::run::{Cancel, Interrupted, Progress};
 use crate::session::{self, Session};
 use crate::store::Appender;
@@ -40,15 +41,50 @@ pub struct Compacted {
     pub bytes_after: u64,
 }
 
-/// Compacts now; the caller holds the session lock. `Ok(None)`: nothing to fold.
+/// How a compaction asked for ended.
+#[derive(Debug)]
+pub enum Compaction {
+    /// Older exchanges are now a summary.
+    Folded(Compacted),
+    /// Nothing to fold: the session has no more than `keep` live exchanges.
+    Nothing { live: usize, keep: u64 },
+}
+
+impl Compaction {
+    /// What happened, in a sentence for every front end: `turns 1-3 of ID are now a summary:
+    /// 40.0 KiB -> 3.1 KiB of context`, or why nothing was done. `session` names the session.
+    pub fn sentence(&self, session: Option<&str>) -> String {
+        match self {
+            Compaction::Folded(c) => format!(
+                "{}{} {} now a summary: {} -> {} of context",
+                crate::human::turns(c.first, c.through),
+                session.map(|id| format!(" of {id}")).unwrap_or_default(),
+                if c.first == c.through { "is" } else { "are" },
+                human_bytes(c.bytes_before),
+                human_bytes(c.bytes_after)
+            ),
+            Compaction::Nothing { live, keep } => format!(
+                "nothing to compact{}: {live} live exchange(s), and the last {keep} are kept",
+                session.map(|id| format!(" in {id}")).unwrap_or_default(),
+            ),
+        }
+    }
+}
+
+/// Compacts now; the caller holds the session lock and has repaired a record cut off at the
+/// end. The session is read here, as a summary that the compaction's record is appended after
+/// ([`crate::store::Store::summarize_to_append`]), so that the live index follows the append
+/// without reading the file again.
 pub fn compact(
     ctx: &Session,
-    summary: &Summary,
     keep: u64,
     cancel: &Cancel,
     progress: &mut dyn FnMut(Progress),
-) -> Result<Option<Compacted>> {
-    let Some((fold, first, through)) = plan(&summary.live, keep) else { return Ok(None) };
+) -> Result<Compaction> {
+    let summary = ctx.store.summarize_to_append(ctx.id)?;
+    let Some((fold, first, through)) = plan(&summary.live, keep) else {
+        return Ok(Compaction::Nothing { live: summary.live.exchanges.len(), keep });
+    };
     let fold = std::sync::Arc::new(fold);
     let prompt = session::named_prompt(ctx.store, crate::prompt::COMPACTION)?;
     let folds_summary =
@@ -103,10 +139,10 @@ pub fn compact(
         content: text,
     };
     Appender::open(ctx.store, ctx.id)?.append_after(
-        summary,
+        &summary,
         transcript::render_record(&record, summary.exchanges + 1).as_bytes(),
     )?;
-    Ok(Some(compacted))
+    Ok(Compaction::Folded(compacted))
 }
 
 /// Why a turn about to be sent should be compacted first.

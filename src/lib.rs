@@ -22,6 +22,7 @@ pub(crate) mod complete;
 pub mod config;
 pub(crate) mod engine;
 pub(crate) mod error;
+pub(crate) mod fence;
 pub mod frame;
 pub mod front;
 pub mod grep;

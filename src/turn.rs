@@ -17,7 +17,7 @@ use anyhow::{Context, Result};
 
 pub use crate::call::Attachment;
 use crate::call::{self, Verdict};
-use crate::compact;
+use crate::compact::{self, Compaction};
 use crate::config::Settings;
 use crate::engine::{EngineConfig, ToolCall, Usage};
 use crate::error::{Failure, exit};
@@ -92,6 +92,13 @@ pub enum Event<'a> {
 /// Receives a turn's events. Called on the turn's own thread.
 pub trait Observer {
     fn event(&mut self, event: Event<'_>);
+}
+
+/// A closure is an observer: for a front end that handles a few events in place.
+impl<F: FnMut(Event<'_>)> Observer for F {
+    fn event(&mut self, event: Event<'_>) {
+        self(event)
+    }
 }
 
 /// How a turn ended, once its question was recorded.
@@ -626,30 +633,14 @@ impl Answering<'_> {
         );
         observer.event(Event::Notice { level: Level::Info, text: &text });
         let keep = ctx.settings.compaction.keep_recent;
-        // The summary is not the answer: only what the engine says on stderr is shown.
-        let compacted =
-            compact::compact(ctx, &summary, keep, cancel, &mut |progress| match progress {
-                Progress::Stderr(bytes) => observer.event(Event::EngineOutput(bytes)),
-                Progress::Retry(note) => observer.event(Event::Retry(note)),
-                Progress::Text(_)
-                | Progress::ToolStarted(_)
-                | Progress::Tool(_)
-                | Progress::Stopping
-                | Progress::Steer(_) => {}
-            });
+        let compacted = compact::compact(ctx, keep, cancel, &mut summariser_progress(observer));
         match compacted {
-            Ok(Some(c)) => {
-                let text = format!(
-                    "{} {} now a summary: {} -> {}",
-                    crate::human::turns(c.first, c.through),
-                    if c.first == c.through { "is" } else { "are" },
-                    human_bytes(c.bytes_before),
-                    human_bytes(c.bytes_after)
-                );
+            Ok(Compaction::Folded(c)) => {
+                let text = Compaction::Folded(c).sentence(None);
                 observer.event(Event::Notice { level: Level::Info, text: &text });
                 ctx.store.summarize(ctx.id)
             }
-            Ok(None) => Ok(summary),
+            Ok(Compaction::Nothing { .. }) => Ok(summary),
             Err(e) if e.downcast_ref::<run::Interrupted>().is_some() => Err(e),
             Err(e) => {
                 let text = format!("warning: compaction failed, nothing changed: {e:#}");
@@ -657,6 +648,45 @@ impl Answering<'_> {
                 Ok(summary)
             }
         }
+    }
+}
+
+/// Compacts a session now, as a front end asks for it (`cca compact`, `/compact` in chat or an
+/// editor): waits for the session's lock, repairs a record cut off at its end, and folds all
+/// live exchanges but the last `keep` into a summary (see `compact`). `Err` means nothing
+/// changed; an [`run::Interrupted`] error says it was stopped.
+pub fn compact(
+    settings: &Settings,
+    store: &Store,
+    id: &str,
+    keep: u64,
+    observer: &mut dyn Observer,
+    cancel: &Cancel,
+) -> Result<Compaction> {
+    let _lock = store.lock_unless(
+        id,
+        true,
+        || observer.event(Event::Waiting { session: id }),
+        || cancel.check(),
+    )?;
+    let summary = store.summarize(id)?;
+    if let Some(text) = repair_cut_off(settings, store, id, &summary)? {
+        observer.event(Event::Notice { level: Level::Info, text: &text });
+    }
+    let (engine, model) = session::engine_and_model(settings, &summary.header, false)?;
+    let ctx = Session { settings, store, id, engine, model: model.as_deref() };
+    observer.event(Event::Started { engine: &engine.name });
+    compact::compact(&ctx, keep, cancel, &mut summariser_progress(observer))
+}
+
+/// What a compaction shows of its engine: the summary is not the answer, so only what the
+/// engine says on stderr, its retries, and that it is being stopped.
+fn summariser_progress(observer: &mut dyn Observer) -> impl FnMut(Progress) + '_ {
+    move |progress| match progress {
+        Progress::Stderr(bytes) => observer.event(Event::EngineOutput(bytes)),
+        Progress::Retry(note) => observer.event(Event::Retry(note)),
+        Progress::Stopping => observer.event(Event::Stopping),
+        Progress::Text(_) | Progress::ToolStarted(_) | Progress::Tool(_) | Progress::Steer(_) => {}
     }
 }
 
@@ -816,13 +846,9 @@ fn marker_reason(reason: &str) -> String {
 
 /// The whole reason, for the record's body: in a fence longer than any backtick run in it.
 fn fenced_reason(reason: &str) -> String {
-    let fence = "`".repeat(longest_backtick_run(reason).max(2) + 1);
+    let fence = crate::fence::for_text(reason);
     let reason = reason.trim_end_matches('\n');
     format!("The error in full:\n\n{fence}text\n{reason}\n{fence}\n\n")
-}
-
-fn longest_backtick_run(text: &str) -> usize {
-    text.split(|c| c != '`').map(str::len).max().unwrap_or(0)
 }
 
 #[cfg(test)]

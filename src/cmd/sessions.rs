@@ -18,7 +18,7 @@ use crate::front::terminal::{
 };
 use crate::human::human_bytes;
 use crate::render;
-use crate::run::{Cancel, Interrupted, Progress};
+use crate::run::{Cancel, Interrupted};
 use crate::session::{self, settings};
 use crate::store::{self, Appender, Repointed, Store};
 use crate::transcript::{
@@ -701,42 +701,33 @@ pub fn compact_session(
     id: &str,
     keep: Option<u64>,
 ) -> Result<u8> {
-    let _lock = store.lock(id, true, || say_waiting(id))?;
-    let summary = repaired_summary(settings, store, id)?;
-    let (engine, model) = session::engine_and_model(settings, &summary.header, false)?;
-    let ctx = session::Session { settings, store, id, engine, model: model.as_deref() };
-    let mut spinner = Spinner::default();
-    if spinner_wanted(settings) {
-        spinner.start(&format!("waiting for {} to summarise", engine.name));
-    }
     let keep = keep.unwrap_or(settings.compaction.keep_recent);
     let cancel = Cancel::new();
     let _signals = signals::route_to(&cancel)?;
-    let compacted =
-        crate::compact::compact(&ctx, &summary, keep, &cancel, &mut |progress| match progress {
-            Progress::Stderr(bytes) => spinner.stderr(bytes),
-            Progress::Retry(note) => spinner.stderr(format!("{note}\n").as_bytes()),
-            Progress::Tool(call) => spinner.stderr(format!("· {}\n", call.summary()).as_bytes()),
-            Progress::Stopping => spinner.clear(),
-            Progress::Text(_) | Progress::ToolStarted(_) | Progress::Steer(_) => {}
-        });
+    let mut spinner = Spinner::default();
+    use crate::turn::Event;
+    let compacted = crate::turn::compact(
+        settings,
+        store,
+        id,
+        keep,
+        &mut |event: Event| match event {
+            Event::Waiting { session } => say_waiting(session),
+            Event::Notice { text, .. } => say(&format!("cca: {text}")),
+            Event::Started { engine } if spinner_wanted(settings) => {
+                spinner.start(&format!("waiting for {engine} to summarise"))
+            }
+            Event::EngineOutput(bytes) => spinner.stderr(bytes),
+            Event::Retry(note) => spinner.stderr(format!("{note}\n").as_bytes()),
+            Event::Stopping => spinner.clear(),
+            _ => {}
+        },
+        &cancel,
+    );
     spinner.clear();
     match compacted {
-        Ok(Some(c)) => {
-            say(&format!(
-                "cca: {} of {id} {} now a summary: {} -> {} of context",
-                crate::human::turns(c.first, c.through),
-                if c.first == c.through { "is" } else { "are" },
-                human_bytes(c.bytes_before),
-                human_bytes(c.bytes_after)
-            ));
-            Ok(exit::OK)
-        }
-        Ok(None) => {
-            say(&format!(
-                "cca: nothing to compact in {id}: it has {} live exchange(s), and the last {keep} are kept",
-                summary.live.exchanges.len()
-            ));
+        Ok(done) => {
+            say(&format!("cca: {}", done.sentence(Some(id))));
             Ok(exit::OK)
         }
         Err(e) => match e.downcast_ref::<Interrupted>() {

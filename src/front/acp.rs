@@ -30,7 +30,7 @@ use crate::cmd::sessions::{clear_session, fork_session};
 use crate::config::{PromptChoice, Settings, Source, Sourced};
 use crate::engine::{McpServer, ToolCall, ToolStatus};
 use crate::error::{Failure, exit};
-use crate::run::{Cancel, Interrupted, Progress, Stop};
+use crate::run::{Cancel, Interrupted, Stop};
 use crate::session;
 use crate::steer::Steered;
 use crate::store::{self, Store};
@@ -850,38 +850,12 @@ impl Acp {
         forward: &mut Forward,
         cancel: &Cancel,
     ) -> Result<String> {
-        let _lock = self.store.lock_unless(
-            id,
-            true,
-            || forward.event(Event::Waiting { session: id }),
-            || cancel.check(),
-        )?;
-        let mut summary = self.store.summarize(id)?;
-        if let Some(text) = crate::turn::repair_cut_off(settings, &self.store, id, &summary)? {
-            forward.event(Event::Notice { level: Level::Info, text: &text });
-            summary = self.store.summarize(id)?;
-        }
-        let (engine, model) = session::engine_and_model(settings, &summary.header, false)?;
-        let ctx =
-            session::Session { settings, store: &self.store, id, engine, model: model.as_deref() };
         let keep = settings.compaction.keep_recent;
-        let compacted = crate::compact::compact(&ctx, &summary, keep, cancel, &mut |progress| {
-            if let Progress::Stderr(bytes) = progress {
-                let _ = std::io::stderr().write_all(bytes);
+        match turn::compact(settings, &self.store, id, keep, forward, cancel) {
+            Ok(done) => {
+                let sentence = done.sentence(None);
+                Ok(format!("{}{}.", sentence[..1].to_uppercase(), &sentence[1..]))
             }
-        });
-        match compacted {
-            Ok(Some(c)) => Ok(format!(
-                "{} {} now a summary: {} -> {} of context.",
-                crate::human::turns(c.first, c.through).replacen('t', "T", 1),
-                if c.first == c.through { "is" } else { "are" },
-                crate::human::human_bytes(c.bytes_before),
-                crate::human::human_bytes(c.bytes_after)
-            )),
-            Ok(None) => Ok(format!(
-                "Nothing to compact: {} live exchange(s), and the last {keep} are kept.",
-                summary.live.exchanges.len()
-            )),
             Err(e) if e.downcast_ref::<Interrupted>().is_some() => {
                 Ok("Compaction cancelled; nothing changed.".to_string())
             }
@@ -972,7 +946,7 @@ impl Acp {
                         match content::replayed_image(&record.meta, &image_dir) {
                             Some(link) => question.push_str(&format!("\n\n{link}")),
                             None => {
-                                let fence = "`".repeat(longest_backtick_run(&attached).max(2) + 1);
+                                let fence = crate::fence::for_text(&attached);
                                 question.push_str(&format!("\n\n{fence}\n{attached}\n{fence}"));
                             }
                         }
@@ -1150,10 +1124,6 @@ const DEFAULT_MODEL: &str = "default";
 fn dedup(values: &mut Vec<String>) {
     let mut seen = std::collections::HashSet::new();
     values.retain(|v| seen.insert(v.clone()));
-}
-
-fn longest_backtick_run(text: &str) -> usize {
-    text.split(|c| c != '`').map(str::len).max().unwrap_or(0)
 }
 
 /// `$/cancel_request` for a prompt stops it as `session/cancel` does. The crate marks the
