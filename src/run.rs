@@ -18,9 +18,9 @@ use std::io::{self, Read, Write};
 use std::ops::Range;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -384,198 +384,271 @@ pub fn launch(parent: u32, command: &[OsString]) -> Result<u8> {
     }
 }
 
-/// Runs one turn through the engine, reporting what it shows to `progress`.
+/// Runs one turn through the engine, reporting what it shows to `progress`: starts it, pumps
+/// its output until the answer ends, then ends whatever is left of its group.
 pub fn run(
     spawn: Spawn,
-    mut decoder: Box<dyn Decoder>,
-    mut answer: File,
+    decoder: Box<dyn Decoder>,
+    answer: File,
     cancel: &Cancel,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<EngineRun> {
     let started = Instant::now();
-    let grace = spawn.grace;
-    let mut child = spawn_engine(&spawn)
-        .map_err(|error| SpawnError { program: spawn.program.clone(), error })?;
-    let group = Pid::from_child(&child);
-    // Bounded: an engine that writes faster than the front end reads waits, instead of its
-    // output piling up in memory.
-    let (tx, rx) = mpsc::sync_channel(16);
+    let mut engine = Engine::start(spawn)?;
+    let mut decoding = Decoding::new(decoder, answer, started);
+    let pumped = engine.pump(&mut decoding, cancel, progress);
+    let ending = engine.stop();
+    pumped?;
+    decoding.finish(ending, started)
+}
 
-    let stdin = child.stdin.take().expect("piped");
-    let transcript = spawn.transcript;
-    let pieces = spawn.stdin;
-    let feed_tx = tx.clone();
-    let stream_line = spawn.stream_line;
-    let images = spawn.images;
-    let inbox = spawn.inbox;
-    // Steers for the engine's stdin; dropping the sender closes it.
-    let (more_tx, more_rx) = mpsc::channel::<String>();
-    let mut more = stream_line.map(|_| more_tx);
-    thread::spawn(move || {
-        let mut stdin = io::BufWriter::with_capacity(64 * 1024, stdin);
-        let source = frame::Windowed::new(transcript);
-        let result = match stream_line {
-            None => frame::write(&pieces, &source, &mut stdin).and_then(|_| stdin.flush()),
-            Some(line) => (|| {
-                let mut framed = Vec::new();
-                frame::write(&pieces, &source, &mut framed)?;
-                stdin.write_all(line(&String::from_utf8_lossy(&framed), &images).as_bytes())?;
-                stdin.flush()?;
-                for text in more_rx {
-                    stdin.write_all(line(&text, &[]).as_bytes())?;
-                    stdin.flush()?;
-                }
-                Ok(())
-            })(),
+/// The engine's process group while it runs, the pipes it reports on, and how far it is from
+/// being done.
+struct Engine {
+    group: Pid,
+    /// How long the group has between SIGTERM and SIGKILL.
+    grace: Duration,
+    pipes: Receiver<Pipe>,
+    /// Steers for the engine's stdin, for an engine that reads input while it runs; dropping
+    /// it closes stdin.
+    steers: Option<mpsc::Sender<String>>,
+    inbox: Option<Inbox>,
+    ending: Ending,
+}
+
+impl Engine {
+    /// Spawns the engine, with a thread to feed its stdin, one to pump each of stdout and
+    /// stderr, and one to wait for it, all reporting on one channel.
+    fn start(spawn: Spawn) -> Result<Engine> {
+        let mut child = spawn_engine(&spawn)
+            .map_err(|error| SpawnError { program: spawn.program.clone(), error })?;
+        let group = Pid::from_child(&child);
+        // Bounded: an engine that writes faster than the front end reads waits, instead of its
+        // output piling up in memory.
+        let (tx, rx) = mpsc::sync_channel(16);
+        let (steers, steers_rx) = mpsc::channel::<String>();
+        let feed = Feed {
+            pieces: spawn.stdin,
+            transcript: spawn.transcript,
+            stream_line: spawn.stream_line,
+            images: spawn.images,
         };
-        match result {
-            // The engine may stop reading early (it failed, or it needs no more): not ours to report.
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
-            Err(e) => {
-                let _ = feed_tx.send(Pipe::FeedFailed(e));
-            }
-            Ok(()) => {}
-        }
-    });
-    pump(child.stdout.take().expect("piped"), tx.clone(), Pipe::Stdout, Pipe::StdoutEnd);
-    pump(child.stderr.take().expect("piped"), tx.clone(), Pipe::Stderr, Pipe::StderrEnd);
-    let wait_tx = tx;
-    thread::spawn(move || {
-        let _ = wait_tx.send(Pipe::Exited(child.wait()));
-    });
+        feed.start(child.stdin.take().expect("piped"), steers_rx, tx.clone());
+        pump(child.stdout.take().expect("piped"), tx.clone(), Pipe::Stdout, Pipe::StdoutEnd);
+        pump(child.stderr.take().expect("piped"), tx.clone(), Pipe::Stderr, Pipe::StderrEnd);
+        thread::spawn(move || {
+            let _ = tx.send(Pipe::Exited(child.wait()));
+        });
+        Ok(Engine {
+            group,
+            grace: spawn.grace,
+            pipes: rx,
+            steers: spawn.stream_line.map(|_| steers),
+            inbox: spawn.inbox,
+            ending: Ending::default(),
+        })
+    }
 
-    let mut state = Decoding { split_at: Some(started), ..Decoding::default() };
-    let mut ending = Ending::default();
-    let mut outputs = Vec::new();
-    loop {
-        if let Some(inbox) = &inbox {
+    /// Feeds what the engine writes to `decoding` until it has exited and closed its pipes (or
+    /// something outside its group holds them too long), passing steers on and stopping the
+    /// group when a stop is asked for or the run cannot go on.
+    fn pump(
+        &mut self,
+        decoding: &mut Decoding,
+        cancel: &Cancel,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<()> {
+        loop {
+            self.pass_steers(decoding, progress);
+            self.watch(cancel, decoding, progress);
+            if self.ending.status.is_some() && self.ending.out_done && self.ending.err_done {
+                return Ok(());
+            }
+            if self.pipes_held_too_long() {
+                self.take_what_arrived(decoding, progress);
+                return Ok(());
+            }
+            match self.pipes.recv_timeout(Duration::from_millis(50)) {
+                Ok(pipe) => self.take(pipe, decoding, progress)?,
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return Ok(()),
+            }
+        }
+    }
+
+    /// Ends what is left of the group (nothing the engine started outlives the run) and closes
+    /// its stdin; gives how the run ended.
+    fn stop(mut self) -> Ending {
+        let termed = self.ending.stopped_at.is_some() || self.ending.group_termed;
+        stop_leftovers(self.group, termed, self.grace);
+        drop(self.steers.take());
+        self.ending
+    }
+
+    /// Reports steers as they arrive and writes them to an engine that reads input while it
+    /// runs; closes its stdin once every message was taken and answered and none waits.
+    fn pass_steers(&mut self, decoding: &mut Decoding, progress: &mut dyn FnMut(Progress)) {
+        if let Some(inbox) = &self.inbox {
             for text in inbox.fresh() {
                 progress(Progress::Steer(Steered::Queued(&text)));
             }
-            if let Some(more) = more.as_ref().filter(|_| ending.interrupted.is_none()) {
+            if let Some(steers) = self.steers.as_ref().filter(|_| self.ending.interrupted.is_none())
+            {
                 for text in inbox.take_all() {
                     // A send fails only when the feeder is gone; the steer then stays untaken.
-                    let _ = more.send(text.clone());
-                    state.stream.written.push_back(text);
+                    let _ = steers.send(text.clone());
+                    decoding.stream.written.push_back(text);
                 }
             }
         }
-        // Every message taken and answered, none waiting: the engine may end.
-        if more.is_some() && state.stream.done() && inbox.as_ref().is_none_or(Inbox::is_empty) {
-            more = None;
+        if self.steers.is_some()
+            && decoding.stream.done()
+            && self.inbox.as_ref().is_none_or(Inbox::is_empty)
+        {
+            self.steers = None;
         }
+    }
+
+    /// Stops the group when a stop is asked for (and kills it at a second one), or when cca
+    /// must end it itself ([`Halted`]); kills it once its grace period is over.
+    fn watch(
+        &mut self,
+        cancel: &Cancel,
+        decoding: &mut Decoding,
+        progress: &mut dyn FnMut(Progress),
+    ) {
+        let ending = &mut self.ending;
         if let Some(why) = cancel.requested() {
             if ending.interrupted.is_none() {
                 ending.interrupted = Some(why);
                 if ending.halted.is_none() {
-                    ending.stop(group, grace);
+                    ending.stop(self.group, self.grace);
                 }
                 progress(Progress::Stopping);
             } else if cancel.forced() {
-                signal_group(group, Signal::KILL);
+                signal_group(self.group, Signal::KILL);
             }
         }
         if ending.interrupted.is_none() && ending.halted.is_none() {
-            let halted = match state.scratch_error.take() {
+            let halted = match decoding.scratch_error.take() {
                 Some(e) => Some(Halted::Scratch(e)),
                 None if ending.checked_at.elapsed() >= STOPPED_CHECK => {
                     ending.checked_at = Instant::now();
-                    group_stopped(group).then_some(Halted::NeedsTerminal)
+                    group_stopped(self.group).then_some(Halted::NeedsTerminal)
                 }
                 None => None,
             };
             if halted.is_some() {
                 ending.halted = halted;
-                ending.stop(group, grace);
+                ending.stop(self.group, self.grace);
             }
         }
         if ending.kill_at.is_some_and(|at| Instant::now() >= at) {
-            signal_group(group, Signal::KILL);
+            signal_group(self.group, Signal::KILL);
             ending.kill_at = None;
         }
-        if ending.status.is_some() && ending.out_done && ending.err_done {
-            break;
-        }
-        if let Some(exited) = ending.exited_at {
-            // The engine is gone but something it started still holds the pipes: stop the group.
-            if exited.elapsed() > LINGER && !ending.group_termed {
-                ending.group_termed = true;
-                if ending.interrupted.is_none() && ending.halted.is_none() {
-                    terminate(group);
-                    ending.kill_at = Some(Instant::now() + grace);
-                }
-            }
-            // Whatever holds them after that may be outside the group, out of reach of any
-            // signal: take what already arrived, and stop waiting (`stop_leftovers` ends the
-            // group). A stop asked for after the engine exited ends the wait as soon.
-            let from = ending.stopped_at.map_or(exited + LINGER, |at| at.max(exited));
-            if from.elapsed() > PIPE_GRACE {
-                while let Ok(pipe) = rx.try_recv() {
-                    match pipe {
-                        Pipe::Stdout(chunk) => decoder.feed(&chunk, &mut outputs),
-                        Pipe::Stderr(chunk) => state.engine_stderr(&chunk, progress),
-                        _ => {}
-                    }
-                }
-                if !ending.out_done {
-                    decoder.finish(&mut outputs);
-                }
-                state.handle(&mut outputs, progress, &mut answer);
-                break;
-            }
-        }
-        let pipe = match rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(pipe) => pipe,
-            Err(RecvTimeoutError::Timeout) => continue,
-            Err(RecvTimeoutError::Disconnected) => break,
-        };
-        match pipe {
-            Pipe::Stdout(chunk) => {
-                decoder.feed(&chunk, &mut outputs);
-                state.handle(&mut outputs, progress, &mut answer);
-            }
-            Pipe::StdoutEnd => {
-                decoder.finish(&mut outputs);
-                state.handle(&mut outputs, progress, &mut answer);
-                ending.out_done = true;
-            }
-            Pipe::Stderr(chunk) => state.engine_stderr(&chunk, progress),
-            Pipe::StderrEnd => ending.err_done = true,
-            Pipe::Exited(result) => {
-                ending.status = Some(result.context("cannot wait for the engine")?);
-                ending.exited_at = Some(Instant::now());
-            }
-            Pipe::FeedFailed(e) => ending.feed_error = Some(e.to_string()),
-        }
     }
-    let termed = ending.stopped_at.is_some() || ending.group_termed;
-    stop_leftovers(group, termed, grace);
 
-    drop(more);
-    let rest = state.kept.finish();
-    state.keep(&mut answer, rest.as_bytes());
-    if let Some(e) = state.scratch_error.take() {
-        ending.halted.get_or_insert(Halted::Scratch(e));
+    /// Whether to stop waiting for the pipes: the engine exited, but something it started
+    /// still holds them. The group is told to stop after [`LINGER`]; whatever holds them after
+    /// that may be outside the group, out of reach of any signal, and the wait ends
+    /// [`PIPE_GRACE`] later (`stop_leftovers` ends the group). A stop asked for after the
+    /// engine exited ends the wait as soon.
+    fn pipes_held_too_long(&mut self) -> bool {
+        let ending = &mut self.ending;
+        let Some(exited) = ending.exited_at else { return false };
+        if exited.elapsed() > LINGER && !ending.group_termed {
+            ending.group_termed = true;
+            if ending.interrupted.is_none() && ending.halted.is_none() {
+                terminate(self.group);
+                ending.kill_at = Some(Instant::now() + self.grace);
+            }
+        }
+        let from = ending.stopped_at.map_or(exited + LINGER, |at| at.max(exited));
+        from.elapsed() > PIPE_GRACE
     }
-    let start = state.earlier.last().map_or(0, |e| e.range.end);
-    io::Seek::seek(&mut answer, io::SeekFrom::Start(start))
-        .context("cannot read back the answer")?;
-    Ok(EngineRun {
-        earlier: std::mem::take(&mut state.earlier),
-        untaken: state.stream.written.drain(..).collect(),
-        answer,
-        answer_has_text: state.answer_has_text,
-        status: ending.status,
-        engine_error: state.engine_error,
-        engine_session: state.engine_session,
-        model: state.model,
-        usage: state.usage,
-        stderr_tail: String::from_utf8_lossy(&state.stderr_tail).into_owned(),
-        interrupted: ending.interrupted,
-        duration: state.split_at.map_or(started.elapsed(), |at| at.elapsed()),
-        feed_error: ending.feed_error,
-        halted: ending.halted,
-    })
+
+    /// Decodes what already arrived on the pipes, without waiting for more.
+    fn take_what_arrived(&mut self, decoding: &mut Decoding, progress: &mut dyn FnMut(Progress)) {
+        while let Ok(pipe) = self.pipes.try_recv() {
+            match pipe {
+                Pipe::Stdout(chunk) => decoding.stdout(&chunk, progress),
+                Pipe::Stderr(chunk) => decoding.engine_stderr(&chunk, progress),
+                _ => {}
+            }
+        }
+        if !self.ending.out_done {
+            decoding.stdout_end(progress);
+        }
+    }
+
+    /// One report from the pipes' threads.
+    fn take(
+        &mut self,
+        pipe: Pipe,
+        decoding: &mut Decoding,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<()> {
+        match pipe {
+            Pipe::Stdout(chunk) => decoding.stdout(&chunk, progress),
+            Pipe::StdoutEnd => {
+                decoding.stdout_end(progress);
+                self.ending.out_done = true;
+            }
+            Pipe::Stderr(chunk) => decoding.engine_stderr(&chunk, progress),
+            Pipe::StderrEnd => self.ending.err_done = true,
+            Pipe::Exited(result) => {
+                self.ending.status = Some(result.context("cannot wait for the engine")?);
+                self.ending.exited_at = Some(Instant::now());
+            }
+            Pipe::FeedFailed(e) => self.ending.feed_error = Some(e.to_string()),
+        }
+        Ok(())
+    }
+}
+
+/// What goes to the engine's stdin.
+struct Feed {
+    pieces: Vec<Piece>,
+    transcript: File,
+    stream_line: Option<fn(&str, &[Image]) -> String>,
+    images: Vec<Image>,
+}
+
+impl Feed {
+    /// Writes the framed prompt on a thread of its own, then, for an engine that reads input
+    /// while it runs, each steer from `steers` until it closes. A failure other than the
+    /// engine closing its stdin is reported on `tx`.
+    fn start(self, stdin: ChildStdin, steers: Receiver<String>, tx: SyncSender<Pipe>) {
+        thread::spawn(move || {
+            let mut stdin = io::BufWriter::with_capacity(64 * 1024, stdin);
+            let source = frame::Windowed::new(self.transcript);
+            let result = match self.stream_line {
+                None => frame::write(&self.pieces, &source, &mut stdin).and_then(|_| stdin.flush()),
+                Some(line) => (|| {
+                    let mut framed = Vec::new();
+                    frame::write(&self.pieces, &source, &mut framed)?;
+                    let first = line(&String::from_utf8_lossy(&framed), &self.images);
+                    stdin.write_all(first.as_bytes())?;
+                    stdin.flush()?;
+                    for text in steers {
+                        stdin.write_all(line(&text, &[]).as_bytes())?;
+                        stdin.flush()?;
+                    }
+                    Ok(())
+                })(),
+            };
+            match result {
+                // The engine may stop reading early (it failed, or it needs no more): not ours
+                // to report.
+                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {}
+                Err(e) => {
+                    let _ = tx.send(Pipe::FeedFailed(e));
+                }
+                Ok(()) => {}
+            }
+        });
+    }
 }
 
 /// How far the engine's process group is from being done.
@@ -720,9 +793,13 @@ impl Stream {
 }
 
 /// The decoder's state while the engine runs: the answers so far and what the engine reported,
-/// fed by the decoder's outputs.
-#[derive(Default)]
+/// fed by the decoder's outputs, with the answer teed to its scratch file.
 struct Decoding {
+    decoder: Box<dyn Decoder>,
+    /// The decoder's outputs not yet handled (kept to reuse its buffer).
+    outputs: Vec<Output>,
+    /// The answer's scratch file.
+    answer: File,
     stream: Stream,
     earlier: Vec<Earlier>,
     /// The answer file's length: where the current answer's bytes end so far.
@@ -742,18 +819,77 @@ struct Decoding {
 }
 
 impl Decoding {
-    fn handle(
-        &mut self,
-        outputs: &mut Vec<Output>,
-        progress: &mut dyn FnMut(Progress),
-        answer: &mut File,
-    ) {
+    fn new(decoder: Box<dyn Decoder>, answer: File, started: Instant) -> Decoding {
+        Decoding {
+            decoder,
+            outputs: Vec::new(),
+            answer,
+            stream: Stream::default(),
+            earlier: Vec::new(),
+            len: 0,
+            split_at: Some(started),
+            answer_has_text: false,
+            kept: answer::Kept::default(),
+            usage: Usage::default(),
+            engine_error: None,
+            engine_session: None,
+            model: None,
+            stderr_tail: Vec::new(),
+            scratch_error: None,
+            scratch_failed: false,
+        }
+    }
+
+    /// A chunk of the engine's stdout.
+    fn stdout(&mut self, chunk: &[u8], progress: &mut dyn FnMut(Progress)) {
+        self.decoder.feed(chunk, &mut self.outputs);
+        self.handle(progress);
+    }
+
+    /// The end of the engine's stdout.
+    fn stdout_end(&mut self, progress: &mut dyn FnMut(Progress)) {
+        self.decoder.finish(&mut self.outputs);
+        self.handle(progress);
+    }
+
+    /// What the run gave, once the engine's group is gone: the answer's file, positioned at the
+    /// start of the last answer, and how the run ended.
+    fn finish(mut self, ending: Ending, started: Instant) -> Result<EngineRun> {
+        let rest = self.kept.finish();
+        self.keep(rest.as_bytes());
+        let mut halted = ending.halted;
+        if let Some(e) = self.scratch_error.take() {
+            halted.get_or_insert(Halted::Scratch(e));
+        }
+        let start = self.earlier.last().map_or(0, |e| e.range.end);
+        io::Seek::seek(&mut self.answer, io::SeekFrom::Start(start))
+            .context("cannot read back the answer")?;
+        Ok(EngineRun {
+            earlier: self.earlier,
+            untaken: self.stream.written.into_iter().collect(),
+            answer: self.answer,
+            answer_has_text: self.answer_has_text,
+            status: ending.status,
+            engine_error: self.engine_error,
+            engine_session: self.engine_session,
+            model: self.model,
+            usage: self.usage,
+            stderr_tail: String::from_utf8_lossy(&self.stderr_tail).into_owned(),
+            interrupted: ending.interrupted,
+            duration: self.split_at.map_or(started.elapsed(), |at| at.elapsed()),
+            feed_error: ending.feed_error,
+            halted,
+        })
+    }
+
+    fn handle(&mut self, progress: &mut dyn FnMut(Progress)) {
+        let mut outputs = std::mem::take(&mut self.outputs);
         for output in outputs.drain(..) {
             match output {
                 Output::Text(text) => {
                     progress(Progress::Text(&text));
                     let kept = self.kept.text(&text);
-                    self.keep(answer, kept.as_bytes());
+                    self.keep(kept.as_bytes());
                     self.answer_has_text |= text.chars().any(|c| !c.is_whitespace());
                 }
                 Output::ToolStarted(call) => progress(Progress::ToolStarted(&call)),
@@ -771,7 +907,7 @@ impl Decoding {
                 Output::Usage(u) => self.usage = u,
                 Output::Session(id) => self.engine_session = Some(id),
                 Output::Model(model) => self.model = Some(model),
-                Output::Taken(n) => self.taken(n, progress, answer),
+                Output::Taken(n) => self.taken(n, progress),
                 Output::AnswerEnd => {
                     // An engine that never echoes what it takes: the answer still ends the run.
                     self.stream.prompt_taken = true;
@@ -779,21 +915,22 @@ impl Decoding {
                 }
             }
         }
+        self.outputs = outputs;
     }
 
     /// Tees answer bytes to the scratch file. After a write error nothing more is written (what
     /// was is kept), and the loop stops the engine.
-    fn keep(&mut self, answer: &mut File, bytes: &[u8]) {
+    fn keep(&mut self, bytes: &[u8]) {
         if bytes.is_empty() || self.scratch_failed {
             return;
         }
-        match answer.write_all(bytes) {
+        match self.answer.write_all(bytes) {
             Ok(()) => self.len += bytes.len() as u64,
             Err(e) => {
                 self.scratch_failed = true;
                 self.scratch_error = Some(e.to_string());
                 // What a partial write put there counts (the file's end is where reading stops).
-                if let Ok(end) = io::Seek::stream_position(answer) {
+                if let Ok(end) = io::Seek::stream_position(&mut self.answer) {
                     self.len = end;
                 }
             }
@@ -802,7 +939,7 @@ impl Decoding {
 
     /// The engine took `n` user messages: the prompt, or steers. A steer ends the answer so
     /// far; what follows answers it.
-    fn taken(&mut self, n: usize, progress: &mut dyn FnMut(Progress), answer: &mut File) {
+    fn taken(&mut self, n: usize, progress: &mut dyn FnMut(Progress)) {
         self.stream.answering = true;
         let mut n = n;
         if !self.stream.prompt_taken {
@@ -816,7 +953,7 @@ impl Decoding {
         let steer: Vec<String> = self.stream.written.drain(..n).collect();
         let steer = steer.join("\n\n");
         let rest = std::mem::take(&mut self.kept).finish();
-        self.keep(answer, rest.as_bytes());
+        self.keep(rest.as_bytes());
         let start = self.earlier.last().map_or(0, |e| e.range.end);
         let now = Instant::now();
         let since = self.split_at.unwrap_or(now);
