@@ -165,13 +165,80 @@ pub fn ask_steered(
         || observer.event(Event::Waiting { session: &id }),
         || cancel.check(),
     )?;
-    let mut summary = store.summarize(&id)?;
-    if let Some(text) = repair_cut_off(settings, store, &id, &summary)? {
-        observer.event(Event::Notice { level: Level::Info, text: &text });
+    let settled = settle(settings, store, &id, created, ask, observer)?;
+    let engine = settled.engine;
+    let session = Session { settings, store, id: &id, engine, model: settled.model.as_deref() };
+
+    // From here on, nothing the user typed may be lost.
+    cancel.check()?;
+    let mut recorder = Recorder::start(session, ask, &now, &settled)?;
+    observer.event(Event::Recorded { session: &id, created });
+    let mut listener = listen(store, &id, inbox, observer);
+    let (mut summary, mut this) = (settled.summary, ask.clone());
+    let mut not_taken = Vec::new();
+    let last = loop {
+        let answering = Answering { session, prompt: &settled.prompt, ask: &this, inbox };
+        let (attempt, answer, earlier) =
+            answering.attempt(summary, &mut not_taken, observer, cancel);
+        recorder.follow_replacement(observer)?;
+        recorder.answers(answer, &earlier, &attempt, observer)?;
+        if !matches!(attempt.verdict, Verdict::Answered) || cancel.requested().is_some() {
+            break attempt;
+        }
+        // Steers that came too late for the engine: the next turn, at once.
+        let Some(text) = late_steers(inbox, listener.as_mut()) else { break attempt };
+        recorder.steer(&text)?;
+        observer.event(Event::Steer(Steered::Taken(&text)));
         summary = store.summarize(&id)?;
+        this = Ask { query: text, attachments: Vec::new(), ..ask.clone() };
+    };
+    drop(listener);
+    not_taken.append(&mut inbox.take_all());
+    recorder.not_taken(&not_taken, &last.verdict, observer)?;
+    Ok(TurnResult {
+        session: id.clone(),
+        path: store.session_path(&id),
+        turn: recorder.turn,
+        engine: engine.name.clone(),
+        // What ran: the model the engine reported, else the one cca asked for.
+        model: last.model.or_else(|| settled.model.clone()),
+        verdict: last.verdict,
+        duration: last.duration,
+        usage: last.usage,
+        session_totals: recorder.spent,
+        stderr_tail: last.stderr_tail,
+    })
+}
+
+/// A session ready for a turn's question: read (a record cut off at its end repaired), its
+/// engine, model and system prompt settled, the question checked.
+struct Settled<'a> {
+    summary: Summary,
+    engine: &'a EngineConfig,
+    model: Option<String>,
+    prompt: Prompt,
+    /// A question in the transcript had no answer (see [`left_without_answer`]).
+    left_without_answer: bool,
+}
+
+/// Reads the session for a turn, under its lock, and says what the user should know about it
+/// (a repair, problems in the file, a changed system prompt, a question left without answer);
+/// makes it `latest`, and keeps the question's images. Nothing of the question is recorded yet.
+fn settle<'a>(
+    settings: &'a Settings,
+    store: &Store,
+    id: &str,
+    created: bool,
+    ask: &Ask,
+    observer: &mut dyn Observer,
+) -> Result<Settled<'a>> {
+    let mut summary = store.summarize(id)?;
+    if let Some(text) = repair_cut_off(settings, store, id, &summary)? {
+        observer.event(Event::Notice { level: Level::Info, text: &text });
+        summary = store.summarize(id)?;
     }
     for p in &summary.problems {
-        let path = store.session_path(&id);
+        let path = store.session_path(id);
         let text = format!("warning: {}: line {}: {}", path.display(), p.line, p.message);
         observer.event(Event::Notice { level: Level::Info, text: &text });
     }
@@ -179,11 +246,11 @@ pub fn ask_steered(
     let (engine, model) = session::engine_and_model(settings, header, created)?;
     let prompt = session::load_prompt(settings, store, Some(header))?;
     if !created {
-        let session = Session { settings, store, id: &id, engine, model: model.as_deref() };
+        let session = Session { settings, store, id, engine, model: model.as_deref() };
         check_ready(&session, &prompt, Some(&summary), ask)?;
     }
-    if (created || store.latest().ok().flatten().as_deref() != Some(id.as_str()))
-        && let Err(e) = store.set_latest(&id)
+    if (created || store.latest().ok().flatten().as_deref() != Some(id))
+        && let Err(e) = store.set_latest(id)
     {
         // Not worth losing the question over: the session is named in the warning.
         let text = format!(
@@ -200,8 +267,8 @@ pub fn ask_steered(
         let was = header.prompt.clone();
         let header =
             Header { prompt: prompt.name.clone(), prompt_hash: prompt.hash(), ..header.clone() };
-        store.rewrite_header(&id, &header, summary.header_end)?;
-        summary = store.summarize(&id)?;
+        store.rewrite_header(id, &header, summary.header_end)?;
+        summary = store.summarize(id)?;
         let text = format!(
             "this session's system prompt is now `{}` (it was `{was}`), for this turn and the next",
             prompt.name
@@ -214,147 +281,182 @@ pub fn ask_steered(
         );
         observer.event(Event::Notice { level: Level::Detail, text: &text });
     }
-    let left = left_without_answer(store, &id, &summary);
+    let left = left_without_answer(store, id, &summary);
     if let Some(text) = &left {
         observer.event(Event::Notice { level: Level::Warning, text });
     }
-
     for image in ask.attachments.iter().filter_map(|a| a.image.as_ref()) {
         store.save_image(image)?;
     }
+    Ok(Settled { summary, engine, model, prompt, left_without_answer: left.is_some() })
+}
 
-    // From here on, nothing the user typed may be lost.
-    cancel.check()?;
-    let mut turn = summary.exchanges + 1;
-    let mut appender = Appender::open(store, &id)?;
-    if left.is_some() {
-        appender.append(cut_question_record(settings, turn).as_bytes())?;
-    }
-    let question = question_records(ask, &now, turn);
-    appender.append(question.as_bytes())?;
-    observer.event(Event::Recorded { session: &id, created });
-    let mut listener = match steer::Listener::start(store, &id, inbox) {
+/// Listens for `cca steer` while the turn runs; a turn that cannot be steered still runs.
+fn listen(
+    store: &Store,
+    id: &str,
+    inbox: &Inbox,
+    observer: &mut dyn Observer,
+) -> Option<steer::Listener> {
+    match steer::Listener::start(store, id, inbox) {
         Ok(listener) => Some(listener),
         Err(e) => {
             let text = format!("warning: this turn cannot be steered: {e:#}");
             observer.event(Event::Notice { level: Level::Info, text: &text });
             None
         }
-    };
-    let session = Session { settings, store, id: &id, engine, model: model.as_deref() };
-    let mut spent = summary.totals;
-    let (mut summary, mut this) = (summary, ask.clone());
-    let mut not_taken = Vec::new();
-    let ended = loop {
-        let answering = Answering { session, prompt: &prompt, ask: &this, inbox };
-        let (ended, answer, run) = match answering.answer(summary, observer, cancel) {
-            Ok(mut outcome) => {
-                let earlier = std::mem::take(&mut outcome.earlier);
-                not_taken.append(&mut outcome.untaken);
-                let (ended, answer) = ended(engine, outcome);
-                ended.note_left_out(&engine.name, observer);
-                (ended, answer, earlier)
-            }
-            Err(e) => (Attempt::error(&e), None, Vec::new()),
-        };
-        if appender.follow_replacement()? {
-            // The editor's version may have been loaded before the question was appended.
-            let kept = appender.contains(question.as_bytes());
-            if !kept {
-                appender.append(question.as_bytes())?;
-            }
-            let text = format!(
-                "warning: {} was replaced during the turn (an editor saved it as a new file); \
-                 the {}outcome is appended to the file now at that path",
-                store.session_path(&id).display(),
-                if kept { "" } else { "question and its " },
-            );
-            observer.event(Event::Notice { level: Level::Warning, text: &text });
+    }
+}
+
+/// The steers that arrived once the engine could no longer take them, as one message: those
+/// in the inbox, else those still on their way (the listener is closed to let them in).
+fn late_steers(inbox: &Inbox, listener: Option<&mut steer::Listener>) -> Option<String> {
+    let mut next = inbox.take_all();
+    if next.is_empty() {
+        if let Some(listener) = listener {
+            listener.close();
         }
-        let mut answer = answer;
+        next = inbox.take_all();
+    }
+    (!next.is_empty()).then(|| next.join("\n\n"))
+}
+
+/// The turn's side of the transcript: appends its records in order, numbering exchanges, and
+/// adds up what the answers cost.
+struct Recorder<'a> {
+    session: Session<'a>,
+    appender: Appender,
+    /// The question's records, to find them again in a file replaced during the turn.
+    question: String,
+    /// The exchange the next record belongs to.
+    turn: u64,
+    /// What every answer in the session has cost, this turn's so far included.
+    spent: Totals,
+}
+
+impl<'a> Recorder<'a> {
+    /// Records the question (after the outcome of one left without answer, if there is one).
+    fn start(
+        session: Session<'a>,
+        ask: &Ask,
+        now: &chrono::DateTime<chrono::Utc>,
+        settled: &Settled,
+    ) -> Result<Recorder<'a>> {
+        let turn = settled.summary.exchanges + 1;
+        let mut appender = Appender::open(session.store, session.id)?;
+        if settled.left_without_answer {
+            appender.append(cut_question_record(session.settings, turn).as_bytes())?;
+        }
+        let question = question_records(ask, now, turn);
+        appender.append(question.as_bytes())?;
+        Ok(Recorder { session, appender, question, turn, spent: settled.summary.totals })
+    }
+
+    /// Goes on in the file now at the session's path if an editor replaced it during the turn,
+    /// with the question appended there unless the new file has it.
+    fn follow_replacement(&mut self, observer: &mut dyn Observer) -> Result<()> {
+        if !self.appender.follow_replacement()? {
+            return Ok(());
+        }
+        // The editor's version may have been loaded before the question was appended.
+        let kept = self.appender.contains(self.question.as_bytes());
+        if !kept {
+            self.appender.append(self.question.as_bytes())?;
+        }
+        let text = format!(
+            "warning: {} was replaced during the turn (an editor saved it as a new file); \
+             the {}outcome is appended to the file now at that path",
+            self.session.store.session_path(self.session.id).display(),
+            if kept { "" } else { "question and its " },
+        );
+        observer.event(Event::Notice { level: Level::Warning, text: &text });
+        Ok(())
+    }
+
+    /// Records what one run of the engine gave: each answer it ended by taking a steer,
+    /// followed by that steer, then the last answer (or attempt).
+    fn answers(
+        &mut self,
+        mut answer: Option<File>,
+        earlier: &[run::Earlier],
+        last: &Attempt,
+        observer: &mut dyn Observer,
+    ) -> Result<()> {
+        let engine = &self.session.engine.name;
         if let Some(file) = answer.as_mut() {
-            let last = io::Seek::stream_position(file).context("cannot read back the answer")?;
-            for earlier in &run {
+            let end = io::Seek::stream_position(file).context("cannot read back the answer")?;
+            for earlier in earlier {
                 io::Seek::seek(file, io::SeekFrom::Start(earlier.range.start))
                     .context("cannot read back the answer")?;
                 let mut part = Read::take(&mut *file, earlier.range.end - earlier.range.start);
-                let earlier_ended = Attempt::earlier(earlier);
-                earlier_ended.note_left_out(&engine.name, observer);
-                let part = Some(&mut part as &mut dyn Read);
-                spent = record_outcome(&mut appender, &answering, &earlier_ended, part, turn)?
-                    .map_or(spent, |u| spent.add(u.input_tokens, u.output_tokens, u.cost_usd));
+                let attempt = Attempt::earlier(earlier);
+                attempt.note_left_out(engine, observer);
+                self.outcome(&attempt, Some(&mut part))?;
                 // Headings number exchanges: an attempt without an answer is not one.
-                if matches!(earlier_ended.verdict, Verdict::Answered) {
-                    turn += 1;
+                if matches!(attempt.verdict, Verdict::Answered) {
+                    self.turn += 1;
                 }
-                appender.append(user_record(&earlier.steer, settings, turn).as_bytes())?;
+                self.appender.append(
+                    user_record(&earlier.steer, self.session.settings, self.turn).as_bytes(),
+                )?;
             }
-            io::Seek::seek(file, io::SeekFrom::Start(last))
+            io::Seek::seek(file, io::SeekFrom::Start(end))
                 .context("cannot read back the answer")?;
         }
-        let answer = answer.as_mut().map(|f| f as &mut dyn Read);
-        spent = record_outcome(&mut appender, &answering, &ended, answer, turn)?
-            .map_or(spent, |u| spent.add(u.input_tokens, u.output_tokens, u.cost_usd));
-        if !matches!(ended.verdict, Verdict::Answered) || cancel.requested().is_some() {
-            break ended;
-        }
-        // Steers that came too late for the engine: the next turn, at once.
-        let mut next = inbox.take_all();
-        if next.is_empty() {
-            if let Some(listener) = listener.as_mut() {
-                listener.close();
-            }
-            next = inbox.take_all();
-        }
-        if next.is_empty() {
-            break ended;
-        }
-        let text = next.join("\n\n");
-        turn += 1;
-        appender.append(user_record(&text, settings, turn).as_bytes())?;
-        observer.event(Event::Steer(Steered::Taken(&text)));
-        summary = store.summarize(&id)?;
-        this = Ask { query: text, attachments: Vec::new(), ..ask.clone() };
-    };
-    drop(listener);
-    not_taken.append(&mut inbox.take_all());
-    let attempt = if matches!(ended.verdict, Verdict::Answered) { turn + 1 } else { turn };
-    for text in &not_taken {
-        let reason = match &ended.verdict {
-            Verdict::Interrupted { why } => {
-                format!("a steer not taken: interrupted ({})", why.name())
-            }
-            _ => format!("a steer not taken: {} did not answer", engine.name),
-        };
-        let records = user_record(text, settings, attempt)
-            + &transcript::render_record(
-                &Record {
-                    kind: Kind::Failed,
-                    meta: Meta {
-                        at: Some(settings.now_string()),
-                        reason: Some(reason),
-                        ..Meta::default()
-                    },
-                    content: String::new(),
-                },
-                attempt,
-            );
-        appender.append(records.as_bytes())?;
-        observer.event(Event::Steer(Steered::NotTaken(text)));
+        self.outcome(last, answer.as_mut().map(|f| f as &mut dyn Read))
     }
-    Ok(TurnResult {
-        session: id.clone(),
-        path: store.session_path(&id),
-        turn,
-        engine: engine.name.clone(),
-        // What ran: the model the engine reported, else the one cca asked for.
-        model: ended.model.or(model),
-        verdict: ended.verdict,
-        duration: ended.duration,
-        usage: ended.usage,
-        session_totals: spent,
-        stderr_tail: ended.stderr_tail,
-    })
+
+    /// Records an answer or attempt, and adds what an answer cost.
+    fn outcome(&mut self, attempt: &Attempt, answer: Option<&mut dyn Read>) -> Result<()> {
+        let recorded =
+            record_outcome(&mut self.appender, &self.session, attempt, answer, self.turn)?;
+        if let Some(u) = recorded {
+            self.spent = self.spent.add(u.input_tokens, u.output_tokens, u.cost_usd);
+        }
+        Ok(())
+    }
+
+    /// A steer asked as the next exchange.
+    fn steer(&mut self, text: &str) -> Result<()> {
+        self.turn += 1;
+        self.appender.append(user_record(text, self.session.settings, self.turn).as_bytes())
+    }
+
+    /// Keeps the steers the engine never took as attempts that were not answered, after the
+    /// turn's last outcome.
+    fn not_taken(
+        &mut self,
+        texts: &[String],
+        verdict: &Verdict,
+        observer: &mut dyn Observer,
+    ) -> Result<()> {
+        let settings = self.session.settings;
+        let attempt = if matches!(verdict, Verdict::Answered) { self.turn + 1 } else { self.turn };
+        for text in texts {
+            let reason = match verdict {
+                Verdict::Interrupted { why } => {
+                    format!("a steer not taken: interrupted ({})", why.name())
+                }
+                _ => format!("a steer not taken: {} did not answer", self.session.engine.name),
+            };
+            let records = user_record(text, settings, attempt)
+                + &transcript::render_record(
+                    &Record {
+                        kind: Kind::Failed,
+                        meta: Meta {
+                            at: Some(settings.now_string()),
+                            reason: Some(reason),
+                            ..Meta::default()
+                        },
+                        content: String::new(),
+                    },
+                    attempt,
+                );
+            self.appender.append(records.as_bytes())?;
+            observer.event(Event::Steer(Steered::NotTaken(text)));
+        }
+        Ok(())
+    }
 }
 
 /// The session a turn goes to: a new one (created here, with its header), or an existing one.
@@ -567,6 +669,28 @@ struct Answering<'a> {
 }
 
 impl Answering<'_> {
+    /// Gets an answer (see [`Answering::answer`]) and says how it ended, with the answer's
+    /// scratch file and the answers the engine ended by taking a steer; steers the engine was
+    /// sent and never took go to `not_taken`.
+    fn attempt(
+        &self,
+        summary: Summary,
+        not_taken: &mut Vec<String>,
+        observer: &mut dyn Observer,
+        cancel: &Cancel,
+    ) -> (Attempt, Option<File>, Vec<run::Earlier>) {
+        match self.answer(summary, observer, cancel) {
+            Ok(mut run) => {
+                let earlier = std::mem::take(&mut run.earlier);
+                not_taken.append(&mut run.untaken);
+                let (attempt, answer) = ended(self.session.engine, run);
+                attempt.note_left_out(&self.session.engine.name, observer);
+                (attempt, answer, earlier)
+            }
+            Err(e) => (Attempt::error(&e), None, Vec::new()),
+        }
+    }
+
     /// Compacts first if needed, says how large the context is if it is large, and runs the
     /// engine. An error means the engine did not run to an end.
     fn answer(
@@ -764,15 +888,15 @@ impl Attempt {
 /// usage it recorded, for an answer.
 fn record_outcome(
     appender: &mut Appender,
-    a: &Answering,
+    session: &Session,
     ended: &Attempt,
     answer: Option<&mut dyn Read>,
     turn: u64,
 ) -> Result<Option<Usage>> {
     let base = Meta {
-        at: Some(a.session.settings.now_string()),
-        engine: Some(a.session.engine.name.clone()),
-        model: a.session.model.map(str::to_string),
+        at: Some(session.settings.now_string()),
+        engine: Some(session.engine.name.clone()),
+        model: session.model.map(str::to_string),
         duration_ms: Some(ended.duration.as_millis() as u64),
         ..Meta::default()
     };
