@@ -1,0 +1,78 @@
+//! Showing long output through a pager, and writing to a reader that may go away.
+
+use std::io::{self, Write};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result};
+
+/// The pager when `PAGER` is not set.
+pub const DEFAULT_PAGER: &str = "less -FRX";
+
+/// Shows what `write` writes through a pager (`$PAGER`, else [`DEFAULT_PAGER`]), or directly on
+/// stdout if none runs. `write` is handed the output in pieces, so nothing needs to be held
+/// whole; when the reader quits before reading it all (q in less), writing stops, and that is
+/// not an error. Other errors of `write` (reading what it shows) are.
+pub fn page(pager: Option<&str>, write: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
+    let spawned = pager_command(pager.unwrap_or(DEFAULT_PAGER)).stdin(Stdio::piped()).spawn().ok();
+    let Some(mut child) = spawned else {
+        return written(write, io::stdout().lock(), |_| Ok(()));
+    };
+    let shown = match child.stdin.take() {
+        Some(stdin) => written(write, stdin, |_| Ok(())),
+        None => Ok(()),
+    };
+    child.wait().context("cannot wait for the pager")?;
+    shown
+}
+
+/// The pager run the way git runs it: a command with shell syntax or spaces (`less -R`,
+/// `sed 's/^/> /' | less`) through `sh -c`, a bare program name directly.
+fn pager_command(pager: &str) -> Command {
+    const SHELL_SYNTAX: &str = "|&;<>()$`\\\"' \t\n*?[#~=%";
+    if pager.contains(|c| SHELL_SYNTAX.contains(c)) {
+        let mut command = Command::new("sh");
+        command.arg("-c").arg(pager);
+        command
+    } else {
+        Command::new(pager)
+    }
+}
+
+/// Runs `write` on `out` (buffered), and tells its own errors from those of `out`: an error
+/// writing to `out` goes to `gone` (the reader went away, or stdout failed), and writing stops.
+pub fn written<W: Write>(
+    write: impl FnOnce(&mut dyn Write) -> Result<()>,
+    out: W,
+    gone: impl FnOnce(io::Error) -> Result<()>,
+) -> Result<()> {
+    let mut out = Watched { inner: io::BufWriter::with_capacity(64 * 1024, out), failed: None };
+    let result = write(&mut out).and_then(|()| out.flush().map_err(anyhow::Error::from));
+    match (result, out.failed.take()) {
+        (Err(_), Some(e)) => gone(e),
+        (result, _) => result,
+    }
+}
+
+/// A writer that remembers its first error, so that the caller can tell it from others.
+struct Watched<W: Write> {
+    inner: W,
+    failed: Option<io::Error>,
+}
+
+impl<W: Write> Write for Watched<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.inner.write(buf).inspect_err(|e| self.remember(e))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush().inspect_err(|e| self.remember(e))
+    }
+}
+
+impl<W: Write> Watched<W> {
+    fn remember(&mut self, e: &io::Error) {
+        if self.failed.is_none() {
+            self.failed = Some(io::Error::new(e.kind(), e.to_string()));
+        }
+    }
+}
