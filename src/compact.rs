@@ -181,6 +181,32 @@ mod tests {
     }
 
     #[test]
+    fn every_front_end_words_a_compaction_alike() {
+        let one = Compaction::Folded(Compacted {
+            first: 1,
+            through: 1,
+            bytes_before: 4096,
+            bytes_after: 100,
+        });
+        assert_eq!(
+            one.sentence(Some("20261121-101500")),
+            "turn 1 of 20261121-101500 is now a summary: 4.0 KiB -> 100 bytes of context"
+        );
+        let two = Compaction::Folded(Compacted {
+            first: 1,
+            through: 3,
+            bytes_before: 10,
+            bytes_after: 5,
+        });
+        assert!(two.sentence(None).starts_with("turns 1-3 are now a summary: "));
+        let nothing = Compaction::Nothing { live: 2, keep: 4 };
+        assert_eq!(
+            nothing.sentence(None),
+            "nothing to compact: 2 live exchange(s), and the last 4 are kept"
+        );
+    }
+
+    #[test]
     fn plans_fold_all_but_the_most_recent() {
         let live =
             Live { summary: None, summary_turns: None, exchanges: (1..=6).map(exchange).collect() };

@@ -565,8 +565,8 @@ impl Answering<'_> {
         let keep = ctx.settings.compaction.keep_recent;
         let compacted = compact::compact(ctx, keep, cancel, &mut summariser_progress(observer));
         match compacted {
-            Ok(Compaction::Folded(c)) => {
-                let text = Compaction::Folded(c).sentence(None);
+            Ok(folded @ Compaction::Folded(_)) => {
+                let text = folded.sentence(None);
                 observer.event(Event::Notice { level: Level::Info, text: &text });
                 ctx.store.summarize(ctx.id)
             }
