@@ -41,8 +41,7 @@ pub const SPEC: Spec = Spec {
     takes_images: true,
     invocation,
     decoder: || Box::new(Decoder::default()),
-    // `--no-session-persistence` keeps claude from writing session files of its own.
-    tidy: |_, _| {},
+    tidy,
 };
 
 pub fn invocation(
@@ -61,8 +60,6 @@ pub fn invocation(
         "--input-format",
         "stream-json",
         "--replay-user-messages",
-        // cca is the memory: claude must not pile up session files of its own.
-        "--no-session-persistence",
     ]
     .into_iter()
     .map(Arg::plain)
@@ -99,14 +96,19 @@ pub fn invocation(
     };
     let stdin = match engine.history {
         HistoryMode::Inline => {
+            // cca is the memory: claude must not pile up session files of its own.
+            args.push(Arg::plain("--no-session-persistence"));
             frame::inline(inline_system, request.live, &request.attachments, request.query)
         }
         HistoryMode::Structured => {
+            // claude keeps this run's session (a fork of the history resumed), so that `tidy`
+            // learns from it where claude put its environment notes; then it is removed.
             let session_id = uuid_like(request.query, request.live.exchanges.len() as u64);
             let history = history_jsonl(&session_id, request)?;
             if !history.is_empty() {
                 args.push(Arg::plain("--resume"));
                 args.push(Arg::File { name: "history.jsonl", contents: history });
+                args.push(Arg::plain("--fork-session"));
             }
             frame::newest(inline_system, request.live, &request.attachments, request.query)
         }
@@ -154,33 +156,122 @@ pub fn user_line(text: &str, images: &[Image]) -> String {
     format!("{line}\n")
 }
 
-/// The live exchanges as claude's own session file: one JSON object per message.
+/// The live exchanges as claude's own session file: one JSON object per message, and claude's
+/// notes after the question they followed when claude wrote them (see [`Notes`]).
 fn history_jsonl(session_id: &str, request: &Request) -> std::io::Result<String> {
+    let notes = Notes::read(request.notes);
     let mut out = String::new();
     let mut parent: Option<String> = None;
     let mut n = 0u64;
-    for exchange in &request.live.exchanges {
-        let user = request.user_text(exchange)?;
-        let assistant = (request.stored)(&exchange.assistant)?;
-        for (role, content) in
-            [("user", json!(user)), ("assistant", json!([{ "type": "text", "text": assistant }]))]
-        {
-            n += 1;
-            let uuid = uuid_like(session_id, n);
-            let line = json!({
-                "type": role,
-                "sessionId": session_id,
-                "timestamp": "2026-01-01T00:00:00.000Z",
-                "uuid": uuid,
-                "parentUuid": parent,
-                "message": { "role": role, "content": content },
-            });
-            out.push_str(&line.to_string());
-            out.push('\n');
-            parent = Some(uuid);
+    let mut push = |mut line: Value| {
+        n += 1;
+        let uuid = uuid_like(session_id, n);
+        line["sessionId"] = json!(session_id);
+        line["uuid"] = json!(uuid);
+        line["parentUuid"] = json!(parent);
+        out.push_str(&line.to_string());
+        out.push('\n');
+        parent = Some(uuid);
+    };
+    let message = |role: &str, content: Value| {
+        json!({
+            "type": role,
+            "timestamp": "2026-01-01T00:00:00.000Z",
+            "message": { "role": role, "content": content },
+        })
+    };
+    for (i, exchange) in request.live.exchanges.iter().enumerate() {
+        push(message("user", json!(request.user_text(exchange)?)));
+        for note in notes.after(i) {
+            push(note.clone());
         }
+        let assistant = (request.stored)(&exchange.assistant)?;
+        push(message("assistant", json!([{ "type": "text", "text": assistant }])));
     }
     Ok(out)
+}
+
+/// claude's notes of a session: the `attachment` lines (environment, model identity, session
+/// context, date) claude writes after a question when it finds them missing or out of date in
+/// the history, each set with the number of live exchanges before that question. Resumed with
+/// the history, at the same places, they make claude add nothing after the newest question, so
+/// each request repeats the previous one (docs/DESIGN.md, Framing, Prompt caching). Kept by
+/// cca per session as JSON: `[{"after": N, "lines": [...]}]`.
+#[derive(Debug, Default, PartialEq)]
+struct Notes(Vec<(usize, Vec<Value>)>);
+
+impl Notes {
+    /// Kept notes; anything unreadable is no notes (claude then writes them anew).
+    fn read(kept: Option<&str>) -> Notes {
+        let sets = kept.and_then(|text| serde_json::from_str::<Value>(text).ok());
+        let sets = sets.as_ref().and_then(Value::as_array).into_iter().flatten();
+        Notes(
+            sets.filter_map(|set| {
+                let after = set["after"].as_u64()? as usize;
+                Some((after, set["lines"].as_array()?.clone()))
+            })
+            .collect(),
+        )
+    }
+
+    fn after(&self, exchanges: usize) -> impl Iterator<Item = &Value> {
+        self.0.iter().filter(move |(after, _)| *after == exchanges).flat_map(|(_, lines)| lines)
+    }
+
+    fn to_json(&self) -> String {
+        let sets: Vec<Value> =
+            self.0.iter().map(|(after, lines)| json!({ "after": after, "lines": lines })).collect();
+        Value::Array(sets).to_string()
+    }
+}
+
+/// Removes the session file claude kept of a structured-history run, and returns the notes to
+/// keep when claude wrote new ones after the run's question (the one after `newest` live
+/// exchanges): those replace any kept for that place or later.
+fn tidy(left: &super::Leftovers) -> Option<String> {
+    let root = left.user_home?.join(".claude").join("projects");
+    let name = format!("{}.jsonl", left.engine_session);
+    let text = crate::store::take_engine_session_file(&root, &name)?;
+    let found = notes_after_question(&text, left.newest);
+    if found.is_empty() {
+        return None;
+    }
+    let mut notes = Notes::read(left.notes);
+    notes.0.retain(|(after, _)| *after < left.newest);
+    notes.0.push((left.newest, found));
+    Some(notes.to_json())
+}
+
+/// The `attachment` lines claude's session file holds right after its question number
+/// `question` (from 0), up to the next message. `prompt_snapshot` (claude's copy of its system
+/// prompt) is left out: it never reaches the model.
+fn notes_after_question(session: &str, question: usize) -> Vec<Value> {
+    let lines = session.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok());
+    let is_question = |v: &Value| {
+        v["type"] == "user"
+            && !v["message"]["content"]
+                .as_array()
+                .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"))
+    };
+    let mut questions = 0;
+    let mut found = Vec::new();
+    for line in lines {
+        if is_question(&line) {
+            questions += 1;
+            if questions > question + 1 {
+                break;
+            }
+        } else if questions == question + 1 {
+            match line["type"].as_str() {
+                Some("attachment") if line["attachment"]["type"] != "prompt_snapshot" => {
+                    found.push(line)
+                }
+                Some("user" | "assistant") => break,
+                _ => {}
+            }
+        }
+    }
+    found
 }
 
 /// A UUID-shaped id derived from text and a number: unique enough for a throwaway file.
@@ -278,6 +369,9 @@ impl Decoder {
                 out.push(Output::Retry(retry_note(&v)))
             }
             Some("system") if v["subtype"] == "init" => {
+                if let Some(id) = v["session_id"].as_str() {
+                    out.push(Output::Session(id.to_string()));
+                }
                 if let Some(model) = v["model"].as_str() {
                     out.push(Output::Model(model.to_string()));
                 }
@@ -698,6 +792,7 @@ mod tests {
             image_dir: std::path::Path::new("/nowhere"),
             query: "q2",
             model: None,
+            notes: None,
         };
         let text = history_jsonl("sid", &request).unwrap();
         let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();

@@ -1624,3 +1624,73 @@ fn gemini_follow_ups_extend_the_previous_request() {
     }
     assert_eq!(answers_of(&r).len(), 5);
 }
+
+/// The share of requests `from` on (counted from 1) that the cache could serve after each one's
+/// predecessor, over the bytes of all of them.
+fn cacheable_from(bodies: &[Value], from: usize) -> f64 {
+    let (mut cached, mut total) = (0.0, 0.0);
+    for pair in bodies.windows(2).skip(from - 2) {
+        let size = serde_json::to_string(&pair[1]).unwrap().len() as f64;
+        cached += mock_api::cacheable_share(&pair[0], &pair[1]) * size;
+        total += size;
+    }
+    cached / total
+}
+
+/// Whether claude's `later` request repeats `earlier`'s messages exactly and has more, as the
+/// API reads them: `cache_control` aside (claude moves it to the newest message), and a string
+/// content the same as one text block of it (claude sends a message as either).
+fn claude_extends(earlier: &Value, later: &Value) -> bool {
+    let plain = |body: &Value| -> Vec<Value> {
+        let mut messages = body["messages"].as_array().cloned().unwrap_or_default();
+        for m in &mut messages {
+            if let Value::String(text) = &m["content"] {
+                m["content"] = json!([{ "type": "text", "text": text }]);
+            }
+            for block in m["content"].as_array_mut().into_iter().flatten() {
+                block.as_object_mut().map(|o| o.remove("cache_control"));
+            }
+        }
+        messages
+    };
+    let (old, new) = (plain(earlier), plain(later));
+    earlier["system"] == later["system"]
+        && earlier["tools"] == later["tools"]
+        && new.len() > old.len()
+        && new[..old.len()] == old[..]
+}
+
+#[test]
+fn claude_follow_ups_extend_the_previous_request() {
+    let r = Real::new();
+    let bodies = long_turns(&r, "claude", 10);
+    assert_eq!(bodies.len(), 10);
+    for (n, pair) in bodies.windows(2).enumerate() {
+        assert!(claude_extends(&pair[0], &pair[1]), "request {} changed the one before it", n + 2);
+    }
+    let share = cacheable_from(&bodies, 3);
+    assert!(share >= 0.85, "{share:.3} of requests 3 to 10 cacheable");
+    // A fresh start (a clear; a turn by another engine) costs one request, then they extend again.
+    r.env.command().arg("clear").output().unwrap();
+    r.run(&["search", "-q", "-r", "after the clear"]).ok();
+    r.run(&["search", "-q", "-r", "and once more"]).ok();
+    r.run(&["search", "-q", "-r", "-e", "gemini", "a word from gemini"]).ok();
+    r.run(&["search", "-q", "-r", "-e", "claude", "claude again"]).ok();
+    r.run(&["search", "-q", "-r", "and claude once more"]).ok();
+    let claude: Vec<Value> = r
+        .api
+        .turns()
+        .into_iter()
+        .filter(|t| t.path.contains("/v1/messages"))
+        .map(|t| t.body)
+        .collect();
+    assert_eq!(claude.len(), 14);
+    let text = serde_json::to_string(&claude[10]["messages"]).unwrap();
+    assert!(!text.contains("Question 9"), "the clear was not honoured: {text}");
+    assert!(claude_extends(&claude[10], &claude[11]), "after the clear");
+    assert!(claude_extends(&claude[12], &claude[13]), "after gemini's turn");
+    let gemini_turn = serde_json::to_string(&claude[12]["messages"]).unwrap();
+    assert!(gemini_turn.contains("a word from gemini"), "{gemini_turn}");
+    assert_eq!(answers_of(&r).len(), 15);
+    assert_eq!(engine_session_files(&r), Vec::<String>::new(), "claude's own copies are removed");
+}
