@@ -605,13 +605,9 @@ fn engines(env: &Env, file: &File, place: &Place) -> Result<BTreeMap<String, Eng
                 args: f.args,
                 model_arg: None,
                 version_args: Some(f.version_args.unwrap_or_else(|| vec!["--version".into()])),
-                // The defaults for claude and gemini: the system prompt through the engine's
-                // own mechanism, the history as its own session file. Each follow-up's request
-                // then repeats the previous one, so the provider's prompt cache serves all but
-                // the newest exchange (docs/DESIGN.md, Framing, Prompt caching).
-                system_prompt: f.system_prompt.unwrap_or(SystemPromptMode::Native),
+                system_prompt: f.system_prompt.unwrap_or_default(),
                 system_prompt_arg: None,
-                history: f.history.unwrap_or(HistoryMode::Structured),
+                history: f.history.unwrap_or_default(),
                 tools: f.tools.or(spec.default_tools.map(str::to_string)),
                 max_input_bytes: f.max_input_bytes.or(spec.max_input_bytes),
                 model: f.model,

@@ -64,6 +64,11 @@ pub fn invocation(
     .into_iter()
     .map(Arg::plain)
     .collect();
+    if engine.history == HistoryMode::Inline {
+        // cca is the memory: claude must not pile up session files of its own. (A structured
+        // history's run keeps one, which `tidy` reads and removes.)
+        args.push(Arg::plain("--no-session-persistence"));
+    }
     if let Some(tools) = &engine.tools {
         // `--tools` takes several values; the `=` form keeps it from swallowing what follows.
         args.push(Arg::plain(format!("--tools={tools}")));
@@ -96,8 +101,6 @@ pub fn invocation(
     };
     let stdin = match engine.history {
         HistoryMode::Inline => {
-            // cca is the memory: claude must not pile up session files of its own.
-            args.push(Arg::plain("--no-session-persistence"));
             frame::inline(inline_system, request.live, &request.attachments, request.query)
         }
         HistoryMode::Structured => {
@@ -802,5 +805,88 @@ mod tests {
         assert_eq!(lines[1]["message"]["content"][0]["text"], "a1");
         assert_eq!(lines[1]["parentUuid"], lines[0]["uuid"]);
         assert!(lines[0]["timestamp"].is_string());
+        // Kept notes go after the question they followed, chained in; others are not sent.
+        let note = json!({"type": "attachment", "attachment": {"type": "date", "date": "d"}});
+        let kept = json!([{"after": 0, "lines": [note]}, {"after": 5, "lines": [note]}]);
+        let kept = kept.to_string();
+        let request = Request { notes: Some(&kept), ..request };
+        let text = history_jsonl("sid", &request).unwrap();
+        let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let kinds: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["user", "attachment", "assistant"]);
+        assert_eq!(lines[1]["attachment"], note["attachment"]);
+        assert_eq!(lines[1]["sessionId"], "sid");
+        assert_eq!(lines[1]["parentUuid"], lines[0]["uuid"]);
+        assert_eq!(lines[2]["parentUuid"], lines[1]["uuid"]);
+    }
+
+    use crate::engine::Leftovers;
+    use std::path::Path;
+
+    /// The lines of a session file as claude 2.1.329 writes them (abridged).
+    fn session_file(lines: &[Value]) -> String {
+        lines.iter().map(|l| format!("{l}\n")).collect()
+    }
+
+    #[test]
+    fn notes_are_the_attachments_claude_wrote_after_the_run_s_question() {
+        let user =
+            |text: &str| json!({"type": "user", "message": {"role": "user", "content": text}});
+        let note = |kind: &str| json!({"type": "attachment", "attachment": {"type": kind}});
+        let file = session_file(&[
+            json!({"type": "queue-operation"}),
+            user("q1"),
+            note("environment"),
+            json!({"type": "assistant", "message": {"content": []}}),
+            user("q2"),
+            note("environment"),
+            note("model"),
+            note("prompt_snapshot"),
+            json!({"type": "user", "message": {"content": [{"type": "tool_result"}]}}),
+            note("late"),
+            json!({"type": "assistant", "message": {"content": []}}),
+        ]);
+        let kinds = |found: Vec<Value>| -> Vec<String> {
+            found.iter().map(|n| n["attachment"]["type"].as_str().unwrap().to_string()).collect()
+        };
+        assert_eq!(kinds(notes_after_question(&file, 0)), ["environment"]);
+        assert_eq!(kinds(notes_after_question(&file, 1)), ["environment", "model"]);
+        assert!(notes_after_question(&file, 2).is_empty());
+    }
+
+    #[test]
+    fn tidy_takes_claude_s_file_and_keeps_new_notes_in_their_place() {
+        let home = tempfile::tempdir().unwrap();
+        let folder = home.path().join(".claude/projects/-some-folder");
+        std::fs::create_dir_all(&folder).unwrap();
+        let file = folder.join("abc.jsonl");
+        let user = json!({"type": "user", "message": {"role": "user", "content": "q"}});
+        let note = json!({"type": "attachment", "attachment": {"type": "date", "date": "new"}});
+        let old = json!([{"after": 0, "lines": [{"old": 0}]}, {"after": 2, "lines": [{"old": 2}]}]);
+        let old = old.to_string();
+        fn left<'a>(home: &'a Path, notes: Option<&'a str>, newest: usize) -> Leftovers<'a> {
+            Leftovers {
+                gemini_home: None,
+                user_home: Some(home),
+                engine_session: "abc",
+                notes,
+                newest,
+            }
+        }
+        let home_dir = home.path();
+        // Notes after the run's question (the second): they replace those kept from there on.
+        std::fs::write(&file, session_file(&[user.clone(), user.clone(), note.clone()])).unwrap();
+        let kept = tidy(&left(home_dir, Some(&old), 1)).expect("new notes");
+        assert!(!file.exists(), "claude's copy is removed");
+        assert_eq!(
+            serde_json::from_str::<Value>(&kept).unwrap(),
+            json!([{"after": 0, "lines": [{"old": 0}]}, {"after": 1, "lines": [note]}])
+        );
+        // None written after the question: the kept notes stand.
+        std::fs::write(&file, session_file(&[user.clone(), note.clone(), user])).unwrap();
+        assert_eq!(tidy(&left(home_dir, Some(&old), 1)), None);
+        assert!(!file.exists());
+        // No file (inline history runs keep none): nothing to do.
+        assert_eq!(tidy(&left(home_dir, None, 0)), None);
     }
 }

@@ -1663,13 +1663,18 @@ fn claude_extends(earlier: &Value, later: &Value) -> bool {
 #[test]
 fn claude_follow_ups_extend_the_previous_request() {
     let r = Real::new();
+    r.env.write_config("[engines.claude]\nhistory = \"structured\"\nsystem_prompt = \"native\"\n");
     let bodies = long_turns(&r, "claude", 10);
     assert_eq!(bodies.len(), 10);
     for (n, pair) in bodies.windows(2).enumerate() {
         assert!(claude_extends(&pair[0], &pair[1]), "request {} changed the one before it", n + 2);
     }
     let share = cacheable_from(&bodies, 3);
-    assert!(share >= 0.85, "{share:.3} of requests 3 to 10 cacheable");
+    let each: Vec<String> = bodies
+        .windows(2)
+        .map(|pair| format!("{:.3}", mock_api::cacheable_share(&pair[0], &pair[1])))
+        .collect();
+    assert!(share >= 0.85, "{share:.3} of requests 3 to 10 cacheable (2 to 10: {each:?})");
     // A fresh start (a clear; a turn by another engine) costs one request, then they extend again.
     r.env.command().arg("clear").output().unwrap();
     r.run(&["search", "-q", "-r", "after the clear"]).ok();
