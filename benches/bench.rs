@@ -1,10 +1,11 @@
 //! `make bench`: cca's overhead, streaming latency, long transcripts (whole, and after a clear or a
 //! compaction), many sessions, memory, a side-by-side with `llm`, the bytes compaction saves,
 //! rendering, `cca acp` against the command line, `cca grep` beside ripgrep, and a search through
-//! `cca mcp` beside `cca grep`. Prints markdown
-//! for BENCHMARKS.md.
+//! `cca mcp` beside `cca grep`, and the share of a follow-up's input a prompt cache could serve.
+//! Prints markdown for BENCHMARKS.md.
 //!
-//! Runs the release `cca` against the release fake engine (tests/support/fake_engine.rs).
+//! Runs the release `cca` against the release fake engine (tests/support/fake_engine.rs); the
+//! prompt caching section runs the real claude and gemini against tests/support/mock_api.rs.
 //! `cargo bench -- NAME...` runs only the sections whose names contain one of the words.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -1336,10 +1337,10 @@ impl Bench {
             return;
         }
         println!(
-            "Ten one-shot turns of `cca search -r` (a question of about 5.4 KB and an answer of about 5.6 KB: some 2,800 tokens a turn) through the real programs against the loopback server, beside the engine's own multi-turn session fed the same turns (`claude -p -c`, `gemini --resume latest -p`, one process a turn). Each pair of consecutive answer requests is scored by `mock_api::cacheable_share` (bytes of the blocks; Anthropic's breakpoint rules, gemini's common prefix); the last column is requests 3 to 10 together, weighted by their size.\n"
+            "Ten one-shot turns of `cca search -r` (a question of about 5.4 KB and an answer of about 5.6 KB: some 2,800 tokens a turn) through the real programs against the loopback server, beside the engine's own multi-turn session fed the same turns (`claude -p -c`, `gemini --resume latest -p`, one process a turn). Each pair of consecutive answer requests is scored by `mock_api::cacheable_share` (bytes of the blocks; Anthropic's breakpoint rules, gemini's common prefix); then requests 3 to 10 together, weighted by their size, and the kilobytes of them the cache could not serve (what is billed at the full price).\n"
         );
         println!(
-            "| engine, route | request 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10 | 3-10 |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+            "| engine, route | request 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10 | 3-10 | not cached, KB |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
         );
         let structured = "history = \"structured\"\nsystem_prompt = \"native\"\n";
         let routes: [(&str, &Path, CacheRoute); 6] = [
@@ -1363,7 +1364,8 @@ impl Bench {
                 total += size;
             }
             let cells: Vec<String> = shares.iter().map(|s| format!("{s:.3}")).collect();
-            println!("| {label} | {} | {:.3} |", cells.join(" | "), cached / total);
+            let (share, new_kb) = (cached / total, (total - cached) / 1000.0);
+            println!("| {label} | {} | {share:.3} | {new_kb:.0} |", cells.join(" | "));
         }
         println!();
     }
@@ -1384,6 +1386,8 @@ impl Bench {
             r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
         )
         .unwrap();
+        let work = home.dir.join("work");
+        std::fs::create_dir_all(&work).unwrap();
         let url = api.url();
         let vars = [
             ("ANTHROPIC_BASE_URL", url.as_str()),
@@ -1434,7 +1438,9 @@ impl Bench {
                     cmd
                 }
             };
-            cmd.envs(vars).stdout(Stdio::null()).stderr(Stdio::null());
+            // A folder of its own: gemini lists the working folder in its first message, and
+            // CCA_HOME (in the bench's home) changes at every turn.
+            cmd.current_dir(&work).envs(vars).stdout(Stdio::null()).stderr(Stdio::null());
             assert!(cmd.status().unwrap().success(), "{name}: turn {n} failed");
         }
         api.turns().into_iter().map(|t| t.body).collect()

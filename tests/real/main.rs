@@ -1608,7 +1608,18 @@ fn gemini_follow_ups_extend_the_previous_request() {
     r.env.command().arg("clear").output().unwrap();
     r.run(&["search", "-q", "-r", "after the clear"]).ok();
     r.run(&["search", "-q", "-r", "and once more"]).ok();
-    let bodies: Vec<Value> = r.api.turns().into_iter().map(|t| t.body).collect();
+    // A turn by another engine in the session: the next gemini request starts afresh (it holds
+    // claude's exchange), and the one after it extends that one.
+    r.run(&["search", "-q", "-r", "-e", "claude", "a word from claude"]).ok();
+    r.run(&["search", "-q", "-r", "-e", "gemini", "gemini again"]).ok();
+    r.run(&["search", "-q", "-r", "and gemini once more"]).ok();
+    let later: Vec<Value> = r.api.turns().into_iter().skip(5).map(|t| t.body).collect();
+    assert!(later[0]["messages"].is_array(), "claude answered the sixth turn");
+    let text = serde_json::to_string(&later[1]["contents"]).unwrap();
+    assert!(text.contains("a word from claude"), "{text}");
+    assert!(extends(&later[1], &later[2]), "after claude's turn");
+    assert_eq!(answers_of(&r).len(), 8);
+    let bodies: Vec<Value> = r.api.turns().into_iter().take(5).map(|t| t.body).collect();
     assert_eq!(bodies.len(), 5);
     for (n, pair) in bodies.windows(2).enumerate() {
         let share = mock_api::cacheable_share(&pair[0], &pair[1]);
@@ -1622,7 +1633,6 @@ fn gemini_follow_ups_extend_the_previous_request() {
             assert!(share > 0.5, "request {}: {share:.2} cacheable", n + 2);
         }
     }
-    assert_eq!(answers_of(&r).len(), 5);
 }
 
 /// The share of requests `from` on (counted from 1) that the cache could serve after each one's
