@@ -1589,12 +1589,27 @@ fn long_turns(r: &Real, engine: &str, turns: usize) -> Vec<Value> {
     r.api.turns().into_iter().map(|t| t.body).collect()
 }
 
-/// Whether `later` repeats `earlier` as its prefix, block by block: the same system instruction
-/// and tools, and every earlier message unchanged at its place.
+/// Whether `later` repeats `earlier` as its prefix, block by block, as the API reads them: the
+/// same system prompt and tools, and every earlier message unchanged at its place. For claude,
+/// `cache_control` aside (claude moves it to the newest message), and a string content the same
+/// as one text block of it (claude sends a message as either).
 fn extends(earlier: &Value, later: &Value) -> bool {
-    let list = |b: &Value| b["contents"].as_array().cloned().unwrap_or_default();
+    let list = |body: &Value| -> Vec<Value> {
+        let key = if body["messages"].is_array() { "messages" } else { "contents" };
+        let mut messages = body[key].as_array().cloned().unwrap_or_default();
+        for m in &mut messages {
+            if let Value::String(text) = &m["content"] {
+                m["content"] = json!([{ "type": "text", "text": text }]);
+            }
+            for block in m["content"].as_array_mut().into_iter().flatten() {
+                block.as_object_mut().map(|o| o.remove("cache_control"));
+            }
+        }
+        messages
+    };
     let (old, new) = (list(earlier), list(later));
-    earlier["systemInstruction"] == later["systemInstruction"]
+    earlier["system"] == later["system"]
+        && earlier["systemInstruction"] == later["systemInstruction"]
         && earlier["tools"] == later["tools"]
         && new.len() > old.len()
         && new[..old.len()] == old[..]
@@ -1647,29 +1662,6 @@ fn cacheable_from(bodies: &[Value], from: usize) -> f64 {
     cached / total
 }
 
-/// Whether claude's `later` request repeats `earlier`'s messages exactly and has more, as the
-/// API reads them: `cache_control` aside (claude moves it to the newest message), and a string
-/// content the same as one text block of it (claude sends a message as either).
-fn claude_extends(earlier: &Value, later: &Value) -> bool {
-    let plain = |body: &Value| -> Vec<Value> {
-        let mut messages = body["messages"].as_array().cloned().unwrap_or_default();
-        for m in &mut messages {
-            if let Value::String(text) = &m["content"] {
-                m["content"] = json!([{ "type": "text", "text": text }]);
-            }
-            for block in m["content"].as_array_mut().into_iter().flatten() {
-                block.as_object_mut().map(|o| o.remove("cache_control"));
-            }
-        }
-        messages
-    };
-    let (old, new) = (plain(earlier), plain(later));
-    earlier["system"] == later["system"]
-        && earlier["tools"] == later["tools"]
-        && new.len() > old.len()
-        && new[..old.len()] == old[..]
-}
-
 #[test]
 fn claude_follow_ups_extend_the_previous_request() {
     let r = Real::new();
@@ -1677,7 +1669,7 @@ fn claude_follow_ups_extend_the_previous_request() {
     let bodies = long_turns(&r, "claude", 10);
     assert_eq!(bodies.len(), 10);
     for (n, pair) in bodies.windows(2).enumerate() {
-        assert!(claude_extends(&pair[0], &pair[1]), "request {} changed the one before it", n + 2);
+        assert!(extends(&pair[0], &pair[1]), "request {} changed the one before it", n + 2);
     }
     let share = cacheable_from(&bodies, 3);
     let each: Vec<String> = bodies
@@ -1702,8 +1694,8 @@ fn claude_follow_ups_extend_the_previous_request() {
     assert_eq!(claude.len(), 14);
     let text = serde_json::to_string(&claude[10]["messages"]).unwrap();
     assert!(!text.contains("Question 9"), "the clear was not honoured: {text}");
-    assert!(claude_extends(&claude[10], &claude[11]), "after the clear");
-    assert!(claude_extends(&claude[12], &claude[13]), "after gemini's turn");
+    assert!(extends(&claude[10], &claude[11]), "after the clear");
+    assert!(extends(&claude[12], &claude[13]), "after gemini's turn");
     let gemini_turn = serde_json::to_string(&claude[12]["messages"]).unwrap();
     assert!(gemini_turn.contains("a word from gemini"), "{gemini_turn}");
     assert_eq!(answers_of(&r).len(), 15);
