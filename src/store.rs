@@ -1757,9 +1757,14 @@ mod tests {
         assert_eq!(later.checkpoint.map(|c| c.at), index.checkpoint.map(|c| c.at));
         assert_eq!(store.summarize(&id).unwrap(), whole(&store, &id).unwrap());
 
-        // Removing the session removes its index.
+        // Removing the session removes its index and its engines' notes, and no other's.
+        store.keep_engine_notes(&id, "claude", "[]").unwrap();
+        store.keep_engine_notes("other", "claude", "[1]").unwrap();
+        assert_eq!(store.engine_notes(&id, "claude").as_deref(), Some("[]"));
         store.remove(&id, true).unwrap();
         assert!(!store.live_index_path(&id).exists());
+        assert_eq!(store.engine_notes(&id, "claude"), None);
+        assert_eq!(store.engine_notes("other", "claude").as_deref(), Some("[1]"));
     }
 
     #[test]
