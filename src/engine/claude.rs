@@ -232,8 +232,13 @@ impl Notes {
 /// keep when claude wrote new ones after the run's question (the one after `newest` live
 /// exchanges): those replace any kept for that place or later.
 fn tidy(left: &super::Leftovers) -> Option<String> {
+    // A UUID, as claude names its sessions: nothing read from its output may name another file.
+    let id = left.engine_session;
+    if id.is_empty() || !id.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+        return None;
+    }
     let root = left.user_home?.join(".claude").join("projects");
-    let name = format!("{}.jsonl", left.engine_session);
+    let name = format!("{id}.jsonl");
     let text = crate::store::take_engine_session_file(&root, &name)?;
     let found = notes_after_question(&text, left.newest);
     if found.is_empty() {
@@ -888,5 +893,10 @@ mod tests {
         assert!(!file.exists());
         // No file (inline history runs keep none): nothing to do.
         assert_eq!(tidy(&left(home_dir, None, 0)), None);
+        // An id that is not a UUID names no file.
+        std::fs::write(folder.join("x.jsonl"), session_file(std::slice::from_ref(&note))).unwrap();
+        let odd = Leftovers { engine_session: "../-some-folder/x", ..left(home_dir, None, 0) };
+        assert_eq!(tidy(&odd), None);
+        assert!(folder.join("x.jsonl").exists());
     }
 }
