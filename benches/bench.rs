@@ -1,10 +1,11 @@
 //! `make bench`: cca's overhead, streaming latency, long transcripts (whole, and after a clear or a
 //! compaction), many sessions, memory, a side-by-side with `llm`, the bytes compaction saves,
 //! rendering, `cca acp` against the command line, `cca grep` beside ripgrep, and a search through
-//! `cca mcp` beside `cca grep`. Prints markdown
-//! for BENCHMARKS.md.
+//! `cca mcp` beside `cca grep`, and the share of a follow-up's input a prompt cache could serve.
+//! Prints markdown for BENCHMARKS.md.
 //!
-//! Runs the release `cca` against the release fake engine (tests/support/fake_engine.rs).
+//! Runs the release `cca` against the release fake engine (tests/support/fake_engine.rs); the
+//! prompt caching section runs the real claude and gemini against tests/support/mock_api.rs.
 //! `cargo bench -- NAME...` runs only the sections whose names contain one of the words.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -30,7 +31,7 @@ fn main() {
     println!("# cca benchmarks\n");
     println!("{}\n", machine());
     type Section = (&'static str, fn(&Bench));
-    let sections: [Section; 14] = [
+    let sections: [Section; 15] = [
         ("overhead", Bench::overhead),
         ("version", Bench::version),
         ("streaming", Bench::streaming),
@@ -45,6 +46,7 @@ fn main() {
         ("grep", Bench::grep),
         ("mcp", Bench::mcp),
         ("import", Bench::import),
+        ("caching", Bench::caching),
     ];
     for (name, run) in sections {
         if wanted(name) {
@@ -1303,4 +1305,144 @@ fn write_claude_store(root: &Path, sessions: u64) -> u64 {
         std::fs::write(dir.join(format!("{sid}.jsonl")), text).unwrap();
     }
     total
+}
+
+// Prompt caching: the share of each follow-up's input the provider's cache could serve, through
+// the real claude and gemini against the loopback server of tests/support/mock_api.rs.
+#[allow(dead_code)]
+#[path = "../tests/support/mock_api.rs"]
+mod mock_api;
+
+/// How ten turns go to an engine: through cca with a config, or the engine's own session.
+enum CacheRoute {
+    Cca(&'static str),
+    Own,
+}
+
+impl Bench {
+    fn caching(&self) {
+        println!(
+            "## Prompt caching: the share of a follow-up's input the provider's cache could serve\n"
+        );
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let program = |var: &str, path: &str| {
+            std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| root.join(path))
+        };
+        let claude = program("CCA_TEST_CLAUDE", "build/engines/node_modules/.bin/claude");
+        let gemini = program("CCA_TEST_GEMINI", "build/engines/node_modules/.bin/gemini");
+        if !claude.is_file() || !gemini.is_file() {
+            println!(
+                "(skipped: `make engines` installs the pinned claude and gemini into build/)\n"
+            );
+            return;
+        }
+        println!(
+            "Ten one-shot turns of `cca search -r` (a question of about 5.4 KB and an answer of about 5.6 KB: some 2,800 tokens a turn) through the real programs against the loopback server, beside the engine's own multi-turn session fed the same turns (`claude -p -c`, `gemini --resume latest -p`, one process a turn). Each pair of consecutive answer requests is scored by `mock_api::cacheable_share` (bytes of the blocks; Anthropic's breakpoint rules, gemini's common prefix); then requests 3 to 10 together, weighted by their size, and the kilobytes of them the cache could not serve (what is billed at the full price).\n"
+        );
+        println!(
+            "| engine, route | request 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10 | 3-10 | not cached, KB |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+        );
+        let structured = "history = \"structured\"\nsystem_prompt = \"native\"\n";
+        let routes: [(&str, &Path, CacheRoute); 6] = [
+            ("claude, cca inline (default)", &claude, CacheRoute::Cca("")),
+            ("claude, cca structured, native system prompt", &claude, CacheRoute::Cca(structured)),
+            ("claude's own `claude -p -c`", &claude, CacheRoute::Own),
+            ("gemini, cca inline (default)", &gemini, CacheRoute::Cca("")),
+            ("gemini, cca structured, native system prompt", &gemini, CacheRoute::Cca(structured)),
+            ("gemini's own `gemini --resume latest -p`", &gemini, CacheRoute::Own),
+        ];
+        for (i, (label, program, route)) in routes.iter().enumerate() {
+            let bodies = self.cache_turns(&format!("caching-{i}"), program, route);
+            let shares: Vec<f64> = bodies
+                .windows(2)
+                .map(|pair| mock_api::cacheable_share(&pair[0], &pair[1]))
+                .collect();
+            let (mut cached, mut total) = (0.0, 0.0);
+            for (pair, share) in bodies.windows(2).zip(&shares).skip(1) {
+                let size = pair[1].to_string().len() as f64;
+                cached += share * size;
+                total += size;
+            }
+            let cells: Vec<String> = shares.iter().map(|s| format!("{s:.3}")).collect();
+            let (share, new_kb) = (cached / total, (total - cached) / 1000.0);
+            println!("| {label} | {} | {share:.3} | {new_kb:.0} |", cells.join(" | "));
+        }
+        println!();
+    }
+
+    /// Ten long turns through `program` by `route`; the answer requests as the server got them.
+    fn cache_turns(
+        &self,
+        name: &str,
+        program: &Path,
+        route: &CacheRoute,
+    ) -> Vec<serde_json::Value> {
+        let engine = program.file_name().unwrap().to_string_lossy().into_owned();
+        let api = mock_api::MockApi::start();
+        let home = self.home(name);
+        std::fs::create_dir_all(home.dir.join(".gemini")).unwrap();
+        std::fs::write(
+            home.dir.join(".gemini/settings.json"),
+            r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
+        )
+        .unwrap();
+        let work = home.dir.join("work");
+        std::fs::create_dir_all(&work).unwrap();
+        let url = api.url();
+        let vars = [
+            ("ANTHROPIC_BASE_URL", url.as_str()),
+            ("ANTHROPIC_API_KEY", "dummy"),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+            ("DISABLE_TELEMETRY", "1"),
+            ("DISABLE_AUTOUPDATER", "1"),
+            ("GOOGLE_GEMINI_BASE_URL", url.as_str()),
+            ("GEMINI_API_KEY", "dummy"),
+        ];
+        // Varied text: gemini stops on text that repeats itself ("Loop detected").
+        let filler = |n: usize, what: &str, count: usize| -> String {
+            (0..count)
+                .map(|i| {
+                    let (a, b) = (i * 7919 % 1013, i * 104_729 % 997);
+                    format!("{what} {n} sentence {i} weighs item {a} against {b}. ")
+                })
+                .collect()
+        };
+        for n in 0..10 {
+            api.set(mock_api::Behavior {
+                answer: Some(filler(n, "Answer", 110)),
+                ..mock_api::Behavior::default()
+            });
+            let question = filler(n, "Question", 105);
+            let mut cmd = match route {
+                CacheRoute::Cca(config) => {
+                    home.config(&format!("[engines.{engine}]\nprogram = {:?}\n{config}", program));
+                    let mut args = vec!["search", "-q", "-e", &engine];
+                    if n > 0 {
+                        args.push("-r");
+                    }
+                    args.push(&question);
+                    home.command(&args, "")
+                }
+                CacheRoute::Own => {
+                    let mut cmd = Command::new(program);
+                    home.env(&mut cmd, "");
+                    if engine == "claude" {
+                        cmd.args(["-p", "--tools=WebSearch,WebFetch"]);
+                        cmd.args(if n > 0 { &["-c"][..] } else { &[] });
+                        cmd.arg(&question);
+                    } else {
+                        cmd.args(["--skip-trust", "-o", "text"]);
+                        cmd.args(if n > 0 { &["--resume", "latest"][..] } else { &[] });
+                        cmd.args(["-p", &question]);
+                    }
+                    cmd
+                }
+            };
+            // A folder of its own: gemini lists the working folder in its first message, and
+            // CCA_HOME (in the bench's home) changes at every turn.
+            cmd.current_dir(&work).envs(vars).stdout(Stdio::null()).stderr(Stdio::null());
+            assert!(cmd.status().unwrap().success(), "{name}: turn {n} failed");
+        }
+        api.turns().into_iter().map(|t| t.body).collect()
+    }
 }

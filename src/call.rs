@@ -65,7 +65,9 @@ pub fn call(
             String::from_utf8(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         Ok(transcript::unescape(&text))
     };
+    let notes = s.store.engine_notes(s.id, &s.engine.name);
     let request = Request {
+        notes: notes.as_deref(),
         system: c.system,
         live: c.live,
         stored: &stored,
@@ -107,9 +109,19 @@ pub fn call(
     let decoder = (s.engine.spec.decoder)();
     let outcome = run::run(spawn, decoder, s.store.scratch_file()?, cancel, progress)?;
     drop(scratch);
-    // cca is the memory: an engine's own copy of the turn must not pile up.
+    // cca is the memory: an engine's own copy of the turn must not pile up; what the engine
+    // noted in it is kept for the next turn's history (a cache: failing to keep it is no error).
     if let Some(id) = &outcome.engine_session {
-        (s.engine.spec.tidy)(s.settings.gemini_home.as_deref(), id);
+        let left = crate::engine::Leftovers {
+            gemini_home: s.settings.gemini_home.as_deref(),
+            user_home: s.settings.user_home.as_deref(),
+            engine_session: id,
+            notes: notes.as_deref(),
+            newest: c.live.exchanges.len(),
+        };
+        if let Some(kept) = (s.engine.spec.tidy)(&left) {
+            let _ = s.store.keep_engine_notes(s.id, &s.engine.name, &kept);
+        }
     }
     Ok(outcome)
 }

@@ -69,6 +69,23 @@ impl Store {
         self.live_dir().join(format!("{id}.json"))
     }
 
+    /// Where an engine's notes for a session are kept (`engine::Request::notes`). Ids hold no
+    /// dot, so `ID.` starts only that session's files.
+    fn engine_notes_path(&self, id: &str, engine: &str) -> PathBuf {
+        self.live_dir().join(format!("{id}.{engine}-notes.json"))
+    }
+
+    /// The notes an engine left for a session, if any: a cache, whose loss costs one turn of
+    /// the provider's prompt cache, nothing more.
+    pub fn engine_notes(&self, id: &str, engine: &str) -> Option<String> {
+        fs::read_to_string(self.engine_notes_path(id, engine)).ok()
+    }
+
+    pub fn keep_engine_notes(&self, id: &str, engine: &str, notes: &str) -> Result<()> {
+        make_private_dir(&self.live_dir())?;
+        replace_file(&self.engine_notes_path(id, engine), notes.as_bytes())
+    }
+
     pub fn config_path(&self) -> PathBuf {
         self.home.join("config.toml")
     }
@@ -1068,6 +1085,13 @@ impl Store {
         }
         let _ = fs::remove_file(self.locks_dir().join(format!("{id}.lock")));
         let _ = fs::remove_file(self.live_index_path(id));
+        let notes = format!("{id}.");
+        for entry in fs::read_dir(self.live_dir()).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&notes) && name.ends_with("-notes.json") {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
         if self.latest_target().as_deref() == Some(file_name(id).as_str()) {
             return self.repoint_latest();
         }
@@ -1190,6 +1214,19 @@ pub fn remove_engine_session_files(root: &Path, is_engine_session: impl Fn(&Path
             }
         }
     }
+}
+
+/// Reads and removes the file `name` in a folder of `root` (claude's
+/// `~/.claude/projects/<folder>/<session id>.jsonl`), if one holds it.
+pub fn take_engine_session_file(root: &Path, name: &str) -> Option<String> {
+    for folder in fs::read_dir(root).ok()?.flatten() {
+        let path = folder.path().join(name);
+        if let Ok(text) = fs::read_to_string(&path) {
+            let _ = fs::remove_file(&path);
+            return Some(text);
+        }
+    }
+    None
 }
 
 /// Orders ids by time, then by their same-second counter (`-2` before `-10`).
@@ -1720,9 +1757,14 @@ mod tests {
         assert_eq!(later.checkpoint.map(|c| c.at), index.checkpoint.map(|c| c.at));
         assert_eq!(store.summarize(&id).unwrap(), whole(&store, &id).unwrap());
 
-        // Removing the session removes its index.
+        // Removing the session removes its index and its engines' notes, and no other's.
+        store.keep_engine_notes(&id, "claude", "[]").unwrap();
+        store.keep_engine_notes("other", "claude", "[1]").unwrap();
+        assert_eq!(store.engine_notes(&id, "claude").as_deref(), Some("[]"));
         store.remove(&id, true).unwrap();
         assert!(!store.live_index_path(&id).exists());
+        assert_eq!(store.engine_notes(&id, "claude"), None);
+        assert_eq!(store.engine_notes("other", "claude").as_deref(), Some("[1]"));
     }
 
     #[test]

@@ -41,8 +41,7 @@ pub const SPEC: Spec = Spec {
     takes_images: true,
     invocation,
     decoder: || Box::new(Decoder::default()),
-    // `--no-session-persistence` keeps claude from writing session files of its own.
-    tidy: |_, _| {},
+    tidy,
 };
 
 pub fn invocation(
@@ -61,12 +60,15 @@ pub fn invocation(
         "--input-format",
         "stream-json",
         "--replay-user-messages",
-        // cca is the memory: claude must not pile up session files of its own.
-        "--no-session-persistence",
     ]
     .into_iter()
     .map(Arg::plain)
     .collect();
+    if engine.history == HistoryMode::Inline {
+        // cca is the memory: claude must not pile up session files of its own. (A structured
+        // history's run keeps one, which `tidy` reads and removes.)
+        args.push(Arg::plain("--no-session-persistence"));
+    }
     if let Some(tools) = &engine.tools {
         // `--tools` takes several values; the `=` form keeps it from swallowing what follows.
         args.push(Arg::plain(format!("--tools={tools}")));
@@ -102,11 +104,14 @@ pub fn invocation(
             frame::inline(inline_system, request.live, &request.attachments, request.query)
         }
         HistoryMode::Structured => {
+            // claude keeps this run's session (a fork of the history resumed), so that `tidy`
+            // learns from it where claude put its environment notes; then it is removed.
             let session_id = uuid_like(request.query, request.live.exchanges.len() as u64);
             let history = history_jsonl(&session_id, request)?;
             if !history.is_empty() {
                 args.push(Arg::plain("--resume"));
                 args.push(Arg::File { name: "history.jsonl", contents: history });
+                args.push(Arg::plain("--fork-session"));
             }
             frame::newest(inline_system, request.live, &request.attachments, request.query)
         }
@@ -154,33 +159,127 @@ pub fn user_line(text: &str, images: &[Image]) -> String {
     format!("{line}\n")
 }
 
-/// The live exchanges as claude's own session file: one JSON object per message.
+/// The live exchanges as claude's own session file: one JSON object per message, and claude's
+/// notes after the question they followed when claude wrote them (see [`Notes`]).
 fn history_jsonl(session_id: &str, request: &Request) -> std::io::Result<String> {
+    let notes = Notes::read(request.notes);
     let mut out = String::new();
     let mut parent: Option<String> = None;
     let mut n = 0u64;
-    for exchange in &request.live.exchanges {
-        let user = request.user_text(exchange)?;
-        let assistant = (request.stored)(&exchange.assistant)?;
-        for (role, content) in
-            [("user", json!(user)), ("assistant", json!([{ "type": "text", "text": assistant }]))]
-        {
-            n += 1;
-            let uuid = uuid_like(session_id, n);
-            let line = json!({
-                "type": role,
-                "sessionId": session_id,
-                "timestamp": "2026-01-01T00:00:00.000Z",
-                "uuid": uuid,
-                "parentUuid": parent,
-                "message": { "role": role, "content": content },
-            });
-            out.push_str(&line.to_string());
-            out.push('\n');
-            parent = Some(uuid);
+    let mut push = |mut line: Value| {
+        n += 1;
+        let uuid = uuid_like(session_id, n);
+        line["sessionId"] = json!(session_id);
+        line["uuid"] = json!(uuid);
+        line["parentUuid"] = json!(parent);
+        out.push_str(&line.to_string());
+        out.push('\n');
+        parent = Some(uuid);
+    };
+    let message = |role: &str, content: Value| {
+        json!({
+            "type": role,
+            "timestamp": "2026-01-01T00:00:00.000Z",
+            "message": { "role": role, "content": content },
+        })
+    };
+    for (i, exchange) in request.live.exchanges.iter().enumerate() {
+        push(message("user", json!(request.user_text(exchange)?)));
+        for note in notes.after(i) {
+            push(note.clone());
         }
+        let assistant = (request.stored)(&exchange.assistant)?;
+        push(message("assistant", json!([{ "type": "text", "text": assistant }])));
     }
     Ok(out)
+}
+
+/// claude's notes of a session: the `attachment` lines (environment, model identity, session
+/// context, date) claude writes after a question when it finds them missing or out of date in
+/// the history, each set with the number of live exchanges before that question. Resumed with
+/// the history, at the same places, they make claude add nothing after the newest question, so
+/// each request repeats the previous one (docs/DESIGN.md, Framing, Prompt caching). Kept by
+/// cca per session as JSON: `[{"after": N, "lines": [...]}]`.
+#[derive(Debug, Default, PartialEq)]
+struct Notes(Vec<(usize, Vec<Value>)>);
+
+impl Notes {
+    /// Kept notes; anything unreadable is no notes (claude then writes them anew).
+    fn read(kept: Option<&str>) -> Notes {
+        let sets = kept.and_then(|text| serde_json::from_str::<Value>(text).ok());
+        let sets = sets.as_ref().and_then(Value::as_array).into_iter().flatten();
+        Notes(
+            sets.filter_map(|set| {
+                let after = set["after"].as_u64()? as usize;
+                Some((after, set["lines"].as_array()?.clone()))
+            })
+            .collect(),
+        )
+    }
+
+    fn after(&self, exchanges: usize) -> impl Iterator<Item = &Value> {
+        self.0.iter().filter(move |(after, _)| *after == exchanges).flat_map(|(_, lines)| lines)
+    }
+
+    fn to_json(&self) -> String {
+        let sets: Vec<Value> =
+            self.0.iter().map(|(after, lines)| json!({ "after": after, "lines": lines })).collect();
+        Value::Array(sets).to_string()
+    }
+}
+
+/// Removes the session file claude kept of a structured-history run, and returns the notes to
+/// keep when claude wrote new ones after the run's question (the one after `newest` live
+/// exchanges): those replace any kept for that place or later.
+fn tidy(left: &super::Leftovers) -> Option<String> {
+    // A UUID, as claude names its sessions: nothing read from its output may name another file.
+    let id = left.engine_session;
+    if id.is_empty() || !id.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+        return None;
+    }
+    let root = left.user_home?.join(".claude").join("projects");
+    let name = format!("{id}.jsonl");
+    let text = crate::store::take_engine_session_file(&root, &name)?;
+    let found = notes_after_question(&text, left.newest);
+    if found.is_empty() {
+        return None;
+    }
+    let mut notes = Notes::read(left.notes);
+    notes.0.retain(|(after, _)| *after < left.newest);
+    notes.0.push((left.newest, found));
+    Some(notes.to_json())
+}
+
+/// The `attachment` lines claude's session file holds right after its question number
+/// `question` (from 0), up to the next message. `prompt_snapshot` (claude's copy of its system
+/// prompt) is left out: it never reaches the model.
+fn notes_after_question(session: &str, question: usize) -> Vec<Value> {
+    let lines = session.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok());
+    let is_question = |v: &Value| {
+        v["type"] == "user"
+            && !v["message"]["content"]
+                .as_array()
+                .is_some_and(|blocks| blocks.iter().any(|b| b["type"] == "tool_result"))
+    };
+    let mut questions = 0;
+    let mut found = Vec::new();
+    for line in lines {
+        if is_question(&line) {
+            questions += 1;
+            if questions > question + 1 {
+                break;
+            }
+        } else if questions == question + 1 {
+            match line["type"].as_str() {
+                Some("attachment") if line["attachment"]["type"] != "prompt_snapshot" => {
+                    found.push(line)
+                }
+                Some("user" | "assistant") => break,
+                _ => {}
+            }
+        }
+    }
+    found
 }
 
 /// A UUID-shaped id derived from text and a number: unique enough for a throwaway file.
@@ -278,6 +377,9 @@ impl Decoder {
                 out.push(Output::Retry(retry_note(&v)))
             }
             Some("system") if v["subtype"] == "init" => {
+                if let Some(id) = v["session_id"].as_str() {
+                    out.push(Output::Session(id.to_string()));
+                }
                 if let Some(model) = v["model"].as_str() {
                     out.push(Output::Model(model.to_string()));
                 }
@@ -698,6 +800,7 @@ mod tests {
             image_dir: std::path::Path::new("/nowhere"),
             query: "q2",
             model: None,
+            notes: None,
         };
         let text = history_jsonl("sid", &request).unwrap();
         let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
@@ -707,5 +810,93 @@ mod tests {
         assert_eq!(lines[1]["message"]["content"][0]["text"], "a1");
         assert_eq!(lines[1]["parentUuid"], lines[0]["uuid"]);
         assert!(lines[0]["timestamp"].is_string());
+        // Kept notes go after the question they followed, chained in; others are not sent.
+        let note = json!({"type": "attachment", "attachment": {"type": "date", "date": "d"}});
+        let kept = json!([{"after": 0, "lines": [note]}, {"after": 5, "lines": [note]}]);
+        let kept = kept.to_string();
+        let request = Request { notes: Some(&kept), ..request };
+        let text = history_jsonl("sid", &request).unwrap();
+        let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let kinds: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["user", "attachment", "assistant"]);
+        assert_eq!(lines[1]["attachment"], note["attachment"]);
+        assert_eq!(lines[1]["sessionId"], "sid");
+        assert_eq!(lines[1]["parentUuid"], lines[0]["uuid"]);
+        assert_eq!(lines[2]["parentUuid"], lines[1]["uuid"]);
+    }
+
+    use crate::engine::Leftovers;
+    use std::path::Path;
+
+    /// The lines of a session file as claude 2.1.329 writes them (abridged).
+    fn session_file(lines: &[Value]) -> String {
+        lines.iter().map(|l| format!("{l}\n")).collect()
+    }
+
+    #[test]
+    fn notes_are_the_attachments_claude_wrote_after_the_run_s_question() {
+        let user =
+            |text: &str| json!({"type": "user", "message": {"role": "user", "content": text}});
+        let note = |kind: &str| json!({"type": "attachment", "attachment": {"type": kind}});
+        let file = session_file(&[
+            json!({"type": "queue-operation"}),
+            user("q1"),
+            note("environment"),
+            json!({"type": "assistant", "message": {"content": []}}),
+            user("q2"),
+            note("environment"),
+            note("model"),
+            note("prompt_snapshot"),
+            json!({"type": "user", "message": {"content": [{"type": "tool_result"}]}}),
+            note("late"),
+            json!({"type": "assistant", "message": {"content": []}}),
+        ]);
+        let kinds = |found: Vec<Value>| -> Vec<String> {
+            found.iter().map(|n| n["attachment"]["type"].as_str().unwrap().to_string()).collect()
+        };
+        assert_eq!(kinds(notes_after_question(&file, 0)), ["environment"]);
+        assert_eq!(kinds(notes_after_question(&file, 1)), ["environment", "model"]);
+        assert!(notes_after_question(&file, 2).is_empty());
+    }
+
+    #[test]
+    fn tidy_takes_claude_s_file_and_keeps_new_notes_in_their_place() {
+        let home = tempfile::tempdir().unwrap();
+        let folder = home.path().join(".claude/projects/-some-folder");
+        std::fs::create_dir_all(&folder).unwrap();
+        let file = folder.join("abc.jsonl");
+        let user = json!({"type": "user", "message": {"role": "user", "content": "q"}});
+        let note = json!({"type": "attachment", "attachment": {"type": "date", "date": "new"}});
+        let old = json!([{"after": 0, "lines": [{"old": 0}]}, {"after": 2, "lines": [{"old": 2}]}]);
+        let old = old.to_string();
+        fn left<'a>(home: &'a Path, notes: Option<&'a str>, newest: usize) -> Leftovers<'a> {
+            Leftovers {
+                gemini_home: None,
+                user_home: Some(home),
+                engine_session: "abc",
+                notes,
+                newest,
+            }
+        }
+        let home_dir = home.path();
+        // Notes after the run's question (the second): they replace those kept from there on.
+        std::fs::write(&file, session_file(&[user.clone(), user.clone(), note.clone()])).unwrap();
+        let kept = tidy(&left(home_dir, Some(&old), 1)).expect("new notes");
+        assert!(!file.exists(), "claude's copy is removed");
+        assert_eq!(
+            serde_json::from_str::<Value>(&kept).unwrap(),
+            json!([{"after": 0, "lines": [{"old": 0}]}, {"after": 1, "lines": [note]}])
+        );
+        // None written after the question: the kept notes stand.
+        std::fs::write(&file, session_file(&[user.clone(), note.clone(), user])).unwrap();
+        assert_eq!(tidy(&left(home_dir, Some(&old), 1)), None);
+        assert!(!file.exists());
+        // No file (inline history runs keep none): nothing to do.
+        assert_eq!(tidy(&left(home_dir, None, 0)), None);
+        // An id that is not a UUID names no file.
+        std::fs::write(folder.join("x.jsonl"), session_file(std::slice::from_ref(&note))).unwrap();
+        let odd = Leftovers { engine_session: "../-some-folder/x", ..left(home_dir, None, 0) };
+        assert_eq!(tidy(&odd), None);
+        assert!(folder.join("x.jsonl").exists());
     }
 }

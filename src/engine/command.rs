@@ -22,7 +22,7 @@ pub const SPEC: Spec = Spec {
     takes_images: false,
     invocation,
     decoder: || Box::new(TextDecoder::default()),
-    tidy: |_, _| {},
+    tidy: |_| None,
 };
 
 /// Linux refuses a single argument over 128 KiB; stay well below.

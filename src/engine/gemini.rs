@@ -44,12 +44,13 @@ pub const SPEC: Spec = Spec {
 
 /// gemini always records its own copy of a run (it has no switch); cca is the memory, so the
 /// one file each turn leaves is removed, found by the id gemini reported.
-fn tidy(gemini_home: Option<&Path>, engine_session: &str) {
-    if let Some(home) = gemini_home {
+fn tidy(left: &super::Leftovers) -> Option<String> {
+    if let Some(home) = left.gemini_home {
         crate::store::remove_engine_session_files(&sessions_root(home), |path| {
-            session_file_matches(path, engine_session)
+            session_file_matches(path, left.engine_session)
         });
     }
+    None
 }
 
 /// cca's default tool policy for gemini: a search agent searches and reads the web; it never
@@ -349,6 +350,7 @@ mod tests {
             query: "what is it, someone@notes?",
             model: None,
             mcp_servers: &[],
+            notes: None,
         };
         let home = crate::config::Sourced {
             value: std::path::PathBuf::from("/h/.cca"),

@@ -53,8 +53,23 @@ pub struct Spec {
     pub invocation: fn(&EngineConfig, PathBuf, &Request) -> anyhow::Result<Invocation>,
     pub decoder: fn() -> Box<dyn Decoder>,
     /// Removes the files the program left for a run (its own session copy), given the id it
-    /// reported for the run.
-    pub tidy: fn(gemini_home: Option<&std::path::Path>, engine_session: &str),
+    /// reported for the run; returns the session's engine notes to keep, when they changed
+    /// (claude's environment notes, [`Request::notes`]).
+    pub tidy: fn(&Leftovers) -> Option<String>,
+}
+
+/// What [`Spec::tidy`] needs to find and read what a run left.
+pub struct Leftovers<'a> {
+    /// Where gemini keeps its files: `GEMINI_CLI_HOME`, else the user's home.
+    pub gemini_home: Option<&'a std::path::Path>,
+    /// The user's home (claude keeps its sessions under `~/.claude/projects`).
+    pub user_home: Option<&'a std::path::Path>,
+    /// The id the engine reported for the run.
+    pub engine_session: &'a str,
+    /// The session's engine notes before the run ([`Request::notes`]).
+    pub notes: Option<&'a str>,
+    /// How many live exchanges the run's history held: the run's question comes after them.
+    pub newest: usize,
 }
 
 impl Spec {
@@ -279,6 +294,10 @@ pub struct Request<'a> {
     pub model: Option<&'a str>,
     /// MCP servers to start for the turn.
     pub mcp_servers: &'a [McpServer],
+    /// What the engine noted of its own in earlier turns of the session, for a structured
+    /// history to repeat where the engine put it (claude's environment notes); kept by cca
+    /// from what [`Spec::tidy`] returned.
+    pub notes: Option<&'a str>,
 }
 
 impl Request<'_> {
