@@ -14,6 +14,7 @@ use crate::run::{self, Cancel, Interrupted, Progress, Spawn, Stop, locate};
 use crate::session::Session;
 use crate::store::Store;
 use crate::transcript::{self, Live};
+use crate::warm;
 
 /// What to send, in which session.
 pub struct Call<'a> {
@@ -24,6 +25,9 @@ pub struct Call<'a> {
     pub query: &'a str,
     /// Steers for the turn, if it takes any.
     pub inbox: Option<&'a crate::steer::Inbox>,
+    /// A front end that keeps the session's engine between turns: where it is kept (taken and
+    /// put back here, see `warm`).
+    pub warm: Option<&'a std::cell::RefCell<Option<warm::Slot>>>,
 }
 
 /// Runs the call. Errors mean the engine did not run (or its output could not be kept).
@@ -66,6 +70,20 @@ pub fn call(c: &Call, cancel: &Cancel, progress: &mut dyn FnMut(Progress)) -> Re
         }
     }
     let (args, env, scratch) = materialize(s.store, &invocation)?;
+    if let (Some(slot), Some(line), Some(idle)) =
+        (c.warm, s.engine.spec.streams_input, s.engine.keep_warm)
+    {
+        let started = run::kept::Start {
+            program: invocation.program.clone(),
+            args,
+            env,
+            grace: s.settings.grace,
+            transport: run::kept::Transport::StreamJson(line),
+            decoder: (s.engine.spec.decoder)(),
+        };
+        let cold = Cold { invocation, started, files: scratch, idle };
+        return kept(c, slot, cold, transcript, cancel, progress);
+    }
     let spawn = Spawn {
         program: invocation.program.clone(),
         args,
@@ -85,6 +103,73 @@ pub fn call(c: &Call, cancel: &Cancel, progress: &mut dyn FnMut(Progress)) -> Re
         (s.engine.spec.tidy)(s.settings.gemini_home.as_deref(), id);
     }
     Ok(outcome)
+}
+
+/// How the engine would start cold for this turn.
+struct Cold {
+    invocation: Invocation,
+    started: run::kept::Start,
+    files: Option<tempfile::TempDir>,
+    idle: std::time::Duration,
+}
+
+/// The call on the session's kept engine: only the new message when the kept engine was started
+/// for what a cold start would be now, else a fresh engine with the whole context, kept after
+/// the turn if it answered (docs/DESIGN.md, "Warm engines").
+fn kept(
+    c: &Call,
+    slot: &std::cell::RefCell<Option<warm::Slot>>,
+    cold: Cold,
+    transcript: std::fs::File,
+    cancel: &Cancel,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<run::Outcome> {
+    let s = c.session;
+    let key = start_key(c, &cold.invocation.program)?;
+    // A kept engine that does not fit ends here, as it is dropped.
+    let fitting = slot.borrow_mut().take().filter(|kept| kept.fits(&key));
+    let images = cold.invocation.images.clone();
+    let (mut kept, pieces) = match fitting {
+        Some(kept) => {
+            let attachments: Vec<frame::Attachment> = c
+                .attachments
+                .iter()
+                .map(|a| frame::Attachment { name: &a.name, text: &a.text })
+                .collect();
+            (kept, frame::newest(None, &Live::default(), &attachments, c.query))
+        }
+        None => {
+            let engine = run::kept::Kept::start(cold.started)?;
+            (warm::Slot::new(engine, key, cold.idle, cold.files), cold.invocation.stdin)
+        }
+    };
+    let message = run::kept::Message { pieces, transcript, images };
+    let answer = s.store.scratch_file()?;
+    let outcome = kept.kept().turn(message, c.inbox, answer, cancel, progress)?;
+    if matches!(verdict(s.engine, &outcome), Verdict::Answered) {
+        *slot.borrow_mut() = Some(kept);
+    }
+    Ok(outcome)
+}
+
+/// What a cold start of the engine depends on besides the context: its command line and
+/// environment for an empty session, the system prompt, the program's file and the folder.
+fn start_key(c: &Call, program: &std::path::Path) -> Result<String> {
+    let s = c.session;
+    let nothing = |_: &std::ops::Range<u64>| -> io::Result<String> { Ok(String::new()) };
+    let bare = Request {
+        system: c.system,
+        live: &std::sync::Arc::new(Live::default()),
+        stored: &nothing,
+        attachments: Vec::new(),
+        images: Vec::new(),
+        image_dir: &s.store.image_dir(),
+        query: "",
+        model: s.model,
+        mcp_servers: &s.settings.mcp_servers,
+    };
+    let start = (s.engine.spec.invocation)(s.engine, program.to_path_buf(), &bare)?;
+    Ok(warm::key(program, &(&start.args, &start.env, &s.engine), c.system))
 }
 
 /// The error for a turn larger than the engine takes on stdin.

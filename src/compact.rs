@@ -66,6 +66,7 @@ pub fn compact(
             attachments: &[],
             query: &query,
             inbox: None,
+            warm: None,
         },
         cancel,
         progress,

@@ -36,6 +36,8 @@ use crate::frame::{self, Piece};
 use crate::media::Image;
 use crate::steer::{Inbox, Steered};
 
+pub mod kept;
+
 /// How much of the engine's stderr is kept for error messages.
 const STDERR_TAIL: usize = 8 * 1024;
 
@@ -310,12 +312,16 @@ pub fn launch_through(exe: PathBuf) {
 
 /// The engine's process, in a group of its own with its pipes: started through the launcher
 /// when there is one (a launcher that cannot be run at all is skipped), else directly.
-fn spawn_engine(spawn: &Spawn) -> io::Result<std::process::Child> {
+fn spawn_engine(
+    program: &Path,
+    args: &[OsString],
+    env: &[(OsString, OsString)],
+) -> io::Result<std::process::Child> {
     let command = |program: &Path, args: &mut dyn Iterator<Item = &std::ffi::OsStr>| {
         let mut command = Command::new(program);
         command
             .args(args)
-            .envs(spawn.env.iter().map(|(k, v)| (k, v)))
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -327,14 +333,14 @@ fn spawn_engine(spawn: &Spawn) -> io::Result<std::process::Child> {
         let head = ["__engine", parent.as_str(), "--"].map(std::ffi::OsStr::new);
         let mut args = head
             .into_iter()
-            .chain(std::iter::once(spawn.program.as_os_str()))
-            .chain(spawn.args.iter().map(OsString::as_os_str));
+            .chain(std::iter::once(program.as_os_str()))
+            .chain(args.iter().map(OsString::as_os_str));
         match command(launcher, &mut args).spawn() {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             other => return other,
         }
     }
-    command(&spawn.program, &mut spawn.args.iter().map(OsString::as_os_str)).spawn()
+    command(program, &mut args.iter().map(OsString::as_os_str)).spawn()
 }
 
 /// `cca __engine PARENT -- PROGRAM ARGS...`: runs the engine so that nothing of it outlives
@@ -394,7 +400,7 @@ pub fn run(
 ) -> Result<Outcome> {
     let started = Instant::now();
     let grace = spawn.grace;
-    let mut child = spawn_engine(&spawn)
+    let mut child = spawn_engine(&spawn.program, &spawn.args, &spawn.env)
         .map_err(|error| SpawnError { program: spawn.program.clone(), error })?;
     let group = Pid::from_child(&child);
     // Bounded: an engine that writes faster than the front end reads waits, instead of its
@@ -449,50 +455,15 @@ pub fn run(
     let mut outputs = Vec::new();
     loop {
         if let Some(inbox) = &inbox {
-            for text in inbox.fresh() {
-                progress(Progress::Steer(Steered::Queued(&text)));
-            }
-            if let Some(more) = more.as_ref().filter(|_| ending.interrupted.is_none()) {
-                for text in inbox.take_all() {
-                    // A send fails only when the feeder is gone; the steer then stays untaken.
-                    let _ = more.send(text.clone());
-                    state.stream.written.push_back(text);
-                }
-            }
+            let more = more.as_ref().filter(|_| ending.interrupted.is_none());
+            // A send fails only when the feeder is gone; the steer then stays untaken.
+            state.steers(inbox, more.map(|m| move |text| drop(m.send(text))), progress);
         }
         // Every message taken and answered, none waiting: the engine may end.
         if more.is_some() && state.stream.done() && inbox.as_ref().is_none_or(Inbox::is_empty) {
             more = None;
         }
-        if let Some(why) = cancel.requested() {
-            if ending.interrupted.is_none() {
-                ending.interrupted = Some(why);
-                if ending.halted.is_none() {
-                    ending.stop(group, grace);
-                }
-                progress(Progress::Stopping);
-            } else if cancel.forced() {
-                signal_group(group, Signal::KILL);
-            }
-        }
-        if ending.interrupted.is_none() && ending.halted.is_none() {
-            let halted = match state.scratch_error.take() {
-                Some(e) => Some(Halted::Scratch(e)),
-                None if ending.checked_at.elapsed() >= STOPPED_CHECK => {
-                    ending.checked_at = Instant::now();
-                    group_stopped(group).then_some(Halted::NeedsTerminal)
-                }
-                None => None,
-            };
-            if halted.is_some() {
-                ending.halted = halted;
-                ending.stop(group, grace);
-            }
-        }
-        if ending.kill_at.is_some_and(|at| Instant::now() >= at) {
-            signal_group(group, Signal::KILL);
-            ending.kill_at = None;
-        }
+        ending.watch(group, grace, cancel, &mut state, progress);
         if ending.status.is_some() && ending.out_done && ending.err_done {
             break;
         }
@@ -529,29 +500,22 @@ pub fn run(
             Err(RecvTimeoutError::Timeout) => continue,
             Err(RecvTimeoutError::Disconnected) => break,
         };
-        match pipe {
-            Pipe::Stdout(chunk) => {
-                decoder.feed(&chunk, &mut outputs);
-                state.handle(&mut outputs, progress, &mut answer);
-            }
-            Pipe::StdoutEnd => {
-                decoder.finish(&mut outputs);
-                state.handle(&mut outputs, progress, &mut answer);
-                ending.out_done = true;
-            }
-            Pipe::Stderr(chunk) => state.engine_stderr(&chunk, progress),
-            Pipe::StderrEnd => ending.err_done = true,
-            Pipe::Exited(result) => {
-                ending.status = Some(result.context("cannot wait for the engine")?);
-                ending.exited_at = Some(Instant::now());
-            }
-            Pipe::FeedFailed(e) => ending.feed_error = Some(e.to_string()),
-        }
+        state.pipe(pipe, &mut *decoder, &mut ending, progress, &mut answer)?;
     }
     let termed = ending.stopped_at.is_some() || ending.group_termed;
     stop_leftovers(group, termed, grace);
 
     drop(more);
+    outcome(state, ending, answer, started)
+}
+
+/// What the turn's state and its ending add up to, once the loop is over.
+fn outcome(
+    mut state: Turn,
+    mut ending: Ending,
+    mut answer: File,
+    started: Instant,
+) -> Result<Outcome> {
     let rest = state.kept.finish();
     state.keep(&mut answer, rest.as_bytes());
     if let Some(e) = state.scratch_error.take() {
@@ -617,6 +581,47 @@ impl Default for Ending {
 }
 
 impl Ending {
+    /// Stops the group when a stop was asked for, when the answer's scratch file failed, or
+    /// when the system stopped a process of the group; SIGKILL once the grace period is over.
+    fn watch(
+        &mut self,
+        group: Pid,
+        grace: Duration,
+        cancel: &Cancel,
+        state: &mut Turn,
+        progress: &mut dyn FnMut(Progress),
+    ) {
+        if let Some(why) = cancel.requested() {
+            if self.interrupted.is_none() {
+                self.interrupted = Some(why);
+                if self.halted.is_none() {
+                    self.stop(group, grace);
+                }
+                progress(Progress::Stopping);
+            } else if cancel.forced() {
+                signal_group(group, Signal::KILL);
+            }
+        }
+        if self.interrupted.is_none() && self.halted.is_none() {
+            let halted = match state.scratch_error.take() {
+                Some(e) => Some(Halted::Scratch(e)),
+                None if self.checked_at.elapsed() >= STOPPED_CHECK => {
+                    self.checked_at = Instant::now();
+                    group_stopped(group).then_some(Halted::NeedsTerminal)
+                }
+                None => None,
+            };
+            if halted.is_some() {
+                self.halted = halted;
+                self.stop(group, grace);
+            }
+        }
+        if self.kill_at.is_some_and(|at| Instant::now() >= at) {
+            signal_group(group, Signal::KILL);
+            self.kill_at = None;
+        }
+    }
+
     /// Asks the group to end: SIGTERM now, SIGKILL after the grace period.
     fn stop(&mut self, group: Pid, grace: Duration) {
         self.stopped_at = Some(Instant::now());
@@ -741,6 +746,56 @@ struct Turn {
 }
 
 impl Turn {
+    /// One message from the engine's pipes (or about its process).
+    fn pipe(
+        &mut self,
+        pipe: Pipe,
+        decoder: &mut dyn Decoder,
+        ending: &mut Ending,
+        progress: &mut dyn FnMut(Progress),
+        answer: &mut File,
+    ) -> Result<()> {
+        let mut outputs = Vec::new();
+        match pipe {
+            Pipe::Stdout(chunk) => {
+                decoder.feed(&chunk, &mut outputs);
+                self.handle(&mut outputs, progress, answer);
+            }
+            Pipe::StdoutEnd => {
+                decoder.finish(&mut outputs);
+                self.handle(&mut outputs, progress, answer);
+                ending.out_done = true;
+            }
+            Pipe::Stderr(chunk) => self.engine_stderr(&chunk, progress),
+            Pipe::StderrEnd => ending.err_done = true,
+            Pipe::Exited(result) => {
+                ending.status = Some(result.context("cannot wait for the engine")?);
+                ending.exited_at = Some(Instant::now());
+            }
+            Pipe::FeedFailed(e) => ending.feed_error = Some(e.to_string()),
+        }
+        Ok(())
+    }
+
+    /// Reports the steers that arrived, and hands them to `send` for the engine's stdin when
+    /// it reads input while it runs (else they wait for the next turn).
+    fn steers(
+        &mut self,
+        inbox: &Inbox,
+        send: Option<impl FnMut(String)>,
+        progress: &mut dyn FnMut(Progress),
+    ) {
+        for text in inbox.fresh() {
+            progress(Progress::Steer(Steered::Queued(&text)));
+        }
+        if let Some(mut send) = send {
+            for text in inbox.take_all() {
+                send(text.clone());
+                self.stream.written.push_back(text);
+            }
+        }
+    }
+
     fn handle(
         &mut self,
         outputs: &mut Vec<Output>,

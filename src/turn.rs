@@ -8,6 +8,7 @@
 //! becomes part of the live context; anything else is recorded as a failed or interrupted attempt.
 //! Turns on different sessions may run at once, each on its own thread with its own `Cancel`.
 
+use std::cell::RefCell;
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::PathBuf;
@@ -28,6 +29,7 @@ use crate::session::{self, Session};
 use crate::steer::{self, Inbox, Steered};
 use crate::store::{Appender, Store};
 use crate::transcript::{self, BodyWriter, Header, Kind, Meta, Record, Summary, Totals};
+use crate::warm::{Slot, Warm};
 
 /// Which session a turn goes to.
 #[derive(Debug, Clone, PartialEq)]
@@ -172,6 +174,33 @@ pub fn ask_steered(
     observer: &mut dyn Observer,
     cancel: &Cancel,
 ) -> Result<Outcome> {
+    ask_kept(settings, store, ask, inbox, None, observer, cancel)
+}
+
+/// [`ask_steered`] for a front end that outlives the turn: the session's engine is kept in
+/// `warm` between turns, and a turn it fits gets only the new message (docs/DESIGN.md, "Warm
+/// engines"). Whatever the kept engine, the turn is recorded as any other.
+pub fn ask_warm(
+    settings: &Settings,
+    store: &Store,
+    ask: &Ask,
+    inbox: &Inbox,
+    warm: &Warm,
+    observer: &mut dyn Observer,
+    cancel: &Cancel,
+) -> Result<Outcome> {
+    ask_kept(settings, store, ask, inbox, Some(warm), observer, cancel)
+}
+
+fn ask_kept(
+    settings: &Settings,
+    store: &Store,
+    ask: &Ask,
+    inbox: &Inbox,
+    warm: Option<&Warm>,
+    observer: &mut dyn Observer,
+    cancel: &Cancel,
+) -> Result<Outcome> {
     let now = settings.now();
     let (id, created) = open_session(settings, store, ask, &now)?;
     let _lock = store.lock_unless(
@@ -180,6 +209,8 @@ pub fn ask_steered(
         || observer.event(Event::Waiting { session: &id }),
         || cancel.check(),
     )?;
+    // Taken before anything changes the transcript: it fits only the file cca left.
+    let kept = RefCell::new(warm.and_then(|w| w.take(store, &id)));
     let mut summary = store.summarize(&id)?;
     if let Some(text) = repair_cut_off(settings, store, &id, &summary)? {
         observer.event(Event::Notice { level: Level::Info, text: &text });
@@ -261,7 +292,8 @@ pub fn ask_steered(
     let (mut summary, mut this) = (summary, ask.clone());
     let mut not_taken = Vec::new();
     let ended = loop {
-        let answering = Answering { session, prompt: &prompt, ask: &this, inbox };
+        let answering =
+            Answering { session, prompt: &prompt, ask: &this, inbox, kept: warm.map(|_| &kept) };
         let (ended, answer, run) = match answering.answer(summary, observer, cancel) {
             Ok(mut outcome) => {
                 let earlier = std::mem::take(&mut outcome.earlier);
@@ -356,6 +388,10 @@ pub fn ask_steered(
             );
         appender.append(records.as_bytes())?;
         observer.event(Event::Steer(Steered::NotTaken(text)));
+    }
+    if let (Some(warm), Some(kept)) = (warm, kept.into_inner()) {
+        // Still under the lock: the transcript as cca left it.
+        warm.keep(store, &id, kept);
     }
     Ok(Outcome {
         session: id.clone(),
@@ -579,6 +615,8 @@ struct Answering<'a> {
     prompt: &'a Prompt,
     ask: &'a Ask,
     inbox: &'a Inbox,
+    /// The session's kept engine, for a front end that keeps one (`None` inside otherwise).
+    kept: Option<&'a RefCell<Option<Slot>>>,
 }
 
 impl Answering<'_> {
@@ -609,6 +647,7 @@ impl Answering<'_> {
             attachments: &ask.attachments,
             query: &ask.query,
             inbox: Some(self.inbox),
+            warm: self.kept,
         };
         call::call(&call, cancel, &mut |progress| {
             observer.event(match progress {
@@ -661,6 +700,8 @@ impl Answering<'_> {
             });
         match compacted {
             Ok(Some(c)) => {
+                // The kept engine holds the turns now summarised.
+                self.kept.map(|kept| kept.borrow_mut().take());
                 let text = format!(
                     "{} {} now a summary: {} -> {}",
                     crate::human::turns(c.first, c.through),

@@ -126,6 +126,9 @@ pub struct EngineConfig {
     pub context_budget: u64,
     pub model_budgets: BTreeMap<String, u64>,
     pub bytes_per_token: f64,
+    /// How long `cca chat` and `cca acp` keep the engine running between turns; `None`: they
+    /// start it for every turn.
+    pub keep_warm: Option<std::time::Duration>,
 }
 
 impl EngineConfig {

@@ -9,6 +9,7 @@ mod files;
 mod import;
 #[path = "../support/mock_api.rs"]
 mod mock_api;
+mod warm;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
