@@ -110,6 +110,8 @@ fn acpx_exec_asks_in_a_new_session_that_the_terminal_continues() {
 #[test]
 fn new_prompt_list_load_resume_and_config_through_the_sdk() {
     let env = TestEnv::new();
+    // One engine run per turn, each checked: a kept claude would take them all.
+    env.write_config("[engines.claude]\nkeep_warm = \"off\"\n");
     let cwd = env.work.clone();
     let first = sdk(
         &env,
@@ -542,6 +544,8 @@ fn async_prompt(name: &str, session: &str, text: &str) -> Value {
 #[test]
 fn prompts_sent_while_one_answers_are_queued_and_answered_in_order() {
     let env = TestEnv::new();
+    // One engine run per turn, each checked: a kept claude would take them all.
+    env.write_config("[engines.claude]\nkeep_warm = \"off\"\n");
     let go = env.root.path().join("go");
     let out = sdk(
         &env,
