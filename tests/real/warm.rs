@@ -119,7 +119,7 @@ fn a_turn_from_another_terminal_reaches_the_next_acp_prompt() {
             json!({"call": "session/new", "as": "s", "params": {"cwd": r.env.work, "mcpServers": []}}),
             acp_prompt("p1", "$s.sessionId", "first from the editor", true),
             // The client's own step runs `cca search -r` between the two prompts.
-            json!({"run": [cca_exe(), "search", "-q", "-r", "from another terminal"]}),
+            json!({"run": [cca_exe(), "search", "-q", "-r", "zq from another terminal"]}),
             acp_prompt("p2", "$s.sessionId", "second from the editor", true),
             acp_prompt("p3", "$s.sessionId", "third from the editor", true),
         ],
@@ -128,7 +128,7 @@ fn a_turn_from_another_terminal_reaches_the_next_acp_prompt() {
     let bodies = bodies(&r);
     assert_eq!(bodies.len(), 4);
     let second = serde_json::to_string(&bodies[2]["messages"]).unwrap();
-    assert!(second.contains("from another terminal"), "the other turn reached claude: {second}");
+    assert!(second.contains("zq from another terminal"), "the other turn reached claude: {second}");
     // The stale engine was ended and a fresh one started; the one after it is warm again.
     assert_eq!(starts(&log), 3, "editor, other terminal, fresh start");
     assert_follow_ups_extend(&bodies[2..], "after a stale transcript");
@@ -318,4 +318,81 @@ fn sigterm_of_cca_chat_leaves_no_warm_claude() {
         assert!(wait_until(TIMEOUT, || !alive(*p)), "process {p} of claude outlived cca chat");
     }
     drop(stdin);
+}
+
+/// The start of a plan: a session, its first prompt answered (the answers are held at their
+/// last chunk until `go` exists), then `go` removed, and the `second` prompt streaming, held.
+fn first_answered(go: &Path, second: &str) -> Vec<Value> {
+    vec![
+        json!({"call": "session/new", "as": "s", "params": {"cwd": go.parent().unwrap(), "mcpServers": []}}),
+        acp_prompt("p1", "$s.sessionId", "first", false),
+        json!({"until": "agent_message_chunk", "session": "$s.sessionId"}),
+        json!({"touch": go}),
+        json!({"await": "p1"}),
+        json!({"run": ["rm", go]}),
+        acp_prompt("p2", "$s.sessionId", second, false),
+        // Two chunks of the first answer, then the first of the second.
+        json!({"until": "agent_message_chunk", "session": "$s.sessionId", "count": 3}),
+    ]
+}
+
+#[test]
+fn a_cancelled_warm_turn_is_recorded_and_the_next_starts_claude_afresh() {
+    use cca::transcript::Kind::{Assistant, Interrupted, User};
+    let mut r = Real::new();
+    let log = count_starts(&mut r);
+    r.env.write_config("engine = \"claude\"\n");
+    let go = r.env.root.path().join("go");
+    r.api.set(Behavior { chunks: Some(2), hold: Some(go.clone()), ..Behavior::default() });
+    let mut plan = first_answered(&go, "xq never finished");
+    plan.extend([
+        json!({"notify": "session/cancel", "params": {"sessionId": "$s.sessionId"}}),
+        json!({"await": "p2"}),
+        json!({"touch": go}),
+        acp_prompt("p3", "$s.sessionId", "third", true),
+    ]);
+    let out = acp(&r, &plan);
+    let results = &out["results"];
+    assert_eq!(results["p1"]["stopReason"], "end_turn", "{results}");
+    assert_eq!(results["p2"]["stopReason"], "cancelled", "{results}");
+    assert_eq!(results["p3"]["stopReason"], "end_turn", "{results}");
+    let records = super::records_of(&r);
+    let kinds: Vec<_> = records.iter().map(|(kind, _)| *kind).collect();
+    assert_eq!(kinds, [User, Assistant, User, Interrupted, User, Assistant], "{records:?}");
+    assert_eq!(starts(&log), 2, "the cancel ended the kept claude; the next prompt started one");
+    let last = serde_json::to_string(&bodies(&r).last().unwrap()["messages"]).unwrap();
+    assert!(last.contains("ECHO: first") && !last.contains("xq never finished"), "{last}");
+}
+
+#[test]
+fn a_steer_reaches_a_warm_claude() {
+    use cca::transcript::Kind::{Assistant, User};
+    let mut r = Real::new();
+    let log = count_starts(&mut r);
+    r.env.write_config("engine = \"claude\"\n");
+    let go = r.env.root.path().join("go");
+    r.api.set(Behavior { chunks: Some(2), hold: Some(go.clone()), ..Behavior::default() });
+    let mut plan = first_answered(&go, "second");
+    plan.extend([
+        json!({"run": [cca_exe(), "steer", "and a steer"]}),
+        // claude reads the line on its own event loop: a margin before the answer goes on.
+        json!({"run": ["sleep", "0.5"]}),
+        json!({"touch": go}),
+        json!({"await": "p2"}),
+    ]);
+    let out = acp(&r, &plan);
+    assert_eq!(out["results"]["p2"]["stopReason"], "end_turn", "{}", out["results"]);
+    assert_eq!(starts(&log), 1, "the steer went to the kept claude");
+    let records = super::records_of(&r);
+    assert_eq!(
+        records,
+        [
+            (User, "first".to_string()),
+            (Assistant, "ECHO: first".to_string()),
+            (User, "second".to_string()),
+            (Assistant, "ECHO: second".to_string()),
+            (User, "and a steer".to_string()),
+            (Assistant, "ECHO: and a steer".to_string()),
+        ]
+    );
 }
