@@ -84,7 +84,9 @@ fn assert_follow_ups_extend(bodies: &[Value], what: &str) -> Vec<f64> {
 fn one_claude_start_per_acp_session_across_prompts() {
     let mut r = Real::new();
     let log = count_starts(&mut r);
-    r.env.write_config("engine = \"claude\"\n");
+    r.env.write_config(
+        "engine = \"claude\"\n[engines.claude]\nmodel_budgets = { \"claude-opus-5-5\" = 123456 }\n",
+    );
     r.api.set(Behavior::default());
     let mut steps = vec![
         json!({"call": "session/new", "as": "s", "params": {"cwd": r.env.work, "mcpServers": []}}),
@@ -106,6 +108,13 @@ fn one_claude_start_per_acp_session_across_prompts() {
     let answers = super::answers_of(&r);
     assert_eq!(answers.len(), 5, "{answers:?}");
     assert_eq!(answers[4], "ECHO: question 5");
+    // The kept claude names its model for every answer: the editor is told that model's
+    // context size every time.
+    let sizes: Vec<u64> = super::acp_updates(&out, "usage_update", usize::MAX)
+        .iter()
+        .map(|u| u["size"].as_u64().unwrap())
+        .collect();
+    assert_eq!(sizes, [123_456; 5], "the budget of claude's model");
 }
 
 #[test]
@@ -136,40 +145,15 @@ fn a_turn_from_another_terminal_reaches_the_next_acp_prompt() {
 
 /// `cca acp` with claude answered and kept warm: the agent and the session.
 fn acp_warm(r: &Real) -> (Guard, std::sync::mpsc::Receiver<Value>, String) {
-    use std::io::{BufRead, Write};
-    let mut cmd = r.command();
-    cmd.arg("acp").current_dir(&r.env.work);
-    cmd.stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null());
-    let mut child = Guard(cmd.spawn().expect("cca acp starts"));
-    let mut stdin = child.0.stdin.take().unwrap();
-    let stdout = child.0.stdout.take().unwrap();
-    let (tx, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(serde_json::from_str::<Value>(&line).expect("JSON-RPC on stdout"));
-        }
-    });
-    let mut send = |v: Value| writeln!(stdin, "{v}").unwrap();
-    let next = |lines: &std::sync::mpsc::Receiver<Value>, id: u64| loop {
-        let message = lines.recv_timeout(TIMEOUT).expect("cca acp answers in time");
-        if message["id"] == id {
-            return message;
-        }
-    };
-    send(
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1}}),
+    let (child, mut stdin, lines, id) = super::acp_session(r);
+    super::acp_send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+               "params": {"sessionId": id, "prompt": [{"type": "text", "text": "keep warm"}]}}),
     );
-    next(&lines, 0);
-    send(json!({"jsonrpc": "2.0", "id": 1, "method": "session/new",
-                "params": {"cwd": r.env.work, "mcpServers": []}}));
-    let created = next(&lines, 1);
-    let id = created["result"]["sessionId"].as_str().unwrap().to_string();
-    send(json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
-                "params": {"sessionId": id, "prompt": [{"type": "text", "text": "keep warm"}]}}));
-    let answered = next(&lines, 2);
+    let answered = super::acp_next(&lines, &|m| m["id"] == 2);
     assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
+    // stdin stays open: the client is still there.
     std::mem::forget(stdin);
     (child, lines, id)
 }
