@@ -175,3 +175,23 @@ impl Drop for Warm {
         self.end_all();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_changes_with_anything_a_cold_start_depends_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let program = dir.path().join("claude");
+        std::fs::write(&program, "#!/bin/sh\n").unwrap();
+        let args = vec!["-p", "--model=sonnet"];
+        let base = key(&program, &args, "be brief");
+        assert_eq!(base, key(&program, &args, "be brief"), "the same start, the same key");
+        assert_ne!(base, key(&program, &vec!["-p", "--model=opus"], "be brief"), "a model");
+        assert_ne!(base, key(&program, &args, "be thorough"), "a system prompt");
+        // An engine upgraded in place is another program.
+        std::fs::write(&program, "#!/bin/sh\n# 2.1.330\n").unwrap();
+        assert_ne!(base, key(&program, &args, "be brief"), "another file");
+    }
+}
