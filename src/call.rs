@@ -127,7 +127,8 @@ fn kept(
     let s = c.session;
     let key = start_key(c, &cold.invocation.program)?;
     // A kept engine that does not fit ends here, as it is dropped.
-    let fitting = slot.borrow_mut().take().filter(|kept| kept.fits(&key));
+    let taken = slot.borrow_mut().take();
+    let fitting = taken.and_then(|mut kept| kept.fits(&key).then_some(kept));
     let images = cold.invocation.images.clone();
     let (mut kept, pieces) = match fitting {
         Some(kept) => {

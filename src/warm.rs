@@ -49,9 +49,9 @@ impl Slot {
         Slot { kept, key, transcript: None, idle, since: Instant::now(), _files: files }
     }
 
-    /// Whether it was started for what a cold start now would be.
-    pub fn fits(&self, key: &str) -> bool {
-        self.key == key && !self.kept.ended()
+    /// Whether it was started for what a cold start now would be, and still runs.
+    pub fn fits(&mut self, key: &str) -> bool {
+        self.key == key && self.kept.running()
     }
 
     pub fn kept(&mut self) -> &mut Kept {

@@ -7,6 +7,7 @@
 //! long as the engine, whatever thread runs its turns. When cca ends, however it ends, the
 //! thread ends with it and the launcher kills the engine's group.
 
+use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Write};
@@ -61,6 +62,8 @@ pub struct Kept {
     /// Lines for the engine's stdin; dropping the sender closes it.
     lines: Option<Sender<String>>,
     pipes: Receiver<Pipe>,
+    /// What came from the pipes between turns, for the next one.
+    waiting: VecDeque<Pipe>,
     /// One decoder for the engine's life: claude counts its cost over the whole process.
     decoder: Box<dyn Decoder>,
     grace: Duration,
@@ -122,12 +125,34 @@ impl Kept {
                 }
             }
         });
-        Ok(Kept { group, transport, lines: Some(lines), pipes, decoder, grace, ended: false })
+        Ok(Kept {
+            group,
+            transport,
+            lines: Some(lines),
+            pipes,
+            waiting: VecDeque::new(),
+            decoder,
+            grace,
+            ended: false,
+        })
     }
 
     /// Whether the engine ended, or was told to: it takes no more turns.
     pub fn ended(&self) -> bool {
         self.ended
+    }
+
+    /// Whether the engine is still there to take a turn: not ended, and it neither exited nor
+    /// closed its output while it waited (it would fail the turn a fresh one answers). What it
+    /// said meanwhile is kept for the next turn.
+    pub fn running(&mut self) -> bool {
+        while let Ok(pipe) = self.pipes.try_recv() {
+            if matches!(pipe, Pipe::Exited(_) | Pipe::StdoutEnd) {
+                self.end();
+            }
+            self.waiting.push_back(pipe);
+        }
+        !self.ended
     }
 
     /// Sends the message and reads the engine until its answer ends (with any steers from
@@ -176,7 +201,11 @@ impl Kept {
             if since.is_some_and(|at| at.elapsed() > LINGER + PIPE_GRACE) {
                 break;
             }
-            let pipe = match self.pipes.recv_timeout(Duration::from_millis(50)) {
+            let next = match self.waiting.pop_front() {
+                Some(pipe) => Ok(pipe),
+                None => self.pipes.recv_timeout(Duration::from_millis(50)),
+            };
+            let pipe = match next {
                 Ok(pipe) => pipe,
                 Err(RecvTimeoutError::Timeout) => continue,
                 Err(RecvTimeoutError::Disconnected) => {

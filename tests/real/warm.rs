@@ -159,6 +159,37 @@ fn acp_warm(r: &Real) -> (Guard, std::sync::mpsc::Receiver<Value>, String) {
 }
 
 #[test]
+fn a_kept_claude_that_died_while_it_waited_is_replaced_by_a_fresh_one() {
+    let mut r = Real::new();
+    let log = count_starts(&mut r);
+    r.env.write_config("engine = \"claude\"\n");
+    let (child, mut stdin, lines, id) = super::acp_session(&r);
+    for (n, text) in [(2, "before it died"), (3, "after it died")] {
+        if n == 3 {
+            let engine = super::descendants(child.0.id() as i32);
+            assert!(!engine.is_empty(), "claude is kept between prompts");
+            for p in &engine {
+                let _ = rustix::process::kill_process(
+                    rustix::process::Pid::from_raw(*p).unwrap(),
+                    rustix::process::Signal::KILL,
+                );
+            }
+            assert!(wait_until(TIMEOUT, || engine.iter().all(|p| !alive(*p))), "claude died");
+        }
+        super::acp_send(
+            &mut stdin,
+            json!({"jsonrpc": "2.0", "id": n, "method": "session/prompt",
+                   "params": {"sessionId": id, "prompt": [{"type": "text", "text": text}]}}),
+        );
+        let answered = super::acp_next(&lines, &|m| m["id"] == n);
+        assert_eq!(answered["result"]["stopReason"], "end_turn", "{text}: {answered}");
+    }
+    assert_eq!(starts(&log), 2);
+    let answers = super::answers_of(&r);
+    assert_eq!(answers, ["ECHO: before it died", "ECHO: after it died"]);
+}
+
+#[test]
 fn sigkill_of_cca_acp_leaves_no_warm_claude() {
     let r = Real::new();
     r.env.write_config("engine = \"claude\"\n");
