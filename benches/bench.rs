@@ -1388,38 +1388,37 @@ impl Bench {
                 let mut child = command(dir, &["chat"]).spawn().unwrap();
                 let mut stdin = child.stdin.take().unwrap();
                 let mut stdout = child.stdout.take().unwrap();
+                let (tx, chunks) = std::sync::mpsc::channel();
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n @ 1..) = stdout.read(&mut buf) {
+                        let _ = tx.send((Instant::now(), buf[..n].to_vec()));
+                    }
+                });
                 for n in 0..PROMPTS {
+                    // What is left of the last answer (its line ends) is not this one's.
+                    while chunks.try_recv().is_ok() {}
                     let start = Instant::now();
                     writeln!(stdin, "message {n}").unwrap();
-                    let mut byte = [0u8; 1];
-                    stdout.read_exact(&mut byte).unwrap();
-                    let ms = start.elapsed().as_secs_f64() * 1000.0;
+                    let (mut seen, mut at) = (Vec::new(), None);
+                    let wanted = format!("ECHO: message {n}");
+                    while !String::from_utf8_lossy(&seen).contains(&wanted) {
+                        let (when, chunk) = chunks.recv().expect("cca chat answers");
+                        seen.extend_from_slice(&chunk);
+                        // The answer starts with it (before it: the line editor's prompt).
+                        if at.is_none() && String::from_utf8_lossy(&seen).contains("ECHO") {
+                            at = Some(when);
+                        }
+                    }
+                    let ms = (at.unwrap() - start).as_secs_f64() * 1000.0;
                     if n == 0 {
                         first.push(ms)
                     } else {
                         later.push(ms)
                     }
-                    // The rest of the answer, up to the blank line chat prints after it.
-                    let wanted = format!("ECHO: message {n}");
-                    let mut seen = vec![byte[0]];
-                    while !String::from_utf8_lossy(&seen).contains(&wanted) {
-                        let mut buf = [0u8; 4096];
-                        let got = stdout.read(&mut buf).unwrap();
-                        assert!(
-                            got > 0,
-                            "cca chat ended early: {}",
-                            String::from_utf8_lossy(&seen)
-                        );
-                        seen.extend_from_slice(&buf[..got]);
-                    }
-                    // chat writes a newline after the answer is saved; wait for the turn's end.
-                    while !seen.ends_with(b"\n\n") {
-                        let mut buf = [0u8; 1];
-                        if stdout.read(&mut buf).unwrap() == 0 {
-                            break;
-                        }
-                        seen.push(buf[0]);
-                    }
+                    // The answer is saved just after its last byte: the next line waits for
+                    // that, unmeasured.
+                    std::thread::sleep(std::time::Duration::from_millis(300));
                 }
                 drop(stdin);
                 assert!(child.wait().unwrap().success());
