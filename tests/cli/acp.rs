@@ -1132,3 +1132,29 @@ fn slash_compact_after_a_cut_off_record_repairs_it_first() {
     assert!(problems.is_empty(), "{problems:?}");
     assert_eq!(t.records.last().unwrap().kind, cca::transcript::Kind::Compaction);
 }
+
+/// docs/DESIGN.md, "Warm engines": a follow-up goes to the claude kept from the prompt before,
+/// as its next user line; `keep_warm = "off"` starts one per prompt.
+#[test]
+fn a_follow_up_goes_to_the_kept_claude_unless_keep_warm_is_off() {
+    for (config, runs) in [("", 1), ("keep_warm = \"off\"\n", 2)] {
+        let env = TestEnv::new();
+        env.write_config(config);
+        let out = sdk(
+            &env,
+            &[
+                json!({"call": "session/new", "as": "s", "params": {"cwd": env.work, "mcpServers": []}}),
+                prompt("p1", "$s.sessionId", "first question"),
+                prompt("p2", "$s.sessionId", "second question"),
+            ],
+            &[],
+        );
+        let id = id_of(&out, "s");
+        assert_eq!(
+            texts(&out, &id, "agent_message_chunk").concat(),
+            "ECHO: first questionECHO: second question",
+            "{config}"
+        );
+        assert_eq!(env.calls().len(), runs, "{config}");
+    }
+}
