@@ -98,11 +98,15 @@ pub fn call(c: &Call, cancel: &Cancel, progress: &mut dyn FnMut(Progress)) -> Re
     let decoder = (s.engine.spec.decoder)();
     let outcome = run::run(spawn, decoder, s.store.scratch_file()?, cancel, progress)?;
     drop(scratch);
-    // cca is the memory: an engine's own copy of the turn must not pile up.
+    tidy(s, &outcome);
+    Ok(outcome)
+}
+
+/// cca is the memory: an engine's own copy of the turn must not pile up.
+fn tidy(s: &Session, outcome: &run::Outcome) {
     if let Some(id) = &outcome.engine_session {
         (s.engine.spec.tidy)(s.settings.gemini_home.as_deref(), id);
     }
-    Ok(outcome)
 }
 
 /// How the engine would start cold for this turn.
@@ -147,6 +151,7 @@ fn kept(
     let message = run::kept::Message { pieces, transcript, images };
     let answer = s.store.scratch_file()?;
     let outcome = kept.kept().turn(message, c.inbox, answer, cancel, progress)?;
+    tidy(s, &outcome);
     if matches!(verdict(s.engine, &outcome), Verdict::Answered) {
         *slot.borrow_mut() = Some(kept);
     }
