@@ -559,8 +559,10 @@ fn bytes_per_token(engine: &str, value: Option<f64>, place: &Place) -> Result<f6
 fn check_applies(name: &str, kind: &str, f: &EngineFile, place: &Place) -> Result<()> {
     const BUILT_IN: &[&str] = &["claude", "gemini"];
     const COMMAND: &[&str] = &["command"];
-    let keys: [(&str, bool, &[&str]); 8] = [
+    let keys: [(&str, bool, &[&str]); 9] = [
         ("program", f.program.is_some(), BUILT_IN),
+        // The engines `cca chat` and `cca acp` can keep between turns (run::kept::Transport).
+        ("keep_warm", f.keep_warm.is_some(), &["claude"]),
         ("args", !f.args.is_empty(), BUILT_IN),
         ("retries", f.retries.is_some(), BUILT_IN),
         ("tools", f.tools.is_some(), &["claude"]),
@@ -758,13 +760,16 @@ mod tests {
             Ok(["claude", "gemini"].map(|e| s.engines[e].keep_warm).to_vec())
         };
         assert_eq!(keep("").unwrap(), [Some(KEEP_WARM); 2]);
-        let mixed = "keep_warm = \"90s\"\n[engines.gemini]\nkeep_warm = \"off\"\n";
+        let mixed = "keep_warm = \"off\"\n[engines.claude]\nkeep_warm = \"90s\"\n";
         assert_eq!(keep(mixed).unwrap(), [Some(Duration::from_secs(90)), None]);
         let small = "[engines.claude]\nkeep_warm = \"250ms\"\n";
         assert_eq!(keep(small).unwrap()[0], Some(Duration::from_millis(250)));
         assert_eq!(keep("keep_warm = \"0s\"\n").unwrap(), [None, None]);
         let err = keep("\n[engines.claude]\nkeep_warm = \"ten minutes\"\n").unwrap_err();
         assert!(err.to_string().starts_with("/h/.cca/config.toml:3: keep_warm must be"), "{err}");
+        // gemini is started for every turn: its own keep_warm would do nothing.
+        let err = keep("[engines.gemini]\nkeep_warm = \"5m\"\n").unwrap_err();
+        assert!(err.to_string().contains("`keep_warm` does not apply to gemini"), "{err}");
     }
 
     #[test]
