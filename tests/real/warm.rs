@@ -143,8 +143,11 @@ fn a_turn_from_another_terminal_reaches_the_next_acp_prompt() {
     assert_follow_ups_extend(&bodies[2..], "after a stale transcript");
 }
 
-/// `cca acp` with claude answered and kept warm: the agent and the session.
-fn acp_warm(r: &Real) -> (Guard, std::sync::mpsc::Receiver<Value>, String) {
+/// `cca acp` with claude answered and kept warm: the agent, its stdin (the client is there as
+/// long as it is held), its stdout lines and the session.
+fn acp_warm(
+    r: &Real,
+) -> (Guard, std::process::ChildStdin, std::sync::mpsc::Receiver<Value>, String) {
     let (child, mut stdin, lines, id) = super::acp_session(r);
     super::acp_send(
         &mut stdin,
@@ -153,9 +156,7 @@ fn acp_warm(r: &Real) -> (Guard, std::sync::mpsc::Receiver<Value>, String) {
     );
     let answered = super::acp_next(&lines, &|m| m["id"] == 2);
     assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
-    // stdin stays open: the client is still there.
-    std::mem::forget(stdin);
-    (child, lines, id)
+    (child, stdin, lines, id)
 }
 
 #[test]
@@ -193,7 +194,7 @@ fn a_kept_claude_that_died_while_it_waited_is_replaced_by_a_fresh_one() {
 fn sigkill_of_cca_acp_leaves_no_warm_claude() {
     let r = Real::new();
     r.env.write_config("engine = \"claude\"\n");
-    let (child, _lines, _id) = acp_warm(&r);
+    let (child, _stdin, _lines, _id) = acp_warm(&r);
     let engine = super::descendants(child.0.id() as i32);
     assert!(!engine.is_empty(), "claude is kept between prompts");
     child.signal(rustix::process::Signal::KILL);
@@ -206,11 +207,29 @@ fn sigkill_of_cca_acp_leaves_no_warm_claude() {
 fn an_idle_warm_claude_is_ended() {
     let r = Real::new();
     r.env.write_config("engine = \"claude\"\nkeep_warm = \"1s\"\n");
-    let (child, _lines, _id) = acp_warm(&r);
+    let (child, _stdin, _lines, _id) = acp_warm(&r);
     let engine = super::descendants(child.0.id() as i32);
     assert!(!engine.is_empty(), "claude is kept between prompts");
     for p in &engine {
         assert!(wait_until(TIMEOUT, || !alive(*p)), "process {p} of claude outlived its idle time");
+    }
+    assert!(alive(child.0.id() as i32), "cca acp goes on serving");
+}
+
+#[test]
+fn session_close_ends_the_kept_claude() {
+    let r = Real::new();
+    r.env.write_config("engine = \"claude\"\n");
+    let (child, mut stdin, lines, id) = acp_warm(&r);
+    let engine = super::descendants(child.0.id() as i32);
+    assert!(!engine.is_empty(), "claude is kept between prompts");
+    super::acp_send(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 9, "method": "session/close", "params": {"sessionId": id}}),
+    );
+    super::acp_next(&lines, &|m| m["id"] == 9);
+    for p in &engine {
+        assert!(wait_until(TIMEOUT, || !alive(*p)), "process {p} of claude outlived its session");
     }
     assert!(alive(child.0.id() as i32), "cca acp goes on serving");
 }
