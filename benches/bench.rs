@@ -31,7 +31,7 @@ fn main() {
     println!("# cca benchmarks\n");
     println!("{}\n", machine());
     type Section = (&'static str, fn(&Bench));
-    let sections: [Section; 15] = [
+    let sections: [Section; 16] = [
         ("overhead", Bench::overhead),
         ("version", Bench::version),
         ("streaming", Bench::streaming),
@@ -47,6 +47,7 @@ fn main() {
         ("mcp", Bench::mcp),
         ("import", Bench::import),
         ("caching", Bench::caching),
+        ("warm", Bench::warm),
     ];
     for (name, run) in sections {
         if wanted(name) {
@@ -1309,6 +1310,8 @@ fn write_claude_store(root: &Path, sessions: u64) -> u64 {
 
 // Prompt caching: the share of each follow-up's input the provider's cache could serve, through
 // the real claude and gemini against the loopback server of tests/support/mock_api.rs.
+// Warm engines (docs/DESIGN.md, "Warm engines"): the real claude against the loopback server of
+// the tests, run only where `make engines` installed it (CCA_TEST_CLAUDE).
 #[allow(dead_code)]
 #[path = "../tests/support/mock_api.rs"]
 mod mock_api;
@@ -1444,5 +1447,147 @@ impl Bench {
             assert!(cmd.status().unwrap().success(), "{name}: turn {n} failed");
         }
         api.turns().into_iter().map(|t| t.body).collect()
+    }
+}
+
+impl Bench {
+    fn warm(&self) {
+        println!("## Warm engines: a follow-up's first chunk through the real claude\n");
+        let claude = std::env::var_os("CCA_TEST_CLAUDE").map(PathBuf::from);
+        let Some(claude) = claude.filter(|p| p.exists()) else {
+            println!("Skipped: the real claude is not installed (`make engines`).\n");
+            return;
+        };
+        println!(
+            "The real claude (`CCA_TEST_CLAUDE`) against the loopback server of tests/support/mock_api.rs, which answers at once. Over ACP, from writing `session/prompt` to reading the first `agent_message_chunk`; in `cca chat` (lines on a pipe), from writing the line to reading the answer's first byte. Five prompts per session: the first starts claude; the follow-ups find it kept (`keep_warm`, default), or start it again (`keep_warm = \"off\"`, cold as every turn was before).\n"
+        );
+        let api = mock_api::MockApi::start();
+        let home = |name: &str, keep: &str| {
+            let dir = self.root.path().join(name);
+            std::fs::create_dir_all(dir.join("cca")).unwrap();
+            let config = format!("engine = \"claude\"\nkeep_warm = \"{keep}\"\n");
+            std::fs::write(dir.join("cca/config.toml"), config).unwrap();
+            dir
+        };
+        let command = |dir: &Path, args: &[&str]| {
+            let mut cmd = Command::new(&self.cca);
+            cmd.args(args)
+                .env_clear()
+                .env("HOME", dir)
+                .env("CCA_HOME", dir.join("cca"))
+                .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+                .env("TERM", "dumb")
+                .env("CCA_CLAUDE", &claude)
+                .env("ANTHROPIC_BASE_URL", api.url())
+                .env("ANTHROPIC_API_KEY", "dummy")
+                .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+                .env("DISABLE_TELEMETRY", "1")
+                .env("DISABLE_AUTOUPDATER", "1")
+                .current_dir(dir)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null());
+            cmd
+        };
+        const SESSIONS: usize = 4;
+        const PROMPTS: usize = 5;
+        // (first prompts, follow-ups) in ms.
+        let over_acp = |dir: &Path| {
+            let (mut first, mut later) = (Vec::new(), Vec::new());
+            for _ in 0..SESSIONS {
+                let mut acp = AcpClient::over(command(dir, &["acp"]));
+                acp.call("initialize", json!({"protocolVersion": 1}));
+                let id = acp.call("session/new", json!({"cwd": dir, "mcpServers": []}))["result"]
+                    ["sessionId"]
+                    .clone();
+                for n in 0..PROMPTS {
+                    let text = format!("question {n}");
+                    let prompt =
+                        json!({"sessionId": id, "prompt": [{"type": "text", "text": text}]});
+                    let start = Instant::now();
+                    let sent = acp.send("session/prompt", prompt);
+                    acp.until(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk");
+                    let ms = start.elapsed().as_secs_f64() * 1000.0;
+                    if n == 0 {
+                        first.push(ms)
+                    } else {
+                        later.push(ms)
+                    }
+                    let reply = acp.until(|m| m["id"] == sent);
+                    assert_eq!(reply["result"]["stopReason"], "end_turn", "{reply}");
+                }
+                acp.finish();
+            }
+            (first, later)
+        };
+        let in_chat = |dir: &Path| {
+            let (mut first, mut later) = (Vec::new(), Vec::new());
+            for _ in 0..SESSIONS {
+                let mut child = command(dir, &["chat"]).spawn().unwrap();
+                let mut stdin = child.stdin.take().unwrap();
+                let mut stdout = child.stdout.take().unwrap();
+                let (tx, chunks) = std::sync::mpsc::channel();
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n @ 1..) = stdout.read(&mut buf) {
+                        let _ = tx.send((Instant::now(), buf[..n].to_vec()));
+                    }
+                });
+                for n in 0..PROMPTS {
+                    // What is left of the last answer (its line ends) is not this one's.
+                    while chunks.try_recv().is_ok() {}
+                    let start = Instant::now();
+                    writeln!(stdin, "message {n}").unwrap();
+                    let (mut seen, mut at) = (Vec::new(), None);
+                    let wanted = format!("ECHO: message {n}");
+                    while !String::from_utf8_lossy(&seen).contains(&wanted) {
+                        let (when, chunk) = chunks.recv().expect("cca chat answers");
+                        seen.extend_from_slice(&chunk);
+                        // The answer starts with it (before it: the line editor's prompt).
+                        if at.is_none() && String::from_utf8_lossy(&seen).contains("ECHO") {
+                            at = Some(when);
+                        }
+                    }
+                    let ms = (at.unwrap() - start).as_secs_f64() * 1000.0;
+                    if n == 0 {
+                        first.push(ms)
+                    } else {
+                        later.push(ms)
+                    }
+                    // The answer is saved just after its last byte: the next line waits for
+                    // that, unmeasured.
+                    std::thread::sleep(std::time::Duration::from_millis(300));
+                }
+                drop(stdin);
+                assert!(child.wait().unwrap().success());
+            }
+            (first, later)
+        };
+        let (acp_first, acp_warm) = over_acp(&home("warm-acp", "10m"));
+        let (_, acp_cold) = over_acp(&home("cold-acp", "off"));
+        let (chat_first, chat_warm) = in_chat(&home("warm-chat", "10m"));
+        let (_, chat_cold) = in_chat(&home("cold-chat", "off"));
+        println!("{TABLE}");
+        let rows = [
+            ("ACP: first prompt (claude starts)", acp_first),
+            ("ACP: follow-up, claude kept warm", acp_warm),
+            ("ACP: follow-up, `keep_warm = \"off\"`", acp_cold),
+            ("chat: first message (claude starts)", chat_first),
+            ("chat: follow-up, claude kept warm", chat_warm),
+            ("chat: follow-up, `keep_warm = \"off\"`", chat_cold),
+        ];
+        let medians: Vec<f64> = rows
+            .into_iter()
+            .map(|(what, samples)| {
+                let stats = Stats::new(samples);
+                println!("{}", stats.row(what));
+                stats.median()
+            })
+            .collect();
+        println!(
+            "\nTarget: a follow-up's first chunk at most 0.3x as long after the prompt as a cold first one: ACP {:.2}x, chat {:.2}x (medians).\n",
+            medians[1] / medians[0],
+            medians[4] / medians[3]
+        );
     }
 }

@@ -15,6 +15,7 @@ use crate::run::{self, Cancel, Interrupted, Progress, Spawn, Stop, locate};
 use crate::session::Session;
 use crate::store::Store;
 use crate::transcript::{self, Live};
+use crate::warm;
 
 /// What to send, in which session.
 pub struct Call<'a> {
@@ -25,6 +26,9 @@ pub struct Call<'a> {
     pub query: &'a str,
     /// Steers for the turn, if it takes any.
     pub inbox: Option<&'a crate::steer::Inbox>,
+    /// A front end that keeps the session's engine between turns: where it is kept (taken and
+    /// put back here, see `warm`).
+    pub warm: Option<&'a std::cell::RefCell<Option<warm::Slot>>>,
 }
 
 /// Context handed over with a question, kept in the transcript and sent in its own tag.
@@ -66,8 +70,12 @@ pub fn call(
         Ok(transcript::unescape(&text))
     };
     let notes = s.store.engine_notes(s.id, &s.engine.name);
+    let keeps = c.warm.is_some()
+        && s.engine.spec.streams_input.is_some()
+        && s.engine.keep_warm.is_some();
     let request = Request {
         notes: notes.as_deref(),
+        kept: keeps,
         system: c.system,
         live: c.live,
         stored: &stored,
@@ -95,6 +103,20 @@ pub fn call(
         }
     }
     let (args, env, scratch) = materialize(s.store, &invocation)?;
+    if let (Some(slot), Some(line), Some(idle), true) =
+        (c.warm, s.engine.spec.streams_input, s.engine.keep_warm, keeps)
+    {
+        let started = run::kept::Start {
+            program: invocation.program.clone(),
+            args,
+            env,
+            grace: s.settings.grace,
+            transport: run::kept::Transport::StreamJson(line),
+            decoder: (s.engine.spec.decoder)(),
+        };
+        let cold = Cold { invocation, started, files: scratch, idle };
+        return kept(c, slot, cold, transcript, notes.as_deref(), cancel, progress);
+    }
     let spawn = Spawn {
         program: invocation.program.clone(),
         args,
@@ -109,21 +131,98 @@ pub fn call(
     let decoder = (s.engine.spec.decoder)();
     let outcome = run::run(spawn, decoder, s.store.scratch_file()?, cancel, progress)?;
     drop(scratch);
-    // cca is the memory: an engine's own copy of the turn must not pile up; what the engine
-    // noted in it is kept for the next turn's history (a cache: failing to keep it is no error).
+    tidy(c, notes.as_deref(), &outcome);
+    Ok(outcome)
+}
+
+/// cca is the memory: an engine's own copy of the turn must not pile up; what the engine noted
+/// in it is kept for the next turn's history (a cache: failing to keep it is no error).
+fn tidy(c: &Call, notes: Option<&str>, outcome: &run::EngineRun) {
+    let s = c.session;
     if let Some(id) = &outcome.engine_session {
         let left = crate::engine::Leftovers {
             gemini_home: s.settings.gemini_home.as_deref(),
             user_home: s.settings.user_home.as_deref(),
             engine_session: id,
-            notes: notes.as_deref(),
+            notes,
             newest: c.live.exchanges.len(),
         };
         if let Some(kept) = (s.engine.spec.tidy)(&left) {
             let _ = s.store.keep_engine_notes(s.id, &s.engine.name, &kept);
         }
     }
+}
+
+/// How the engine would start cold for this turn.
+struct Cold {
+    invocation: Invocation,
+    started: run::kept::Start,
+    files: Option<tempfile::TempDir>,
+    idle: std::time::Duration,
+}
+
+/// The call on the session's kept engine: only the new message when the kept engine was started
+/// for what a cold start would be now, else a fresh engine with the whole context, kept after
+/// the turn if it answered (docs/DESIGN.md, "Warm engines").
+fn kept(
+    c: &Call,
+    slot: &std::cell::RefCell<Option<warm::Slot>>,
+    cold: Cold,
+    transcript: std::fs::File,
+    notes: Option<&str>,
+    cancel: &Cancel,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<run::EngineRun> {
+    let s = c.session;
+    let key = start_key(c, &cold.invocation.program)?;
+    // A kept engine that does not fit ends here, as it is dropped.
+    let taken = slot.borrow_mut().take();
+    let fitting = taken.and_then(|mut kept| kept.fits(&key).then_some(kept));
+    let images = cold.invocation.images.clone();
+    let (mut kept, pieces) = match fitting {
+        Some(kept) => {
+            let attachments: Vec<frame::Attachment> = c
+                .attachments
+                .iter()
+                .map(|a| frame::Attachment { name: &a.name, text: &a.text })
+                .collect();
+            (kept, frame::newest(None, &Live::default(), &attachments, c.query))
+        }
+        None => {
+            let engine = run::kept::Kept::start(cold.started)?;
+            (warm::Slot::new(engine, key, cold.idle, cold.files), cold.invocation.stdin)
+        }
+    };
+    let message = run::kept::Message { pieces, transcript, images };
+    let answer = s.store.scratch_file()?;
+    let outcome = kept.kept().turn(message, c.inbox, answer, cancel, progress)?;
+    tidy(c, notes, &outcome);
+    if matches!(verdict(s.engine, &outcome), Verdict::Answered) {
+        *slot.borrow_mut() = Some(kept);
+    }
     Ok(outcome)
+}
+
+/// What a cold start of the engine depends on besides the context: its command line and
+/// environment for an empty session, the system prompt, the program's file and the folder.
+fn start_key(c: &Call, program: &std::path::Path) -> Result<String> {
+    let s = c.session;
+    let nothing = |_: &std::ops::Range<u64>| -> io::Result<String> { Ok(String::new()) };
+    let bare = Request {
+        system: c.system,
+        live: &std::sync::Arc::new(Live::default()),
+        stored: &nothing,
+        attachments: Vec::new(),
+        images: Vec::new(),
+        image_dir: &s.store.image_dir(),
+        query: "",
+        model: s.model,
+        mcp_servers: &s.settings.mcp_servers,
+        notes: None,
+        kept: true,
+    };
+    let start = (s.engine.spec.invocation)(s.engine, program.to_path_buf(), &bare)?;
+    Ok(warm::key(program, &(&start.args, &start.env, &s.engine), c.system))
 }
 
 /// The error for a turn larger than the engine takes on stdin.

@@ -336,6 +336,7 @@ pub enum Command {
     /// model_arg, version_args (how `cca doctor` asks the version), system_prompt ("inline" or
     /// "native"), system_prompt_arg, history ("inline" or "structured"), tools, max_input_bytes, retries,
     /// policy, context_budget (tokens), model_budgets ({ "model" = tokens }), bytes_per_token.
+    /// keep_warm ("10m"; "off"; top level or per engine): how long chat and acp keep an engine.
     /// Under [compaction]: enabled, threshold (a share of the budget, 0.75), keep_recent (4),
     /// warn_tokens (30000).
     ///

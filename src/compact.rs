@@ -102,6 +102,7 @@ pub fn compact(
             attachments: &[],
             query: &query,
             inbox: None,
+            warm: None,
         },
         cancel,
         progress,

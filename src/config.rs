@@ -92,7 +92,7 @@ pub enum Render {
 }
 
 /// Every key the config file takes, for the docs and their test.
-pub const FILE_KEYS: &[&str] = &["engine", "model", "prompt", "render"];
+pub const FILE_KEYS: &[&str] = &["engine", "model", "prompt", "render", "keep_warm"];
 pub const COMPACTION_KEYS: &[&str] = &["enabled", "threshold", "keep_recent", "warn_tokens"];
 pub const ENGINE_KEYS: &[&str] = &[
     "program",
@@ -111,6 +111,7 @@ pub const ENGINE_KEYS: &[&str] = &[
     "context_budget",
     "model_budgets",
     "bytes_per_token",
+    "keep_warm",
 ];
 
 /// One `[engines.NAME]` table of the config file.
@@ -149,6 +150,9 @@ pub struct EngineFile {
     pub model_budgets: BTreeMap<String, u64>,
     /// How many bytes make a token, for estimates (default 3.5).
     pub bytes_per_token: Option<f64>,
+    /// How long `cca chat` and `cca acp` keep the engine running between turns (`"10m"`;
+    /// `"off"`), over the top-level `keep_warm`.
+    pub keep_warm: Option<String>,
 }
 
 /// `[compaction]` of the config file.
@@ -181,6 +185,8 @@ pub struct File {
     pub model: Option<String>,
     pub prompt: Option<String>,
     pub render: Option<Render>,
+    /// How long `cca chat` and `cca acp` keep an engine running between turns.
+    pub keep_warm: Option<String>,
     #[serde(default)]
     pub compaction: CompactionFile,
     #[serde(default)]
@@ -553,8 +559,10 @@ fn bytes_per_token(engine: &str, value: Option<f64>, place: &Place) -> Result<f6
 fn check_applies(name: &str, kind: &str, f: &EngineFile, place: &Place) -> Result<()> {
     const BUILT_IN: &[&str] = &["claude", "gemini"];
     const COMMAND: &[&str] = &["command"];
-    let keys: [(&str, bool, &[&str]); 8] = [
+    let keys: [(&str, bool, &[&str]); 9] = [
         ("program", f.program.is_some(), BUILT_IN),
+        // The engines `cca chat` and `cca acp` can keep between turns (run::kept::Transport).
+        ("keep_warm", f.keep_warm.is_some(), &["claude"]),
         ("args", !f.args.is_empty(), BUILT_IN),
         ("retries", f.retries.is_some(), BUILT_IN),
         ("tools", f.tools.is_some(), &["claude"]),
@@ -590,6 +598,7 @@ fn engines(env: &Env, file: &File, place: &Place) -> Result<BTreeMap<String, Eng
         let (name, var) = (spec.name, spec.program_var.expect("built in"));
         let f = file.engines.get(name).cloned().unwrap_or_default();
         check_applies(name, name, &f, place)?;
+        let keep_warm = keep_warm(name, file, &f, place)?;
         let (program, program_source) = match (env.os(var), &f.program) {
             (Some(p), _) => (p.clone(), Source::Env(var)),
             (None, Some(p)) => (p.clone().into_os_string(), Source::File),
@@ -616,6 +625,7 @@ fn engines(env: &Env, file: &File, place: &Place) -> Result<BTreeMap<String, Eng
                 context_budget: f.context_budget.unwrap_or(spec.context_budget),
                 model_budgets: f.model_budgets,
                 bytes_per_token: bytes_per_token(name, f.bytes_per_token, place)?,
+                keep_warm,
             },
         );
     }
@@ -674,10 +684,58 @@ fn engines(env: &Env, file: &File, place: &Place) -> Result<BTreeMap<String, Eng
                 context_budget: f.context_budget.unwrap_or(engine::command::SPEC.context_budget),
                 model_budgets: f.model_budgets.clone(),
                 bytes_per_token: bytes_per_token(name, f.bytes_per_token, place)?,
+                keep_warm: keep_warm(name, file, f, place)?,
             },
         );
     }
     Ok(engines)
+}
+
+/// How long a front end that outlives a turn keeps an engine waiting for the next one when
+/// nothing says otherwise.
+pub const KEEP_WARM: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// `keep_warm` of `[engines.NAME]`, else the top-level one, else [`KEEP_WARM`]; `None`: off.
+fn keep_warm(
+    name: &str,
+    file: &File,
+    f: &EngineFile,
+    place: &Place,
+) -> Result<Option<std::time::Duration>> {
+    let section = format!("engines.{name}");
+    let (value, section) = match (&f.keep_warm, &file.keep_warm) {
+        (Some(v), _) => (v, section.as_str()),
+        (None, Some(v)) => (v, ""),
+        (None, None) => return Ok(Some(KEEP_WARM)),
+    };
+    parse_idle(value).ok_or_else(|| {
+        place.error(
+            section,
+            Some("keep_warm"),
+            format!(
+                "keep_warm must be a time like \"10m\", \"90s\" or \"1h\", or \"off\", not {value:?}"
+            ),
+        )
+    })
+}
+
+/// `"off"`, or a whole number with a unit: `ms`, `s`, `m`, `h` (`"0s"` is off too); the
+/// outer `None`: neither.
+fn parse_idle(text: &str) -> Option<Option<std::time::Duration>> {
+    let text = text.trim();
+    if text == "off" {
+        return Some(None);
+    }
+    let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit())?);
+    let n: u64 = number.parse().ok()?;
+    let ms = match unit {
+        "ms" => Some(n),
+        "s" => n.checked_mul(1000),
+        "m" => n.checked_mul(60_000),
+        "h" => n.checked_mul(3_600_000),
+        _ => None,
+    }?;
+    Some((ms > 0).then(|| std::time::Duration::from_millis(ms)))
 }
 
 #[cfg(test)]
@@ -692,6 +750,26 @@ mod tests {
         let env = Env::from_pairs(env);
         let home = Sourced { value: PathBuf::from("/h/.cca"), source: Source::Default };
         resolve(&env, &flags, home, PathBuf::from("/h/.cca/config.toml"), file)
+    }
+
+    #[test]
+    fn keep_warm_is_per_engine_over_the_top_level_and_off_turns_it_off() {
+        use std::time::Duration;
+        let keep = |file: &str| -> Result<Vec<Option<Duration>>> {
+            let s = settings(&[], Flags::default(), Some(file))?;
+            Ok(["claude", "gemini"].map(|e| s.engines[e].keep_warm).to_vec())
+        };
+        assert_eq!(keep("").unwrap(), [Some(KEEP_WARM); 2]);
+        let mixed = "keep_warm = \"off\"\n[engines.claude]\nkeep_warm = \"90s\"\n";
+        assert_eq!(keep(mixed).unwrap(), [Some(Duration::from_secs(90)), None]);
+        let small = "[engines.claude]\nkeep_warm = \"250ms\"\n";
+        assert_eq!(keep(small).unwrap()[0], Some(Duration::from_millis(250)));
+        assert_eq!(keep("keep_warm = \"0s\"\n").unwrap(), [None, None]);
+        let err = keep("\n[engines.claude]\nkeep_warm = \"ten minutes\"\n").unwrap_err();
+        assert!(err.to_string().starts_with("/h/.cca/config.toml:3: keep_warm must be"), "{err}");
+        // gemini is started for every turn: its own keep_warm would do nothing.
+        let err = keep("[engines.gemini]\nkeep_warm = \"5m\"\n").unwrap_err();
+        assert!(err.to_string().contains("`keep_warm` does not apply to gemini"), "{err}");
     }
 
     #[test]

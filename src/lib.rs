@@ -40,6 +40,7 @@ pub(crate) mod store;
 pub mod transcript;
 pub(crate) mod turn;
 pub mod vars;
+pub(crate) mod warm;
 
 use std::process::ExitCode;
 

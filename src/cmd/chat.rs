@@ -66,6 +66,8 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
             "cca chat · a new session starts with your first message · /help for help, Ctrl-D to leave",
         ),
     }
+    // The session's engine, kept between messages; ended when the chat ends.
+    let warm = crate::warm::Warm::new();
     // Commands typed while an answer streamed, run once it is saved.
     let mut deferred: VecDeque<String> = VecDeque::new();
     loop {
@@ -108,7 +110,7 @@ pub fn run(args: &ChatArgs) -> Result<u8> {
         let route = signals::route_to(&cancel)?;
         let inbox = Inbox::new();
         let typed = std::io::stdin().is_terminal().then(|| Typed::start(&inbox));
-        let asked = turn::ask_steered(&settings, &store, &ask, &inbox, &mut terminal, &cancel);
+        let asked = turn::ask_warm(&settings, &store, &ask, &inbox, &warm, &mut terminal, &cancel);
         deferred.extend(typed.map(Typed::finish).unwrap_or_default());
         let shown = match asked {
             Ok(outcome) => {

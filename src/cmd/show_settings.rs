@@ -137,6 +137,13 @@ pub fn run() -> Result<u8> {
         }
         let per_token = engine.bytes_per_token.to_string();
         row(&format!("{prefix}.bytes_per_token"), per_token, source("bytes_per_token"));
+        if engine.spec.streams_input.is_some() {
+            let keep = engine.keep_warm.map_or_else(|| "off".into(), idle_time);
+            let own = source("keep_warm");
+            let from =
+                if own == Source::Default.to_string() { from_file(&["keep_warm"]) } else { own };
+            row(&format!("{prefix}.keep_warm"), keep, from);
+        }
     }
     let key_width = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
     let value_width = rows.iter().map(|r| r.1.chars().count()).max().unwrap_or(0).min(60);
@@ -151,4 +158,15 @@ pub fn run() -> Result<u8> {
     }
     super::print(&out)?;
     Ok(exit::OK)
+}
+
+/// A `keep_warm` time as the config file writes it: `10m`, `90s`, `250ms`.
+fn idle_time(time: std::time::Duration) -> String {
+    let ms = time.as_millis();
+    match ms {
+        ms if ms % 3_600_000 == 0 => format!("{}h", ms / 3_600_000),
+        ms if ms % 60_000 == 0 => format!("{}m", ms / 60_000),
+        ms if ms % 1000 == 0 => format!("{}s", ms / 1000),
+        ms => format!("{ms}ms"),
+    }
 }

@@ -64,7 +64,7 @@ pub fn invocation(
     .into_iter()
     .map(Arg::plain)
     .collect();
-    if engine.history == HistoryMode::Inline {
+    if engine.history == HistoryMode::Inline || request.kept {
         // cca is the memory: claude must not pile up session files of its own. (A structured
         // history's run keeps one, which `tidy` reads and removes.)
         args.push(Arg::plain("--no-session-persistence"));
@@ -791,6 +791,7 @@ mod tests {
         let stored =
             |r: &std::ops::Range<u64>| Ok(["q1", "a1"][(r.start / 2) as usize].to_string());
         let request = Request {
+            kept: false,
             mcp_servers: &[],
             system: "sys",
             live: &live,

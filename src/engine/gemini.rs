@@ -341,6 +341,7 @@ mod tests {
         let image = crate::media::Image::new(b"GIF89a\x01\x00".to_vec()).unwrap();
         let dir = std::path::Path::new("/home/a b/.cca(1)/files");
         let request = Request {
+            kept: false,
             system: "sys",
             live: &live,
             stored: &stored,

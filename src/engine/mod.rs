@@ -141,6 +141,9 @@ pub struct EngineConfig {
     pub context_budget: u64,
     pub model_budgets: BTreeMap<String, u64>,
     pub bytes_per_token: f64,
+    /// How long `cca chat` and `cca acp` keep the engine running between turns; `None`: they
+    /// start it for every turn.
+    pub keep_warm: Option<std::time::Duration>,
 }
 
 impl EngineConfig {
@@ -298,6 +301,9 @@ pub struct Request<'a> {
     /// history to repeat where the engine put it (claude's environment notes); kept by cca
     /// from what [`Spec::tidy`] returned.
     pub notes: Option<&'a str>,
+    /// The engine is kept between turns (docs/DESIGN.md, "Warm engines"): it must keep no
+    /// session files of its own, as nothing would remove them while it runs.
+    pub kept: bool,
 }
 
 impl Request<'_> {

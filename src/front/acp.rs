@@ -50,6 +50,7 @@ pub fn serve(settings: Settings, store: Store) -> Result<u8> {
         sessions: Mutex::default(),
         turns: Mutex::default(),
         direct: outgoing.direct(),
+        warm: crate::warm::Warm::new(),
     });
     let (end, ended) = futures::channel::oneshot::channel();
     let signalled = stop_on_signals(agent.clone(), end)?;
@@ -62,6 +63,8 @@ pub fn serve(settings: Settings, store: Store) -> Result<u8> {
     for turn in turns {
         let _ = turn.join();
     }
+    // No engine outlives the client.
+    agent.warm.end_all();
     writer.finish();
     let signal = *signalled.lock().unwrap_or_else(|e| e.into_inner());
     match (served, signal) {
@@ -190,6 +193,7 @@ async fn connect(
                         r: Responder<acp::CloseSessionResponse>,
                         _cx: ConnectionTo<Client>| {
                 a8.cancel(&req.session_id);
+                a8.warm.end(&req.session_id.0);
                 r.respond(acp::CloseSessionResponse::new())
             },
             agent_client_protocol::on_receive_request!(),
@@ -233,6 +237,8 @@ struct Acp {
     turns: Mutex<Vec<JoinHandle<()>>>,
     /// Lines written past the crate: a replay's updates (see [`Acp::replay`]).
     direct: wire::Direct,
+    /// The sessions' engines kept between prompts.
+    warm: crate::warm::Warm,
 }
 
 /// A session this client opened: the choices it made, and the turns running in it.
@@ -769,7 +775,9 @@ impl Acp {
             Err(e) => return Err(rpc_error(&e)),
         }
         let ask = Ask { target: Target::Session(id.to_string()), query, attachments, wait: true };
-        match turn::ask(&settings, &self.store, &ask, &mut forward, cancel) {
+        let inbox = crate::steer::Inbox::new();
+        match turn::ask_warm(&settings, &self.store, &ask, &inbox, &self.warm, &mut forward, cancel)
+        {
             Ok(outcome) => {
                 if outcome.usage.input_tokens.is_some() || outcome.usage.cost_usd.is_some() {
                     let used = (outcome.usage.input_tokens.unwrap_or(0))

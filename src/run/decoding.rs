@@ -94,7 +94,16 @@ impl Decoding {
 
     /// What the run gave, once the engine's group is gone: the answer's file, positioned at the
     /// start of the last answer, and how the run ended.
-    pub(super) fn finish(mut self, ending: Ending, started: Instant) -> Result<EngineRun> {
+    pub(super) fn finish(self, ending: Ending, started: Instant) -> Result<EngineRun> {
+        self.finish_keeping_decoder(ending, started).1
+    }
+
+    /// [`Decoding::finish`], giving the decoder back for the next turn of a kept engine.
+    pub(super) fn finish_keeping_decoder(
+        mut self,
+        ending: Ending,
+        started: Instant,
+    ) -> (Box<dyn Decoder>, Result<EngineRun>) {
         let rest = self.kept.finish();
         self.keep(rest.as_bytes());
         let mut halted = ending.halted;
@@ -102,9 +111,10 @@ impl Decoding {
             halted.get_or_insert(Halted::Scratch(e));
         }
         let start = self.earlier.last().map_or(0, |e| e.range.end);
-        io::Seek::seek(&mut self.answer, io::SeekFrom::Start(start))
-            .context("cannot read back the answer")?;
-        Ok(EngineRun {
+        if let Err(e) = io::Seek::seek(&mut self.answer, io::SeekFrom::Start(start)) {
+            return (self.decoder, Err(e).context("cannot read back the answer"));
+        }
+        let run = EngineRun {
             earlier: self.earlier,
             untaken: self.stream.written.into_iter().collect(),
             answer: self.answer,
@@ -119,7 +129,8 @@ impl Decoding {
             duration: self.split_at.map_or(started.elapsed(), |at| at.elapsed()),
             feed_error: ending.feed_error,
             halted,
-        })
+        };
+        (self.decoder, Ok(run))
     }
 
     fn handle(&mut self, progress: &mut dyn FnMut(Progress)) {

@@ -34,6 +34,7 @@ use crate::frame::{self, Piece};
 use crate::media::Image;
 
 mod decoding;
+pub(crate) mod kept;
 mod pager;
 use crate::steer::{Inbox, Steered};
 use decoding::Decoding;
@@ -313,12 +314,16 @@ pub fn launch_through(exe: PathBuf) {
 
 /// The engine's process, in a group of its own with its pipes: started through the launcher
 /// when there is one (a launcher that cannot be run at all is skipped), else directly.
-fn spawn_engine(spawn: &Spawn) -> io::Result<std::process::Child> {
+fn spawn_engine(
+    program: &Path,
+    args: &[OsString],
+    env: &[(OsString, OsString)],
+) -> io::Result<std::process::Child> {
     let command = |program: &Path, args: &mut dyn Iterator<Item = &std::ffi::OsStr>| {
         let mut command = Command::new(program);
         command
             .args(args)
-            .envs(spawn.env.iter().map(|(k, v)| (k, v)))
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -330,14 +335,14 @@ fn spawn_engine(spawn: &Spawn) -> io::Result<std::process::Child> {
         let head = ["__engine", parent.as_str(), "--"].map(std::ffi::OsStr::new);
         let mut args = head
             .into_iter()
-            .chain(std::iter::once(spawn.program.as_os_str()))
-            .chain(spawn.args.iter().map(OsString::as_os_str));
+            .chain(std::iter::once(program.as_os_str()))
+            .chain(args.iter().map(OsString::as_os_str));
         match command(launcher, &mut args).spawn() {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             other => return other,
         }
     }
-    command(&spawn.program, &mut spawn.args.iter().map(OsString::as_os_str)).spawn()
+    command(program, &mut args.iter().map(OsString::as_os_str)).spawn()
 }
 
 /// `cca __engine PARENT -- PROGRAM ARGS...`: runs the engine so that nothing of it outlives
@@ -412,9 +417,11 @@ struct Engine {
     /// How long the group has between SIGTERM and SIGKILL.
     grace: Duration,
     pipes: Receiver<Pipe>,
-    /// Steers for the engine's stdin, for an engine that reads input while it runs; dropping
+    /// Lines for the engine's stdin, for an engine that reads input while it runs; dropping
     /// it closes stdin.
     steers: Option<mpsc::Sender<String>>,
+    /// How a message becomes a line of that input.
+    stream_line: Option<fn(&str, &[Image]) -> String>,
     inbox: Option<Inbox>,
     ending: Ending,
 }
@@ -423,7 +430,7 @@ impl Engine {
     /// Spawns the engine, with a thread to feed its stdin, one to pump each of stdout and
     /// stderr, and one to wait for it, all reporting on one channel.
     fn start(spawn: Spawn) -> Result<Engine> {
-        let mut child = spawn_engine(&spawn)
+        let mut child = spawn_engine(&spawn.program, &spawn.args, &spawn.env)
             .map_err(|error| SpawnError { program: spawn.program.clone(), error })?;
         let group = Pid::from_child(&child);
         // Bounded: an engine that writes faster than the front end reads waits, instead of its
@@ -447,6 +454,7 @@ impl Engine {
             grace: spawn.grace,
             pipes: rx,
             steers: spawn.stream_line.map(|_| steers),
+            stream_line: spawn.stream_line,
             inbox: spawn.inbox,
             ending: Ending::default(),
         })
@@ -463,6 +471,13 @@ impl Engine {
     ) -> Result<()> {
         loop {
             self.pass_steers(decoding, progress);
+            // Every message taken and answered, none waiting: the engine may end.
+            if self.steers.is_some()
+                && decoding.stream.done()
+                && self.inbox.as_ref().is_none_or(Inbox::is_empty)
+            {
+                self.steers = None;
+            }
             self.watch(cancel, decoding, progress);
             if self.ending.status.is_some() && self.ending.out_done && self.ending.err_done {
                 return Ok(());
@@ -489,26 +504,20 @@ impl Engine {
     }
 
     /// Reports steers as they arrive and writes them to an engine that reads input while it
-    /// runs; closes its stdin once every message was taken and answered and none waits.
+    /// runs.
     fn pass_steers(&mut self, decoding: &mut Decoding, progress: &mut dyn FnMut(Progress)) {
         if let Some(inbox) = &self.inbox {
             for text in inbox.fresh() {
                 progress(Progress::Steer(Steered::Queued(&text)));
             }
-            if let Some(steers) = self.steers.as_ref().filter(|_| self.ending.interrupted.is_none())
-            {
+            let steers = self.steers.as_ref().filter(|_| self.ending.interrupted.is_none());
+            if let (Some(steers), Some(line)) = (steers, self.stream_line) {
                 for text in inbox.take_all() {
                     // A send fails only when the feeder is gone; the steer then stays untaken.
-                    let _ = steers.send(text.clone());
+                    let _ = steers.send(line(&text, &[]));
                     decoding.stream.written.push_back(text);
                 }
             }
-        }
-        if self.steers.is_some()
-            && decoding.stream.done()
-            && self.inbox.as_ref().is_none_or(Inbox::is_empty)
-        {
-            self.steers = None;
         }
     }
 
@@ -620,7 +629,7 @@ struct Feed {
 
 impl Feed {
     /// Writes the framed prompt on a thread of its own, then, for an engine that reads input
-    /// while it runs, each steer from `steers` until it closes. A failure other than the
+    /// while it runs, each steer's line from `steers` until it closes. A failure other than the
     /// engine closing its stdin is reported on `tx`.
     fn start(self, stdin: ChildStdin, steers: Receiver<String>, tx: SyncSender<Pipe>) {
         thread::spawn(move || {
@@ -634,8 +643,8 @@ impl Feed {
                     let first = line(&String::from_utf8_lossy(&framed), &self.images);
                     stdin.write_all(first.as_bytes())?;
                     stdin.flush()?;
-                    for text in steers {
-                        stdin.write_all(line(&text, &[]).as_bytes())?;
+                    for line in steers {
+                        stdin.write_all(line.as_bytes())?;
                         stdin.flush()?;
                     }
                     Ok(())

@@ -8,6 +8,7 @@
 //! becomes part of the live context; anything else is recorded as a failed or interrupted attempt.
 //! Turns on different sessions may run at once, each on its own thread with its own `Cancel`.
 
+use std::cell::RefCell;
 use std::fs::File;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -27,6 +28,7 @@ use crate::session::{self, Session};
 use crate::steer::{self, Inbox, Steered};
 use crate::store::Store;
 use crate::transcript::{self, Header, Summary, Totals};
+use crate::warm::{Slot, Warm};
 
 mod record;
 use record::{Attempt, Recorder, ended};
@@ -159,6 +161,33 @@ pub fn ask_steered(
     observer: &mut dyn Observer,
     cancel: &Cancel,
 ) -> Result<TurnResult> {
+    ask_kept(settings, store, ask, inbox, None, observer, cancel)
+}
+
+/// [`ask_steered`] for a front end that outlives the turn: the session's engine is kept in
+/// `warm` between turns, and a turn it fits gets only the new message (docs/DESIGN.md, "Warm
+/// engines"). Whatever the kept engine, the turn is recorded as any other.
+pub fn ask_warm(
+    settings: &Settings,
+    store: &Store,
+    ask: &Ask,
+    inbox: &Inbox,
+    warm: &Warm,
+    observer: &mut dyn Observer,
+    cancel: &Cancel,
+) -> Result<TurnResult> {
+    ask_kept(settings, store, ask, inbox, Some(warm), observer, cancel)
+}
+
+fn ask_kept(
+    settings: &Settings,
+    store: &Store,
+    ask: &Ask,
+    inbox: &Inbox,
+    warm: Option<&Warm>,
+    observer: &mut dyn Observer,
+    cancel: &Cancel,
+) -> Result<TurnResult> {
     let now = settings.now();
     let (id, created) = open_session(settings, store, ask, &now)?;
     let _lock = store.lock_unless(
@@ -167,6 +196,8 @@ pub fn ask_steered(
         || observer.event(Event::Waiting { session: &id }),
         || cancel.check(),
     )?;
+    // Taken before anything changes the transcript: it fits only the file cca left.
+    let kept = RefCell::new(warm.and_then(|w| w.take(store, &id)));
     let settled = settle(settings, store, &id, created, ask, observer)?;
     let engine = settled.engine;
     let session = Session { settings, store, id: &id, engine, model: settled.model.as_deref() };
@@ -179,7 +210,13 @@ pub fn ask_steered(
     let (mut summary, mut this) = (settled.summary, ask.clone());
     let mut not_taken = Vec::new();
     let last = loop {
-        let answering = Answering { session, prompt: &settled.prompt, ask: &this, inbox };
+        let answering = Answering {
+            session,
+            prompt: &settled.prompt,
+            ask: &this,
+            inbox,
+            kept: warm.map(|_| &kept),
+        };
         let (attempt, answer, earlier) =
             answering.attempt(summary, &mut not_taken, observer, cancel);
         recorder.follow_replacement(observer)?;
@@ -197,6 +234,10 @@ pub fn ask_steered(
     drop(listener);
     not_taken.append(&mut inbox.take_all());
     recorder.not_taken(&not_taken, &last.verdict, observer)?;
+    if let (Some(warm), Some(kept)) = (warm, kept.into_inner()) {
+        // Still under the lock: the transcript as cca left it.
+        warm.keep(store, &id, kept);
+    }
     Ok(TurnResult {
         session: id.clone(),
         path: store.session_path(&id),
@@ -472,6 +513,8 @@ struct Answering<'a> {
     prompt: &'a Prompt,
     ask: &'a Ask,
     inbox: &'a Inbox,
+    /// The session's kept engine, for a front end that keeps one (`None` inside otherwise).
+    kept: Option<&'a RefCell<Option<Slot>>>,
 }
 
 impl Answering<'_> {
@@ -524,6 +567,7 @@ impl Answering<'_> {
             attachments: &ask.attachments,
             query: &ask.query,
             inbox: Some(self.inbox),
+            warm: self.kept,
         };
         call::call(&call, cancel, &mut |progress| {
             observer.event(match progress {
@@ -566,6 +610,8 @@ impl Answering<'_> {
         let compacted = compact::compact(ctx, keep, cancel, &mut summariser_progress(observer));
         match compacted {
             Ok(folded @ Compaction::Folded(_)) => {
+                // The kept engine holds the turns now summarised.
+                self.kept.map(|kept| kept.borrow_mut().take());
                 let text = folded.sentence(None);
                 observer.event(Event::Notice { level: Level::Info, text: &text });
                 ctx.store.summarize(ctx.id)

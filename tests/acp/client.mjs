@@ -16,7 +16,7 @@
 // "updates": [...], "invalid": [...]} on stdout. The SDK does the framing and request
 // bookkeeping; every update and every response is checked here against the ACP JSON schemas
 // the SDK ships: what does not pass goes into "invalid".
-import { spawn } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { Readable, Writable } from "node:stream";
 import { pathToFileURL } from "node:url";
@@ -140,6 +140,9 @@ await app.connectWith(stream, async (cx) => {
         waiters.push({ check: () => seen() && (resolve(), true) });
         settle();
       });
+    } else if (step.run) {
+      // A command beside the client (another terminal), with the client's environment.
+      execFileSync(step.run[0], step.run.slice(1), { stdio: ["ignore", "ignore", "inherit"] });
     } else if (step.touch) {
       writeFileSync(step.touch, "");
     } else if (step.raw) {

@@ -110,6 +110,8 @@ fn acpx_exec_asks_in_a_new_session_that_the_terminal_continues() {
 #[test]
 fn new_prompt_list_load_resume_and_config_through_the_sdk() {
     let env = TestEnv::new();
+    // One engine run per turn, each checked: a kept claude would take them all.
+    env.write_config("[engines.claude]\nkeep_warm = \"off\"\n");
     let cwd = env.work.clone();
     let first = sdk(
         &env,
@@ -542,6 +544,8 @@ fn async_prompt(name: &str, session: &str, text: &str) -> Value {
 #[test]
 fn prompts_sent_while_one_answers_are_queued_and_answered_in_order() {
     let env = TestEnv::new();
+    // One engine run per turn, each checked: a kept claude would take them all.
+    env.write_config("[engines.claude]\nkeep_warm = \"off\"\n");
     let go = env.root.path().join("go");
     let out = sdk(
         &env,
@@ -1127,4 +1131,30 @@ fn slash_compact_after_a_cut_off_record_repairs_it_first() {
     let (t, problems) = cca::transcript::parse(&file).unwrap();
     assert!(problems.is_empty(), "{problems:?}");
     assert_eq!(t.records.last().unwrap().kind, cca::transcript::Kind::Compaction);
+}
+
+/// docs/DESIGN.md, "Warm engines": a follow-up goes to the claude kept from the prompt before,
+/// as its next user line; `keep_warm = "off"` starts one per prompt.
+#[test]
+fn a_follow_up_goes_to_the_kept_claude_unless_keep_warm_is_off() {
+    for (config, runs) in [("", 1), ("keep_warm = \"off\"\n", 2)] {
+        let env = TestEnv::new();
+        env.write_config(config);
+        let out = sdk(
+            &env,
+            &[
+                json!({"call": "session/new", "as": "s", "params": {"cwd": env.work, "mcpServers": []}}),
+                prompt("p1", "$s.sessionId", "first question"),
+                prompt("p2", "$s.sessionId", "second question"),
+            ],
+            &[],
+        );
+        let id = id_of(&out, "s");
+        assert_eq!(
+            texts(&out, &id, "agent_message_chunk").concat(),
+            "ECHO: first questionECHO: second question",
+            "{config}"
+        );
+        assert_eq!(env.calls().len(), runs, "{config}");
+    }
 }

@@ -207,6 +207,8 @@ fn rm_moves_to_the_trash_and_restore_brings_back() {
 #[test]
 fn chat_in_a_terminal_with_ctrl_c_in_the_middle() {
     let env = TestEnv::new();
+    // One engine run per turn, each checked: a kept claude would take them all.
+    env.write_config("[engines.claude]\nkeep_warm = \"off\"\n");
     let mut cmd = env.pty_command();
     cmd.args(["chat"]).env("FAKE_SCRIPT_2", "say partial second;hang");
     let mut chat = spawn_command(cmd, Some(TIMEOUT.as_millis() as u64)).unwrap();
@@ -245,6 +247,8 @@ fn chat_in_a_terminal_with_ctrl_c_in_the_middle() {
 #[test]
 fn chat_commands_clear_and_fork() {
     let env = TestEnv::new();
+    // One engine run per turn, each checked: a kept claude would take them all.
+    env.write_config("[engines.claude]\nkeep_warm = \"off\"\n");
     let mut cmd = env.pty_command();
     cmd.args(["chat"]);
     let mut chat = spawn_command(cmd, Some(TIMEOUT.as_millis() as u64)).unwrap();

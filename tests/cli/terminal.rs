@@ -266,6 +266,8 @@ fn search_renders_without_escape_codes_under_no_color() {
 #[test]
 fn typing_while_a_chat_answer_streams_steers_it() {
     let env = TestEnv::new();
+    // One engine run per turn, each checked: a kept claude would take them all.
+    env.write_config("[engines.claude]\nkeep_warm = \"off\"\n");
     let go = env.root.path().join("go");
     let first = format!("say answer one;await {}", go.display());
     let mut session = in_pty(&env, &["chat"], &[("FAKE_SCRIPT_1", &first)]);

@@ -1,0 +1,275 @@
+//! An engine kept running between turns (docs/DESIGN.md, "Warm engines"): started once, given
+//! each turn's new message on its stdin, and read until that message's answer ends, not until
+//! the process does. This is part of `run`, the only place that spawns.
+//!
+//! The launcher's parent-death signal fires when the *thread* that started it ends, so a kept
+//! engine is started by a keeper thread of its own that waits for it: the thread lives exactly as
+//! long as the engine, whatever thread runs its turns. When cca ends, however it ends, the
+//! thread ends with it and the launcher kills the engine's group.
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use rustix::process::Pid;
+
+use super::decoding::Decoding;
+use super::{
+    Cancel, Ending, Engine, EngineRun, LINGER, PIPE_GRACE, Pipe, Progress, SpawnError, pump,
+    spawn_engine, stop_leftovers, terminate,
+};
+use crate::engine::Decoder;
+use crate::frame::{self, Piece};
+use crate::media::Image;
+use crate::steer::Inbox;
+
+/// How a kept engine takes a message and tells that its answer ended. One variant per way.
+#[derive(Debug, Clone, Copy)]
+pub enum Transport {
+    /// One JSON line per user message on stdin (claude's `--input-format stream-json`); the
+    /// answer ends at the engine's end of answer (claude's `result`), and stdin stays open.
+    StreamJson(fn(&str, &[Image]) -> String),
+}
+
+/// What to start.
+pub struct Start {
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    pub env: Vec<(OsString, OsString)>,
+    /// How long the group has between SIGTERM and SIGKILL.
+    pub grace: Duration,
+    pub transport: Transport,
+    pub decoder: Box<dyn Decoder>,
+}
+
+/// One turn's message: the framed text (its [`Piece::Stored`] parts read from `transcript`)
+/// and the images it carries.
+pub struct Message {
+    pub pieces: Vec<Piece>,
+    pub transcript: File,
+    pub images: Vec<Image>,
+}
+
+/// A running engine that takes one message per turn. Dropping it ends the engine's group.
+pub struct Kept {
+    /// Its group, pipes and stdin; `ending` and `inbox` are the current turn's.
+    engine: Engine,
+    /// What came from the pipes between turns, for the next one.
+    waiting: VecDeque<Pipe>,
+    /// One decoder for the engine's life: claude counts its cost over the whole process.
+    decoder: Option<Box<dyn Decoder>>,
+    /// The engine ended, or was told to.
+    ended: bool,
+}
+
+impl Kept {
+    /// Starts the engine, on a keeper thread that owns it and waits for it.
+    pub fn start(start: Start) -> Result<Kept> {
+        let Start { program, args, env, grace, transport, decoder } = start;
+        // Bounded, as for a cold run: between turns nothing reads, and an engine has nothing
+        // to say then.
+        let (tx, pipes) = mpsc::sync_channel(16);
+        let (ready_tx, ready) = mpsc::channel();
+        let shown = program.clone();
+        let feed_tx = tx.clone();
+        thread::Builder::new()
+            .name("kept engine".into())
+            .spawn(move || {
+                let mut child = match spawn_engine(&program, &args, &env) {
+                    Ok(child) => child,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                pump(
+                    child.stdout.take().expect("piped"),
+                    tx.clone(),
+                    Pipe::Stdout,
+                    Pipe::StdoutEnd,
+                );
+                pump(
+                    child.stderr.take().expect("piped"),
+                    tx.clone(),
+                    Pipe::Stderr,
+                    Pipe::StderrEnd,
+                );
+                let stdin = child.stdin.take().expect("piped");
+                let _ = ready_tx.send(Ok((Pid::from_child(&child), stdin)));
+                let _ = tx.send(Pipe::Exited(child.wait()));
+            })
+            .context("cannot start a thread for the engine")?;
+        let (group, stdin) = ready
+            .recv()
+            .context("the engine's thread ended before the engine started")?
+            .map_err(|error| SpawnError { program: shown, error })?;
+        let (lines, feed) = mpsc::channel::<String>();
+        thread::spawn(move || {
+            let mut stdin = stdin;
+            for line in feed {
+                if let Err(e) = stdin.write_all(line.as_bytes()).and_then(|()| stdin.flush()) {
+                    // The engine may stop reading (it ended): not ours to report.
+                    if e.kind() != io::ErrorKind::BrokenPipe {
+                        let _ = feed_tx.send(Pipe::FeedFailed(e));
+                    }
+                    return;
+                }
+            }
+        });
+        let Transport::StreamJson(line) = transport;
+        let engine = Engine {
+            group,
+            grace,
+            pipes,
+            steers: Some(lines),
+            stream_line: Some(line),
+            inbox: None,
+            ending: Ending::default(),
+        };
+        Ok(Kept { engine, waiting: VecDeque::new(), decoder: Some(decoder), ended: false })
+    }
+
+    /// Whether the engine ended, or was told to: it takes no more turns.
+    pub fn ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Whether the engine is still there to take a turn: not ended, and it neither exited nor
+    /// closed its output while it waited (it would fail the turn a fresh one answers). What it
+    /// said meanwhile is kept for the next turn.
+    pub fn running(&mut self) -> bool {
+        while let Ok(pipe) = self.engine.pipes.try_recv() {
+            if matches!(pipe, Pipe::Exited(_) | Pipe::StdoutEnd) {
+                self.end();
+            }
+            self.waiting.push_back(pipe);
+        }
+        !self.ended
+    }
+
+    /// Sends the message and reads the engine until its answer ends (with any steers from
+    /// `inbox` it took on the way). A stop asked for, a failure writing the answer, or the
+    /// engine ending ends the kept engine too: see [`Kept::ended`].
+    pub fn turn(
+        &mut self,
+        message: Message,
+        inbox: Option<&Inbox>,
+        answer: File,
+        cancel: &Cancel,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<EngineRun> {
+        let started = Instant::now();
+        let decoder = self.decoder.take().context("a kept engine took a turn after a failed one")?;
+        let mut decoding = Decoding::new(decoder, answer, started);
+        self.engine.ending = Ending::default();
+        self.engine.inbox = inbox.cloned();
+        let pumped = self.pump(message, &mut decoding, cancel, progress);
+        let ending = &self.engine.ending;
+        if pumped.is_err()
+            || ending.stopped_at.is_some()
+            || ending.exited_at.is_some()
+            || ending.out_done
+        {
+            self.end();
+            stop_leftovers(self.engine.group, true, self.engine.grace);
+        }
+        self.engine.inbox = None;
+        let ending = std::mem::take(&mut self.engine.ending);
+        let (decoder, run) = decoding.finish_keeping_decoder(ending, started);
+        self.decoder = Some(decoder);
+        pumped?;
+        run
+    }
+
+    /// Sends the message, then feeds what the engine writes to `decoding` until the message and
+    /// every steer sent after it are answered (or the engine ends, or is stopped).
+    fn pump(
+        &mut self,
+        message: Message,
+        decoding: &mut Decoding,
+        cancel: &Cancel,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<()> {
+        let mut framed = Vec::new();
+        frame::write(&message.pieces, &frame::Windowed::new(message.transcript), &mut framed)
+            .context("cannot read the transcript")?;
+        if let Some(line) = self.engine.stream_line {
+            self.send(line(&String::from_utf8_lossy(&framed), &message.images));
+        }
+        let (group, grace) = (self.engine.group, self.engine.grace);
+        loop {
+            self.engine.pass_steers(decoding, progress);
+            let ending = &mut self.engine.ending;
+            if ending.feed_error.is_some() && ending.stopped_at.is_none() {
+                // The message may be half written: nothing more can be sent on that stdin.
+                ending.stop(group, grace);
+            }
+            // Every message taken and answered, none waiting: the turn is over, the engine
+            // waits for the next one.
+            if ending.stopped_at.is_none()
+                && decoding.stream.done()
+                && self.engine.inbox.as_ref().is_none_or(Inbox::is_empty)
+            {
+                return Ok(());
+            }
+            self.engine.watch(cancel, decoding, progress);
+            let ending = &mut self.engine.ending;
+            if ending.status.is_some() && ending.out_done && ending.err_done {
+                return Ok(());
+            }
+            // Gone, but something holds its pipes; or told to stop and still not done.
+            let since = ending.exited_at.or(ending.stopped_at.map(|at| at + grace));
+            if since.is_some_and(|at| at.elapsed() > LINGER + PIPE_GRACE) {
+                return Ok(());
+            }
+            let next = match self.waiting.pop_front() {
+                Some(pipe) => Ok(pipe),
+                None => self.engine.pipes.recv_timeout(Duration::from_millis(50)),
+            };
+            match next {
+                Ok(pipe) => self.engine.take(pipe, decoding, progress)?,
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    ending.out_done = true;
+                    ending.err_done = true;
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn send(&mut self, line: String) {
+        // A send fails only when the feeder is gone (the engine stopped reading): the turn then
+        // sees the engine end.
+        if let Some(lines) = &self.engine.steers {
+            let _ = lines.send(line);
+        }
+    }
+
+    /// Closes the engine's stdin and asks its group to end; the launcher's parent-death signal
+    /// and [`stop_leftovers`] see to the rest.
+    fn end(&mut self) {
+        if std::mem::replace(&mut self.ended, true) {
+            return;
+        }
+        self.engine.steers = None;
+        terminate(self.engine.group);
+    }
+}
+
+impl Drop for Kept {
+    fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
+        self.end();
+        let (group, grace) = (self.engine.group, self.engine.grace);
+        thread::spawn(move || stop_leftovers(group, true, grace));
+    }
+}

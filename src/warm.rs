@@ -1,0 +1,197 @@
+//! Engines kept warm between turns by the front ends that outlive a turn (`cca chat`, `cca
+//! acp`): one per session, a cache of the transcript, never the other way round (docs/DESIGN.md,
+//! "Warm engines").
+//!
+//! A kept engine is used for a turn only where a cold start would have been the same: the same
+//! engine program (the same file), arguments, environment, system prompt and folder ([`key`]),
+//! and a transcript exactly as cca left it after the engine's last turn ([`Fingerprint`]).
+//! Anything else (a turn from another terminal, `cca clear`, `cca compact`, a fork, an edit by
+//! hand, another model) ends it, and the turn starts cold from the transcript. A turn that did
+//! not answer ends it too. An engine idle for longer than its `keep_warm` is ended, and all are
+//! ended when the [`Warm`] is dropped. Spawning is `run`'s ([`run::kept`]); this module only
+//! decides which kept engine may serve which turn.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::Path;
+use std::sync::{Arc, Mutex, Weak};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+
+use crate::run::kept::Kept;
+use crate::store::Store;
+
+/// How often idle engines are looked for.
+const IDLE_CHECK: Duration = Duration::from_millis(100);
+
+/// The kept engines of one front end, by session id. Dropping it ends them all.
+pub struct Warm {
+    slots: Arc<Mutex<HashMap<String, Slot>>>,
+}
+
+/// One kept engine, with what it was started for.
+pub struct Slot {
+    kept: Kept,
+    key: String,
+    /// The transcript as cca left it after the engine's last turn.
+    transcript: Option<Fingerprint>,
+    idle: Duration,
+    since: Instant,
+    /// Files the engine was started with (its system prompt file), kept as long as it runs.
+    _files: Option<tempfile::TempDir>,
+}
+
+impl Slot {
+    /// A newly started engine, kept for `idle` between turns.
+    pub fn new(kept: Kept, key: String, idle: Duration, files: Option<tempfile::TempDir>) -> Slot {
+        Slot { kept, key, transcript: None, idle, since: Instant::now(), _files: files }
+    }
+
+    /// Whether it was started for what a cold start now would be, and still runs.
+    pub fn fits(&mut self, key: &str) -> bool {
+        self.key == key && self.kept.running()
+    }
+
+    pub fn kept(&mut self) -> &mut Kept {
+        &mut self.kept
+    }
+}
+
+/// A transcript's state: its length and the SHA-256 of its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fingerprint {
+    len: u64,
+    sha256: Vec<u8>,
+}
+
+/// The session's transcript as it is now; `None` when it cannot be read (then nothing fits it).
+pub fn fingerprint(store: &Store, id: &str) -> Option<Fingerprint> {
+    let mut file = store.open_session(id).ok()?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut len = 0u64;
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                hasher.update(&buf[..n]);
+                len += n as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return None,
+        }
+    }
+    Some(Fingerprint { len, sha256: hasher.finalize().to_vec() })
+}
+
+/// What a cold start of the engine depends on, besides the transcript: the program's file (a
+/// reinstalled engine is another one), its arguments and environment, the system prompt and
+/// the folder it runs in.
+pub fn key(program: &Path, start: &dyn std::fmt::Debug, system: &str) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let file = std::fs::metadata(program)
+        .map(|m| (m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec()))
+        .ok();
+    let cwd = std::env::current_dir().ok();
+    let text = format!("{program:?}\0{file:?}\0{start:?}\0{system}\0{cwd:?}");
+    Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+impl Warm {
+    /// No engine kept yet; idle ones are ended from now on.
+    pub fn new() -> Warm {
+        let slots = Arc::new(Mutex::new(HashMap::new()));
+        let watched: Weak<Mutex<HashMap<String, Slot>>> = Arc::downgrade(&slots);
+        // Ends with the Warm: the thread holds it only while it looks.
+        thread::Builder::new()
+            .name("idle engines".into())
+            .spawn(move || {
+                loop {
+                    thread::sleep(IDLE_CHECK);
+                    let Some(slots) = watched.upgrade() else { return };
+                    let idle: Vec<Slot> = {
+                        let mut slots = slots.lock().unwrap_or_else(|e| e.into_inner());
+                        let ids: Vec<String> = slots
+                            .iter()
+                            .filter(|(_, s)| s.since.elapsed() >= s.idle)
+                            .map(|(id, _)| id.clone())
+                            .collect();
+                        ids.iter().filter_map(|id| slots.remove(id)).collect()
+                    };
+                    // Dropped outside the lock: each ends its engine.
+                    drop(idle);
+                }
+            })
+            .ok();
+        Warm { slots }
+    }
+
+    /// The session's kept engine, taken out for a turn, if the transcript is exactly as cca
+    /// left it after the engine's last turn. A kept engine that does not fit is ended.
+    pub fn take(&self, store: &Store, id: &str) -> Option<Slot> {
+        let slot = self.lock().remove(id)?;
+        let now = fingerprint(store, id);
+        (now.is_some() && slot.transcript == now).then_some(slot)
+    }
+
+    /// Keeps the engine after a turn that it answered, with the transcript as cca left it.
+    pub fn keep(&self, store: &Store, id: &str, mut slot: Slot) {
+        if slot.kept.ended() {
+            return;
+        }
+        slot.transcript = fingerprint(store, id);
+        slot.since = Instant::now();
+        let old = self.lock().insert(id.to_string(), slot);
+        drop(old);
+    }
+
+    /// Ends the session's kept engine, if there is one (the session was closed).
+    pub fn end(&self, id: &str) {
+        let old = self.lock().remove(id);
+        drop(old);
+    }
+
+    /// Ends every kept engine (the front end is done).
+    pub fn end_all(&self) {
+        let slots = std::mem::take(&mut *self.lock());
+        drop(slots);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Slot>> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Default for Warm {
+    fn default() -> Warm {
+        Warm::new()
+    }
+}
+
+impl Drop for Warm {
+    fn drop(&mut self) {
+        self.end_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_changes_with_anything_a_cold_start_depends_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let program = dir.path().join("claude");
+        std::fs::write(&program, "#!/bin/sh\n").unwrap();
+        let args = vec!["-p", "--model=sonnet"];
+        let base = key(&program, &args, "be brief");
+        assert_eq!(base, key(&program, &args, "be brief"), "the same start, the same key");
+        assert_ne!(base, key(&program, &vec!["-p", "--model=opus"], "be brief"), "a model");
+        assert_ne!(base, key(&program, &args, "be thorough"), "a system prompt");
+        // An engine upgraded in place is another program.
+        std::fs::write(&program, "#!/bin/sh\n# 2.1.330\n").unwrap();
+        assert_ne!(base, key(&program, &args, "be brief"), "another file");
+    }
+}
