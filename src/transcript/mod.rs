@@ -213,6 +213,21 @@ pub struct Transcript {
     pub records: Vec<Record>,
 }
 
+/// A backtick fence for `content`: longer than any run of backticks in it, and three at least,
+/// so that nothing in the content closes it.
+pub(crate) fn fence_for(content: &str) -> String {
+    "`".repeat(longest_run(content, b'`').max(2) + 1)
+}
+
+fn longest_run(text: &str, byte: u8) -> usize {
+    let (mut best, mut run) = (0, 0);
+    for &b in text.as_bytes() {
+        run = if b == byte { run + 1 } else { 0 };
+        best = best.max(run);
+    }
+    best
+}
+
 /// Reads a transcript held in memory, with every record's content.
 pub fn parse(text: &str) -> Result<(Transcript, Vec<Problem>), NotTranscript> {
     let mut header = None;
@@ -241,6 +256,13 @@ mod tests {
 
     fn header() -> Header {
         testing::header("what changed?")
+    }
+
+    #[test]
+    fn a_fence_is_longer_than_any_backtick_run_in_its_content() {
+        assert_eq!(fence_for("no backticks"), "```");
+        assert_eq!(fence_for("`a` and ``b``"), "```");
+        assert_eq!(fence_for("```rust\n````\n"), "`````");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::{END_FENCE_LINE, END_LINE, Header, Kind, MARKER, Meta, Record, Transcript};
+use super::{END_FENCE_LINE, END_LINE, Header, Kind, MARKER, Meta, Record, Transcript, fence_for};
 
 /// The header block that opens a transcript.
 pub fn render_header(h: &Header) -> String {
@@ -36,7 +36,7 @@ pub fn render_record(r: &Record, turn: u64) -> String {
     let mut out = open_record(r.kind, &r.meta, turn);
     // An image's record holds a link to its copy, unfenced, so that a viewer shows the image.
     if r.kind == Kind::Attachment && r.meta.media_type.is_none() {
-        let fence = "`".repeat(longest_run(&r.content, b'`').max(2) + 1);
+        let fence = fence_for(&r.content);
         out.push_str(&fence);
         out.push('\n');
         escape_markers_into(&r.content, &mut out);
@@ -137,15 +137,6 @@ pub fn one_line(text: &str, max_chars: usize) -> String {
     } else {
         flat
     }
-}
-
-fn longest_run(text: &str, byte: u8) -> usize {
-    let (mut best, mut run) = (0, 0);
-    for &b in text.as_bytes() {
-        run = if b == byte { run + 1 } else { 0 };
-        best = best.max(run);
-    }
-    best
 }
 
 /// Writes record content in transcript form, streaming: marker-like lines escaped, and a code
