@@ -13,7 +13,6 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -703,62 +702,11 @@ impl Store {
         self.run_dir().join(format!("{id}.sock"))
     }
 
-    /// Listens for steers to the turn running in a session. Called under the session lock, so a
-    /// socket already there is a stale one (its cca died): it is removed. The folder is 0700 and
-    /// must be this user's; the socket goes away when the returned guard is dropped.
-    pub fn listen_steer(&self, id: &str) -> Result<SteerSocket> {
+    /// Makes [`Self::run_dir`] (0700) if it is not there; `steer` checks whose it is.
+    pub(crate) fn make_run_dir(&self) -> Result<PathBuf> {
         let path = self.run_dir();
         make_private_dir(&path)?;
-        let dir = SocketDir::open(&path)?;
-        let meta =
-            dir.file.metadata().with_context(|| format!("cannot read {}", path.display()))?;
-        check_private_dir(&path, &meta, rustix::process::geteuid().as_raw())?;
-        if meta.permissions().mode() & 0o777 != DIR_MODE {
-            dir.file
-                .set_permissions(fs::Permissions::from_mode(DIR_MODE))
-                .with_context(|| format!("cannot set the permissions of {}", path.display()))?;
-        }
-        // Bound under a name of its own, then renamed into place once it listens: between
-        // bind and listen a socket refuses connections, and a steer sent then would be told
-        // that no turn runs. The rename also replaces a stale socket.
-        let name = format!("{id}.sock");
-        let staging = format!(".{id}.sock.new");
-        let path = path.join(&name);
-        let staged = dir.path.join(&staging);
-        match rustix::fs::unlinkat(&dir.file, &staging, rustix::fs::AtFlags::empty()) {
-            Err(e) if e != rustix::io::Errno::NOENT => {
-                return Err(io::Error::from(e))
-                    .with_context(|| format!("cannot remove {}", staged.display()));
-            }
-            _ => {}
-        }
-        let listener = UnixListener::bind(dir.address(&staging))
-            .with_context(|| format!("cannot listen on {}", staged.display()))?;
-        set_mode(&staged, FILE_MODE)?;
-        rustix::fs::renameat(&dir.file, &staging, &dir.file, &name)
-            .map_err(io::Error::from)
-            .with_context(|| format!("cannot rename {} to {}", staged.display(), path.display()))?;
-        Ok(SteerSocket { listener, name, dir })
-    }
-
-    /// Connects to the turn running in a session; `None` when none runs there (no socket, or a
-    /// stale one whose cca died: connecting is refused; the next turn there removes it).
-    pub fn connect_steer(&self, id: &str) -> Result<Option<UnixStream>> {
-        let path = self.steer_socket_path(id);
-        let connected = SocketDir::open(&self.run_dir())
-            .and_then(|dir| UnixStream::connect(dir.address(&format!("{id}.sock"))));
-        match connected {
-            Ok(stream) => Ok(Some(stream)),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
-                ) =>
-            {
-                Ok(None)
-            }
-            Err(e) => Err(e).with_context(|| format!("cannot connect to {}", path.display())),
-        }
+        Ok(path)
     }
 
     /// Where images attached to questions are kept.
@@ -808,78 +756,6 @@ enum Keep {
     /// When it has a checkpoint to record.
     Checkpoints,
     Always,
-}
-
-/// A listening steer socket; removed from the file system when dropped.
-#[derive(Debug)]
-pub struct SteerSocket {
-    pub listener: UnixListener,
-    name: String,
-    dir: SocketDir,
-}
-
-impl SteerSocket {
-    /// Connects to this socket (as `cca steer` would, through the same short address).
-    pub fn connect(&self) -> io::Result<UnixStream> {
-        UnixStream::connect(self.dir.address(&self.name))
-    }
-}
-
-impl Drop for SteerSocket {
-    fn drop(&mut self) {
-        let _ = rustix::fs::unlinkat(&self.dir.file, &self.name, rustix::fs::AtFlags::empty());
-    }
-}
-
-/// The folder that holds sockets, kept open. A socket's path must fit in `sun_path` (108 bytes
-/// with its NUL, `SUN_LEN`), which a long `CCA_HOME` passes; a path too long for it is given as
-/// `/proc/self/fd/N/NAME`, which Linux resolves through the open folder. That needs no `chdir`,
-/// which would race with the other threads of the process.
-#[derive(Debug)]
-struct SocketDir {
-    file: File,
-    path: PathBuf,
-}
-
-/// The longest path `sun_path` holds (108 bytes with the closing NUL).
-const SUN_PATH_MAX: usize = 107;
-
-impl SocketDir {
-    /// Opens the folder itself, never a link in its place.
-    fn open(path: &Path) -> io::Result<SocketDir> {
-        use rustix::fs::OFlags;
-        let file = OpenOptions::new()
-            .read(true)
-            .custom_flags((OFlags::DIRECTORY | OFlags::NOFOLLOW).bits() as i32)
-            .open(path)?;
-        Ok(SocketDir { file, path: path.to_path_buf() })
-    }
-
-    /// The address of socket `name` in this folder: its path, or a short one through the open
-    /// folder when the path is too long.
-    fn address(&self, name: &str) -> PathBuf {
-        let path = self.path.join(name);
-        if path.as_os_str().len() <= SUN_PATH_MAX {
-            return path;
-        }
-        use std::os::fd::AsRawFd;
-        PathBuf::from(format!("/proc/self/fd/{}/{name}", self.file.as_raw_fd()))
-    }
-}
-
-/// The steer folder must belong to this user: a folder another user owns could hold their
-/// socket, or let them swap ours.
-pub fn check_private_dir(dir: &Path, meta: &fs::Metadata, uid: u32) -> Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    if !meta.is_dir() || meta.uid() != uid {
-        return Err(Failure::new(
-            exit::ERROR,
-            format!("{} is not a folder of this user (uid {uid})", dir.display()),
-        )
-        .hint(format!("remove it (`rm -r {}`); cca makes it again", dir.display()))
-        .into());
-    }
-    Ok(())
 }
 
 /// One session as `cca sessions` shows it. Cached in `$CCA_HOME/index.json` and trusted while
@@ -1553,7 +1429,7 @@ fn make_private_dir(dir: &Path) -> Result<()> {
     }
 }
 
-fn set_mode(path: &Path, mode: u32) -> Result<()> {
+pub(crate) fn set_mode(path: &Path, mode: u32) -> Result<()> {
     fs::set_permissions(path, fs::Permissions::from_mode(mode))
         .with_context(|| format!("cannot set permissions on {}", path.display()))
 }
