@@ -47,8 +47,9 @@ impl Store {
     }
 
     /// Like [`Self::summarize`], for a summary that records will be appended after (a clear, a
-    /// compaction: see [`Appender::append_after`](super::Appender::append_after)): the live index also records the file as
-    /// read when it has no checkpoint, so that the append can read on from the summary.
+    /// compaction: see [`Appender::append_after`](super::Appender::append_after)): the live
+    /// index also records the file as read when it has no checkpoint, so that the append can
+    /// read on from the summary.
     pub fn summarize_to_append(&self, id: &str) -> Result<Summary> {
         self.read_summary(id, Keep::Always)
     }

@@ -13,7 +13,8 @@ use super::files::{open_regular, read_text, replace_file, set_mode, sync_dir};
 use super::live_index::{LiveIndex, Stamp};
 use super::{FILE_MODE, Store};
 
-/// Appends records to a session. Use only while holding its [`SessionLock`](super::lock::SessionLock).
+/// Appends records to a session. Use only while holding its
+/// [`SessionLock`](super::lock::SessionLock).
 ///
 /// Each append keeps the session's live index current: cca's own appends leave everything
 /// before them as it was, so a checkpoint the index proved before the append still holds after.
