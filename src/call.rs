@@ -70,9 +70,8 @@ pub fn call(
         Ok(transcript::unescape(&text))
     };
     let notes = s.store.engine_notes(s.id, &s.engine.name);
-    let keeps = c.warm.is_some()
-        && s.engine.spec.streams_input.is_some()
-        && s.engine.keep_warm.is_some();
+    let keeps =
+        c.warm.is_some() && s.engine.spec.streams_input.is_some() && s.engine.keep_warm.is_some();
     let request = Request {
         notes: notes.as_deref(),
         kept: keeps,

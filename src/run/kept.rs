@@ -48,7 +48,7 @@ pub struct Start {
     pub decoder: Box<dyn Decoder>,
 }
 
-/// One turn's message: the framed text (its [`Piece::Stored`] parts read from `transcript`)
+/// One turn's message: the framed text (its stored parts read from `transcript`)
 /// and the images it carries.
 pub struct Message {
     pub pieces: Vec<Piece>,
@@ -165,7 +165,8 @@ impl Kept {
         progress: &mut dyn FnMut(Progress),
     ) -> Result<EngineRun> {
         let started = Instant::now();
-        let decoder = self.decoder.take().context("a kept engine took a turn after a failed one")?;
+        let decoder =
+            self.decoder.take().context("a kept engine took a turn after a failed one")?;
         let mut decoding = Decoding::new(decoder, answer, started);
         self.engine.ending = Ending::default();
         self.engine.inbox = inbox.cloned();

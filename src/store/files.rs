@@ -1,0 +1,102 @@
+//! One file at a time, as cca keeps them: only regular files are read (never a FIFO or a
+//! device), folders are 0700 and files 0600 whatever the umask, and a file replaced whole goes
+//! through a temp file in the same folder, fsync and a rename.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use crate::error::Failure;
+
+use super::{DIR_MODE, FILE_MODE};
+
+pub(super) fn read_optional(path: &Path) -> Result<Option<String>> {
+    match read_regular(path) {
+        Ok(bytes) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|_| Failure::usage(format!("{} is not UTF-8 text", path.display())).into()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+/// Opens a file cca keeps (a transcript, `latest`, the config, the index) only if it is a
+/// regular file: a FIFO would block the open or the read forever, and a device such as
+/// /dev/zero would never end. O_NONBLOCK keeps the open itself from waiting; on a regular file
+/// it changes nothing.
+pub(super) fn open_regular(path: &Path, options: &mut OpenOptions) -> io::Result<File> {
+    let file = options.custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32).open(path)?;
+    let kind = file.metadata()?.file_type();
+    if kind.is_file() {
+        return Ok(file);
+    }
+    use std::os::unix::fs::FileTypeExt;
+    let what = if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_dir() {
+        "a folder"
+    } else {
+        "something else"
+    };
+    Err(io::Error::new(io::ErrorKind::InvalidInput, format!("it is {what}, not a regular file")))
+}
+
+/// Reads a whole file cca keeps; see [`open_regular`].
+pub(super) fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    open_regular(path, OpenOptions::new().read(true))?.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Reads a text file the user named (a prompt file).
+pub fn read_text(path: &Path) -> Result<String> {
+    let mut bytes = Vec::new();
+    File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut bytes))
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    String::from_utf8(bytes)
+        .map_err(|_| Failure::usage(format!("{} is not UTF-8 text", path.display())).into())
+}
+
+pub(super) fn make_private_dir(dir: &Path) -> Result<()> {
+    match fs::DirBuilder::new().mode(DIR_MODE).create(dir) {
+        Ok(()) => set_mode(dir, DIR_MODE),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot create the folder {}", dir.display())),
+    }
+}
+
+pub(crate) fn set_mode(path: &Path, mode: u32) -> Result<()> {
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+        .with_context(|| format!("cannot set permissions on {}", path.display()))
+}
+
+/// Replaces a file's contents atomically: temp file in the same folder, fsync, rename.
+pub fn replace_file(path: &Path, contents: &[u8]) -> Result<()> {
+    let dir = path.parent().context("a file to replace has a folder")?;
+    let mut temp = tempfile::Builder::new()
+        .prefix(".replace-")
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot create a file in {}", dir.display()))?;
+    temp.write_all(contents)
+        .and_then(|()| temp.as_file().sync_data())
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    set_mode(temp.path(), FILE_MODE)?;
+    temp.persist(path).with_context(|| format!("cannot replace {}", path.display()))?;
+    sync_dir(dir);
+    Ok(())
+}
+
+/// Makes a rename or creation in `dir` durable. Best effort: not every file system allows it.
+pub(super) fn sync_dir(dir: &Path) {
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}

@@ -1,0 +1,323 @@
+//! Every file-system effect cca has: the `CCA_HOME` layout, session files, the `latest` link,
+//! locks, appends, atomic replacement, and permissions.
+//!
+//! Rules kept here so no other module has to know them: directories are 0700 and files 0600
+//! whatever the umask; appends are one write plus fsync under the session lock; anything
+//! rewritten goes through a temp file in the same directory and a rename; reading never creates.
+//!
+//! Two caches live beside the transcripts, and neither is ever trusted without proof:
+//! `index.json` (what `cca sessions` lists) and `live/ID.json` (where each session's live context
+//! starts, so that a turn reads only that; see `live_index`). The second is the one file
+//! rewritten in place rather than renamed: it changes at every append, and carries a checksum.
+//!
+//! This file holds the layout of `CCA_HOME` and the small files in it; the rest is in rooms by
+//! idea: `files` (how one file is read, written and replaced), `ids` (session ids and names),
+//! `latest`, `lock`, `write` (appends and rewrites), `read` (summaries), `live_index`,
+//! `listing` (`index.json`) and `trash`.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::error::Failure;
+
+mod files;
+mod ids;
+mod latest;
+mod listing;
+mod live_index;
+mod lock;
+mod read;
+mod trash;
+mod write;
+
+pub(crate) use files::set_mode;
+use files::{make_private_dir, read_optional, sync_dir};
+pub use files::{read_text, replace_file};
+pub use ids::{sort_key, validate_id, validate_name};
+pub use latest::Repointed;
+pub use read::not_transcript;
+pub use trash::{remove_engine_session_files, take_engine_session_file};
+pub use write::Appender;
+
+pub const DIR_MODE: u32 = 0o700;
+pub const FILE_MODE: u32 = 0o600;
+/// How much of a transcript's start is read for its header alone.
+const HEAD_BYTES: u64 = 128 * 1024;
+const LATEST: &str = "latest";
+const PREFIX: &str = "session_";
+const SUFFIX: &str = ".md";
+
+/// The `CCA_HOME` folder and what lives in it.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pub home: PathBuf,
+}
+
+impl Store {
+    pub fn new(home: PathBuf) -> Store {
+        Store { home }
+    }
+
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.home.join("sessions")
+    }
+
+    fn locks_dir(&self) -> PathBuf {
+        self.home.join("locks")
+    }
+
+    pub fn trash_dir(&self) -> PathBuf {
+        self.home.join("trash")
+    }
+
+    /// Where records cut off by a crash are kept once taken out of their transcripts.
+    pub fn damaged_dir(&self) -> PathBuf {
+        self.home.join("damaged")
+    }
+
+    fn index_path(&self) -> PathBuf {
+        self.home.join("index.json")
+    }
+
+    fn live_dir(&self) -> PathBuf {
+        self.home.join("live")
+    }
+
+    fn live_index_path(&self, id: &str) -> PathBuf {
+        self.live_dir().join(format!("{id}.json"))
+    }
+
+    /// Where an engine's notes for a session are kept (`engine::Request::notes`). Ids hold no
+    /// dot, so `ID.` starts only that session's files.
+    fn engine_notes_path(&self, id: &str, engine: &str) -> PathBuf {
+        self.live_dir().join(format!("{id}.{engine}-notes.json"))
+    }
+
+    /// The notes an engine left for a session, if any: a cache, whose loss costs one turn of
+    /// the provider's prompt cache, nothing more.
+    pub fn engine_notes(&self, id: &str, engine: &str) -> Option<String> {
+        fs::read_to_string(self.engine_notes_path(id, engine)).ok()
+    }
+
+    pub fn keep_engine_notes(&self, id: &str, engine: &str, notes: &str) -> Result<()> {
+        make_private_dir(&self.live_dir())?;
+        replace_file(&self.engine_notes_path(id, engine), notes.as_bytes())
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.home.join("config.toml")
+    }
+
+    pub fn latest_path(&self) -> PathBuf {
+        self.sessions_dir().join(LATEST)
+    }
+
+    /// Fails early, and clearly, when `CCA_HOME` cannot be a folder (a file is in its way).
+    pub fn check_home(&self) -> Result<()> {
+        let blocker = self.home.ancestors().find(|p| p.exists()).filter(|p| !p.is_dir());
+        if let Some(blocker) = blocker {
+            return Err(Failure::usage(format!(
+                "CCA_HOME ({}) cannot be used: {} is not a folder",
+                self.home.display(),
+                blocker.display()
+            ))
+            .hint("set CCA_HOME to a folder you can write to, or move that file away")
+            .into());
+        }
+        Ok(())
+    }
+
+    /// Creates `CCA_HOME` and its folders (0700) if missing.
+    pub fn ensure(&self) -> Result<()> {
+        for dir in [&self.home, &self.sessions_dir(), &self.locks_dir()] {
+            make_private_dir(dir)?;
+        }
+        Ok(())
+    }
+
+    /// Where `cca chat` keeps the lines typed, for its line editor's history.
+    pub fn chat_history_path(&self) -> PathBuf {
+        self.home.join("chat_history")
+    }
+
+    /// Makes a file another library wrote for cca private (0600), as cca's own files are.
+    pub fn make_private(&self, path: &Path) {
+        let _ = set_mode(path, FILE_MODE);
+    }
+
+    /// The config file's text, if there is one.
+    pub fn read_config(&self) -> Result<Option<String>> {
+        read_optional(&self.config_path())
+    }
+
+    /// `$CCA_HOME/prompts/NAME.md`, if the user has one (it overrides a built-in).
+    pub fn read_prompt_override(&self, name: &str) -> Result<Option<String>> {
+        read_optional(&self.home.join("prompts").join(format!("{name}.md")))
+    }
+
+    /// Temporary files an interrupted cca may have left behind (a crash before its cleanup).
+    pub fn leftovers(&self) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        for dir in [self.home.clone(), self.sessions_dir(), self.image_dir()] {
+            let Ok(entries) = fs::read_dir(&dir) else { continue };
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if [".new-session-", ".latest-", ".engine-", ".replace-", ".image-"]
+                    .iter()
+                    .any(|p| name.starts_with(p))
+                {
+                    found.push(entry.path());
+                }
+            }
+        }
+        found
+    }
+
+    /// Names of the user's own prompts: `$CCA_HOME/prompts/**/NAME.md`.
+    pub fn prompt_names(&self) -> Result<Vec<String>> {
+        fn walk(dir: &Path, prefix: &str, names: &mut Vec<String>) {
+            let Ok(entries) = fs::read_dir(dir) else { return };
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let path = entry.path();
+                if path.is_dir() && !name.starts_with('.') {
+                    walk(&path, &format!("{prefix}{name}/"), names);
+                } else if let Some(stem) = name.strip_suffix(".md") {
+                    let full = format!("{prefix}{stem}");
+                    if crate::prompt::validate_name(&full).is_ok() {
+                        names.push(full);
+                    }
+                }
+            }
+        }
+        let mut names = Vec::new();
+        walk(&self.home.join("prompts"), "", &mut names);
+        Ok(names)
+    }
+
+    /// Where `cca import` keeps what it read: each source file's size and modification time,
+    /// and the session each conversation became.
+    pub fn imports_path(&self) -> PathBuf {
+        self.home.join("imports.json")
+    }
+
+    pub fn read_imports(&self) -> Result<Option<String>> {
+        read_optional(&self.imports_path())
+    }
+
+    pub fn write_imports(&self, text: &str) -> Result<()> {
+        self.ensure()?;
+        replace_file(&self.imports_path(), text.as_bytes())
+    }
+
+    /// Writes a file where another tool keeps its own (`cca export`): folders made as needed,
+    /// the file replaced whole (temp file, fsync, rename) and private.
+    pub fn write_beside(&self, path: &Path, contents: &[u8]) -> Result<()> {
+        let dir = path.parent().context("a file to write has a folder")?;
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(DIR_MODE)
+            .create(dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        replace_file(path, contents)
+    }
+
+    /// A file to tee an answer into as it streams: unnamed, private, gone when dropped.
+    /// Called under a session lock, so the folders exist.
+    pub fn scratch_file(&self) -> Result<File> {
+        tempfile::tempfile_in(self.sessions_dir()).with_context(|| {
+            format!("cannot create a scratch file in {}", self.sessions_dir().display())
+        })
+    }
+
+    /// A private folder for files handed to an engine (system prompt, history); removed on drop.
+    /// Called under a session lock, so `CCA_HOME` exists.
+    pub fn engine_scratch_dir(&self) -> Result<tempfile::TempDir> {
+        tempfile::Builder::new()
+            .prefix(".engine-")
+            .tempdir_in(&self.home)
+            .with_context(|| format!("cannot create a folder in {}", self.home.display()))
+    }
+
+    /// `$CCA_HOME/run/`: the endpoints of running turns (steer sockets).
+    pub fn run_dir(&self) -> PathBuf {
+        self.home.join("run")
+    }
+
+    /// Where the turn running in a session listens for steers.
+    pub fn steer_socket_path(&self, id: &str) -> PathBuf {
+        self.run_dir().join(format!("{id}.sock"))
+    }
+
+    /// Makes [`Self::run_dir`] (0700) if it is not there; `steer` checks whose it is.
+    pub(crate) fn make_run_dir(&self) -> Result<PathBuf> {
+        let path = self.run_dir();
+        make_private_dir(&path)?;
+        Ok(path)
+    }
+
+    /// Where images attached to questions are kept.
+    pub fn image_dir(&self) -> PathBuf {
+        self.home.join(crate::media::FILES_DIR)
+    }
+
+    /// Keeps a copy of an image attached to a question, as `$CCA_HOME/files/NAME` (0600, the
+    /// folder 0700), named by its content: a copy already there is the same image. Written to a
+    /// temp file and renamed, so a reader never sees half an image.
+    pub fn save_image(&self, image: &crate::media::Image) -> Result<PathBuf> {
+        let dir = self.image_dir();
+        make_private_dir(&dir)?;
+        let path = dir.join(image.file_name());
+        if fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() == image.bytes.len() as u64) {
+            return Ok(path);
+        }
+        let mut temp = tempfile::Builder::new()
+            .prefix(".image-")
+            .tempfile_in(&dir)
+            .with_context(|| format!("cannot create a file in {}", dir.display()))?;
+        temp.write_all(&image.bytes)
+            .and_then(|()| temp.as_file().sync_data())
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        set_mode(temp.path(), FILE_MODE)?;
+        temp.persist(&path).with_context(|| format!("cannot write {}", path.display()))?;
+        sync_dir(&dir);
+        Ok(path)
+    }
+
+    /// Writes a file inside a folder from [`Self::engine_scratch_dir`].
+    pub fn write_private(&self, path: &Path, contents: &[u8]) -> Result<()> {
+        let mut file = OpenOptions::new()
+            .create_new(true)
+            .write(true)
+            .mode(FILE_MODE)
+            .open(path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        file.write_all(contents).with_context(|| format!("cannot write {}", path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_image_is_kept_once_by_its_content_and_a_cut_copy_is_a_leftover() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path().join("home"));
+        store.ensure().unwrap();
+        let image = crate::media::Image::new(b"GIF89a\x01\x00".to_vec()).unwrap();
+        let path = store.save_image(&image).unwrap();
+        assert_eq!(path, store.image_dir().join(image.file_name()));
+        assert_eq!(fs::read(&path).unwrap(), &image.bytes[..]);
+        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(store.save_image(&image).unwrap(), path);
+        assert_eq!(fs::read_dir(store.image_dir()).unwrap().count(), 1);
+        fs::write(store.image_dir().join(".image-x1"), "cut").unwrap();
+        assert_eq!(store.leftovers(), [store.image_dir().join(".image-x1")]);
+    }
+}

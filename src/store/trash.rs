@@ -1,0 +1,189 @@
+//! Removing sessions: to `trash/` and back, deleted for good, a cut-off record set aside in
+//! `damaged/`, and the session files engines wrote for cca's turns.
+
+use std::fs::{self, OpenOptions};
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+use crate::error::{Failure, exit};
+use crate::transcript;
+
+use super::Store;
+use super::files::{make_private_dir, open_regular, replace_file};
+use super::ids::{file_name, id_from_file_name, sort_key, validate_id};
+use super::latest::Repointed;
+
+impl Store {
+    /// Where a session in the trash is.
+    pub fn trashed_path(&self, id: &str) -> PathBuf {
+        self.trash_dir().join(file_name(id))
+    }
+
+    /// A session in the trash from its id or a unique prefix of one.
+    pub fn resolve_trashed(&self, wanted: &str) -> Result<String> {
+        validate_id(wanted)?;
+        let mut matches: Vec<String> =
+            self.trash_ids().into_iter().filter(|id| id.starts_with(wanted)).collect();
+        if let Some(exact) = matches.iter().position(|id| id == wanted) {
+            return Ok(matches.swap_remove(exact));
+        }
+        match matches.len() {
+            1 => Ok(matches.remove(0)),
+            0 => Err(Failure::usage(format!("the trash holds no session `{wanted}`"))
+                .hint("see what it holds with `cca restore` (no id)")
+                .into()),
+            n => Err(Failure::usage(format!("`{wanted}` matches {n} sessions in the trash"))
+                .hint(format!("give more of the id: {}", matches.join(", ")))
+                .into()),
+        }
+    }
+
+    /// Deletes a session that is in the trash.
+    pub fn purge_trashed(&self, id: &str) -> Result<()> {
+        let path = self.trashed_path(id);
+        fs::remove_file(&path).with_context(|| format!("cannot delete {}", path.display()))
+    }
+
+    /// The header of a session in the trash, if it can be read.
+    pub fn trashed_header(&self, id: &str) -> Option<transcript::Header> {
+        let file = self.open_transcript(&self.trashed_path(id)).ok()?;
+        let summary = transcript::summarize(BufReader::new(file)).ok()?.ok()?;
+        Some(summary.header)
+    }
+
+    /// Moves a session to `$CCA_HOME/trash/` (or deletes it with `purge`), and keeps `latest`
+    /// pointing at a session that exists. Says where `latest` points now, when it pointed at
+    /// this session: the next `,` continues another conversation, and the user must know.
+    pub fn remove(&self, id: &str, purge: bool) -> Result<Repointed> {
+        let path = self.session_path(id);
+        if purge {
+            fs::remove_file(&path).with_context(|| format!("cannot delete {}", path.display()))?;
+        } else {
+            make_private_dir(&self.trash_dir())?;
+            let to = self.trash_dir().join(file_name(id));
+            if to.exists() {
+                bail!(
+                    Failure::new(exit::ERROR, format!("the trash already holds a session {id}"))
+                        .hint(format!(
+                            "delete that one first (`rm {}`), or use --purge",
+                            to.display()
+                        ))
+                );
+            }
+            fs::rename(&path, &to)
+                .with_context(|| format!("cannot move {} to the trash", path.display()))?;
+        }
+        let _ = fs::remove_file(self.locks_dir().join(format!("{id}.lock")));
+        let _ = fs::remove_file(self.live_index_path(id));
+        let notes = format!("{id}.");
+        for entry in fs::read_dir(self.live_dir()).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&notes) && name.ends_with("-notes.json") {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
+        if self.latest_target().as_deref() == Some(file_name(id).as_str()) {
+            return self.repoint_latest();
+        }
+        Ok(Repointed::No)
+    }
+
+    /// Takes a record cut off at the end of a session's file (from `at` on) out of it, once:
+    /// the bytes go whole to a file in [`Self::damaged_dir`], and the transcript ends with a note
+    /// between records saying where they went. Returns that file. Call it holding the lock.
+    pub fn set_aside_cut_off(&self, id: &str, at: u64, stamp: &str) -> Result<PathBuf> {
+        let path = self.session_path(id);
+        let file = open_regular(&path, OpenOptions::new().read(true).write(true))
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        let len = file.metadata().with_context(|| format!("cannot read {}", path.display()))?.len();
+        let mut cut = vec![0u8; len.saturating_sub(at) as usize];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut cut, at)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        make_private_dir(&self.damaged_dir())?;
+        // A name of its own: an earlier repair in the same second keeps its file (the lock
+        // held, no other repair of this session picks a name meanwhile).
+        let kept = (1..)
+            .map(|n| match n {
+                1 => self.damaged_dir().join(format!("{id}-{stamp}.md")),
+                n => self.damaged_dir().join(format!("{id}-{stamp}-{n}.md")),
+            })
+            .find(|path| !path.exists())
+            .expect("a free name");
+        replace_file(&kept, &cut)?;
+        let note = format!(
+            "*A record cut off here (cca was stopped while writing it) is kept in {}.*\n",
+            kept.display()
+        );
+        file.set_len(at).with_context(|| format!("cannot repair {}", path.display()))?;
+        std::os::unix::fs::FileExt::write_all_at(&file, note.as_bytes(), at)
+            .and_then(|()| file.sync_data())
+            .with_context(|| format!("cannot repair {}", path.display()))?;
+        let _ = fs::remove_file(self.live_index_path(id));
+        Ok(kept)
+    }
+
+    /// Moves a session back from the trash.
+    pub fn restore(&self, id: &str) -> Result<()> {
+        validate_id(id)?;
+        let from = self.trash_dir().join(file_name(id));
+        let to = self.session_path(id);
+        if !from.is_file() {
+            bail!(
+                Failure::usage(format!("the trash holds no session {id}"))
+                    .hint("see what it holds with `cca restore` (no id)")
+            );
+        }
+        if to.exists() {
+            bail!(Failure::new(exit::ERROR, format!("a session {id} exists already")));
+        }
+        fs::rename(&from, &to).with_context(|| format!("cannot move {} back", from.display()))?;
+        if self.latest()?.is_none() {
+            self.set_latest(id)?;
+        }
+        Ok(())
+    }
+
+    /// Ids of the sessions in the trash.
+    pub fn trash_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = fs::read_dir(self.trash_dir())
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .filter_map(|e| e.file_name().to_str().and_then(id_from_file_name))
+                    .collect()
+            })
+            .unwrap_or_default();
+        ids.sort_by_key(|id| sort_key(id));
+        ids
+    }
+}
+
+/// Removes the files under `root/*/chats/` that `is_engine_session` recognises: the session
+/// file an engine wrote for one of cca's turns. Best effort: what cannot be removed stays.
+/// Reads and removes the file `name` in a folder of `root` (claude's
+/// `~/.claude/projects/<folder>/<session id>.jsonl`), if one holds it.
+pub fn take_engine_session_file(root: &Path, name: &str) -> Option<String> {
+    for folder in fs::read_dir(root).ok()?.flatten() {
+        let path = folder.path().join(name);
+        if let Ok(text) = fs::read_to_string(&path) {
+            let _ = fs::remove_file(&path);
+            return Some(text);
+        }
+    }
+    None
+}
+
+pub fn remove_engine_session_files(root: &Path, is_engine_session: impl Fn(&Path) -> bool) {
+    let Ok(projects) = fs::read_dir(root) else { return };
+    for project in projects.flatten() {
+        let Ok(chats) = fs::read_dir(project.path().join("chats")) else { continue };
+        for file in chats.flatten() {
+            let path = file.path();
+            if is_engine_session(&path) {
+                let _ = fs::remove_file(&path);
+            }
+        }
+    }
+}
