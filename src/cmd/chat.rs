@@ -250,7 +250,7 @@ fn slash(
         "quit" | "exit" | "q" => return Ok(Flow::Leave),
         "clear" => {
             let id = current()?;
-            super::sessions::clear_session(settings, store, &id)?;
+            super::show::clear_session(settings, store, &id)?;
             say("cca: context cleared; the next message starts afresh (the file keeps everything)");
         }
         "compact" => {
@@ -262,7 +262,7 @@ fn slash(
                         .hint("/compact 2 keeps the last two exchanges verbatim")
                 })?),
             };
-            super::sessions::compact_session(settings, store, &id, keep)?;
+            super::show::compact_session(settings, store, &id, keep)?;
         }
         "fork" => {
             let id = current()?;
@@ -273,7 +273,7 @@ fn slash(
                         .map_err(|_| Failure::usage(format!("/fork takes a number, not `{n}`")))?,
                 ),
             };
-            let new = super::sessions::fork_session(settings, store, &id, at)?;
+            let new = super::show::fork_session(settings, store, &id, at)?;
             say(&format!("cca: forked {id} into {new}; now talking in {new}"));
             *session = Some(new);
         }

@@ -1,15 +1,15 @@
 //! Runs each command: gathers input, resolves settings, and hands off to `turn` or `store`.
 //! One file per group of commands; this one dispatches.
 
-pub(crate) mod ask;
 mod chat;
+mod config;
 mod doctor;
 mod export;
 mod grep;
 mod import;
 mod mcp;
-pub(crate) mod sessions;
-mod show_settings;
+pub(crate) mod search;
+pub(crate) mod show;
 mod steer;
 
 use anyhow::{Context, Result};
@@ -30,11 +30,11 @@ pub fn run(cli: Cli) -> Result<u8> {
                 (None, true) => Target::Resume,
                 (None, false) => Target::New,
             };
-            ask::search(&args.ask, target)
+            search::search(&args.ask, target)
         }
         Command::Comma(ask) => {
             let target = ask.session.clone().map_or(Target::Resume, Target::Session);
-            ask::search(&ask, target)
+            search::search(&ask, target)
         }
         Command::Init { shell } => {
             print(crate::shell::init(shell))?;
@@ -45,7 +45,7 @@ pub fn run(cli: Cli) -> Result<u8> {
             Ok(exit::OK)
         }
         Command::Doctor => doctor::run(),
-        Command::Config => show_settings::run(),
+        Command::Config => config::run(),
         Command::Chat(args) => chat::run(&args),
         Command::Engine { parent, command } => crate::run::launch(parent, &command),
         Command::Acp(args) => {
@@ -54,20 +54,18 @@ pub fn run(cli: Cli) -> Result<u8> {
         }
         Command::Mcp => mcp::run(),
         Command::Sessions { json, limit, here, engine, since } => {
-            sessions::list(json, limit, here, engine.as_deref(), since.as_deref())
+            show::list(json, limit, here, engine.as_deref(), since.as_deref())
         }
         Command::Grep(args) => grep::run(&args),
-        Command::Name { id, name, clear } => sessions::name(id.as_deref(), name.as_deref(), clear),
+        Command::Name { id, name, clear } => show::name(id.as_deref(), name.as_deref(), clear),
         Command::Steer { session, message } => steer::run(session.as_deref(), &message),
-        Command::Show { id, raw } => sessions::show(id.as_deref(), raw),
-        Command::Path { id } => sessions::path(id.as_deref()),
-        Command::Fork { id, at } => sessions::fork(id.as_deref(), at),
-        Command::Clear { id } => sessions::clear(id.as_deref()),
-        Command::Compact { id, keep, fail_fast } => {
-            sessions::compact(id.as_deref(), keep, fail_fast)
-        }
-        Command::Rm { ids, purge } => sessions::remove(&ids, purge),
-        Command::Restore { ids } => sessions::restore(&ids),
+        Command::Show { id, raw } => show::show(id.as_deref(), raw),
+        Command::Path { id } => show::path(id.as_deref()),
+        Command::Fork { id, at } => show::fork(id.as_deref(), at),
+        Command::Clear { id } => show::clear(id.as_deref()),
+        Command::Compact { id, keep, fail_fast } => show::compact(id.as_deref(), keep, fail_fast),
+        Command::Rm { ids, purge } => show::remove(&ids, purge),
+        Command::Restore { ids } => show::restore(&ids),
         Command::Import(args) => import::run(&args),
         Command::Export { tool, id } => export::run(tool, id.as_deref()),
         Command::Man => {

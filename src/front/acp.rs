@@ -26,7 +26,7 @@ use serde_json::json;
 
 use super::{content, wire};
 use crate::call::Verdict;
-use crate::cmd::sessions::{clear_session, fork_session};
+use crate::cmd::show::{clear_session, fork_session};
 use crate::config::{PromptChoice, Settings, Source, Sourced};
 use crate::engine::{McpServer, ToolCall, ToolStatus};
 use crate::error::{Failure, exit};
@@ -667,7 +667,7 @@ impl Acp {
         };
         let mut shared =
             std::mem::take(&mut self.sessions().entry(id.to_string()).or_default().shared);
-        let cap = crate::cmd::ask::input_cap(&self.settings);
+        let cap = crate::cmd::search::input_cap(&self.settings);
         let read = content::read(blocks, std::path::Path::new(&cwd), &mut shared, cap);
         self.sessions().entry(id.to_string()).or_default().shared = shared;
         read

@@ -75,7 +75,7 @@ pub fn read(
             },
             acp::ContentBlock::ResourceLink(link) => match shareable(&link.uri, cwd, shared) {
                 Some(path) => attachments.push(
-                    crate::cmd::ask::file(&path, cap)
+                    crate::cmd::search::file(&path, cap)
                         .map_err(|e| invalid(format!("the linked file {}: {e:#}", link.uri)))?,
                 ),
                 None => links.push(format!("[{}]({})", link.name, link.uri)),
