@@ -1,5 +1,5 @@
-//! Steering sessions: `sessions`, `show`, `path`, `fork`, `clear`, `name`, `rm`, `restore`.
-//! Everything is recorded in the transcripts themselves; nothing here talks to an engine.
+//! `cca show`: a session's conversation for a person (rendered on a terminal, through the
+//! pager), read from the file in pieces so that memory does not grow with it.
 
 use std::fs::File;
 use std::io::{self, BufReader, IsTerminal, Read, Write};
@@ -7,154 +7,24 @@ use std::ops::Range;
 use std::os::unix::fs::FileExt;
 
 use anyhow::{Context, Result};
-use serde_json::json;
 
-use super::{print, print_with};
-use crate::config::{Flags, Settings};
+use super::print_with;
+use super::sessions::{estimate_tokens, local_time_with};
+use crate::cli::ShowArgs;
+use crate::config::Flags;
 use crate::error::{Failure, exit};
-use crate::front::signals;
-use crate::front::terminal::{
-    Mode, Spinner, cost_line, rendering, say, say_waiting, spinner_wanted,
-};
+use crate::front::terminal::{Mode, cost_line, rendering};
 use crate::human::human_bytes;
 use crate::render;
-use crate::run::{Cancel, Interrupted, Progress};
 use crate::session::{self, settings};
-use crate::store::{self, Appender, Repointed, Store};
+use crate::store;
 use crate::transcript::{
-    self, Direction, Event, Header, Kind, MarkerEscaper, Meta, Record, Summary, Totals,
+    self, Direction, Event, Header, Kind, MarkerEscaper, Meta, Summary, Totals,
 };
 
-/// `cca sessions`
-pub fn list(
-    json_output: bool,
-    limit: Option<usize>,
-    here: bool,
-    engine: Option<&str>,
-    since: Option<&str>,
-) -> Result<u8> {
-    let (settings, store) = settings(&Flags::default())?;
-    let since = since.map(|d| super::parse_date(d, settings.now(), false)).transpose()?;
-    let here = if here { Some(super::current_dir()?) } else { None };
-    let mut listed = store.listing()?;
-    let stored = listed.len();
-    if here.is_some() || engine.is_some() || since.is_some() {
-        // A transcript that cannot be read has no folder, engine or time to match.
-        listed.retain(|l| {
-            l.unreadable.is_none()
-                && here.as_ref().is_none_or(|here| std::path::Path::new(&l.cwd).starts_with(here))
-                && engine.is_none_or(|e| l.engine == e)
-                && since.is_none_or(|since| {
-                    chrono::DateTime::parse_from_rfc3339(&l.last_activity)
-                        .is_ok_and(|t| t.to_utc() >= since)
-                })
-        });
-    }
-    listed.sort_by_cached_key(|l| {
-        std::cmp::Reverse((l.last_activity.clone(), store::sort_key(&l.id)))
-    });
-    listed.truncate(limit.unwrap_or(usize::MAX));
-    let followed = session::followed(&settings, &store).ok();
-    if json_output {
-        let items: Vec<_> = listed
-            .iter()
-            .map(|l| {
-                json!({
-                    "id": l.id,
-                    "path": store.session_path(&l.id).to_string_lossy(),
-                    "title": l.title,
-                    "name": l.name,
-                    "cwd": l.cwd,
-                    "created": l.created,
-                    "last_activity": l.last_activity,
-                    "turns": l.turns,
-                    "engine": l.engine,
-                    "model": l.model,
-                    "prompt": l.prompt,
-                    "forked_from": l.forked_from,
-                    "usage": {
-                        "input_tokens": l.totals.input_tokens,
-                        "output_tokens": l.totals.output_tokens,
-                        "cost_usd": l.totals.cost_usd,
-                        "left_out": l.totals.left_out,
-                    },
-                    "live_bytes": l.live_bytes,
-                    "live_tokens_estimate": estimate_tokens(&settings, &l.engine, l.live_bytes),
-                    "full_bytes": l.full_bytes,
-                    "problems": l.problems,
-                    "unreadable": l.unreadable,
-                    "followed": followed.as_deref() == Some(l.id.as_str()),
-                })
-            })
-            .collect();
-        print(&format!("{}\n", serde_json::Value::Array(items)))?;
-        return Ok(exit::OK);
-    }
-    if listed.is_empty() && stored > 0 {
-        say(&format!(
-            "cca: none of the {stored} sessions matches the filters (--here, --engine, --since)"
-        ));
-        return Ok(exit::OK);
-    }
-    if listed.is_empty() {
-        say("cca: no sessions yet; start one with `cca search \"your question\"`");
-        return Ok(exit::OK);
-    }
-    let width = listed.iter().map(|l| l.id.len()).max().unwrap_or(0);
-    let when =
-        chrono::format::StrftimeItems::new("%Y-%m-%d %H:%M").parse().expect("a valid format");
-    let mut out = String::new();
-    for l in &listed {
-        let mark = if followed.as_deref() == Some(l.id.as_str()) { '*' } else { ' ' };
-        let line = match &l.unreadable {
-            Some(why) => format!("{mark} {:<width$}  unreadable: {why}\n", l.id),
-            None => format!(
-                "{mark} {:<width$}  {}  {:>3} {}  {:<7} {}\n",
-                l.id,
-                local_time_with(&l.last_activity, &when),
-                l.turns,
-                if l.turns == 1 { "turn " } else { "turns" },
-                transcript::one_line(&l.engine, 40),
-                match &l.name {
-                    Some(name) => format!(
-                        "{} · {}",
-                        transcript::one_line(name, 40),
-                        transcript::one_line(&l.title, 70)
-                    ),
-                    None => transcript::one_line(&l.title, 70),
-                }
-            ),
-        };
-        out.push_str(&line);
-    }
-    print(&out)?;
-    Ok(exit::OK)
-}
-
-/// The token estimate of the session's engine (its `bytes_per_token`), or the default one for
-/// an engine no longer configured.
-fn estimate_tokens(settings: &Settings, engine: &str, bytes: u64) -> u64 {
-    match settings.engines.get(engine) {
-        Some(engine) => engine.tokens(bytes),
-        None => (bytes as f64 / crate::engine::BYTES_PER_TOKEN).ceil() as u64,
-    }
-}
-
-fn local_time(rfc3339: &str) -> String {
-    let when =
-        chrono::format::StrftimeItems::new("%Y-%m-%d %H:%M").parse().expect("a valid format");
-    local_time_with(rfc3339, &when)
-}
-
-/// An RFC 3339 time as local `YYYY-MM-DD HH:MM`, with the format parsed once by the caller.
-fn local_time_with(rfc3339: &str, format: &[chrono::format::Item]) -> String {
-    chrono::DateTime::parse_from_rfc3339(rfc3339)
-        .map(|t| t.with_timezone(&chrono::Local).format_with_items(format.iter()).to_string())
-        .unwrap_or_else(|_| rfc3339.to_string())
-}
-
 /// `cca show`
-pub fn show(id: Option<&str>, raw: bool) -> Result<u8> {
+pub(crate) fn run(args: &ShowArgs) -> Result<u8> {
+    let (id, raw) = (args.id.as_deref(), args.raw);
     let (settings, store) = settings(&Flags::default())?;
     let id = session::chosen(&settings, &store, id)?;
     let path = store.session_path(&id);
@@ -377,6 +247,13 @@ struct Content<'a> {
     clean: bool,
 }
 
+/// An RFC 3339 time as local `YYYY-MM-DD HH:MM`.
+fn local_time(rfc3339: &str) -> String {
+    let when =
+        chrono::format::StrftimeItems::new("%Y-%m-%d %H:%M").parse().expect("a valid format");
+    local_time_with(rfc3339, &when)
+}
+
 /// What `cca show` prints above the records.
 fn readable_head(
     h: &Header,
@@ -521,333 +398,10 @@ impl<R: Read> Read for Utf8Checked<R> {
     }
 }
 
-/// `cca path`
-pub fn path(id: Option<&str>) -> Result<u8> {
-    let (settings, store) = settings(&Flags::default())?;
-    let id = session::chosen(&settings, &store, id)?;
-    print(&format!("{}\n", store.session_path(&id).display()))?;
-    Ok(exit::OK)
-}
-
-/// `cca fork`
-pub fn fork(id: Option<&str>, at: Option<u64>) -> Result<u8> {
-    let (settings, store) = settings(&Flags::default())?;
-    let source = session::chosen(&settings, &store, id)?;
-    let new = fork_session(&settings, &store, &source, at)?;
-    print(&format!("{new}\n"))?;
-    say(&format!("cca: forked {source} into {new}; it is now the latest session"));
-    Ok(exit::OK)
-}
-
-/// Creates a session from the first `at` exchanges of `source` (all by default); returns its id.
-pub fn fork_session(
-    settings: &Settings,
-    store: &Store,
-    source: &str,
-    at: Option<u64>,
-) -> Result<String> {
-    let _lock = store.lock(source, true, || say_waiting(source))?;
-    let (summary, exchange_ends) = store.summarize_with_ends(source)?;
-    let n = at.unwrap_or(summary.exchanges);
-    if at == Some(0) {
-        return Err(Failure::usage("a fork at 0 would keep nothing of the session")
-            .hint("keep at least one exchange (`--at 1`), or start anew with `cca search \"...\"`")
-            .into());
-    }
-    if n > summary.exchanges {
-        return Err(Failure::usage(format!(
-            "session {source} has {} exchange(s); cannot fork at {n}",
-            summary.exchanges
-        ))
-        .into());
-    }
-    let end = match n {
-        0 => summary.header_end,
-        n => exchange_ends[n as usize - 1],
-    };
-    let mut body = vec![0u8; (end - summary.header_end) as usize];
-    std::os::unix::fs::FileExt::read_exact_at(
-        &store.open_session(source)?,
-        &mut body,
-        summary.header_end,
-    )
-    .with_context(|| format!("cannot read {}", store.session_path(source).display()))?;
-    let body = String::from_utf8(body).context("the transcript is not UTF-8")?;
-    let now = settings.now();
-    let header = Header {
-        created: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        forked_from: Some(transcript::ForkedFrom { session: source.to_string(), turn: n }),
-        // A name belongs to one session: the fork starts without one.
-        name: None,
-        // The fork is cca's own: importing again never writes into it.
-        imported: None,
-        ..summary.header
-    };
-    let stamp = now.format("%Y%m%d-%H%M%S").to_string();
-    let id = store.create_session(&stamp, |id| {
-        transcript::render_header(&Header { id: id.to_string(), ..header.clone() }) + &body
-    })?;
-    store.set_latest(&id)?;
-    Ok(id)
-}
-
-/// `cca clear`
-pub fn clear(id: Option<&str>) -> Result<u8> {
-    let (settings, store) = settings(&Flags::default())?;
-    let id = session::chosen(&settings, &store, id)?;
-    clear_session(&settings, &store, &id)?;
-    say(&format!(
-        "cca: cleared {id}: its next turn starts without the history (the file keeps it)"
-    ));
-    Ok(exit::OK)
-}
-
-pub fn clear_session(settings: &Settings, store: &Store, id: &str) -> Result<()> {
-    let _lock = store.lock(id, true, || say_waiting(id))?;
-    let summary = repaired_summary(settings, store, id)?;
-    let record = Record {
-        kind: Kind::Clear,
-        meta: Meta { at: Some(settings.now_string()), ..Meta::default() },
-        content: String::new(),
-    };
-    Appender::open(store, id)?
-        .append(transcript::render_record(&record, summary.exchanges + 1).as_bytes())
-}
-
-/// The summary of a session records are about to be appended to, its cut-off last record
-/// repaired first (saying so). Call it holding the session's lock.
-fn repaired_summary(settings: &Settings, store: &Store, id: &str) -> Result<Summary> {
-    let summary = store.summarize_to_append(id)?;
-    match crate::turn::repair_cut_off(settings, store, id, &summary)? {
-        Some(note) => {
-            say(&format!("cca: {note}"));
-            store.summarize_to_append(id)
-        }
-        None => Ok(summary),
-    }
-}
-
-/// `cca name [ID] NAME`, `cca name --clear [ID]`
-pub fn name(first: Option<&str>, second: Option<&str>, clear: bool) -> Result<u8> {
-    let (settings, store) = settings(&Flags::default())?;
-    // One word is the name (for the followed session); two are the session and the name.
-    let (target, new_name) = match (first, second, clear) {
-        (target, None, true) => (target, None),
-        (_, Some(_), true) => {
-            return Err(Failure::usage("`cca name --clear` takes only the session")
-                .hint("cca name --clear ID")
-                .into());
-        }
-        (Some(target), Some(name), false) => (Some(target), Some(name)),
-        (Some(name), None, false) | (None, Some(name), false) => (None, Some(name)),
-        (None, None, false) => {
-            return Err(Failure::usage("give the session a name")
-                .hint("cca name rust-locks (the followed session), or cca name ID rust-locks")
-                .into());
-        }
-    };
-    if let Some(name) = new_name {
-        store::validate_name(name)?;
-    }
-    let id = session::chosen(&settings, &store, target)?;
-    let _names = store.lock_names(|| say("cca: another cca is naming a session; waiting…"))?;
-    let _lock = store.lock(&id, true, || say_waiting(&id))?;
-    let summary = store.summarize(&id)?;
-    if let Some(name) = new_name {
-        if name != id && store.session_path(name).is_file() {
-            return Err(Failure::usage(format!("`{name}` is the id of another session"))
-                .hint("choose another name")
-                .into());
-        }
-        let taken =
-            store.listing()?.into_iter().find(|l| l.id != id && l.name.as_deref() == Some(name));
-        if let Some(other) = taken {
-            return Err(Failure::usage(format!(
-                "the name `{name}` is taken by session {}",
-                other.id
-            ))
-            .hint(format!(
-                "take it away first (`cca name --clear {}`), or choose another",
-                other.id
-            ))
-            .into());
-        }
-    }
-    if summary.header.name.as_deref() != new_name {
-        let header = Header { name: new_name.map(String::from), ..summary.header.clone() };
-        store.rewrite_header(&id, &header, summary.header_end)?;
-    }
-    match new_name {
-        Some(name) => say(&format!(
-            "cca: {id} is named {name}; use it wherever an id goes (`cca show {name}`)"
-        )),
-        None => say(&format!("cca: {id} has no name now")),
-    }
-    Ok(exit::OK)
-}
-
-/// `cca compact`
-pub fn compact(id: Option<&str>, keep: Option<u64>, fail_fast: bool) -> Result<u8> {
-    let (settings, store) = settings(&Flags { fail_fast, ..Flags::default() })?;
-    let id = session::chosen(&settings, &store, id)?;
-    compact_session(&settings, &store, &id, keep)
-}
-
-/// Summarises a session's older turns now, saying how it went on stderr: `cca compact`, and
-/// `/compact` in `cca chat`.
-pub fn compact_session(
-    settings: &Settings,
-    store: &Store,
-    id: &str,
-    keep: Option<u64>,
-) -> Result<u8> {
-    let _lock = store.lock(id, true, || say_waiting(id))?;
-    let summary = repaired_summary(settings, store, id)?;
-    let (engine, model) = session::engine_and_model(settings, &summary.header, false)?;
-    let ctx = session::Session { settings, store, id, engine, model: model.as_deref() };
-    let mut spinner = Spinner::default();
-    if spinner_wanted(settings) {
-        spinner.start(&format!("waiting for {} to summarise", engine.name));
-    }
-    let keep = keep.unwrap_or(settings.compaction.keep_recent);
-    let cancel = Cancel::new();
-    let _signals = signals::route_to(&cancel)?;
-    let compacted =
-        crate::compact::compact(&ctx, &summary, keep, &cancel, &mut |progress| match progress {
-            Progress::Stderr(bytes) => spinner.stderr(bytes),
-            Progress::Retry(note) => spinner.stderr(format!("{note}\n").as_bytes()),
-            Progress::Tool(call) => spinner.stderr(format!("· {}\n", call.summary()).as_bytes()),
-            Progress::Stopping => spinner.clear(),
-            Progress::Text(_) | Progress::ToolStarted(_) | Progress::Steer(_) => {}
-        });
-    spinner.clear();
-    match compacted {
-        Ok(Some(c)) => {
-            say(&format!(
-                "cca: {} of {id} {} now a summary: {} -> {} of context",
-                crate::human::turns(c.first, c.through),
-                if c.first == c.through { "is" } else { "are" },
-                human_bytes(c.bytes_before),
-                human_bytes(c.bytes_after)
-            ));
-            Ok(exit::OK)
-        }
-        Ok(None) => {
-            say(&format!(
-                "cca: nothing to compact in {id}: it has {} live exchange(s), and the last {keep} are kept",
-                summary.live.exchanges.len()
-            ));
-            Ok(exit::OK)
-        }
-        Err(e) => match e.downcast_ref::<Interrupted>() {
-            Some(Interrupted(why)) => {
-                say("cca: interrupted; nothing changed");
-                Ok(why.exit_code())
-            }
-            None => Err(e.context(format!("compaction of {id} failed; nothing changed"))),
-        },
-    }
-}
-
-/// `cca rm`
-pub fn remove(ids: &[String], purge: bool) -> Result<u8> {
-    let (settings, store) = settings(&Flags::default())?;
-    // Resolve all first: one bad id removes nothing. With --purge, a session in the trash is
-    // found there.
-    let found: Vec<(String, bool)> = ids
-        .iter()
-        .map(|id| match store.resolve_id(id) {
-            Ok(id) => Ok((id, false)),
-            Err(e) if purge => store.resolve_trashed(id).map(|id| (id, true)).map_err(|_| e),
-            Err(e) => Err(e),
-        })
-        .collect::<Result<_>>()?;
-    for (id, trashed) in &found {
-        if *trashed {
-            store.purge_trashed(id)?;
-            say(&format!("cca: deleted {id} (it was in the trash)"));
-            continue;
-        }
-        let _lock = store.lock(id, true, || say_waiting(id))?;
-        let repointed = store.remove(id, purge)?;
-        if purge {
-            say(&format!("cca: deleted {id}"));
-        } else {
-            say(&format!(
-                "cca: moved {id} to {} (`cca restore {id}` brings it back)",
-                store.trash_dir().display()
-            ));
-        }
-        // `,` followed the removed session: never a silent switch to another conversation.
-        let followed_by_env = settings.session.is_some();
-        match repointed {
-            Repointed::To(now) if !followed_by_env => {
-                let title =
-                    store.summarize_unlocked(&now).map(|s| s.header.title).unwrap_or_default();
-                say(&format!(
-                    "cca: `latest` pointed at {id}; it now points at {now} ({title}): `,` continues that one"
-                ));
-                say(
-                    "hint: continue another with `cca search -s ID`, or `cca sessions` to see them",
-                );
-            }
-            Repointed::Nowhere if !followed_by_env => {
-                say("cca: no session is left: `,` has nothing to continue until a new one starts");
-            }
-            _ => {}
-        }
-    }
-    Ok(exit::OK)
-}
-
-/// `cca restore`
-pub fn restore(ids: &[String]) -> Result<u8> {
-    let (_, store) = settings(&Flags::default())?;
-    if ids.is_empty() {
-        let trash = store.trash_ids();
-        if trash.is_empty() {
-            say("cca: the trash is empty");
-        } else {
-            // Newest first, with what each was about, as `cca sessions` lists them.
-            let lines: String = trash
-                .iter()
-                .rev()
-                .map(|id| match store.trashed_header(id) {
-                    Some(h) => {
-                        let when = h.created.replace('T', " ").trim_end_matches('Z').to_string();
-                        format!("{id}  {when}  {}\n", h.title)
-                    }
-                    None => format!("{id}  (cannot be read)\n"),
-                })
-                .collect();
-            print(&lines)?;
-        }
-        return Ok(exit::OK);
-    }
-    for id in ids {
-        store.restore(id)?;
-        say(&format!("cca: restored {id}"));
-        // Names are unique; one taken while this session was in the trash is now on two.
-        let name = store.summarize(id).ok().and_then(|s| s.header.name);
-        if let Some(name) = name {
-            let listed = store.listing()?;
-            if let Some(other) =
-                listed.iter().find(|l| l.id != *id && l.name.as_deref() == Some(name.as_str()))
-            {
-                say(&format!(
-                    "cca: warning: {} is named {name} too; the name finds neither until one is renamed",
-                    other.id
-                ));
-                say(&format!("hint: cca name --clear {id}, or cca name {id} NEW-NAME"));
-            }
-        }
-    }
-    Ok(exit::OK)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transcript::Record;
     use crate::transcript::testing::any_kind;
     use proptest::prelude::*;
     use transcript::Transcript;
