@@ -302,6 +302,16 @@ pub struct SessionsArgs {
     pub since: Option<String>,
 }
 
+/// The session a command is about, when it is about one: `cca show`, `path`, `fork`, `clear`,
+/// `compact` and `export` take it alike.
+#[derive(Debug, Args)]
+pub struct SessionArg {
+    /// The session: an id, any unique start of one, or its name [default: $CCA_SESSION, else
+    /// latest]
+    #[arg(value_name = "ID", add = session_candidates())]
+    pub id: Option<String>,
+}
+
 /// `cca name`'s options.
 #[derive(Debug, Args)]
 pub struct NameArgs {
@@ -320,10 +330,8 @@ pub struct NameArgs {
 /// `cca show`'s options.
 #[derive(Debug, Args)]
 pub struct ShowArgs {
-    /// The session: an id, any unique start of one, or its name [default: $CCA_SESSION, else
-    /// latest]
-    #[arg(value_name = "ID", add = session_candidates())]
-    pub id: Option<String>,
+    #[command(flatten)]
+    pub session: SessionArg,
     /// Print the file as it is (markers and all; never rendered)
     #[arg(long)]
     pub raw: bool,
@@ -332,19 +340,15 @@ pub struct ShowArgs {
 /// `cca path`'s options.
 #[derive(Debug, Args)]
 pub struct PathArgs {
-    /// The session: an id, any unique start of one, or its name [default: $CCA_SESSION, else
-    /// latest]
-    #[arg(value_name = "ID", add = session_candidates())]
-    pub id: Option<String>,
+    #[command(flatten)]
+    pub session: SessionArg,
 }
 
 /// `cca fork`'s options.
 #[derive(Debug, Args)]
 pub struct ForkArgs {
-    /// The session: an id, any unique start of one, or its name [default: $CCA_SESSION, else
-    /// latest]
-    #[arg(value_name = "ID", add = session_candidates())]
-    pub id: Option<String>,
+    #[command(flatten)]
+    pub session: SessionArg,
     /// Keep the first N exchanges [default: all]
     #[arg(long, value_name = "N")]
     pub at: Option<u64>,
@@ -353,19 +357,15 @@ pub struct ForkArgs {
 /// `cca clear`'s options.
 #[derive(Debug, Args)]
 pub struct ClearArgs {
-    /// The session: an id, any unique start of one, or its name [default: $CCA_SESSION, else
-    /// latest]
-    #[arg(value_name = "ID", add = session_candidates())]
-    pub id: Option<String>,
+    #[command(flatten)]
+    pub session: SessionArg,
 }
 
 /// `cca compact`'s options.
 #[derive(Debug, Args)]
 pub struct CompactArgs {
-    /// The session: an id, any unique start of one, or its name [default: $CCA_SESSION, else
-    /// latest]
-    #[arg(value_name = "ID", add = session_candidates())]
-    pub id: Option<String>,
+    #[command(flatten)]
+    pub session: SessionArg,
     /// Keep this many recent exchanges verbatim [default: keep_recent from config, 4]
     #[arg(long, value_name = "N")]
     pub keep: Option<u64>,
@@ -399,10 +399,8 @@ pub struct ExportArgs {
     /// The tool to hand the session to
     #[arg(value_enum)]
     pub tool: ExportTool,
-    /// The session: an id, any unique start of one, or its name [default: $CCA_SESSION, else
-    /// latest]
-    #[arg(value_name = "ID", add = session_candidates())]
-    pub id: Option<String>,
+    #[command(flatten)]
+    pub session: SessionArg,
 }
 
 /// `cca init`'s options.

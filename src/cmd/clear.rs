@@ -11,7 +11,7 @@ use crate::session::{self, settings};
 /// `cca clear`
 pub(crate) fn run(args: &ClearArgs) -> Result<u8> {
     let (settings, store) = settings(&Flags::default())?;
-    let id = session::chosen(&settings, &store, args.id.as_deref())?;
+    let id = session::chosen(&settings, &store, args.session.id.as_deref())?;
     session::clear(&settings, &store, &id, || say_waiting(&id), said_note)?;
     say(&format!(
         "cca: cleared {id}: its next turn starts without the history (the file keeps it)"

@@ -16,7 +16,7 @@ use crate::store::Store;
 /// `cca compact`
 pub(crate) fn run(args: &CompactArgs) -> Result<u8> {
     let (settings, store) = settings(&Flags { fail_fast: args.fail_fast, ..Flags::default() })?;
-    let id = session::chosen(&settings, &store, args.id.as_deref())?;
+    let id = session::chosen(&settings, &store, args.session.id.as_deref())?;
     compact_session(&settings, &store, &id, args.keep)
 }
 

@@ -37,7 +37,7 @@ struct Turn {
 pub(crate) fn run(args: &ExportArgs) -> Result<u8> {
     let tool = args.tool;
     let (settings, store) = settings(&Flags::default())?;
-    let id = session::chosen(&settings, &store, args.id.as_deref())?;
+    let id = session::chosen(&settings, &store, args.session.id.as_deref())?;
     let text = crate::store::read_text(&store.session_path(&id))?;
     let (t, _) = transcript::parse(&text)
         .map_err(|e| crate::store::not_transcript(&store.session_path(&id), &id, e))?;

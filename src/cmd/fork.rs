@@ -12,7 +12,7 @@ use crate::session::{self, settings};
 /// `cca fork`
 pub(crate) fn run(args: &ForkArgs) -> Result<u8> {
     let (settings, store) = settings(&Flags::default())?;
-    let source = session::chosen(&settings, &store, args.id.as_deref())?;
+    let source = session::chosen(&settings, &store, args.session.id.as_deref())?;
     let new = session::fork(&settings, &store, &source, args.at, || say_waiting(&source))?;
     print(&format!("{new}\n"))?;
     say(&format!("cca: forked {source} into {new}; it is now the latest session"));

@@ -11,7 +11,7 @@ use crate::session::{self, settings};
 /// `cca path`
 pub(crate) fn run(args: &PathArgs) -> Result<u8> {
     let (settings, store) = settings(&Flags::default())?;
-    let id = session::chosen(&settings, &store, args.id.as_deref())?;
+    let id = session::chosen(&settings, &store, args.session.id.as_deref())?;
     print(&format!("{}\n", store.session_path(&id).display()))?;
     Ok(exit::OK)
 }

@@ -24,7 +24,7 @@ use crate::transcript::{
 
 /// `cca show`
 pub(crate) fn run(args: &ShowArgs) -> Result<u8> {
-    let (id, raw) = (args.id.as_deref(), args.raw);
+    let (id, raw) = (args.session.id.as_deref(), args.raw);
     let (settings, store) = settings(&Flags::default())?;
     let id = session::chosen(&settings, &store, id)?;
     let path = store.session_path(&id);
