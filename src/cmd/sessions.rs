@@ -14,8 +14,8 @@ use crate::transcript;
 
 /// `cca sessions`
 pub(crate) fn run(args: &SessionsArgs) -> Result<u8> {
-    let SessionsArgs { json: json_output, limit, here, ref engine, ref since } = *args;
-    let (engine, since) = (engine.as_deref(), since.as_deref());
+    let SessionsArgs { json: json_output, limit, here, .. } = *args;
+    let (engine, since) = (args.engine.as_deref(), args.since.as_deref());
     let (settings, store) = settings(&Flags::default())?;
     let since = since.map(|d| crate::human::parse_date(d, settings.now(), false)).transpose()?;
     let here = if here { Some(session::current_dir()?) } else { None };
