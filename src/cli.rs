@@ -92,14 +92,7 @@ pub enum Command {
     /// turn, asked at once by the running cca. The transcript records it where the engine saw
     /// it. Exits 0 once the running cca has the message, 1 when no turn runs in the session.
     #[command(after_long_help = STEER_EXAMPLES)]
-    Steer {
-        /// The session: an id, or any unique start of one [default: $CCA_SESSION, else latest]
-        #[arg(short, long, value_name = "ID", add = session_candidates())]
-        session: Option<String>,
-        /// The message; read from stdin when not given
-        #[arg(value_name = "MESSAGE")]
-        message: Vec<String>,
-    },
+    Steer(SteerArgs),
 
     /// Serve editors over the Agent Client Protocol (ACP) on stdin and stdout
     ///
@@ -118,39 +111,16 @@ pub enum Command {
     /// session, read a session or some of its exchanges, and list recent sessions. Read-only:
     /// nothing an agent does through it changes a transcript. stdout carries protocol messages
     /// only. Exits 0 when the client closes stdin.
-    Mcp,
+    Mcp(McpArgs),
     /// Runs an engine for cca, ending it with cca (internal: cca starts engines this way)
     #[command(name = "__engine", hide = true)]
-    Engine {
-        /// The cca process the engine must not outlive
-        parent: u32,
-        /// The engine's program and its arguments, after `--`
-        #[arg(last = true, required = true)]
-        command: Vec<std::ffi::OsString>,
-    },
+    Engine(EngineArgs),
 
     /// List sessions, newest first: id, last activity, turns, engine, name and title
     ///
     /// `*` marks the session `--resume` and `,` continue. Fast with thousands of sessions: the
     /// details are cached in $CCA_HOME/index.json and re-read only from changed files.
-    Sessions {
-        /// Print a JSON array for scripts
-        #[arg(long)]
-        json: bool,
-        /// Show at most N sessions
-        #[arg(short = 'n', long, value_name = "N")]
-        limit: Option<usize>,
-        /// Only sessions started in this folder or below it
-        #[arg(long)]
-        here: bool,
-        /// Only sessions started with this engine
-        #[arg(long, value_name = "NAME", add = engine_candidates())]
-        engine: Option<String>,
-        /// Only sessions active since DATE: 2026-11-21, "2026-11-21 10:15", RFC 3339, or a time
-        /// ago such as 3d, 12h, 2w
-        #[arg(long, value_name = "DATE")]
-        since: Option<String>,
-    },
+    Sessions(SessionsArgs),
 
     /// Search what was said in every session: questions, answers, attachments, summaries
     ///
@@ -171,18 +141,7 @@ pub enum Command {
     /// `cca name rust-locks` names the session `--resume` continues; `cca name ID rust-locks`
     /// names another. Names are unique, made of letters, digits, `.`, `-` and `_`, with at
     /// least one letter, and are kept in the transcript's header. `--clear` takes a name away.
-    Name {
-        /// The session (an id, any unique start of one, or its name), when two words are given
-        /// [default: $CCA_SESSION, else latest]
-        #[arg(value_name = "ID", add = session_candidates())]
-        id: Option<String>,
-        /// The name to give it
-        #[arg(value_name = "NAME")]
-        name: Option<String>,
-        /// Take the session's name away instead
-        #[arg(long)]
-        clear: bool,
-    },
+    Name(NameArgs),
 
     /// Show a session's conversation (through $PAGER on a terminal)
     ///
@@ -190,48 +149,22 @@ pub enum Command {
     /// terminal the answers are rendered: headings, lists, highlighted code, aligned tables
     /// (`render` in config.toml: "auto", "always" also when piped, "never"). Piped, each
     /// record is its exact text.
-    Show {
-        /// The session: an id, any unique start of one, or its name [default: $CCA_SESSION, else
-        /// latest]
-        #[arg(value_name = "ID", add = session_candidates())]
-        id: Option<String>,
-        /// Print the file as it is (markers and all; never rendered)
-        #[arg(long)]
-        raw: bool,
-    },
+    Show(ShowArgs),
 
     /// Print a session's file path, for `$EDITOR "$(cca path)"`
     ///
     /// Hand edits are honoured: the next turn sends the edited history.
-    Path {
-        /// The session: an id, any unique start of one, or its name [default: $CCA_SESSION, else
-        /// latest]
-        #[arg(value_name = "ID", add = session_candidates())]
-        id: Option<String>,
-    },
+    Path(PathArgs),
 
     /// Start a new session from the first N exchanges of another; it becomes latest
     ///
     /// The new session records where it came from (`forked_from`); both continue independently.
-    Fork {
-        /// The session: an id, any unique start of one, or its name [default: $CCA_SESSION, else
-        /// latest]
-        #[arg(value_name = "ID", add = session_candidates())]
-        id: Option<String>,
-        /// Keep the first N exchanges [default: all]
-        #[arg(long, value_name = "N")]
-        at: Option<u64>,
-    },
+    Fork(ForkArgs),
 
     /// Clear a session's context: the next turn sends nothing from before
     ///
     /// The file keeps everything; `cca show` marks where the clear happened.
-    Clear {
-        /// The session: an id, any unique start of one, or its name [default: $CCA_SESSION, else
-        /// latest]
-        #[arg(value_name = "ID", add = session_candidates())]
-        id: Option<String>,
-    },
+    Clear(ClearArgs),
 
     /// Summarise a session's older turns now, keeping the most recent ones verbatim
     ///
@@ -239,35 +172,13 @@ pub enum Command {
     /// in the transcript and sent in place of those turns from then on. The file keeps every
     /// turn. cca also does this on its own before a turn that would pass a share of the
     /// engine's context budget ([compaction] in config.toml; --no-compact to skip).
-    Compact {
-        /// The session: an id, any unique start of one, or its name [default: $CCA_SESSION, else
-        /// latest]
-        #[arg(value_name = "ID", add = session_candidates())]
-        id: Option<String>,
-        /// Keep this many recent exchanges verbatim [default: keep_recent from config, 4]
-        #[arg(long, value_name = "N")]
-        keep: Option<u64>,
-        /// Ask the engine not to retry a failing API
-        #[arg(long)]
-        fail_fast: bool,
-    },
+    Compact(CompactArgs),
 
     /// Move sessions to the trash ($CCA_HOME/trash), or delete them with --purge
-    Rm {
-        /// The sessions: ids, unique starts of them, or names
-        #[arg(value_name = "ID", required = true, add = session_candidates())]
-        ids: Vec<String>,
-        /// Delete for good instead of moving to the trash (sessions in the trash too)
-        #[arg(long)]
-        purge: bool,
-    },
+    Rm(RmArgs),
 
     /// Bring sessions back from the trash; with no id, list what the trash holds
-    Restore {
-        /// The sessions to bring back (full ids, as `cca restore` lists them)
-        #[arg(value_name = "ID", add = trash_candidates())]
-        ids: Vec<String>,
-    },
+    Restore(RestoreArgs),
 
     /// Import conversations from Claude Code, gemini, codex or llm as cca sessions
     ///
@@ -288,15 +199,7 @@ pub enum Command {
     /// ~/.gemini/tmp/<project>/chats/, then `gemini --resume UUID`, both from the session's
     /// folder. Prints the id to resume on stdout. Questions, answers (with their tool lines)
     /// and their times are carried; attachments go with their question.
-    Export {
-        /// The tool to hand the session to
-        #[arg(value_enum)]
-        tool: ExportTool,
-        /// The session: an id, any unique start of one, or its name [default: $CCA_SESSION, else
-        /// latest]
-        #[arg(value_name = "ID", add = session_candidates())]
-        id: Option<String>,
-    },
+    Export(ExportArgs),
 
     /// Print shell code that defines the `,` shortcut
     ///
@@ -306,11 +209,7 @@ pub enum Command {
     ///   fish: cca init fish | source
     ///
     /// Then `, and on windows?` continues the latest session.
-    Init {
-        /// The shell to print code for
-        #[arg(value_enum)]
-        shell: InitShell,
-    },
+    Init(InitArgs),
 
     /// Print shell completions (session ids and prompt names complete too)
     ///
@@ -320,11 +219,7 @@ pub enum Command {
     ///   fish: cca completions fish | source
     ///
     /// `make install` puts them where bash-completion, zsh and fish find them.
-    Completions {
-        /// The shell to print completions for
-        #[arg(value_enum)]
-        shell: CompletionShell,
-    },
+    Completions(CompletionsArgs),
 
     /// Print the effective settings and where each came from
     ///
@@ -347,20 +242,195 @@ pub enum Command {
     /// to show them (TERM_PROGRAM, VTE_VERSION, WT_SESSION, KONSOLE_VERSION, TERM; not inside
     /// tmux or screen, TMUX and STY), else the URL follows the text; FORCE_HYPERLINK=1 or 0
     /// decides.
-    Config,
+    Config(ConfigArgs),
 
     /// Check the setup: engines found (path, version), the default, and CCA_HOME's state
     ///
     /// Also reports transcripts that cannot be read, and files others can read. Says what to do
     /// about each problem. Exits 0 when an engine is usable (the other problems are listed), 1
     /// when none is.
-    Doctor,
+    Doctor(DoctorArgs),
 
     /// Print the man page (roff)
     ///
     /// Read it with `cca man | man -l -`; `make install` installs it as cca(1).
-    Man,
+    Man(ManArgs),
 }
+
+/// `cca steer`'s options.
+#[derive(Debug, Args)]
+pub struct SteerArgs {
+    /// The session: an id, or any unique start of one [default: $CCA_SESSION, else latest]
+    #[arg(short, long, value_name = "ID", add = session_candidates())]
+    pub session: Option<String>,
+    /// The message; read from stdin when not given
+    #[arg(value_name = "MESSAGE")]
+    pub message: Vec<String>,
+}
+
+/// `cca mcp` takes no options: its arguments are this empty struct, as every command's are.
+#[derive(Debug, Args)]
+pub struct McpArgs {}
+
+/// `cca __engine`'s arguments.
+#[derive(Debug, Args)]
+pub struct EngineArgs {
+    /// The cca process the engine must not outlive
+    pub parent: u32,
+    /// The engine's program and its arguments, after `--`
+    #[arg(last = true, required = true)]
+    pub command: Vec<std::ffi::OsString>,
+}
+
+/// `cca sessions`'s options.
+#[derive(Debug, Args)]
+pub struct SessionsArgs {
+    /// Print a JSON array for scripts
+    #[arg(long)]
+    pub json: bool,
+    /// Show at most N sessions
+    #[arg(short = 'n', long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Only sessions started in this folder or below it
+    #[arg(long)]
+    pub here: bool,
+    /// Only sessions started with this engine
+    #[arg(long, value_name = "NAME", add = engine_candidates())]
+    pub engine: Option<String>,
+    /// Only sessions active since DATE: 2026-11-21, "2026-11-21 10:15", RFC 3339, or a time
+    /// ago such as 3d, 12h, 2w
+    #[arg(long, value_name = "DATE")]
+    pub since: Option<String>,
+}
+
+/// The session a command is about, when it is about one: `cca show`, `path`, `fork`, `clear`,
+/// `compact` and `export` take it alike.
+#[derive(Debug, Args)]
+pub struct SessionArg {
+    /// The session: an id, any unique start of one, or its name [default: $CCA_SESSION, else
+    /// latest]
+    #[arg(value_name = "ID", add = session_candidates())]
+    pub id: Option<String>,
+}
+
+/// `cca name`'s options.
+#[derive(Debug, Args)]
+pub struct NameArgs {
+    /// The session (an id, any unique start of one, or its name), when two words are given
+    /// [default: $CCA_SESSION, else latest]
+    #[arg(value_name = "ID", add = session_candidates())]
+    pub id: Option<String>,
+    /// The name to give it
+    #[arg(value_name = "NAME")]
+    pub name: Option<String>,
+    /// Take the session's name away instead
+    #[arg(long)]
+    pub clear: bool,
+}
+
+/// `cca show`'s options.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    #[command(flatten)]
+    pub session: SessionArg,
+    /// Print the file as it is (markers and all; never rendered)
+    #[arg(long)]
+    pub raw: bool,
+}
+
+/// `cca path`'s options.
+#[derive(Debug, Args)]
+pub struct PathArgs {
+    #[command(flatten)]
+    pub session: SessionArg,
+}
+
+/// `cca fork`'s options.
+#[derive(Debug, Args)]
+pub struct ForkArgs {
+    #[command(flatten)]
+    pub session: SessionArg,
+    /// Keep the first N exchanges [default: all]
+    #[arg(long, value_name = "N")]
+    pub at: Option<u64>,
+}
+
+/// `cca clear`'s options.
+#[derive(Debug, Args)]
+pub struct ClearArgs {
+    #[command(flatten)]
+    pub session: SessionArg,
+}
+
+/// `cca compact`'s options.
+#[derive(Debug, Args)]
+pub struct CompactArgs {
+    #[command(flatten)]
+    pub session: SessionArg,
+    /// Keep this many recent exchanges verbatim [default: keep_recent from config, 4]
+    #[arg(long, value_name = "N")]
+    pub keep: Option<u64>,
+    /// Ask the engine not to retry a failing API
+    #[arg(long)]
+    pub fail_fast: bool,
+}
+
+/// `cca rm`'s options.
+#[derive(Debug, Args)]
+pub struct RmArgs {
+    /// The sessions: ids, unique starts of them, or names
+    #[arg(value_name = "ID", required = true, add = session_candidates())]
+    pub ids: Vec<String>,
+    /// Delete for good instead of moving to the trash (sessions in the trash too)
+    #[arg(long)]
+    pub purge: bool,
+}
+
+/// `cca restore`'s options.
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// The sessions to bring back (full ids, as `cca restore` lists them)
+    #[arg(value_name = "ID", add = trash_candidates())]
+    pub ids: Vec<String>,
+}
+
+/// `cca export`'s options.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The tool to hand the session to
+    #[arg(value_enum)]
+    pub tool: ExportTool,
+    #[command(flatten)]
+    pub session: SessionArg,
+}
+
+/// `cca init`'s options.
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The shell to print code for
+    #[arg(value_enum)]
+    pub shell: InitShell,
+}
+
+/// `cca completions`'s options.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to print completions for
+    #[arg(value_enum)]
+    pub shell: CompletionShell,
+}
+
+/// `cca config` takes no options: its arguments are this empty struct, as every command's are.
+#[derive(Debug, Args)]
+pub struct ConfigArgs {}
+
+/// `cca doctor` takes no options: its arguments are this empty struct, as every command's are.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {}
+
+/// `cca man` takes no options: its arguments are this empty struct, as every command's are.
+#[derive(Debug, Args)]
+pub struct ManArgs {}
 
 const IMPORT_EXAMPLES: &str = "\
 Examples:

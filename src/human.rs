@@ -1,4 +1,9 @@
-//! Numbers and names as people read them: sizes, signals, turn ranges. Pure.
+//! Numbers and names as people read them: sizes, signals, turn ranges; and dates as people
+//! write them (`--since 3d`). Pure.
+
+use anyhow::Result;
+
+use crate::error::Failure;
 
 /// `1.5 MiB`, `812 bytes`.
 pub fn human_bytes(n: u64) -> String {
@@ -30,11 +35,87 @@ pub fn signal_name(signal: i32) -> String {
     }
 }
 
+/// A point in time as a person types it: `2026-11-21` (local time; the day's start, or its end
+/// with `end_of_day`), `2026-11-21 10:15` or `2026-11-21T10:15:00` (local), RFC 3339, or a time
+/// ago: `30m`, `12h`, `3d`, `2w`.
+pub(crate) fn parse_date(
+    text: &str,
+    now: chrono::DateTime<chrono::Utc>,
+    end_of_day: bool,
+) -> Result<chrono::DateTime<chrono::Utc>> {
+    use chrono::{Local, NaiveDate, NaiveDateTime, TimeDelta, TimeZone, Utc};
+    let t = text.trim();
+    let local = |naive: NaiveDateTime| Local.from_local_datetime(&naive).earliest();
+    let ago = t.find(|c: char| !c.is_ascii_digit()).filter(|&i| i > 0).and_then(|i| {
+        let n: i64 = t[..i].parse().ok()?;
+        match &t[i..] {
+            "m" => TimeDelta::try_minutes(n),
+            "h" => TimeDelta::try_hours(n),
+            "d" => TimeDelta::try_days(n),
+            "w" => TimeDelta::try_weeks(n),
+            _ => None,
+        }
+    });
+    let when = if let Some(ago) = ago {
+        now.checked_sub_signed(ago)
+    } else if let Ok(t) = chrono::DateTime::parse_from_rfc3339(t) {
+        Some(t.with_timezone(&Utc))
+    } else if let Some(naive) =
+        ["%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M"]
+            .iter()
+            .find_map(|f| NaiveDateTime::parse_from_str(t, f).ok())
+    {
+        local(naive).map(|t| t.with_timezone(&Utc))
+    } else if let Ok(day) = NaiveDate::parse_from_str(t, "%Y-%m-%d") {
+        let naive = match end_of_day {
+            false => day.and_hms_opt(0, 0, 0),
+            true => day.and_hms_nano_opt(23, 59, 59, 999_999_999),
+        };
+        naive.and_then(local).map(|t| t.with_timezone(&Utc))
+    } else {
+        None
+    };
+    when.ok_or_else(|| {
+        Failure::usage(format!("`{text}` is not a date cca understands"))
+            .hint("write 2026-11-21, \"2026-11-21 10:15\", 2026-11-21T10:15:00Z, or a time ago: 3d, 12h, 2w")
+            .into()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
     fn one_turn_is_not_a_range() {
         assert_eq!(super::turns(1, 1), "turn 1");
         assert_eq!(super::turns(2, 5), "turns 2-5");
+    }
+
+    #[test]
+    fn dates_as_people_write_them() {
+        use super::parse_date;
+        let now = chrono::DateTime::parse_from_rfc3339("2026-11-21T10:15:00Z").unwrap().to_utc();
+        let at = |s: &str| chrono::DateTime::parse_from_rfc3339(s).unwrap().to_utc();
+        assert_eq!(parse_date("3d", now, false).unwrap(), at("2026-11-18T10:15:00Z"));
+        assert_eq!(parse_date("12h", now, true).unwrap(), at("2026-11-20T22:15:00Z"));
+        assert_eq!(parse_date("2w", now, false).unwrap(), at("2026-11-07T10:15:00Z"));
+        assert_eq!(parse_date("30m", now, false).unwrap(), at("2026-11-21T09:45:00Z"));
+        assert_eq!(
+            parse_date("2026-11-20T08:00:00+01:00", now, false).unwrap(),
+            at("2026-11-20T07:00:00Z")
+        );
+        let local = |s: &str| {
+            use chrono::TimeZone;
+            let naive = chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S").unwrap();
+            chrono::Local.from_local_datetime(&naive).earliest().unwrap().to_utc()
+        };
+        assert_eq!(parse_date("2026-11-20", now, false).unwrap(), local("2026-11-20 00:00:00"));
+        assert!(parse_date("2026-11-20", now, true).unwrap() > local("2026-11-20 23:59:59"));
+        assert_eq!(
+            parse_date("2026-11-20 10:15", now, false).unwrap(),
+            local("2026-11-20 10:15:00")
+        );
+        for bad in ["", "yesterday", "3y", "d", "2026-13-01", "-3d"] {
+            assert!(parse_date(bad, now, false).is_err(), "{bad}");
+        }
     }
 }

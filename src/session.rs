@@ -1,18 +1,19 @@
 //! What a command works on: the settings and the store, which session (`--session`, a prefix,
-//! `CCA_SESSION`, `latest`), and the engine, model and system prompt that answer in it.
-//! Shared by every front end; prints nothing.
+//! `CCA_SESSION`, `latest`), and the engine, model and system prompt that answer in it; and
+//! the operations on a session every front end offers (clear, fork, the repair of a cut-off
+//! record). Shared by every front end; prints nothing: the front end words what happened.
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::config::{self, Env, Flags, PromptChoice, Settings, Source};
 use crate::engine::{self, EngineConfig};
 use crate::error::Failure;
 use crate::prompt::{self, Prompt};
 use crate::run::locate;
-use crate::store::Store;
-use crate::transcript::{self, Header};
+use crate::store::{Appender, Store};
+use crate::transcript::{self, Header, Kind, Meta, Record, Summary};
 
 /// Resolves the settings for a command, given its flags: the one place the process's
 /// environment and the config file are read.
@@ -249,4 +250,122 @@ pub fn named_prompt(store: &Store, name: &str) -> Result<Prompt> {
             ))
             .into()),
     }
+}
+
+/// The folder cca runs in, for `--here` and an MCP client's `cwd`.
+pub(crate) fn current_dir() -> Result<PathBuf> {
+    std::env::current_dir().context("cannot tell which folder this is")
+}
+
+/// Clears a session's context: appends the marker after which nothing before is sent again.
+/// `waiting` is called when another cca holds the session; `noted` is given the note of a
+/// cut-off last record repaired first.
+pub(crate) fn clear(
+    settings: &Settings,
+    store: &Store,
+    id: &str,
+    waiting: impl FnOnce(),
+    noted: impl FnOnce(&str),
+) -> Result<()> {
+    let _lock = store.lock(id, true, waiting)?;
+    let summary = repaired_summary(settings, store, id, noted)?;
+    let record = Record {
+        kind: Kind::Clear,
+        meta: Meta { at: Some(settings.now_string()), ..Meta::default() },
+        content: String::new(),
+    };
+    Appender::open(store, id)?
+        .append(transcript::render_record(&record, summary.exchanges + 1).as_bytes())
+}
+
+/// Creates a session from the first `at` exchanges of `source` (all by default) and makes it
+/// latest; returns its id. `waiting` is called when another cca holds the source.
+pub(crate) fn fork(
+    settings: &Settings,
+    store: &Store,
+    source: &str,
+    at: Option<u64>,
+    waiting: impl FnOnce(),
+) -> Result<String> {
+    let _lock = store.lock(source, true, waiting)?;
+    let (summary, exchange_ends) = store.summarize_with_ends(source)?;
+    let n = at.unwrap_or(summary.exchanges);
+    if at == Some(0) {
+        return Err(Failure::usage("a fork at 0 would keep nothing of the session")
+            .hint("keep at least one exchange (`--at 1`), or start anew with `cca search \"...\"`")
+            .into());
+    }
+    if n > summary.exchanges {
+        return Err(Failure::usage(format!(
+            "session {source} has {} exchange(s); cannot fork at {n}",
+            summary.exchanges
+        ))
+        .into());
+    }
+    let end = match n {
+        0 => summary.header_end,
+        n => exchange_ends[n as usize - 1],
+    };
+    let mut body = vec![0u8; (end - summary.header_end) as usize];
+    std::os::unix::fs::FileExt::read_exact_at(
+        &store.open_session(source)?,
+        &mut body,
+        summary.header_end,
+    )
+    .with_context(|| format!("cannot read {}", store.session_path(source).display()))?;
+    let body = String::from_utf8(body).context("the transcript is not UTF-8")?;
+    let now = settings.now();
+    let header = Header {
+        created: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        forked_from: Some(transcript::ForkedFrom { session: source.to_string(), turn: n }),
+        // A name belongs to one session: the fork starts without one.
+        name: None,
+        // The fork is cca's own: importing again never writes into it.
+        imported: None,
+        ..summary.header
+    };
+    let stamp = now.format("%Y%m%d-%H%M%S").to_string();
+    let id = store.create_session(&stamp, |id| {
+        transcript::render_header(&Header { id: id.to_string(), ..header.clone() }) + &body
+    })?;
+    store.set_latest(&id)?;
+    Ok(id)
+}
+
+/// The summary of a session records are about to be appended to, its cut-off last record
+/// repaired first (`noted` is given the note then). Call it holding the session's lock.
+pub(crate) fn repaired_summary(
+    settings: &Settings,
+    store: &Store,
+    id: &str,
+    noted: impl FnOnce(&str),
+) -> Result<Summary> {
+    let summary = store.summarize_to_append(id)?;
+    match repair_cut_off(settings, store, id, &summary)? {
+        Some(note) => {
+            noted(&note);
+            store.summarize_to_append(id)
+        }
+        None => Ok(summary),
+    }
+}
+
+/// Repairs a record cut off by a crash at the end of the session's file, once, before anything
+/// is appended after it (a turn, a clear, a compaction): appended to it, a record would be read
+/// as part of the cut one. Returns the note to show when it repaired; the caller reads the
+/// summary again then. Call it holding the session's lock.
+pub fn repair_cut_off(
+    settings: &Settings,
+    store: &Store,
+    id: &str,
+    summary: &Summary,
+) -> Result<Option<String>> {
+    let Some(at) = summary.problems.iter().find_map(|p| p.cut_off_at) else { return Ok(None) };
+    let kept =
+        store.set_aside_cut_off(id, at, &settings.now().format("%Y%m%d-%H%M%S").to_string())?;
+    Ok(Some(format!(
+        "note: the last record of session {id} was cut off (cca was stopped while writing \
+         it); it is kept in {}, and the transcript says so",
+        kept.display()
+    )))
 }

@@ -23,7 +23,7 @@ use signal_hook::consts::{SIGINT, SIGTSTP};
 use crate::cli::ChatArgs;
 use crate::error::{Failure, exit};
 use crate::front::signals;
-use crate::front::terminal::{Mode, Terminal, say};
+use crate::front::terminal::{Mode, Terminal, say, say_waiting};
 use crate::run::{Cancel, Stop};
 use crate::session;
 use crate::steer::{self, Inbox};
@@ -44,7 +44,7 @@ Type a message and press Enter; the answer streams, and the exchange is saved.
 Any other /word is refused, not sent; // sends a message that starts with /, and a path
 (/etc/hosts) at the start of a message is sent as typed.";
 
-pub fn run(args: &ChatArgs) -> Result<u8> {
+pub(crate) fn run(args: &ChatArgs) -> Result<u8> {
     let (settings, store) = session::settings(&super::flags(&args.answering))?;
     let mut session: Option<String> = match (&args.session, args.resume) {
         (Some(id), _) => Some(store.resolve_id(id)?),
@@ -252,7 +252,13 @@ fn slash(
         "quit" | "exit" | "q" => return Ok(Flow::Leave),
         "clear" => {
             let id = current()?;
-            super::sessions::clear_session(settings, store, &id)?;
+            crate::session::clear(
+                settings,
+                store,
+                &id,
+                || say_waiting(&id),
+                super::clear::said_note,
+            )?;
             say("cca: context cleared; the next message starts afresh (the file keeps everything)");
         }
         "compact" => {
@@ -264,7 +270,7 @@ fn slash(
                         .hint("/compact 2 keeps the last two exchanges verbatim")
                 })?),
             };
-            super::sessions::compact_session(settings, store, &id, keep)?;
+            super::compact::compact_session(settings, store, &id, keep)?;
         }
         "fork" => {
             let id = current()?;
@@ -275,7 +281,7 @@ fn slash(
                         .map_err(|_| Failure::usage(format!("/fork takes a number, not `{n}`")))?,
                 ),
             };
-            let new = super::sessions::fork_session(settings, store, &id, at)?;
+            let new = crate::session::fork(settings, store, &id, at, || say_waiting(&id))?;
             say(&format!("cca: forked {id} into {new}; now talking in {new}"));
             *session = Some(new);
         }

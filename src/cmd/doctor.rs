@@ -5,12 +5,14 @@ use std::time::Duration;
 
 use anyhow::Result;
 
+use crate::cli::DoctorArgs;
 use crate::config::Flags;
 use crate::error::exit;
 use crate::session;
 use crate::store::Store;
 
-pub fn run() -> Result<u8> {
+/// `cca doctor`
+pub(crate) fn run(_: &DoctorArgs) -> Result<u8> {
     let (settings, store) = session::settings(&Flags::default())?;
     let mut problems: Vec<String> = Vec::new();
     let mut out = format!("cca {}\n\nengines:\n", env!("CARGO_PKG_VERSION"));

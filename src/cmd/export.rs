@@ -17,7 +17,7 @@ use anyhow::{Context, Result};
 use serde_json::{Value, json};
 
 use super::print;
-use crate::cli::ExportTool;
+use crate::cli::{ExportArgs, ExportTool};
 use crate::config::{Flags, Settings};
 use crate::error::{Failure, exit};
 use crate::session::{self, settings};
@@ -33,9 +33,11 @@ struct Turn {
     model: Option<String>,
 }
 
-pub fn run(tool: ExportTool, id: Option<&str>) -> Result<u8> {
+/// `cca export`
+pub(crate) fn run(args: &ExportArgs) -> Result<u8> {
+    let tool = args.tool;
     let (settings, store) = settings(&Flags::default())?;
-    let id = session::chosen(&settings, &store, id)?;
+    let id = session::chosen(&settings, &store, args.session.id.as_deref())?;
     let text = crate::store::read_text(&store.session_path(&id))?;
     let (t, _) = transcript::parse(&text)
         .map_err(|e| crate::store::not_transcript(&store.session_path(&id), &id, e))?;

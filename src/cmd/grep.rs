@@ -30,7 +30,7 @@ const HOLD: usize = 1 << 20;
 const PARKED: usize = 8 << 20;
 
 /// `cca grep`
-pub fn run(args: &GrepArgs) -> Result<u8> {
+pub(crate) fn run(args: &GrepArgs) -> Result<u8> {
     grep(args).map_err(|e| {
         // grep's convention: an error is exit 2, whatever it is.
         let hint = e.chain().find_map(|c| c.downcast_ref::<Failure>()).and_then(|f| f.hint.clone());
@@ -76,12 +76,16 @@ fn grep(args: &GrepArgs) -> Result<u8> {
             GrepRole::User => Role::User,
             GrepRole::Assistant => Role::Assistant,
         }),
-        since: args.since.as_deref().map(|d| super::parse_date(d, now, false)).transpose()?,
-        until: args.until.as_deref().map(|d| super::parse_date(d, now, true)).transpose()?,
+        since: args
+            .since
+            .as_deref()
+            .map(|d| crate::human::parse_date(d, now, false))
+            .transpose()?,
+        until: args.until.as_deref().map(|d| crate::human::parse_date(d, now, true)).transpose()?,
         first_only: args.list,
         positions: false,
     };
-    let here = if args.here { Some(super::current_dir()?) } else { None };
+    let here = if args.here { Some(crate::session::current_dir()?) } else { None };
     let format = if args.list {
         Format::Ids
     } else if args.json {

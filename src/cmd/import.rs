@@ -68,7 +68,7 @@ struct Tally {
     files_with_problems: usize,
 }
 
-pub fn run(args: &ImportArgs) -> Result<u8> {
+pub(crate) fn run(args: &ImportArgs) -> Result<u8> {
     let (settings, store) = settings(&Flags::default())?;
     let tool = match args.source {
         ImportSource::Claude => Tool::Claude,

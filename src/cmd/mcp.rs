@@ -3,11 +3,12 @@
 
 use anyhow::Result;
 
+use crate::cli::McpArgs;
 use crate::config::Flags;
 use crate::session::settings;
 
 /// `cca mcp`
-pub fn run() -> Result<u8> {
+pub(crate) fn run(_: &McpArgs) -> Result<u8> {
     let (settings, store) = settings(&Flags::default())?;
     crate::front::mcp::serve(settings, store)
 }

@@ -4,15 +4,17 @@ use std::io::{self, IsTerminal, Read};
 
 use anyhow::{Context, Result};
 
+use crate::cli::SteerArgs;
 use crate::config::Flags;
 use crate::error::{Failure, exit};
 use crate::session;
 use crate::steer::{self, Reply};
 
-pub fn run(id: Option<&str>, words: &[String]) -> Result<u8> {
+/// `cca steer`
+pub(crate) fn run(args: &SteerArgs) -> Result<u8> {
     let (settings, store) = session::settings(&Flags::default())?;
-    let id = session::chosen(&settings, &store, id)?;
-    let text = message(words)?;
+    let id = session::chosen(&settings, &store, args.session.as_deref())?;
+    let text = message(&args.message)?;
     match steer::send(&store, &id, &text)? {
         Reply::Accepted => {
             crate::front::terminal::say(&format!(

@@ -26,10 +26,10 @@ use serde_json::json;
 
 use super::{content, wire};
 use crate::call::Verdict;
-use crate::cmd::sessions::{clear_session, fork_session};
 use crate::config::{PromptChoice, Settings, Source, Sourced};
 use crate::engine::{McpServer, ToolCall, ToolStatus};
 use crate::error::{Failure, exit};
+use crate::front::terminal::{say, say_waiting};
 use crate::run::{Cancel, Interrupted, Stop};
 use crate::session;
 use crate::steer::Steered;
@@ -460,7 +460,9 @@ impl Acp {
                 let created = now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
                 self.open_unwritten(&now, transcript::Header { created, ..header }, servers)
             }
-            None => match fork_session(&self.settings, &self.store, &source, None) {
+            None => match session::fork(&self.settings, &self.store, &source, None, || {
+                say_waiting(&source)
+            }) {
                 Ok(id) => {
                     self.sessions().entry(id.clone()).or_default().mcp_servers = servers;
                     id
@@ -673,7 +675,7 @@ impl Acp {
         };
         let mut shared =
             std::mem::take(&mut self.sessions().entry(id.to_string()).or_default().shared);
-        let cap = crate::cmd::ask::input_cap(&self.settings);
+        let cap = content::input_cap(&self.settings);
         let read = content::read(blocks, std::path::Path::new(&cwd), &mut shared, cap);
         self.sessions().entry(id.to_string()).or_default().shared = shared;
         read
@@ -825,7 +827,14 @@ impl Acp {
     ) -> Option<Result<String>> {
         let mut words = query.split_whitespace();
         let reply = match words.next()? {
-            "/clear" => clear_session(settings, &self.store, id).map(|()| {
+            "/clear" => session::clear(
+                settings,
+                &self.store,
+                id,
+                || say_waiting(id),
+                |note| say(&format!("cca: {note}")),
+            )
+            .map(|()| {
                 "Context cleared: the next question starts without the turns above (the \
                  transcript keeps them)."
                     .to_string()
@@ -841,7 +850,7 @@ impl Acp {
                         ));
                     }
                 };
-                fork_session(settings, &self.store, id, at).map(|new| {
+                session::fork(settings, &self.store, id, at, || say_waiting(id)).map(|new| {
                     self.sessions().entry(new.clone()).or_default();
                     format!("Forked into session {new}; load it to continue there.")
                 })

@@ -5,7 +5,7 @@
 //! `mcp` serves agents the kept conversations over the Model Context Protocol (`cca mcp`).
 
 pub mod acp;
-mod content;
+pub(crate) mod content;
 pub mod mcp;
 pub mod signals;
 pub mod terminal;

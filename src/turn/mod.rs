@@ -392,25 +392,7 @@ fn open_session(
     }
 }
 
-/// Repairs a record cut off by a crash at the end of the session's file, once, before anything
-/// is appended after it (a turn, a clear, a compaction): appended to it, a record would be read
-/// as part of the cut one. Returns the note to show when it repaired; the caller reads the
-/// summary again then. Call it holding the session's lock.
-pub fn repair_cut_off(
-    settings: &Settings,
-    store: &Store,
-    id: &str,
-    summary: &Summary,
-) -> Result<Option<String>> {
-    let Some(at) = summary.problems.iter().find_map(|p| p.cut_off_at) else { return Ok(None) };
-    let kept =
-        store.set_aside_cut_off(id, at, &settings.now().format("%Y%m%d-%H%M%S").to_string())?;
-    Ok(Some(format!(
-        "note: the last record of session {id} was cut off (cca was stopped while writing \
-         it); it is kept in {}, and the transcript says so",
-        kept.display()
-    )))
-}
+pub(crate) use crate::session::repair_cut_off;
 
 /// Everything about a turn that can be checked before its question is recorded (the model's
 /// name is, by `session::engine_and_model`): text without NUL bytes, images only for an engine

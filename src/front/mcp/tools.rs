@@ -500,7 +500,7 @@ impl Tools {
         text: Option<&str>,
         end_of_day: bool,
     ) -> Result<Option<DateTime<Utc>>, String> {
-        text.map(|t| crate::cmd::parse_date(t, self.settings.now(), end_of_day))
+        text.map(|t| crate::human::parse_date(t, self.settings.now(), end_of_day))
             .transpose()
             .map_err(|e| format!("`{field}`: {}", message(&e)))
     }
@@ -534,7 +534,7 @@ fn cwd(asked: Option<&str>) -> Result<Option<PathBuf>, String> {
     match asked.map(str::trim) {
         None | Some("") => Ok(None),
         Some("here" | ".") => {
-            crate::cmd::current_dir().map(Some).map_err(|e| format!("`cwd`: {e:#}"))
+            crate::session::current_dir().map(Some).map_err(|e| format!("`cwd`: {e:#}"))
         }
         Some(path) if Path::new(path).is_absolute() => Ok(Some(PathBuf::from(path))),
         Some(path) => {

@@ -2,13 +2,15 @@
 
 use anyhow::Result;
 
+use crate::cli::ConfigArgs;
 use crate::config::{Flags, PromptChoice, Render, Source};
 use crate::engine::{HistoryMode, SystemPromptMode};
 use crate::error::exit;
 use crate::session;
 use crate::vars;
 
-pub fn run() -> Result<u8> {
+/// `cca config`
+pub(crate) fn run(_: &ConfigArgs) -> Result<u8> {
     let (settings, store) = session::settings(&Flags::default())?;
     // Which keys the file itself sets, to tell them from defaults (the file parsed already).
     let file: toml::Table =

@@ -1,0 +1,56 @@
+//! `cca restore`: sessions brought back from the trash, or, with no id, what the trash holds.
+
+use anyhow::Result;
+
+use super::print;
+use crate::cli::RestoreArgs;
+use crate::config::Flags;
+use crate::error::exit;
+use crate::front::terminal::say;
+use crate::session::settings;
+
+/// `cca restore`
+pub(crate) fn run(args: &RestoreArgs) -> Result<u8> {
+    let ids = &args.ids;
+    let (_, store) = settings(&Flags::default())?;
+    if ids.is_empty() {
+        let trash = store.trash_ids();
+        if trash.is_empty() {
+            say("cca: the trash is empty");
+        } else {
+            // Newest first, with what each was about, as `cca sessions` lists them.
+            let lines: String = trash
+                .iter()
+                .rev()
+                .map(|id| match store.trashed_header(id) {
+                    Some(h) => {
+                        let when = h.created.replace('T', " ").trim_end_matches('Z').to_string();
+                        format!("{id}  {when}  {}\n", h.title)
+                    }
+                    None => format!("{id}  (cannot be read)\n"),
+                })
+                .collect();
+            print(&lines)?;
+        }
+        return Ok(exit::OK);
+    }
+    for id in ids {
+        store.restore(id)?;
+        say(&format!("cca: restored {id}"));
+        // Names are unique; one taken while this session was in the trash is now on two.
+        let name = store.summarize(id).ok().and_then(|s| s.header.name);
+        if let Some(name) = name {
+            let listed = store.listing()?;
+            if let Some(other) =
+                listed.iter().find(|l| l.id != *id && l.name.as_deref() == Some(name.as_str()))
+            {
+                say(&format!(
+                    "cca: warning: {} is named {name} too; the name finds neither until one is renamed",
+                    other.id
+                ));
+                say(&format!("hint: cca name --clear {id}, or cca name {id} NEW-NAME"));
+            }
+        }
+    }
+    Ok(exit::OK)
+}

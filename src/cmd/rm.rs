@@ -1,0 +1,62 @@
+//! `cca rm`: sessions moved to the trash, or deleted with `--purge`.
+
+use anyhow::Result;
+
+use crate::cli::RmArgs;
+use crate::config::Flags;
+use crate::error::exit;
+use crate::front::terminal::{say, say_waiting};
+use crate::session::settings;
+use crate::store::Repointed;
+
+/// `cca rm`
+pub(crate) fn run(args: &RmArgs) -> Result<u8> {
+    let (ids, purge) = (&args.ids, args.purge);
+    let (settings, store) = settings(&Flags::default())?;
+    // Resolve all first: one bad id removes nothing. With --purge, a session in the trash is
+    // found there.
+    let found: Vec<(String, bool)> = ids
+        .iter()
+        .map(|id| match store.resolve_id(id) {
+            Ok(id) => Ok((id, false)),
+            Err(e) if purge => store.resolve_trashed(id).map(|id| (id, true)).map_err(|_| e),
+            Err(e) => Err(e),
+        })
+        .collect::<Result<_>>()?;
+    for (id, trashed) in &found {
+        if *trashed {
+            store.purge_trashed(id)?;
+            say(&format!("cca: deleted {id} (it was in the trash)"));
+            continue;
+        }
+        let _lock = store.lock(id, true, || say_waiting(id))?;
+        let repointed = store.remove(id, purge)?;
+        if purge {
+            say(&format!("cca: deleted {id}"));
+        } else {
+            say(&format!(
+                "cca: moved {id} to {} (`cca restore {id}` brings it back)",
+                store.trash_dir().display()
+            ));
+        }
+        // `,` followed the removed session: never a silent switch to another conversation.
+        let followed_by_env = settings.session.is_some();
+        match repointed {
+            Repointed::To(now) if !followed_by_env => {
+                let title =
+                    store.summarize_unlocked(&now).map(|s| s.header.title).unwrap_or_default();
+                say(&format!(
+                    "cca: `latest` pointed at {id}; it now points at {now} ({title}): `,` continues that one"
+                ));
+                say(
+                    "hint: continue another with `cca search -s ID`, or `cca sessions` to see them",
+                );
+            }
+            Repointed::Nowhere if !followed_by_env => {
+                say("cca: no session is left: `,` has nothing to continue until a new one starts");
+            }
+            _ => {}
+        }
+    }
+    Ok(exit::OK)
+}
