@@ -33,7 +33,7 @@ use crate::transcript::one_line;
 
 /// Builds the record's text as the outputs of a turn arrive.
 #[derive(Debug, Default)]
-pub struct Kept {
+pub(crate) struct Kept {
     /// Bytes handed out so far.
     len: u64,
     /// Newlines at the end of what was handed out, up to two.
@@ -46,7 +46,7 @@ pub struct Kept {
 
 impl Kept {
     /// The bytes to keep for printed text.
-    pub fn text(&mut self, text: &str) -> String {
+    pub(crate) fn text(&mut self, text: &str) -> String {
         let lead = text.bytes().take_while(|&b| b == b'\n').count();
         if self.waiting.is_empty() || lead == text.len() {
             let mut out = String::new();
@@ -61,12 +61,12 @@ impl Kept {
     }
 
     /// A tool call: its block waits for the text that follows it.
-    pub fn tool(&mut self, call: &ToolCall) {
+    pub(crate) fn tool(&mut self, call: &ToolCall) {
         self.waiting.push(tool_block(call));
     }
 
     /// The bytes to keep at the end of the answer: blocks that no text followed.
-    pub fn finish(&mut self) -> String {
+    pub(crate) fn finish(&mut self) -> String {
         let mut out = String::new();
         self.blocks(false, &mut out);
         out
@@ -115,7 +115,7 @@ impl Kept {
 }
 
 /// A tool call as the record keeps it: its line, then a line per source; ends with a newline.
-pub fn tool_block(call: &ToolCall) -> String {
+pub(crate) fn tool_block(call: &ToolCall) -> String {
     let mut block = format!("> {}\n", call.line());
     for source in &call.sources {
         let title = match one_line(&source.title, 200) {
@@ -129,7 +129,7 @@ pub fn tool_block(call: &ToolCall) -> String {
 
 /// A part of a kept answer, as it was shown: text, or a tool call read back from its block.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Shown<'a> {
+pub(crate) enum Shown<'a> {
     Text(&'a str),
     Tool(ToolCall),
 }
@@ -138,7 +138,7 @@ pub enum Shown<'a> {
 /// editor's replay). A block is a paragraph of its own whose first line is a call's line
 /// (`> NAME: INPUT`, `> NAME (refused): INPUT`) and whose other lines are sources; anything
 /// else is text, passed on exactly.
-pub fn shown(kept: &str) -> Vec<Shown<'_>> {
+pub(crate) fn shown(kept: &str) -> Vec<Shown<'_>> {
     let mut parts = Vec::new();
     let mut text_from = 0;
     let mut at = 0;

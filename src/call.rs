@@ -18,7 +18,7 @@ use crate::transcript::{self, Live};
 use crate::warm;
 
 /// What to send, in which session.
-pub struct Call<'a> {
+pub(crate) struct Call<'a> {
     pub session: &'a Session<'a>,
     pub system: &'a str,
     pub live: &'a std::sync::Arc<Live>,
@@ -33,7 +33,7 @@ pub struct Call<'a> {
 
 /// Context handed over with a question, kept in the transcript and sent in its own tag.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Attachment {
+pub(crate) struct Attachment {
     /// `stdin`, or the file's path as given.
     pub name: String,
     /// The text; for an image, the transcript's link to its stored copy.
@@ -43,18 +43,18 @@ pub struct Attachment {
 }
 
 impl Attachment {
-    pub fn text(name: impl Into<String>, text: String) -> Attachment {
+    pub(crate) fn text(name: impl Into<String>, text: String) -> Attachment {
         Attachment { name: name.into(), text, image: None }
     }
 
-    pub fn image(name: impl Into<String>, image: Image) -> Attachment {
+    pub(crate) fn image(name: impl Into<String>, image: Image) -> Attachment {
         let name = name.into();
         Attachment { text: image.link(&name), name, image: Some(image) }
     }
 }
 
 /// Runs the call. Errors mean the engine did not run (or its output could not be kept).
-pub fn call(
+pub(crate) fn call(
     c: &Call,
     cancel: &Cancel,
     progress: &mut dyn FnMut(Progress),
@@ -225,7 +225,7 @@ fn start_key(c: &Call, program: &std::path::Path) -> Result<String> {
 }
 
 /// The error for a turn larger than the engine takes on stdin.
-pub fn over_limit(bytes: u64, engine: &EngineConfig, limit: u64) -> anyhow::Error {
+pub(crate) fn over_limit(bytes: u64, engine: &EngineConfig, limit: u64) -> anyhow::Error {
     Failure::new(
         exit::ERROR,
         format!(
@@ -241,7 +241,7 @@ pub fn over_limit(bytes: u64, engine: &EngineConfig, limit: u64) -> anyhow::Erro
 
 /// How a call ended.
 #[derive(Debug)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Answered,
     Failed { reason: String, hint: Option<String>, code: u8 },
     Interrupted { why: Stop },
@@ -249,7 +249,7 @@ pub enum Verdict {
 
 impl Verdict {
     /// How a call that did not run to an end (an error before or while running) counts.
-    pub fn of_error(e: &anyhow::Error) -> Verdict {
+    pub(crate) fn of_error(e: &anyhow::Error) -> Verdict {
         if let Some(Interrupted(why)) = e.downcast_ref::<Interrupted>() {
             return Verdict::Interrupted { why: *why };
         }
@@ -264,7 +264,7 @@ impl Verdict {
 
 /// Decides whether the engine answered (docs/DESIGN.md: only a successful, non-empty answer
 /// counts).
-pub fn verdict(engine: &EngineConfig, outcome: &run::EngineRun) -> Verdict {
+pub(crate) fn verdict(engine: &EngineConfig, outcome: &run::EngineRun) -> Verdict {
     if let Some(why) = outcome.interrupted {
         return Verdict::Interrupted { why };
     }

@@ -17,7 +17,7 @@ use crate::transcript::{self, Kind, Live, Meta, Record, Summary};
 
 /// What a compaction folds: the current summary (if any) and every live exchange but the last
 /// `keep`. `None` when there is nothing to fold.
-pub fn plan(live: &Live, keep: u64) -> Option<(Live, u64, u64)> {
+pub(crate) fn plan(live: &Live, keep: u64) -> Option<(Live, u64, u64)> {
     let keep = keep as usize;
     if live.exchanges.len() <= keep {
         return None;
@@ -34,7 +34,7 @@ pub fn plan(live: &Live, keep: u64) -> Option<(Live, u64, u64)> {
 
 /// A compaction that happened.
 #[derive(Debug)]
-pub struct Compacted {
+pub(crate) struct Compacted {
     pub first: u64,
     pub through: u64,
     pub bytes_before: u64,
@@ -43,7 +43,7 @@ pub struct Compacted {
 
 /// How a compaction asked for ended.
 #[derive(Debug)]
-pub enum Compaction {
+pub(crate) enum Compaction {
     /// Older exchanges are now a summary.
     Folded(Compacted),
     /// Nothing to fold: the session has no more than `keep` live exchanges.
@@ -53,7 +53,7 @@ pub enum Compaction {
 impl Compaction {
     /// What happened, in a sentence for every front end: `turns 1-3 of ID are now a summary:
     /// 40.0 KiB -> 3.1 KiB of context`, or why nothing was done. `session` names the session.
-    pub fn sentence(&self, session: Option<&str>) -> String {
+    pub(crate) fn sentence(&self, session: Option<&str>) -> String {
         match self {
             Compaction::Folded(c) => format!(
                 "{}{} {} now a summary: {} -> {} of context",
@@ -75,7 +75,7 @@ impl Compaction {
 /// end. The session is read here, as a summary that the compaction's record is appended after
 /// ([`crate::store::Store::summarize_to_append`]), so that the live index follows the append
 /// without reading the file again.
-pub fn compact(
+pub(crate) fn compact(
     ctx: &Session,
     keep: u64,
     cancel: &Cancel,
@@ -148,7 +148,7 @@ pub fn compact(
 
 /// Why a turn about to be sent should be compacted first.
 #[derive(Debug)]
-pub struct Needed {
+pub(crate) struct Needed {
     pub tokens: u64,
     pub budget: u64,
     pub first: u64,
@@ -157,7 +157,12 @@ pub struct Needed {
 
 /// Whether the turn about to be sent (`system` and `new_bytes` on top of the live context)
 /// would pass the compaction threshold, with something to fold.
-pub fn needed(ctx: &Session, summary: &Summary, system: &str, new_bytes: usize) -> Option<Needed> {
+pub(crate) fn needed(
+    ctx: &Session,
+    summary: &Summary,
+    system: &str,
+    new_bytes: usize,
+) -> Option<Needed> {
     let settings = ctx.settings;
     if !settings.compaction.enabled.value {
         return None;

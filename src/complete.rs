@@ -10,7 +10,7 @@ fn store() -> Option<(Settings, Store)> {
 }
 
 /// Session names, then ids newest first: both work wherever a session is asked for.
-pub fn session_ids() -> Vec<String> {
+pub(crate) fn session_ids() -> Vec<String> {
     let Some((_, store)) = store() else { return Vec::new() };
     let mut ids = store.session_ids().unwrap_or_default();
     ids.sort_by(|a, b| b.cmp(a));
@@ -22,7 +22,7 @@ pub fn session_ids() -> Vec<String> {
 }
 
 /// The ids of the sessions in the trash, newest first, for `cca restore`.
-pub fn trash_ids() -> Vec<String> {
+pub(crate) fn trash_ids() -> Vec<String> {
     let Some((_, store)) = store() else { return Vec::new() };
     let mut ids = store.trash_ids();
     ids.reverse();
@@ -30,7 +30,7 @@ pub fn trash_ids() -> Vec<String> {
 }
 
 /// Built-in prompt names and the user's own under `$CCA_HOME/prompts`.
-pub fn prompt_names() -> Vec<String> {
+pub(crate) fn prompt_names() -> Vec<String> {
     let mut names: Vec<String> = crate::prompt::builtin_names().map(String::from).collect();
     if let Some((_, store)) = store() {
         names.extend(store.prompt_names().unwrap_or_default());
@@ -41,7 +41,7 @@ pub fn prompt_names() -> Vec<String> {
 }
 
 /// claude, gemini, and the engines declared in config.toml.
-pub fn engine_names() -> Vec<String> {
+pub(crate) fn engine_names() -> Vec<String> {
     match store() {
         Some((settings, _)) => settings.engines.into_keys().collect(),
         None => crate::engine::BUILTIN.iter().map(|spec| spec.name.to_string()).collect(),

@@ -7,16 +7,16 @@
 use std::fmt;
 
 /// Exit codes, as documented in docs/REFERENCE.md and the man page.
-pub mod exit {
-    pub const OK: u8 = 0;
+pub(crate) mod exit {
+    pub(crate) const OK: u8 = 0;
     /// The engine failed, or any other error.
-    pub const ERROR: u8 = 1;
+    pub(crate) const ERROR: u8 = 1;
     /// Bad arguments or input: nothing was sent to an engine.
-    pub const USAGE: u8 = 2;
+    pub(crate) const USAGE: u8 = 2;
     /// The session is busy in another terminal and `--no-wait` was given (EX_TEMPFAIL).
-    pub const BUSY: u8 = 75;
+    pub(crate) const BUSY: u8 = 75;
     /// Interrupted by Ctrl-C (128 + SIGINT); cca then dies by SIGINT itself.
-    pub const CTRL_C: u8 = 130;
+    pub(crate) const CTRL_C: u8 = 130;
 }
 
 /// An error with its own exit code and a hint saying what to do next.

@@ -2,7 +2,7 @@
 
 /// The fence to put around `text`: backticks, one more than the longest run in it and at least
 /// three, so that nothing in the text closes the fence early.
-pub fn for_text(text: &str) -> String {
+pub(crate) fn for_text(text: &str) -> String {
     let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
     "`".repeat(longest.max(2) + 1)
 }

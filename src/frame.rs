@@ -345,6 +345,7 @@ impl<S: Source + ?Sized, W: Write> PieceWriter<'_, S, W> {
 }
 
 /// The pieces as one string (stored content read from `source`).
+#[cfg(any(test, feature = "testing"))]
 pub fn to_string(pieces: &[Piece], source: &(impl Source + ?Sized)) -> io::Result<String> {
     let mut out = Vec::new();
     write(pieces, source, &mut out)?;

@@ -6,7 +6,7 @@ use anyhow::Result;
 use crate::error::Failure;
 
 /// `1.5 MiB`, `812 bytes`.
-pub fn human_bytes(n: u64) -> String {
+pub(crate) fn human_bytes(n: u64) -> String {
     match n {
         n if n >= 1 << 30 => format!("{:.1} GiB", n as f64 / (1u64 << 30) as f64),
         n if n >= 1 << 20 => format!("{:.1} MiB", n as f64 / (1u64 << 20) as f64),
@@ -16,7 +16,7 @@ pub fn human_bytes(n: u64) -> String {
 }
 
 /// `turn 3` for one turn, `turns 1-3` for several.
-pub fn turns(first: u64, through: u64) -> String {
+pub(crate) fn turns(first: u64, through: u64) -> String {
     match first == through {
         true => format!("turn {first}"),
         false => format!("turns {first}-{through}"),
@@ -24,7 +24,7 @@ pub fn turns(first: u64, through: u64) -> String {
 }
 
 /// `Ctrl-C`, `SIGTERM`, `SIGHUP`, `SIGQUIT`, `Ctrl-Z`, `signal N`.
-pub fn signal_name(signal: i32) -> String {
+pub(crate) fn signal_name(signal: i32) -> String {
     match signal {
         signal_hook::consts::SIGINT => "Ctrl-C".into(),
         signal_hook::consts::SIGTERM => "SIGTERM".into(),

@@ -9,6 +9,9 @@
 //! runs each command) are the only code that prints.
 
 #![forbid(unsafe_code)]
+// What only the crate uses is not public: the library's outside is its tests, benchmarks and
+// fuzz targets (and what only they call sits behind the `testing` feature, see Cargo.toml).
+#![warn(unreachable_pub)]
 // No print macros anywhere: they panic when stdout or stderr is closed or full. The front ends
 // write through `front::terminal` (`say`, `print_stdout`), which handle those errors.
 #![warn(clippy::print_stdout, clippy::print_stderr)]
@@ -25,7 +28,7 @@ pub(crate) mod error;
 pub(crate) mod fence;
 pub mod frame;
 pub mod front;
-pub mod grep;
+pub(crate) mod grep;
 pub(crate) mod human;
 pub(crate) mod import;
 pub(crate) mod manpage;

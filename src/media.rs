@@ -12,10 +12,10 @@ use base64::Engine as _;
 use sha2::Digest as _;
 
 /// The largest image cca takes, in bytes: Anthropic's API refuses larger ones.
-pub const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
+pub(crate) const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
 
 /// Where stored images live, under `CCA_HOME`; transcripts link to them as `../files/NAME`.
-pub const FILES_DIR: &str = "files";
+pub(crate) const FILES_DIR: &str = "files";
 
 /// An image attached to a question.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,7 +52,7 @@ impl Image {
 }
 
 /// A name made safe as a markdown link's text: no brackets, backslashes or control characters.
-pub fn link_label(name: &str) -> String {
+pub(crate) fn link_label(name: &str) -> String {
     let label: String = name
         .chars()
         .map(|c| if c.is_control() || matches!(c, '[' | ']' | '\\') { ' ' } else { c })
@@ -61,7 +61,7 @@ pub fn link_label(name: &str) -> String {
 }
 
 /// The kind of image the bytes are, by their magic numbers: PNG, JPEG, GIF, WebP.
-pub fn image_type(bytes: &[u8]) -> Option<&'static str> {
+pub(crate) fn image_type(bytes: &[u8]) -> Option<&'static str> {
     if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
         Some("image/png")
     } else if bytes.starts_with(&[0xff, 0xd8, 0xff]) {
@@ -85,12 +85,12 @@ fn extension(media_type: &str) -> &'static str {
 }
 
 /// Bytes from standard base64 (as ACP carries images), or `None` if it is not base64.
-pub fn from_base64(text: &str) -> Option<Vec<u8>> {
+pub(crate) fn from_base64(text: &str) -> Option<Vec<u8>> {
     base64::engine::general_purpose::STANDARD.decode(text.trim()).ok()
 }
 
 /// How many bytes base64 text of this length decodes to, at most: checked before decoding.
-pub fn decoded_len(base64_len: usize) -> u64 {
+pub(crate) fn decoded_len(base64_len: usize) -> u64 {
     (base64_len as u64).div_ceil(4) * 3
 }
 

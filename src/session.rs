@@ -17,7 +17,7 @@ use crate::transcript::{self, Header, Kind, Meta, Record, Summary};
 
 /// Resolves the settings for a command, given its flags: the one place the process's
 /// environment and the config file are read.
-pub fn settings(flags: &Flags) -> Result<(Settings, Store)> {
+pub(crate) fn settings(flags: &Flags) -> Result<(Settings, Store)> {
     let env = Env::from_process();
     let home = config::home(&env)?;
     let store = Store::new(home.value.clone());
@@ -29,7 +29,7 @@ pub fn settings(flags: &Flags) -> Result<(Settings, Store)> {
 
 /// Creates a session file with its header: the engine, model and prompt from the settings, the
 /// first line of `title` (at most 80 characters), and `cwd`. Returns its id.
-pub fn create(
+pub(crate) fn create(
     settings: &Settings,
     store: &Store,
     now: &chrono::DateTime<chrono::Utc>,
@@ -45,7 +45,7 @@ pub fn create(
 
 /// The header of a new session (its id left empty): the engine, model and prompt the
 /// settings choose now.
-pub fn new_header(
+pub(crate) fn new_header(
     settings: &Settings,
     store: &Store,
     now: &chrono::DateTime<chrono::Utc>,
@@ -74,7 +74,7 @@ pub fn new_header(
 
 /// A session and the engine (and model) that answers in it.
 #[derive(Clone, Copy)]
-pub struct Session<'a> {
+pub(crate) struct Session<'a> {
     pub settings: &'a Settings,
     pub store: &'a Store,
     /// The session's id: its transcript holds the live context.
@@ -84,7 +84,7 @@ pub struct Session<'a> {
 }
 
 /// The session a terminal follows, which `--resume` and `,` continue: `CCA_SESSION`, else `latest`.
-pub fn followed(settings: &Settings, store: &Store) -> Result<String> {
+pub(crate) fn followed(settings: &Settings, store: &Store) -> Result<String> {
     if let Some(session) = &settings.session {
         return store.resolve_id(&session.value).map_err(|e| {
             let var = crate::vars::SESSION;
@@ -103,7 +103,7 @@ pub fn followed(settings: &Settings, store: &Store) -> Result<String> {
 }
 
 /// The session a command is about: the id given (or a unique start of one), else the followed one.
-pub fn chosen(settings: &Settings, store: &Store, id: Option<&str>) -> Result<String> {
+pub(crate) fn chosen(settings: &Settings, store: &Store, id: Option<&str>) -> Result<String> {
     match id {
         Some(id) => store.resolve_id(id),
         None => followed(settings, store),
@@ -112,7 +112,7 @@ pub fn chosen(settings: &Settings, store: &Store, id: Option<&str>) -> Result<St
 
 /// The engine and model that answer in a session: a flag wins; otherwise what the session
 /// started with (a session just `created` has them from the settings already).
-pub fn engine_and_model<'a>(
+pub(crate) fn engine_and_model<'a>(
     settings: &'a Settings,
     header: &Header,
     created: bool,
@@ -140,7 +140,7 @@ pub fn engine_and_model<'a>(
 /// The model a new session on `engine` starts with: `--model`; else the model at the top of
 /// the settings (`model` in config.toml, `CCA_MODEL`) when it belongs to this engine; else the
 /// engine's own (`[engines.NAME] model`), else none (the engine's default).
-pub fn new_session_model(settings: &Settings, engine: &EngineConfig) -> Option<String> {
+pub(crate) fn new_session_model(settings: &Settings, engine: &EngineConfig) -> Option<String> {
     let top = settings.model.as_ref().filter(|m| {
         // A top-level model belongs to the engine named beside it (`engine`, `CCA_ENGINE`),
         // else to the default engine: `-e gemini` never runs gemini with claude's model.
@@ -152,7 +152,7 @@ pub fn new_session_model(settings: &Settings, engine: &EngineConfig) -> Option<S
 
 /// The engine for a turn: a flag wins; then the session's own; then settings; then the first
 /// built-in engine found on PATH.
-pub fn choose_engine(settings: &Settings, header: Option<&Header>) -> String {
+pub(crate) fn choose_engine(settings: &Settings, header: Option<&Header>) -> String {
     if let Some(e) = &settings.engine
         && (e.source == Source::Flag || header.is_none())
     {
@@ -168,7 +168,7 @@ pub fn choose_engine(settings: &Settings, header: Option<&Header>) -> String {
 
 /// The engine new sessions use: the one configured, else the first built-in engine found on
 /// PATH (the first of them if none is, so that the error names it).
-pub fn default_engine(settings: &Settings) -> String {
+pub(crate) fn default_engine(settings: &Settings) -> String {
     if let Some(e) = &settings.engine {
         return e.value.clone();
     }
@@ -186,7 +186,11 @@ fn first_found(settings: &Settings) -> String {
 }
 
 /// The system prompt: a flag wins; a session keeps its own; else settings.
-pub fn load_prompt(settings: &Settings, store: &Store, header: Option<&Header>) -> Result<Prompt> {
+pub(crate) fn load_prompt(
+    settings: &Settings,
+    store: &Store,
+    header: Option<&Header>,
+) -> Result<Prompt> {
     let choice = match header {
         Some(h) if settings.prompt.source != Source::Flag => {
             if h.prompt.starts_with('/') {
@@ -235,7 +239,7 @@ pub fn load_prompt(settings: &Settings, store: &Store, header: Option<&Header>) 
 }
 
 /// A prompt by name: the user's `$CCA_HOME/prompts/NAME.md`, else the built-in.
-pub fn named_prompt(store: &Store, name: &str) -> Result<Prompt> {
+pub(crate) fn named_prompt(store: &Store, name: &str) -> Result<Prompt> {
     prompt::validate_name(name).map_err(Failure::usage)?;
     if let Some(text) = store.read_prompt_override(name)? {
         return Ok(Prompt { name: name.to_string(), text });
@@ -354,7 +358,7 @@ pub(crate) fn repaired_summary(
 /// is appended after it (a turn, a clear, a compaction): appended to it, a record would be read
 /// as part of the cut one. Returns the note to show when it repaired; the caller reads the
 /// summary again then. Call it holding the session's lock.
-pub fn repair_cut_off(
+pub(crate) fn repair_cut_off(
     settings: &Settings,
     store: &Store,
     id: &str,

@@ -26,7 +26,7 @@ use crate::error::{Failure, exit};
 use crate::store::{DIR_MODE, FILE_MODE, Store, set_mode};
 
 /// The largest steer message, in bytes (a steer is guidance, not a document).
-pub const MAX_BYTES: usize = 256 * 1024;
+pub(crate) const MAX_BYTES: usize = 256 * 1024;
 
 /// How long a connection may take to send its message, all of it.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -36,7 +36,7 @@ const MAX_CONNECTIONS: usize = 16;
 
 /// What became of a steer, as a turn reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Steered<'a> {
+pub(crate) enum Steered<'a> {
     /// It arrived and waits for the engine.
     Queued(&'a str),
     /// The engine took it (several sent together are taken as one message): what the engine
@@ -48,7 +48,7 @@ pub enum Steered<'a> {
 
 /// Messages waiting for the running turn, in the order they arrived.
 #[derive(Debug, Clone, Default)]
-pub struct Inbox(Arc<Mutex<InboxState>>);
+pub(crate) struct Inbox(Arc<Mutex<InboxState>>);
 
 #[derive(Debug, Default)]
 struct InboxState {
@@ -58,19 +58,19 @@ struct InboxState {
 }
 
 impl Inbox {
-    pub fn new() -> Inbox {
+    pub(crate) fn new() -> Inbox {
         Inbox::default()
     }
 
     /// Queues a message (already validated) for the running turn.
-    pub fn push(&self, text: String) {
+    pub(crate) fn push(&self, text: String) {
         let mut state = self.lock();
         state.waiting.push_back(text);
         state.fresh += 1;
     }
 
     /// The messages that arrived since the last call, to report as queued (they stay queued).
-    pub fn fresh(&self) -> Vec<String> {
+    pub(crate) fn fresh(&self) -> Vec<String> {
         let mut state = self.lock();
         let n = std::mem::take(&mut state.fresh);
         let skip = state.waiting.len() - n.min(state.waiting.len());
@@ -78,13 +78,13 @@ impl Inbox {
     }
 
     /// Takes every queued message, oldest first.
-    pub fn take_all(&self) -> Vec<String> {
+    pub(crate) fn take_all(&self) -> Vec<String> {
         let mut state = self.lock();
         state.fresh = 0;
         state.waiting.drain(..).collect()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.lock().waiting.is_empty()
     }
 
@@ -94,7 +94,7 @@ impl Inbox {
 }
 
 /// Checks a message as a question is checked: text (UTF-8, no NUL byte), not empty, not huge.
-pub fn validate(bytes: Vec<u8>) -> std::result::Result<String, String> {
+pub(crate) fn validate(bytes: Vec<u8>) -> std::result::Result<String, String> {
     if bytes.len() > MAX_BYTES {
         return Err(format!("the message is over {} KiB", MAX_BYTES / 1024));
     }
@@ -112,7 +112,7 @@ pub fn validate(bytes: Vec<u8>) -> std::result::Result<String, String> {
 
 /// Whether a connection comes from this user. Another user cannot reach the socket through
 /// its 0700 folder; this holds even if the folder's mode was changed.
-pub fn peer_allowed(stream: &UnixStream, uid: u32) -> bool {
+pub(crate) fn peer_allowed(stream: &UnixStream, uid: u32) -> bool {
     rustix::net::sockopt::socket_peercred(stream).is_ok_and(|cred| cred.uid.as_raw() == uid)
 }
 
@@ -122,7 +122,7 @@ pub fn peer_allowed(stream: &UnixStream, uid: u32) -> bool {
 /// Each connection is served on a thread of its own, with an overall deadline: one that sends
 /// nothing, or a byte at a time, delays neither the steers sent beside it nor the end of the
 /// turn, which never waits for a connection.
-pub struct Listener {
+pub(crate) struct Listener {
     gate: Arc<Gate>,
     thread: Option<thread::JoinHandle<()>>,
     socket: Option<Socket>,
@@ -145,7 +145,7 @@ impl Gate {
 
 impl Listener {
     /// Listens for steers to the turn in session `id`.
-    pub fn start(store: &Store, id: &str, inbox: &Inbox) -> Result<Listener> {
+    pub(crate) fn start(store: &Store, id: &str, inbox: &Inbox) -> Result<Listener> {
         let socket = listen(store, id)?;
         let listener = socket.listener.try_clone().context("cannot share the steer socket")?;
         let gate = Arc::new(Gate::default());
@@ -181,7 +181,7 @@ impl Listener {
 
     /// Stops taking messages and removes the socket; a message accepted before is in the inbox.
     /// Connections still being read are not waited for: they are refused when they end.
-    pub fn close(&mut self) {
+    pub(crate) fn close(&mut self) {
         *self.gate.closed() = true;
         if let Some(thread) = self.thread.take() {
             // Wake the blocked accept; if the connection cannot be made, the thread is left to
@@ -268,7 +268,7 @@ fn serve(mut stream: UnixStream, uid: u32, inbox: &Inbox, gate: &Gate) -> io::Re
 
 /// What the running turn said to a steer.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Reply {
+pub(crate) enum Reply {
     Accepted,
     Refused(String),
     /// No turn is running in the session.
@@ -277,7 +277,7 @@ pub enum Reply {
 
 /// Sends a message to the turn running in session `id` (from any process, the running one
 /// included: a front end can queue a prompt on a turn it runs itself this way).
-pub fn send(store: &Store, id: &str, text: &str) -> Result<Reply> {
+pub(crate) fn send(store: &Store, id: &str, text: &str) -> Result<Reply> {
     let Some(mut stream) = connect(store, id)? else { return Ok(Reply::NoTurn) };
     let path = store.steer_socket_path(id);
     let failed = || format!("cannot send the message to {}", path.display());

@@ -33,7 +33,7 @@ use crate::cli::{Cli, Command};
 use crate::config::Flags;
 pub(crate) use crate::front::terminal::{print_stdout as print, print_with};
 
-pub fn run(cli: Cli) -> Result<u8> {
+pub(crate) fn run(cli: Cli) -> Result<u8> {
     match &cli.command {
         Command::Search(args) => search::run(args),
         Command::Comma(args) => comma::run(args),

@@ -30,14 +30,14 @@ use crate::turn::Attachment;
 
 /// What a prompt asks: the question and its attachments.
 #[derive(Debug)]
-pub struct Prompt {
+pub(crate) struct Prompt {
     pub query: String,
     pub attachments: Vec<Attachment>,
 }
 
 /// Reads a prompt's blocks. `cwd` is the session's working folder; `shared` the URIs the client
 /// sent as embedded resources in this session so far (this prompt's are added).
-pub fn read(
+pub(crate) fn read(
     blocks: &[acp::ContentBlock],
     cwd: &Path,
     shared: &mut HashSet<String>,
@@ -114,7 +114,7 @@ pub fn read(
 /// How `session/load` shows an image attachment in the question it replays: a markdown image
 /// with the stored copy's absolute `file:` URI (the record's own link is relative to the
 /// transcript, which an editor does not know). `None` for any other attachment.
-pub fn replayed_image(meta: &crate::transcript::Meta, image_dir: &Path) -> Option<String> {
+pub(crate) fn replayed_image(meta: &crate::transcript::Meta, image_dir: &Path) -> Option<String> {
     meta.media_type.as_ref()?;
     let file = meta.file.as_deref().filter(|f| !f.contains('/') && !f.starts_with('.'))?;
     let name = media::link_label(meta.name.as_deref().unwrap_or("image"));

@@ -4,9 +4,9 @@
 //! editors over the Agent Client Protocol (`cca acp`), with `wire` as its stdin and stdout;
 //! `mcp` serves agents the kept conversations over the Model Context Protocol (`cca mcp`).
 
-pub mod acp;
+pub(crate) mod acp;
 pub(crate) mod content;
-pub mod mcp;
-pub mod signals;
-pub mod terminal;
+pub(crate) mod mcp;
+pub(crate) mod signals;
+pub(crate) mod terminal;
 pub mod wire;

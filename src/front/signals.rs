@@ -32,12 +32,12 @@ static INSTALLED: Mutex<bool> = Mutex::new(false);
 static UNROUTED: AtomicBool = AtomicBool::new(true);
 
 /// Takes over the signals now, before any turn runs (a chat, from its start).
-pub fn listen() -> Result<()> {
+pub(crate) fn listen() -> Result<()> {
     install()
 }
 
 /// Sends the process's signals to `cancel` until the returned guard is dropped.
-pub fn route_to(cancel: &Cancel) -> Result<Route> {
+pub(crate) fn route_to(cancel: &Cancel) -> Result<Route> {
     install()?;
     *ROUTE.lock().unwrap_or_else(|e| e.into_inner()) = Some(cancel.clone());
     UNROUTED.store(false, Ordering::SeqCst);
@@ -45,7 +45,7 @@ pub fn route_to(cancel: &Cancel) -> Result<Route> {
 }
 
 /// While it lives, signals go to one turn's cancel.
-pub struct Route(());
+pub(crate) struct Route(());
 
 impl Drop for Route {
     fn drop(&mut self) {

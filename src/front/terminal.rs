@@ -22,7 +22,7 @@ use crate::turn::{Event, Level, Observer, TurnResult};
 
 /// How much a terminal turn shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Stream the answer, with a spinner, the engine's stderr and every notice.
     Normal,
     /// Stream the answer only; warnings and errors still go to stderr.
@@ -32,12 +32,12 @@ pub enum Mode {
 }
 
 /// Whether a spinner may be shown: stderr is a terminal that can draw one.
-pub fn spinner_wanted(settings: &Settings) -> bool {
+pub(crate) fn spinner_wanted(settings: &Settings) -> bool {
     io::stderr().is_terminal() && !settings.dumb_terminal
 }
 
 /// An [`Observer`] that shows a turn in the terminal.
-pub struct Terminal {
+pub(crate) struct Terminal {
     mode: Mode,
     spinner_wanted: bool,
     spinner: Spinner,
@@ -64,7 +64,7 @@ pub struct Terminal {
 
 /// How answers are drawn, when they are rendered: on a terminal (or always, when the config
 /// says so), in the normal mode only; `-q`, `--json` and a pipe get the answer byte for byte.
-pub fn rendering(settings: &Settings, mode: Mode) -> Option<render::Style> {
+pub(crate) fn rendering(settings: &Settings, mode: Mode) -> Option<render::Style> {
     let on_terminal = io::stdout().is_terminal();
     let wanted = match settings.render.value {
         Render::Auto => on_terminal,
@@ -81,7 +81,7 @@ pub fn rendering(settings: &Settings, mode: Mode) -> Option<render::Style> {
 }
 
 impl Terminal {
-    pub fn new(mode: Mode, settings: &Settings) -> Terminal {
+    pub(crate) fn new(mode: Mode, settings: &Settings) -> Terminal {
         Terminal {
             mode,
             spinner_wanted: mode == Mode::Normal && spinner_wanted(settings),
@@ -101,14 +101,14 @@ impl Terminal {
     }
 
     /// Says which session a turn created, once its question is recorded.
-    pub fn in_chat(mut self) -> Terminal {
+    pub(crate) fn in_chat(mut self) -> Terminal {
         self.chat = true;
         self
     }
 
     /// Shows how the turn ended (the JSON object, or the error and its hints) and returns the
     /// exit code.
-    pub fn finish(mut self, outcome: &TurnResult) -> Result<u8> {
+    pub(crate) fn finish(mut self, outcome: &TurnResult) -> Result<u8> {
         self.spinner.clear();
         if let Some(mut renderer) = self.renderer.take() {
             let mut rest = String::new();
@@ -210,7 +210,7 @@ impl Terminal {
     /// A turn that ended with an error: before its question was recorded, that is said
     /// plainly and the question repeated, so nothing typed is lost (a cancel gets its signal's
     /// exit code); after it (the outcome could not be saved), an ordinary error for `main`.
-    pub fn not_recorded(mut self, error: anyhow::Error, question: &str) -> Result<u8> {
+    pub(crate) fn not_recorded(mut self, error: anyhow::Error, question: &str) -> Result<u8> {
         self.spinner.clear();
         if self.recorded {
             return Err(error);
@@ -389,12 +389,12 @@ fn cut_chars(line: &str, max: usize) -> String {
 
 /// Prints an error the way every cca error is printed, and returns its exit code: the
 /// outermost message, then the causes that add something, then the hint of a [`Failure`].
-pub fn report(err: &anyhow::Error) -> u8 {
+pub(crate) fn report(err: &anyhow::Error) -> u8 {
     report_with(err, false)
 }
 
 /// [`report`], in `cca chat`: the hints name chat's commands.
-pub fn report_in_chat(err: &anyhow::Error) -> u8 {
+pub(crate) fn report_in_chat(err: &anyhow::Error) -> u8 {
     report_with(err, true)
 }
 
@@ -434,7 +434,7 @@ fn report_with(err: &anyhow::Error, chat: bool) -> u8 {
 /// `--json` with no turn to report (bad arguments or settings, a turn that recorded nothing):
 /// the error on stderr as always, and as one JSON object on stdout, so that a script reading
 /// stdout always gets JSON. Returns the exit code.
-pub fn json_error(err: &anyhow::Error) -> u8 {
+pub(crate) fn json_error(err: &anyhow::Error) -> u8 {
     let code = report(err);
     let failure = err.chain().find_map(|e| e.downcast_ref::<Failure>());
     json_failure(&format!("{err:#}"), failure.and_then(|f| f.hint.as_deref()), code);
@@ -450,7 +450,7 @@ fn json_failure(error: &str, hint: Option<&str>, code: u8) {
 /// A command line clap refused: its message (help and version are no errors), with two
 /// changes. Words that are no command (`cca what is rust`) are taken for a question, and the
 /// hint says how to ask it; and with `--json`, the error is also a JSON object on stdout.
-pub fn argument_error(e: &clap::Error, args: &[String]) -> u8 {
+pub(crate) fn argument_error(e: &clap::Error, args: &[String]) -> u8 {
     let code = e.exit_code() as u8;
     if !e.use_stderr() {
         let _ = e.print();
@@ -494,13 +494,13 @@ fn print_error<'a>(message: &str, hints: impl IntoIterator<Item = &'a str>) {
 
 /// Writes a line to stderr. A closed or failing stderr (a closed terminal, `2>/dev/full`) must
 /// not stop cca in the middle of its work, so errors are ignored: stderr is where they would go.
-pub fn say(line: &str) {
+pub(crate) fn say(line: &str) {
     let mut err = io::stderr().lock();
     let _ = err.write_all(format!("{line}\n").as_bytes()).and_then(|()| err.flush());
 }
 
 /// The terminal's width in columns: stdout's, else stderr's (stdout piped to a pager).
-pub fn terminal_width() -> Option<usize> {
+pub(crate) fn terminal_width() -> Option<usize> {
     let size = rustix::termios::tcgetwinsize(io::stdout())
         .or_else(|_| rustix::termios::tcgetwinsize(io::stderr()))
         .ok()?;
@@ -509,7 +509,7 @@ pub fn terminal_width() -> Option<usize> {
 
 /// `1,234 tokens in · 56 out · $0.0123 (session: 9,876 tokens in · 543 out · $0.0456)`: what an answer
 /// cost and what the session has cost so far, where the engine reports it; `None` if it does not.
-pub fn cost_line(this: &Totals, session: &Totals) -> Option<String> {
+pub(crate) fn cost_line(this: &Totals, session: &Totals) -> Option<String> {
     fn parts(t: &Totals) -> Vec<String> {
         let mut parts = Vec::new();
         if let Some(n) = t.input_tokens {
@@ -555,7 +555,7 @@ fn thousands(n: u64) -> String {
 }
 
 /// Says that another cca holds the session, before waiting for it.
-pub fn say_waiting(id: &str) {
+pub(crate) fn say_waiting(id: &str) {
     say(&format!(
         "cca: session {id} is busy: another cca is answering in it; waiting for it to finish…"
     ));
@@ -563,11 +563,11 @@ pub fn say_waiting(id: &str) {
 
 /// A spinner on stderr, if one is running; stderr lines are printed around it.
 #[derive(Default)]
-pub struct Spinner(Option<indicatif::ProgressBar>);
+pub(crate) struct Spinner(Option<indicatif::ProgressBar>);
 
 impl Spinner {
     /// `{spinner} MESSAGE · {elapsed}` until cleared.
-    pub fn start(&mut self, message: &str) {
+    pub(crate) fn start(&mut self, message: &str) {
         let bar =
             indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
         bar.set_style(
@@ -579,14 +579,14 @@ impl Spinner {
         self.0 = Some(bar);
     }
 
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         if let Some(bar) = self.0.take() {
             bar.finish_and_clear();
         }
     }
 
     /// Writes to stderr without tearing the spinner.
-    pub fn stderr(&self, bytes: &[u8]) {
+    pub(crate) fn stderr(&self, bytes: &[u8]) {
         let write = || {
             let mut err = io::stderr().lock();
             let _ = err.write_all(bytes).and_then(|()| err.flush());
@@ -599,17 +599,17 @@ impl Spinner {
 }
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error, any other failure is.
-pub fn print_stdout(text: &str) -> Result<()> {
+pub(crate) fn print_stdout(text: &str) -> Result<()> {
     print_bytes(text.as_bytes())
 }
 
 /// Like [`print_stdout`], for bytes that may not be text (`cca show --raw`).
-pub fn print_bytes(bytes: &[u8]) -> Result<()> {
+pub(crate) fn print_bytes(bytes: &[u8]) -> Result<()> {
     write_stdout(bytes).or_else(stdout_failed)
 }
 
 /// Writes to stdout what `write` writes, in pieces (`cca show` through no pager).
-pub fn print_with(write: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
+pub(crate) fn print_with(write: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
     crate::run::written(write, io::stdout().lock(), stdout_failed)
 }
 

@@ -17,7 +17,7 @@ use crate::engine::{Decoder as _, Output};
 /// Claude Code versions whose files cca was measured against (their major version).
 const KNOWN_MAJOR: [&str; 2] = ["1", "2"];
 
-pub fn parse(bytes: &[u8]) -> Conversation {
+pub(crate) fn parse(bytes: &[u8]) -> Conversation {
     let mut conv = Conversation::default();
     let (values, lines, read) = json_lines(bytes, &mut conv.problems);
     (conv.lines, conv.bytes) = (lines, read);

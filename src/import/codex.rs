@@ -16,7 +16,7 @@ use crate::engine::{Output, Paragraphs, ToolCall, ToolStatus};
 const PREAMBLES: [&str; 4] =
     ["<environment_context>", "<user_instructions>", "# AGENTS.md", "<permissions"];
 
-pub fn parse(bytes: &[u8]) -> Conversation {
+pub(crate) fn parse(bytes: &[u8]) -> Conversation {
     let mut conv = Conversation::default();
     let (values, lines, read) = json_lines(bytes, &mut conv.problems);
     (conv.lines, conv.bytes) = (lines, read);

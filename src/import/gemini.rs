@@ -17,7 +17,7 @@ use crate::engine::{Output, Paragraphs, ToolCall, ToolStatus};
 const CONTEXT: &str = "<session_context>";
 
 /// `cwd_hint`: the project's folder, from `.project_root` beside the chats folder, if known.
-pub fn parse(bytes: &[u8], cwd_hint: Option<&str>) -> Conversation {
+pub(crate) fn parse(bytes: &[u8], cwd_hint: Option<&str>) -> Conversation {
     let mut conv = Conversation::default();
     let mut messages: Vec<Value> = Vec::new();
     let mut meta = Value::Null;

@@ -10,7 +10,7 @@ use super::{Conversation, Exchange, LeftOut, Problem, answer_text};
 use crate::engine::{Output, ToolCall, ToolStatus};
 
 /// Every conversation in the log, in the order each started.
-pub fn parse(json: &[u8]) -> (Vec<Conversation>, Vec<Problem>) {
+pub(crate) fn parse(json: &[u8]) -> (Vec<Conversation>, Vec<Problem>) {
     let responses: Vec<Value> = match serde_json::from_slice(json) {
         Ok(Value::Array(items)) => items,
         Ok(_) => return (Vec::new(), vec![problem(1, "not a JSON array of responses")]),

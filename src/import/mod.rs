@@ -7,10 +7,10 @@
 //! block per tool call with its sources. What cca cannot carry (thinking, images, subagent side
 //! chains) is named in a last `> Left out by cca import: ...` line of the answer.
 
-pub mod claude;
-pub mod codex;
-pub mod gemini;
-pub mod llm;
+pub(crate) mod claude;
+pub(crate) mod codex;
+pub(crate) mod gemini;
+pub(crate) mod llm;
 
 use serde_json::Value;
 
@@ -20,7 +20,7 @@ use crate::transcript::{self, Kind, Meta, Record};
 
 /// The tools cca imports from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Tool {
+pub(crate) enum Tool {
     Claude,
     Gemini,
     Codex,
@@ -28,7 +28,7 @@ pub enum Tool {
 }
 
 impl Tool {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Tool::Claude => "claude",
             Tool::Gemini => "gemini",
@@ -40,7 +40,7 @@ impl Tool {
 
 /// One conversation of a tool, as far as its source could be read.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Conversation {
+pub(crate) struct Conversation {
     /// The tool's own id of the conversation.
     pub id: String,
     pub cwd: Option<String>,
@@ -57,7 +57,7 @@ pub struct Conversation {
 
 /// A question and its answer.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Exchange {
+pub(crate) struct Exchange {
     pub question: String,
     pub asked: Option<String>,
     /// The answer as cca keeps one: text, tool blocks, and what was left out.
@@ -71,14 +71,14 @@ pub struct Exchange {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Problem {
+pub(crate) struct Problem {
     pub line: u64,
     pub message: String,
 }
 
 /// What an answer could not carry, counted.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct LeftOut {
+pub(crate) struct LeftOut {
     pub thinking: usize,
     pub images: usize,
     pub side_chains: usize,
@@ -87,7 +87,7 @@ pub struct LeftOut {
 
 impl LeftOut {
     /// `> Left out by cca import: 2 thinking blocks, 1 image`, or nothing.
-    pub fn line(&self) -> Option<String> {
+    pub(crate) fn line(&self) -> Option<String> {
         let count = |n: usize, one: &str, many: &str| match n {
             0 => None,
             1 => Some(format!("1 {one}")),
@@ -108,7 +108,7 @@ impl LeftOut {
 
 /// The answer's text from a tool's outputs (text and tool calls, in order), as cca keeps an
 /// answer of its own, with what was left out on a last line.
-pub fn answer_text(outputs: Vec<Output>, left_out: &LeftOut) -> String {
+pub(crate) fn answer_text(outputs: Vec<Output>, left_out: &LeftOut) -> String {
     let mut kept = Kept::default();
     let mut text = String::new();
     for output in outputs {
@@ -135,7 +135,10 @@ pub fn answer_text(outputs: Vec<Output>, left_out: &LeftOut) -> String {
 /// A JSON-lines source, line by line: `(line number, value)` for each complete line that
 /// parses; a line that does not parse is a problem. A last line without its newline was cut
 /// off (the tool was still writing, or the file was truncated): it is a problem and not read.
-pub fn json_lines(bytes: &[u8], problems: &mut Vec<Problem>) -> (Vec<(u64, Value)>, u64, u64) {
+pub(crate) fn json_lines(
+    bytes: &[u8],
+    problems: &mut Vec<Problem>,
+) -> (Vec<(u64, Value)>, u64, u64) {
     let mut values = Vec::new();
     let (mut lines, mut read) = (0u64, 0u64);
     let mut rest = bytes;
@@ -164,7 +167,7 @@ pub fn json_lines(bytes: &[u8], problems: &mut Vec<Problem>) -> (Vec<(u64, Value
 }
 
 /// A timestamp as cca writes one: RFC 3339 UTC, whole seconds.
-pub fn rfc3339(text: &str) -> Option<String> {
+pub(crate) fn rfc3339(text: &str) -> Option<String> {
     let t = chrono::DateTime::parse_from_rfc3339(text).ok().or_else(|| {
         // llm's `2026-11-23T10:15:00.123456` (UTC, without a zone).
         chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f")
@@ -175,7 +178,7 @@ pub fn rfc3339(text: &str) -> Option<String> {
 }
 
 /// The text of a message's content: a string, or the `text` of its parts or blocks, joined.
-pub fn content_text(content: &Value) -> String {
+pub(crate) fn content_text(content: &Value) -> String {
     match content {
         Value::String(s) => s.clone(),
         Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect(),
@@ -184,7 +187,7 @@ pub fn content_text(content: &Value) -> String {
 }
 
 /// The records of exchanges `from..`, as they are appended to a transcript.
-pub fn records(tool: Tool, exchanges: &[Exchange]) -> Vec<Record> {
+pub(crate) fn records(tool: Tool, exchanges: &[Exchange]) -> Vec<Record> {
     let mut out = Vec::with_capacity(exchanges.len() * 2);
     for e in exchanges {
         out.push(Record {
@@ -209,7 +212,7 @@ pub fn records(tool: Tool, exchanges: &[Exchange]) -> Vec<Record> {
 }
 
 /// The records rendered, numbered from exchange `first`.
-pub fn render_records(tool: Tool, exchanges: &[Exchange], first: u64) -> String {
+pub(crate) fn render_records(tool: Tool, exchanges: &[Exchange], first: u64) -> String {
     let mut out = String::new();
     for (i, r) in records(tool, exchanges).iter().enumerate() {
         out.push_str(&transcript::render_record(r, first + i as u64 / 2));

@@ -38,7 +38,7 @@ pub(crate) mod kept;
 mod pager;
 use crate::steer::{Inbox, Steered};
 use decoding::Decoding;
-pub use pager::{DEFAULT_PAGER, page, written};
+pub(crate) use pager::{DEFAULT_PAGER, page, written};
 
 /// How much of the engine's stderr is kept for error messages.
 const STDERR_TAIL: usize = 8 * 1024;
@@ -58,7 +58,7 @@ const STOPPED_CHECK: Duration = Duration::from_millis(500);
 
 /// Why cca ended the engine's group itself, when nobody asked it to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Halted {
+pub(crate) enum Halted {
     /// The answer's scratch file could not be written (a full disk): nothing more could be kept,
     /// so the engine is stopped and what was kept is recorded.
     Scratch(String),
@@ -71,7 +71,7 @@ pub enum Halted {
 /// Why a turn was stopped before its end. Front ends other than the terminal add their own
 /// reasons here (an editor's cancel).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stop {
+pub(crate) enum Stop {
     /// A signal reached a terminal front end (Ctrl-C is SIGINT).
     Signal(i32),
     /// A client asked for it (an editor's `session/cancel`).
@@ -82,7 +82,7 @@ pub enum Stop {
 
 impl Stop {
     /// How the transcript and messages name it: `Ctrl-C`, `SIGTERM`.
-    pub fn name(self) -> String {
+    pub(crate) fn name(self) -> String {
         match self {
             Stop::Signal(signal) => crate::human::signal_name(signal),
             Stop::Request => "cancelled".into(),
@@ -91,7 +91,7 @@ impl Stop {
     }
 
     /// The conventional exit code: 128 + the signal (130 for Ctrl-C).
-    pub fn exit_code(self) -> u8 {
+    pub(crate) fn exit_code(self) -> u8 {
         match self {
             Stop::Signal(signal) => signal_exit_code(signal),
             // As for Ctrl-C: the person asked for it.
@@ -102,7 +102,7 @@ impl Stop {
 
 /// Stopped before the engine started (or while waiting for the session), so nothing ran.
 #[derive(Debug)]
-pub struct Interrupted(pub Stop);
+pub(crate) struct Interrupted(pub Stop);
 
 impl std::fmt::Display for Interrupted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -115,7 +115,7 @@ impl std::error::Error for Interrupted {}
 /// A handle that stops a turn from another thread. The first [`Cancel::stop`] ends the engine's
 /// group gently (TERM, then KILL after the grace period); a second one does not wait.
 #[derive(Debug, Clone, Default)]
-pub struct Cancel(Arc<CancelState>);
+pub(crate) struct Cancel(Arc<CancelState>);
 
 #[derive(Debug, Default)]
 struct CancelState {
@@ -124,11 +124,11 @@ struct CancelState {
 }
 
 impl Cancel {
-    pub fn new() -> Cancel {
+    pub(crate) fn new() -> Cancel {
         Cancel::default()
     }
 
-    pub fn stop(&self, why: Stop) {
+    pub(crate) fn stop(&self, why: Stop) {
         let mut stop = self.0.stop.lock().unwrap_or_else(|e| e.into_inner());
         if stop.is_some() {
             self.0.force.store(true, Ordering::SeqCst);
@@ -138,12 +138,12 @@ impl Cancel {
     }
 
     /// Why the turn was asked to stop, if it was.
-    pub fn requested(&self) -> Option<Stop> {
+    pub(crate) fn requested(&self) -> Option<Stop> {
         *self.0.stop.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// `Err(Interrupted)` once a stop was asked for: for the places that check before going on.
-    pub fn check(&self) -> Result<()> {
+    pub(crate) fn check(&self) -> Result<()> {
         match self.requested() {
             Some(why) => Err(Interrupted(why).into()),
             None => Ok(()),
@@ -156,7 +156,7 @@ impl Cancel {
 }
 
 /// What to run.
-pub struct Spawn {
+pub(crate) struct Spawn {
     pub program: PathBuf,
     pub args: Vec<OsString>,
     pub env: Vec<(OsString, OsString)>,
@@ -177,7 +177,7 @@ pub struct Spawn {
 
 /// What the engine shows while it runs, as it happens.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Progress<'a> {
+pub(crate) enum Progress<'a> {
     /// Answer text.
     Text(&'a str),
     /// A tool call the engine starts; its [`Progress::Tool`] follows, in the same order.
@@ -196,7 +196,7 @@ pub enum Progress<'a> {
 
 /// An answer the engine ended by taking a steer: it gave more than one in this run.
 #[derive(Debug)]
-pub struct Earlier {
+pub(crate) struct Earlier {
     /// Its bytes in the answer file.
     pub range: Range<u64>,
     pub has_text: bool,
@@ -208,7 +208,7 @@ pub struct Earlier {
 }
 
 /// What one run of the engine gave: its answers, how it ended, and what it reported.
-pub struct EngineRun {
+pub(crate) struct EngineRun {
     /// Answers the engine gave before the last one, each followed by the steer it took then
     /// (empty unless the engine reads input while it runs).
     pub earlier: Vec<Earlier>,
@@ -248,7 +248,7 @@ enum Pipe {
 
 /// The engine could not be started at all.
 #[derive(Debug)]
-pub struct SpawnError {
+pub(crate) struct SpawnError {
     pub program: PathBuf,
     pub error: io::Error,
 }
@@ -262,7 +262,7 @@ impl std::fmt::Display for SpawnError {
 impl std::error::Error for SpawnError {}
 
 /// Finds the engine's program: a path as given, or a name on PATH.
-pub fn locate(settings: &Settings, engine: &EngineConfig) -> Result<PathBuf> {
+pub(crate) fn locate(settings: &Settings, engine: &EngineConfig) -> Result<PathBuf> {
     let program = Path::new(&engine.program);
     let found = if program.components().count() > 1 {
         program.is_file().then(|| program.to_path_buf())
@@ -284,7 +284,7 @@ pub fn locate(settings: &Settings, engine: &EngineConfig) -> Result<PathBuf> {
 
 /// Runs a program to the end and returns its stdout (`llm logs --json` for `cca import`);
 /// its stderr is kept for the error when it fails. No shell; stdin is empty.
-pub fn output_of(program: &Path, args: &[&std::ffi::OsStr]) -> Result<Vec<u8>> {
+pub(crate) fn output_of(program: &Path, args: &[&std::ffi::OsStr]) -> Result<Vec<u8>> {
     let shown =
         || format!("{} {}", program.display(), args.join(std::ffi::OsStr::new(" ")).display());
     let out = Command::new(program)
@@ -308,7 +308,7 @@ pub fn output_of(program: &Path, args: &[&std::ffi::OsStr]) -> Result<Vec<u8>> {
 static LAUNCHER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
 /// Starts engines through `exe`, cca's own binary, from now on.
-pub fn launch_through(exe: PathBuf) {
+pub(crate) fn launch_through(exe: PathBuf) {
     let _ = LAUNCHER.set(exe);
 }
 
@@ -354,7 +354,7 @@ fn spawn_engine(
 /// restarts itself as a child process). Otherwise it waits for the engine and ends as the engine
 /// did, with its exit code or by its signal; the signals cca sends the group to stop a turn
 /// reach the engine and leave the launcher waiting for it.
-pub fn launch(parent: u32, command: &[OsString]) -> Result<u8> {
+pub(crate) fn launch(parent: u32, command: &[OsString]) -> Result<u8> {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
     let (program, args) = command.split_first().context("no engine to run")?;
     let mut orphaned =
@@ -394,7 +394,7 @@ pub fn launch(parent: u32, command: &[OsString]) -> Result<u8> {
 
 /// Runs one turn through the engine, reporting what it shows to `progress`: starts it, pumps
 /// its output until the answer ends, then ends whatever is left of its group.
-pub fn run(
+pub(crate) fn run(
     spawn: Spawn,
     decoder: Box<dyn Decoder>,
     answer: File,
@@ -787,12 +787,12 @@ fn stop_leftovers(group: Pid, already_termed: bool, grace: Duration) {
 }
 
 /// `128 + signal`, the conventional exit code for a process stopped by a signal.
-pub fn signal_exit_code(signal: i32) -> u8 {
+pub(crate) fn signal_exit_code(signal: i32) -> u8 {
     (128 + signal).clamp(0, 255) as u8
 }
 
 /// Describes how the engine ended: `exit status 1`, `killed by signal 9`.
-pub fn describe_status(status: &ExitStatus) -> String {
+pub(crate) fn describe_status(status: &ExitStatus) -> String {
     match (status.code(), status.signal()) {
         (Some(code), _) => format!("exit status {code}"),
         (None, Some(signal)) => format!("killed by signal {signal}"),
@@ -802,7 +802,7 @@ pub fn describe_status(status: &ExitStatus) -> String {
 
 /// Runs a short command (`claude --version`) and returns the first line it prints, or `None` if
 /// it fails or takes longer than `timeout` (then its group is killed).
-pub fn first_line_of(
+pub(crate) fn first_line_of(
     program: &std::path::Path,
     args: &[&str],
     timeout: Duration,

@@ -6,13 +6,16 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result};
 
 /// The pager when `PAGER` is not set.
-pub const DEFAULT_PAGER: &str = "less -FRX";
+pub(crate) const DEFAULT_PAGER: &str = "less -FRX";
 
 /// Shows what `write` writes through a pager (`$PAGER`, else [`DEFAULT_PAGER`]), or directly on
 /// stdout if none runs. `write` is handed the output in pieces, so nothing needs to be held
 /// whole; when the reader quits before reading it all (q in less), writing stops, and that is
 /// not an error. Other errors of `write` (reading what it shows) are.
-pub fn page(pager: Option<&str>, write: impl FnOnce(&mut dyn Write) -> Result<()>) -> Result<()> {
+pub(crate) fn page(
+    pager: Option<&str>,
+    write: impl FnOnce(&mut dyn Write) -> Result<()>,
+) -> Result<()> {
     let spawned = pager_command(pager.unwrap_or(DEFAULT_PAGER)).stdin(Stdio::piped()).spawn().ok();
     let Some(mut child) = spawned else {
         return written(write, io::stdout().lock(), |_| Ok(()));
@@ -40,7 +43,7 @@ fn pager_command(pager: &str) -> Command {
 
 /// Runs `write` on `out` (buffered), and tells its own errors from those of `out`: an error
 /// writing to `out` goes to `gone` (the reader went away, or stdout failed), and writing stops.
-pub fn written<W: Write>(
+pub(crate) fn written<W: Write>(
     write: impl FnOnce(&mut dyn Write) -> Result<()>,
     out: W,
     gone: impl FnOnce(io::Error) -> Result<()>,

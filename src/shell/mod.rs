@@ -2,7 +2,7 @@
 
 use crate::cli::InitShell;
 
-pub fn init(shell: InitShell) -> &'static str {
+pub(crate) fn init(shell: InitShell) -> &'static str {
     match shell {
         InitShell::Bash => include_str!("init.bash"),
         InitShell::Zsh => include_str!("init.zsh"),

@@ -56,7 +56,7 @@ pub(super) fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
 }
 
 /// Reads a text file the user named (a prompt file).
-pub fn read_text(path: &Path) -> Result<String> {
+pub(crate) fn read_text(path: &Path) -> Result<String> {
     let mut bytes = Vec::new();
     File::open(path)
         .and_then(|mut f| f.read_to_end(&mut bytes))
@@ -79,7 +79,7 @@ pub(crate) fn set_mode(path: &Path, mode: u32) -> Result<()> {
 }
 
 /// Replaces a file's contents atomically: temp file in the same folder, fsync, rename.
-pub fn replace_file(path: &Path, contents: &[u8]) -> Result<()> {
+pub(crate) fn replace_file(path: &Path, contents: &[u8]) -> Result<()> {
     let dir = path.parent().context("a file to replace has a folder")?;
     let mut temp = tempfile::Builder::new()
         .prefix(".replace-")

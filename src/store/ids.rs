@@ -13,13 +13,17 @@ use super::files::{set_mode, sync_dir};
 use super::{FILE_MODE, PREFIX, SUFFIX, Store};
 
 impl Store {
-    pub fn session_path(&self, id: &str) -> PathBuf {
+    pub(crate) fn session_path(&self, id: &str) -> PathBuf {
         self.sessions_dir().join(file_name(id))
     }
 
     /// Creates a new session file holding `contents(id)`, named after `stamp`; a second session
     /// in the same second gets `-2`, `-3`, ... The file appears whole or not at all.
-    pub fn create_session(&self, stamp: &str, contents: impl Fn(&str) -> String) -> Result<String> {
+    pub(crate) fn create_session(
+        &self,
+        stamp: &str,
+        contents: impl Fn(&str) -> String,
+    ) -> Result<String> {
         self.create_session_with(stamp, contents, true)
     }
 
@@ -27,7 +31,7 @@ impl Store {
     /// (`cca import`), each still appears whole (a temp file renamed into place), and
     /// [`Store::sync_sessions`] makes them all durable at the end, with one sync instead of two
     /// per session (10,000 sessions: 17 s of fsyncs on the benchmark's disk).
-    pub fn create_session_unsynced(
+    pub(crate) fn create_session_unsynced(
         &self,
         stamp: &str,
         contents: impl Fn(&str) -> String,
@@ -36,7 +40,7 @@ impl Store {
     }
 
     /// Makes everything written to the sessions' file system durable (`syncfs`).
-    pub fn sync_sessions(&self) -> Result<()> {
+    pub(crate) fn sync_sessions(&self) -> Result<()> {
         let dir = File::open(self.sessions_dir())
             .with_context(|| format!("cannot open {}", self.sessions_dir().display()))?;
         rustix::fs::syncfs(&dir)
@@ -61,7 +65,7 @@ impl Store {
 
     /// The id [`Store::create_session`] would give now, skipping those `reserved` says are
     /// promised elsewhere; nothing is written.
-    pub fn free_id(&self, stamp: &str, reserved: impl Fn(&str) -> bool) -> String {
+    pub(crate) fn free_id(&self, stamp: &str, reserved: impl Fn(&str) -> bool) -> String {
         (1u32..)
             .map(|n| if n == 1 { stamp.to_string() } else { format!("{stamp}-{n}") })
             .find(|id| !reserved(id) && !self.session_path(id).exists())
@@ -70,7 +74,7 @@ impl Store {
 
     /// Creates the session file `id` holding `contents`, whole or not at all; `false` when a
     /// session of that id exists already (it is left as it is).
-    pub fn create_session_as(&self, id: &str, contents: &str) -> Result<bool> {
+    pub(crate) fn create_session_as(&self, id: &str, contents: &str) -> Result<bool> {
         self.create_file_as(id, contents, true)
     }
 
@@ -100,7 +104,7 @@ impl Store {
     }
 
     /// Every session id, in no particular order.
-    pub fn session_ids(&self) -> Result<Vec<String>> {
+    pub(crate) fn session_ids(&self) -> Result<Vec<String>> {
         let dir = self.sessions_dir();
         let entries = match fs::read_dir(&dir) {
             Ok(entries) => entries,
@@ -119,7 +123,7 @@ impl Store {
 
     /// A session id from an id, a unique prefix of one, or a session's name. This is the one
     /// place a user's words become a session, so names work wherever ids do.
-    pub fn resolve_id(&self, wanted: &str) -> Result<String> {
+    pub(crate) fn resolve_id(&self, wanted: &str) -> Result<String> {
         let could_be_id = validate_id(wanted).is_ok();
         let could_be_name = validate_name(wanted).is_ok();
         if !could_be_id && !could_be_name {
@@ -175,7 +179,7 @@ impl Store {
 }
 
 /// Orders ids by time, then by their same-second counter (`-2` before `-10`).
-pub fn sort_key(id: &str) -> (String, u64) {
+pub(crate) fn sort_key(id: &str) -> (String, u64) {
     let parts: Vec<&str> = id.splitn(3, '-').collect();
     match parts.as_slice() {
         [day, time, n] if n.chars().all(|c| c.is_ascii_digit()) => {
@@ -185,7 +189,7 @@ pub fn sort_key(id: &str) -> (String, u64) {
     }
 }
 
-pub fn file_name(id: &str) -> String {
+pub(super) fn file_name(id: &str) -> String {
     format!("{PREFIX}{id}{SUFFIX}")
 }
 
@@ -195,7 +199,7 @@ pub(super) fn id_from_file_name(name: &str) -> Option<String> {
 }
 
 /// Session ids are plain names: letters, digits, `-` and `_`; never a path.
-pub fn validate_id(id: &str) -> Result<()> {
+pub(crate) fn validate_id(id: &str) -> Result<()> {
     if !id.is_empty()
         && id.len() <= 128
         && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
@@ -210,7 +214,7 @@ pub fn validate_id(id: &str) -> Result<()> {
 
 /// Session names: letters, digits, `.`, `-` and `_`, with at least one letter (so a name is
 /// never taken for an id, which is digits and dashes), not starting with `.` or `-`.
-pub fn validate_name(name: &str) -> Result<()> {
+pub(crate) fn validate_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 64
         && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))

@@ -15,7 +15,7 @@ use super::ids::{file_name, id_from_file_name, sort_key};
 
 impl Store {
     /// Points `latest` at a session, atomically: readers see the old or the new link, never none.
-    pub fn set_latest(&self, id: &str) -> Result<()> {
+    pub(crate) fn set_latest(&self, id: &str) -> Result<()> {
         let dir = self.sessions_dir();
         let link = self.latest_path();
         for attempt in 0u32.. {
@@ -42,7 +42,7 @@ impl Store {
     }
 
     /// The session `latest` points at; `None` when there is no session yet.
-    pub fn latest(&self) -> Result<Option<String>> {
+    pub(crate) fn latest(&self) -> Result<Option<String>> {
         let link = self.latest_path();
         let target = match fs::read_link(&link) {
             Ok(target) => target,
@@ -112,7 +112,7 @@ impl Store {
 
 /// What became of `latest` when a session was removed.
 #[derive(Debug, PartialEq)]
-pub enum Repointed {
+pub(crate) enum Repointed {
     /// It pointed at another session, and still does.
     No,
     /// It pointed at the removed session and now points at this one.

@@ -15,7 +15,7 @@ use super::ids::id_from_file_name;
 /// One session as `cca sessions` shows it. Cached in `$CCA_HOME/index.json` and trusted while
 /// the file's size and modification time are unchanged, so listing does not re-read transcripts.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-pub struct Listed {
+pub(crate) struct Listed {
     pub id: String,
     pub title: String,
     pub created: String,
@@ -56,7 +56,7 @@ struct Index {
 
 impl Store {
     /// Every session, from the index where it is current and from the transcript where not.
-    pub fn listing(&self) -> Result<Vec<Listed>> {
+    pub(crate) fn listing(&self) -> Result<Vec<Listed>> {
         let dir = self.sessions_dir();
         let entries = match fs::read_dir(&dir) {
             Ok(entries) => entries,

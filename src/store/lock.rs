@@ -12,20 +12,20 @@ use super::{FILE_MODE, Store};
 
 impl Store {
     /// Held while a name is checked and given, so two sessions cannot take the same name.
-    pub fn lock_names(&self, on_wait: impl FnOnce()) -> Result<SessionLock> {
+    pub(crate) fn lock_names(&self, on_wait: impl FnOnce()) -> Result<SessionLock> {
         // Not a session id (ids never start with a dot), so never a session's lock.
         self.lock(".names", true, on_wait)
     }
 
     /// Takes the session's lock, the one writer allowed at a time. If another cca holds it,
     /// `on_wait` is called (to say so) and this waits, unless `wait` is false.
-    pub fn lock(&self, id: &str, wait: bool, on_wait: impl FnOnce()) -> Result<SessionLock> {
+    pub(crate) fn lock(&self, id: &str, wait: bool, on_wait: impl FnOnce()) -> Result<SessionLock> {
         self.lock_unless(id, wait, on_wait, || Ok(()))
     }
 
     /// Like [`Self::lock`], but while waiting, gives up with `stop`'s error as soon as it
     /// returns one (the turn was cancelled).
-    pub fn lock_unless(
+    pub(crate) fn lock_unless(
         &self,
         id: &str,
         wait: bool,
@@ -70,6 +70,6 @@ impl Store {
 
 /// Held while a session is being read and appended to; released on drop.
 #[derive(Debug)]
-pub struct SessionLock {
+pub(crate) struct SessionLock {
     _file: File,
 }

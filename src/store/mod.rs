@@ -36,15 +36,15 @@ mod write;
 
 pub(crate) use files::set_mode;
 use files::{make_private_dir, read_optional, sync_dir};
-pub use files::{read_text, replace_file};
-pub use ids::{sort_key, validate_id, validate_name};
-pub use latest::Repointed;
-pub use read::not_transcript;
-pub use trash::{remove_engine_session_files, take_engine_session_file};
-pub use write::Appender;
+pub(crate) use files::{read_text, replace_file};
+pub(crate) use ids::{sort_key, validate_id, validate_name};
+pub(crate) use latest::Repointed;
+pub(crate) use read::not_transcript;
+pub(crate) use trash::{remove_engine_session_files, take_engine_session_file};
+pub(crate) use write::Appender;
 
-pub const DIR_MODE: u32 = 0o700;
-pub const FILE_MODE: u32 = 0o600;
+pub(crate) const DIR_MODE: u32 = 0o700;
+pub(crate) const FILE_MODE: u32 = 0o600;
 /// How much of a transcript's start is read for its header alone.
 const HEAD_BYTES: u64 = 128 * 1024;
 const LATEST: &str = "latest";
@@ -53,16 +53,16 @@ const SUFFIX: &str = ".md";
 
 /// The `CCA_HOME` folder and what lives in it.
 #[derive(Debug, Clone)]
-pub struct Store {
+pub(crate) struct Store {
     pub home: PathBuf,
 }
 
 impl Store {
-    pub fn new(home: PathBuf) -> Store {
+    pub(crate) fn new(home: PathBuf) -> Store {
         Store { home }
     }
 
-    pub fn sessions_dir(&self) -> PathBuf {
+    pub(crate) fn sessions_dir(&self) -> PathBuf {
         self.home.join("sessions")
     }
 
@@ -70,12 +70,12 @@ impl Store {
         self.home.join("locks")
     }
 
-    pub fn trash_dir(&self) -> PathBuf {
+    pub(crate) fn trash_dir(&self) -> PathBuf {
         self.home.join("trash")
     }
 
     /// Where records cut off by a crash are kept once taken out of their transcripts.
-    pub fn damaged_dir(&self) -> PathBuf {
+    pub(crate) fn damaged_dir(&self) -> PathBuf {
         self.home.join("damaged")
     }
 
@@ -99,25 +99,25 @@ impl Store {
 
     /// The notes an engine left for a session, if any: a cache, whose loss costs one turn of
     /// the provider's prompt cache, nothing more.
-    pub fn engine_notes(&self, id: &str, engine: &str) -> Option<String> {
+    pub(crate) fn engine_notes(&self, id: &str, engine: &str) -> Option<String> {
         fs::read_to_string(self.engine_notes_path(id, engine)).ok()
     }
 
-    pub fn keep_engine_notes(&self, id: &str, engine: &str, notes: &str) -> Result<()> {
+    pub(crate) fn keep_engine_notes(&self, id: &str, engine: &str, notes: &str) -> Result<()> {
         make_private_dir(&self.live_dir())?;
         replace_file(&self.engine_notes_path(id, engine), notes.as_bytes())
     }
 
-    pub fn config_path(&self) -> PathBuf {
+    pub(crate) fn config_path(&self) -> PathBuf {
         self.home.join("config.toml")
     }
 
-    pub fn latest_path(&self) -> PathBuf {
+    pub(crate) fn latest_path(&self) -> PathBuf {
         self.sessions_dir().join(LATEST)
     }
 
     /// Fails early, and clearly, when `CCA_HOME` cannot be a folder (a file is in its way).
-    pub fn check_home(&self) -> Result<()> {
+    pub(crate) fn check_home(&self) -> Result<()> {
         let blocker = self.home.ancestors().find(|p| p.exists()).filter(|p| !p.is_dir());
         if let Some(blocker) = blocker {
             return Err(Failure::usage(format!(
@@ -132,7 +132,7 @@ impl Store {
     }
 
     /// Creates `CCA_HOME` and its folders (0700) if missing.
-    pub fn ensure(&self) -> Result<()> {
+    pub(crate) fn ensure(&self) -> Result<()> {
         for dir in [&self.home, &self.sessions_dir(), &self.locks_dir()] {
             make_private_dir(dir)?;
         }
@@ -140,27 +140,27 @@ impl Store {
     }
 
     /// Where `cca chat` keeps the lines typed, for its line editor's history.
-    pub fn chat_history_path(&self) -> PathBuf {
+    pub(crate) fn chat_history_path(&self) -> PathBuf {
         self.home.join("chat_history")
     }
 
     /// Makes a file another library wrote for cca private (0600), as cca's own files are.
-    pub fn make_private(&self, path: &Path) {
+    pub(crate) fn make_private(&self, path: &Path) {
         let _ = set_mode(path, FILE_MODE);
     }
 
     /// The config file's text, if there is one.
-    pub fn read_config(&self) -> Result<Option<String>> {
+    pub(crate) fn read_config(&self) -> Result<Option<String>> {
         read_optional(&self.config_path())
     }
 
     /// `$CCA_HOME/prompts/NAME.md`, if the user has one (it overrides a built-in).
-    pub fn read_prompt_override(&self, name: &str) -> Result<Option<String>> {
+    pub(crate) fn read_prompt_override(&self, name: &str) -> Result<Option<String>> {
         read_optional(&self.home.join("prompts").join(format!("{name}.md")))
     }
 
     /// Temporary files an interrupted cca may have left behind (a crash before its cleanup).
-    pub fn leftovers(&self) -> Vec<PathBuf> {
+    pub(crate) fn leftovers(&self) -> Vec<PathBuf> {
         let mut found = Vec::new();
         for dir in [self.home.clone(), self.sessions_dir(), self.image_dir()] {
             let Ok(entries) = fs::read_dir(&dir) else { continue };
@@ -178,7 +178,7 @@ impl Store {
     }
 
     /// Names of the user's own prompts: `$CCA_HOME/prompts/**/NAME.md`.
-    pub fn prompt_names(&self) -> Result<Vec<String>> {
+    pub(crate) fn prompt_names(&self) -> Result<Vec<String>> {
         fn walk(dir: &Path, prefix: &str, names: &mut Vec<String>) {
             let Ok(entries) = fs::read_dir(dir) else { return };
             for entry in entries.flatten() {
@@ -201,22 +201,22 @@ impl Store {
 
     /// Where `cca import` keeps what it read: each source file's size and modification time,
     /// and the session each conversation became.
-    pub fn imports_path(&self) -> PathBuf {
+    pub(crate) fn imports_path(&self) -> PathBuf {
         self.home.join("imports.json")
     }
 
-    pub fn read_imports(&self) -> Result<Option<String>> {
+    pub(crate) fn read_imports(&self) -> Result<Option<String>> {
         read_optional(&self.imports_path())
     }
 
-    pub fn write_imports(&self, text: &str) -> Result<()> {
+    pub(crate) fn write_imports(&self, text: &str) -> Result<()> {
         self.ensure()?;
         replace_file(&self.imports_path(), text.as_bytes())
     }
 
     /// Writes a file where another tool keeps its own (`cca export`): folders made as needed,
     /// the file replaced whole (temp file, fsync, rename) and private.
-    pub fn write_beside(&self, path: &Path, contents: &[u8]) -> Result<()> {
+    pub(crate) fn write_beside(&self, path: &Path, contents: &[u8]) -> Result<()> {
         let dir = path.parent().context("a file to write has a folder")?;
         fs::DirBuilder::new()
             .recursive(true)
@@ -228,7 +228,7 @@ impl Store {
 
     /// A file to tee an answer into as it streams: unnamed, private, gone when dropped.
     /// Called under a session lock, so the folders exist.
-    pub fn scratch_file(&self) -> Result<File> {
+    pub(crate) fn scratch_file(&self) -> Result<File> {
         tempfile::tempfile_in(self.sessions_dir()).with_context(|| {
             format!("cannot create a scratch file in {}", self.sessions_dir().display())
         })
@@ -236,7 +236,7 @@ impl Store {
 
     /// A private folder for files handed to an engine (system prompt, history); removed on drop.
     /// Called under a session lock, so `CCA_HOME` exists.
-    pub fn engine_scratch_dir(&self) -> Result<tempfile::TempDir> {
+    pub(crate) fn engine_scratch_dir(&self) -> Result<tempfile::TempDir> {
         tempfile::Builder::new()
             .prefix(".engine-")
             .tempdir_in(&self.home)
@@ -244,12 +244,12 @@ impl Store {
     }
 
     /// `$CCA_HOME/run/`: the endpoints of running turns (steer sockets).
-    pub fn run_dir(&self) -> PathBuf {
+    pub(crate) fn run_dir(&self) -> PathBuf {
         self.home.join("run")
     }
 
     /// Where the turn running in a session listens for steers.
-    pub fn steer_socket_path(&self, id: &str) -> PathBuf {
+    pub(crate) fn steer_socket_path(&self, id: &str) -> PathBuf {
         self.run_dir().join(format!("{id}.sock"))
     }
 
@@ -261,14 +261,14 @@ impl Store {
     }
 
     /// Where images attached to questions are kept.
-    pub fn image_dir(&self) -> PathBuf {
+    pub(crate) fn image_dir(&self) -> PathBuf {
         self.home.join(crate::media::FILES_DIR)
     }
 
     /// Keeps a copy of an image attached to a question, as `$CCA_HOME/files/NAME` (0600, the
     /// folder 0700), named by its content: a copy already there is the same image. Written to a
     /// temp file and renamed, so a reader never sees half an image.
-    pub fn save_image(&self, image: &crate::media::Image) -> Result<PathBuf> {
+    pub(crate) fn save_image(&self, image: &crate::media::Image) -> Result<PathBuf> {
         let dir = self.image_dir();
         make_private_dir(&dir)?;
         let path = dir.join(image.file_name());
@@ -289,7 +289,7 @@ impl Store {
     }
 
     /// Writes a file inside a folder from [`Self::engine_scratch_dir`].
-    pub fn write_private(&self, path: &Path, contents: &[u8]) -> Result<()> {
+    pub(crate) fn write_private(&self, path: &Path, contents: &[u8]) -> Result<()> {
         let mut file = OpenOptions::new()
             .create_new(true)
             .write(true)

@@ -18,19 +18,19 @@ impl Store {
     /// Opens a transcript to read it, wherever it is (in the sessions folder or the trash):
     /// every reader of transcripts opens them here, so a FIFO or a device named like one is
     /// refused, never read (see [`open_regular`]).
-    pub fn open_transcript(&self, path: &Path) -> Result<File> {
+    pub(crate) fn open_transcript(&self, path: &Path) -> Result<File> {
         open_regular(path, OpenOptions::new().read(true))
             .with_context(|| format!("cannot open {}", path.display()))
     }
 
     /// Opens a session for reading.
-    pub fn open_session(&self, id: &str) -> Result<File> {
+    pub(crate) fn open_session(&self, id: &str) -> Result<File> {
         self.open_transcript(&self.session_path(id))
     }
 
     /// A session's header alone, read from the start of its file (for rebuilding the imports'
     /// index); `None` when the file is not a transcript.
-    pub fn header_of(&self, id: &str) -> Option<transcript::Header> {
+    pub(crate) fn header_of(&self, id: &str) -> Option<transcript::Header> {
         let mut head = Vec::new();
         let file = File::open(self.session_path(id)).ok()?;
         io::Read::take(file, HEAD_BYTES).read_to_end(&mut head).ok()?;
@@ -42,7 +42,7 @@ impl Store {
     /// Reads a session's summary: header, live context, counts, problems. Call it holding the
     /// session's lock: it reads only what follows the live index's checkpoint where the index
     /// proves the file unchanged, and records a later checkpoint when it finds one.
-    pub fn summarize(&self, id: &str) -> Result<Summary> {
+    pub(crate) fn summarize(&self, id: &str) -> Result<Summary> {
         self.read_summary(id, Keep::Checkpoints)
     }
 
@@ -50,19 +50,19 @@ impl Store {
     /// compaction: see [`Appender::append_after`](super::Appender::append_after)): the live
     /// index also records the file as read when it has no checkpoint, so that the append can
     /// read on from the summary.
-    pub fn summarize_to_append(&self, id: &str) -> Result<Summary> {
+    pub(crate) fn summarize_to_append(&self, id: &str) -> Result<Summary> {
         self.read_summary(id, Keep::Always)
     }
 
     /// Like [`Self::summarize`], for a reader that does not hold the lock: it uses the live
     /// index but never writes it.
-    pub fn summarize_unlocked(&self, id: &str) -> Result<Summary> {
+    pub(crate) fn summarize_unlocked(&self, id: &str) -> Result<Summary> {
         self.read_summary(id, Keep::Never)
     }
 
     /// A session's summary with the offset just past each complete exchange (for forks). Reads
     /// the whole file.
-    pub fn summarize_with_ends(&self, id: &str) -> Result<(Summary, Vec<u64>)> {
+    pub(crate) fn summarize_with_ends(&self, id: &str) -> Result<(Summary, Vec<u64>)> {
         let path = self.session_path(id);
         let file = self.open_session(id)?;
         let read = transcript::exchange_ends(BufReader::with_capacity(256 * 1024, file))
@@ -115,7 +115,7 @@ enum Keep {
 }
 
 /// The error for a file that is not a transcript, with what to do about it.
-pub fn not_transcript(path: &Path, id: &str, e: NotTranscript) -> anyhow::Error {
+pub(crate) fn not_transcript(path: &Path, id: &str, e: NotTranscript) -> anyhow::Error {
     let message = format!("{} is not a transcript cca can read ({e})", path.display());
     let hint = if e.not_utf8 {
         format!(

@@ -17,12 +17,12 @@ use super::latest::Repointed;
 
 impl Store {
     /// Where a session in the trash is.
-    pub fn trashed_path(&self, id: &str) -> PathBuf {
+    pub(crate) fn trashed_path(&self, id: &str) -> PathBuf {
         self.trash_dir().join(file_name(id))
     }
 
     /// A session in the trash from its id or a unique prefix of one.
-    pub fn resolve_trashed(&self, wanted: &str) -> Result<String> {
+    pub(crate) fn resolve_trashed(&self, wanted: &str) -> Result<String> {
         validate_id(wanted)?;
         let mut matches: Vec<String> =
             self.trash_ids().into_iter().filter(|id| id.starts_with(wanted)).collect();
@@ -41,13 +41,13 @@ impl Store {
     }
 
     /// Deletes a session that is in the trash.
-    pub fn purge_trashed(&self, id: &str) -> Result<()> {
+    pub(crate) fn purge_trashed(&self, id: &str) -> Result<()> {
         let path = self.trashed_path(id);
         fs::remove_file(&path).with_context(|| format!("cannot delete {}", path.display()))
     }
 
     /// The header of a session in the trash, if it can be read.
-    pub fn trashed_header(&self, id: &str) -> Option<transcript::Header> {
+    pub(crate) fn trashed_header(&self, id: &str) -> Option<transcript::Header> {
         let file = self.open_transcript(&self.trashed_path(id)).ok()?;
         let summary = transcript::summarize(BufReader::new(file)).ok()?.ok()?;
         Some(summary.header)
@@ -56,7 +56,7 @@ impl Store {
     /// Moves a session to `$CCA_HOME/trash/` (or deletes it with `purge`), and keeps `latest`
     /// pointing at a session that exists. Says where `latest` points now, when it pointed at
     /// this session: the next `,` continues another conversation, and the user must know.
-    pub fn remove(&self, id: &str, purge: bool) -> Result<Repointed> {
+    pub(crate) fn remove(&self, id: &str, purge: bool) -> Result<Repointed> {
         let path = self.session_path(id);
         if purge {
             fs::remove_file(&path).with_context(|| format!("cannot delete {}", path.display()))?;
@@ -93,7 +93,7 @@ impl Store {
     /// Takes a record cut off at the end of a session's file (from `at` on) out of it, once:
     /// the bytes go whole to a file in [`Self::damaged_dir`], and the transcript ends with a note
     /// between records saying where they went. Returns that file. Call it holding the lock.
-    pub fn set_aside_cut_off(&self, id: &str, at: u64, stamp: &str) -> Result<PathBuf> {
+    pub(crate) fn set_aside_cut_off(&self, id: &str, at: u64, stamp: &str) -> Result<PathBuf> {
         let path = self.session_path(id);
         let file = open_regular(&path, OpenOptions::new().read(true).write(true))
             .with_context(|| format!("cannot open {}", path.display()))?;
@@ -125,7 +125,7 @@ impl Store {
     }
 
     /// Moves a session back from the trash.
-    pub fn restore(&self, id: &str) -> Result<()> {
+    pub(crate) fn restore(&self, id: &str) -> Result<()> {
         validate_id(id)?;
         let from = self.trash_dir().join(file_name(id));
         let to = self.session_path(id);
@@ -146,7 +146,7 @@ impl Store {
     }
 
     /// Ids of the sessions in the trash.
-    pub fn trash_ids(&self) -> Vec<String> {
+    pub(crate) fn trash_ids(&self) -> Vec<String> {
         let mut ids: Vec<String> = fs::read_dir(self.trash_dir())
             .map(|entries| {
                 entries
@@ -164,7 +164,7 @@ impl Store {
 /// file an engine wrote for one of cca's turns. Best effort: what cannot be removed stays.
 /// Reads and removes the file `name` in a folder of `root` (claude's
 /// `~/.claude/projects/<folder>/<session id>.jsonl`), if one holds it.
-pub fn take_engine_session_file(root: &Path, name: &str) -> Option<String> {
+pub(crate) fn take_engine_session_file(root: &Path, name: &str) -> Option<String> {
     for folder in fs::read_dir(root).ok()?.flatten() {
         let path = folder.path().join(name);
         if let Ok(text) = fs::read_to_string(&path) {
@@ -175,7 +175,7 @@ pub fn take_engine_session_file(root: &Path, name: &str) -> Option<String> {
     None
 }
 
-pub fn remove_engine_session_files(root: &Path, is_engine_session: impl Fn(&Path) -> bool) {
+pub(crate) fn remove_engine_session_files(root: &Path, is_engine_session: impl Fn(&Path) -> bool) {
     let Ok(projects) = fs::read_dir(root) else { return };
     for project in projects.flatten() {
         let Ok(chats) = fs::read_dir(project.path().join("chats")) else { continue };

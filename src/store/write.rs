@@ -18,7 +18,7 @@ use super::{FILE_MODE, Store};
 ///
 /// Each append keeps the session's live index current: cca's own appends leave everything
 /// before them as it was, so a checkpoint the index proved before the append still holds after.
-pub struct Appender {
+pub(crate) struct Appender {
     file: File,
     path: PathBuf,
     store: Store,
@@ -28,7 +28,7 @@ pub struct Appender {
 }
 
 impl Appender {
-    pub fn open(store: &Store, id: &str) -> Result<Appender> {
+    pub(crate) fn open(store: &Store, id: &str) -> Result<Appender> {
         let path = store.session_path(id);
         let (file, identity) = Self::open_path(&path)?;
         Ok(Appender { file, path, store: store.clone(), id: id.to_string(), identity })
@@ -46,7 +46,7 @@ impl Appender {
     /// `sed -i`) leaves the open file unlinked: appending to it would lose the words. When
     /// another file now has the path, it is opened instead (the editor's version is the
     /// transcript now) and this returns true.
-    pub fn follow_replacement(&mut self) -> Result<bool> {
+    pub(crate) fn follow_replacement(&mut self) -> Result<bool> {
         use std::os::unix::fs::MetadataExt;
         let at_path = match fs::metadata(&self.path) {
             Ok(meta) => (meta.dev(), meta.ino()),
@@ -62,7 +62,7 @@ impl Appender {
 
     /// Whether the file holds these bytes (a record appended before it was replaced). Read
     /// whole, which only a replaced transcript needs.
-    pub fn contains(&self, bytes: &[u8]) -> bool {
+    pub(crate) fn contains(&self, bytes: &[u8]) -> bool {
         let mut text = Vec::new();
         (&self.file)
             .seek(SeekFrom::Start(0))
@@ -73,19 +73,22 @@ impl Appender {
 
     /// Appends `bytes` with one write and an fsync. If the write fails (disk full), the file is
     /// cut back to where it was, so a failed append leaves nothing half-written.
-    pub fn append(&mut self, bytes: &[u8]) -> Result<()> {
+    pub(crate) fn append(&mut self, bytes: &[u8]) -> Result<()> {
         self.append_with(|w| w.write_all(bytes))
     }
 
     /// Like [`Self::append`], for records appended just after `summary` was read (a clear, a
     /// compaction): when nothing came between, the live index then starts the live context at
     /// the last clear or compaction among them, without reading the file again.
-    pub fn append_after(&mut self, summary: &Summary, bytes: &[u8]) -> Result<()> {
+    pub(crate) fn append_after(&mut self, summary: &Summary, bytes: &[u8]) -> Result<()> {
         self.append_inner(|w| w.write_all(bytes), Some((summary, bytes)))
     }
 
     /// Like [`Self::append`], for records written in pieces (a large answer streamed from disk).
-    pub fn append_with(&mut self, write: impl FnOnce(&mut File) -> io::Result<()>) -> Result<()> {
+    pub(crate) fn append_with(
+        &mut self,
+        write: impl FnOnce(&mut File) -> io::Result<()>,
+    ) -> Result<()> {
         self.append_inner(write, None)
     }
 
@@ -143,7 +146,7 @@ impl Store {
     /// Replaces a session's header (to name it) and keeps the rest of the file byte for byte.
     /// `header_end` is where the old header ends. Call under the session's lock; the file is
     /// replaced whole, through a temp file and a rename.
-    pub fn rewrite_header(
+    pub(crate) fn rewrite_header(
         &self,
         id: &str,
         header: &transcript::Header,
@@ -154,7 +157,7 @@ impl Store {
 
     /// As [`Store::rewrite_header`], with `tail` (whole records) after the old body: a new
     /// header and new records appear together or not at all (`cca import` going on).
-    pub fn rewrite_with(
+    pub(crate) fn rewrite_with(
         &self,
         id: &str,
         header: &transcript::Header,
@@ -182,7 +185,7 @@ impl Store {
 
     /// Gives a session that has none a title (a session an editor opened before its first
     /// question). The caller holds the session's lock; the file is replaced atomically.
-    pub fn set_title(&self, id: &str, title: &str) -> Result<()> {
+    pub(crate) fn set_title(&self, id: &str, title: &str) -> Result<()> {
         let path = self.session_path(id);
         let text = read_text(&path)?;
         let summary = self.summarize(id)?;

@@ -50,9 +50,11 @@ pub use scan::{
 };
 pub use skim::Skim;
 pub use totals::{MAX_COST_USD, MAX_TOKENS, Totals, cost_figure, round_cost, tokens_figure};
+#[cfg(any(test, feature = "testing"))]
+pub use write::render;
 pub use write::{
-    BodyWriter, Direction, MarkerEscaper, one_line, open_record, render, render_header,
-    render_record, unescape,
+    BodyWriter, Direction, MarkerEscaper, one_line, open_record, render_header, render_record,
+    unescape,
 };
 
 /// The format version written into every header.

@@ -4,7 +4,9 @@
 
 use serde::Serialize;
 
-use super::{END_FENCE_LINE, END_LINE, Header, Kind, MARKER, Meta, Record, Transcript};
+#[cfg(any(test, feature = "testing"))]
+use super::Transcript;
+use super::{END_FENCE_LINE, END_LINE, Header, Kind, MARKER, Meta, Record};
 
 /// The header block that opens a transcript.
 pub fn render_header(h: &Header) -> String {
@@ -56,6 +58,7 @@ pub fn render_record(r: &Record, turn: u64) -> String {
 }
 
 /// The whole file for a transcript; turn numbers in headings are derived from the records.
+#[cfg(any(test, feature = "testing"))]
 pub fn render(t: &Transcript) -> String {
     let mut out = render_header(&t.header);
     let mut done = 0;

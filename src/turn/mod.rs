@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 
-pub use crate::call::Attachment;
+pub(crate) use crate::call::Attachment;
 use crate::call::{self, Verdict};
 use crate::compact::{self, Compaction};
 use crate::config::Settings;
@@ -35,7 +35,7 @@ use record::{Attempt, Recorder, ended};
 
 /// Which session a turn goes to.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Target {
+pub(crate) enum Target {
     /// A new session.
     New,
     /// `--resume`: the session `CCA_SESSION` names, or `latest`.
@@ -46,7 +46,7 @@ pub enum Target {
 
 /// One question.
 #[derive(Debug, Clone)]
-pub struct Ask {
+pub(crate) struct Ask {
     pub target: Target,
     pub query: String,
     /// Context handed over with the question: stdin, files.
@@ -57,7 +57,7 @@ pub struct Ask {
 
 /// How widely a notice is worth showing: a front end that is asked to be quiet shows less.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Level {
+pub(crate) enum Level {
     /// Only when the user sees everything (a changed system prompt).
     Detail,
     /// Worth knowing (a problem in the file, a large context, a compaction).
@@ -68,7 +68,7 @@ pub enum Level {
 
 /// What happens during a turn, in order.
 #[derive(Debug, Clone, Copy)]
-pub enum Event<'a> {
+pub(crate) enum Event<'a> {
     /// Another cca is answering in the session; the turn waits for it.
     Waiting { session: &'a str },
     /// The question is in the transcript: from here on nothing typed can be lost.
@@ -94,7 +94,7 @@ pub enum Event<'a> {
 }
 
 /// Receives a turn's events. Called on the turn's own thread.
-pub trait Observer {
+pub(crate) trait Observer {
     fn event(&mut self, event: Event<'_>);
 }
 
@@ -107,7 +107,7 @@ impl<F: FnMut(Event<'_>)> Observer for F {
 
 /// How a turn ended, once its question was recorded.
 #[derive(Debug)]
-pub struct TurnResult {
+pub(crate) struct TurnResult {
     pub session: String,
     pub path: PathBuf,
     /// The exchange the last answer belongs to (steers taken during the turn add exchanges).
@@ -125,7 +125,7 @@ pub struct TurnResult {
 
 impl TurnResult {
     /// The exit code a command-line front end ends with.
-    pub fn exit_code(&self) -> u8 {
+    pub(crate) fn exit_code(&self) -> u8 {
         match &self.verdict {
             Verdict::Answered => exit::OK,
             Verdict::Failed { code, .. } => *code,
@@ -137,7 +137,7 @@ impl TurnResult {
 /// Asks the question and records the exchange. `Err` means nothing was recorded (bad input, a
 /// session that cannot be read, a cancel while waiting for it); once the question is recorded,
 /// every ending is an `Ok(TurnResult)`, unless the outcome itself cannot be saved.
-pub fn ask(
+pub(crate) fn ask(
     settings: &Settings,
     store: &Store,
     ask: &Ask,
@@ -153,7 +153,7 @@ pub fn ask(
 /// answer is recorded, by this same call. Every answer is recorded, each steer before the
 /// answer to it, in the order the engine saw them. Steers the engine never took (the answer was
 /// interrupted or failed) are kept as attempts that were not answered.
-pub fn ask_steered(
+pub(crate) fn ask_steered(
     settings: &Settings,
     store: &Store,
     ask: &Ask,
@@ -167,7 +167,7 @@ pub fn ask_steered(
 /// [`ask_steered`] for a front end that outlives the turn: the session's engine is kept in
 /// `warm` between turns, and a turn it fits gets only the new message (docs/DESIGN.md, "Warm
 /// engines"). Whatever the kept engine, the turn is recorded as any other.
-pub fn ask_warm(
+pub(crate) fn ask_warm(
     settings: &Settings,
     store: &Store,
     ask: &Ask,
@@ -434,7 +434,7 @@ fn check_ready(
 }
 
 /// Refuses text with a NUL byte: engines take text, and a NUL byte cuts it short in some.
-pub fn refuse_nul(what: &str, bytes: &[u8]) -> Result<()> {
+pub(crate) fn refuse_nul(what: &str, bytes: &[u8]) -> Result<()> {
     match memchr::memchr(0, bytes) {
         None => Ok(()),
         Some(at) => Err(Failure::usage(format!(
@@ -451,7 +451,7 @@ fn new_bytes(ask: &Ask) -> usize {
 }
 
 /// Refuses images for an engine that cannot take them, before anything is recorded or sent.
-pub fn refuse_images(engine: &EngineConfig, attachments: &[Attachment]) -> Result<()> {
+pub(crate) fn refuse_images(engine: &EngineConfig, attachments: &[Attachment]) -> Result<()> {
     if let Some(first) = attachments.iter().find(|a| a.image.is_some())
         && !engine.spec.takes_images
     {
@@ -613,7 +613,7 @@ impl Answering<'_> {
 /// editor): waits for the session's lock, repairs a record cut off at its end, and folds all
 /// live exchanges but the last `keep` into a summary (see `compact`). `Err` means nothing
 /// changed; an [`run::Interrupted`] error says it was stopped.
-pub fn compact(
+pub(crate) fn compact(
     settings: &Settings,
     store: &Store,
     id: &str,
