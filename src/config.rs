@@ -33,6 +33,7 @@ impl Env {
     }
 
     /// For tests: an environment made of these pairs only.
+    #[cfg(any(test, feature = "testing"))]
     pub fn from_pairs(pairs: &[(&'static str, &str)]) -> Env {
         Env { vars: pairs.iter().map(|(k, v)| (*k, OsString::from(v))).collect() }
     }
@@ -92,8 +93,11 @@ pub enum Render {
 }
 
 /// Every key the config file takes, for the docs and their test.
+#[cfg(any(test, feature = "testing"))]
 pub const FILE_KEYS: &[&str] = &["engine", "model", "prompt", "render", "keep_warm"];
+#[cfg(any(test, feature = "testing"))]
 pub const COMPACTION_KEYS: &[&str] = &["enabled", "threshold", "keep_recent", "warn_tokens"];
+#[cfg(any(test, feature = "testing"))]
 pub const ENGINE_KEYS: &[&str] = &[
     "program",
     "command",

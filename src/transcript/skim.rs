@@ -90,10 +90,6 @@ impl Skim {
         self.finished || (self.next > end && self.scanner.settled())
     }
 
-    pub fn is_finished(&self) -> bool {
-        self.finished
-    }
-
     /// Reads `bytes`, the file's bytes from [`Self::offset`], until [`Self::settled_past`]
     /// holds for `end` or the bytes run out. Returns how many bytes it used.
     pub fn push(
