@@ -74,7 +74,7 @@ impl Kept {
 
     /// The byte ranges of the record that were not printed.
     #[cfg(test)]
-    pub fn added(&self) -> &[Range<u64>] {
+    pub(crate) fn added(&self) -> &[Range<u64>] {
         &self.added
     }
 
@@ -244,7 +244,7 @@ fn link_url(url: &str) -> String {
 
 /// The printed answer, from the record's text and what [`Kept`] added to it.
 #[cfg(test)]
-pub fn printed(kept: &str, added: &[Range<u64>]) -> String {
+pub(crate) fn printed(kept: &str, added: &[Range<u64>]) -> String {
     let mut out = String::with_capacity(kept.len());
     let mut at = 0usize;
     for range in added {

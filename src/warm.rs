@@ -27,12 +27,12 @@ use crate::store::Store;
 const IDLE_CHECK: Duration = Duration::from_millis(100);
 
 /// The kept engines of one front end, by session id. Dropping it ends them all.
-pub struct Warm {
+pub(crate) struct Warm {
     slots: Arc<Mutex<HashMap<String, Slot>>>,
 }
 
 /// One kept engine, with what it was started for.
-pub struct Slot {
+pub(crate) struct Slot {
     kept: Kept,
     key: String,
     /// The transcript as cca left it after the engine's last turn.
@@ -45,29 +45,34 @@ pub struct Slot {
 
 impl Slot {
     /// A newly started engine, kept for `idle` between turns.
-    pub fn new(kept: Kept, key: String, idle: Duration, files: Option<tempfile::TempDir>) -> Slot {
+    pub(crate) fn new(
+        kept: Kept,
+        key: String,
+        idle: Duration,
+        files: Option<tempfile::TempDir>,
+    ) -> Slot {
         Slot { kept, key, transcript: None, idle, since: Instant::now(), _files: files }
     }
 
     /// Whether it was started for what a cold start now would be, and still runs.
-    pub fn fits(&mut self, key: &str) -> bool {
+    pub(crate) fn fits(&mut self, key: &str) -> bool {
         self.key == key && self.kept.running()
     }
 
-    pub fn kept(&mut self) -> &mut Kept {
+    pub(crate) fn kept(&mut self) -> &mut Kept {
         &mut self.kept
     }
 }
 
 /// A transcript's state: its length and the SHA-256 of its bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Fingerprint {
+pub(crate) struct Fingerprint {
     len: u64,
     sha256: Vec<u8>,
 }
 
 /// The session's transcript as it is now; `None` when it cannot be read (then nothing fits it).
-pub fn fingerprint(store: &Store, id: &str) -> Option<Fingerprint> {
+pub(crate) fn fingerprint(store: &Store, id: &str) -> Option<Fingerprint> {
     let mut file = store.open_session(id).ok()?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
@@ -89,7 +94,7 @@ pub fn fingerprint(store: &Store, id: &str) -> Option<Fingerprint> {
 /// What a cold start of the engine depends on, besides the transcript: the program's file (a
 /// reinstalled engine is another one), its arguments and environment, the system prompt and
 /// the folder it runs in.
-pub fn key(program: &Path, start: &dyn std::fmt::Debug, system: &str) -> String {
+pub(crate) fn key(program: &Path, start: &dyn std::fmt::Debug, system: &str) -> String {
     use std::os::unix::fs::MetadataExt;
     let file = std::fs::metadata(program)
         .map(|m| (m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec()))
@@ -101,7 +106,7 @@ pub fn key(program: &Path, start: &dyn std::fmt::Debug, system: &str) -> String 
 
 impl Warm {
     /// No engine kept yet; idle ones are ended from now on.
-    pub fn new() -> Warm {
+    pub(crate) fn new() -> Warm {
         let slots = Arc::new(Mutex::new(HashMap::new()));
         let watched: Weak<Mutex<HashMap<String, Slot>>> = Arc::downgrade(&slots);
         // Ends with the Warm: the thread holds it only while it looks.
@@ -130,14 +135,14 @@ impl Warm {
 
     /// The session's kept engine, taken out for a turn, if the transcript is exactly as cca
     /// left it after the engine's last turn. A kept engine that does not fit is ended.
-    pub fn take(&self, store: &Store, id: &str) -> Option<Slot> {
+    pub(crate) fn take(&self, store: &Store, id: &str) -> Option<Slot> {
         let slot = self.lock().remove(id)?;
         let now = fingerprint(store, id);
         (now.is_some() && slot.transcript == now).then_some(slot)
     }
 
     /// Keeps the engine after a turn that it answered, with the transcript as cca left it.
-    pub fn keep(&self, store: &Store, id: &str, mut slot: Slot) {
+    pub(crate) fn keep(&self, store: &Store, id: &str, mut slot: Slot) {
         if slot.kept.ended() {
             return;
         }
@@ -148,13 +153,13 @@ impl Warm {
     }
 
     /// Ends the session's kept engine, if there is one (the session was closed).
-    pub fn end(&self, id: &str) {
+    pub(crate) fn end(&self, id: &str) {
         let old = self.lock().remove(id);
         drop(old);
     }
 
     /// Ends every kept engine (the front end is done).
-    pub fn end_all(&self) {
+    pub(crate) fn end_all(&self) {
         let slots = std::mem::take(&mut *self.lock());
         drop(slots);
     }

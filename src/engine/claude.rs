@@ -21,7 +21,7 @@ use crate::frame;
 use crate::media::Image;
 
 /// Measured with claude-code 2.1.329 (docs/DESIGN.md, "Engines").
-pub const SPEC: Spec = Spec {
+pub(crate) const SPEC: Spec = Spec {
     name: "claude",
     program_var: Some(crate::vars::CLAUDE),
     install: Some("npm install -g @anthropic-ai/claude-code"),
@@ -44,7 +44,7 @@ pub const SPEC: Spec = Spec {
     tidy,
 };
 
-pub fn invocation(
+pub(crate) fn invocation(
     engine: &EngineConfig,
     program: PathBuf,
     request: &Request,
@@ -143,7 +143,7 @@ fn mcp_server(server: &super::McpServer) -> Value {
 
 /// One user message, as `--input-format stream-json` takes it: a JSON line, the text first,
 /// then an image block per image (the Messages API's base64 source).
-pub fn user_line(text: &str, images: &[Image]) -> String {
+pub(crate) fn user_line(text: &str, images: &[Image]) -> String {
     let mut content = vec![json!({ "type": "text", "text": text })];
     content.extend(images.iter().map(|image| {
         json!({
@@ -292,7 +292,7 @@ fn uuid_like(seed: &str, n: u64) -> String {
 
 /// Decodes `--output-format stream-json --verbose --include-partial-messages`.
 #[derive(Debug, Default)]
-pub struct Decoder {
+pub(crate) struct Decoder {
     lines: LineBuffer,
     paragraphs: Paragraphs,
     /// The message the last text or tool call came from.

@@ -8,7 +8,7 @@ use crate::error::Failure;
 use crate::frame;
 
 /// Any `[engines.NAME]` with a `command`: no limits known, plain text out.
-pub const SPEC: Spec = Spec {
+pub(crate) const SPEC: Spec = Spec {
     name: "command",
     program_var: None,
     install: None,
@@ -28,7 +28,7 @@ pub const SPEC: Spec = Spec {
 /// Linux refuses a single argument over 128 KiB; stay well below.
 const MAX_ARG: usize = 100 * 1024;
 
-pub fn invocation(
+pub(crate) fn invocation(
     engine: &EngineConfig,
     program: PathBuf,
     request: &Request,
@@ -62,7 +62,7 @@ pub fn invocation(
 /// Plain text engines: stdout is the answer. Invalid UTF-8 becomes U+FFFD; chunks may split a
 /// character anywhere.
 #[derive(Debug, Default)]
-pub struct TextDecoder {
+pub(crate) struct TextDecoder {
     pending: Vec<u8>,
     warned: bool,
 }

@@ -20,7 +20,7 @@ use super::{
 use crate::frame;
 
 /// Measured with gemini-cli 0.61.0 (docs/DESIGN.md, "Engines").
-pub const SPEC: Spec = Spec {
+pub(crate) const SPEC: Spec = Spec {
     name: "gemini",
     program_var: Some(crate::vars::GEMINI),
     install: Some("npm install -g @google/gemini-cli"),
@@ -67,7 +67,7 @@ decision = "allow"
 priority = 900
 "#;
 
-pub fn invocation(
+pub(crate) fn invocation(
     engine: &EngineConfig,
     program: PathBuf,
     request: &Request,
@@ -201,7 +201,7 @@ fn history_jsonl(request: &Request) -> std::io::Result<String> {
 
 /// Where gemini writes its session file for a run: `<home>/.gemini/tmp/<project>/chats/`,
 /// named `session-<time>-<first 8 of the id>.jsonl`. cca removes the one each turn leaves.
-pub fn session_file_matches(path: &Path, session_id: &str) -> bool {
+pub(crate) fn session_file_matches(path: &Path, session_id: &str) -> bool {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let short: String = session_id.chars().take(8).collect();
     short.len() == 8
@@ -210,13 +210,13 @@ pub fn session_file_matches(path: &Path, session_id: &str) -> bool {
         && path.parent().and_then(|p| p.file_name()).is_some_and(|d| d == "chats")
 }
 
-pub fn sessions_root(gemini_home: &Path) -> PathBuf {
+pub(crate) fn sessions_root(gemini_home: &Path) -> PathBuf {
     gemini_home.join(".gemini").join("tmp")
 }
 
 /// Decodes `-o stream-json`: assistant message deltas, tool calls, and the final result.
 #[derive(Debug, Default)]
-pub struct Decoder {
+pub(crate) struct Decoder {
     lines: LineBuffer,
     paragraphs: Paragraphs,
     tools: ToolCalls,

@@ -7,9 +7,9 @@
 //! history file) are described as [`Arg::File`] and created by the caller; what an engine leaves
 //! behind is removed through `store` ([`Spec::tidy`]).
 
-pub mod claude;
-pub mod command;
-pub mod gemini;
+pub(crate) mod claude;
+pub(crate) mod command;
+pub(crate) mod gemini;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -92,7 +92,7 @@ impl std::fmt::Debug for Spec {
 }
 
 /// The engines cca knows by name, in the order new sessions try them.
-pub const BUILTIN: [&Spec; 2] = [&claude::SPEC, &gemini::SPEC];
+pub(crate) const BUILTIN: [&Spec; 2] = [&claude::SPEC, &gemini::SPEC];
 
 /// How an engine receives the system prompt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -192,7 +192,7 @@ impl EngineConfig {
 /// Refuses a model name an engine could read as one of its options (`--yolo`), or as several
 /// words: wherever it comes from (a flag, the environment, the config file, a transcript's
 /// header, an editor), it reaches the engine's command line.
-pub fn check_model(model: &str, from: &str) -> anyhow::Result<()> {
+pub(crate) fn check_model(model: &str, from: &str) -> anyhow::Result<()> {
     let odd = model.is_empty()
         || model.starts_with('-')
         || model.chars().any(|c| c.is_whitespace() || c.is_control());
@@ -209,7 +209,7 @@ pub fn check_model(model: &str, from: &str) -> anyhow::Result<()> {
 
 /// The model on an engine's command line: `FLAG=NAME` for a long option, so that no name can
 /// be read as an option of its own (a short one takes the next argument, a checked name).
-pub fn model_args(flag: &str, model: &str) -> anyhow::Result<Vec<Arg>> {
+pub(crate) fn model_args(flag: &str, model: &str) -> anyhow::Result<Vec<Arg>> {
     check_model(model, "for the engine's command line")?;
     Ok(match flag.starts_with("--") {
         true => vec![Arg::plain(format!("{flag}={model}"))],
@@ -218,7 +218,7 @@ pub fn model_args(flag: &str, model: &str) -> anyhow::Result<Vec<Arg>> {
 }
 
 /// How many bytes make a token, for estimates, unless an engine's config says otherwise.
-pub const BYTES_PER_TOKEN: f64 = 3.5;
+pub(crate) const BYTES_PER_TOKEN: f64 = 3.5;
 
 /// A command-line argument or environment value.
 #[derive(Debug, Clone, PartialEq)]
@@ -270,14 +270,14 @@ impl McpServer {
 }
 
 /// `{"NAME": {...}, ...}`: the servers as an `mcpServers` object, each described by `describe`.
-pub fn mcp_servers(servers: &[McpServer], describe: fn(&McpServer) -> Value) -> Value {
+pub(crate) fn mcp_servers(servers: &[McpServer], describe: fn(&McpServer) -> Value) -> Value {
     let map: serde_json::Map<String, Value> =
         servers.iter().map(|s| (s.name().to_string(), describe(s))).collect();
     Value::Object(map)
 }
 
 /// Pairs as a JSON object (environment variables, HTTP headers).
-pub fn pairs(pairs: &[(String, String)]) -> Value {
+pub(crate) fn pairs(pairs: &[(String, String)]) -> Value {
     Value::Object(pairs.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect())
 }
 
@@ -463,19 +463,24 @@ fn gist(input: &Value) -> String {
 /// Keeps the tool calls of an answer in the order the model made them, and hands each out once
 /// its outcome is known (results of parallel calls may come back in any order).
 #[derive(Debug, Default)]
-pub struct ToolCalls {
+pub(crate) struct ToolCalls {
     pending: Vec<(String, ToolCall, bool)>,
 }
 
 impl ToolCalls {
     /// A call the model made: announced now, handed out settled later (see [`Output::ToolStarted`]).
-    pub fn started(&mut self, id: &str, call: ToolCall, out: &mut Vec<Output>) {
+    pub(crate) fn started(&mut self, id: &str, call: ToolCall, out: &mut Vec<Output>) {
         out.push(Output::ToolStarted(call.clone()));
         self.pending.push((id.to_string(), call, false));
     }
 
     /// Settles the call with this id (an unknown id is ignored) and hands out those now due.
-    pub fn settled(&mut self, id: &str, settle: impl FnOnce(&mut ToolCall), out: &mut Vec<Output>) {
+    pub(crate) fn settled(
+        &mut self,
+        id: &str,
+        settle: impl FnOnce(&mut ToolCall),
+        out: &mut Vec<Output>,
+    ) {
         if let Some((_, call, done)) = self.pending.iter_mut().find(|(i, _, done)| i == id && !done)
         {
             call.status = ToolStatus::Ran;
@@ -489,7 +494,7 @@ impl ToolCalls {
     }
 
     /// Hands out every call left, settled or not (the model moved on, or the output ended).
-    pub fn flush(&mut self, out: &mut Vec<Output>) {
+    pub(crate) fn flush(&mut self, out: &mut Vec<Output>) {
         out.extend(self.pending.drain(..).map(|(_, call, _)| Output::Tool(call)));
     }
 }
@@ -498,7 +503,7 @@ impl ToolCalls {
 /// message the text is passed on exactly as it comes; between two messages that both have text
 /// comes a paragraph break: as many newlines as the text so far needs to end in a blank line.
 #[derive(Debug, Default)]
-pub struct Paragraphs {
+pub(crate) struct Paragraphs {
     /// Newlines the text so far ends with, up to two.
     trailing: usize,
     seen: bool,
@@ -507,11 +512,11 @@ pub struct Paragraphs {
 
 impl Paragraphs {
     /// The next text belongs to a new message.
-    pub fn new_message(&mut self) {
+    pub(crate) fn new_message(&mut self) {
         self.new_message = true;
     }
 
-    pub fn text(&mut self, text: &str, out: &mut Vec<Output>) {
+    pub(crate) fn text(&mut self, text: &str, out: &mut Vec<Output>) {
         if text.is_empty() {
             return;
         }
@@ -566,12 +571,12 @@ pub trait Decoder: Send {
 
 /// Splits stdout into complete lines for the JSON-lines decoders.
 #[derive(Debug, Default)]
-pub struct LineBuffer {
+pub(crate) struct LineBuffer {
     pending: Vec<u8>,
 }
 
 impl LineBuffer {
-    pub fn feed(&mut self, chunk: &[u8], mut each: impl FnMut(&[u8])) {
+    pub(crate) fn feed(&mut self, chunk: &[u8], mut each: impl FnMut(&[u8])) {
         let mut rest = chunk;
         while let Some(p) = memchr::memchr(b'\n', rest) {
             if self.pending.is_empty() {
@@ -585,7 +590,7 @@ impl LineBuffer {
         self.pending.extend_from_slice(rest);
     }
 
-    pub fn finish(&mut self, mut each: impl FnMut(&[u8])) {
+    pub(crate) fn finish(&mut self, mut each: impl FnMut(&[u8])) {
         if !self.pending.is_empty() {
             each(&std::mem::take(&mut self.pending));
         }
@@ -594,7 +599,7 @@ impl LineBuffer {
 
 /// A line of a JSON-lines engine, parsed; a line that is not JSON is shown to the user as they
 /// would have seen it (a [`Output::Note`]), and gives `None`.
-pub fn json_line(line: &[u8], out: &mut Vec<Output>) -> Option<Value> {
+pub(crate) fn json_line(line: &[u8], out: &mut Vec<Output>) -> Option<Value> {
     if let Ok(v) = serde_json::from_slice::<Value>(line) {
         return Some(v);
     }

@@ -8,7 +8,7 @@ use regex_syntax::ast::{self, Ast};
 use regex_syntax::hir::Look;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Case {
+pub(crate) enum Case {
     /// Insensitive unless the pattern has an upper-case letter of its own (not in `\S`, `\W`...).
     Smart,
     Insensitive,
@@ -16,7 +16,7 @@ pub enum Case {
 }
 
 #[derive(Debug, Clone)]
-pub struct PatternOptions {
+pub(crate) struct PatternOptions {
     pub case: Case,
     /// The pattern is text, not a regular expression.
     pub fixed: bool,
@@ -26,7 +26,7 @@ pub struct PatternOptions {
 
 /// A compiled pattern.
 #[derive(Debug, Clone)]
-pub struct Matcher {
+pub(crate) struct Matcher {
     pub(super) regex: Regex,
     /// Whether the pattern can assert the start of a line. An escaped content line is the line
     /// as written plus one leading backslash, which changes no match except one that needs the
@@ -37,7 +37,7 @@ pub struct Matcher {
 
 impl Matcher {
     /// Compiles a pattern; the error says what is wrong with it, for a person.
-    pub fn new(pattern: &str, opts: &PatternOptions) -> Result<Matcher, String> {
+    pub(crate) fn new(pattern: &str, opts: &PatternOptions) -> Result<Matcher, String> {
         let (source, upper) = if opts.fixed {
             if pattern.contains('\n') {
                 return Err(LINE_BREAK.into());
@@ -91,7 +91,7 @@ impl Matcher {
     }
 
     /// Where the pattern matches in one line.
-    pub fn find_in(&self, line: &[u8], found: &mut Vec<Range<usize>>) {
+    pub(crate) fn find_in(&self, line: &[u8], found: &mut Vec<Range<usize>>) {
         found.clear();
         found.extend(self.regex.find_iter(line).map(|m| m.range()));
     }

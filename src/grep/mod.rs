@@ -34,12 +34,12 @@ static ESCAPED: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\\<!-
 mod matcher;
 mod search;
 
-pub use matcher::{Case, Matcher, PatternOptions};
-pub use search::Numbering;
+pub(crate) use matcher::{Case, Matcher, PatternOptions};
+pub(crate) use search::Numbering;
 use search::{Places, Search};
 
 /// Reads a transcript from where it is: a file, or bytes in memory.
-pub trait Source {
+pub(crate) trait Source {
     /// Reads at `offset`; 0 at the end.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<usize>;
 }
@@ -71,20 +71,20 @@ fn read_at(source: &(impl Source + ?Sized), buf: &mut [u8], offset: u64) -> io::
 /// Who said something: the user (a question, an attachment) or the engine (an answer, a
 /// partial answer, a summary).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
+pub(crate) enum Role {
     User,
     Assistant,
 }
 
 impl Role {
-    pub fn of(kind: Kind) -> Role {
+    pub(crate) fn of(kind: Kind) -> Role {
         match kind {
             Kind::User | Kind::Attachment => Role::User,
             _ => Role::Assistant,
         }
     }
 
-    pub fn word(self) -> &'static str {
+    pub(crate) fn word(self) -> &'static str {
         match self {
             Role::User => "user",
             Role::Assistant => "assistant",
@@ -93,7 +93,7 @@ impl Role {
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct Options {
+pub(crate) struct Options {
     /// Lines of context around each match, from the same record.
     pub context: usize,
     pub role: Option<Role>,
@@ -110,7 +110,7 @@ pub struct Options {
 
 /// The record a line belongs to.
 #[derive(Debug, Clone)]
-pub struct Place {
+pub(crate) struct Place {
     pub kind: Kind,
     pub meta: Meta,
     /// The exchange it belongs to, as its heading numbers it.
@@ -121,7 +121,7 @@ pub struct Place {
 
 /// A line to show.
 #[derive(Debug)]
-pub struct Shown<'a> {
+pub(crate) struct Shown<'a> {
     pub place: &'a Place,
     /// Its line number in the file, from 1 (with [`Options::positions`]).
     pub number: u64,
@@ -134,7 +134,7 @@ pub struct Shown<'a> {
 }
 
 /// Where the lines found go.
-pub trait Sink {
+pub(crate) trait Sink {
     /// The transcript's header, before any line; `false` skips the transcript.
     fn header(&mut self, header: &Header) -> bool;
     /// A matching line, or one of context; `false` stops the search.
@@ -144,7 +144,7 @@ pub trait Sink {
 }
 
 /// Searches transcripts one after another, reusing its buffers.
-pub struct Searcher {
+pub(crate) struct Searcher {
     buf: Vec<u8>,
     ahead: Vec<u8>,
 }
@@ -156,7 +156,7 @@ impl Default for Searcher {
 }
 
 impl Searcher {
-    pub fn new() -> Searcher {
+    pub(crate) fn new() -> Searcher {
         Self::with_buffer(BUFFER)
     }
 
@@ -165,7 +165,7 @@ impl Searcher {
     }
 
     /// Searches one transcript; returns how many lines matched, or why it is not a transcript.
-    pub fn search(
+    pub(crate) fn search(
         &mut self,
         source: &(impl Source + ?Sized),
         matcher: &Matcher,
@@ -223,9 +223,6 @@ fn search_with(
 ) -> io::Result<Result<u64, NotTranscript>> {
     Searcher::with_buffer(buffer).search(source, matcher, opts, sink)
 }
-
-/// Numbers exchanges as the transcript's headings do (see `transcript::Summarizer`): a question
-/// and its answer make one; a failure, a clear or damage ends a question unanswered. Feed it
 
 #[cfg(test)]
 mod tests {

@@ -11,16 +11,18 @@ use chrono::{DateTime, Utc};
 use super::{AHEAD, ESCAPED, MARKER, Matcher, Options, Place, Role, Shown, Sink, Source, read_at};
 use crate::transcript::{Event, Header, Kind, NotTranscript, Skim};
 
+/// Numbers exchanges as the transcript's headings do (see `transcript::Summarizer`): a question
+/// and its answer make one; a failure, a clear or damage ends a question unanswered. Feed it
 /// every record and problem in file order.
 #[derive(Debug, Default)]
-pub struct Numbering {
+pub(crate) struct Numbering {
     exchanges: u64,
     pending_user: bool,
 }
 
 impl Numbering {
     /// The exchange a record belongs to.
-    pub fn record(&mut self, kind: Kind) -> u64 {
+    pub(crate) fn record(&mut self, kind: Kind) -> u64 {
         let turn = self.exchanges + 1;
         match kind {
             Kind::User => self.pending_user = true,
@@ -35,7 +37,7 @@ impl Numbering {
     }
 
     /// Damage in the file: the question before it has no answer.
-    pub fn problem(&mut self) {
+    pub(crate) fn problem(&mut self) {
         self.pending_user = false;
     }
 }

@@ -76,13 +76,13 @@ fn token(language: &str) -> String {
 }
 
 /// A code block's highlighter, carrying the parse state from line to line.
-pub struct Code {
+pub(super) struct Code {
     lines: HighlightLines<'static>,
 }
 
 impl Code {
     /// A highlighter for the language a fence names; none for no language or an unknown one.
-    pub fn new(language: &str) -> Option<Code> {
+    pub(super) fn new(language: &str) -> Option<Code> {
         if language.is_empty()
             || matches!(language, "text" | "txt" | "plain" | "plaintext" | "output")
         {
@@ -94,7 +94,7 @@ impl Code {
     }
 
     /// One line of code, without its newline.
-    pub fn line(&mut self, code: &str) -> Vec<Span> {
+    pub(super) fn line(&mut self, code: &str) -> Vec<Span> {
         let Some(syntaxes) = SYNTAXES.get() else {
             return vec![Span::new(code, Attr::default())];
         };

@@ -102,12 +102,12 @@ const BULLETS: [&str; 3] = ["•", "◦", "▪"];
 
 /// Colours of the terminal's own palette, so that they suit its background, light or dark.
 mod palette {
-    pub const RED: u8 = 1;
-    pub const GREEN: u8 = 2;
-    pub const YELLOW: u8 = 3;
-    pub const BLUE: u8 = 4;
-    pub const MAGENTA: u8 = 5;
-    pub const CYAN: u8 = 6;
+    pub(super) const RED: u8 = 1;
+    pub(super) const GREEN: u8 = 2;
+    pub(super) const YELLOW: u8 = 3;
+    pub(super) const BLUE: u8 = 4;
+    pub(super) const MAGENTA: u8 = 5;
+    pub(super) const CYAN: u8 = 6;
 }
 
 impl Renderer {

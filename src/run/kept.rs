@@ -31,14 +31,14 @@ use crate::steer::Inbox;
 
 /// How a kept engine takes a message and tells that its answer ended. One variant per way.
 #[derive(Debug, Clone, Copy)]
-pub enum Transport {
+pub(crate) enum Transport {
     /// One JSON line per user message on stdin (claude's `--input-format stream-json`); the
     /// answer ends at the engine's end of answer (claude's `result`), and stdin stays open.
     StreamJson(fn(&str, &[Image]) -> String),
 }
 
 /// What to start.
-pub struct Start {
+pub(crate) struct Start {
     pub program: PathBuf,
     pub args: Vec<OsString>,
     pub env: Vec<(OsString, OsString)>,
@@ -50,14 +50,14 @@ pub struct Start {
 
 /// One turn's message: the framed text (its stored parts read from `transcript`)
 /// and the images it carries.
-pub struct Message {
+pub(crate) struct Message {
     pub pieces: Vec<Piece>,
     pub transcript: File,
     pub images: Vec<Image>,
 }
 
 /// A running engine that takes one message per turn. Dropping it ends the engine's group.
-pub struct Kept {
+pub(crate) struct Kept {
     /// Its group, pipes and stdin; `ending` and `inbox` are the current turn's.
     engine: Engine,
     /// What came from the pipes between turns, for the next one.
@@ -70,7 +70,7 @@ pub struct Kept {
 
 impl Kept {
     /// Starts the engine, on a keeper thread that owns it and waits for it.
-    pub fn start(start: Start) -> Result<Kept> {
+    pub(crate) fn start(start: Start) -> Result<Kept> {
         let Start { program, args, env, grace, transport, decoder } = start;
         // Bounded, as for a cold run: between turns nothing reads, and an engine has nothing
         // to say then.
@@ -136,14 +136,14 @@ impl Kept {
     }
 
     /// Whether the engine ended, or was told to: it takes no more turns.
-    pub fn ended(&self) -> bool {
+    pub(crate) fn ended(&self) -> bool {
         self.ended
     }
 
     /// Whether the engine is still there to take a turn: not ended, and it neither exited nor
     /// closed its output while it waited (it would fail the turn a fresh one answers). What it
     /// said meanwhile is kept for the next turn.
-    pub fn running(&mut self) -> bool {
+    pub(crate) fn running(&mut self) -> bool {
         while let Ok(pipe) = self.engine.pipes.try_recv() {
             if matches!(pipe, Pipe::Exited(_) | Pipe::StdoutEnd) {
                 self.end();
@@ -156,7 +156,7 @@ impl Kept {
     /// Sends the message and reads the engine until its answer ends (with any steers from
     /// `inbox` it took on the way). A stop asked for, a failure writing the answer, or the
     /// engine ending ends the kept engine too: see [`Kept::ended`].
-    pub fn turn(
+    pub(crate) fn turn(
         &mut self,
         message: Message,
         inbox: Option<&Inbox>,

@@ -467,7 +467,7 @@ pub(crate) mod testing {
     use super::*;
 
     /// A session's header, with this title.
-    pub fn header(title: &str) -> Header {
+    pub(crate) fn header(title: &str) -> Header {
         Header {
             format: FORMAT,
             id: "20261121-101500".into(),
@@ -485,17 +485,17 @@ pub(crate) mod testing {
     }
 
     /// A record with no metadata.
-    pub fn record(kind: Kind, content: &str) -> Record {
+    pub(crate) fn record(kind: Kind, content: &str) -> Record {
         Record { kind, meta: Meta::default(), content: content.into() }
     }
 
     /// Any kind of record.
-    pub fn any_kind() -> impl proptest::strategy::Strategy<Value = Kind> {
+    pub(crate) fn any_kind() -> impl proptest::strategy::Strategy<Value = Kind> {
         proptest::sample::select(KINDS.iter().map(|(k, _)| *k).collect::<Vec<_>>())
     }
 
     /// Checks that a transcript reads back exactly as it was written, with no problems.
-    pub fn round_trip(t: &Transcript) {
+    pub(crate) fn round_trip(t: &Transcript) {
         let text = render(t);
         let (back, problems) = parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
         assert!(problems.is_empty(), "{problems:?}\n{text}");
@@ -503,7 +503,7 @@ pub(crate) mod testing {
     }
 
     /// Text built to break the format: markers, fences, headings, tags and line endings.
-    pub fn hostile_text() -> impl Strategy<Value = String> {
+    pub(crate) fn hostile_text() -> impl Strategy<Value = String> {
         let piece = prop_oneof![
             Just("<!-- cca:end -->".to_string()),
             Just("<!-- cca:end fence -->".to_string()),
