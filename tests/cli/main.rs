@@ -10,6 +10,7 @@ mod faults;
 mod grep;
 mod help;
 mod import;
+mod layers;
 mod live;
 mod mcp;
 mod readme;
