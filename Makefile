@@ -44,7 +44,9 @@ export CCA_TEST_MCP_CLIENTS := $(abspath $(MCP_CLIENTS))
 export CCA_TEST_CODEX := $(abspath $(CODEX))/node_modules/.bin/codex
 export CCA_TEST_ACP_SCHEMA := $(abspath $(ACP_SCHEMA))
 
-.PHONY: build test engines llm acp-clients acp-schema mcp-clients codex fuzz install uninstall bench clean
+MSRV := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+
+.PHONY: msrv docs build test engines llm acp-clients acp-schema mcp-clients codex fuzz install uninstall bench clean
 
 build:
 	$(CARGO) build --release --locked
@@ -53,6 +55,14 @@ build:
 test: engines llm acp-clients acp-schema mcp-clients codex
 	$(CARGO) test --locked
 	$(MAKE) fuzz
+
+## The declared minimum Rust (Cargo.toml's rust-version) builds everything; the docs build
+## without a warning.
+msrv:
+	rustup toolchain install $(MSRV) --profile minimal
+	cargo +$(MSRV) check --all-targets --locked --target-dir target/msrv
+docs:
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --locked
 
 ## Coverage-guided fuzzing of the transcript parser, the framing and the ACP wire reader,
 ## FUZZ_SECONDS per target, starting from the committed regression corpus in fuzz/seeds/.

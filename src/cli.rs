@@ -2,6 +2,9 @@
 //!
 //! Doc comments are the help: the first line is `-h`, the rest is `--help`.
 
+// The doc comments are help text written for a terminal (`[N]`, `<folder>`), not rustdoc.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
+
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};

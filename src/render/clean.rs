@@ -19,7 +19,7 @@ fn harmless(c: char) -> bool {
     !c.is_control() || c == '\n' || c == '\t'
 }
 
-/// Text cleaned by [`harmless`]'s rule, whole lines or not. A carriage return at the very end is
+/// Text cleaned by `harmless`'s rule, whole lines or not. A carriage return at the very end is
 /// taken as alone: a caller that cuts text into pieces keeps one that ends a piece for the next.
 pub fn clean_text(text: &str) -> Cow<'_, str> {
     if text.chars().all(harmless) {
