@@ -38,8 +38,12 @@ fn ctrl_c_typed_in_a_terminal_stops_the_turn() {
 #[test]
 fn a_spinner_shows_on_a_terminal_until_the_answer() {
     let env = TestEnv::new();
-    let mut session = in_pty(&env, &["search", "q"], &[("FAKE_SCRIPT", "sleep 1500;echo")]);
+    // The engine answers only once the spinner was seen: no race with the spinner's delay.
+    let go = env.work.join("go");
+    let script = format!("await {};echo", go.display());
+    let mut session = in_pty(&env, &["search", "q"], &[("FAKE_SCRIPT", script.as_str())]);
     session.exp_string("waiting for claude").unwrap();
+    std::fs::write(&go, "").unwrap();
     let before_answer = session.exp_string("ECHO: q").unwrap();
     // Cleared before the answer: the line is erased (ESC[2K or ESC[K), and the answer follows.
     assert!(before_answer.contains("\u{1b}["), "{before_answer:?}");
