@@ -18,12 +18,28 @@ pub fn real_program(var: &str, under_build: &str) -> PathBuf {
     let path = std::env::var_os(var)
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("build").join(under_build));
+    let target = make_target(under_build);
     assert!(
         path.exists(),
-        "{} is missing: run `make test` (or `make engines llm` once), which installs the real engines",
+        "{} is missing: a plain `cargo test` needs the pinned tools the Makefile installs into \
+         build/: run `make {target}` once (or `make test`, which installs them all and runs every \
+         test)",
         path.display()
     );
     path
+}
+
+/// The Makefile target that installs what lives at `under_build` in build/.
+fn make_target(under_build: &str) -> &'static str {
+    match under_build.split('/').next().unwrap_or("") {
+        "engines" => "engines",
+        "llm-venv" => "llm",
+        "acp-clients" => "acp-clients",
+        "acp-schema" => "acp-schema",
+        "mcp-clients" => "mcp-clients",
+        "codex" => "codex",
+        _ => "test",
+    }
 }
 
 /// Puts back the default action of every signal the test process was started ignoring, once,
