@@ -185,7 +185,7 @@ fn kept(
                 .iter()
                 .map(|a| frame::Attachment { name: &a.name, text: &a.text })
                 .collect();
-            (kept, frame::newest(None, &Live::default(), &attachments, c.query))
+            (kept, frame::follow_up(&attachments, c.query))
         }
         None => {
             let engine = run::kept::Kept::start(cold.started)?;

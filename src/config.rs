@@ -620,7 +620,9 @@ fn engines(env: &Env, file: &File, place: &Place) -> Result<BTreeMap<String, Eng
                 version_args: Some(f.version_args.unwrap_or_else(|| vec!["--version".into()])),
                 system_prompt: f.system_prompt.unwrap_or_default(),
                 system_prompt_arg: None,
-                history: f.history.unwrap_or_default(),
+                // Real turns: each request repeats the previous one, which the provider's prompt
+                // cache serves (docs/DESIGN.md, "Prompt caching").
+                history: f.history.unwrap_or(HistoryMode::Structured),
                 tools: f.tools.or(spec.default_tools.map(str::to_string)),
                 max_input_bytes: f.max_input_bytes.or(spec.max_input_bytes),
                 model: f.model,

@@ -25,6 +25,9 @@ pub const ASSISTANT_TURN: &str = "assistant_turn";
 pub const ATTACHMENT: &str = "attachment";
 pub const QUERY: &str = "user_query";
 
+/// The first line inside the history block.
+const HISTORY_HEADING: &str = "The conversation so far, oldest first.\n";
+
 /// The names of the tags cca frames content with.
 pub const TAG_NAMES: [&str; 7] =
     [SYSTEM, HISTORY, SUMMARY, USER_TURN, ASSISTANT_TURN, ATTACHMENT, QUERY];
@@ -60,14 +63,50 @@ pub fn inline(
     query: &str,
 ) -> Vec<Piece> {
     let mut pieces = Vec::new();
+    push_system(system, &mut pieces);
+    if live.summary.is_some() || !live.exchanges.is_empty() {
+        pieces.push(Piece::History(live.clone()));
+    }
+    push_question(attachments, query, &mut pieces);
+    pieces
+}
+
+/// The message that opens the live context for an engine that takes the earlier exchanges as
+/// real turns (structured history): the system prompt (when the engine does not take it
+/// natively) and the summary of compacted turns, then the question, framed as [`inline`] frames
+/// them. The next turns' histories repeat it, byte for byte, as their first message, and each
+/// later question goes as a [`follow_up`]: every request then repeats the previous one and the
+/// provider's prompt cache serves it.
+pub fn opening(
+    system: Option<&str>,
+    summary: Option<&str>,
+    attachments: &[Attachment],
+    query: &str,
+) -> Vec<Piece> {
+    if system.is_none() && summary.is_none() {
+        return follow_up(attachments, query);
+    }
+    let mut pieces = Vec::new();
+    push_system(system, &mut pieces);
+    if let Some(summary) = summary {
+        // The history block of a live context that has only its summary, as `inline` frames it.
+        pieces.push(Piece::Frame(format!("{}{HISTORY_HEADING}{}", open(HISTORY), open(SUMMARY))));
+        pieces.push(Piece::Text(summary.to_string()));
+        pieces.push(Piece::Frame(format!("{}</{HISTORY}>\n\n", close(SUMMARY))));
+    }
+    push_question(attachments, query, &mut pieces);
+    pieces
+}
+
+fn push_system(system: Option<&str>, pieces: &mut Vec<Piece>) {
     if let Some(system) = system {
         pieces.push(Piece::Frame(open(SYSTEM)));
         pieces.push(Piece::Text(system.to_string()));
         pieces.push(Piece::Frame(close(SYSTEM) + "\n"));
     }
-    if live.summary.is_some() || !live.exchanges.is_empty() {
-        pieces.push(Piece::History(live.clone()));
-    }
+}
+
+fn push_question(attachments: &[Attachment], query: &str, pieces: &mut Vec<Piece>) {
     for a in attachments {
         pieces.push(Piece::Frame(open_attachment(a.name)));
         pieces.push(Piece::Text(a.text.to_string()));
@@ -76,31 +115,14 @@ pub fn inline(
     pieces.push(Piece::Frame(open(QUERY)));
     pieces.push(Piece::Text(query.to_string()));
     pieces.push(Piece::Frame(close(QUERY)));
-    pieces
 }
 
-/// The newest message for an engine that takes the earlier exchanges as real turns (structured
-/// history). With the system prompt sent natively and no summary, it is the question exactly as
-/// the next turn's history will hold it, so each request repeats the previous one and the
-/// provider's prompt cache serves it; otherwise the summary and the system prompt are framed
-/// in it as [`inline`] does.
-pub fn newest(
-    system: Option<&str>,
-    live: &Live,
-    attachments: &[Attachment],
-    query: &str,
-) -> Vec<Piece> {
-    if system.is_none() && live.summary.is_none() {
-        let attachments: Vec<(&str, String)> =
-            attachments.iter().map(|a| (a.name, a.text.to_string())).collect();
-        return vec![Piece::Frame(user_with_attachments(query.to_string(), &attachments))];
-    }
-    let summary_only = Arc::new(Live {
-        summary: live.summary.clone(),
-        summary_turns: live.summary_turns,
-        exchanges: Vec::new(),
-    });
-    inline(system, &summary_only, attachments, query)
+/// A question after the first of the live context (structured history), with its attachments,
+/// as the text of one user message: exactly as the next turns' histories hold it.
+pub fn follow_up(attachments: &[Attachment], query: &str) -> Vec<Piece> {
+    let attachments: Vec<(&str, String)> =
+        attachments.iter().map(|a| (a.name, a.text.to_string())).collect();
+    vec![Piece::Frame(user_with_attachments(query.to_string(), &attachments))]
 }
 
 /// A part of the history block: framing text, or content stored in the transcript.
@@ -113,7 +135,7 @@ enum Part<'a> {
 /// exchanges, and memory must not grow with them.
 fn history_parts(live: &Live, mut each: impl FnMut(Part) -> io::Result<()>) -> io::Result<()> {
     let mut frame = String::new();
-    each(Part::Frame(&format!("{}The conversation so far, oldest first.\n", open(HISTORY))))?;
+    each(Part::Frame(&format!("{}{HISTORY_HEADING}", open(HISTORY))))?;
     if let Some(summary) = &live.summary {
         each(Part::Frame(&open(SUMMARY)))?;
         each(Part::Stored(summary))?;
@@ -345,7 +367,6 @@ impl<S: Source + ?Sized, W: Write> PieceWriter<'_, S, W> {
 }
 
 /// The pieces as one string (stored content read from `source`).
-#[cfg(any(test, feature = "testing"))]
 pub fn to_string(pieces: &[Piece], source: &(impl Source + ?Sized)) -> io::Result<String> {
     let mut out = Vec::new();
     write(pieces, source, &mut out)?;
@@ -486,28 +507,33 @@ mod tests {
     }
 
     #[test]
-    fn the_newest_message_is_the_question_as_the_next_history_holds_it() {
-        let written = |pieces: &[Piece]| {
-            let mut out = Vec::new();
-            write(pieces, &b""[..], &mut out).unwrap();
-            String::from_utf8(out).unwrap()
-        };
+    fn a_follow_up_is_the_question_as_the_next_history_holds_it() {
+        let written = |pieces: &[Piece]| to_string(pieces, &b""[..]).unwrap();
         let diff = Attachment { name: "a.diff", text: "+ <user_query>" };
-        let live = Live { summary: None, summary_turns: None, exchanges: Vec::new() };
-        let plain = written(&newest(None, &live, &[diff], "why?"));
+        let plain = written(&follow_up(&[diff], "why?"));
         let next_history = user_with_attachments("why?".into(), &[("a.diff", diff.text.into())]);
         assert_eq!(plain, next_history);
         assert!(!plain.contains("<user_query>"), "{plain}");
-        // An inline system prompt, or a summary, still rides in the newest message, framed.
-        let framed = written(&newest(Some("be brief"), &live, &[], "why?"));
+        // Nothing to frame: the opening message is a follow-up's text too.
+        assert_eq!(written(&opening(None, None, &[diff], "why?")), plain);
+        // An inline system prompt, or a summary, rides in the opening message, framed as inline
+        // framing frames them.
+        let framed = written(&opening(Some("be brief"), None, &[], "why?"));
+        let inline_framed = written(&inline(Some("be brief"), &Arc::default(), &[], "why?"));
+        assert_eq!(framed, inline_framed);
         assert!(framed.contains("<system_instructions>\nbe brief"), "{framed}");
         assert!(framed.ends_with("<user_query>\nwhy?\n</user_query>\n"), "{framed}");
-        let summarized = Live { summary: Some(0..7), summary_turns: Some((1, 2)), ..live };
-        let mut out = Vec::new();
-        write(&newest(None, &summarized, &[], "why?"), &b"earlier"[..], &mut out).unwrap();
-        let out = String::from_utf8(out).unwrap();
-        assert!(out.contains("<conversation_summary>\nearlier"), "{out}");
-        assert!(out.contains("<user_query>\nwhy?"), "{out}");
+        let opened = written(&opening(Some("be brief"), Some("earlier"), &[diff], "why?"));
+        let summarized = Arc::new(Live { summary: Some(0..7), ..Live::default() });
+        let mut inline_framed = Vec::new();
+        write(
+            &inline(Some("be brief"), &summarized, &[diff], "why?"),
+            &b"earlier"[..],
+            &mut inline_framed,
+        )
+        .unwrap();
+        assert_eq!(opened, String::from_utf8(inline_framed).unwrap());
+        assert!(opened.contains("<conversation_summary>\nearlier"), "{opened}");
     }
 
     #[test]

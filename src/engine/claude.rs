@@ -107,13 +107,13 @@ pub(crate) fn invocation(
             // claude keeps this run's session (a fork of the history resumed), so that `tidy`
             // learns from it where claude put its environment notes; then it is removed.
             let session_id = uuid_like(request.query, request.live.exchanges.len() as u64);
-            let history = history_jsonl(&session_id, request)?;
+            let history = history_jsonl(&session_id, request, inline_system)?;
             if !history.is_empty() {
                 args.push(Arg::plain("--resume"));
                 args.push(Arg::File { name: "history.jsonl", contents: history });
                 args.push(Arg::plain("--fork-session"));
             }
-            frame::newest(inline_system, request.live, &request.attachments, request.query)
+            request.newest(inline_system)?
         }
     };
     args.extend(engine.args.iter().map(Arg::plain));
@@ -161,7 +161,11 @@ pub(crate) fn user_line(text: &str, images: &[Image]) -> String {
 
 /// The live exchanges as claude's own session file: one JSON object per message, and claude's
 /// notes after the question they followed when claude wrote them (see [`Notes`]).
-fn history_jsonl(session_id: &str, request: &Request) -> std::io::Result<String> {
+fn history_jsonl(
+    session_id: &str,
+    request: &Request,
+    system: Option<&str>,
+) -> std::io::Result<String> {
     let notes = Notes::read(request.notes);
     let mut out = String::new();
     let mut parent: Option<String> = None;
@@ -184,7 +188,7 @@ fn history_jsonl(session_id: &str, request: &Request) -> std::io::Result<String>
         })
     };
     for (i, exchange) in request.live.exchanges.iter().enumerate() {
-        push(message("user", json!(request.user_text(exchange)?)));
+        push(message("user", json!(request.user_message(i, system)?)));
         for note in notes.after(i) {
             push(note.clone());
         }
@@ -803,7 +807,7 @@ mod tests {
             model: None,
             notes: None,
         };
-        let text = history_jsonl("sid", &request).unwrap();
+        let text = history_jsonl("sid", &request, None).unwrap();
         let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[0]["type"], "user");
@@ -816,7 +820,7 @@ mod tests {
         let kept = json!([{"after": 0, "lines": [note]}, {"after": 5, "lines": [note]}]);
         let kept = kept.to_string();
         let request = Request { notes: Some(&kept), ..request };
-        let text = history_jsonl("sid", &request).unwrap();
+        let text = history_jsonl("sid", &request, None).unwrap();
         let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
         let kinds: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
         assert_eq!(kinds, ["user", "attachment", "assistant"]);

@@ -123,9 +123,12 @@ pub(crate) fn invocation(
         HistoryMode::Structured => {
             if !request.live.exchanges.is_empty() {
                 args.push(Arg::plain("--session-file"));
-                args.push(Arg::File { name: "history.jsonl", contents: history_jsonl(request)? });
+                args.push(Arg::File {
+                    name: "history.jsonl",
+                    contents: history_jsonl(request, inline_system)?,
+                });
             }
-            frame::newest(inline_system, request.live, &request.attachments, request.query)
+            request.newest(inline_system)?
         }
     };
     // No `@` in the text may name a file: only cca's own image line below does.
@@ -175,7 +178,7 @@ fn mcp_server(server: &super::McpServer) -> Value {
 }
 
 /// The live exchanges as gemini's own session file: a metadata line, then one line per message.
-fn history_jsonl(request: &Request) -> std::io::Result<String> {
+fn history_jsonl(request: &Request, system: Option<&str>) -> std::io::Result<String> {
     let stamp = "2026-01-01T00:00:00.000Z";
     let mut lines = vec![json!({
         "sessionId": "00000000-0000-4000-8000-000000000000",
@@ -185,7 +188,10 @@ fn history_jsonl(request: &Request) -> std::io::Result<String> {
         "kind": "main",
     })];
     for (n, exchange) in request.live.exchanges.iter().enumerate() {
-        let user = request.user_text(exchange)?;
+        // As gemini got it on stdin: with no `@` that names a file.
+        let user = request.user_message(n, system)?;
+        let user =
+            frame::to_string(&[frame::Piece::EscapeAtSigns, frame::Piece::Frame(user)], &b""[..])?;
         let answer = (request.stored)(&exchange.assistant)?;
         for (role, text) in [("user", user), ("gemini", answer)] {
             lines.push(json!({

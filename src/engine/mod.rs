@@ -307,17 +307,39 @@ pub struct Request<'a> {
 }
 
 impl Request<'_> {
-    /// An exchange's user message with its attachments, read from the transcript.
-    pub fn user_text(
-        &self,
-        exchange: &crate::transcript::ExchangeSpans,
-    ) -> std::io::Result<String> {
-        let attachments = exchange
+    /// The newest message, for structured history: the live context's opening message while it
+    /// has no exchange yet, else a follow-up ([`frame::opening`]). `system` is the system prompt
+    /// when the engine takes it inline.
+    pub fn newest(&self, system: Option<&str>) -> std::io::Result<Vec<frame::Piece>> {
+        if !self.live.exchanges.is_empty() {
+            return Ok(frame::follow_up(&self.attachments, self.query));
+        }
+        let summary = self.summary()?;
+        Ok(frame::opening(system, summary.as_deref(), &self.attachments, self.query))
+    }
+
+    /// The question of the live context's `n`th exchange with its attachments, read from the
+    /// transcript, as [`Request::newest`] sent it when it was the newest.
+    pub fn user_message(&self, n: usize, system: Option<&str>) -> std::io::Result<String> {
+        let exchange = &self.live.exchanges[n];
+        let stored = exchange
             .attachments
             .iter()
             .map(|(name, range)| Ok((name.as_str(), (self.stored)(range)?)))
             .collect::<std::io::Result<Vec<_>>>()?;
-        Ok(frame::user_with_attachments((self.stored)(&exchange.user)?, &attachments))
+        let attachments: Vec<frame::Attachment> =
+            stored.iter().map(|(name, text)| frame::Attachment { name, text }).collect();
+        let user = (self.stored)(&exchange.user)?;
+        let pieces = match n {
+            0 => frame::opening(system, self.summary()?.as_deref(), &attachments, &user),
+            _ => frame::follow_up(&attachments, &user),
+        };
+        frame::to_string(&pieces, &b""[..])
+    }
+
+    /// The summary of the compacted turns, read from the transcript.
+    fn summary(&self) -> std::io::Result<Option<String>> {
+        self.live.summary.as_ref().map(|range| (self.stored)(range)).transpose()
     }
 }
 

@@ -239,6 +239,7 @@ fn a_fifo_config_or_index_does_not_hang() {
     std::fs::remove_file(env.cca_home.join("index.json")).ok();
     fifo(&env.cca_home.join("index.json"));
     env.run(&["sessions"]).ok();
+    std::fs::remove_file(env.cca_home.join("config.toml")).unwrap();
     fifo(&env.cca_home.join("config.toml"));
     env.run(&["sessions"]).code(1).stderr_has("not a regular file");
 }

@@ -234,6 +234,8 @@ fn a_write_that_fails_is_reported_and_changes_nothing() {
 #[test]
 fn files_are_private_whatever_the_umask() {
     let env = TestEnv::new();
+    // cca makes its folder itself here (the environment's config file is not needed).
+    std::fs::remove_dir_all(&env.cca_home).unwrap();
     std::os::unix::fs::symlink(cca_exe(), env.bin.join("cca")).unwrap();
     let cca = env.command();
     let mut cmd = std::process::Command::new("bash");

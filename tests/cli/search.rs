@@ -689,3 +689,40 @@ fn two_cut_off_records_in_one_second_are_both_kept() {
     assert_eq!(kept.len(), 2, "{kept:?}");
     assert!(kept[0].ends_with("first cut") && kept[1].ends_with("second cut"), "{kept:?}");
 }
+
+/// The built-in engines' default: the history as real turns (the engine's own session file),
+/// the newest question alone on stdin, and cca's system prompt in the first question, which
+/// every later history repeats byte for byte, so each request repeats the one before it.
+#[test]
+fn by_default_the_history_is_real_turns_opened_by_the_first_question_as_sent() {
+    for engine in ["claude", "gemini"] {
+        let env = TestEnv::new();
+        // No config file: the defaults.
+        std::fs::remove_file(env.cca_home.join("config.toml")).unwrap();
+        let vars = [("CCA_ENGINE", engine)];
+        env.converse(&["one", "two", "three"], &vars);
+        let calls = env.calls();
+        let first = stdin_of(&calls[0]);
+        assert!(tag(first, "system_instructions").is_some(), "{first}");
+        assert_eq!(tag(first, "user_query"), Some("one"));
+        assert_eq!(stdin_of(&calls[1]), "two");
+        assert_eq!(stdin_of(&calls[2]), "three");
+        let flag = if engine == "claude" { "--resume" } else { "--session-file" };
+        let users = |call: &serde_json::Value| -> Vec<String> {
+            let argv = argv_of(call);
+            let at = argv.iter().position(|a| *a == flag).expect("a history file");
+            let file = call["files"][argv[at + 1]].as_str().expect("kept by the fake");
+            file.lines()
+                .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+                .filter(|l| l["type"] == "user")
+                .map(|l| match engine {
+                    "claude" => l["message"]["content"].as_str().unwrap().to_string(),
+                    _ => l["content"][0]["text"].as_str().unwrap().to_string(),
+                })
+                .collect()
+        };
+        assert_eq!(users(&calls[1]), [first]);
+        assert_eq!(users(&calls[2]), [first, "two"]);
+        assert!(!argv_of(&calls[0]).contains(&flag), "no history on the first turn");
+    }
+}

@@ -230,11 +230,9 @@ fn gemini_reads_no_file_an_at_sign_in_the_text_names() {
     r.run(&["search", "-q", "-r", "and @notes?"]).ok();
     let next = r.api.turns().last().unwrap().body.clone();
     assert!(!next.to_string().contains(secret), "{next}");
-    let framed = framed_message(&next);
-    let history = tag(&framed, "conversation_history").unwrap();
-    assert!(history.contains("mail me at someone\\@notes please"), "{history}");
-    assert!(history.contains("Reply to someone\\@notes."), "{history}");
-    assert_eq!(tag(&framed, "user_query"), Some("and \\@notes?"), "{framed}");
+    let sent = crate::sent_questions(&next);
+    assert_eq!(sent, ["mail me at someone\\@notes please", "and \\@notes?"], "{next}");
+    assert!(framed_message(&next).contains("Reply to someone\\@notes."), "{next}");
     // The transcript keeps the text as written.
     let t = r.transcript();
     assert_eq!(t.records[0].content, question);

@@ -134,8 +134,45 @@ fn framed_message(body: &Value) -> String {
     found
 }
 
-fn three_turns(engine: &str) {
+/// The questions a request sent, oldest first (the last is the newest), whichever way cca laid
+/// out the history: framed in one message (`history = "inline"`), or as real turns whose first
+/// opens with cca's framing (structured, the default). The engines' own context is left out.
+fn sent_questions(body: &Value) -> Vec<String> {
+    let messages = body["messages"].as_array().or(body["contents"].as_array());
+    let texts: Vec<String> = messages
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "user")
+        .map(|m| {
+            mock_api::own_text(if m["content"].is_null() { &m["parts"] } else { &m["content"] })
+        })
+        .filter(|t| !t.is_empty())
+        .collect();
+    let Some(newest) = texts.last() else { return Vec::new() };
+    if tag(newest, "conversation_history").is_some() {
+        let mut questions = history_users(newest);
+        questions.extend(tag(newest, "user_query").map(str::to_string));
+        return questions;
+    }
+    texts.iter().map(|t| tag(t, "user_query").unwrap_or(t).to_string()).collect()
+}
+
+/// The answers a request sent back as the model's own turns (structured history).
+fn sent_answers(body: &Value) -> Vec<String> {
+    let (list, role, content) = match body["messages"].as_array() {
+        Some(list) => (list, "assistant", "content"),
+        None => (body["contents"].as_array().unwrap(), "model", "parts"),
+    };
+    list.iter()
+        .filter(|m| m["role"] == role)
+        .map(|m| mock_api::content_text(&m[content]))
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+fn three_turns(engine: &str, history: &str) {
     let r = Real::new();
+    r.env.write_config(&format!("[engines.{engine}]\nhistory = \"{history}\"\n"));
     r.run(&["search", "-q", "-e", engine, "first question"]).ok();
     r.run(&["search", "-q", "-r", "second question"]).ok();
     let run = r.run(&["search", "-r", "third question"]);
@@ -143,13 +180,21 @@ fn three_turns(engine: &str) {
     assert_eq!(run.stdout, "ECHO: third question");
     let turns = r.api.turns();
     assert_eq!(turns.len(), 3, "{engine} made {} answer requests", turns.len());
-    let framed = framed_message(&turns[2].body);
+    let body = &turns[2].body;
+    assert_eq!(sent_questions(body), ["first question", "second question", "third question"]);
+    let framed = framed_message(body);
     let system = tag(&framed, "system_instructions").expect("the system prompt, framed");
     assert!(system.starts_with("You are a web research assistant"), "{system}");
-    let history = tag(&framed, "conversation_history").expect("the history, framed");
-    assert!(history.contains("<user_turn>\nfirst question\n</user_turn>\n<assistant_turn>\nECHO: first question\n</assistant_turn>"), "{history}");
-    assert!(history.contains("<user_turn>\nsecond question\n</user_turn>\n<assistant_turn>\nECHO: second question\n</assistant_turn>"), "{history}");
-    assert_eq!(tag(&framed, "user_query"), Some("third question"));
+    if history == "inline" {
+        let history = tag(&framed, "conversation_history").expect("the history, framed");
+        assert!(history.contains("<user_turn>\nfirst question\n</user_turn>\n<assistant_turn>\nECHO: first question\n</assistant_turn>"), "{history}");
+        assert!(history.contains("<user_turn>\nsecond question\n</user_turn>\n<assistant_turn>\nECHO: second question\n</assistant_turn>"), "{history}");
+        assert_eq!(tag(&framed, "user_query"), Some("third question"));
+    } else {
+        // The system prompt rides in the first question, as it was sent on the first turn.
+        assert_eq!(tag(&framed, "user_query"), Some("first question"));
+        assert_eq!(framed, framed_message(&turns[0].body), "{engine}: the first question as sent");
+    }
     assert_eq!(
         answers(&r.transcript()),
         ["ECHO: first question", "ECHO: second question", "ECHO: third question"]
@@ -159,12 +204,22 @@ fn three_turns(engine: &str) {
 
 #[test]
 fn three_turns_through_claude() {
-    three_turns("claude");
+    three_turns("claude", "structured");
 }
 
 #[test]
 fn three_turns_through_gemini() {
-    three_turns("gemini");
+    three_turns("gemini", "structured");
+}
+
+#[test]
+fn three_turns_framed_inline_through_claude() {
+    three_turns("claude", "inline");
+}
+
+#[test]
+fn three_turns_framed_inline_through_gemini() {
+    three_turns("gemini", "inline");
 }
 
 fn streams_live(engine: &str) {
@@ -250,10 +305,7 @@ fn structured_history(engine: &str) {
         turns.iter().filter(|(role, _)| role == assistant).map(|(_, t)| t.as_str()).collect();
     assert_eq!(answers, ["ECHO: first", "ECHO: second"], "{engine}: {turns:?}");
     // (gemini puts its own session context before the first user message.)
-    assert!(
-        turns.iter().any(|(role, t)| role == "user" && t.ends_with("first")),
-        "{engine}: {turns:?}"
-    );
+    assert_eq!(sent_questions(&body), ["first", "second", "third"], "{engine}: {turns:?}");
     assert_eq!(answers_of(&r), ["ECHO: first", "ECHO: second", "ECHO: third"]);
     assert_eq!(engine_files_left(&r), 0, "temporary files are removed");
 }
@@ -666,13 +718,9 @@ fn searches_then_follow_up(engine: &str) {
     r.api.set(Behavior::default());
     let run = r.run(&["search", "-r", "and on windows?"]);
     assert_eq!(run.ok().stdout, "ECHO: and on windows?");
-    let framed = framed_message(&r.api.turns().last().unwrap().body);
-    let history = tag(&framed, "conversation_history").expect("the history, framed");
-    let turn = |q: &str| {
-        format!("<user_turn>\n{q}\n</user_turn>\n<assistant_turn>\n{kept}\n</assistant_turn>")
-    };
-    assert!(history.contains(&turn("what changed in file locking?")), "{engine}: {history}");
-    assert!(history.contains(&turn("and once more?")), "{engine}: {history}");
+    let body = &r.api.turns().last().unwrap().body.clone();
+    let sent = sent_answers(body);
+    assert_eq!(sent, [kept.clone(), kept], "{engine}: {body}");
 }
 
 #[test]
@@ -866,9 +914,7 @@ fn gemini_answers_a_steer_as_the_next_turn() {
     // A second gemini, sent the whole conversation.
     let turns = r.api.turns();
     assert_eq!(turns.len(), 2, "{turns:?}");
-    let framed = framed_message(&turns[1].body);
-    assert_eq!(tag(&framed, "user_query"), Some("focus on JWT"));
-    assert_eq!(history_users(&framed), ["review the auth module"]);
+    assert_eq!(sent_questions(&turns[1].body), ["review the auth module", "focus on JWT"]);
     assert_eq!(
         records_of(&r),
         [
@@ -1084,8 +1130,8 @@ fn acp_through(engine: &str) {
         assert!(sent.contains("stream please") && sent.contains("look it up"), "{sent}");
         assert!(!sent.contains("never finished"), "{sent}");
     } else {
-        let framed = framed_message(&last);
-        assert_eq!(history_users(&framed), ["stream please", "look it up"], "{engine}");
+        let sent = sent_questions(&last);
+        assert_eq!(sent[..2], ["stream please", "look it up"], "{engine}: {sent:?}");
     }
 
     // A later load replays both turns' tool calls as they ended.

@@ -1,6 +1,7 @@
 //! The test environment, shared by the test binaries: each test runs the built `cca` in its own temp HOME and CCA_HOME, with
 //! fake engines first on PATH, a fixed clock, and a timeout on every process it starts.
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -104,6 +105,8 @@ pub fn fake_engine() -> PathBuf {
 }
 
 pub struct TestEnv {
+    /// The built-in engines' history is framed inline unless a test's config says otherwise.
+    inline_history: bool,
     pub root: tempfile::TempDir,
     pub home: PathBuf,
     pub cca_home: PathBuf,
@@ -118,8 +121,15 @@ impl TestEnv {
         Self::with_engines(&["claude", "gemini"])
     }
 
+    /// With the fake engines, whose tests read cca's framing on stdin (the tags around the
+    /// history and the question): the built-in engines frame their history inline here (see
+    /// [`TestEnv::write_config`]). The default, structured history, is tested through the real
+    /// engines (tests/real) and by the tests that set it.
     pub fn with_engines(names: &[&str]) -> TestEnv {
-        Self::in_dir(&std::env::temp_dir(), names)
+        let mut env = Self::in_dir(&std::env::temp_dir(), names);
+        env.inline_history = true;
+        env.write_config("");
+        env
     }
 
     /// An environment in a folder of `base`. (gemini ignores settings files below a folder
@@ -133,7 +143,15 @@ impl TestEnv {
         for d in [&home, &bin, &log, &work] {
             std::fs::create_dir_all(d).unwrap();
         }
-        let env = TestEnv { cca_home: home.join(".cca"), root, home, bin, log, work };
+        let env = TestEnv {
+            inline_history: false,
+            cca_home: home.join(".cca"),
+            root,
+            home,
+            bin,
+            log,
+            work,
+        };
         for name in names {
             env.add_engine(name);
         }
@@ -245,10 +263,39 @@ impl TestEnv {
         names
     }
 
+    /// Writes config.toml. In an environment of fake engines ([`TestEnv::with_engines`]) the
+    /// built-in engines get `history = "inline"` unless the text sets their history.
     pub fn write_config(&self, text: &str) {
-        std::fs::create_dir_all(&self.cca_home).unwrap();
+        // Private, as cca makes it.
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&self.cca_home).unwrap();
+        let text = if self.inline_history { with_inline_history(text) } else { text.to_string() };
         std::fs::write(self.cca_home.join("config.toml"), text).unwrap();
     }
+}
+
+/// `text` with `history = "inline"` for claude and gemini, last in their sections (the lines a
+/// test's error messages name stay where they are), unless set there or the text is no TOML.
+fn with_inline_history(text: &str) -> String {
+    let mut out = text.to_string();
+    if text.parse::<toml::Table>().is_err() {
+        // A test of a broken file: as it is, to the byte.
+        return out;
+    }
+    for engine in ["claude", "gemini"] {
+        let header = format!("[engines.{engine}]\n");
+        match out.find(&header) {
+            Some(at) => {
+                let start = at + header.len();
+                let end = out[start..].find("\n[").map_or(out.len(), |end| start + end + 1);
+                if !out[start..end].contains("history") {
+                    let line = if out[..end].ends_with('\n') { "" } else { "\n" };
+                    out.insert_str(end, &format!("{line}history = \"inline\"\n"));
+                }
+            }
+            None => out.push_str(&format!("\n{header}history = \"inline\"\n")),
+        }
+    }
+    out
 }
 
 /// A finished run.

@@ -326,7 +326,7 @@ pub fn last_user_text(path: &str, body: &Value) -> String {
             .iter()
             .rev()
             .find(|m| m["role"] == "user")
-            .map(|m| content_text(&m["content"]))
+            .map(|m| own_text(&m["content"]))
             .unwrap_or_default()
     } else {
         let contents = body["contents"].as_array().cloned().unwrap_or_default();
@@ -346,6 +346,31 @@ pub fn last_user_text(path: &str, body: &Value) -> String {
         (Some(start), Some(end)) if end >= start + 13 => text[start + 13..end].to_string(),
         _ => text,
     }
+}
+
+/// The text of a user message the user wrote: the context an engine adds to a session's first
+/// message (claude's `<system-reminder>`s, gemini's `<session_context>`), as parts of their own
+/// or in front of the text, left out.
+pub fn own_text(content: &Value) -> String {
+    const ADDED: [&str; 2] = ["system-reminder", "session_context"];
+    let added = |t: &str| ADDED.iter().any(|tag| t.trim_start().starts_with(&format!("<{tag}>")));
+    let mut text = match content {
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .filter(|t| !added(t))
+            .collect::<Vec<_>>()
+            .join(""),
+        other => content_text(other),
+    };
+    while let Some(tag) =
+        ADDED.iter().find(|tag| text.trim_start().starts_with(&format!("<{tag}>")))
+    {
+        let close = format!("</{tag}>");
+        let Some(end) = text.find(&close) else { break };
+        text = text[end + close.len()..].trim_start_matches('\n').to_string();
+    }
+    text
 }
 
 /// All text in a message's content (a string, or a list of parts or blocks).
