@@ -1345,13 +1345,16 @@ impl Bench {
         println!(
             "| engine, route | request 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10 | 3-10 | not cached, KB |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
         );
-        let structured = "history = \"structured\"\nsystem_prompt = \"native\"\n";
-        let routes: [(&str, &Path, CacheRoute); 6] = [
-            ("claude, cca inline (default)", &claude, CacheRoute::Cca("")),
-            ("claude, cca structured, native system prompt", &claude, CacheRoute::Cca(structured)),
+        let native = "system_prompt = \"native\"\n";
+        let inline = "history = \"inline\"\n";
+        let routes: [(&str, &Path, CacheRoute); 8] = [
+            ("claude, cca (default: structured history)", &claude, CacheRoute::Cca("")),
+            ("claude, cca, native system prompt", &claude, CacheRoute::Cca(native)),
+            ("claude, cca, inline history", &claude, CacheRoute::Cca(inline)),
             ("claude's own `claude -p -c`", &claude, CacheRoute::Own),
-            ("gemini, cca inline (default)", &gemini, CacheRoute::Cca("")),
-            ("gemini, cca structured, native system prompt", &gemini, CacheRoute::Cca(structured)),
+            ("gemini, cca (default: structured history)", &gemini, CacheRoute::Cca("")),
+            ("gemini, cca, native system prompt", &gemini, CacheRoute::Cca(native)),
+            ("gemini, cca, inline history", &gemini, CacheRoute::Cca(inline)),
             ("gemini's own `gemini --resume latest -p`", &gemini, CacheRoute::Own),
         ];
         for (i, (label, program, route)) in routes.iter().enumerate() {

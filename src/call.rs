@@ -141,7 +141,7 @@ fn tidy(c: &Call, notes: Option<&str>, outcome: &run::EngineRun) {
     if let Some(id) = &outcome.engine_session {
         let left = crate::engine::Leftovers {
             gemini_home: s.settings.gemini_home.as_deref(),
-            user_home: s.settings.user_home.as_deref(),
+            claude_home: s.settings.claude_home.as_deref(),
             engine_session: id,
             notes,
             newest: c.live.exchanges.len(),

@@ -240,7 +240,8 @@ pub enum Command {
     ///
     /// Environment: CCA_HOME, CCA_ENGINE, CCA_MODEL, CCA_PROMPT, CCA_SESSION, CCA_CLAUDE,
     /// CCA_GEMINI, CCA_NOW (a fixed clock, for tests), CCA_GRACE_MS (for tests), CCA_COMPLETE (used by completions),
-    /// GEMINI_CLI_HOME (where gemini keeps its files), and the standard NO_COLOR, TERM, PAGER,
+    /// GEMINI_CLI_HOME and CLAUDE_CONFIG_DIR (where gemini and claude keep their files), and the
+    /// standard NO_COLOR, TERM, PAGER,
     /// PATH, HOME. Links in rendered answers are terminal hyperlinks where the terminal is known
     /// to show them (TERM_PROGRAM, VTE_VERSION, WT_SESSION, KONSOLE_VERSION, TERM; not inside
     /// tmux or screen, TMUX and STY), else the URL follows the text; FORCE_HYPERLINK=1 or 0

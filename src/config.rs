@@ -303,6 +303,8 @@ pub struct Settings {
     pub pager: Option<String>,
     /// Where gemini keeps its files: `GEMINI_CLI_HOME`, else the user's home.
     pub gemini_home: Option<PathBuf>,
+    /// Where claude keeps its files: `CLAUDE_CONFIG_DIR`, else `.claude` in the user's home.
+    pub claude_home: Option<PathBuf>,
     /// The user's home folder, where other tools keep their sessions (`cca import`, `cca export`).
     pub user_home: Option<PathBuf>,
     pub color: bool,
@@ -498,6 +500,12 @@ pub fn resolve(
             .or(env.os(vars::USER_HOME))
             .map(PathBuf::from)
             .or_else(dirs::home_dir),
+        claude_home: env.os(vars::CLAUDE_CONFIG_DIR).map(PathBuf::from).or_else(|| {
+            env.os(vars::USER_HOME)
+                .map(PathBuf::from)
+                .or_else(dirs::home_dir)
+                .map(|h| h.join(".claude"))
+        }),
         user_home: env.os(vars::USER_HOME).map(PathBuf::from).or_else(dirs::home_dir),
         color: env.os(vars::NO_COLOR).is_none() && !dumb_terminal,
         dumb_terminal,
@@ -814,13 +822,20 @@ mod tests {
             assert!(vars::ALL.contains(&var), "{var} is not in vars::ALL, so it is never read");
         }
         let s = settings(
-            &[(vars::PAGER, "most"), (vars::GEMINI_CLI_HOME, "/g")],
+            &[
+                (vars::PAGER, "most"),
+                (vars::GEMINI_CLI_HOME, "/g"),
+                (vars::CLAUDE_CONFIG_DIR, "/c"),
+            ],
             Flags::default(),
             None,
         )
         .unwrap();
         assert_eq!(s.pager.as_deref(), Some("most"));
         assert_eq!(s.gemini_home, Some(PathBuf::from("/g")));
+        assert_eq!(s.claude_home, Some(PathBuf::from("/c")));
+        let s = settings(&[(vars::USER_HOME, "/h")], Flags::default(), None).unwrap();
+        assert_eq!(s.claude_home, Some(PathBuf::from("/h/.claude")));
     }
 
     #[test]

@@ -26,6 +26,9 @@ pub const TERM: &str = "TERM";
 /// gemini's own: where it keeps its files (else `$HOME`); cca looks there only to remove the
 /// session file gemini writes for each of cca's turns.
 pub const GEMINI_CLI_HOME: &str = "GEMINI_CLI_HOME";
+/// claude's own: its folder (else `$HOME/.claude`), where it keeps its sessions: cca reads there
+/// the session file of a structured-history turn (and removes it), imports and exports.
+pub const CLAUDE_CONFIG_DIR: &str = "CLAUDE_CONFIG_DIR";
 /// Standard: the pager for `cca show` on a terminal (default `less -FRX`); a command with spaces
 /// or shell syntax runs through `sh -c`, as git runs it.
 pub const PAGER: &str = "PAGER";
@@ -45,7 +48,7 @@ pub const KONSOLE_VERSION: &str = "KONSOLE_VERSION";
 pub const TMUX: &str = "TMUX";
 pub const STY: &str = "STY";
 
-pub const ALL: [&str; 22] = [
+pub const ALL: [&str; 23] = [
     HOME,
     ENGINE,
     MODEL,
@@ -61,6 +64,7 @@ pub const ALL: [&str; 22] = [
     PATH,
     USER_HOME,
     GEMINI_CLI_HOME,
+    CLAUDE_CONFIG_DIR,
     FORCE_HYPERLINK,
     TERM_PROGRAM,
     VTE_VERSION,

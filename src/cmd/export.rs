@@ -57,14 +57,17 @@ pub(crate) fn run(args: &ExportArgs) -> Result<u8> {
     let uuid = uuid(&id, &settings);
     let (path, contents) = match tool {
         ExportTool::Claude => {
-            let home = user_home(&settings)?;
+            let root = match &settings.claude_home {
+                Some(root) => root.clone(),
+                None => user_home(&settings)?.join(".claude"),
+            };
             let folder: String = t
                 .header
                 .cwd
                 .chars()
                 .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
                 .collect();
-            let path = home.join(".claude/projects").join(folder).join(format!("{uuid}.jsonl"));
+            let path = root.join("projects").join(folder).join(format!("{uuid}.jsonl"));
             (path, claude_lines(&uuid, &t.header.cwd, &turns))
         }
         ExportTool::Gemini => {

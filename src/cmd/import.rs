@@ -302,7 +302,13 @@ fn sources(settings: &Settings, tool: Tool, given: &[PathBuf]) -> Result<Vec<Pat
     let mut found = Vec::new();
     if given.is_empty() {
         match tool {
-            Tool::Claude => walk(&home()?.join(".claude/projects"), 1, &wanted, &mut found),
+            Tool::Claude => {
+                let root = match &settings.claude_home {
+                    Some(root) => root.clone(),
+                    None => home()?.join(".claude"),
+                };
+                walk(&root.join("projects"), 1, &wanted, &mut found)
+            }
             Tool::Gemini => {
                 let root = settings.gemini_home.clone().map_or_else(home, Ok)?;
                 walk(&root.join(".gemini/tmp"), 2, &wanted, &mut found)

@@ -241,7 +241,7 @@ fn tidy(left: &super::Leftovers) -> Option<String> {
     if id.is_empty() || !id.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
         return None;
     }
-    let root = left.user_home?.join(".claude").join("projects");
+    let root = left.claude_home?.join("projects");
     let name = format!("{id}.jsonl");
     let text = crate::store::take_engine_session_file(&root, &name)?;
     let found = notes_after_question(&text, left.newest);
@@ -867,7 +867,7 @@ mod tests {
     #[test]
     fn tidy_takes_claude_s_file_and_keeps_new_notes_in_their_place() {
         let home = tempfile::tempdir().unwrap();
-        let folder = home.path().join(".claude/projects/-some-folder");
+        let folder = home.path().join("projects/-some-folder");
         std::fs::create_dir_all(&folder).unwrap();
         let file = folder.join("abc.jsonl");
         let user = json!({"type": "user", "message": {"role": "user", "content": "q"}});
@@ -877,7 +877,7 @@ mod tests {
         fn left<'a>(home: &'a Path, notes: Option<&'a str>, newest: usize) -> Leftovers<'a> {
             Leftovers {
                 gemini_home: None,
-                user_home: Some(home),
+                claude_home: Some(home),
                 engine_session: "abc",
                 notes,
                 newest,

@@ -62,8 +62,9 @@ pub struct Spec {
 pub struct Leftovers<'a> {
     /// Where gemini keeps its files: `GEMINI_CLI_HOME`, else the user's home.
     pub gemini_home: Option<&'a std::path::Path>,
-    /// The user's home (claude keeps its sessions under `~/.claude/projects`).
-    pub user_home: Option<&'a std::path::Path>,
+    /// claude's folder (`CLAUDE_CONFIG_DIR`, else `~/.claude`): it keeps its sessions under
+    /// `projects`.
+    pub claude_home: Option<&'a std::path::Path>,
     /// The id the engine reported for the run.
     pub engine_session: &'a str,
     /// The session's engine notes before the run ([`Request::notes`]).

@@ -1695,8 +1695,8 @@ fn extends(earlier: &Value, later: &Value) -> bool {
 
 #[test]
 fn gemini_follow_ups_extend_the_previous_request() {
+    // The defaults.
     let r = Real::new();
-    r.env.write_config("[engines.gemini]\nhistory = \"structured\"\nsystem_prompt = \"native\"\n");
     long_turns(&r, "gemini", 3);
     r.env.command().arg("clear").output().unwrap();
     r.run(&["search", "-q", "-r", "after the clear"]).ok();
@@ -1728,6 +1728,37 @@ fn gemini_follow_ups_extend_the_previous_request() {
     }
 }
 
+/// With `CLAUDE_CONFIG_DIR` claude keeps its session files there: cca learns its notes from the
+/// turn's file there, and removes it.
+#[test]
+fn claude_s_own_folder_is_where_claude_config_dir_says() {
+    let r = Real::new();
+    let dir = r.env.root.path().join("claude-config");
+    let run = |args: &[&str]| {
+        let mut cmd = r.command();
+        cmd.args(args).env("CLAUDE_CONFIG_DIR", &dir);
+        run_command(cmd, None).ok();
+    };
+    run(&["search", "-q", "-e", "claude", "first"]);
+    run(&["search", "-q", "-r", "second"]);
+    let id = r.transcript().header.id;
+    let notes = r.env.cca_home.join(format!("live/{id}.claude-notes.json"));
+    assert!(notes.is_file(), "claude's notes are learned from its file");
+    let mut left = Vec::new();
+    let mut stack = vec![dir.join("projects")];
+    while let Some(folder) = stack.pop() {
+        for entry in std::fs::read_dir(&folder).into_iter().flatten().flatten() {
+            match entry.path() {
+                p if p.is_dir() => stack.push(p),
+                p if p.extension().is_some_and(|e| e == "jsonl") => left.push(p),
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(left, Vec::<PathBuf>::new(), "claude's own copies are removed");
+    assert_eq!(engine_session_files(&r), Vec::<String>::new());
+}
+
 /// The share of requests `from` on (counted from 1) that the cache could serve after each one's
 /// predecessor, over the bytes of all of them.
 fn cacheable_from(bodies: &[Value], from: usize) -> f64 {
@@ -1742,8 +1773,8 @@ fn cacheable_from(bodies: &[Value], from: usize) -> f64 {
 
 #[test]
 fn claude_follow_ups_extend_the_previous_request() {
+    // The defaults.
     let r = Real::new();
-    r.env.write_config("[engines.claude]\nhistory = \"structured\"\nsystem_prompt = \"native\"\n");
     let bodies = long_turns(&r, "claude", 10);
     assert_eq!(bodies.len(), 10);
     for (n, pair) in bodies.windows(2).enumerate() {
