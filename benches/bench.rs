@@ -1316,10 +1316,53 @@ fn write_claude_store(root: &Path, sessions: u64) -> u64 {
 #[path = "../tests/support/mock_api.rs"]
 mod mock_api;
 
-/// How ten turns go to an engine: through cca with a config, or the engine's own session.
+/// How ten turns go to an engine: one-shot through cca with a config, through one `cca chat` or
+/// one `cca acp` session (the engine kept warm where it can be), or the engine's own session.
 enum CacheRoute {
     Cca(&'static str),
+    Chat,
+    Acp,
     Own,
+}
+
+/// A front end that outlives the turns: its process, and how to give it one question.
+enum Front {
+    Chat { child: std::process::Child, stdin: std::process::ChildStdin },
+    Acp { client: AcpClient, session: serde_json::Value },
+}
+
+impl Front {
+    /// Asks and returns once the answer ends and is saved (chat: its last words in the
+    /// transcript; ACP: the prompt's reply, sent after saving).
+    fn ask(&mut self, question: &str, last_words: &str, transcript: &Path) {
+        match self {
+            Front::Chat { stdin, .. } => {
+                writeln!(stdin, "{question}").unwrap();
+                let saved =
+                    || std::fs::read_to_string(transcript).is_ok_and(|t| t.contains(last_words));
+                while !saved() {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+            }
+            Front::Acp { client, session } => {
+                let prompt =
+                    json!({"sessionId": session, "prompt": [{"type": "text", "text": question}]});
+                let sent = client.send("session/prompt", prompt);
+                let reply = client.until(|m| m["id"] == sent);
+                assert_eq!(reply["result"]["stopReason"], "end_turn", "{reply}");
+            }
+        }
+    }
+
+    fn finish(self) {
+        match self {
+            Front::Chat { mut child, stdin } => {
+                drop(stdin);
+                assert!(child.wait().unwrap().success());
+            }
+            Front::Acp { client, .. } => client.finish(),
+        }
+    }
 }
 
 impl Bench {
@@ -1347,12 +1390,16 @@ impl Bench {
         );
         let native = "system_prompt = \"native\"\n";
         let inline = "history = \"inline\"\n";
-        let routes: [(&str, &Path, CacheRoute); 8] = [
+        let routes: [(&str, &Path, CacheRoute); 12] = [
             ("claude, cca (default: structured history)", &claude, CacheRoute::Cca("")),
+            ("claude, one `cca chat` (claude kept warm)", &claude, CacheRoute::Chat),
+            ("claude, one `cca acp` session (claude kept warm)", &claude, CacheRoute::Acp),
             ("claude, cca, native system prompt", &claude, CacheRoute::Cca(native)),
             ("claude, cca, inline history", &claude, CacheRoute::Cca(inline)),
             ("claude's own `claude -p -c`", &claude, CacheRoute::Own),
             ("gemini, cca (default: structured history)", &gemini, CacheRoute::Cca("")),
+            ("gemini, one `cca chat`", &gemini, CacheRoute::Chat),
+            ("gemini, one `cca acp` session", &gemini, CacheRoute::Acp),
             ("gemini, cca, native system prompt", &gemini, CacheRoute::Cca(native)),
             ("gemini, cca, inline history", &gemini, CacheRoute::Cca(inline)),
             ("gemini's own `gemini --resume latest -p`", &gemini, CacheRoute::Own),
@@ -1413,13 +1460,43 @@ impl Bench {
                 })
                 .collect()
         };
+        let mut front = match route {
+            CacheRoute::Chat | CacheRoute::Acp => {
+                let config =
+                    format!("engine = \"{engine}\"\n[engines.{engine}]\nprogram = {program:?}\n");
+                std::fs::create_dir_all(home.dir.join("cca")).unwrap();
+                std::fs::write(home.dir.join("cca/config.toml"), config).unwrap();
+                let mut cmd = home
+                    .command(&[if matches!(route, CacheRoute::Chat) { "chat" } else { "acp" }], "");
+                cmd.current_dir(&work).envs(vars).stdin(Stdio::piped()).stdout(Stdio::piped());
+                if matches!(route, CacheRoute::Chat) {
+                    let mut child =
+                        cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+                    let stdin = child.stdin.take().unwrap();
+                    Some(Front::Chat { child, stdin })
+                } else {
+                    let mut client = AcpClient::over(cmd);
+                    client.call("initialize", json!({"protocolVersion": 1}));
+                    let new = client.call("session/new", json!({"cwd": work, "mcpServers": []}));
+                    Some(Front::Acp { client, session: new["result"]["sessionId"].clone() })
+                }
+            }
+            _ => None,
+        };
         for n in 0..10 {
+            let answer = filler(n, "Answer", 110);
             api.set(mock_api::Behavior {
-                answer: Some(filler(n, "Answer", 110)),
+                answer: Some(answer.clone()),
                 ..mock_api::Behavior::default()
             });
             let question = filler(n, "Question", 105);
             let mut cmd = match route {
+                CacheRoute::Chat | CacheRoute::Acp => {
+                    let front = front.as_mut().expect("started above");
+                    let transcript = home.dir.join("cca/sessions/latest");
+                    front.ask(&question, answer.trim_end(), &transcript);
+                    continue;
+                }
                 CacheRoute::Cca(config) => {
                     home.config(&format!("[engines.{engine}]\nprogram = {:?}\n{config}", program));
                     let mut args = vec!["search", "-q", "-e", &engine];
@@ -1448,6 +1525,9 @@ impl Bench {
             // CCA_HOME (in the bench's home) changes at every turn.
             cmd.current_dir(&work).envs(vars).stdout(Stdio::null()).stderr(Stdio::null());
             assert!(cmd.status().unwrap().success(), "{name}: turn {n} failed");
+        }
+        if let Some(front) = front {
+            front.finish();
         }
         api.turns().into_iter().map(|t| t.body).collect()
     }
@@ -1570,6 +1650,7 @@ impl Bench {
         let (_, acp_cold) = over_acp(&home("cold-acp", "off"));
         let (chat_first, chat_warm) = in_chat(&home("warm-chat", "10m"));
         let (_, chat_cold) = in_chat(&home("cold-chat", "off"));
+        let (own_first, own_later) = self.claude_own_session(&claude, &api.url());
         println!("{TABLE}");
         let rows = [
             ("ACP: first prompt (claude starts)", acp_first),
@@ -1578,6 +1659,8 @@ impl Bench {
             ("chat: first message (claude starts)", chat_first),
             ("chat: follow-up, claude kept warm", chat_warm),
             ("chat: follow-up, `keep_warm = \"off\"`", chat_cold),
+            ("claude's own session (one process, stream-json): first message", own_first),
+            ("claude's own session: follow-up", own_later),
         ];
         let medians: Vec<f64> = rows
             .into_iter()
@@ -1592,5 +1675,57 @@ impl Bench {
             medians[1] / medians[0],
             medians[4] / medians[3]
         );
+    }
+
+    /// claude's own multi-turn session, for comparison: one process taking the same five
+    /// messages on stream-json input, each timed from writing its line to the first text delta.
+    fn claude_own_session(&self, claude: &Path, url: &str) -> (Vec<f64>, Vec<f64>) {
+        let dir = self.root.path().join("own-session");
+        std::fs::create_dir_all(&dir).unwrap();
+        let (mut first, mut later) = (Vec::new(), Vec::new());
+        for _ in 0..4 {
+            let mut child = Command::new(claude)
+                .args(["-p", "--input-format", "stream-json", "--output-format", "stream-json"])
+                .args(["--verbose", "--include-partial-messages", "--tools=WebSearch,WebFetch"])
+                .args(["--no-session-persistence"])
+                .env_clear()
+                .env("HOME", &dir)
+                .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+                .env("ANTHROPIC_BASE_URL", url)
+                .env("ANTHROPIC_API_KEY", "dummy")
+                .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+                .env("DISABLE_TELEMETRY", "1")
+                .env("DISABLE_AUTOUPDATER", "1")
+                .current_dir(&dir)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+            for n in 0..5 {
+                let message = json!({"type": "user", "message": {"role": "user",
+                    "content": [{"type": "text", "text": format!("message {n}")}]}});
+                let start = Instant::now();
+                writeln!(stdin, "{message}").unwrap();
+                let mut at = None;
+                for line in lines.by_ref() {
+                    let line: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+                    let delta = &line["event"]["delta"];
+                    if at.is_none() && delta["type"] == "text_delta" {
+                        at = Some(start.elapsed().as_secs_f64() * 1000.0);
+                    }
+                    if line["type"] == "result" {
+                        break;
+                    }
+                }
+                let ms = at.expect("claude answered");
+                if n == 0 { first.push(ms) } else { later.push(ms) }
+            }
+            drop(stdin);
+            child.wait().unwrap();
+        }
+        (first, later)
     }
 }
