@@ -6,7 +6,7 @@ use std::io;
 
 use anyhow::{Context, Result};
 
-use crate::engine::{Arg, EngineConfig, Invocation, Request};
+use crate::engine::{Arg, EngineConfig, Invocation, Keeping, Request};
 use crate::error::{Failure, exit};
 use crate::frame;
 use crate::human::human_bytes;
@@ -70,8 +70,15 @@ pub(crate) fn call(
         Ok(transcript::unescape(&text))
     };
     let notes = s.store.engine_notes(s.id, &s.engine.name);
-    let keeps =
-        c.warm.is_some() && s.engine.spec.streams_input.is_some() && s.engine.keep_warm.is_some();
+    // An ACP agent is sent no image (a turn with one starts the engine for itself, as the
+    // one-shot turns do: gemini reads an image from the file its prompt names).
+    let keeps = c.warm.is_some()
+        && s.engine.keep_warm.is_some()
+        && match s.engine.spec.keeps {
+            Some(Keeping::StreamJson(_)) => true,
+            Some(Keeping::Acp) => c.attachments.iter().all(|a| a.image.is_none()),
+            None => false,
+        };
     let request = Request {
         notes: notes.as_deref(),
         kept: keeps,
@@ -102,16 +109,20 @@ pub(crate) fn call(
         }
     }
     let (args, env, scratch) = materialize(s.store, &invocation)?;
-    if let (Some(slot), Some(line), Some(idle), true) =
-        (c.warm, s.engine.spec.streams_input, s.engine.keep_warm, keeps)
+    if let (Some(slot), Some(transport), Some(idle), true) =
+        (c.warm, s.engine.spec.keeps, s.engine.keep_warm, keeps)
     {
+        let decoder = match transport {
+            Keeping::StreamJson(_) => (s.engine.spec.decoder)(),
+            Keeping::Acp => Box::new(crate::engine::acp_agent::Decoder::default()),
+        };
         let started = run::kept::Start {
             program: invocation.program.clone(),
             args,
             env,
             grace: s.settings.grace,
-            transport: run::kept::Transport::StreamJson(line),
-            decoder: (s.engine.spec.decoder)(),
+            transport,
+            decoder,
         };
         let cold = Cold { invocation, started, files: scratch, idle };
         return kept(c, slot, cold, transcript, notes.as_deref(), cancel, progress);
@@ -179,16 +190,9 @@ fn kept(
     let fitting = taken.and_then(|mut kept| kept.fits(&key).then_some(kept));
     let images = cold.invocation.images.clone();
     let (mut kept, pieces) = match fitting {
-        Some(kept) => {
-            let attachments: Vec<frame::Attachment> = c
-                .attachments
-                .iter()
-                .map(|a| frame::Attachment { name: &a.name, text: &a.text })
-                .collect();
-            (kept, frame::follow_up(&attachments, c.query))
-        }
+        Some(kept) => (kept, cold.invocation.follow_up),
         None => {
-            let engine = run::kept::Kept::start(cold.started)?;
+            let engine = run::kept::Kept::start(cold.started, cancel)?;
             (warm::Slot::new(engine, key, cold.idle, cold.files), cold.invocation.stdin)
         }
     };

@@ -573,8 +573,8 @@ fn check_applies(name: &str, kind: &str, f: &EngineFile, place: &Place) -> Resul
     const COMMAND: &[&str] = &["command"];
     let keys: [(&str, bool, &[&str]); 9] = [
         ("program", f.program.is_some(), BUILT_IN),
-        // The engines `cca chat` and `cca acp` can keep between turns (run::kept::Transport).
-        ("keep_warm", f.keep_warm.is_some(), &["claude"]),
+        // The engines `cca chat` and `cca acp` can keep between turns (`Spec::keeps`).
+        ("keep_warm", f.keep_warm.is_some(), BUILT_IN),
         ("args", !f.args.is_empty(), BUILT_IN),
         ("retries", f.retries.is_some(), BUILT_IN),
         ("tools", f.tools.is_some(), &["claude"]),
@@ -781,9 +781,12 @@ mod tests {
         assert_eq!(keep("keep_warm = \"0s\"\n").unwrap(), [None, None]);
         let err = keep("\n[engines.claude]\nkeep_warm = \"ten minutes\"\n").unwrap_err();
         assert!(err.to_string().starts_with("/h/.cca/config.toml:3: keep_warm must be"), "{err}");
-        // gemini is started for every turn: its own keep_warm would do nothing.
-        let err = keep("[engines.gemini]\nkeep_warm = \"5m\"\n").unwrap_err();
-        assert!(err.to_string().contains("`keep_warm` does not apply to gemini"), "{err}");
+        let gemini = keep("[engines.gemini]\nkeep_warm = \"5m\"\n").unwrap();
+        assert_eq!(gemini, [Some(KEEP_WARM), Some(Duration::from_secs(300))]);
+        // A command engine is started for every turn: its keep_warm would do nothing.
+        let command = "[engines.plain]\ncommand = [\"plain\"]\nkeep_warm = \"5m\"\n";
+        let err = settings(&[], Flags::default(), Some(command)).unwrap_err();
+        assert!(err.to_string().contains("`keep_warm` does not apply to plain"), "{err}");
     }
 
     #[test]

@@ -139,7 +139,7 @@ pub(crate) fn run(_: &ConfigArgs) -> Result<u8> {
         }
         let per_token = engine.bytes_per_token.to_string();
         row(&format!("{prefix}.bytes_per_token"), per_token, source("bytes_per_token"));
-        if engine.spec.streams_input.is_some() {
+        if engine.spec.keeps.is_some() {
             let keep = engine.keep_warm.map_or_else(|| "off".into(), idle_time);
             let own = source("keep_warm");
             let from =

@@ -36,6 +36,7 @@ pub(crate) const SPEC: Spec = Spec {
     // Measured: a user line sent while an answer streams is taken after the next tool result
     // in the same answer, or as a new answer (with its own `result`) right after it.
     streams_input: Some(user_line),
+    keeps: Some(super::Keeping::StreamJson(user_line)),
     // Measured: image blocks beside the text of a stream-json user message reach the model
     // request as they are.
     takes_images: true,
@@ -122,7 +123,8 @@ pub(crate) fn invocation(
         env.push(("CLAUDE_CODE_MAX_RETRIES".to_string(), Arg::plain(retries.to_string())));
     }
     let images = request.images.iter().map(|i| (*i).clone()).collect();
-    Ok(Invocation { program, args, env, stdin, images })
+    let follow_up = frame::follow_up(&request.attachments, request.query);
+    Ok(Invocation { program, args, env, stdin, images, follow_up })
 }
 
 /// An MCP server as claude's `--mcp-config` describes it.

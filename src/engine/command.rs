@@ -19,6 +19,7 @@ pub(crate) const SPEC: Spec = Spec {
     failure_hint: None,
     empty_answer_hint: "try again; if it keeps happening, run the engine by hand to see what it does",
     streams_input: None,
+    keeps: None,
     takes_images: false,
     invocation,
     decoder: || Box::new(TextDecoder::default()),
@@ -56,7 +57,14 @@ pub(crate) fn invocation(
         _ => Some(request.system),
     };
     let stdin = frame::inline(inline_system, request.live, &request.attachments, request.query);
-    Ok(Invocation { program, args, env: Vec::new(), stdin, images: Vec::new() })
+    Ok(Invocation {
+        program,
+        args,
+        env: Vec::new(),
+        stdin,
+        images: Vec::new(),
+        follow_up: Vec::new(),
+    })
 }
 
 /// Plain text engines: stdout is the answer. Invalid UTF-8 becomes U+FFFD; chunks may split a

@@ -34,6 +34,8 @@ pub(crate) const SPEC: Spec = Spec {
     empty_answer_hint: "gemini answers nothing when the prompt is larger than the model's context window; \
              try `cca search` for a new session, or a model with a larger window",
     streams_input: None,
+    // Its `-p` mode reads one prompt; `gemini --acp` takes one after another.
+    keeps: Some(super::Keeping::Acp),
     // In `-p` mode an `@PATH` in the prompt makes gemini read the file; an image becomes
     // inline data in the model request (measured, gemini-cli 0.61.0).
     takes_images: true,
@@ -72,9 +74,11 @@ pub(crate) fn invocation(
     program: PathBuf,
     request: &Request,
 ) -> anyhow::Result<Invocation> {
-    // Without --skip-trust, gemini refuses an untrusted folder (exit 55).
+    // Without --skip-trust, gemini refuses an untrusted folder (exit 55). Kept between turns,
+    // it runs as an ACP agent (`Keeping::Acp`), everything else as for one turn.
+    let output: &[&str] = if request.kept { &["--acp"] } else { &["-o", "stream-json"] };
     let mut args: Vec<Arg> =
-        ["-o", "stream-json", "--skip-trust"].into_iter().map(Arg::plain).collect();
+        output.iter().chain(&["--skip-trust"]).copied().map(Arg::plain).collect();
     if let Some(model) = request.model {
         args.extend(super::model_args("--model", model)?);
     }
@@ -117,10 +121,9 @@ pub(crate) fn invocation(
         }
     };
     let stdin = match engine.history {
-        HistoryMode::Inline => {
-            frame::inline(inline_system, request.live, &request.attachments, request.query)
-        }
-        HistoryMode::Structured => {
+        // An ACP agent takes no session file: a kept gemini's first prompt holds the history
+        // framed (for a live context with no exchange yet, the same text as the opening one).
+        HistoryMode::Structured if !request.kept => {
             if !request.live.exchanges.is_empty() {
                 args.push(Arg::plain("--session-file"));
                 args.push(Arg::File {
@@ -129,6 +132,9 @@ pub(crate) fn invocation(
                 });
             }
             request.newest(inline_system)?
+        }
+        HistoryMode::Structured | HistoryMode::Inline => {
+            frame::inline(inline_system, request.live, &request.attachments, request.query)
         }
     };
     // No `@` in the text may name a file: only cca's own image line below does.
@@ -141,7 +147,10 @@ pub(crate) fn invocation(
         stdin.push(frame::Piece::Verbatim(image_references(request)));
     }
     args.extend(engine.args.iter().map(Arg::plain));
-    Ok(Invocation { program, args, env, stdin, images: Vec::new() })
+    let follow_up = std::iter::once(frame::Piece::EscapeAtSigns)
+        .chain(frame::follow_up(&request.attachments, request.query))
+        .collect();
+    Ok(Invocation { program, args, env, stdin, images: Vec::new(), follow_up })
 }
 
 /// A line after the question naming each image as `@PATH`, which gemini replaces by the file's

@@ -7,6 +7,7 @@
 //! history file) are described as [`Arg::File`] and created by the caller; what an engine leaves
 //! behind is removed through `store` ([`Spec::tidy`]).
 
+pub(crate) mod acp_agent;
 pub(crate) mod claude;
 pub(crate) mod command;
 pub(crate) mod gemini;
@@ -47,6 +48,9 @@ pub struct Spec {
     /// `None`: the engine reads its stdin once, and a steer waits for the next turn. The first
     /// message carries the turn's images ([`Invocation::images`]); steers carry none.
     pub streams_input: Option<fn(&str, &[Image]) -> String>,
+    /// How a front end that outlives a turn (`cca chat`, `cca acp`) keeps the engine running
+    /// between turns (`run::kept`, docs/DESIGN.md "Warm engines"); `None`: it cannot.
+    pub keeps: Option<Keeping>,
     /// Whether the engine can be given images with a question (claude, gemini); a question
     /// with an image for one that cannot is refused before anything is recorded.
     pub takes_images: bool,
@@ -247,6 +251,22 @@ pub struct Invocation {
     pub stdin: Vec<Piece>,
     /// Images sent beside the text of the first message of an engine that streams input.
     pub images: Vec<Image>,
+    /// What a kept engine that already holds the live context is sent: the newest question
+    /// alone, as the engine takes it (docs/DESIGN.md, "Warm engines").
+    pub follow_up: Vec<Piece>,
+}
+
+/// How a kept engine takes a message and tells that its answer ended. One variant per way.
+#[derive(Debug, Clone, Copy)]
+pub enum Keeping {
+    /// One JSON line per user message on stdin (claude's `--input-format stream-json`, written
+    /// by this function); the answer ends at the engine's end of answer (claude's `result`),
+    /// and stdin stays open.
+    StreamJson(fn(&str, &[Image]) -> String),
+    /// An ACP agent on stdio (`gemini --acp`, started with the arguments the invocation gives
+    /// for a kept engine): `initialize` and `session/new` once, then one `session/prompt`
+    /// request per message, whose response ends the answer ([`acp_agent`] decodes it).
+    Acp,
 }
 
 /// An MCP server the engine starts for a turn, with its tools for the model.
@@ -370,6 +390,9 @@ pub enum Output {
     Taken(usize),
     /// One answer is complete (claude's `result` line); an engine reading input may go on.
     AnswerEnd,
+    /// A line to write back on the engine's stdin: the answer to a request it made (an ACP
+    /// agent asking for a permission).
+    Reply(String),
 }
 
 /// A tool call, as cca shows it on stderr, keeps it in the transcript and reports it in `--json`.

@@ -56,6 +56,8 @@ pub(super) struct Decoding {
     /// The first error writing the answer's scratch file; nothing is written after it.
     pub(super) scratch_error: Option<String>,
     scratch_failed: bool,
+    /// Lines the engine asked for an answer to, for its stdin ([`Output::Reply`]).
+    pub(super) replies: Vec<String>,
 }
 
 impl Decoding {
@@ -77,6 +79,7 @@ impl Decoding {
             stderr_tail: Vec::new(),
             scratch_error: None,
             scratch_failed: false,
+            replies: Vec::new(),
         }
     }
 
@@ -164,6 +167,7 @@ impl Decoding {
                     self.stream.prompt_taken = true;
                     self.stream.answering = false;
                 }
+                Output::Reply(line) => self.replies.push(line),
             }
         }
         self.outputs = outputs;

@@ -24,18 +24,14 @@ use super::{
     Cancel, Ending, Engine, EngineRun, LINGER, PIPE_GRACE, Pipe, Progress, SpawnError, pump,
     spawn_engine, stop_leftovers, terminate,
 };
-use crate::engine::Decoder;
+use crate::engine::{Decoder, Keeping, acp_agent};
+use crate::error::{Failure, exit};
 use crate::frame::{self, Piece};
 use crate::media::Image;
 use crate::steer::Inbox;
 
-/// How a kept engine takes a message and tells that its answer ended. One variant per way.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Transport {
-    /// One JSON line per user message on stdin (claude's `--input-format stream-json`); the
-    /// answer ends at the engine's end of answer (claude's `result`), and stdin stays open.
-    StreamJson(fn(&str, &[Image]) -> String),
-}
+/// How long an ACP agent may take to open its session (gemini takes about 2.5 s).
+const OPEN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What to start.
 pub(crate) struct Start {
@@ -44,7 +40,7 @@ pub(crate) struct Start {
     pub env: Vec<(OsString, OsString)>,
     /// How long the group has between SIGTERM and SIGKILL.
     pub grace: Duration,
-    pub transport: Transport,
+    pub transport: Keeping,
     pub decoder: Box<dyn Decoder>,
 }
 
@@ -66,11 +62,14 @@ pub(crate) struct Kept {
     decoder: Option<Box<dyn Decoder>>,
     /// The engine ended, or was told to.
     ended: bool,
+    /// An ACP agent's session, and the id of its next prompt request.
+    acp: Option<(String, u64)>,
 }
 
 impl Kept {
-    /// Starts the engine, on a keeper thread that owns it and waits for it.
-    pub(crate) fn start(start: Start) -> Result<Kept> {
+    /// Starts the engine, on a keeper thread that owns it and waits for it; an ACP agent has
+    /// opened its session when this returns (so a question never waits for its start-up).
+    pub(crate) fn start(start: Start, cancel: &Cancel) -> Result<Kept> {
         let Start { program, args, env, grace, transport, decoder } = start;
         // Bounded, as for a cold run: between turns nothing reads, and an engine has nothing
         // to say then.
@@ -108,7 +107,7 @@ impl Kept {
         let (group, stdin) = ready
             .recv()
             .context("the engine's thread ended before the engine started")?
-            .map_err(|error| SpawnError { program: shown, error })?;
+            .map_err(|error| SpawnError { program: shown.clone(), error })?;
         let (lines, feed) = mpsc::channel::<String>();
         thread::spawn(move || {
             let mut stdin = stdin;
@@ -122,17 +121,84 @@ impl Kept {
                 }
             }
         });
-        let Transport::StreamJson(line) = transport;
+        let stream_line = match transport {
+            Keeping::StreamJson(line) => Some(line),
+            // A second prompt cannot go in while one is answered: a steer waits for the next
+            // turn, as with an engine started for each.
+            Keeping::Acp => None,
+        };
         let engine = Engine {
             group,
             grace,
             pipes,
             steers: Some(lines),
-            stream_line: Some(line),
+            stream_line,
             inbox: None,
             ending: Ending::default(),
         };
-        Ok(Kept { engine, waiting: VecDeque::new(), decoder: Some(decoder), ended: false })
+        let mut kept = Kept {
+            engine,
+            waiting: VecDeque::new(),
+            decoder: Some(decoder),
+            ended: false,
+            acp: None,
+        };
+        if let Keeping::Acp = transport {
+            let session = kept.open_session(&shown, cancel)?;
+            kept.acp = Some((session, acp_agent::FIRST_PROMPT_ID));
+        }
+        Ok(kept)
+    }
+
+    /// Opens an ACP agent's session: writes `initialize` and `session/new`, and reads the agent
+    /// until it answers the latter. What it wrote after that waits for the first turn.
+    fn open_session(&mut self, program: &std::path::Path, cancel: &Cancel) -> Result<String> {
+        let cwd = std::env::current_dir().context("cannot tell which folder this is")?;
+        for line in acp_agent::opening_lines(&cwd) {
+            self.send(line);
+        }
+        let name = program.file_name().unwrap_or(program.as_os_str()).to_string_lossy();
+        let failed = |why: String| -> anyhow::Error {
+            let hint = format!(
+                "kept between turns, {name} runs as an ACP agent; `keep_warm = \"off\"` under \
+                 [engines.{name}] in config.toml starts it for each turn instead"
+            );
+            Failure::new(exit::ERROR, why).hint(hint).into()
+        };
+        let (mut out, mut said) = (Vec::new(), Vec::new());
+        let deadline = Instant::now() + OPEN_TIMEOUT;
+        loop {
+            cancel.check()?;
+            match self.engine.pipes.recv_timeout(Duration::from_millis(50)) {
+                Ok(Pipe::Stdout(chunk)) => {
+                    out.extend_from_slice(&chunk);
+                    while let Some(end) = memchr::memchr(b'\n', &out) {
+                        let line: Vec<u8> = out.drain(..=end).collect();
+                        if let Some(opened) = acp_agent::session_of(&line) {
+                            if !out.is_empty() {
+                                self.waiting.push_back(Pipe::Stdout(out));
+                            }
+                            return opened.map_err(|e| {
+                                failed(format!("{name} did not open a session: {e}"))
+                            });
+                        }
+                    }
+                }
+                Ok(Pipe::Stderr(chunk)) => said.extend_from_slice(&chunk),
+                Ok(Pipe::Exited(_) | Pipe::StdoutEnd) | Err(RecvTimeoutError::Disconnected) => {
+                    let said = String::from_utf8_lossy(&said);
+                    let last = said.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+                    let why = format!("{name} ended before it opened a session: {}", last.trim());
+                    return Err(failed(why));
+                }
+                Ok(_) => {}
+                Err(RecvTimeoutError::Timeout) if Instant::now() > deadline => {
+                    let why = format!("{name} did not open a session within {OPEN_TIMEOUT:?}");
+                    return Err(failed(why));
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
     }
 
     /// Whether the engine ended, or was told to: it takes no more turns.
@@ -200,8 +266,17 @@ impl Kept {
         let mut framed = Vec::new();
         frame::write(&message.pieces, &frame::Windowed::new(message.transcript), &mut framed)
             .context("cannot read the transcript")?;
-        if let Some(line) = self.engine.stream_line {
-            self.send(line(&String::from_utf8_lossy(&framed), &message.images));
+        let text = String::from_utf8_lossy(&framed);
+        let line = match (&mut self.acp, self.engine.stream_line) {
+            (Some((session, next)), _) => {
+                *next += 1;
+                Some(acp_agent::prompt_line(*next - 1, session, &text, &message.images))
+            }
+            (None, Some(line)) => Some(line(&text, &message.images)),
+            (None, None) => None,
+        };
+        if let Some(line) = line {
+            self.send(line);
         }
         let (group, grace) = (self.engine.group, self.engine.grace);
         loop {
@@ -211,12 +286,11 @@ impl Kept {
                 // The message may be half written: nothing more can be sent on that stdin.
                 ending.stop(group, grace);
             }
-            // Every message taken and answered, none waiting: the turn is over, the engine
-            // waits for the next one.
-            if ending.stopped_at.is_none()
-                && decoding.stream.done()
-                && self.engine.inbox.as_ref().is_none_or(Inbox::is_empty)
-            {
+            // Every message taken and answered, none waiting that it could take: the turn is
+            // over, the engine waits for the next one.
+            let steers_wait = self.engine.stream_line.is_some()
+                && self.engine.inbox.as_ref().is_some_and(|inbox| !inbox.is_empty());
+            if ending.stopped_at.is_none() && decoding.stream.done() && !steers_wait {
                 return Ok(());
             }
             self.engine.watch(cancel, decoding, progress);
@@ -234,7 +308,12 @@ impl Kept {
                 None => self.engine.pipes.recv_timeout(Duration::from_millis(50)),
             };
             match next {
-                Ok(pipe) => self.engine.take(pipe, decoding, progress)?,
+                Ok(pipe) => {
+                    self.engine.take(pipe, decoding, progress)?;
+                    for line in std::mem::take(&mut decoding.replies) {
+                        self.send(line);
+                    }
+                }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => {
                     ending.out_done = true;

@@ -328,3 +328,19 @@ fn chat_compacts_with_slash_compact() {
     let history = tag(stdin_of(&env.last_call()), "conversation_history").unwrap().to_string();
     assert!(history.contains("<conversation_summary>\nSUMMARY[k-1 | k-2]"), "{history}");
 }
+
+/// A gemini kept between turns runs as an ACP agent: a program that does not speak it fails the
+/// turn with what to do (this one ends at once), and the question is kept.
+#[test]
+fn a_kept_gemini_that_opens_no_acp_session_fails_the_turn_with_a_hint() {
+    let env = TestEnv::new();
+    env.write_config("[engines.gemini]\nkeep_warm = \"5m\"\n");
+    let mut cmd = env.command();
+    cmd.args(["chat", "-e", "gemini"]).env("FAKE_SCRIPT", "nostdin;raw no acp here\\n");
+    let run = run_command(cmd, Some(b"hello\n"));
+    run.stderr_has("gemini ended before it opened a session")
+        .stderr_has("keep_warm = \"off\"");
+    let argv = argv_of(&env.last_call()).join(" ");
+    assert!(argv.contains("--acp"), "{argv}");
+    assert!(env.latest().contains("hello"), "the question is kept");
+}

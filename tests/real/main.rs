@@ -10,6 +10,7 @@ mod import;
 #[path = "../support/mock_api.rs"]
 mod mock_api;
 mod warm;
+mod warm_gemini;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -135,8 +136,9 @@ fn framed_message(body: &Value) -> String {
 }
 
 /// The questions a request sent, oldest first (the last is the newest), whichever way cca laid
-/// out the history: framed in one message (`history = "inline"`), or as real turns whose first
-/// opens with cca's framing (structured, the default). The engines' own context is left out.
+/// out the history: framed in one message (`history = "inline"`, and the first prompt of a
+/// kept gemini), or as real turns whose first opens with cca's framing (structured, the
+/// default). The engines' own context is left out.
 fn sent_questions(body: &Value) -> Vec<String> {
     let messages = body["messages"].as_array().or(body["contents"].as_array());
     let texts: Vec<String> = messages
@@ -148,13 +150,13 @@ fn sent_questions(body: &Value) -> Vec<String> {
         })
         .filter(|t| !t.is_empty())
         .collect();
-    let Some(newest) = texts.last() else { return Vec::new() };
-    if tag(newest, "conversation_history").is_some() {
-        let mut questions = history_users(newest);
-        questions.extend(tag(newest, "user_query").map(str::to_string));
-        return questions;
+    // A message may frame the history before it (inline history; a kept engine's first).
+    let mut questions = Vec::new();
+    for text in &texts {
+        questions.extend(history_users(text));
+        questions.push(tag(text, "user_query").unwrap_or(text).to_string());
     }
-    texts.iter().map(|t| tag(t, "user_query").unwrap_or(t).to_string()).collect()
+    questions
 }
 
 /// The answers a request sent back as the model's own turns (structured history).
@@ -1121,9 +1123,9 @@ fn acp_through(engine: &str) {
     );
     let records = records_of(&r);
     assert_eq!(records.last().unwrap().0, Assistant, "{engine}: {records:?}");
-    // The engine was sent the answered exchanges as history, not the interrupted one: framed
-    // in the question (gemini), or as the turns of claude's kept process (docs/DESIGN.md,
-    // "Warm engines").
+    // The engine was sent the answered exchanges as history, not the interrupted one: as the
+    // turns of the kept engine (docs/DESIGN.md, "Warm engines"), which a kept gemini got framed
+    // in its first prompt.
     let last = r.api.turns().last().unwrap().body.clone();
     if engine == "claude" {
         let sent = serde_json::to_string(&last["messages"]).unwrap();

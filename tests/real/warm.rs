@@ -12,26 +12,25 @@ use super::{Real, acp, acp_prompt};
 
 /// Puts a wrapper around the real claude that notes each start in a file; returns the file.
 fn count_starts(r: &mut Real) -> PathBuf {
-    let log = r.env.root.path().join("starts.log");
-    let wrapper = r.env.root.path().join("claude-counted");
-    let script = format!(
-        "#!/bin/sh\necho start >> '{}'\nexec '{}' \"$@\"\n",
-        log.display(),
-        r.claude.display()
-    );
+    count_starts_of(r, "claude")
+}
+
+/// [`count_starts`] for `engine` (claude or gemini).
+pub(super) fn count_starts_of(r: &mut Real, engine: &str) -> PathBuf {
+    let log = r.env.root.path().join(format!("{engine}-starts.log"));
+    let wrapper = r.env.root.path().join(format!("{engine}-counted"));
+    let real = if engine == "claude" { &mut r.claude } else { &mut r.gemini };
+    let script =
+        format!("#!/bin/sh\necho start >> '{}'\nexec '{}' \"$@\"\n", log.display(), real.display());
     std::fs::write(&wrapper, script).unwrap();
-    std::os::unix::fs::PermissionsExt::set_mode(
-        &mut std::fs::metadata(&wrapper).unwrap().permissions(),
-        0o755,
-    );
     let mut perms = std::fs::metadata(&wrapper).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
     std::fs::set_permissions(&wrapper, perms).unwrap();
-    r.claude = wrapper;
+    *real = wrapper;
     log
 }
 
-fn starts(log: &Path) -> usize {
+pub(super) fn starts(log: &Path) -> usize {
     std::fs::read_to_string(log).unwrap_or_default().lines().count()
 }
 
@@ -280,7 +279,7 @@ fn a_model_change_in_acp_starts_claude_afresh() {
 }
 
 /// `cca chat` on the real claude with `lines` typed (through a pipe), to its end.
-fn chat(r: &Real, args: &[&str], lines: &[&str]) -> Run {
+pub(super) fn chat(r: &Real, args: &[&str], lines: &[&str]) -> Run {
     let mut cmd = r.command();
     cmd.arg("chat").args(args);
     let input = lines.iter().map(|l| format!("{l}\n")).collect::<String>();

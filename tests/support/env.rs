@@ -105,8 +105,8 @@ pub fn fake_engine() -> PathBuf {
 }
 
 pub struct TestEnv {
-    /// The built-in engines' history is framed inline unless a test's config says otherwise.
-    inline_history: bool,
+    /// Config files get what the fake engines need ([`with_fake_defaults`]).
+    fake_defaults: bool,
     pub root: tempfile::TempDir,
     pub home: PathBuf,
     pub cca_home: PathBuf,
@@ -122,12 +122,12 @@ impl TestEnv {
     }
 
     /// With the fake engines, whose tests read cca's framing on stdin (the tags around the
-    /// history and the question): the built-in engines frame their history inline here (see
-    /// [`TestEnv::write_config`]). The default, structured history, is tested through the real
-    /// engines (tests/real) and by the tests that set it.
+    /// history and the question): the config file gets what they need ([`with_fake_defaults`]).
+    /// The defaults themselves are tested through the real engines (tests/real) and by the
+    /// tests that set them.
     pub fn with_engines(names: &[&str]) -> TestEnv {
         let mut env = Self::in_dir(&std::env::temp_dir(), names);
-        env.inline_history = true;
+        env.fake_defaults = true;
         env.write_config("");
         env
     }
@@ -144,7 +144,7 @@ impl TestEnv {
             std::fs::create_dir_all(d).unwrap();
         }
         let env = TestEnv {
-            inline_history: false,
+            fake_defaults: false,
             cca_home: home.join(".cca"),
             root,
             home,
@@ -263,36 +263,41 @@ impl TestEnv {
         names
     }
 
-    /// Writes config.toml. In an environment of fake engines ([`TestEnv::with_engines`]) the
-    /// built-in engines get `history = "inline"` unless the text sets their history.
+    /// Writes config.toml. In an environment of fake engines ([`TestEnv::with_engines`]) it
+    /// gets what they need ([`with_fake_defaults`]).
     pub fn write_config(&self, text: &str) {
         // Private, as cca makes it.
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&self.cca_home).unwrap();
-        let text = if self.inline_history { with_inline_history(text) } else { text.to_string() };
+        let text = if self.fake_defaults { with_fake_defaults(text) } else { text.to_string() };
         std::fs::write(self.cca_home.join("config.toml"), text).unwrap();
     }
 }
 
-/// `text` with `history = "inline"` for claude and gemini, last in their sections (the lines a
-/// test's error messages name stay where they are), unless set there or the text is no TOML.
-fn with_inline_history(text: &str) -> String {
+/// `text` with what the fake engines need, last in their sections (the lines a test's error
+/// messages name stay where they are), each unless set there or the text is no TOML: claude and
+/// gemini frame their history inline (the tests read the framing), and gemini is started for
+/// each turn (kept, gemini runs as an ACP agent, which the fake is not; tests/real keeps the
+/// real one).
+fn with_fake_defaults(text: &str) -> String {
     let mut out = text.to_string();
     if text.parse::<toml::Table>().is_err() {
         // A test of a broken file: as it is, to the byte.
         return out;
     }
-    for engine in ["claude", "gemini"] {
+    let history = ("history", "\"inline\"");
+    let defaults = [("claude", &[history][..]), ("gemini", &[history, ("keep_warm", "\"off\"")])];
+    for (engine, keys) in defaults {
         let header = format!("[engines.{engine}]\n");
-        match out.find(&header) {
-            Some(at) => {
-                let start = at + header.len();
-                let end = out[start..].find("\n[").map_or(out.len(), |end| start + end + 1);
-                if !out[start..end].contains("history") {
-                    let line = if out[..end].ends_with('\n') { "" } else { "\n" };
-                    out.insert_str(end, &format!("{line}history = \"inline\"\n"));
-                }
+        if !out.contains(&header) {
+            out.push_str(&format!("\n{header}"));
+        }
+        for (key, value) in keys {
+            let start = out.find(&header).expect("added") + header.len();
+            let end = out[start..].find("\n[").map_or(out.len(), |end| start + end + 1);
+            if !out[start..end].contains(key) {
+                let line = if out[..end].ends_with('\n') { "" } else { "\n" };
+                out.insert_str(end, &format!("{line}{key} = {value}\n"));
             }
-            None => out.push_str(&format!("\n{header}history = \"inline\"\n")),
         }
     }
     out
