@@ -1316,6 +1316,22 @@ fn write_claude_store(root: &Path, sessions: u64) -> u64 {
 #[path = "../tests/support/mock_api.rs"]
 mod mock_api;
 
+/// What the real engines need to talk to the loopback server at `url`, and nothing else.
+fn engine_vars(url: &str) -> Vec<(&'static str, String)> {
+    [
+        ("ANTHROPIC_BASE_URL", url),
+        ("ANTHROPIC_API_KEY", "dummy"),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+        ("DISABLE_TELEMETRY", "1"),
+        ("DISABLE_AUTOUPDATER", "1"),
+        ("GOOGLE_GEMINI_BASE_URL", url),
+        ("GEMINI_API_KEY", "dummy"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k, v.to_string()))
+    .collect()
+}
+
 /// How ten turns go to an engine: one-shot through cca with a config, through one `cca chat` or
 /// one `cca acp` session (the engine kept warm where it can be), or the engine's own session.
 enum CacheRoute {
@@ -1441,16 +1457,7 @@ impl Bench {
         .unwrap();
         let work = home.dir.join("work");
         std::fs::create_dir_all(&work).unwrap();
-        let url = api.url();
-        let vars = [
-            ("ANTHROPIC_BASE_URL", url.as_str()),
-            ("ANTHROPIC_API_KEY", "dummy"),
-            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
-            ("DISABLE_TELEMETRY", "1"),
-            ("DISABLE_AUTOUPDATER", "1"),
-            ("GOOGLE_GEMINI_BASE_URL", url.as_str()),
-            ("GEMINI_API_KEY", "dummy"),
-        ];
+        let vars = engine_vars(&api.url());
         // Varied text: gemini stops on text that repeats itself ("Loop detected").
         let filler = |n: usize, what: &str, count: usize| -> String {
             (0..count)
@@ -1468,7 +1475,10 @@ impl Bench {
                 std::fs::write(home.dir.join("cca/config.toml"), config).unwrap();
                 let mut cmd = home
                     .command(&[if matches!(route, CacheRoute::Chat) { "chat" } else { "acp" }], "");
-                cmd.current_dir(&work).envs(vars).stdin(Stdio::piped()).stdout(Stdio::piped());
+                cmd.current_dir(&work)
+                    .envs(vars.clone())
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped());
                 if matches!(route, CacheRoute::Chat) {
                     let mut child =
                         cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
@@ -1523,7 +1533,7 @@ impl Bench {
             };
             // A folder of its own: gemini lists the working folder in its first message, and
             // CCA_HOME (in the bench's home) changes at every turn.
-            cmd.current_dir(&work).envs(vars).stdout(Stdio::null()).stderr(Stdio::null());
+            cmd.current_dir(&work).envs(vars.clone()).stdout(Stdio::null()).stderr(Stdio::null());
             assert!(cmd.status().unwrap().success(), "{name}: turn {n} failed");
         }
         if let Some(front) = front {
@@ -1535,20 +1545,27 @@ impl Bench {
 
 impl Bench {
     fn warm(&self) {
-        println!("## Warm engines: a follow-up's first chunk through the real claude\n");
-        let claude = std::env::var_os("CCA_TEST_CLAUDE").map(PathBuf::from);
-        let Some(claude) = claude.filter(|p| p.exists()) else {
-            println!("Skipped: the real claude is not installed (`make engines`).\n");
-            return;
-        };
+        println!("## Warm engines: a follow-up's first chunk through the real claude and gemini\n");
         println!(
-            "The real claude (`CCA_TEST_CLAUDE`) against the loopback server of tests/support/mock_api.rs, which answers at once. Over ACP, from writing `session/prompt` to reading the first `agent_message_chunk`; in `cca chat` (lines on a pipe), from writing the line to reading the answer's first byte. Five prompts per session: the first starts claude; the follow-ups find it kept (`keep_warm`, default), or start it again (`keep_warm = \"off\"`, cold as every turn was before).\n"
+            "The real programs (`CCA_TEST_CLAUDE`, `CCA_TEST_GEMINI`) against the loopback server of tests/support/mock_api.rs, which answers at once. Over ACP, from writing `session/prompt` to reading the first `agent_message_chunk`; in `cca chat` (lines on a pipe), from writing the line to reading the answer's first byte. Five prompts per session: the first starts the engine; the follow-ups find it kept (`keep_warm`, default), or start it again (`keep_warm = \"off\"`, cold as every turn was before). Beside them, the engine's own multi-turn session fed the same five messages (claude: one process on stream-json input; gemini: `gemini --acp` spoken to directly).\n"
         );
+        for (engine, var) in [("claude", "CCA_TEST_CLAUDE"), ("gemini", "CCA_TEST_GEMINI")] {
+            match std::env::var_os(var).map(PathBuf::from).filter(|p| p.exists()) {
+                Some(program) => self.warm_engine(engine, &program),
+                None => println!("{engine}: skipped, not installed (`make engines`).\n"),
+            }
+        }
+    }
+
+    fn warm_engine(&self, engine: &str, program: &Path) {
         let api = mock_api::MockApi::start();
         let home = |name: &str, keep: &str| {
-            let dir = self.root.path().join(name);
+            let dir = self.root.path().join(format!("{engine}-{name}"));
             std::fs::create_dir_all(dir.join("cca")).unwrap();
-            let config = format!("engine = \"claude\"\nkeep_warm = \"{keep}\"\n");
+            std::fs::create_dir_all(dir.join(".gemini")).unwrap();
+            let settings = r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#;
+            std::fs::write(dir.join(".gemini/settings.json"), settings).unwrap();
+            let config = format!("engine = \"{engine}\"\nkeep_warm = \"{keep}\"\n");
             std::fs::write(dir.join("cca/config.toml"), config).unwrap();
             dir
         };
@@ -1560,12 +1577,8 @@ impl Bench {
                 .env("CCA_HOME", dir.join("cca"))
                 .env("PATH", std::env::var_os("PATH").unwrap_or_default())
                 .env("TERM", "dumb")
-                .env("CCA_CLAUDE", &claude)
-                .env("ANTHROPIC_BASE_URL", api.url())
-                .env("ANTHROPIC_API_KEY", "dummy")
-                .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-                .env("DISABLE_TELEMETRY", "1")
-                .env("DISABLE_AUTOUPDATER", "1")
+                .env(if engine == "claude" { "CCA_CLAUDE" } else { "CCA_GEMINI" }, program)
+                .envs(engine_vars(&api.url()))
                 .current_dir(dir)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
@@ -1650,35 +1663,85 @@ impl Bench {
         let (_, acp_cold) = over_acp(&home("cold-acp", "off"));
         let (chat_first, chat_warm) = in_chat(&home("warm-chat", "10m"));
         let (_, chat_cold) = in_chat(&home("cold-chat", "off"));
-        let (own_first, own_later) = self.claude_own_session(&claude, &api.url());
+        let (own_first, own_later) = self.own_session(engine, program, &api.url());
         println!("{TABLE}");
         let rows = [
-            ("ACP: first prompt (claude starts)", acp_first),
-            ("ACP: follow-up, claude kept warm", acp_warm),
-            ("ACP: follow-up, `keep_warm = \"off\"`", acp_cold),
-            ("chat: first message (claude starts)", chat_first),
-            ("chat: follow-up, claude kept warm", chat_warm),
-            ("chat: follow-up, `keep_warm = \"off\"`", chat_cold),
-            ("claude's own session (one process, stream-json): first message", own_first),
-            ("claude's own session: follow-up", own_later),
+            (format!("{engine}, ACP: first prompt (the engine starts)"), acp_first),
+            (format!("{engine}, ACP: follow-up, kept warm"), acp_warm),
+            (format!("{engine}, ACP: follow-up, `keep_warm = \"off\"`"), acp_cold),
+            (format!("{engine}, chat: first message (the engine starts)"), chat_first),
+            (format!("{engine}, chat: follow-up, kept warm"), chat_warm),
+            (format!("{engine}, chat: follow-up, `keep_warm = \"off\"`"), chat_cold),
+            (format!("{engine}'s own session: first message"), own_first),
+            (format!("{engine}'s own session: follow-up"), own_later),
         ];
         let medians: Vec<f64> = rows
             .into_iter()
             .map(|(what, samples)| {
                 let stats = Stats::new(samples);
-                println!("{}", stats.row(what));
+                println!("{}", stats.row(&what));
                 stats.median()
             })
             .collect();
         println!(
-            "\nTarget: a follow-up's first chunk at most 0.3x as long after the prompt as a cold first one: ACP {:.2}x, chat {:.2}x (medians).\n",
+            "\nTarget ({engine}): a follow-up's first chunk at most 0.3x as long after the prompt as a cold first one: ACP {:.2}x, chat {:.2}x (medians).\n",
             medians[1] / medians[0],
             medians[4] / medians[3]
         );
     }
 
-    /// claude's own multi-turn session, for comparison: one process taking the same five
-    /// messages on stream-json input, each timed from writing its line to the first text delta.
+    /// The engine's own multi-turn session, for comparison: five messages to one process, each
+    /// timed from writing it to the first text.
+    fn own_session(&self, engine: &str, program: &Path, url: &str) -> (Vec<f64>, Vec<f64>) {
+        if engine == "gemini" {
+            return self.gemini_own_session(program, url);
+        }
+        self.claude_own_session(program, url)
+    }
+
+    /// gemini's own multi-turn session: `gemini --acp` spoken to directly, five prompts in one
+    /// session.
+    fn gemini_own_session(&self, gemini: &Path, url: &str) -> (Vec<f64>, Vec<f64>) {
+        let dir = self.root.path().join("gemini-own-session");
+        std::fs::create_dir_all(dir.join(".gemini")).unwrap();
+        let settings = r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#;
+        std::fs::write(dir.join(".gemini/settings.json"), settings).unwrap();
+        let (mut first, mut later) = (Vec::new(), Vec::new());
+        for _ in 0..4 {
+            let mut cmd = Command::new(gemini);
+            cmd.args(["--acp", "--skip-trust"])
+                .env_clear()
+                .env("HOME", &dir)
+                .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+                .envs(engine_vars(url))
+                .current_dir(&dir)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null());
+            let mut acp = AcpClient::over(cmd);
+            acp.call("initialize", json!({"protocolVersion": 1}));
+            let id = acp.call("session/new", json!({"cwd": dir, "mcpServers": []}))["result"]
+                ["sessionId"]
+                .clone();
+            for n in 0..5 {
+                let prompt = json!({"sessionId": id,
+                    "prompt": [{"type": "text", "text": format!("message {n}")}]});
+                let start = Instant::now();
+                let sent = acp.send("session/prompt", prompt);
+                acp.until(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk");
+                let ms = start.elapsed().as_secs_f64() * 1000.0;
+                if n == 0 {
+                    first.push(ms)
+                } else {
+                    later.push(ms)
+                }
+                acp.until(|m| m["id"] == sent);
+            }
+            acp.finish();
+        }
+        (first, later)
+    }
+
     fn claude_own_session(&self, claude: &Path, url: &str) -> (Vec<f64>, Vec<f64>) {
         let dir = self.root.path().join("own-session");
         std::fs::create_dir_all(&dir).unwrap();
@@ -1691,11 +1754,7 @@ impl Bench {
                 .env_clear()
                 .env("HOME", &dir)
                 .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-                .env("ANTHROPIC_BASE_URL", url)
-                .env("ANTHROPIC_API_KEY", "dummy")
-                .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-                .env("DISABLE_TELEMETRY", "1")
-                .env("DISABLE_AUTOUPDATER", "1")
+                .envs(engine_vars(url))
                 .current_dir(&dir)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())

@@ -338,8 +338,7 @@ fn a_kept_gemini_that_opens_no_acp_session_fails_the_turn_with_a_hint() {
     let mut cmd = env.command();
     cmd.args(["chat", "-e", "gemini"]).env("FAKE_SCRIPT", "nostdin;raw no acp here\\n");
     let run = run_command(cmd, Some(b"hello\n"));
-    run.stderr_has("gemini ended before it opened a session")
-        .stderr_has("keep_warm = \"off\"");
+    run.stderr_has("gemini ended before it opened a session").stderr_has("keep_warm = \"off\"");
     let argv = argv_of(&env.last_call()).join(" ");
     assert!(argv.contains("--acp"), "{argv}");
     assert!(env.latest().contains("hello"), "the question is kept");
