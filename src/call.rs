@@ -71,9 +71,10 @@ pub(crate) fn call(
     };
     let notes = s.store.engine_notes(s.id, &s.engine.name);
     // An ACP agent is sent no image (a turn with one starts the engine for itself, as the
-    // one-shot turns do: gemini reads an image from the file its prompt names).
-    let keeps = c.warm.is_some()
-        && s.engine.keep_warm.is_some()
+    // one-shot turns do: gemini reads an image from the file its prompt names). An engine
+    // with no one-shot mode (an `acp` engine) is kept for this turn alone where no front end
+    // keeps it.
+    let keeps = (c.warm.is_some() && s.engine.keep_warm.is_some() || !s.engine.spec.one_shot)
         && match s.engine.spec.keeps {
             Some(Keeping::StreamJson(_)) => true,
             Some(Keeping::Acp) => c.attachments.iter().all(|a| a.image.is_none()),
@@ -109,9 +110,7 @@ pub(crate) fn call(
         }
     }
     let (args, env, scratch) = materialize(s.store, &invocation)?;
-    if let (Some(slot), Some(transport), Some(idle), true) =
-        (c.warm, s.engine.spec.keeps, s.engine.keep_warm, keeps)
-    {
+    if let (Some(transport), true) = (s.engine.spec.keeps, keeps) {
         let decoder = match transport {
             Keeping::StreamJson(_) => (s.engine.spec.decoder)(),
             Keeping::Acp => Box::new(crate::engine::acp_agent::Decoder::default()),
@@ -124,6 +123,14 @@ pub(crate) fn call(
             transport,
             decoder,
         };
+        // Kept for this turn alone (dropped, and so ended, when the call returns) where no
+        // front end keeps it.
+        let this_turn = std::cell::RefCell::new(None);
+        let slot = match (c.warm, s.engine.keep_warm) {
+            (Some(slot), Some(_)) => slot,
+            _ => &this_turn,
+        };
+        let idle = s.engine.keep_warm.unwrap_or_default();
         let cold = Cold { invocation, started, files: scratch, idle };
         return kept(c, slot, cold, transcript, notes.as_deref(), cancel, progress);
     }

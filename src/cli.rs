@@ -230,7 +230,8 @@ pub enum Command {
     /// (CCA_*), flag.
     ///
     /// Config file keys: engine, model, prompt, render ("auto": answers rendered on a terminal,
-    /// "always", "never"), and per engine in [engines.NAME]: program, command, args, model,
+    /// "always", "never"), and per engine in [engines.NAME]: program, command, acp (an ACP
+    /// agent's program and arguments), args, model,
     /// model_arg, version_args (how `cca doctor` asks the version), system_prompt ("inline" or
     /// "native"), system_prompt_arg, history ("inline" or "structured"), tools, max_input_bytes, retries,
     /// policy, context_budget (tokens), model_budgets ({ "model" = tokens }), bytes_per_token.

@@ -96,7 +96,7 @@ pub(crate) fn run(_: &ConfigArgs) -> Result<u8> {
         let kind_source = if builtin { "built in".into() } else { Source::File.to_string() };
         row(&format!("{prefix}.kind"), engine.spec.name.into(), kind_source);
         if !engine.args.is_empty() {
-            let key = if builtin { "args" } else { "command" };
+            let key = if builtin { "args" } else { engine.spec.name };
             row(&format!("{prefix}.args"), format!("{:?}", engine.args), source(key));
         }
         let optional = |value: &Option<String>| value.clone().unwrap_or_else(|| "(none)".into());

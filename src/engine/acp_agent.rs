@@ -12,7 +12,55 @@ use std::collections::HashMap;
 
 use serde_json::{Value, json};
 
-use super::{LineBuffer, Output, ToolCall, ToolStatus, Usage, json_line};
+use super::{
+    EngineConfig, Invocation, Keeping, LineBuffer, Output, Request, Spec, ToolCall, ToolStatus,
+    Usage, json_line,
+};
+use crate::error::Failure;
+use crate::frame;
+
+/// Any `[engines.NAME]` with `acp = [...]`: an ACP agent, kept for a one-shot turn and ended
+/// after it, kept between turns by `cca chat` and `cca acp`.
+pub(crate) const SPEC: Spec = Spec {
+    name: "acp",
+    program_var: None,
+    install: None,
+    models: &[],
+    context_budget: 100_000,
+    max_input_bytes: None,
+    default_tools: None,
+    failure_hint: None,
+    empty_answer_hint: "try again; if it keeps happening, ask the agent by hand (an ACP client such as acpx) to see what it does",
+    streams_input: None,
+    keeps: Some(Keeping::Acp),
+    one_shot: false,
+    // An agent says in `initialize` whether it takes images; cca does not ask.
+    takes_images: false,
+    invocation,
+    decoder: || Box::<Decoder>::default(),
+    tidy: |_| None,
+};
+
+/// The agent as configured; its first prompt frames the system prompt and the live history
+/// (an agent takes no session file), each later one is the question alone.
+fn invocation(
+    engine: &EngineConfig,
+    program: std::path::PathBuf,
+    request: &Request,
+) -> anyhow::Result<Invocation> {
+    if let Some(model) = request.model {
+        let message = format!(
+            "{} is an ACP agent, and ACP has no way to choose its model ({model}); choose it in the agent's own settings",
+            engine.name
+        );
+        return Err(Failure::new(crate::error::exit::USAGE, message).into());
+    }
+    let args = engine.args.iter().map(super::Arg::plain).collect();
+    let stdin =
+        frame::inline(Some(request.system), request.live, &request.attachments, request.query);
+    let follow_up = frame::follow_up(&request.attachments, request.query);
+    Ok(Invocation { program, args, env: Vec::new(), stdin, images: Vec::new(), follow_up })
+}
 
 /// The first request id `run::kept` gives to prompts (0 and 1 are `initialize` and
 /// `session/new`).

@@ -37,6 +37,7 @@ pub(crate) const SPEC: Spec = Spec {
     // in the same answer, or as a new answer (with its own `result`) right after it.
     streams_input: Some(user_line),
     keeps: Some(super::Keeping::StreamJson(user_line)),
+    one_shot: true,
     // Measured: image blocks beside the text of a stream-json user message reach the model
     // request as they are.
     takes_images: true,

@@ -20,6 +20,7 @@ pub(crate) const SPEC: Spec = Spec {
     empty_answer_hint: "try again; if it keeps happening, run the engine by hand to see what it does",
     streams_input: None,
     keeps: None,
+    one_shot: true,
     takes_images: false,
     invocation,
     decoder: || Box::new(TextDecoder::default()),

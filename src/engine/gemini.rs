@@ -36,6 +36,7 @@ pub(crate) const SPEC: Spec = Spec {
     streams_input: None,
     // Its `-p` mode reads one prompt; `gemini --acp` takes one after another.
     keeps: Some(super::Keeping::Acp),
+    one_shot: true,
     // In `-p` mode an `@PATH` in the prompt makes gemini read the file; an image becomes
     // inline data in the model request (measured, gemini-cli 0.61.0).
     takes_images: true,

@@ -51,6 +51,9 @@ pub struct Spec {
     /// How a front end that outlives a turn (`cca chat`, `cca acp`) keeps the engine running
     /// between turns (`run::kept`, docs/DESIGN.md "Warm engines"); `None`: it cannot.
     pub keeps: Option<Keeping>,
+    /// Whether the engine answers one turn and ends (`claude -p`, `gemini -p`, a command); an
+    /// ACP agent does not: a one-shot turn runs on it kept for that turn, then ended.
+    pub one_shot: bool,
     /// Whether the engine can be given images with a question (claude, gemini); a question
     /// with an image for one that cannot is refused before anything is recorded.
     pub takes_images: bool,

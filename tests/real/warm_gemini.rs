@@ -87,3 +87,29 @@ fn sigkill_of_cca_acp_leaves_no_warm_gemini() {
         assert!(wait_until(TIMEOUT, || !alive(*p)), "process {p} of gemini outlived cca acp");
     }
 }
+
+/// Any ACP agent is an engine with `acp = [...]` (here the real gemini as one): a one-shot turn
+/// starts it, opens a session, asks and ends it; a follow-up frames the history in its first
+/// prompt; `cca chat` keeps it between messages.
+#[test]
+fn an_acp_agent_declared_in_config_answers_one_shot_turns_and_chats() {
+    let mut r = Real::new();
+    let log = count_starts_of(&mut r, "gemini");
+    let agent = format!("[{:?}, \"--acp\", \"--skip-trust\"]", r.gemini.display().to_string());
+    r.env.write_config(&format!("engine = \"agent\"\n[engines.agent]\nacp = {agent}\n"));
+    let run = r.run(&["search", "-q", "first"]);
+    assert_eq!(run.ok().stdout, "ECHO: first");
+    let run = r.run(&["search", "-q", "-r", "second"]);
+    assert_eq!(run.ok().stdout, "ECHO: second");
+    assert_eq!(starts(&log), 2, "one agent a one-shot turn");
+    let sent = super::sent_questions(&bodies(&r)[1]);
+    assert_eq!(sent, ["first", "second"]);
+    chat(&r, &["--resume"], &["c1", "c2", "c3"]).ok();
+    assert_eq!(starts(&log), 3, "three chat messages start it once");
+    assert_follow_ups_extend(&bodies(&r)[2..], "chat");
+    let answers = super::answers_of(&r);
+    assert_eq!(answers.len(), 5, "{answers:?}");
+    assert!(r.env.latest().contains("\"engine\":\"agent\""));
+    // A model cannot be chosen over ACP: refused before anything is asked.
+    r.run(&["search", "-q", "-r", "-m", "some-model", "third"]).code(2).stderr_has("ACP agent");
+}

@@ -13,9 +13,13 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use serde::Deserialize;
 
-use crate::engine::{self, BYTES_PER_TOKEN, EngineConfig, HistoryMode, SystemPromptMode};
+use crate::engine::{self, EngineConfig, HistoryMode, SystemPromptMode};
 use crate::error::Failure;
 use crate::vars;
+
+mod engines;
+pub use engines::KEEP_WARM;
+use engines::engines;
 
 /// A snapshot of the environment variables cca reads.
 #[derive(Debug, Clone, Default)]
@@ -101,6 +105,7 @@ pub const COMPACTION_KEYS: &[&str] = &["enabled", "threshold", "keep_recent", "w
 pub const ENGINE_KEYS: &[&str] = &[
     "program",
     "command",
+    "acp",
     "args",
     "model",
     "model_arg",
@@ -126,6 +131,8 @@ pub struct EngineFile {
     pub program: Option<PathBuf>,
     /// Other engines: the program and its arguments.
     pub command: Option<Vec<String>>,
+    /// Other engines: an ACP agent's program and its arguments, spoken to over ACP.
+    pub acp: Option<Vec<String>>,
     /// Extra arguments for claude/gemini.
     #[serde(default)]
     pub args: Vec<String>,
@@ -553,205 +560,6 @@ pub fn unknown_engine(name: &str, engines: &BTreeMap<String, EngineConfig>) -> F
     ))
 }
 
-fn bytes_per_token(engine: &str, value: Option<f64>, place: &Place) -> Result<f64> {
-    match value {
-        None => Ok(BYTES_PER_TOKEN),
-        Some(v) if (0.5..=20.0).contains(&v) => Ok(v),
-        Some(v) => Err(place.error(
-            &format!("engines.{engine}"),
-            Some("bytes_per_token"),
-            format!("[engines.{engine}] bytes_per_token must be between 0.5 and 20, not {v}"),
-        )),
-    }
-}
-
-/// Refuses a key of `[engines.NAME]` that does nothing for this kind of engine (`kind`: claude,
-/// gemini, or `command` for the engines declared with one): set and ignored, it would only
-/// mislead (`cca config` would show it as set).
-fn check_applies(name: &str, kind: &str, f: &EngineFile, place: &Place) -> Result<()> {
-    const BUILT_IN: &[&str] = &["claude", "gemini"];
-    const COMMAND: &[&str] = &["command"];
-    let keys: [(&str, bool, &[&str]); 9] = [
-        ("program", f.program.is_some(), BUILT_IN),
-        // The engines `cca chat` and `cca acp` can keep between turns (`Spec::keeps`).
-        ("keep_warm", f.keep_warm.is_some(), BUILT_IN),
-        ("args", !f.args.is_empty(), BUILT_IN),
-        ("retries", f.retries.is_some(), BUILT_IN),
-        ("tools", f.tools.is_some(), &["claude"]),
-        ("policy", f.policy.is_some(), &["gemini"]),
-        ("command", f.command.is_some(), COMMAND),
-        ("model_arg", f.model_arg.is_some(), COMMAND),
-        ("system_prompt_arg", f.system_prompt_arg.is_some(), COMMAND),
-    ];
-    let Some((key, _, kinds)) = keys.iter().find(|(_, set, kinds)| *set && !kinds.contains(&kind))
-    else {
-        return Ok(());
-    };
-    let whose = match *kinds {
-        COMMAND => "engines declared with `command`".to_string(),
-        kinds => kinds.join(" and "),
-    };
-    let instead = match (*key, kind) {
-        ("command", _) => format!("; {name} is built in: use `program` and `args`"),
-        ("program" | "args", "command") => {
-            "; put the program and its arguments in `command`".into()
-        }
-        _ => String::new(),
-    };
-    let message =
-        format!("[engines.{name}] `{key}` does not apply to {name}: it is for {whose}{instead}");
-    Err(place.error(&format!("engines.{name}"), Some(key), message))
-}
-
-/// The built-in engines plus those declared in the config file, with env overrides applied.
-fn engines(env: &Env, file: &File, place: &Place) -> Result<BTreeMap<String, EngineConfig>> {
-    let mut engines = BTreeMap::new();
-    for spec in engine::BUILTIN {
-        let (name, var) = (spec.name, spec.program_var.expect("built in"));
-        let f = file.engines.get(name).cloned().unwrap_or_default();
-        check_applies(name, name, &f, place)?;
-        let keep_warm = keep_warm(name, file, &f, place)?;
-        let (program, program_source) = match (env.os(var), &f.program) {
-            (Some(p), _) => (p.clone(), Source::Env(var)),
-            (None, Some(p)) => (p.clone().into_os_string(), Source::File),
-            (None, None) => (OsString::from(name), Source::Default),
-        };
-        engines.insert(
-            name.to_string(),
-            EngineConfig {
-                name: name.to_string(),
-                spec,
-                program,
-                program_source: program_source.to_string(),
-                args: f.args,
-                model_arg: None,
-                version_args: Some(f.version_args.unwrap_or_else(|| vec!["--version".into()])),
-                system_prompt: f.system_prompt.unwrap_or_default(),
-                system_prompt_arg: None,
-                // Real turns: each request repeats the previous one, which the provider's prompt
-                // cache serves (docs/DESIGN.md, "Prompt caching").
-                history: f.history.unwrap_or(HistoryMode::Structured),
-                tools: f.tools.or(spec.default_tools.map(str::to_string)),
-                max_input_bytes: f.max_input_bytes.or(spec.max_input_bytes),
-                model: f.model,
-                retries: f.retries,
-                policy: f.policy,
-                context_budget: f.context_budget.unwrap_or(spec.context_budget),
-                model_budgets: f.model_budgets,
-                bytes_per_token: bytes_per_token(name, f.bytes_per_token, place)?,
-                keep_warm,
-            },
-        );
-    }
-    for (name, f) in &file.engines {
-        if engines.contains_key(name) {
-            continue;
-        }
-        let section = format!("engines.{name}");
-        if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
-            let message = format!("`{name}` is not a usable engine name");
-            return Err(place.error(&section, None, message));
-        }
-        let Some(command) = f.command.as_ref().filter(|c| !c.is_empty()) else {
-            let message = format!(
-                "[engines.{name}] needs `command`, the program and its arguments, for example \
-                 command = [\"llm\", \"-m\", \"echo\"]"
-            );
-            return Err(place.error(
-                &section,
-                Some("command").filter(|_| f.command.is_some()),
-                message,
-            ));
-        };
-        check_applies(name, "command", f, place)?;
-        let system_prompt = f.system_prompt.unwrap_or_default();
-        if system_prompt == SystemPromptMode::Native && f.system_prompt_arg.is_none() {
-            let message = format!(
-                "[engines.{name}] system_prompt = \"native\" needs system_prompt_arg, the flag that takes it"
-            );
-            return Err(place.error(&section, Some("system_prompt"), message));
-        }
-        if f.history == Some(HistoryMode::Structured) {
-            let message = format!(
-                "[engines.{name}] history = \"structured\" works only with claude and gemini"
-            );
-            return Err(place.error(&section, Some("history"), message));
-        }
-        engines.insert(
-            name.clone(),
-            EngineConfig {
-                name: name.clone(),
-                spec: &engine::command::SPEC,
-                program: OsString::from(&command[0]),
-                program_source: Source::File.to_string(),
-                args: command[1..].to_vec(),
-                model_arg: f.model_arg.clone(),
-                version_args: f.version_args.clone(),
-                system_prompt,
-                system_prompt_arg: f.system_prompt_arg.clone(),
-                history: HistoryMode::Inline,
-                tools: f.tools.clone(),
-                max_input_bytes: f.max_input_bytes,
-                model: f.model.clone(),
-                retries: None,
-                policy: None,
-                context_budget: f.context_budget.unwrap_or(engine::command::SPEC.context_budget),
-                model_budgets: f.model_budgets.clone(),
-                bytes_per_token: bytes_per_token(name, f.bytes_per_token, place)?,
-                keep_warm: keep_warm(name, file, f, place)?,
-            },
-        );
-    }
-    Ok(engines)
-}
-
-/// How long a front end that outlives a turn keeps an engine waiting for the next one when
-/// nothing says otherwise.
-pub const KEEP_WARM: std::time::Duration = std::time::Duration::from_secs(600);
-
-/// `keep_warm` of `[engines.NAME]`, else the top-level one, else [`KEEP_WARM`]; `None`: off.
-fn keep_warm(
-    name: &str,
-    file: &File,
-    f: &EngineFile,
-    place: &Place,
-) -> Result<Option<std::time::Duration>> {
-    let section = format!("engines.{name}");
-    let (value, section) = match (&f.keep_warm, &file.keep_warm) {
-        (Some(v), _) => (v, section.as_str()),
-        (None, Some(v)) => (v, ""),
-        (None, None) => return Ok(Some(KEEP_WARM)),
-    };
-    parse_idle(value).ok_or_else(|| {
-        place.error(
-            section,
-            Some("keep_warm"),
-            format!(
-                "keep_warm must be a time like \"10m\", \"90s\" or \"1h\", or \"off\", not {value:?}"
-            ),
-        )
-    })
-}
-
-/// `"off"`, or a whole number with a unit: `ms`, `s`, `m`, `h` (`"0s"` is off too); the
-/// outer `None`: neither.
-fn parse_idle(text: &str) -> Option<Option<std::time::Duration>> {
-    let text = text.trim();
-    if text == "off" {
-        return Some(None);
-    }
-    let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit())?);
-    let n: u64 = number.parse().ok()?;
-    let ms = match unit {
-        "ms" => Some(n),
-        "s" => n.checked_mul(1000),
-        "m" => n.checked_mul(60_000),
-        "h" => n.checked_mul(3_600_000),
-        _ => None,
-    }?;
-    Some((ms > 0).then(|| std::time::Duration::from_millis(ms)))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -790,6 +598,35 @@ mod tests {
     }
 
     #[test]
+    fn an_acp_agent_is_an_engine_of_its_own_kind() {
+        let s =
+            settings(&[], Flags::default(), Some("[engines.a]\nacp = [\"agent\", \"--acp\"]\n"))
+                .unwrap();
+        let a = &s.engines["a"];
+        assert_eq!(a.spec, &engine::acp_agent::SPEC);
+        assert_eq!(
+            (a.program.to_str(), a.args.clone()),
+            (Some("agent"), vec!["--acp".to_string()])
+        );
+        assert_eq!(a.keep_warm, Some(KEEP_WARM));
+        let error =
+            |text: &str| settings(&[], Flags::default(), Some(text)).unwrap_err().to_string();
+        let both = error("[engines.a]\nacp = [\"x\"]\ncommand = [\"y\"]\n");
+        assert!(
+            both.contains("`command` (a program that reads the prompt on stdin) or `acp`"),
+            "{both}"
+        );
+        let native = error("[engines.a]\nacp = [\"x\"]\nsystem_prompt = \"native\"\n");
+        assert!(native.contains("ACP gives an agent no system prompt"), "{native}");
+        let flag = error("[engines.a]\nacp = [\"x\"]\nmodel_arg = \"-m\"\n");
+        assert!(flag.contains("is for engines declared with `command`"), "{flag}");
+        let built_in = error("[engines.gemini]\nacp = [\"x\"]\n");
+        assert!(built_in.contains("gemini is built in: use `program` and `args`"), "{built_in}");
+        let empty = error("[engines.a]\nacp = []\n");
+        assert!(empty.contains("needs `command`"), "{empty}");
+    }
+
+    #[test]
     fn flags_beat_env_beat_file_beat_defaults() {
         let file = Some("engine = \"gemini\"\nmodel = \"file-model\"\nprompt = \"general\"\n");
         let s = settings(&[], Flags::default(), file).unwrap();
@@ -815,7 +652,7 @@ mod tests {
     fn every_variable_is_read() {
         // Every constant declared in vars.rs, read from its source, must be in vars::ALL
         // (the list `Env::from_process` reads); a new variable left out of it fails here.
-        let declared: Vec<&str> = include_str!("vars.rs")
+        let declared: Vec<&str> = include_str!("../vars.rs")
             .lines()
             .filter_map(|l| l.strip_prefix("pub const ")?.split_once(": &str = \""))
             .map(|(_, value)| value.trim_end_matches("\";"))
@@ -919,7 +756,7 @@ mod tests {
         file.push_str("[engines.x]\n");
         for key in ENGINE_KEYS {
             let value = match *key {
-                "command" | "args" | "version_args" => "[\"x\"]",
+                "command" | "acp" | "args" | "version_args" => "[\"x\"]",
                 "system_prompt" | "history" => "\"inline\"",
                 "max_input_bytes" | "retries" | "context_budget" => "1",
                 "bytes_per_token" => "3.5",

@@ -1,0 +1,240 @@
+//! The engines of the settings: the built-in claude and gemini with what the config file and
+//! environment change of them, and the engines the file declares (`command`, `acp`); which key
+//! applies to which kind, and how long one is kept between turns.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+
+use anyhow::Result;
+
+use super::{EngineFile, Env, File, Place, Source};
+use crate::engine::{self, BYTES_PER_TOKEN, EngineConfig, HistoryMode, SystemPromptMode};
+
+fn bytes_per_token(engine: &str, value: Option<f64>, place: &Place) -> Result<f64> {
+    match value {
+        None => Ok(BYTES_PER_TOKEN),
+        Some(v) if (0.5..=20.0).contains(&v) => Ok(v),
+        Some(v) => Err(place.error(
+            &format!("engines.{engine}"),
+            Some("bytes_per_token"),
+            format!("[engines.{engine}] bytes_per_token must be between 0.5 and 20, not {v}"),
+        )),
+    }
+}
+
+/// Refuses a key of `[engines.NAME]` that does nothing for this kind of engine (`kind`: claude,
+/// gemini, or `command` for the engines declared with one): set and ignored, it would only
+/// mislead (`cca config` would show it as set).
+fn check_applies(name: &str, kind: &str, f: &EngineFile, place: &Place) -> Result<()> {
+    const BUILT_IN: &[&str] = &["claude", "gemini"];
+    const COMMAND: &[&str] = &["command"];
+    const KEPT: &[&str] = &["claude", "gemini", "acp"];
+    let keys: [(&str, bool, &[&str]); 10] = [
+        ("program", f.program.is_some(), BUILT_IN),
+        // The engines `cca chat` and `cca acp` can keep between turns (`Spec::keeps`).
+        ("keep_warm", f.keep_warm.is_some(), KEPT),
+        ("acp", f.acp.is_some(), &["acp"]),
+        ("args", !f.args.is_empty(), BUILT_IN),
+        ("retries", f.retries.is_some(), BUILT_IN),
+        ("tools", f.tools.is_some(), &["claude"]),
+        ("policy", f.policy.is_some(), &["gemini"]),
+        ("command", f.command.is_some(), COMMAND),
+        ("model_arg", f.model_arg.is_some(), COMMAND),
+        ("system_prompt_arg", f.system_prompt_arg.is_some(), COMMAND),
+    ];
+    let Some((key, _, kinds)) = keys.iter().find(|(_, set, kinds)| *set && !kinds.contains(&kind))
+    else {
+        return Ok(());
+    };
+    let whose = match *kinds {
+        COMMAND => "engines declared with `command`".to_string(),
+        ["acp"] => "engines declared with `acp`".to_string(),
+        kinds => kinds.join(" and "),
+    };
+    let instead = match (*key, kind) {
+        ("command" | "acp", _) => format!("; {name} is built in: use `program` and `args`"),
+        ("program" | "args", "command" | "acp") => {
+            format!("; put the program and its arguments in `{kind}`")
+        }
+        _ => String::new(),
+    };
+    let message =
+        format!("[engines.{name}] `{key}` does not apply to {name}: it is for {whose}{instead}");
+    Err(place.error(&format!("engines.{name}"), Some(key), message))
+}
+
+/// The built-in engines plus those declared in the config file, with env overrides applied.
+pub(super) fn engines(
+    env: &Env,
+    file: &File,
+    place: &Place,
+) -> Result<BTreeMap<String, EngineConfig>> {
+    let mut engines = BTreeMap::new();
+    for spec in engine::BUILTIN {
+        let (name, var) = (spec.name, spec.program_var.expect("built in"));
+        let f = file.engines.get(name).cloned().unwrap_or_default();
+        check_applies(name, name, &f, place)?;
+        let keep_warm = keep_warm(name, file, &f, place)?;
+        let (program, program_source) = match (env.os(var), &f.program) {
+            (Some(p), _) => (p.clone(), Source::Env(var)),
+            (None, Some(p)) => (p.clone().into_os_string(), Source::File),
+            (None, None) => (OsString::from(name), Source::Default),
+        };
+        engines.insert(
+            name.to_string(),
+            EngineConfig {
+                name: name.to_string(),
+                spec,
+                program,
+                program_source: program_source.to_string(),
+                args: f.args,
+                model_arg: None,
+                version_args: Some(f.version_args.unwrap_or_else(|| vec!["--version".into()])),
+                system_prompt: f.system_prompt.unwrap_or_default(),
+                system_prompt_arg: None,
+                // Real turns: each request repeats the previous one, which the provider's prompt
+                // cache serves (docs/DESIGN.md, "Prompt caching").
+                history: f.history.unwrap_or(HistoryMode::Structured),
+                tools: f.tools.or(spec.default_tools.map(str::to_string)),
+                max_input_bytes: f.max_input_bytes.or(spec.max_input_bytes),
+                model: f.model,
+                retries: f.retries,
+                policy: f.policy,
+                context_budget: f.context_budget.unwrap_or(spec.context_budget),
+                model_budgets: f.model_budgets,
+                bytes_per_token: bytes_per_token(name, f.bytes_per_token, place)?,
+                keep_warm,
+            },
+        );
+    }
+    for (name, f) in &file.engines {
+        if engines.contains_key(name) {
+            continue;
+        }
+        let section = format!("engines.{name}");
+        if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
+            let message = format!("`{name}` is not a usable engine name");
+            return Err(place.error(&section, None, message));
+        }
+        // A program that reads a prompt on stdin, or an ACP agent.
+        let (command, kind, spec) = match (&f.command, &f.acp) {
+            (Some(command), None) if !command.is_empty() => {
+                (command, "command", &engine::command::SPEC)
+            }
+            (None, Some(agent)) if !agent.is_empty() => (agent, "acp", &engine::acp_agent::SPEC),
+            (Some(_), Some(_)) => {
+                let message = format!(
+                    "[engines.{name}] takes `command` (a program that reads the prompt on stdin) \
+                     or `acp` (an ACP agent), not both"
+                );
+                return Err(place.error(&section, Some("acp"), message));
+            }
+            _ => {
+                let message = format!(
+                    "[engines.{name}] needs `command`, the program and its arguments, for example \
+                     command = [\"llm\", \"-m\", \"echo\"]; or `acp`, an ACP agent's, for \
+                     example acp = [\"gemini\", \"--acp\"]"
+                );
+                let key = match (&f.command, &f.acp) {
+                    (Some(_), _) => Some("command"),
+                    (None, Some(_)) => Some("acp"),
+                    (None, None) => None,
+                };
+                return Err(place.error(&section, key, message));
+            }
+        };
+        check_applies(name, kind, f, place)?;
+        let system_prompt = f.system_prompt.unwrap_or_default();
+        if system_prompt == SystemPromptMode::Native && kind == "acp" {
+            let message = format!(
+                "[engines.{name}] system_prompt = \"native\": ACP gives an agent no system prompt; \
+                 cca sends it inline"
+            );
+            return Err(place.error(&section, Some("system_prompt"), message));
+        }
+        if system_prompt == SystemPromptMode::Native && f.system_prompt_arg.is_none() {
+            let message = format!(
+                "[engines.{name}] system_prompt = \"native\" needs system_prompt_arg, the flag that takes it"
+            );
+            return Err(place.error(&section, Some("system_prompt"), message));
+        }
+        if f.history == Some(HistoryMode::Structured) {
+            let message = format!(
+                "[engines.{name}] history = \"structured\" works only with claude and gemini"
+            );
+            return Err(place.error(&section, Some("history"), message));
+        }
+        engines.insert(
+            name.clone(),
+            EngineConfig {
+                name: name.clone(),
+                spec,
+                program: OsString::from(&command[0]),
+                program_source: Source::File.to_string(),
+                args: command[1..].to_vec(),
+                model_arg: f.model_arg.clone(),
+                version_args: f.version_args.clone(),
+                system_prompt,
+                system_prompt_arg: f.system_prompt_arg.clone(),
+                history: HistoryMode::Inline,
+                tools: f.tools.clone(),
+                max_input_bytes: f.max_input_bytes,
+                model: f.model.clone(),
+                retries: None,
+                policy: None,
+                context_budget: f.context_budget.unwrap_or(spec.context_budget),
+                model_budgets: f.model_budgets.clone(),
+                bytes_per_token: bytes_per_token(name, f.bytes_per_token, place)?,
+                keep_warm: keep_warm(name, file, f, place)?,
+            },
+        );
+    }
+    Ok(engines)
+}
+
+/// How long a front end that outlives a turn keeps an engine waiting for the next one when
+/// nothing says otherwise.
+pub const KEEP_WARM: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// `keep_warm` of `[engines.NAME]`, else the top-level one, else [`KEEP_WARM`]; `None`: off.
+fn keep_warm(
+    name: &str,
+    file: &File,
+    f: &EngineFile,
+    place: &Place,
+) -> Result<Option<std::time::Duration>> {
+    let section = format!("engines.{name}");
+    let (value, section) = match (&f.keep_warm, &file.keep_warm) {
+        (Some(v), _) => (v, section.as_str()),
+        (None, Some(v)) => (v, ""),
+        (None, None) => return Ok(Some(KEEP_WARM)),
+    };
+    parse_idle(value).ok_or_else(|| {
+        place.error(
+            section,
+            Some("keep_warm"),
+            format!(
+                "keep_warm must be a time like \"10m\", \"90s\" or \"1h\", or \"off\", not {value:?}"
+            ),
+        )
+    })
+}
+
+/// `"off"`, or a whole number with a unit: `ms`, `s`, `m`, `h` (`"0s"` is off too); the
+/// outer `None`: neither.
+fn parse_idle(text: &str) -> Option<Option<std::time::Duration>> {
+    let text = text.trim();
+    if text == "off" {
+        return Some(None);
+    }
+    let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit())?);
+    let n: u64 = number.parse().ok()?;
+    let ms = match unit {
+        "ms" => Some(n),
+        "s" => n.checked_mul(1000),
+        "m" => n.checked_mul(60_000),
+        "h" => n.checked_mul(3_600_000),
+        _ => None,
+    }?;
+    Some((ms > 0).then(|| std::time::Duration::from_millis(ms)))
+}
