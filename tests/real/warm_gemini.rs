@@ -68,11 +68,9 @@ fn one_gemini_start_per_chat_and_a_turn_between_starts_it_afresh() {
     assert_eq!(answers[5], "ECHO: c5");
 }
 
-#[test]
-fn sigkill_of_cca_acp_leaves_no_warm_gemini() {
-    let r = Real::new();
-    r.env.write_config("engine = \"gemini\"\n");
-    let (child, mut stdin, lines, id) = super::acp_session(&r);
+/// `cca acp` with gemini answered and kept warm, and gemini's processes.
+fn acp_warm(r: &Real) -> (Guard, std::process::ChildStdin, Vec<i32>) {
+    let (child, mut stdin, lines, id) = super::acp_session(r);
     super::acp_send(
         &mut stdin,
         json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
@@ -82,10 +80,29 @@ fn sigkill_of_cca_acp_leaves_no_warm_gemini() {
     assert_eq!(answered["result"]["stopReason"], "end_turn", "{answered}");
     let engine = super::descendants(child.0.id() as i32);
     assert!(!engine.is_empty(), "gemini is kept between prompts");
+    (child, stdin, engine)
+}
+
+#[test]
+fn sigkill_of_cca_acp_leaves_no_warm_gemini() {
+    let r = Real::new();
+    r.env.write_config("engine = \"gemini\"\n");
+    let (child, _stdin, engine) = acp_warm(&r);
     child.signal(rustix::process::Signal::KILL);
     for p in &engine {
         assert!(wait_until(TIMEOUT, || !alive(*p)), "process {p} of gemini outlived cca acp");
     }
+}
+
+#[test]
+fn an_idle_warm_gemini_is_ended() {
+    let r = Real::new();
+    r.env.write_config("engine = \"gemini\"\n[engines.gemini]\nkeep_warm = \"1s\"\n");
+    let (child, _stdin, engine) = acp_warm(&r);
+    for p in &engine {
+        assert!(wait_until(TIMEOUT, || !alive(*p)), "process {p} of gemini outlived its idle time");
+    }
+    assert!(alive(child.0.id() as i32), "cca acp goes on serving");
 }
 
 /// Any ACP agent is an engine with `acp = [...]` (here the real gemini as one): a one-shot turn
