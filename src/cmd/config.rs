@@ -120,9 +120,13 @@ pub(crate) fn run(_: &ConfigArgs) -> Result<u8> {
             let policy = engine.policy.clone().unwrap_or_else(|| "(cca's own)".into());
             row(&format!("{prefix}.policy"), policy, source("policy"));
         } else {
-            row(&format!("{prefix}.model_arg"), optional(&engine.model_arg), source("model_arg"));
-            let arg = optional(&engine.system_prompt_arg);
-            row(&format!("{prefix}.system_prompt_arg"), arg, source("system_prompt_arg"));
+            // A command takes its model and system prompt by flags; an ACP agent takes neither.
+            if engine.spec.name == "command" {
+                let flag = optional(&engine.model_arg);
+                row(&format!("{prefix}.model_arg"), flag, source("model_arg"));
+                let arg = optional(&engine.system_prompt_arg);
+                row(&format!("{prefix}.system_prompt_arg"), arg, source("system_prompt_arg"));
+            }
             let version = engine.version_args.as_ref().map(|a| format!("{a:?}"));
             row(&format!("{prefix}.version_args"), optional(&version), source("version_args"));
         }
