@@ -959,6 +959,37 @@ struct AcpClient {
 }
 
 impl AcpClient {
+    /// Opens a session in `cwd` and asks `count` questions in it, one after another, each
+    /// timed from its request to its first `agent_message_chunk`, in ms: the first's in
+    /// `first`, the others' in `later`.
+    fn time_prompts(
+        &mut self,
+        cwd: &Path,
+        count: usize,
+        first: &mut Vec<f64>,
+        later: &mut Vec<f64>,
+    ) {
+        self.call("initialize", json!({"protocolVersion": 1}));
+        let id =
+            self.call("session/new", json!({"cwd": cwd, "mcpServers": []}))["result"]["sessionId"]
+                .clone();
+        for n in 0..count {
+            let text = format!("question {n}");
+            let prompt = json!({"sessionId": id, "prompt": [{"type": "text", "text": text}]});
+            let start = Instant::now();
+            let sent = self.send("session/prompt", prompt);
+            self.until(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk");
+            let ms = start.elapsed().as_secs_f64() * 1000.0;
+            if n == 0 {
+                first.push(ms)
+            } else {
+                later.push(ms)
+            }
+            let reply = self.until(|m| m["id"] == sent);
+            assert_eq!(reply["result"]["stopReason"], "end_turn", "{reply}");
+        }
+    }
+
     fn start(home: &Home, script: &str) -> AcpClient {
         let mut client = AcpClient::over(home.command(&["acp"], script));
         client.call("initialize", json!({"protocolVersion": 1}));
@@ -1592,26 +1623,7 @@ impl Bench {
             let (mut first, mut later) = (Vec::new(), Vec::new());
             for _ in 0..SESSIONS {
                 let mut acp = AcpClient::over(command(dir, &["acp"]));
-                acp.call("initialize", json!({"protocolVersion": 1}));
-                let id = acp.call("session/new", json!({"cwd": dir, "mcpServers": []}))["result"]
-                    ["sessionId"]
-                    .clone();
-                for n in 0..PROMPTS {
-                    let text = format!("question {n}");
-                    let prompt =
-                        json!({"sessionId": id, "prompt": [{"type": "text", "text": text}]});
-                    let start = Instant::now();
-                    let sent = acp.send("session/prompt", prompt);
-                    acp.until(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk");
-                    let ms = start.elapsed().as_secs_f64() * 1000.0;
-                    if n == 0 {
-                        first.push(ms)
-                    } else {
-                        later.push(ms)
-                    }
-                    let reply = acp.until(|m| m["id"] == sent);
-                    assert_eq!(reply["result"]["stopReason"], "end_turn", "{reply}");
-                }
+                acp.time_prompts(dir, PROMPTS, &mut first, &mut later);
                 acp.finish();
             }
             (first, later)
@@ -1719,24 +1731,7 @@ impl Bench {
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null());
             let mut acp = AcpClient::over(cmd);
-            acp.call("initialize", json!({"protocolVersion": 1}));
-            let id = acp.call("session/new", json!({"cwd": dir, "mcpServers": []}))["result"]
-                ["sessionId"]
-                .clone();
-            for n in 0..5 {
-                let prompt = json!({"sessionId": id,
-                    "prompt": [{"type": "text", "text": format!("message {n}")}]});
-                let start = Instant::now();
-                let sent = acp.send("session/prompt", prompt);
-                acp.until(|m| m["params"]["update"]["sessionUpdate"] == "agent_message_chunk");
-                let ms = start.elapsed().as_secs_f64() * 1000.0;
-                if n == 0 {
-                    first.push(ms)
-                } else {
-                    later.push(ms)
-                }
-                acp.until(|m| m["id"] == sent);
-            }
+            acp.time_prompts(&dir, 5, &mut first, &mut later);
             acp.finish();
         }
         (first, later)
