@@ -1363,6 +1363,21 @@ fn engine_vars(url: &str) -> Vec<(&'static str, String)> {
     .collect()
 }
 
+/// A real engine run by hand in `dir` (its home too), talking to the loopback server at `url`,
+/// on pipes.
+fn engine_command(program: &Path, dir: &Path, url: &str) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.env_clear()
+        .env("HOME", dir)
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(engine_vars(url))
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    cmd
+}
+
 /// How ten turns go to an engine: one-shot through cca with a config, through one `cca chat` or
 /// one `cca acp` session (the engine kept warm where it can be), or the engine's own session.
 enum CacheRoute {
@@ -1720,16 +1735,8 @@ impl Bench {
         std::fs::write(dir.join(".gemini/settings.json"), settings).unwrap();
         let (mut first, mut later) = (Vec::new(), Vec::new());
         for _ in 0..4 {
-            let mut cmd = Command::new(gemini);
-            cmd.args(["--acp", "--skip-trust"])
-                .env_clear()
-                .env("HOME", &dir)
-                .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-                .envs(engine_vars(url))
-                .current_dir(&dir)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null());
+            let mut cmd = engine_command(gemini, &dir, url);
+            cmd.args(["--acp", "--skip-trust"]);
             let mut acp = AcpClient::over(cmd);
             acp.time_prompts(&dir, 5, &mut first, &mut later);
             acp.finish();
@@ -1737,23 +1744,17 @@ impl Bench {
         (first, later)
     }
 
+    /// claude's own multi-turn session: one process taking the messages on stream-json input,
+    /// each timed from writing its line to the first text delta.
     fn claude_own_session(&self, claude: &Path, url: &str) -> (Vec<f64>, Vec<f64>) {
         let dir = self.root.path().join("own-session");
         std::fs::create_dir_all(&dir).unwrap();
         let (mut first, mut later) = (Vec::new(), Vec::new());
         for _ in 0..4 {
-            let mut child = Command::new(claude)
+            let mut child = engine_command(claude, &dir, url)
                 .args(["-p", "--input-format", "stream-json", "--output-format", "stream-json"])
                 .args(["--verbose", "--include-partial-messages", "--tools=WebSearch,WebFetch"])
                 .args(["--no-session-persistence"])
-                .env_clear()
-                .env("HOME", &dir)
-                .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-                .envs(engine_vars(url))
-                .current_dir(&dir)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null())
                 .spawn()
                 .unwrap();
             let mut stdin = child.stdin.take().unwrap();

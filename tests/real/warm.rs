@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::common::*;
 use super::mock_api::{self, Behavior};
-use super::{Real, acp, acp_prompt};
+use super::{Real, acp, acp_prompt, extends};
 
 /// Puts a wrapper around the real claude that notes each start in a file; returns the file.
 fn count_starts(r: &mut Real) -> PathBuf {
@@ -34,35 +34,13 @@ pub(super) fn starts(log: &Path) -> usize {
     std::fs::read_to_string(log).unwrap_or_default().lines().count()
 }
 
-fn bodies(r: &Real) -> Vec<Value> {
+pub(super) fn bodies(r: &Real) -> Vec<Value> {
     r.api.turns().into_iter().map(|t| t.body).collect()
-}
-
-/// Whether `later` repeats `earlier`'s messages, block by block, and adds to them.
-fn extends(earlier: &Value, later: &Value) -> bool {
-    let list = |b: &Value| b["messages"].as_array().cloned().unwrap_or_default();
-    let strip = |m: &Value| {
-        // Where claude puts its cache breakpoint moves with the newest message, and a text
-        // alone may be written as a string: the same block for the cache.
-        let mut m = m.clone();
-        if let Some(text) = m["content"].as_str() {
-            m["content"] = json!([{ "type": "text", "text": text }]);
-        }
-        for block in m["content"].as_array_mut().into_iter().flatten() {
-            block.as_object_mut().map(|o| o.remove("cache_control"));
-        }
-        m
-    };
-    let (old, new) = (list(earlier), list(later));
-    earlier["system"] == later["system"]
-        && earlier["tools"] == later["tools"]
-        && new.len() > old.len()
-        && new[..old.len()].iter().map(strip).eq(old.iter().map(strip))
 }
 
 /// Each follow-up's request extends the one before it, and the prompt cache could serve most of
 /// it: the shares, request by request.
-fn assert_follow_ups_extend(bodies: &[Value], what: &str) -> Vec<f64> {
+pub(super) fn assert_follow_ups_extend(bodies: &[Value], what: &str) -> Vec<f64> {
     bodies
         .windows(2)
         .enumerate()

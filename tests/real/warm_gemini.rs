@@ -2,22 +2,11 @@
 //! `gemini --acp` between turns as an ACP agent and send it only the new message, while the
 //! transcript stays the truth.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::common::*;
-use super::warm::{chat, count_starts_of, starts};
-use super::{Real, acp, acp_prompt, extends};
-
-fn bodies(r: &Real) -> Vec<Value> {
-    r.api.turns().into_iter().map(|t| t.body).collect()
-}
-
-/// Each request repeats the one before it and adds the new exchange.
-fn assert_follow_ups_extend(bodies: &[Value], what: &str) {
-    for (n, pair) in bodies.windows(2).enumerate() {
-        assert!(extends(&pair[0], &pair[1]), "{what}: request {} changed the one before", n + 2);
-    }
-}
+use super::warm::{assert_follow_ups_extend, bodies, chat, count_starts_of, starts};
+use super::{Real, acp, acp_prompt};
 
 #[test]
 fn three_prompts_in_one_acp_session_start_gemini_once() {
