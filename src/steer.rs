@@ -10,11 +10,8 @@
 //! Nothing here prints or decides what the transcript says.
 
 use std::collections::VecDeque;
-use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -23,7 +20,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::error::{Failure, exit};
-use crate::store::{DIR_MODE, FILE_MODE, Store, set_mode};
+use crate::store::Store;
+use crate::store::socket::{self, Socket, peer_allowed};
 
 /// The largest steer message, in bytes (a steer is guidance, not a document).
 pub(crate) const MAX_BYTES: usize = 256 * 1024;
@@ -108,12 +106,6 @@ pub(crate) fn validate(bytes: Vec<u8>) -> std::result::Result<String, String> {
         return Err("the message is empty".into());
     }
     Ok(text)
-}
-
-/// Whether a connection comes from this user. Another user cannot reach the socket through
-/// its 0700 folder; this holds even if the folder's mode was changed.
-pub(crate) fn peer_allowed(stream: &UnixStream, uid: u32) -> bool {
-    rustix::net::sockopt::socket_peercred(stream).is_ok_and(|cred| cred.uid.as_raw() == uid)
 }
 
 /// The socket of a running turn, taking messages into its inbox until dropped (then the socket
@@ -309,127 +301,15 @@ pub(crate) fn send(store: &Store, id: &str, text: &str) -> Result<Reply> {
 // The socket
 
 /// Listens for steers to the turn running in a session. Called under the session lock, so a
-/// socket already there is a stale one (its cca died): it is removed. The folder is 0700 and
-/// must be this user's; the socket goes away when the returned guard is dropped.
+/// socket already there is a stale one (its cca died): it is replaced.
 fn listen(store: &Store, id: &str) -> Result<Socket> {
-    let path = store.make_run_dir()?;
-    let dir = SocketDir::open(&path)?;
-    let meta = dir.file.metadata().with_context(|| format!("cannot read {}", path.display()))?;
-    check_private_dir(&path, &meta, rustix::process::geteuid().as_raw())?;
-    if meta.permissions().mode() & 0o777 != DIR_MODE {
-        dir.file
-            .set_permissions(fs::Permissions::from_mode(DIR_MODE))
-            .with_context(|| format!("cannot set the permissions of {}", path.display()))?;
-    }
-    // Bound under a name of its own, then renamed into place once it listens: between
-    // bind and listen a socket refuses connections, and a steer sent then would be told
-    // that no turn runs. The rename also replaces a stale socket.
-    let name = format!("{id}.sock");
-    let staging = format!(".{id}.sock.new");
-    let path = path.join(&name);
-    let staged = dir.path.join(&staging);
-    match rustix::fs::unlinkat(&dir.file, &staging, rustix::fs::AtFlags::empty()) {
-        Err(e) if e != rustix::io::Errno::NOENT => {
-            return Err(io::Error::from(e))
-                .with_context(|| format!("cannot remove {}", staged.display()));
-        }
-        _ => {}
-    }
-    let listener = UnixListener::bind(dir.address(&staging))
-        .with_context(|| format!("cannot listen on {}", staged.display()))?;
-    set_mode(&staged, FILE_MODE)?;
-    rustix::fs::renameat(&dir.file, &staging, &dir.file, &name)
-        .map_err(io::Error::from)
-        .with_context(|| format!("cannot rename {} to {}", staged.display(), path.display()))?;
-    Ok(Socket { listener, name, dir })
+    Socket::listen(&store.make_run_dir()?, &format!("{id}.sock"))
 }
 
 /// Connects to the turn running in a session; `None` when none runs there (no socket, or a
 /// stale one whose cca died: connecting is refused; the next turn there removes it).
 fn connect(store: &Store, id: &str) -> Result<Option<UnixStream>> {
-    let path = store.steer_socket_path(id);
-    let connected = SocketDir::open(&store.run_dir())
-        .and_then(|dir| UnixStream::connect(dir.address(&format!("{id}.sock"))));
-    match connected {
-        Ok(stream) => Ok(Some(stream)),
-        Err(e)
-            if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused) =>
-        {
-            Ok(None)
-        }
-        Err(e) => Err(e).with_context(|| format!("cannot connect to {}", path.display())),
-    }
-}
-
-/// A listening socket; removed from the file system when dropped.
-#[derive(Debug)]
-struct Socket {
-    listener: UnixListener,
-    name: String,
-    dir: SocketDir,
-}
-
-impl Socket {
-    /// Connects to this socket (as `cca steer` would, through the same short address).
-    fn connect(&self) -> io::Result<UnixStream> {
-        UnixStream::connect(self.dir.address(&self.name))
-    }
-}
-
-impl Drop for Socket {
-    fn drop(&mut self) {
-        let _ = rustix::fs::unlinkat(&self.dir.file, &self.name, rustix::fs::AtFlags::empty());
-    }
-}
-
-/// The folder that holds sockets, kept open. A socket's path must fit in `sun_path` (108 bytes
-/// with its NUL, `SUN_LEN`), which a long `CCA_HOME` passes; a path too long for it is given as
-/// `/proc/self/fd/N/NAME`, which Linux resolves through the open folder. That needs no `chdir`,
-/// which would race with the other threads of the process.
-#[derive(Debug)]
-struct SocketDir {
-    file: File,
-    path: PathBuf,
-}
-
-/// The longest path `sun_path` holds (108 bytes with the closing NUL).
-const SUN_PATH_MAX: usize = 107;
-
-impl SocketDir {
-    /// Opens the folder itself, never a link in its place.
-    fn open(path: &Path) -> io::Result<SocketDir> {
-        use rustix::fs::OFlags;
-        let file = OpenOptions::new()
-            .read(true)
-            .custom_flags((OFlags::DIRECTORY | OFlags::NOFOLLOW).bits() as i32)
-            .open(path)?;
-        Ok(SocketDir { file, path: path.to_path_buf() })
-    }
-
-    /// The address of socket `name` in this folder: its path, or a short one through the open
-    /// folder when the path is too long.
-    fn address(&self, name: &str) -> PathBuf {
-        let path = self.path.join(name);
-        if path.as_os_str().len() <= SUN_PATH_MAX {
-            return path;
-        }
-        use std::os::fd::AsRawFd;
-        PathBuf::from(format!("/proc/self/fd/{}/{name}", self.file.as_raw_fd()))
-    }
-}
-
-/// The steer folder must belong to this user: a folder another user owns could hold their
-/// socket, or let them swap ours.
-fn check_private_dir(dir: &Path, meta: &fs::Metadata, uid: u32) -> Result<()> {
-    if !meta.is_dir() || meta.uid() != uid {
-        return Err(Failure::new(
-            exit::ERROR,
-            format!("{} is not a folder of this user (uid {uid})", dir.display()),
-        )
-        .hint(format!("remove it (`rm -r {}`); cca makes it again", dir.display()))
-        .into());
-    }
-    Ok(())
+    socket::connect(&store.run_dir(), &format!("{id}.sock"))
 }
 
 #[cfg(test)]
@@ -556,15 +436,5 @@ mod tests {
         let inbox = Inbox::new();
         let _listener = Listener::start(&store, "s2", &inbox).unwrap();
         assert_eq!(send(&store, "s2", "hello").unwrap(), Reply::Accepted);
-    }
-
-    #[test]
-    fn the_run_folder_must_be_this_users() {
-        let dir = tempfile::tempdir().unwrap();
-        let meta = std::fs::metadata(dir.path()).unwrap();
-        let me = rustix::process::geteuid().as_raw();
-        assert!(check_private_dir(dir.path(), &meta, me).is_ok());
-        let err = check_private_dir(dir.path(), &meta, me.wrapping_add(1));
-        assert!(format!("{:#}", err.unwrap_err()).contains("not a folder of this user"));
     }
 }

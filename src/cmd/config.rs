@@ -144,11 +144,12 @@ pub(crate) fn run(_: &ConfigArgs) -> Result<u8> {
         let per_token = engine.bytes_per_token.to_string();
         row(&format!("{prefix}.bytes_per_token"), per_token, source("bytes_per_token"));
         if engine.spec.keeps.is_some() {
-            let keep = engine.keep_warm.map_or_else(|| "off".into(), idle_time);
-            let own = source("keep_warm");
-            let from =
-                if own == Source::Default.to_string() { from_file(&["keep_warm"]) } else { own };
-            row(&format!("{prefix}.keep_warm"), keep, from);
+            for (key, idle) in [("keep_warm", engine.keep_warm), ("standby", engine.standby)] {
+                let value = idle.map_or_else(|| "off".into(), idle_time);
+                let own = source(key);
+                let from = if own == Source::Default.to_string() { from_file(&[key]) } else { own };
+                row(&format!("{prefix}.{key}"), value, from);
+            }
         }
     }
     let key_width = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);

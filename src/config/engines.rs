@@ -29,10 +29,12 @@ fn check_applies(name: &str, kind: &str, f: &EngineFile, place: &Place) -> Resul
     const BUILT_IN: &[&str] = &["claude", "gemini"];
     const COMMAND: &[&str] = &["command"];
     const KEPT: &[&str] = &["claude", "gemini", "acp"];
-    let keys: [(&str, bool, &[&str]); 10] = [
+    let keys: [(&str, bool, &[&str]); 11] = [
         ("program", f.program.is_some(), BUILT_IN),
-        // The engines `cca chat` and `cca acp` can keep between turns (`Spec::keeps`).
+        // The engines `cca chat` and `cca acp` can keep between turns (`Spec::keeps`), and
+        // that can wait on standby.
         ("keep_warm", f.keep_warm.is_some(), KEPT),
+        ("standby", f.standby.is_some(), KEPT),
         ("acp", f.acp.is_some(), &["acp"]),
         ("args", !f.args.is_empty(), BUILT_IN),
         ("retries", f.retries.is_some(), BUILT_IN),
@@ -74,7 +76,8 @@ pub(super) fn engines(
         let (name, var) = (spec.name, spec.program_var.expect("built in"));
         let f = file.engines.get(name).cloned().unwrap_or_default();
         check_applies(name, name, &f, place)?;
-        let keep_warm = keep_warm(name, file, &f, place)?;
+        let keep_warm = idle(name, "keep_warm", (&f.keep_warm, &file.keep_warm), place)?;
+        let standby = idle(name, "standby", (&f.standby, &file.standby), place)?;
         let (program, program_source) = match (env.os(var), &f.program) {
             (Some(p), _) => (p.clone(), Source::Env(var)),
             (None, Some(p)) => (p.clone().into_os_string(), Source::File),
@@ -103,7 +106,8 @@ pub(super) fn engines(
                 context_budget: f.context_budget.unwrap_or(spec.context_budget),
                 model_budgets: f.model_budgets,
                 bytes_per_token: bytes_per_token(name, f.bytes_per_token, place)?,
-                keep_warm,
+                keep_warm: keep_warm.unwrap_or(Some(KEEP_WARM)),
+                standby: standby.flatten(),
             },
         );
     }
@@ -185,7 +189,9 @@ pub(super) fn engines(
                 context_budget: f.context_budget.unwrap_or(spec.context_budget),
                 model_budgets: f.model_budgets.clone(),
                 bytes_per_token: bytes_per_token(name, f.bytes_per_token, place)?,
-                keep_warm: keep_warm(name, file, f, place)?,
+                keep_warm: idle(name, "keep_warm", (&f.keep_warm, &file.keep_warm), place)?
+                    .unwrap_or(Some(KEEP_WARM)),
+                standby: idle(name, "standby", (&f.standby, &file.standby), place)?.flatten(),
             },
         );
     }
@@ -196,28 +202,30 @@ pub(super) fn engines(
 /// nothing says otherwise.
 pub const KEEP_WARM: std::time::Duration = std::time::Duration::from_secs(600);
 
-/// `keep_warm` of `[engines.NAME]`, else the top-level one, else [`KEEP_WARM`]; `None`: off.
-fn keep_warm(
+/// An idle time (`keep_warm`, `standby`) of `[engines.NAME]`, else the top-level one: `None`
+/// when neither sets it, `Some(None)` for off.
+fn idle(
     name: &str,
-    file: &File,
-    f: &EngineFile,
+    key: &str,
+    (own, top): (&Option<String>, &Option<String>),
     place: &Place,
-) -> Result<Option<std::time::Duration>> {
+) -> Result<Option<Option<std::time::Duration>>> {
     let section = format!("engines.{name}");
-    let (value, section) = match (&f.keep_warm, &file.keep_warm) {
+    let (value, section) = match (own, top) {
         (Some(v), _) => (v, section.as_str()),
         (None, Some(v)) => (v, ""),
-        (None, None) => return Ok(Some(KEEP_WARM)),
+        (None, None) => return Ok(None),
     };
-    parse_idle(value).ok_or_else(|| {
+    let parsed = parse_idle(value).ok_or_else(|| {
         place.error(
             section,
-            Some("keep_warm"),
+            Some(key),
             format!(
-                "keep_warm must be a time like \"10m\", \"90s\" or \"1h\", or \"off\", not {value:?}"
+                "{key} must be a time like \"10m\", \"90s\" or \"1h\", or \"off\", not {value:?}"
             ),
         )
-    })
+    })?;
+    Ok(Some(parsed))
 }
 
 /// `"off"`, or a whole number with a unit: `ms`, `s`, `m`, `h` (`"0s"` is off too); the

@@ -98,7 +98,7 @@ pub enum Render {
 
 /// Every key the config file takes, for the docs and their test.
 #[cfg(any(test, feature = "testing"))]
-pub const FILE_KEYS: &[&str] = &["engine", "model", "prompt", "render", "keep_warm"];
+pub const FILE_KEYS: &[&str] = &["engine", "model", "prompt", "render", "keep_warm", "standby"];
 #[cfg(any(test, feature = "testing"))]
 pub const COMPACTION_KEYS: &[&str] = &["enabled", "threshold", "keep_recent", "warn_tokens"];
 #[cfg(any(test, feature = "testing"))]
@@ -121,6 +121,7 @@ pub const ENGINE_KEYS: &[&str] = &[
     "model_budgets",
     "bytes_per_token",
     "keep_warm",
+    "standby",
 ];
 
 /// One `[engines.NAME]` table of the config file.
@@ -164,6 +165,9 @@ pub struct EngineFile {
     /// How long `cca chat` and `cca acp` keep the engine running between turns (`"10m"`;
     /// `"off"`), over the top-level `keep_warm`.
     pub keep_warm: Option<String>,
+    /// How long an engine started for the next one-shot turn waits for it (`"10m"`; `"off"`),
+    /// over the top-level `standby`.
+    pub standby: Option<String>,
 }
 
 /// `[compaction]` of the config file.
@@ -198,6 +202,8 @@ pub struct File {
     pub render: Option<Render>,
     /// How long `cca chat` and `cca acp` keep an engine running between turns.
     pub keep_warm: Option<String>,
+    /// How long an engine started for the next one-shot turn waits for it; off by default.
+    pub standby: Option<String>,
     #[serde(default)]
     pub compaction: CompactionFile,
     #[serde(default)]

@@ -152,6 +152,9 @@ pub struct EngineConfig {
     /// How long `cca chat` and `cca acp` keep the engine running between turns; `None`: they
     /// start it for every turn.
     pub keep_warm: Option<std::time::Duration>,
+    /// How long an engine started for the next one-shot turn waits for it (docs/DESIGN.md,
+    /// "Standby"); `None`: none is started.
+    pub standby: Option<std::time::Duration>,
 }
 
 impl EngineConfig {

@@ -31,6 +31,7 @@ mod listing;
 mod live_index;
 mod lock;
 mod read;
+pub(crate) mod socket;
 mod trash;
 mod write;
 
