@@ -62,27 +62,23 @@ pub(crate) fn call(
     cancel.check()?;
     let s = c.session;
     let transcript = s.store.open_session(s.id)?;
-    let stored = |range: &std::ops::Range<u64>| -> io::Result<String> {
-        let mut buf = vec![0u8; (range.end - range.start) as usize];
-        std::os::unix::fs::FileExt::read_exact_at(&transcript, &mut buf, range.start)?;
-        let text =
-            String::from_utf8(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-        Ok(transcript::unescape(&text))
-    };
+    let stored = stored_text(&transcript);
     let notes = s.store.engine_notes(s.id, &s.engine.name);
     // An ACP agent is sent no image (a turn with one starts the engine for itself, as the
-    // one-shot turns do: gemini reads an image from the file its prompt names). An engine
-    // with no one-shot mode (an `acp` engine) is kept for this turn alone where no front end
-    // keeps it.
+    // one-shot turns do: gemini reads an image from the file its prompt names).
+    let transport = s.engine.spec.keeps.filter(|transport| match transport {
+        Keeping::StreamJson(_) => true,
+        Keeping::Acp => c.attachments.iter().all(|a| a.image.is_none()),
+    });
+    // An engine with no one-shot mode (an `acp` engine) is kept for this turn alone where no
+    // front end keeps it.
     let keeps = (c.warm.is_some() && s.engine.keep_warm.is_some() || !s.engine.spec.one_shot)
-        && match s.engine.spec.keeps {
-            Some(Keeping::StreamJson(_)) => true,
-            Some(Keeping::Acp) => c.attachments.iter().all(|a| a.image.is_none()),
-            None => false,
-        };
-    let request = Request {
+        && transport.is_some();
+    // A one-shot turn takes the engine waiting on standby, if one waits for it.
+    let standby = c.warm.is_none() && s.engine.standby.is_some() && transport.is_some();
+    let mut request = Request {
         notes: notes.as_deref(),
-        kept: keeps,
+        kept: keeps || standby,
         system: c.system,
         live: c.live,
         stored: &stored,
@@ -98,7 +94,21 @@ pub(crate) fn call(
         mcp_servers: &s.settings.mcp_servers,
     };
     let program = locate(s.settings, s.engine)?;
-    let invocation = (s.engine.spec.invocation)(s.engine, program, &request)?;
+    let mut invocation = (s.engine.spec.invocation)(s.engine, program.clone(), &request)?;
+    let taken = match standby {
+        true => {
+            let key = standby_key(s, &invocation, c.system);
+            run::standby::take(&s.store.standby_dir(), &s.engine.name, &key, cancel)?
+        }
+        false => None,
+    };
+    if standby && taken.is_none() && !keeps {
+        // Nothing waits for this turn: it starts cold, as with no standby.
+        request.kept = false;
+        invocation = (s.engine.spec.invocation)(s.engine, program, &request)?;
+    }
+    drop(request);
+    drop(stored);
     if let Some(limit) = s.engine.max_input_bytes {
         // The measured limits are those of stdin's text. Images are not counted: claude took a
         // 5 MB image (6.7 MB of base64 in its stdin line) and re-encoded it smaller itself.
@@ -110,18 +120,22 @@ pub(crate) fn call(
         }
     }
     let (args, env, scratch) = materialize(s.store, &invocation)?;
-    if let (Some(transport), true) = (s.engine.spec.keeps, keeps) {
-        let decoder = match transport {
-            Keeping::StreamJson(_) => (s.engine.spec.decoder)(),
-            Keeping::Acp => Box::new(crate::engine::acp_agent::Decoder::default()),
+    if let (Some(transport), true) = (transport, keeps || taken.is_some()) {
+        let decoder = || -> Box<dyn crate::engine::Decoder> {
+            match transport {
+                Keeping::StreamJson(_) => (s.engine.spec.decoder)(),
+                Keeping::Acp => Box::new(crate::engine::acp_agent::Decoder::default()),
+            }
         };
+        let taken = taken
+            .map(|engine| run::kept::Kept::adopt(engine, s.settings.grace, transport, decoder()));
         let started = run::kept::Start {
             program: invocation.program.clone(),
             args,
             env,
             grace: s.settings.grace,
             transport,
-            decoder,
+            decoder: decoder(),
         };
         // Kept for this turn alone (dropped, and so ended, when the call returns) where no
         // front end keeps it.
@@ -131,7 +145,7 @@ pub(crate) fn call(
             _ => &this_turn,
         };
         let idle = s.engine.keep_warm.unwrap_or_default();
-        let cold = Cold { invocation, started, files: scratch, idle };
+        let cold = Cold { invocation, started, files: scratch, idle, taken };
         return kept(c, slot, cold, transcript, notes.as_deref(), cancel, progress);
     }
     let spawn = Spawn {
@@ -170,12 +184,14 @@ fn tidy(c: &Call, notes: Option<&str>, outcome: &run::EngineRun) {
     }
 }
 
-/// How the engine would start cold for this turn.
+/// How the engine would start cold for this turn, or the engine taken from standby that was
+/// started so.
 struct Cold {
     invocation: Invocation,
     started: run::kept::Start,
     files: Option<tempfile::TempDir>,
     idle: std::time::Duration,
+    taken: Option<run::kept::Kept>,
 }
 
 /// The call on the session's kept engine: only the new message when the kept engine was started
@@ -196,10 +212,13 @@ fn kept(
     let taken = slot.borrow_mut().take();
     let fitting = taken.and_then(|mut kept| kept.fits(&key).then_some(kept));
     let images = cold.invocation.images.clone();
-    let (mut kept, pieces) = match fitting {
-        Some(kept) => (kept, cold.invocation.follow_up),
-        None => {
-            let engine = run::kept::Kept::start(cold.started, cancel)?;
+    let (mut kept, pieces) = match (fitting, cold.taken) {
+        (Some(kept), _) => (kept, cold.invocation.follow_up),
+        (None, taken) => {
+            let engine = match taken {
+                Some(engine) => engine,
+                None => run::kept::Kept::start(cold.started, cancel)?,
+            };
             (warm::Slot::new(engine, key, cold.idle, cold.files), cold.invocation.stdin)
         }
     };
@@ -211,6 +230,72 @@ fn kept(
         *slot.borrow_mut() = Some(kept);
     }
     Ok(outcome)
+}
+
+/// Leaves an engine on standby for the session's next one-shot turn, started as that turn would
+/// start it cold (docs/DESIGN.md, "Standby"); nothing when the engine has no standby. Called as
+/// the turn ends, with the session's live context as the next turn will find it.
+pub(crate) fn leave_standby(s: &Session, system: &str, live: &std::sync::Arc<Live>) -> Result<()> {
+    let (Some(idle), Some(transport)) = (s.engine.standby, s.engine.spec.keeps) else {
+        return Ok(());
+    };
+    let transcript = s.store.open_session(s.id)?;
+    let stored = stored_text(&transcript);
+    let notes = s.store.engine_notes(s.id, &s.engine.name);
+    let next = Request {
+        notes: notes.as_deref(),
+        kept: true,
+        system,
+        live,
+        stored: &stored,
+        attachments: Vec::new(),
+        images: Vec::new(),
+        image_dir: &s.store.image_dir(),
+        query: "",
+        model: s.model,
+        mcp_servers: &s.settings.mcp_servers,
+    };
+    let invocation = (s.engine.spec.invocation)(s.engine, locate(s.settings, s.engine)?, &next)?;
+    let key = standby_key(s, &invocation, system);
+    let (args, env, files) = materialize(s.store, &invocation)?;
+    // The standby removes them when it ends.
+    let files = files.map(tempfile::TempDir::keep);
+    let order = run::standby::Order {
+        kind: s.engine.name.clone(),
+        key,
+        program: invocation.program,
+        args,
+        env,
+        grace: s.settings.grace,
+        idle,
+        acp: matches!(transport, Keeping::Acp),
+        files: files.clone(),
+        dir: s.store.standby_dir(),
+    };
+    run::standby::launch(&order).inspect_err(|_| {
+        if let Some(files) = files {
+            let _ = std::fs::remove_dir_all(files);
+        }
+    })
+}
+
+/// What an engine on standby must have been started for to serve a turn: everything its cold
+/// start depends on, the context it is started with included (claude's history file).
+fn standby_key(s: &Session, invocation: &Invocation, system: &str) -> String {
+    warm::key(&invocation.program, &(&invocation.args, &invocation.env, &s.engine), system)
+}
+
+/// Reads the stored parts of the transcript that a request quotes.
+fn stored_text(
+    transcript: &std::fs::File,
+) -> impl Fn(&std::ops::Range<u64>) -> io::Result<String> + '_ {
+    move |range| {
+        let mut buf = vec![0u8; (range.end - range.start) as usize];
+        std::os::unix::fs::FileExt::read_exact_at(transcript, &mut buf, range.start)?;
+        let text =
+            String::from_utf8(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        Ok(transcript::unescape(&text))
+    }
 }
 
 /// What a cold start of the engine depends on besides the context: its command line and

@@ -118,6 +118,9 @@ pub enum Command {
     /// Runs an engine for cca, ending it with cca (internal: cca starts engines this way)
     #[command(name = "__engine", hide = true)]
     Engine(EngineArgs),
+    /// Keeps an engine on standby for the next one-shot turn (internal: cca starts it so)
+    #[command(name = "__standby", hide = true)]
+    StandbyServe(StandbyServeArgs),
 
     /// List sessions, newest first: id, last activity, turns, engine, name and title
     ///
@@ -255,6 +258,15 @@ pub enum Command {
     /// about each problem. Exits 0 when an engine is usable (the other problems are listed), 1
     /// when none is.
     Doctor(DoctorArgs),
+
+    /// List the engines waiting on standby for the next `,`, or end them
+    ///
+    /// With `standby = "10m"` in config.toml (top level, or under [engines.NAME]), each answered
+    /// one-shot turn (`cca search`, `,`) leaves one engine started and waiting, and the next
+    /// turn takes it over instead of starting one. It is used only where a cold start would be
+    /// the same (engine program, arguments, folder, environment, context) and ends after its idle
+    /// time, when its engine program changes, and with `--end`. Off by default.
+    Standby(StandbyArgs),
 
     /// Print the man page (roff)
     ///
@@ -432,6 +444,21 @@ pub struct ConfigArgs {}
 /// `cca doctor` takes no options: its arguments are this empty struct, as every command's are.
 #[derive(Debug, Args)]
 pub struct DoctorArgs {}
+
+/// `cca standby`'s options.
+#[derive(Debug, Args)]
+pub struct StandbyArgs {
+    /// End what waits (of one engine with --engine)
+    #[arg(long)]
+    pub end: bool,
+    /// Only this engine's standby
+    #[arg(short, long, value_name = "ENGINE")]
+    pub engine: Option<String>,
+}
+
+/// `cca __standby` reads its order on stdin: its arguments are this empty struct.
+#[derive(Debug, Args)]
+pub struct StandbyServeArgs {}
 
 /// `cca man` takes no options: its arguments are this empty struct, as every command's are.
 #[derive(Debug, Args)]

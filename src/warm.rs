@@ -92,15 +92,21 @@ pub(crate) fn fingerprint(store: &Store, id: &str) -> Option<Fingerprint> {
 }
 
 /// What a cold start of the engine depends on, besides the transcript: the program's file (a
-/// reinstalled engine is another one), its arguments and environment, the system prompt and
-/// the folder it runs in.
+/// reinstalled engine is another one), its arguments and environment, the system prompt, the
+/// folder it runs in and the environment it inherits.
 pub(crate) fn key(program: &Path, start: &dyn std::fmt::Debug, system: &str) -> String {
     use std::os::unix::fs::MetadataExt;
     let file = std::fs::metadata(program)
         .map(|m| (m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec()))
         .ok();
     let cwd = std::env::current_dir().ok();
-    let text = format!("{program:?}\0{file:?}\0{start:?}\0{system}\0{cwd:?}");
+    // All of it (an engine reads what it likes: a key, a base URL, a config folder), but what a
+    // shell changes from one command to the next and no engine reads.
+    let mut inherited: Vec<_> = std::env::vars_os()
+        .filter(|(name, _)| !matches!(name.to_str(), Some("_" | "OLDPWD")))
+        .collect();
+    inherited.sort();
+    let text = format!("{program:?}\0{file:?}\0{start:?}\0{system}\0{cwd:?}\0{inherited:?}");
     Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -25,6 +25,7 @@ mod rm;
 mod search;
 mod sessions;
 mod show;
+mod standby;
 mod steer;
 
 use anyhow::Result;
@@ -42,6 +43,7 @@ pub(crate) fn run(cli: Cli) -> Result<u8> {
         Command::Acp(args) => acp::run(args),
         Command::Mcp(args) => mcp::run(args),
         Command::Engine(args) => engine::run(args),
+        Command::StandbyServe(_) => engine::standby().map(|()| crate::error::exit::OK),
         Command::Sessions(args) => sessions::run(args),
         Command::Grep(args) => grep::run(args),
         Command::Name(args) => name::run(args),
@@ -58,6 +60,7 @@ pub(crate) fn run(cli: Cli) -> Result<u8> {
         Command::Completions(args) => completions::run(args),
         Command::Config(args) => config::run(args),
         Command::Doctor(args) => doctor::run(args),
+        Command::Standby(args) => standby::run(args),
         Command::Man(args) => man::run(args),
     }
 }

@@ -108,7 +108,9 @@ pub(crate) fn invocation(
         HistoryMode::Structured => {
             // claude keeps this run's session (a fork of the history resumed), so that `tidy`
             // learns from it where claude put its environment notes; then it is removed.
-            let session_id = uuid_like(request.query, request.live.exchanges.len() as u64);
+            // Not from the question: an engine on standby is started with this history
+            // before the question is known, and must be started as a cold start would be.
+            let session_id = uuid_like("history", request.live.exchanges.len() as u64);
             let history = history_jsonl(&session_id, request, inline_system)?;
             if !history.is_empty() {
                 args.push(Arg::plain("--resume"));

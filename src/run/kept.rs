@@ -11,8 +11,9 @@ use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, Write};
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
-use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::mpsc::{self, RecvTimeoutError, SyncSender};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -31,7 +32,7 @@ use crate::media::Image;
 use crate::steer::Inbox;
 
 /// How long an ACP agent may take to open its session (gemini takes about 2.5 s).
-const OPEN_TIMEOUT: Duration = Duration::from_secs(30);
+pub(super) const OPEN_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What to start.
 pub(crate) struct Start {
@@ -42,6 +43,19 @@ pub(crate) struct Start {
     pub grace: Duration,
     pub transport: Keeping,
     pub decoder: Box<dyn Decoder>,
+}
+
+/// An engine started elsewhere, handed over with what [`Kept::adopt`] needs.
+pub(crate) struct Adopted {
+    pub group: Pid,
+    pub stdin: OwnedFd,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+    /// What it wrote before it was handed over, not yet read by anyone.
+    pub said: Vec<Pipe>,
+    pub acp_session: Option<String>,
+    /// Waits until the engine ends and says how.
+    pub exit: Box<dyn FnOnce() -> io::Result<std::process::ExitStatus> + Send>,
 }
 
 /// One turn's message: the framed text (its stored parts read from `transcript`)
@@ -71,12 +85,9 @@ impl Kept {
     /// opened its session when this returns (so a question never waits for its start-up).
     pub(crate) fn start(start: Start, cancel: &Cancel) -> Result<Kept> {
         let Start { program, args, env, grace, transport, decoder } = start;
-        // Bounded, as for a cold run: between turns nothing reads, and an engine has nothing
-        // to say then.
-        let (tx, pipes) = mpsc::sync_channel(16);
         let (ready_tx, ready) = mpsc::channel();
+        let (exited_tx, exited) = mpsc::channel::<SyncSender<Pipe>>();
         let shown = program.clone();
-        let feed_tx = tx.clone();
         thread::Builder::new()
             .name("kept engine".into())
             .spawn(move || {
@@ -87,30 +98,78 @@ impl Kept {
                         return;
                     }
                 };
-                pump(
+                let pipes = (
+                    Pid::from_child(&child),
+                    child.stdin.take().expect("piped"),
                     child.stdout.take().expect("piped"),
-                    tx.clone(),
-                    Pipe::Stdout,
-                    Pipe::StdoutEnd,
-                );
-                pump(
                     child.stderr.take().expect("piped"),
-                    tx.clone(),
-                    Pipe::Stderr,
-                    Pipe::StderrEnd,
                 );
-                let stdin = child.stdin.take().expect("piped");
-                let _ = ready_tx.send(Ok((Pid::from_child(&child), stdin)));
-                let _ = tx.send(Pipe::Exited(child.wait()));
+                let _ = ready_tx.send(Ok(pipes));
+                let status = child.wait();
+                if let Ok(tx) = exited.recv() {
+                    let _ = tx.send(Pipe::Exited(status));
+                }
             })
             .context("cannot start a thread for the engine")?;
-        let (group, stdin) = ready
+        let (group, stdin, stdout, stderr) = ready
             .recv()
             .context("the engine's thread ended before the engine started")?
             .map_err(|error| SpawnError { program: shown.clone(), error })?;
-        let (lines, feed) = mpsc::channel::<String>();
+        let (mut kept, tx) = Kept::assemble(group, stdin, stdout, stderr, grace, transport);
+        kept.decoder = Some(decoder);
+        let _ = exited_tx.send(tx);
+        if let Keeping::Acp = transport {
+            let session = kept.open_session(&shown, cancel)?;
+            kept.acp = Some((session, acp_agent::FIRST_PROMPT_ID));
+        }
+        Ok(kept)
+    }
+
+    /// Takes over an engine started elsewhere (one on standby, see `run::standby`): its group,
+    /// its pipes, what it wrote before (`said`), its ACP session if it opened one, and how to
+    /// learn that it ended.
+    pub(crate) fn adopt(
+        adopted: Adopted,
+        grace: Duration,
+        transport: Keeping,
+        decoder: Box<dyn Decoder>,
+    ) -> Kept {
+        let Adopted { group, stdin, stdout, stderr, said, acp_session, exit } = adopted;
+        let (mut kept, tx) = Kept::assemble(
+            group,
+            File::from(stdin),
+            File::from(stdout),
+            File::from(stderr),
+            grace,
+            transport,
+        );
+        kept.decoder = Some(decoder);
+        kept.waiting.extend(said);
+        kept.acp = acp_session.map(|session| (session, acp_agent::FIRST_PROMPT_ID));
         thread::spawn(move || {
-            let mut stdin = stdin;
+            let _ = tx.send(Pipe::Exited(exit()));
+        });
+        kept
+    }
+
+    /// A kept engine over its group and pipes: their readers and the writer of its stdin
+    /// started. The sender returned is for its exit status.
+    fn assemble(
+        group: Pid,
+        mut stdin: impl Write + Send + 'static,
+        stdout: impl io::Read + Send + 'static,
+        stderr: impl io::Read + Send + 'static,
+        grace: Duration,
+        transport: Keeping,
+    ) -> (Kept, SyncSender<Pipe>) {
+        // Bounded, as for a cold run: between turns nothing reads, and an engine has nothing
+        // to say then.
+        let (tx, pipes) = mpsc::sync_channel(16);
+        pump(stdout, tx.clone(), Pipe::Stdout, Pipe::StdoutEnd);
+        pump(stderr, tx.clone(), Pipe::Stderr, Pipe::StderrEnd);
+        let (lines, feed) = mpsc::channel::<String>();
+        let feed_tx = tx.clone();
+        thread::spawn(move || {
             for line in feed {
                 if let Err(e) = stdin.write_all(line.as_bytes()).and_then(|()| stdin.flush()) {
                     // The engine may stop reading (it ended): not ours to report.
@@ -136,18 +195,9 @@ impl Kept {
             inbox: None,
             ending: Ending::default(),
         };
-        let mut kept = Kept {
-            engine,
-            waiting: VecDeque::new(),
-            decoder: Some(decoder),
-            ended: false,
-            acp: None,
-        };
-        if let Keeping::Acp = transport {
-            let session = kept.open_session(&shown, cancel)?;
-            kept.acp = Some((session, acp_agent::FIRST_PROMPT_ID));
-        }
-        Ok(kept)
+        let kept =
+            Kept { engine, waiting: VecDeque::new(), decoder: None, ended: false, acp: None };
+        (kept, tx)
     }
 
     /// Opens an ACP agent's session: writes `initialize` and `session/new`, and reads the agent

@@ -36,6 +36,7 @@ use crate::media::Image;
 mod decoding;
 pub(crate) mod kept;
 mod pager;
+pub(crate) mod standby;
 use crate::steer::{Inbox, Steered};
 use decoding::Decoding;
 pub(crate) use pager::{DEFAULT_PAGER, page, written};
@@ -237,7 +238,7 @@ pub(crate) struct EngineRun {
     pub halted: Option<Halted>,
 }
 
-enum Pipe {
+pub(crate) enum Pipe {
     Stdout(Vec<u8>),
     StdoutEnd,
     Stderr(Vec<u8>),
@@ -750,21 +751,27 @@ fn terminate(group: Pid) {
 /// group, the system stops a process that reads the terminal or sets its modes, and nothing
 /// would ever continue it. A process being traced (`t`) is a debugger's business.
 fn group_stopped(group: Pid) -> bool {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return false };
+    group_members(group).iter().any(|(_, state)| state == "T")
+}
+
+/// The processes of a group, with their state (`R`, `S`, `T`...), as /proc lists them.
+fn group_members(group: Pid) -> Vec<(u32, String)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
     let group = group.as_raw_nonzero().get();
     entries
         .filter_map(Result::ok)
-        .filter(|e| e.file_name().as_encoded_bytes().iter().all(u8::is_ascii_digit))
-        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
-        .any(|stat| {
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
             // After the command name (which may hold anything, hence the last `)`): the state,
             // the parent's pid, the process group.
             let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
             let mut fields = rest.split_whitespace();
-            let state = fields.next();
+            let state = fields.next()?.to_string();
             let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
-            state == Some("T") && pgrp == Some(group)
+            (pgrp == Some(group)).then_some((pid, state))
         })
+        .collect()
 }
 
 /// After the engine exits, nothing it started may keep running: TERM what is left of its

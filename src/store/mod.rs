@@ -244,6 +244,11 @@ impl Store {
             .with_context(|| format!("cannot create a folder in {}", self.home.display()))
     }
 
+    /// `$CCA_HOME/standby/`: the sockets and locks of engines waiting for a one-shot turn.
+    pub(crate) fn standby_dir(&self) -> PathBuf {
+        self.home.join("standby")
+    }
+
     /// `$CCA_HOME/run/`: the endpoints of running turns (steer sockets).
     pub(crate) fn run_dir(&self) -> PathBuf {
         self.home.join("run")

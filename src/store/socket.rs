@@ -26,18 +26,7 @@ impl Socket {
     /// socket already there is replaced: the caller holds what makes it the only one (a session
     /// lock, a standby's lock), so that one is stale.
     pub(crate) fn listen(dir: &Path, name: &str) -> Result<Socket> {
-        make_private_dir(dir)?;
-        let opened =
-            SocketDir::open(dir).with_context(|| format!("cannot open {}", dir.display()))?;
-        let meta =
-            opened.file.metadata().with_context(|| format!("cannot read {}", dir.display()))?;
-        check_private_dir(dir, &meta, rustix::process::geteuid().as_raw())?;
-        if meta.permissions().mode() & 0o777 != DIR_MODE {
-            opened
-                .file
-                .set_permissions(fs::Permissions::from_mode(DIR_MODE))
-                .with_context(|| format!("cannot set the permissions of {}", dir.display()))?;
-        }
+        let opened = open_private_dir(dir)?;
         // Bound under a name of its own, then renamed into place once it listens: between
         // bind and listen a socket refuses connections, and a client then would be told that
         // nothing listens. The rename also replaces a stale socket.
@@ -72,6 +61,21 @@ impl Drop for Socket {
     }
 }
 
+/// Makes the folder `dir` (0700) if it is not there, and opens it; it must be this user's.
+pub(crate) fn open_private_dir(dir: &Path) -> Result<SocketDir> {
+    make_private_dir(dir)?;
+    let opened = SocketDir::open(dir).with_context(|| format!("cannot open {}", dir.display()))?;
+    let meta = opened.file.metadata().with_context(|| format!("cannot read {}", dir.display()))?;
+    check_private_dir(dir, &meta, rustix::process::geteuid().as_raw())?;
+    if meta.permissions().mode() & 0o777 != DIR_MODE {
+        opened
+            .file
+            .set_permissions(fs::Permissions::from_mode(DIR_MODE))
+            .with_context(|| format!("cannot set the permissions of {}", dir.display()))?;
+    }
+    Ok(opened)
+}
+
 /// Connects to socket `name` in `dir`; `None` when nothing listens there (no socket, or a
 /// stale one whose process died: connecting is refused).
 pub(crate) fn connect(dir: &Path, name: &str) -> Result<Option<UnixStream>> {
@@ -99,7 +103,7 @@ pub(crate) fn peer_allowed(stream: &UnixStream, uid: u32) -> bool {
 /// `/proc/self/fd/N/NAME`, which Linux resolves through the open folder. That needs no `chdir`,
 /// which would race with the other threads of the process.
 #[derive(Debug)]
-struct SocketDir {
+pub(crate) struct SocketDir {
     file: File,
     path: PathBuf,
 }

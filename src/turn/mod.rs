@@ -238,6 +238,10 @@ fn ask_kept(
         // Still under the lock: the transcript as cca left it.
         warm.keep(store, &id, kept);
     }
+    if warm.is_none() && matches!(last.verdict, Verdict::Answered) {
+        // Still under the lock: the context as the next turn will find it.
+        leave_standby(&session, &settled.prompt, observer);
+    }
     Ok(TurnResult {
         session: id.clone(),
         path: store.session_path(&id),
@@ -251,6 +255,22 @@ fn ask_kept(
         session_totals: recorder.spent,
         stderr_tail: last.stderr_tail,
     })
+}
+
+/// Leaves an engine on standby for the next one-shot turn, where the engine has one configured
+/// (docs/DESIGN.md, "Standby"). It only saves time: failing to leave one is a detail.
+fn leave_standby(session: &Session, prompt: &Prompt, observer: &mut dyn Observer) {
+    if session.engine.standby.is_none() {
+        return;
+    }
+    let left = session
+        .store
+        .summarize(session.id)
+        .and_then(|summary| call::leave_standby(session, &prompt.text, &summary.live));
+    if let Err(e) = left {
+        let text = format!("note: no engine was left on standby: {e:#}");
+        observer.event(Event::Notice { level: Level::Detail, text: &text });
+    }
 }
 
 /// A session ready for a turn's question: read (a record cut off at its end repaired), its

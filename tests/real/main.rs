@@ -9,6 +9,7 @@ mod files;
 mod import;
 #[path = "../support/mock_api.rs"]
 mod mock_api;
+mod standby;
 mod warm;
 mod warm_gemini;
 

@@ -1,0 +1,59 @@
+//! `cca standby`: the engines waiting for the next one-shot turn, and ending them.
+
+use anyhow::Result;
+
+use crate::cli::StandbyArgs;
+use crate::config::Flags;
+use crate::error::exit;
+use crate::human::human_bytes;
+use crate::run::standby::{self, Waiting};
+use crate::session;
+
+/// `cca standby [--end] [--engine NAME]`
+pub(crate) fn run(args: &StandbyArgs) -> Result<u8> {
+    let (settings, store) = session::settings(&Flags::default())?;
+    let dir = store.standby_dir();
+    let mut out = String::new();
+    if args.end {
+        let ended = standby::end(&dir, args.engine.as_deref());
+        match ended.is_empty() {
+            true => out.push_str("nothing waited on standby\n"),
+            false => out.push_str(&format!("ended: {}\n", ended.join(", "))),
+        }
+        super::print(&out)?;
+        return Ok(exit::OK);
+    }
+    let waiting: Vec<Waiting> = standby::waiting(&dir)
+        .into_iter()
+        .filter(|w| args.engine.as_ref().is_none_or(|e| *e == w.kind))
+        .collect();
+    for w in &waiting {
+        out.push_str(&format!("{}\n", describe(w)));
+    }
+    if waiting.is_empty() {
+        out.push_str("nothing waits on standby\n");
+        if settings.engines.values().all(|e| e.standby.is_none()) {
+            out.push_str(
+                "standby is off: `standby = \"10m\"` in config.toml leaves an engine waiting \
+                 after each one-shot turn, for the next\n",
+            );
+        }
+    }
+    super::print(&out)?;
+    Ok(exit::OK)
+}
+
+/// One waiting engine, on a line: `claude  in ~/src/app, 9m 40s left, 190 MB (group 4242)`.
+pub(super) fn describe(w: &Waiting) -> String {
+    let left = w.idle_left.as_secs();
+    let state = if w.ready { "" } else { ", starting" };
+    format!(
+        "{:<8} in {}, {}m {:02}s left, {}{state} (process group {})",
+        w.kind,
+        w.folder.display(),
+        left / 60,
+        left % 60,
+        human_bytes(w.memory),
+        w.group
+    )
+}

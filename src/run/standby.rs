@@ -1,0 +1,512 @@
+//! An engine on standby for the next one-shot turn (docs/DESIGN.md, "Standby"). A small process
+//! of its own, `cca __standby`, starts the engine as the next turn would start it cold, lets it
+//! do its start-up work (an ACP agent opens its session), and waits. The cca that takes it over
+//! is handed the engine's pipes over a Unix socket in `$CCA_HOME/standby/`, the descriptors
+//! passed along (`SCM_RIGHTS`), and runs the turn on them as on an engine it started itself.
+//! The standby stays the engine's parent: it tells the taker how the engine ended, and ends the
+//! engine when the taker goes away first, as a cold start's engine ends with its cca.
+//!
+//! One per kind (an engine's name): a new one ends the one before. It serves only a turn whose
+//! cold start would be the same ([`Order::key`]); any other request for it ends it. It ends
+//! after its idle time, when the engine ends, when the engine program's file changes, and on
+//! request. Only this user reaches it: the folder is 0700, and each side checks its peer.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, IoSlice, IoSliceMut, Read, Write};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use rustix::event::{PollFd, PollFlags, Timespec};
+use rustix::net::{
+    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags,
+};
+use rustix::process::Pid;
+use serde::{Deserialize, Serialize};
+
+use super::kept::{Adopted, OPEN_TIMEOUT};
+use super::{Cancel, LAUNCHER, Pipe, group_members, spawn_engine, stop_leftovers, terminate};
+use crate::engine::acp_agent;
+use crate::store::socket::{self, Socket, peer_allowed};
+
+/// How long a client may take to say what it wants.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What a waiting engine may write before a turn takes it; more, and it is not waiting.
+const MAX_SAID: usize = 1024 * 1024;
+
+/// What a standby starts, and for which turns.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Order {
+    /// One standby per kind: the engine's name.
+    pub kind: String,
+    /// What a cold start of the next turn depends on: a turn with another key starts cold.
+    pub key: String,
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+    pub env: Vec<(OsString, OsString)>,
+    /// How long the engine's group has between SIGTERM and SIGKILL.
+    pub grace: Duration,
+    /// How long it waits for a turn.
+    pub idle: Duration,
+    /// An ACP agent, whose session is opened before it waits.
+    pub acp: bool,
+    /// Files the engine was started with (its history, a system prompt): removed when it ends.
+    pub files: Option<PathBuf>,
+    /// `$CCA_HOME/standby/`: its socket and lock.
+    pub dir: PathBuf,
+}
+
+/// What a client asks a standby.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Request {
+    /// The engine, for a turn whose cold start has this key.
+    Take {
+        key: String,
+    },
+    Status,
+    End,
+}
+
+/// What a standby answers.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Reply {
+    /// The engine's group (its pipes go with this line), what it wrote meanwhile, its session.
+    Handover {
+        group: i32,
+        stdout: Vec<u8>,
+        stderr: Vec<u8>,
+        session: Option<String>,
+    },
+    /// Started for another turn than this one: it ends.
+    Stale,
+    Status(Waiting),
+    Ended,
+    /// The taken engine ended: its raw wait status.
+    Exit {
+        status: i32,
+    },
+}
+
+/// An engine waiting for a turn, as `cca doctor` and `cca standby` show it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Waiting {
+    pub kind: String,
+    pub program: PathBuf,
+    pub folder: PathBuf,
+    /// Its process group (the launcher's pid).
+    pub group: i32,
+    /// Done with its start-up (an ACP agent's session is open).
+    pub ready: bool,
+    pub idle_left: Duration,
+    /// The resident memory of its processes, in bytes.
+    pub memory: u64,
+}
+
+/// Starts `cca __standby` for `order`, detached, and returns at once; nothing when cca's own
+/// binary is not known (unit tests).
+pub(crate) fn launch(order: &Order) -> Result<()> {
+    let Some(cca) = LAUNCHER.get() else { return Ok(()) };
+    let text = serde_json::to_string(order)?;
+    let mut child = Command::new(cca)
+        .arg("__standby")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("cannot run {}", cca.display()))?;
+    let mut stdin = child.stdin.take().expect("piped");
+    stdin.write_all(text.as_bytes()).context("cannot hand the standby its order")?;
+    // Not waited for: it outlives this cca.
+    Ok(())
+}
+
+/// `cca __standby`: reads its order on stdin and serves it until it ends.
+pub(crate) fn serve_stdin() -> Result<()> {
+    let mut text = String::new();
+    io::stdin().read_to_string(&mut text).context("cannot read the order")?;
+    let order: Order = serde_json::from_str(&text).context("cannot read the order")?;
+    // Out of the terminal's session: the Ctrl-C typed for the next turn, or a closed terminal,
+    // is not for it.
+    let _ = rustix::process::setsid();
+    let files = order.files.clone();
+    let served = serve(&order);
+    if let Some(files) = files {
+        let _ = std::fs::remove_dir_all(files);
+    }
+    served
+}
+
+/// The engine's group, ended however the standby ends.
+struct Group {
+    group: Pid,
+    grace: Duration,
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        terminate(self.group);
+        stop_leftovers(self.group, true, self.grace);
+    }
+}
+
+fn serve(order: &Order) -> Result<()> {
+    let lock = take_place(order)?;
+    let mut child = spawn_engine(&order.program, &order.args, &order.env)
+        .with_context(|| format!("cannot run {}", order.program.display()))?;
+    let group = Pid::from_child(&child);
+    let _group = Group { group, grace: order.grace };
+    let mut stdin = child.stdin.take().expect("piped");
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = Some(child.stderr.take().expect("piped"));
+    if order.acp {
+        let cwd = std::env::current_dir()?;
+        for line in acp_agent::opening_lines(&cwd) {
+            stdin.write_all(line.as_bytes())?;
+        }
+    }
+    let socket = Socket::listen(&order.dir, &format!("{}.sock", order.kind))?;
+    socket.listener.set_nonblocking(true)?;
+    let program = file_id(&order.program);
+    let started = Instant::now();
+    let uid = rustix::process::geteuid().as_raw();
+    let mut session: Option<String> = None;
+    let (mut said, mut said_err) = (Vec::new(), Vec::new());
+    let mut taker: Option<UnixStream> = None;
+    loop {
+        let ready = !order.acp || session.is_some();
+        if let (true, Some(conn)) = (ready, taker.take()) {
+            let fds = [stdin.as_fd(), stdout.as_fd(), stderr.as_ref().expect("open").as_fd()];
+            let reply = Reply::Handover {
+                group: group.as_raw_nonzero().get(),
+                stdout: said,
+                stderr: said_err,
+                session,
+            };
+            send_with_fds(&conn, &reply, &fds)?;
+            // The next standby may start now; the taker holds the pipes.
+            drop((socket, lock, stdin, stdout, stderr));
+            return report_exit(child, conn);
+        }
+        let idle_left = order.idle.saturating_sub(started.elapsed());
+        let opening = !ready && started.elapsed() > OPEN_TIMEOUT;
+        if idle_left.is_zero() || opening || file_id(&order.program) != program {
+            return Ok(());
+        }
+        let mut fds =
+            vec![PollFd::new(&socket.listener, PollFlags::IN), PollFd::new(&stdout, PollFlags::IN)];
+        if let Some(err) = &stderr {
+            fds.push(PollFd::new(err, PollFlags::IN));
+        }
+        let tick = Timespec { tv_sec: 0, tv_nsec: 200_000_000 };
+        match rustix::event::poll(&mut fds, Some(&tick)) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(io::Error::from(e).into()),
+        }
+        let woke: Vec<bool> = fds.iter().map(|fd| !fd.revents().is_empty()).collect();
+        drop(fds);
+        if woke[1] {
+            let mut buf = [0u8; 64 * 1024];
+            let n = stdout.read(&mut buf)?;
+            if n == 0 {
+                // The engine ended (or closed its output): it cannot take a turn.
+                return Ok(());
+            }
+            said.extend_from_slice(&buf[..n]);
+            if session.is_none() && order.acp {
+                while let Some(end) = memchr::memchr(b'\n', &said) {
+                    let line: Vec<u8> = said.drain(..=end).collect();
+                    if let Some(opened) = acp_agent::session_of(&line) {
+                        session = Some(opened.map_err(anyhow::Error::msg)?);
+                        break;
+                    }
+                }
+            }
+        }
+        if woke.get(2) == Some(&true) {
+            let mut buf = [0u8; 64 * 1024];
+            match stderr.as_mut().map(|e| e.read(&mut buf)) {
+                Some(Ok(0)) | Some(Err(_)) => stderr = None,
+                Some(Ok(n)) => said_err.extend_from_slice(&buf[..n]),
+                None => {}
+            }
+        }
+        if said.len() + said_err.len() > MAX_SAID {
+            return Ok(());
+        }
+        if stderr.is_none() {
+            // Its stderr closed: an engine does that only as it ends.
+            return Ok(());
+        }
+        if woke[0] {
+            while let Ok((conn, _)) = socket.listener.accept() {
+                if !peer_allowed(&conn, uid) {
+                    continue;
+                }
+                let _ = conn.set_nonblocking(false);
+                let _ = conn.set_read_timeout(Some(REQUEST_TIMEOUT));
+                let Ok(request) = read_line::<Request>(&mut BufReader::new(&conn)) else {
+                    continue;
+                };
+                match request {
+                    Request::Take { key } if key == order.key && taker.is_none() => {
+                        taker = Some(conn);
+                    }
+                    Request::Take { .. } => {
+                        let _ = send(&conn, &Reply::Stale);
+                        return Ok(());
+                    }
+                    Request::Status => {
+                        let waiting = Waiting {
+                            kind: order.kind.clone(),
+                            program: order.program.clone(),
+                            folder: std::env::current_dir().unwrap_or_default(),
+                            group: group.as_raw_nonzero().get(),
+                            ready,
+                            idle_left,
+                            memory: group_memory(group),
+                        };
+                        let _ = send(&conn, &Reply::Status(waiting));
+                    }
+                    Request::End => {
+                        let _ = send(&conn, &Reply::Ended);
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Makes this the only standby of its kind: the one before (holding the kind's lock) is asked
+/// to end, and its lock waited for.
+fn take_place(order: &Order) -> Result<File> {
+    socket::open_private_dir(&order.dir)?;
+    let path = order.dir.join(format!("{}.lock", order.kind));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    let deadline = Instant::now() + OPEN_TIMEOUT + REQUEST_TIMEOUT;
+    let mut asked = false;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) => {}
+            Err(std::fs::TryLockError::Error(e)) => return Err(e.into()),
+        }
+        if !asked {
+            asked = true;
+            let _ = ask(&order.dir, &order.kind, &Request::End);
+        }
+        if Instant::now() > deadline {
+            bail!("the standby before this one did not end");
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// After the handover: waits for the engine, and tells the taker how it ended; ends it when the
+/// taker goes away first.
+fn report_exit(mut child: std::process::Child, conn: UnixStream) -> Result<()> {
+    let (tx, exited) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    loop {
+        match exited.recv_timeout(Duration::from_millis(100)) {
+            Ok(status) => {
+                let status = status.map_or(-1, ExitStatus::into_raw);
+                let _ = send(&conn, &Reply::Exit { status });
+                return Ok(());
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        let mut fds = [PollFd::new(&conn, PollFlags::IN)];
+        let now = Timespec { tv_sec: 0, tv_nsec: 0 };
+        if rustix::event::poll(&mut fds, Some(&now)).is_ok_and(|n| n > 0) {
+            let mut byte = [0u8; 1];
+            // The taker says nothing more: readable means it is gone.
+            if matches!(
+                rustix::net::recv(&conn, &mut byte, RecvFlags::DONTWAIT),
+                Ok((0, _)) | Err(_)
+            ) {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Takes the standby of `kind` for a turn whose cold start has `key`: its engine, handed over,
+/// or `None` when there is none, or it was started for another turn (then it ends).
+pub(crate) fn take(dir: &Path, kind: &str, key: &str, cancel: &Cancel) -> Result<Option<Adopted>> {
+    let Some(conn) = connect(dir, kind)? else { return Ok(None) };
+    send(&conn, &Request::Take { key: key.to_string() })?;
+    // An ACP agent may still be opening its session: waited for, as a cold start would be.
+    conn.set_read_timeout(Some(Duration::from_millis(100)))?;
+    let deadline = Instant::now() + OPEN_TIMEOUT + REQUEST_TIMEOUT;
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
+    let (first, fds) = loop {
+        cancel.check()?;
+        let mut control = RecvAncillaryBuffer::new(&mut space);
+        let mut iov = [IoSliceMut::new(&mut buf)];
+        match rustix::net::recvmsg(&conn, &mut iov, &mut control, RecvFlags::CMSG_CLOEXEC) {
+            Ok(got) => {
+                let fds: Vec<OwnedFd> = control
+                    .drain()
+                    .filter_map(|m| match m {
+                        RecvAncillaryMessage::ScmRights(fds) => Some(fds),
+                        _ => None,
+                    })
+                    .flatten()
+                    .collect();
+                break (buf[..got.bytes].to_vec(), fds);
+            }
+            Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR)
+                if Instant::now() < deadline => {}
+            Err(e) => return Err(io::Error::from(e)).context("the standby engine did not answer"),
+        }
+    };
+    conn.set_read_timeout(None)?;
+    let mut reader = BufReader::new(io::Cursor::new(first).chain(conn));
+    let reply: Reply = read_line(&mut reader).context("the standby engine did not answer")?;
+    let Reply::Handover { group, stdout, stderr, session } = reply else { return Ok(None) };
+    let (Some(group), Ok([stdin_fd, stdout_fd, stderr_fd])) =
+        (Pid::from_raw(group), <[OwnedFd; 3]>::try_from(fds))
+    else {
+        bail!("the standby engine was handed over without its pipes");
+    };
+    let said = [(stdout, Pipe::Stdout as fn(Vec<u8>) -> Pipe), (stderr, Pipe::Stderr)]
+        .into_iter()
+        .filter(|(bytes, _)| !bytes.is_empty())
+        .map(|(bytes, pipe)| pipe(bytes))
+        .collect();
+    let exit = Box::new(move || match read_line::<Reply>(&mut reader) {
+        Ok(Reply::Exit { status }) => Ok(ExitStatus::from_raw(status)),
+        _ => Err(io::Error::other("the standby that started the engine ended first")),
+    });
+    Ok(Some(Adopted {
+        group,
+        stdin: stdin_fd,
+        stdout: stdout_fd,
+        stderr: stderr_fd,
+        said,
+        acp_session: session,
+        exit,
+    }))
+}
+
+/// What waits in `dir`, by kind.
+pub(crate) fn waiting(dir: &Path) -> Vec<Waiting> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut kinds: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.strip_suffix(".sock").map(str::to_string))
+        .filter(|kind| !kind.starts_with('.'))
+        .collect();
+    kinds.sort();
+    kinds
+        .iter()
+        .filter_map(|kind| match ask(dir, kind, &Request::Status) {
+            Ok(Some(Reply::Status(waiting))) => Some(waiting),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Ends what waits in `dir` (of one kind, or all); returns the kinds ended.
+pub(crate) fn end(dir: &Path, kind: Option<&str>) -> Vec<String> {
+    waiting(dir)
+        .into_iter()
+        .filter(|w| kind.is_none_or(|k| k == w.kind))
+        .filter(|w| matches!(ask(dir, &w.kind, &Request::End), Ok(Some(Reply::Ended))))
+        .map(|w| w.kind)
+        .collect()
+}
+
+/// One request, one reply; `None` when nothing of that kind listens.
+fn ask(dir: &Path, kind: &str, request: &Request) -> Result<Option<Reply>> {
+    let Some(conn) = connect(dir, kind)? else { return Ok(None) };
+    conn.set_read_timeout(Some(REQUEST_TIMEOUT))?;
+    send(&conn, request)?;
+    Ok(Some(read_line(&mut BufReader::new(&conn))?))
+}
+
+/// Connects to the standby of `kind`, if one listens, and checks it is this user's.
+fn connect(dir: &Path, kind: &str) -> Result<Option<UnixStream>> {
+    let Some(conn) = socket::connect(dir, &format!("{kind}.sock"))? else { return Ok(None) };
+    let uid = rustix::process::geteuid().as_raw();
+    Ok(peer_allowed(&conn, uid).then_some(conn))
+}
+
+fn send(conn: &UnixStream, message: &impl Serialize) -> Result<()> {
+    send_with_fds(conn, message, &[])
+}
+
+/// Writes one JSON line, with `fds` passed along with its first byte. No SIGPIPE: a peer gone
+/// is an error like any other.
+fn send_with_fds(
+    conn: &UnixStream,
+    message: &impl Serialize,
+    fds: &[std::os::fd::BorrowedFd<'_>],
+) -> Result<()> {
+    let mut line = serde_json::to_vec(message)?;
+    line.push(b'\n');
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
+    let mut control = SendAncillaryBuffer::new(&mut space);
+    if !fds.is_empty() && !control.push(SendAncillaryMessage::ScmRights(fds)) {
+        bail!("cannot pass {} descriptors", fds.len());
+    }
+    let mut sent =
+        rustix::net::sendmsg(conn, &[IoSlice::new(&line)], &mut control, SendFlags::NOSIGNAL)
+            .map_err(io::Error::from)?;
+    while sent < line.len() {
+        sent +=
+            rustix::net::send(conn, &line[sent..], SendFlags::NOSIGNAL).map_err(io::Error::from)?;
+    }
+    Ok(())
+}
+
+fn read_line<T: for<'de> Deserialize<'de>>(reader: &mut impl BufRead) -> Result<T> {
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    if line.is_empty() {
+        bail!("the connection closed");
+    }
+    Ok(serde_json::from_str(&line)?)
+}
+
+/// The program's file as it is now: a reinstalled engine is another one.
+fn file_id(program: &Path) -> Option<(u64, u64, u64, i64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(program).ok()?;
+    Some((m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec()))
+}
+
+/// The resident memory of a group's processes, in bytes (`VmRSS` in /proc).
+fn group_memory(group: Pid) -> u64 {
+    group_members(group)
+        .iter()
+        .filter_map(|(pid, _)| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
+        .filter_map(|status| {
+            let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .sum::<u64>()
+        * 1024
+}

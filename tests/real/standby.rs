@@ -1,0 +1,194 @@
+//! Standby (docs/DESIGN.md, "Standby"): with `standby` set, an answered one-shot turn leaves the
+//! real engine started and waiting, and the next `cca search -r` takes it over.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use super::common::*;
+use super::mock_api::Behavior;
+use super::warm::{count_starts_of, starts};
+use super::{Real, sent_questions};
+
+/// Waits until `cca standby` lists a ready engine of `kind`; returns its process group.
+fn ready(r: &Real, kind: &str) -> i32 {
+    let mut group = None;
+    let listed = wait_until(Duration::from_secs(60), || {
+        let out = r.run(&["standby"]).stdout;
+        group = out
+            .lines()
+            .find(|l| l.starts_with(kind) && !l.contains("starting"))
+            .and_then(|l| l.rsplit_once("process group ")?.1.trim_end_matches(')').parse().ok());
+        group.is_some()
+    });
+    assert!(listed, "a {kind} waits on standby: {}", r.run(&["standby"]).stdout);
+    group.unwrap()
+}
+
+/// Whether any process of the group is left.
+fn group_alive(group: i32) -> bool {
+    let pid = rustix::process::Pid::from_raw(group).unwrap();
+    rustix::process::test_kill_process_group(pid).is_ok()
+}
+
+/// Runs `cca search ARGS` and says how long its first byte on stdout took.
+fn timed(r: &Real, dir: &Path, args: &[&str]) -> (Duration, Run) {
+    let mut cmd = r.command();
+    cmd.current_dir(dir).arg("search").args(args);
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child = Guard(cmd.spawn().unwrap());
+    let mut stdout = child.0.stdout.take().unwrap();
+    let mut first = [0u8; 1];
+    let n = stdout.read(&mut first).unwrap();
+    let took = started.elapsed();
+    let mut rest = Vec::new();
+    stdout.read_to_end(&mut rest).unwrap();
+    let out = child.finish();
+    let mut text = first[..n].to_vec();
+    text.extend(rest);
+    let run = Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&text).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    (took, run)
+}
+
+/// With standby on, a follow-up takes the engine waiting for it: no engine starts for it, its
+/// first byte comes far sooner than a cold turn's, and its request extends the one before.
+fn follow_ups_take_the_waiting(engine: &str) {
+    let mut r = Real::new();
+    let log = count_starts_of(&mut r, engine);
+    r.env.write_config(&format!("engine = \"{engine}\"\nstandby = \"5m\"\n"));
+    r.api.set(Behavior::default());
+    let work = r.env.work.clone();
+    let (cold, first) = timed(&r, &work, &["first question"]);
+    first.ok();
+    ready(&r, engine);
+    // As a user types the next question: the engine finishes its own start meanwhile.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(starts(&log), 2, "the turn's engine, and the one on standby");
+    let (warm, second) = timed(&r, &work, &["-r", "second question"]);
+    second.ok();
+    assert!(second.stdout.contains("second question"), "{}", second.stdout);
+    ready(&r, engine);
+    assert_eq!(starts(&log), 3, "the follow-up took the waiting engine, and left a new one");
+    eprintln!("{engine}: first byte after {warm:?} with standby, {cold:?} cold");
+    assert!(
+        warm.as_secs_f64() <= 0.3 * cold.as_secs_f64(),
+        "{engine}: first byte after {warm:?} with standby, {cold:?} cold"
+    );
+    let bodies: Vec<_> = r.api.turns().into_iter().map(|t| t.body).collect();
+    assert_eq!(bodies.len(), 2);
+    assert_eq!(sent_questions(&bodies[1]), ["first question", "second question"]);
+    assert!(r.run(&["standby", "--end"]).ok().stdout.contains(engine));
+    assert!(r.run(&["standby"]).stdout.contains("nothing waits on standby"));
+}
+
+#[test]
+fn claude_follow_ups_take_the_engine_on_standby() {
+    follow_ups_take_the_waiting("claude");
+}
+
+#[test]
+fn gemini_follow_ups_take_the_engine_on_standby() {
+    follow_ups_take_the_waiting("gemini");
+}
+
+/// A follow-up from another folder is answered by a claude working there: the one waiting in
+/// the first folder ends, unused.
+#[test]
+fn a_follow_up_from_another_folder_starts_there() {
+    let mut r = Real::new();
+    let log = count_starts_of(&mut r, "claude");
+    r.env.write_config("engine = \"claude\"\nstandby = \"5m\"\n");
+    r.api.set(Behavior::default());
+    r.run(&["search", "first question"]).ok();
+    let waiting = ready(&r, "claude");
+    let other = r.env.root.path().join("elsewhere");
+    std::fs::create_dir_all(&other).unwrap();
+    let (_, run) = timed(&r, &other, &["-r", "second question"]);
+    run.ok();
+    assert!(wait_until(Duration::from_secs(10), || !group_alive(waiting)), "the stale one ended");
+    assert_eq!(starts(&log), 4, "first turn, its standby, the follow-up's own, its standby");
+    let body = &r.api.turns()[1].body;
+    let other = other.canonicalize().unwrap();
+    assert!(body.to_string().contains(other.to_str().unwrap()), "claude works in {other:?}");
+    r.run(&["standby", "--end"]).ok();
+}
+
+/// Ctrl-C while a taken engine answers: the turn is recorded as interrupted, and nothing of the
+/// engine is left running.
+#[test]
+fn ctrl_c_in_a_taken_turn_leaves_nothing_running() {
+    for signal in [rustix::process::Signal::INT, rustix::process::Signal::KILL] {
+        let r = Real::new();
+        r.env.write_config("engine = \"claude\"\nstandby = \"5m\"\n");
+        r.api.set(Behavior::default());
+        r.run(&["search", "first question"]).ok();
+        let group = ready(&r, "claude");
+        let go = r.env.root.path().join("go");
+        r.api.set(Behavior { hold: Some(go), ..Behavior::default() });
+        let mut cmd = r.command();
+        cmd.args(["search", "-r", "second question"]);
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let cca = Guard(cmd.spawn().unwrap());
+        assert!(wait_until(TIMEOUT, || r.api.turns().len() == 2), "the question reached claude");
+        cca.signal(signal);
+        let out = cca.finish();
+        assert!(wait_until(Duration::from_secs(10), || !group_alive(group)), "{signal:?}");
+        assert!(!r.run(&["standby"]).stdout.contains("claude "), "no new standby: not answered");
+        if signal == rustix::process::Signal::INT {
+            assert_eq!(shell_status(out.status), 130);
+            let kinds: Vec<_> = r.transcript().records.into_iter().map(|rec| rec.kind).collect();
+            use cca::transcript::Kind::{Assistant, Interrupted, User};
+            assert_eq!(kinds, [User, Assistant, User, Interrupted], "the attempt is recorded");
+        }
+    }
+}
+
+/// The idle time ends a waiting engine; with standby off (the default) nothing is left at all.
+#[test]
+fn the_idle_time_ends_it_and_off_leaves_nothing() {
+    let r = Real::new();
+    r.env.write_config("engine = \"claude\"\nstandby = \"3s\"\n");
+    r.api.set(Behavior::default());
+    r.run(&["search", "first question"]).ok();
+    let group = ready(&r, "claude");
+    assert!(wait_until(Duration::from_secs(15), || !group_alive(group)), "ended when idle");
+    assert!(r.run(&["standby"]).stdout.contains("nothing waits on standby"));
+
+    r.env.write_config("engine = \"claude\"\n");
+    r.run(&["search", "-r", "second question"]).ok();
+    let out = r.run(&["standby"]).ok().stdout.clone();
+    assert!(out.contains("nothing waits") && out.contains("standby is off"), "{out}");
+    let dir = r.env.cca_home.join("standby");
+    let left = std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0);
+    assert!(left <= 1, "only the lock of the ended one may be left in {dir:?}");
+}
+
+/// A transcript changed since the engine was started (an edit by hand) is not what it was
+/// started with: the turn starts cold from the transcript, and the waiting engine ends.
+#[test]
+fn an_edited_transcript_starts_cold() {
+    let mut r = Real::new();
+    let log = count_starts_of(&mut r, "claude");
+    r.env.write_config("engine = \"claude\"\nstandby = \"5m\"\n");
+    r.api.set(Behavior::default());
+    r.run(&["search", "first question"]).ok();
+    let group = ready(&r, "claude");
+    let path = r.run(&["path"]).ok().stdout.trim().to_string();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let edited = text.replace("first question", "first question, edited");
+    assert_ne!(text, edited);
+    std::fs::write(&path, edited).unwrap();
+    r.run(&["search", "-r", "second question"]).ok();
+    assert!(wait_until(Duration::from_secs(10), || !group_alive(group)), "the stale one ended");
+    ready(&r, "claude");
+    assert_eq!(starts(&log), 4, "the follow-up started its own claude");
+    let body = &r.api.turns()[1].body;
+    assert_eq!(sent_questions(body), ["first question, edited", "second question"]);
+    r.run(&["standby", "--end"]).ok();
+}
