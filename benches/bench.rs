@@ -31,7 +31,7 @@ fn main() {
     println!("# cca benchmarks\n");
     println!("{}\n", machine());
     type Section = (&'static str, fn(&Bench));
-    let sections: [Section; 16] = [
+    let sections: [Section; 17] = [
         ("overhead", Bench::overhead),
         ("version", Bench::version),
         ("streaming", Bench::streaming),
@@ -48,6 +48,7 @@ fn main() {
         ("import", Bench::import),
         ("caching", Bench::caching),
         ("warm", Bench::warm),
+        ("standby", Bench::standby),
     ];
     for (name, run) in sections {
         if wanted(name) {
@@ -1348,6 +1349,25 @@ fn write_claude_store(root: &Path, sessions: u64) -> u64 {
 mod mock_api;
 
 /// What the real engines need to talk to the loopback server at `url`, and nothing else.
+/// The resident memory of a process group's processes, in MB (VmRSS summed).
+fn group_rss_mb(group: i32) -> f64 {
+    let kb: u64 = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let rest = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+            rest.split_whitespace().nth(2).and_then(|g| g.parse::<i32>().ok()) == Some(group)
+        })
+        .filter_map(|pid| {
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+            let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .sum();
+    kb as f64 / 1024.0
+}
+
 fn engine_vars(url: &str) -> Vec<(&'static str, String)> {
     [
         ("ANTHROPIC_BASE_URL", url),
@@ -1595,42 +1615,16 @@ impl Bench {
         println!(
             "The real programs (`CCA_TEST_CLAUDE`, `CCA_TEST_GEMINI`) against the loopback server of tests/support/mock_api.rs, which answers at once. Over ACP, from writing `session/prompt` to reading the first `agent_message_chunk`; in `cca chat` (lines on a pipe), from writing the line to reading the answer's first byte. Five prompts per session: the first starts the engine; the follow-ups find it kept (`keep_warm`, default), or start it again (`keep_warm = \"off\"`, cold as every turn was before). Beside them, the engine's own multi-turn session fed the same five messages (claude: one process on stream-json input; gemini: `gemini --acp` spoken to directly).\n"
         );
-        for (engine, var) in [("claude", "CCA_TEST_CLAUDE"), ("gemini", "CCA_TEST_GEMINI")] {
-            match std::env::var_os(var).map(PathBuf::from).filter(|p| p.exists()) {
-                Some(program) => self.warm_engine(engine, &program),
-                None => println!("{engine}: skipped, not installed (`make engines`).\n"),
-            }
-        }
+        self.each_real_engine(Bench::warm_engine);
     }
 
     fn warm_engine(&self, engine: &str, program: &Path) {
         let api = mock_api::MockApi::start();
         let home = |name: &str, keep: &str| {
-            let dir = self.root.path().join(format!("{engine}-{name}"));
-            std::fs::create_dir_all(dir.join("cca")).unwrap();
-            std::fs::create_dir_all(dir.join(".gemini")).unwrap();
-            let settings = r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#;
-            std::fs::write(dir.join(".gemini/settings.json"), settings).unwrap();
-            let config = format!("engine = \"{engine}\"\nkeep_warm = \"{keep}\"\n");
-            std::fs::write(dir.join("cca/config.toml"), config).unwrap();
-            dir
+            self.engine_home(engine, name, &format!("keep_warm = \"{keep}\"\n"))
         };
-        let command = |dir: &Path, args: &[&str]| {
-            let mut cmd = Command::new(&self.cca);
-            cmd.args(args)
-                .env_clear()
-                .env("HOME", dir)
-                .env("CCA_HOME", dir.join("cca"))
-                .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-                .env("TERM", "dumb")
-                .env(if engine == "claude" { "CCA_CLAUDE" } else { "CCA_GEMINI" }, program)
-                .envs(engine_vars(&api.url()))
-                .current_dir(dir)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null());
-            cmd
-        };
+        let command =
+            |dir: &Path, args: &[&str]| self.cca_on_engine(engine, program, &api.url(), dir, args);
         const SESSIONS: usize = 4;
         const PROMPTS: usize = 5;
         // (first prompts, follow-ups) in ms.
@@ -1714,6 +1708,140 @@ impl Bench {
             "\nTarget ({engine}): a follow-up's first chunk at most 0.3x as long after the prompt as a cold first one: ACP {:.2}x, chat {:.2}x (medians).\n",
             medians[1] / medians[0],
             medians[4] / medians[3]
+        );
+    }
+
+    /// Runs `run` for the real claude and gemini, those installed (`make engines`).
+    fn each_real_engine(&self, run: fn(&Bench, &str, &Path)) {
+        for (engine, var) in [("claude", "CCA_TEST_CLAUDE"), ("gemini", "CCA_TEST_GEMINI")] {
+            match std::env::var_os(var).map(PathBuf::from).filter(|p| p.exists()) {
+                Some(program) => run(self, engine, &program),
+                None => println!("{engine}: skipped, not installed (`make engines`).\n"),
+            }
+        }
+    }
+
+    /// A home for cca on a real engine (gemini's API key auth chosen), its config `engine = `
+    /// this one and `config`.
+    fn engine_home(&self, engine: &str, name: &str, config: &str) -> PathBuf {
+        let dir = self.root.path().join(format!("{engine}-{name}"));
+        std::fs::create_dir_all(dir.join("cca")).unwrap();
+        std::fs::create_dir_all(dir.join(".gemini")).unwrap();
+        let settings = r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#;
+        std::fs::write(dir.join(".gemini/settings.json"), settings).unwrap();
+        let config = format!("engine = \"{engine}\"\n{config}");
+        std::fs::write(dir.join("cca/config.toml"), config).unwrap();
+        dir
+    }
+
+    /// cca with `args` in a home from [`Bench::engine_home`], on the real engine and the
+    /// loopback server at `url`, on pipes (stderr discarded).
+    fn cca_on_engine(
+        &self,
+        engine: &str,
+        program: &Path,
+        url: &str,
+        dir: &Path,
+        args: &[&str],
+    ) -> Command {
+        let mut cmd = Command::new(&self.cca);
+        cmd.args(args)
+            .env_clear()
+            .env("HOME", dir)
+            .env("CCA_HOME", dir.join("cca"))
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("TERM", "dumb")
+            .env(if engine == "claude" { "CCA_CLAUDE" } else { "CCA_GEMINI" }, program)
+            .envs(engine_vars(url))
+            .current_dir(dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        cmd
+    }
+
+    fn standby(&self) {
+        println!(
+            "## Standby: the first byte of a `,` follow-up through the real claude and gemini\n"
+        );
+        println!(
+            "The real programs against the loopback server of tests/support/mock_api.rs, which answers at once. Each follow-up is `cca search -r` (what `,` runs), timed from starting cca to the answer's first byte on its stdout. With `standby = \"10m\"` the follow-up takes the engine the turn before left waiting (each waits until `cca standby` says it is ready, unmeasured, as while a user types); with standby off (the default) it starts the engine. Beside them, a follow-up in the engine's own multi-turn session (one process; claude on stream-json input, `gemini --acp`). Memory: the resident set of a waiting engine's processes (VmRSS summed over its process group).\n"
+        );
+        self.each_real_engine(Bench::standby_engine);
+    }
+
+    fn standby_engine(&self, engine: &str, program: &Path) {
+        const FOLLOW_UPS: usize = 8;
+        let api = mock_api::MockApi::start();
+        let url = api.url();
+        let first_byte = |dir: &Path, args: &[&str]| {
+            let start = Instant::now();
+            let mut child = self.cca_on_engine(engine, program, &url, dir, args).spawn().unwrap();
+            drop(child.stdin.take());
+            let mut stdout = child.stdout.take().unwrap();
+            let mut byte = [0u8; 1];
+            assert_eq!(stdout.read(&mut byte).unwrap(), 1, "cca answered");
+            let ms = start.elapsed().as_secs_f64() * 1000.0;
+            std::io::copy(&mut stdout, &mut std::io::sink()).unwrap();
+            assert!(child.wait().unwrap().success());
+            ms
+        };
+        // The process group of the engine waiting, once it is ready.
+        let waiting = |dir: &Path| -> i32 {
+            for _ in 0..600 {
+                let out = self.cca_on_engine(engine, program, &url, dir, &["standby"]).output();
+                let out = String::from_utf8_lossy(&out.unwrap().stdout).into_owned();
+                let ready = out.lines().find(|l| l.starts_with(engine) && !l.contains("starting"));
+                if let Some(group) = ready.and_then(|l| l.rsplit_once("process group ")) {
+                    return group.1.trim_end_matches(')').parse().unwrap();
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            panic!("no {engine} waits on standby");
+        };
+        let follow_ups = |dir: &Path, on: bool| {
+            let mut samples = Vec::new();
+            first_byte(dir, &["search", "question 0"]);
+            let mut memory = Vec::new();
+            for n in 1..=FOLLOW_UPS {
+                if on {
+                    memory.push(group_rss_mb(waiting(dir)));
+                }
+                samples.push(first_byte(dir, &["search", "-r", &format!("question {n}")]));
+            }
+            if on {
+                let mut end = self.cca_on_engine(engine, program, &url, dir, &["standby", "--end"]);
+                end.status().unwrap().checked();
+            }
+            (samples, memory)
+        };
+        let (off, _) = follow_ups(&self.engine_home(engine, "standby-off", ""), false);
+        let (on, memory) =
+            follow_ups(&self.engine_home(engine, "standby-on", "standby = \"10m\"\n"), true);
+        let (_, own) = self.own_session(engine, program, &url);
+        println!("{TABLE}");
+        let rows = [
+            (format!("{engine}: `,` follow-up, standby off (the engine starts)"), off),
+            (format!("{engine}: `,` follow-up, standby on (the waiting engine)"), on),
+            (format!("{engine}'s own session: follow-up"), own),
+        ];
+        let medians: Vec<f64> = rows
+            .into_iter()
+            .map(|(what, samples)| {
+                let stats = Stats::new(samples);
+                println!("{}", stats.row(&what));
+                stats.median()
+            })
+            .collect();
+        let memory = Stats::new(memory);
+        println!(
+            "\n{engine}: standby on takes a follow-up's first byte from {:.0} ms to {:.0} ms ({:.2}x); a waiting {engine} holds {:.0} MB resident (median of {}, max {:.0} MB).\n",
+            medians[0],
+            medians[1],
+            medians[1] / medians[0],
+            memory.median(),
+            FOLLOW_UPS,
+            memory.pct(1.0),
         );
     }
 

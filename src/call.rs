@@ -97,7 +97,7 @@ pub(crate) fn call(
     let mut invocation = (s.engine.spec.invocation)(s.engine, program.clone(), &request)?;
     let taken = match standby {
         true => {
-            let key = standby_key(s, &invocation, c.system);
+            let key = invocation_key(s, &invocation, c.system);
             run::standby::take(&s.store.standby_dir(), &s.engine.name, &key, cancel)?
         }
         false => None,
@@ -207,7 +207,7 @@ fn kept(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<run::EngineRun> {
     let s = c.session;
-    let key = start_key(c, &cold.invocation.program)?;
+    let key = start_key(c)?;
     // A kept engine that does not fit ends here, as it is dropped.
     let taken = slot.borrow_mut().take();
     let fitting = taken.and_then(|mut kept| kept.fits(&key).then_some(kept));
@@ -242,21 +242,8 @@ pub(crate) fn leave_standby(s: &Session, system: &str, live: &std::sync::Arc<Liv
     let transcript = s.store.open_session(s.id)?;
     let stored = stored_text(&transcript);
     let notes = s.store.engine_notes(s.id, &s.engine.name);
-    let next = Request {
-        notes: notes.as_deref(),
-        kept: true,
-        system,
-        live,
-        stored: &stored,
-        attachments: Vec::new(),
-        images: Vec::new(),
-        image_dir: &s.store.image_dir(),
-        query: "",
-        model: s.model,
-        mcp_servers: &s.settings.mcp_servers,
-    };
-    let invocation = (s.engine.spec.invocation)(s.engine, locate(s.settings, s.engine)?, &next)?;
-    let key = standby_key(s, &invocation, system);
+    let invocation = kept_start(s, system, live, &stored, notes.as_deref())?;
+    let key = invocation_key(s, &invocation, system);
     let (args, env, files) = materialize(s.store, &invocation)?;
     // The standby removes them when it ends.
     let files = files.map(tempfile::TempDir::keep);
@@ -268,7 +255,7 @@ pub(crate) fn leave_standby(s: &Session, system: &str, live: &std::sync::Arc<Liv
         env,
         grace: s.settings.grace,
         idle,
-        acp: matches!(transport, Keeping::Acp),
+        opening: opening(transport),
         files: files.clone(),
         dir: s.store.standby_dir(),
     };
@@ -279,9 +266,38 @@ pub(crate) fn leave_standby(s: &Session, system: &str, live: &std::sync::Arc<Liv
     })
 }
 
-/// What an engine on standby must have been started for to serve a turn: everything its cold
-/// start depends on, the context it is started with included (claude's history file).
-fn standby_key(s: &Session, invocation: &Invocation, system: &str) -> String {
+/// The start-up work an engine kept over `transport` does before it waits.
+fn opening(transport: Keeping) -> run::standby::Opening {
+    match transport {
+        Keeping::StreamJson(_) => run::standby::Opening::Initialize,
+        Keeping::Acp => run::standby::Opening::AcpSession,
+    }
+}
+
+/// How long the engine takes to start as a standby starts it, before any question (for `cca
+/// doctor`); `None` for an engine never kept between turns.
+pub(crate) fn time_start(
+    settings: &crate::config::Settings,
+    store: &Store,
+    engine: &EngineConfig,
+) -> Option<Result<std::time::Duration>> {
+    let transport = engine.spec.keeps?;
+    let measure = || {
+        let nothing = |_: &std::ops::Range<u64>| -> io::Result<String> { Ok(String::new()) };
+        let model = engine.model.as_deref();
+        let s = Session { settings, store, id: "", engine, model };
+        let invocation = kept_start(&s, "", &Default::default(), &nothing, None)?;
+        let (args, env, _files) = materialize(store, &invocation)?;
+        let limit = std::time::Duration::from_secs(20);
+        run::standby::time_start(&invocation.program, &args, &env, opening(transport), limit)
+    };
+    Some(measure())
+}
+
+/// Everything a start of the engine with `invocation` depends on (see `warm::key`): an engine
+/// started so serves a turn that would start it so; for a standby the context it is started
+/// with is among it (claude's history file).
+fn invocation_key(s: &Session, invocation: &Invocation, system: &str) -> String {
     warm::key(&invocation.program, &(&invocation.args, &invocation.env, &s.engine), system)
 }
 
@@ -300,24 +316,35 @@ fn stored_text(
 
 /// What a cold start of the engine depends on besides the context: its command line and
 /// environment for an empty session, the system prompt, the program's file and the folder.
-fn start_key(c: &Call, program: &std::path::Path) -> Result<String> {
-    let s = c.session;
+fn start_key(c: &Call) -> Result<String> {
     let nothing = |_: &std::ops::Range<u64>| -> io::Result<String> { Ok(String::new()) };
-    let bare = Request {
-        system: c.system,
-        live: &std::sync::Arc::new(Live::default()),
-        stored: &nothing,
+    let start = kept_start(c.session, c.system, &Default::default(), &nothing, None)?;
+    Ok(invocation_key(c.session, &start, c.system))
+}
+
+/// How the engine starts to be kept, before any question: for `live`, its stored parts read
+/// through `stored` (an empty one for a start that carries no context).
+fn kept_start(
+    s: &Session,
+    system: &str,
+    live: &std::sync::Arc<Live>,
+    stored: &dyn Fn(&std::ops::Range<u64>) -> io::Result<String>,
+    notes: Option<&str>,
+) -> Result<Invocation> {
+    let request = Request {
+        system,
+        live,
+        stored,
         attachments: Vec::new(),
         images: Vec::new(),
         image_dir: &s.store.image_dir(),
         query: "",
         model: s.model,
         mcp_servers: &s.settings.mcp_servers,
-        notes: None,
+        notes,
         kept: true,
     };
-    let start = (s.engine.spec.invocation)(s.engine, program.to_path_buf(), &bare)?;
-    Ok(warm::key(program, &(&start.args, &start.env, &s.engine), c.system))
+    (s.engine.spec.invocation)(s.engine, locate(s.settings, s.engine)?, &request)
 }
 
 /// The error for a turn larger than the engine takes on stdin.

@@ -15,6 +15,7 @@ use crate::store::Store;
 pub(crate) fn run(_: &DoctorArgs) -> Result<u8> {
     let (settings, store) = session::settings(&Flags::default())?;
     let mut problems: Vec<String> = Vec::new();
+    let mut suggestions: Vec<String> = Vec::new();
     let mut out = format!("cca {}\n\nengines:\n", env!("CARGO_PKG_VERSION"));
 
     let default = session::default_engine(&settings);
@@ -66,6 +67,9 @@ pub(crate) fn run(_: &DoctorArgs) -> Result<u8> {
         ));
     }
 
+    out.push_str("\nstandby:\n");
+    standby_report(&settings, &store, &mut out, &mut suggestions);
+
     out.push_str(&format!("\nhome: {} ({})\n", store.home.display(), settings.home.source));
     home_report(&store, &mut out, &mut problems);
     let config = store.config_path();
@@ -76,6 +80,12 @@ pub(crate) fn run(_: &DoctorArgs) -> Result<u8> {
         out.push_str(&format!("  config: none ({} would be read)\n", config.display()));
     }
 
+    if !suggestions.is_empty() {
+        out.push_str("\nsuggestions:\n");
+        for s in &suggestions {
+            out.push_str(&format!("  - {s}\n"));
+        }
+    }
     if problems.is_empty() {
         out.push_str("\nno problems found\n");
     } else {
@@ -87,6 +97,42 @@ pub(crate) fn run(_: &DoctorArgs) -> Result<u8> {
     super::print(&out)?;
     Ok(if usable == 0 { exit::ERROR } else { exit::OK })
 }
+
+/// What waits on standby; for an engine with standby off that takes long to start (measured:
+/// started as a standby starts it, no question asked), the suggestion to turn it on.
+fn standby_report(
+    settings: &crate::config::Settings,
+    store: &Store,
+    out: &mut String,
+    suggestions: &mut Vec<String>,
+) {
+    let waiting = crate::run::standby::waiting(&store.standby_dir());
+    for w in &waiting {
+        out.push_str(&format!("  {}\n", super::standby::describe(w)));
+    }
+    if waiting.is_empty() {
+        out.push_str("  nothing waits\n");
+    }
+    for engine in settings.engines.values().filter(|e| e.standby.is_none()) {
+        if crate::run::locate(settings, engine).is_err() {
+            continue;
+        }
+        let Some(Ok(took)) = crate::call::time_start(settings, store, engine) else { continue };
+        let name = &engine.name;
+        out.push_str(&format!("  {name:<8} off; it takes {:.2} s to start\n", took.as_secs_f64()));
+        if took > SLOW_START {
+            suggestions.push(format!(
+                "{name} takes {:.1} s to start before each one-shot turn: `standby = \"10m\"` under \
+                 [engines.{name}] in config.toml keeps one started for the next (`cca standby \
+                 --help`)",
+                took.as_secs_f64()
+            ));
+        }
+    }
+}
+
+/// A start slower than this is worth a standby.
+const SLOW_START: Duration = Duration::from_millis(300);
 
 fn home_report(store: &Store, out: &mut String, problems: &mut Vec<String>) {
     if !store.home.exists() {

@@ -604,6 +604,26 @@ mod tests {
     }
 
     #[test]
+    fn standby_is_off_unless_set_per_engine_or_at_the_top_level() {
+        use std::time::Duration;
+        let standby = |file: &str| -> Result<Vec<Option<Duration>>> {
+            let s = settings(&[], Flags::default(), Some(file))?;
+            Ok(["claude", "gemini"].map(|e| s.engines[e].standby).to_vec())
+        };
+        assert_eq!(standby("").unwrap(), [None, None], "nothing runs unless asked");
+        let both = "standby = \"10m\"\n[engines.gemini]\nstandby = \"off\"\n";
+        assert_eq!(standby(both).unwrap(), [Some(Duration::from_secs(600)), None]);
+        let err = standby("standby = \"soon\"\n").unwrap_err();
+        assert!(err.to_string().starts_with("/h/.cca/config.toml:1: standby must be"), "{err}");
+        let command = "[engines.plain]\ncommand = [\"plain\"]\nstandby = \"5m\"\n";
+        let err = settings(&[], Flags::default(), Some(command)).unwrap_err();
+        assert!(err.to_string().contains("`standby` does not apply to plain"), "{err}");
+        let acp = "[engines.a]\nacp = [\"agent\"]\nstandby = \"5m\"\n";
+        let s = settings(&[], Flags::default(), Some(acp)).unwrap();
+        assert_eq!(s.engines["a"].standby, Some(Duration::from_secs(300)));
+    }
+
+    #[test]
     fn an_acp_agent_is_an_engine_of_its_own_kind() {
         let s =
             settings(&[], Flags::default(), Some("[engines.a]\nacp = [\"agent\", \"--acp\"]\n"))

@@ -164,6 +164,25 @@ pub(crate) fn user_line(text: &str, images: &[Image]) -> String {
     format!("{line}\n")
 }
 
+/// A control request that makes claude do its start-up work before the first message arrives
+/// (the Agent SDK sends it first): an engine on standby is sent it while it waits. Measured with
+/// claude 2.1.329: a first message then takes 110 ms to reach the API, not 145 ms.
+pub(crate) fn initialize_line() -> String {
+    let line = json!({
+        "type": "control_request",
+        "request_id": "cca-initialize",
+        "request": { "subtype": "initialize" },
+    });
+    format!("{line}\n")
+}
+
+/// Whether a line claude wrote answers [`initialize_line`]: it is done starting.
+pub(crate) fn initialized(line: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(line).is_ok_and(|v| {
+        v["type"] == "control_response" && v["response"]["request_id"] == "cca-initialize"
+    })
+}
+
 /// The live exchanges as claude's own session file: one JSON object per message, and claude's
 /// notes after the question they followed when claude wrote them (see [`Notes`]).
 fn history_jsonl(

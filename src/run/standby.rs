@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use super::kept::{Adopted, OPEN_TIMEOUT};
 use super::{Cancel, LAUNCHER, Pipe, group_members, spawn_engine, stop_leftovers, terminate};
-use crate::engine::acp_agent;
+use crate::engine::{acp_agent, claude};
 use crate::store::socket::{self, Socket, peer_allowed};
 
 /// How long a client may take to say what it wants.
@@ -58,12 +58,41 @@ pub(crate) struct Order {
     pub grace: Duration,
     /// How long it waits for a turn.
     pub idle: Duration,
-    /// An ACP agent, whose session is opened before it waits.
-    pub acp: bool,
+    /// What the engine does before it waits.
+    pub opening: Opening,
     /// Files the engine was started with (its history, a system prompt): removed when it ends.
     pub files: Option<PathBuf>,
     /// `$CCA_HOME/standby/`: its socket and lock.
     pub dir: PathBuf,
+}
+
+/// The start-up work an engine does before it waits, and how the standby knows it is done.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub(crate) enum Opening {
+    /// claude: asked to initialize; done when it answers.
+    Initialize,
+    /// An ACP agent: done when its session is open.
+    AcpSession,
+}
+
+impl Opening {
+    /// The requests that start the work.
+    fn lines(self) -> Result<Vec<String>> {
+        Ok(match self {
+            Opening::Initialize => vec![claude::initialize_line()],
+            Opening::AcpSession => acp_agent::opening_lines(&std::env::current_dir()?).to_vec(),
+        })
+    }
+
+    /// Whether a line the engine wrote says the work is done: then, an ACP agent's session (or
+    /// why it opened none).
+    fn done(self, line: &[u8]) -> Option<Result<Option<String>>> {
+        match self {
+            Opening::Initialize => claude::initialized(line).then_some(Ok(None)),
+            Opening::AcpSession => acp_agent::session_of(line)
+                .map(|opened| opened.map(Some).map_err(anyhow::Error::msg)),
+        }
+    }
 }
 
 /// What a client asks a standby.
@@ -170,12 +199,10 @@ fn serve(order: &Order) -> Result<()> {
     let mut stdin = child.stdin.take().expect("piped");
     let mut stdout = child.stdout.take().expect("piped");
     let mut stderr = Some(child.stderr.take().expect("piped"));
-    if order.acp {
-        let cwd = std::env::current_dir()?;
-        for line in acp_agent::opening_lines(&cwd) {
-            stdin.write_all(line.as_bytes())?;
-        }
+    for line in order.opening.lines()? {
+        stdin.write_all(line.as_bytes())?;
     }
+    let mut ready = false;
     let socket = Socket::listen(&order.dir, &format!("{}.sock", order.kind))?;
     socket.listener.set_nonblocking(true)?;
     let program = file_id(&order.program);
@@ -185,7 +212,6 @@ fn serve(order: &Order) -> Result<()> {
     let (mut said, mut said_err) = (Vec::new(), Vec::new());
     let mut taker: Option<UnixStream> = None;
     loop {
-        let ready = !order.acp || session.is_some();
         if let (true, Some(conn)) = (ready, taker.take()) {
             let fds = [stdin.as_fd(), stdout.as_fd(), stderr.as_ref().expect("open").as_fd()];
             let reply = Reply::Handover {
@@ -200,8 +226,8 @@ fn serve(order: &Order) -> Result<()> {
             return report_exit(child, conn);
         }
         let idle_left = order.idle.saturating_sub(started.elapsed());
-        let opening = !ready && started.elapsed() > OPEN_TIMEOUT;
-        if idle_left.is_zero() || opening || file_id(&order.program) != program {
+        let too_slow = !ready && started.elapsed() > OPEN_TIMEOUT;
+        if idle_left.is_zero() || too_slow || file_id(&order.program) != program {
             return Ok(());
         }
         let mut fds =
@@ -224,13 +250,13 @@ fn serve(order: &Order) -> Result<()> {
                 return Ok(());
             }
             said.extend_from_slice(&buf[..n]);
-            if session.is_none() && order.acp {
-                while let Some(end) = memchr::memchr(b'\n', &said) {
-                    let line: Vec<u8> = said.drain(..=end).collect();
-                    if let Some(opened) = acp_agent::session_of(&line) {
-                        session = Some(opened.map_err(anyhow::Error::msg)?);
-                        break;
-                    }
+            // The replies to the opening requests are the standby's; what follows them waits
+            // for the turn.
+            while let (false, Some(end)) = (ready, memchr::memchr(b'\n', &said)) {
+                let line: Vec<u8> = said.drain(..=end).collect();
+                if let Some(opened) = order.opening.done(&line) {
+                    session = opened?;
+                    ready = true;
                 }
             }
         }
@@ -263,6 +289,10 @@ fn serve(order: &Order) -> Result<()> {
                     Request::Take { key } if key == order.key && taker.is_none() => {
                         taker = Some(conn);
                     }
+                    Request::Take { .. } if taker.is_some() => {
+                        // Promised to the first: this one starts its own.
+                        let _ = send(&conn, &Reply::Stale);
+                    }
                     Request::Take { .. } => {
                         let _ = send(&conn, &Reply::Stale);
                         return Ok(());
@@ -285,6 +315,58 @@ fn serve(order: &Order) -> Result<()> {
                     }
                 }
             }
+        }
+    }
+}
+
+/// How long the engine takes to start and do its opening work, as a standby starts it (for
+/// `cca doctor`): an error when it ends first, or takes longer than `limit`.
+pub(crate) fn time_start(
+    program: &Path,
+    args: &[OsString],
+    env: &[(OsString, OsString)],
+    opening: Opening,
+    limit: Duration,
+) -> Result<Duration> {
+    let started = Instant::now();
+    let mut child = spawn_engine(program, args, env)
+        .with_context(|| format!("cannot run {}", program.display()))?;
+    let _group = Group { group: Pid::from_child(&child), grace: Duration::ZERO };
+    let mut stdin = child.stdin.take().expect("piped");
+    for line in opening.lines()? {
+        stdin.write_all(line.as_bytes())?;
+    }
+    let (tx, lines) = mpsc::channel();
+    let stdout = child.stdout.take().expect("piped");
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).split(b'\n') {
+            if line.map(|line| tx.send(line)).is_err() {
+                return;
+            }
+        }
+    });
+    // Drained, so that an engine with much to say there does not stall.
+    let mut stderr = child.stderr.take().expect("piped");
+    thread::spawn(move || io::copy(&mut stderr, &mut io::sink()));
+    loop {
+        let left = limit.saturating_sub(started.elapsed());
+        match lines.recv_timeout(left) {
+            Ok(line) => {
+                if let Some(opened) = opening.done(&line) {
+                    opened?;
+                    let took = started.elapsed();
+                    // Told there is nothing to answer, as an engine ends its run, before its
+                    // group is ended.
+                    drop(stdin);
+                    let deadline = Instant::now() + Duration::from_secs(2);
+                    while child.try_wait()?.is_none() && Instant::now() < deadline {
+                        thread::sleep(Duration::from_millis(20));
+                    }
+                    return Ok(took);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => bail!("it did not start within {limit:?}"),
+            Err(mpsc::RecvTimeoutError::Disconnected) => bail!("it ended before it started"),
         }
     }
 }

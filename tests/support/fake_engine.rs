@@ -46,6 +46,9 @@
 //! echoed when taken; after the script's answer, each further line gets an answer of its own,
 //! `ECHO: ` + its text, with its own `result`, until stdin ends.
 //!
+//! As `gemini` with `--acp` and the default script, it is an ACP agent: it opens a session and
+//! answers each prompt `ECHO: ` + its question, until stdin ends.
+//!
 //! With `FAKE_LOG_DIR` set, each call writes `call-N.json` there: argv, stdin, and the
 //! environment variables whose names start with `GEMINI_`, `CLAUDE_` or `CCA_`.
 
@@ -73,10 +76,13 @@ fn main() {
     let streaming = format == Format::Claude
         && argv.windows(2).any(|w| w[0] == "--input-format" && w[1] == "stream-json");
     let replay = argv.iter().any(|a| a == "--replay-user-messages");
+    // The default script as `gemini --acp`: an ACP agent (see `acp_agent`).
+    let acp = format == Format::Gemini && argv.iter().any(|a| a == "--acp") && script == "echo";
     let mut lines = std::io::BufReader::new(std::io::stdin());
     let mut stdin = Vec::new();
     if streaming {
         stdin = user_line(&mut lines).unwrap_or_default().into_bytes();
+    } else if acp {
     } else if !steps.contains(&"nostdin") && !steps.contains(&"drain") {
         std::io::stdin().read_to_end(&mut stdin).expect("read stdin");
     }
@@ -108,6 +114,9 @@ fn main() {
         log.write();
     }
 
+    if acp {
+        return acp_agent(&mut lines);
+    }
     let mut out =
         Out { format, in_message: false, tools: 0, text: String::new(), answers: 0, usage: None };
     out.start();
@@ -316,6 +325,33 @@ fn main() {
     }
 }
 
+/// As `gemini --acp` with the default script: opens a session and answers each prompt `ECHO: `
+/// + its question, until stdin ends.
+fn acp_agent(lines: &mut impl std::io::BufRead) {
+    use serde_json::json;
+    let mut line = String::new();
+    while lines.read_line(&mut line).unwrap_or(0) > 0 {
+        let request: serde_json::Value = serde_json::from_str(&line).unwrap_or_default();
+        line.clear();
+        let result = match request["method"].as_str() {
+            Some("initialize") => json!({"protocolVersion": 1, "agentCapabilities": {}}),
+            Some("session/new") => json!({"sessionId": "fake"}),
+            Some("session/prompt") => {
+                let prompt = request["params"]["prompt"].as_array().cloned().unwrap_or_default();
+                let text: String = prompt.iter().filter_map(|b| b["text"].as_str()).collect();
+                let chunk = json!({"jsonrpc": "2.0", "method": "session/update", "params": {
+                    "sessionId": "fake", "update": {"sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": format!("ECHO: {}", last_query(&text))}}}});
+                write_stdout(format!("{chunk}\n").as_bytes());
+                json!({"stopReason": "end_turn"})
+            }
+            _ => continue,
+        };
+        let reply = json!({"jsonrpc": "2.0", "id": request["id"], "result": result});
+        write_stdout(format!("{reply}\n").as_bytes());
+    }
+}
+
 /// The text of the next user line on stdin (`--input-format stream-json`); `None` at its end.
 fn user_line(lines: &mut impl std::io::BufRead) -> Option<String> {
     let mut line = String::new();
@@ -328,6 +364,14 @@ fn user_line(lines: &mut impl std::io::BufRead) -> Option<String> {
             continue;
         }
         let v: serde_json::Value = serde_json::from_str(&line).expect("a JSON user line");
+        if v["type"] == "control_request" && v["request"]["subtype"] == "initialize" {
+            // As the real one answers it (the Agent SDK's first request).
+            let id = &v["request_id"];
+            let reply = serde_json::json!({"type": "control_response",
+                "response": {"subtype": "success", "request_id": id, "response": {}}});
+            write_stdout(format!("{reply}\n").as_bytes());
+            continue;
+        }
         assert_eq!(v["type"], "user", "{line}");
         let blocks = v["message"]["content"].as_array().expect("content blocks");
         return Some(blocks.iter().filter_map(|b| b["text"].as_str()).collect());
