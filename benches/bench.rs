@@ -1349,7 +1349,7 @@ fn write_claude_store(root: &Path, sessions: u64) -> u64 {
 mod mock_api;
 
 /// What the real engines need to talk to the loopback server at `url`, and nothing else.
-/// The resident memory of a process group's processes, in MB (VmRSS summed).
+/// The resident memory of a process group's processes, in MiB (VmRSS summed).
 fn group_rss_mb(group: i32) -> f64 {
     let kb: u64 = std::fs::read_dir("/proc")
         .unwrap()
@@ -1835,7 +1835,7 @@ impl Bench {
             .collect();
         let memory = Stats::new(memory);
         println!(
-            "\n{engine}: standby on takes a follow-up's first byte from {:.0} ms to {:.0} ms ({:.2}x); a waiting {engine} holds {:.0} MB resident (median of {}, max {:.0} MB).\n",
+            "\n{engine}: standby on takes a follow-up's first byte from {:.0} ms to {:.0} ms ({:.2}x); a waiting {engine} holds {:.0} MiB resident (median of {}, max {:.0} MiB).\n",
             medians[0],
             medians[1],
             medians[1] / medians[0],

@@ -791,11 +791,13 @@ fn gemini_refuses_its_shell() {
 /// `cca steer` returns when the steer is in the turn's inbox; cca writes it to claude's stdin a
 /// moment later (it says `steer queued` as it does). Let go before that, and claude may start
 /// the tool (or end the answer) with nothing queued and take the steer as an answer of its own.
-fn steer_real(r: &Real, engine: &str, behavior: Behavior, question: &str, steer: &str) -> Run {
+/// `cca search ARGS` with `steer` sent while claude (or gemini) is held answering.
+fn steer_real(r: &Real, args: &[&str], behavior: Behavior, steer: &str) -> Run {
     let go = r.env.root.path().join("go");
+    let before = r.api.turns().len();
     r.api.set(Behavior { hold: Some(go.clone()), ..behavior });
     let mut cmd = r.command();
-    cmd.args(["search", "-e", engine, question]).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.arg("search").args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn().unwrap();
     let stderr = Arc::new(Mutex::new(Vec::new()));
     let reader = {
@@ -808,7 +810,7 @@ fn steer_real(r: &Real, engine: &str, behavior: Behavior, question: &str, steer:
         })
     };
     let cca = Guard(child);
-    assert!(wait_until(TIMEOUT, || !r.api.turns().is_empty()), "claude asked the model");
+    assert!(wait_until(TIMEOUT, || r.api.turns().len() > before), "claude asked the model");
     r.env.run(&["steer", steer]).ok();
     let queued = format!("cca: steer queued: {steer}");
     let said = || String::from_utf8_lossy(&stderr.lock().unwrap()).contains(&queued);
@@ -837,8 +839,12 @@ fn records_of(r: &Real) -> Vec<(cca::transcript::Kind, String)> {
 fn a_steer_reaches_the_running_claude() {
     use cca::transcript::Kind::{Assistant, User};
     let r = Real::new();
-    let run =
-        steer_real(&r, "claude", Behavior::default(), "review the auth module", "focus on JWT");
+    let run = steer_real(
+        &r,
+        &["-e", "claude", "review the auth module"],
+        Behavior::default(),
+        "focus on JWT",
+    );
     run.ok().stderr_has("cca: steer taken: focus on JWT");
     assert_eq!(run.stdout, "ECHO: review the auth module\n\nECHO: focus on JWT");
 
@@ -881,7 +887,7 @@ fn claude_takes_a_steer_after_a_tool_call() {
         vec![Block::text("Found it.")],
     ];
     let behavior = Behavior { script, ..Behavior::default() };
-    let run = steer_real(&r, "claude", behavior, "review the auth module", "focus on JWT");
+    let run = steer_real(&r, &["-e", "claude", "review the auth module"], behavior, "focus on JWT");
     run.ok().stderr_has("cca: steer taken: focus on JWT");
     assert_eq!(run.stdout, "Let me search.\n\nFound it.");
 
@@ -910,8 +916,12 @@ fn claude_takes_a_steer_after_a_tool_call() {
 fn gemini_answers_a_steer_as_the_next_turn() {
     use cca::transcript::Kind::{Assistant, User};
     let r = Real::new();
-    let run =
-        steer_real(&r, "gemini", Behavior::default(), "review the auth module", "focus on JWT");
+    let run = steer_real(
+        &r,
+        &["-e", "gemini", "review the auth module"],
+        Behavior::default(),
+        "focus on JWT",
+    );
     run.ok().stderr_has("cca: steer taken: focus on JWT");
     assert_eq!(run.stdout, "ECHO: review the auth module\n\nECHO: focus on JWT");
     // A second gemini, sent the whole conversation.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::common::*;
 use super::mock_api::Behavior;
 use super::warm::{count_starts_of, starts};
-use super::{Real, sent_questions};
+use super::{Real, sent_questions, steer_real};
 
 /// Waits until `cca standby` lists a ready engine of `kind`; returns its process group.
 fn ready(r: &Real, kind: &str) -> i32 {
@@ -57,7 +57,8 @@ fn timed(r: &Real, dir: &Path, args: &[&str]) -> (Duration, Run) {
 }
 
 /// With standby on, a follow-up takes the engine waiting for it: no engine starts for it, its
-/// first byte comes far sooner than a cold turn's, and its request extends the one before.
+/// first byte comes far sooner than a cold turn's (the median of three, against the load of the
+/// tests beside it), and its request extends the one before.
 fn follow_ups_take_the_waiting(engine: &str) {
     let mut r = Real::new();
     let log = count_starts_of(&mut r, engine);
@@ -66,23 +67,36 @@ fn follow_ups_take_the_waiting(engine: &str) {
     let work = r.env.work.clone();
     let (cold, first) = timed(&r, &work, &["first question"]);
     first.ok();
+    let mut taken = Vec::new();
+    for n in 1..=3 {
+        ready(&r, engine);
+        // As a user types the next question: whatever the engine still does in the background
+        // after its start (claude goes on loading after it answers `initialize`) is done.
+        std::thread::sleep(Duration::from_secs(2));
+        assert_eq!(starts(&log), n + 1, "the turns' engines: the first, and each one waiting");
+        let (took, run) = timed(&r, &work, &["-r", &format!("follow-up {n}")]);
+        run.ok();
+        assert!(run.stdout.contains(&format!("follow-up {n}")), "{}", run.stdout);
+        taken.push(took);
+    }
     ready(&r, engine);
-    // As a user types the next question: the engine finishes its own start meanwhile.
-    std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(starts(&log), 2, "the turn's engine, and the one on standby");
-    let (warm, second) = timed(&r, &work, &["-r", "second question"]);
-    second.ok();
-    assert!(second.stdout.contains("second question"), "{}", second.stdout);
-    ready(&r, engine);
-    assert_eq!(starts(&log), 3, "the follow-up took the waiting engine, and left a new one");
-    eprintln!("{engine}: first byte after {warm:?} with standby, {cold:?} cold");
+    assert_eq!(starts(&log), 5, "each follow-up took the waiting engine, and left a new one");
+    taken.sort();
+    let warm = taken[1];
+    eprintln!("{engine}: first byte after {taken:?} with standby, {cold:?} cold");
     assert!(
         warm.as_secs_f64() <= 0.3 * cold.as_secs_f64(),
-        "{engine}: first byte after {warm:?} with standby, {cold:?} cold"
+        "{engine}: first byte after {warm:?} with standby (median), {cold:?} cold"
     );
     let bodies: Vec<_> = r.api.turns().into_iter().map(|t| t.body).collect();
-    assert_eq!(bodies.len(), 2);
-    assert_eq!(sent_questions(&bodies[1]), ["first question", "second question"]);
+    assert_eq!(bodies.len(), 4);
+    let questions = ["first question", "follow-up 1", "follow-up 2", "follow-up 3"];
+    assert_eq!(sent_questions(&bodies[3]), questions);
+    let doctor = r.run(&["doctor"]).ok().stdout.clone();
+    let listed = doctor.lines().find(|l| l.trim_start().starts_with(engine) && l.contains("left"));
+    let listed =
+        listed.unwrap_or_else(|| panic!("cca doctor lists the waiting {engine}: {doctor}"));
+    assert!(listed.contains(r.env.work.to_str().unwrap()) && listed.contains("MiB"), "{listed}");
     assert!(r.run(&["standby", "--end"]).ok().stdout.contains(engine));
     assert!(r.run(&["standby"]).stdout.contains("nothing waits on standby"));
 }
@@ -162,6 +176,9 @@ fn the_idle_time_ends_it_and_off_leaves_nothing() {
 
     r.env.write_config("engine = \"claude\"\n");
     r.run(&["search", "-r", "second question"]).ok();
+    let doctor = r.run(&["doctor"]).ok().stdout.clone();
+    assert!(doctor.contains("claude   off; it takes"), "{doctor}");
+    assert!(doctor.contains("[engines.claude]"), "claude is slow to start: {doctor}");
     let out = r.run(&["standby"]).ok().stdout.clone();
     assert!(out.contains("nothing waits") && out.contains("standby is off"), "{out}");
     let dir = r.env.cca_home.join("standby");
@@ -190,5 +207,24 @@ fn an_edited_transcript_starts_cold() {
     assert_eq!(starts(&log), 4, "the follow-up started its own claude");
     let body = &r.api.turns()[1].body;
     assert_eq!(sent_questions(body), ["first question, edited", "second question"]);
+    r.run(&["standby", "--end"]).ok();
+}
+
+/// A steer reaches a taken claude while it answers, as it reaches one started for the turn.
+#[test]
+fn a_steer_reaches_a_taken_claude() {
+    let r = Real::new();
+    r.env.write_config("engine = \"claude\"\nstandby = \"5m\"\n");
+    r.api.set(Behavior::default());
+    r.run(&["search", "review the auth module"]).ok();
+    ready(&r, "claude");
+    let run = steer_real(&r, &["-r", "and the session module"], Behavior::default(), "be brief");
+    run.ok().stderr_has("cca: steer taken: be brief");
+    assert_eq!(run.stdout, "ECHO: and the session module\n\nECHO: be brief");
+    let bodies: Vec<_> = r.api.turns().into_iter().map(|t| t.body).collect();
+    assert_eq!(
+        sent_questions(&bodies[2]),
+        ["review the auth module", "and the session module", "be brief"]
+    );
     r.run(&["standby", "--end"]).ok();
 }
