@@ -789,6 +789,18 @@ mod tests {
     }
 
     #[test]
+    fn its_answer_to_initialize_says_it_is_started() {
+        let asked: Value = serde_json::from_str(&initialize_line()).unwrap();
+        assert_eq!(asked["request"]["subtype"], "initialize");
+        // As claude 2.1.329 answers it (its commands, agents and models elided).
+        let answer = r#"{"type":"control_response","response":{"subtype":"success","request_id":"cca-initialize","response":{"commands":[]}}}"#;
+        assert!(initialized(answer.as_bytes()));
+        assert!(!initialized(br#"{"type":"control_response","response":{"request_id":"other"}}"#));
+        assert!(!initialized(br#"{"type":"system","subtype":"init"}"#));
+        assert!(!initialized(b"not json"));
+    }
+
+    #[test]
     fn a_call_without_a_result_is_kept_as_failed() {
         let sample = lines(&[
             json!({"type":"assistant","message":{"id":"m1","content":[{"type":"tool_use","id":"a","name":"WebSearch","input":{"query":"q"}}]}}),

@@ -20,5 +20,6 @@ mod sessions;
 mod setup;
 mod shell;
 mod signals;
+mod standby;
 mod steer;
 mod terminal;

@@ -206,16 +206,24 @@ impl TestEnv {
     }
 
     /// What each engine call received, in order: argv, stdin, env.
+    /// (A call that ended before it read its input, an engine on standby ended unused, leaves
+    /// no record: its number is skipped.)
     pub fn calls(&self) -> Vec<Value> {
-        let mut calls = Vec::new();
-        for n in 1.. {
-            let path = self.log.join(format!("call-{n}.json"));
-            if !path.exists() {
-                break;
-            }
-            calls.push(serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap());
-        }
-        calls
+        let mut numbered: Vec<(u64, PathBuf)> = std::fs::read_dir(&self.log)
+            .map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|path| {
+                let name = path.file_name()?.to_str()?;
+                let n = name.strip_prefix("call-")?.strip_suffix(".json")?.parse().ok()?;
+                Some((n, path))
+            })
+            .collect();
+        numbered.sort();
+        numbered
+            .into_iter()
+            .map(|(_, path)| serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap())
+            .collect()
     }
 
     pub fn last_call(&self) -> Value {
