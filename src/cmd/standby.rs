@@ -6,7 +6,7 @@ use crate::cli::StandbyArgs;
 use crate::config::Flags;
 use crate::error::exit;
 use crate::human::human_bytes;
-use crate::run::standby::{self, Waiting};
+use crate::run::standby::{self, Status};
 use crate::session;
 
 /// `cca standby [--end] [--engine NAME]`
@@ -23,7 +23,7 @@ pub(crate) fn run(args: &StandbyArgs) -> Result<u8> {
         super::print(&out)?;
         return Ok(exit::OK);
     }
-    let waiting: Vec<Waiting> = standby::waiting(&dir)
+    let waiting: Vec<Status> = standby::waiting(&dir)
         .into_iter()
         .filter(|w| args.engine.as_ref().is_none_or(|e| *e == w.kind))
         .collect();
@@ -44,7 +44,7 @@ pub(crate) fn run(args: &StandbyArgs) -> Result<u8> {
 }
 
 /// One waiting engine, on a line: `claude  in ~/src/app, 9m 40s left, 190 MB (group 4242)`.
-pub(super) fn describe(w: &Waiting) -> String {
+pub(super) fn describe(w: &Status) -> String {
     let left = w.idle_left.as_secs();
     let state = if w.ready { "" } else { ", starting" };
     format!(

@@ -120,7 +120,7 @@ enum Reply {
     },
     /// Started for another turn than this one: it ends.
     Stale,
-    Status(Waiting),
+    Status(Status),
     Ended,
     /// The taken engine ended: its raw wait status.
     Exit {
@@ -130,7 +130,7 @@ enum Reply {
 
 /// An engine waiting for a turn, as `cca doctor` and `cca standby` show it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Waiting {
+pub(crate) struct Status {
     pub kind: String,
     pub program: PathBuf,
     pub folder: PathBuf,
@@ -196,126 +196,168 @@ fn serve(order: &Order) -> Result<()> {
         .with_context(|| format!("cannot run {}", order.program.display()))?;
     let group = Pid::from_child(&child);
     let _group = Group { group, grace: order.grace };
-    let mut stdin = child.stdin.take().expect("piped");
-    let mut stdout = child.stdout.take().expect("piped");
-    let mut stderr = Some(child.stderr.take().expect("piped"));
+    let mut engine = Waiting {
+        order,
+        group,
+        stdin: child.stdin.take().expect("piped"),
+        stdout: child.stdout.take().expect("piped"),
+        stderr: child.stderr.take().expect("piped"),
+        said: Vec::new(),
+        said_err: Vec::new(),
+        session: None,
+        ready: false,
+        started: Instant::now(),
+    };
     for line in order.opening.lines()? {
-        stdin.write_all(line.as_bytes())?;
+        engine.stdin.write_all(line.as_bytes())?;
     }
-    let mut ready = false;
     let socket = Socket::listen(&order.dir, &format!("{}.sock", order.kind))?;
     socket.listener.set_nonblocking(true)?;
     let program = file_id(&order.program);
-    let started = Instant::now();
-    let uid = rustix::process::geteuid().as_raw();
-    let mut session: Option<String> = None;
-    let (mut said, mut said_err) = (Vec::new(), Vec::new());
     let mut taker: Option<UnixStream> = None;
     loop {
-        if let (true, Some(conn)) = (ready, taker.take()) {
-            let fds = [stdin.as_fd(), stdout.as_fd(), stderr.as_ref().expect("open").as_fd()];
-            let reply = Reply::Handover {
-                group: group.as_raw_nonzero().get(),
-                stdout: said,
-                stderr: said_err,
-                session,
-            };
-            send_with_fds(&conn, &reply, &fds)?;
+        if let (true, Some(conn)) = (engine.ready, taker.take()) {
+            engine.hand_over(&conn)?;
             // The next standby may start now; the taker holds the pipes.
-            drop((socket, lock, stdin, stdout, stderr));
+            drop((socket, lock, engine));
             return report_exit(child, conn);
         }
-        let idle_left = order.idle.saturating_sub(started.elapsed());
-        let too_slow = !ready && started.elapsed() > OPEN_TIMEOUT;
-        if idle_left.is_zero() || too_slow || file_id(&order.program) != program {
+        let too_slow = !engine.ready && engine.started.elapsed() > OPEN_TIMEOUT;
+        if engine.idle_left().is_zero() || too_slow || file_id(&order.program) != program {
             return Ok(());
         }
-        let mut fds =
-            vec![PollFd::new(&socket.listener, PollFlags::IN), PollFd::new(&stdout, PollFlags::IN)];
-        if let Some(err) = &stderr {
-            fds.push(PollFd::new(err, PollFlags::IN));
-        }
+        let mut fds = [
+            PollFd::new(&socket.listener, PollFlags::IN),
+            PollFd::new(&engine.stdout, PollFlags::IN),
+            PollFd::new(&engine.stderr, PollFlags::IN),
+        ];
         let tick = Timespec { tv_sec: 0, tv_nsec: 200_000_000 };
         match rustix::event::poll(&mut fds, Some(&tick)) {
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
             Err(e) => return Err(io::Error::from(e).into()),
         }
-        let woke: Vec<bool> = fds.iter().map(|fd| !fd.revents().is_empty()).collect();
-        drop(fds);
-        if woke[1] {
-            let mut buf = [0u8; 64 * 1024];
-            let n = stdout.read(&mut buf)?;
-            if n == 0 {
-                // The engine ended (or closed its output): it cannot take a turn.
-                return Ok(());
-            }
-            said.extend_from_slice(&buf[..n]);
-            // The replies to the opening requests are the standby's; what follows them waits
-            // for the turn.
-            while let (false, Some(end)) = (ready, memchr::memchr(b'\n', &said)) {
-                let line: Vec<u8> = said.drain(..=end).collect();
-                if let Some(opened) = order.opening.done(&line) {
-                    session = opened?;
-                    ready = true;
-                }
-            }
+        let [client, out, err] = fds.map(|fd| !fd.revents().is_empty());
+        if (out || err) && !engine.read(out, err)? {
+            return Ok(());
         }
-        if woke.get(2) == Some(&true) {
-            let mut buf = [0u8; 64 * 1024];
-            match stderr.as_mut().map(|e| e.read(&mut buf)) {
-                Some(Ok(0)) | Some(Err(_)) => stderr = None,
-                Some(Ok(n)) => said_err.extend_from_slice(&buf[..n]),
+        if !client {
+            continue;
+        }
+        while let Ok((conn, _)) = socket.listener.accept() {
+            match engine.answer(&conn, taker.is_some()) {
+                Some(Served::Taker) => taker = Some(conn),
+                Some(Served::End) => return Ok(()),
                 None => {}
             }
         }
-        if said.len() + said_err.len() > MAX_SAID {
-            return Ok(());
-        }
-        if stderr.is_none() {
-            // Its stderr closed: an engine does that only as it ends.
-            return Ok(());
-        }
-        if woke[0] {
-            while let Ok((conn, _)) = socket.listener.accept() {
-                if !peer_allowed(&conn, uid) {
-                    continue;
-                }
-                let _ = conn.set_nonblocking(false);
-                let _ = conn.set_read_timeout(Some(REQUEST_TIMEOUT));
-                let Ok(request) = read_line::<Request>(&mut BufReader::new(&conn)) else {
-                    continue;
-                };
-                match request {
-                    Request::Take { key } if key == order.key && taker.is_none() => {
-                        taker = Some(conn);
-                    }
-                    Request::Take { .. } if taker.is_some() => {
-                        // Promised to the first: this one starts its own.
-                        let _ = send(&conn, &Reply::Stale);
-                    }
-                    Request::Take { .. } => {
-                        let _ = send(&conn, &Reply::Stale);
-                        return Ok(());
-                    }
-                    Request::Status => {
-                        let waiting = Waiting {
-                            kind: order.kind.clone(),
-                            program: order.program.clone(),
-                            folder: std::env::current_dir().unwrap_or_default(),
-                            group: group.as_raw_nonzero().get(),
-                            ready,
-                            idle_left,
-                            memory: group_memory(group),
-                        };
-                        let _ = send(&conn, &Reply::Status(waiting));
-                    }
-                    Request::End => {
-                        let _ = send(&conn, &Reply::Ended);
-                        return Ok(());
-                    }
+    }
+}
+
+/// An engine started, waiting for a turn, and what it said meanwhile.
+struct Waiting<'a> {
+    order: &'a Order,
+    group: Pid,
+    stdin: std::process::ChildStdin,
+    stdout: std::process::ChildStdout,
+    stderr: std::process::ChildStderr,
+    /// What it wrote after its opening work, for the taker.
+    said: Vec<u8>,
+    said_err: Vec<u8>,
+    /// An ACP agent's session.
+    session: Option<String>,
+    /// Done with its opening work.
+    ready: bool,
+    started: Instant,
+}
+
+/// What a client's request comes to.
+enum Served {
+    /// A taker, to be handed the engine once it is ready.
+    Taker,
+    /// The standby ends.
+    End,
+}
+
+impl Waiting<'_> {
+    fn idle_left(&self) -> Duration {
+        self.order.idle.saturating_sub(self.started.elapsed())
+    }
+
+    /// Reads what the engine wrote (on stdout: `out`, on stderr: `err`); `false` when it can no
+    /// longer take a turn: it ended, closed its output, or says too much for one waiting.
+    fn read(&mut self, out: bool, err: bool) -> Result<bool> {
+        let mut buf = [0u8; 64 * 1024];
+        if out {
+            let n = self.stdout.read(&mut buf)?;
+            if n == 0 {
+                return Ok(false);
+            }
+            self.said.extend_from_slice(&buf[..n]);
+            // The replies to the opening requests are the standby's; what follows them waits
+            // for the turn.
+            while let (false, Some(end)) = (self.ready, memchr::memchr(b'\n', &self.said)) {
+                let line: Vec<u8> = self.said.drain(..=end).collect();
+                if let Some(opened) = self.order.opening.done(&line) {
+                    self.session = opened?;
+                    self.ready = true;
                 }
             }
         }
+        if err {
+            // An engine closes its stderr only as it ends.
+            match self.stderr.read(&mut buf) {
+                Ok(0) | Err(_) => return Ok(false),
+                Ok(n) => self.said_err.extend_from_slice(&buf[..n]),
+            }
+        }
+        Ok(self.said.len() + self.said_err.len() <= MAX_SAID)
+    }
+
+    /// Answers a client of this user's: its status, or an end; a taker waits for the handover
+    /// (`promised`: another already does).
+    fn answer(&self, conn: &UnixStream, promised: bool) -> Option<Served> {
+        if !peer_allowed(conn, rustix::process::geteuid().as_raw()) {
+            return None;
+        }
+        let _ = conn.set_nonblocking(false);
+        let _ = conn.set_read_timeout(Some(REQUEST_TIMEOUT));
+        match read_line::<Request>(&mut BufReader::new(conn)).ok()? {
+            Request::Take { key } if key == self.order.key && !promised => Some(Served::Taker),
+            Request::Take { .. } => {
+                let _ = send(conn, &Reply::Stale);
+                // Started for another turn: it ends, unless promised to the one it fits.
+                (!promised).then_some(Served::End)
+            }
+            Request::Status => {
+                let status = Status {
+                    kind: self.order.kind.clone(),
+                    program: self.order.program.clone(),
+                    folder: std::env::current_dir().unwrap_or_default(),
+                    group: self.group.as_raw_nonzero().get(),
+                    ready: self.ready,
+                    idle_left: self.idle_left(),
+                    memory: group_memory(self.group),
+                };
+                let _ = send(conn, &Reply::Status(status));
+                None
+            }
+            Request::End => {
+                let _ = send(conn, &Reply::Ended);
+                Some(Served::End)
+            }
+        }
+    }
+
+    /// Sends the taker the engine: its group, what it said, its session, and its pipes.
+    fn hand_over(&mut self, conn: &UnixStream) -> Result<()> {
+        let fds = [self.stdin.as_fd(), self.stdout.as_fd(), self.stderr.as_fd()];
+        let reply = Reply::Handover {
+            group: self.group.as_raw_nonzero().get(),
+            stdout: std::mem::take(&mut self.said),
+            stderr: std::mem::take(&mut self.said_err),
+            session: self.session.take(),
+        };
+        send_with_fds(conn, &reply, &fds)
     }
 }
 
@@ -494,7 +536,7 @@ pub(crate) fn take(dir: &Path, kind: &str, key: &str, cancel: &Cancel) -> Result
 }
 
 /// What waits in `dir`, by kind.
-pub(crate) fn waiting(dir: &Path) -> Vec<Waiting> {
+pub(crate) fn waiting(dir: &Path) -> Vec<Status> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
     let mut kinds: Vec<String> = entries
         .filter_map(Result::ok)
@@ -505,7 +547,7 @@ pub(crate) fn waiting(dir: &Path) -> Vec<Waiting> {
     kinds
         .iter()
         .filter_map(|kind| match ask(dir, kind, &Request::Status) {
-            Ok(Some(Reply::Status(waiting))) => Some(waiting),
+            Ok(Some(Reply::Status(status))) => Some(status),
             _ => None,
         })
         .collect()
