@@ -1349,6 +1349,17 @@ fn write_claude_store(root: &Path, sessions: u64) -> u64 {
 mod mock_api;
 
 /// What the real engines need to talk to the loopback server at `url`, and nothing else.
+/// Prints a table row for each set of timings, and returns their medians.
+fn print_rows(rows: impl IntoIterator<Item = (String, Vec<f64>)>) -> Vec<f64> {
+    rows.into_iter()
+        .map(|(what, samples)| {
+            let stats = Stats::new(samples);
+            println!("{}", stats.row(&what));
+            stats.median()
+        })
+        .collect()
+}
+
 /// The resident memory of a process group's processes, in MiB (VmRSS summed).
 fn group_rss_mb(group: i32) -> f64 {
     let kb: u64 = std::fs::read_dir("/proc")
@@ -1696,14 +1707,7 @@ impl Bench {
             (format!("{engine}'s own session: first message"), own_first),
             (format!("{engine}'s own session: follow-up"), own_later),
         ];
-        let medians: Vec<f64> = rows
-            .into_iter()
-            .map(|(what, samples)| {
-                let stats = Stats::new(samples);
-                println!("{}", stats.row(&what));
-                stats.median()
-            })
-            .collect();
+        let medians = print_rows(rows);
         println!(
             "\nTarget ({engine}): a follow-up's first chunk at most 0.3x as long after the prompt as a cold first one: ACP {:.2}x, chat {:.2}x (medians).\n",
             medians[1] / medians[0],
@@ -1744,19 +1748,11 @@ impl Bench {
         dir: &Path,
         args: &[&str],
     ) -> Command {
-        let mut cmd = Command::new(&self.cca);
+        let mut cmd = engine_command(&self.cca, dir, url);
         cmd.args(args)
-            .env_clear()
-            .env("HOME", dir)
             .env("CCA_HOME", dir.join("cca"))
-            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("TERM", "dumb")
-            .env(if engine == "claude" { "CCA_CLAUDE" } else { "CCA_GEMINI" }, program)
-            .envs(engine_vars(url))
-            .current_dir(dir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+            .env(if engine == "claude" { "CCA_CLAUDE" } else { "CCA_GEMINI" }, program);
         cmd
     }
 
@@ -1825,14 +1821,7 @@ impl Bench {
             (format!("{engine}: `,` follow-up, standby on (the waiting engine)"), on),
             (format!("{engine}'s own session: follow-up"), own),
         ];
-        let medians: Vec<f64> = rows
-            .into_iter()
-            .map(|(what, samples)| {
-                let stats = Stats::new(samples);
-                println!("{}", stats.row(&what));
-                stats.median()
-            })
-            .collect();
+        let medians = print_rows(rows);
         let memory = Stats::new(memory);
         println!(
             "\n{engine}: standby on takes a follow-up's first byte from {:.0} ms to {:.0} ms ({:.2}x); a waiting {engine} holds {:.0} MiB resident (median of {}, max {:.0} MiB).\n",

@@ -22,6 +22,15 @@ fn ready(env: &TestEnv) -> i32 {
     group.unwrap()
 }
 
+/// A fake claude on standby after a first answered turn, and its process group.
+fn claude_waiting() -> (TestEnv, i32) {
+    let env = TestEnv::new();
+    env.write_config("standby = \"1m\"\n");
+    env.run(&["search", "first"]).ok();
+    let group = ready(&env);
+    (env, group)
+}
+
 fn ended(group: i32) -> bool {
     let pid = rustix::process::Pid::from_raw(group).unwrap();
     wait_until(Duration::from_secs(10), || rustix::process::test_kill_process_group(pid).is_err())
@@ -62,10 +71,7 @@ fn nothing_waits_unless_asked_and_the_next_turn_takes_what_does() {
 /// ends; so does one whose engine program changed on disk.
 #[test]
 fn a_turn_it_does_not_fit_and_an_upgraded_engine_end_it() {
-    let env = TestEnv::new();
-    env.write_config("standby = \"1m\"\n");
-    env.run(&["search", "first"]).ok();
-    let group = ready(&env);
+    let (env, group) = claude_waiting();
     env.run(&["search", "-r", "-m", "opus", "second"]).ok();
     assert!(ended(group), "the stale one ended");
     let call = env.last_call();
@@ -85,10 +91,7 @@ fn a_turn_it_does_not_fit_and_an_upgraded_engine_end_it() {
 /// waiting and leaves its own.
 #[test]
 fn at_most_one_waits_per_engine() {
-    let env = TestEnv::new();
-    env.write_config("standby = \"1m\"\n");
-    env.run(&["search", "first"]).ok();
-    let group = ready(&env);
+    let (env, group) = claude_waiting();
     env.run(&["search", "another session"]).ok();
     assert!(ended(group), "replaced");
     let out = env.run(&["standby"]).ok().stdout.clone();

@@ -111,16 +111,23 @@ fn gemini_follow_ups_take_the_engine_on_standby() {
     follow_ups_take_the_waiting("gemini");
 }
 
+/// A claude on standby (`standby` this long) after a first answered turn, `question`: the log
+/// of claude's starts, and the process group of the one waiting.
+fn claude_waiting(standby: &str, question: &str) -> (Real, std::path::PathBuf, i32) {
+    let mut r = Real::new();
+    let log = count_starts_of(&mut r, "claude");
+    r.env.write_config(&format!("engine = \"claude\"\nstandby = \"{standby}\"\n"));
+    r.api.set(Behavior::default());
+    r.run(&["search", question]).ok();
+    let group = ready(&r, "claude");
+    (r, log, group)
+}
+
 /// A follow-up from another folder is answered by a claude working there: the one waiting in
 /// the first folder ends, unused.
 #[test]
 fn a_follow_up_from_another_folder_starts_there() {
-    let mut r = Real::new();
-    let log = count_starts_of(&mut r, "claude");
-    r.env.write_config("engine = \"claude\"\nstandby = \"5m\"\n");
-    r.api.set(Behavior::default());
-    r.run(&["search", "first question"]).ok();
-    let waiting = ready(&r, "claude");
+    let (r, log, waiting) = claude_waiting("5m", "first question");
     let other = r.env.root.path().join("elsewhere");
     std::fs::create_dir_all(&other).unwrap();
     let (_, run) = timed(&r, &other, &["-r", "second question"]);
@@ -138,11 +145,7 @@ fn a_follow_up_from_another_folder_starts_there() {
 #[test]
 fn ctrl_c_in_a_taken_turn_leaves_nothing_running() {
     for signal in [rustix::process::Signal::INT, rustix::process::Signal::KILL] {
-        let r = Real::new();
-        r.env.write_config("engine = \"claude\"\nstandby = \"5m\"\n");
-        r.api.set(Behavior::default());
-        r.run(&["search", "first question"]).ok();
-        let group = ready(&r, "claude");
+        let (r, _, group) = claude_waiting("5m", "first question");
         let go = r.env.root.path().join("go");
         r.api.set(Behavior { hold: Some(go), ..Behavior::default() });
         let mut cmd = r.command();
@@ -166,11 +169,7 @@ fn ctrl_c_in_a_taken_turn_leaves_nothing_running() {
 /// The idle time ends a waiting engine; with standby off (the default) nothing is left at all.
 #[test]
 fn the_idle_time_ends_it_and_off_leaves_nothing() {
-    let r = Real::new();
-    r.env.write_config("engine = \"claude\"\nstandby = \"3s\"\n");
-    r.api.set(Behavior::default());
-    r.run(&["search", "first question"]).ok();
-    let group = ready(&r, "claude");
+    let (r, _, group) = claude_waiting("3s", "first question");
     assert!(wait_until(Duration::from_secs(15), || !group_alive(group)), "ended when idle");
     assert!(r.run(&["standby"]).stdout.contains("nothing waits on standby"));
 
@@ -190,12 +189,7 @@ fn the_idle_time_ends_it_and_off_leaves_nothing() {
 /// started with: the turn starts cold from the transcript, and the waiting engine ends.
 #[test]
 fn an_edited_transcript_starts_cold() {
-    let mut r = Real::new();
-    let log = count_starts_of(&mut r, "claude");
-    r.env.write_config("engine = \"claude\"\nstandby = \"5m\"\n");
-    r.api.set(Behavior::default());
-    r.run(&["search", "first question"]).ok();
-    let group = ready(&r, "claude");
+    let (r, log, group) = claude_waiting("5m", "first question");
     let path = r.run(&["path"]).ok().stdout.trim().to_string();
     let text = std::fs::read_to_string(&path).unwrap();
     let edited = text.replace("first question", "first question, edited");
@@ -213,11 +207,7 @@ fn an_edited_transcript_starts_cold() {
 /// A steer reaches a taken claude while it answers, as it reaches one started for the turn.
 #[test]
 fn a_steer_reaches_a_taken_claude() {
-    let r = Real::new();
-    r.env.write_config("engine = \"claude\"\nstandby = \"5m\"\n");
-    r.api.set(Behavior::default());
-    r.run(&["search", "review the auth module"]).ok();
-    ready(&r, "claude");
+    let (r, _, _) = claude_waiting("5m", "review the auth module");
     let run = steer_real(&r, &["-r", "and the session module"], Behavior::default(), "be brief");
     run.ok().stderr_has("cca: steer taken: be brief");
     assert_eq!(run.stdout, "ECHO: and the session module\n\nECHO: be brief");
