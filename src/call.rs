@@ -98,7 +98,12 @@ pub(crate) fn call(
     let taken = match standby {
         true => {
             let key = invocation_key(s, &invocation, c.system);
-            run::standby::take(&s.store.standby_dir(), &s.engine.name, &key, cancel)?
+            match run::standby::take(&s.store.standby_dir(), &s.engine.name, &key, cancel) {
+                Ok(taken) => taken,
+                Err(e) if e.downcast_ref::<Interrupted>().is_some() => return Err(e),
+                // A standby that fails to hand its engine over only costs the time it saved.
+                Err(_) => None,
+            }
         }
         false => None,
     };
@@ -233,7 +238,7 @@ fn kept(
 }
 
 /// Leaves an engine on standby for the session's next one-shot turn, started as that turn would
-/// start it cold (docs/DESIGN.md, "Standby"); nothing when the engine has no standby. Called as
+/// start it cold (docs/DESIGN.md, "Standby"); nothing when the engine has none. Called as
 /// the turn ends, with the session's live context as the next turn will find it.
 pub(crate) fn leave_standby(s: &Session, system: &str, live: &std::sync::Arc<Live>) -> Result<()> {
     let (Some(idle), Some(transport)) = (s.engine.standby, s.engine.spec.keeps) else {

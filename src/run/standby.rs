@@ -537,14 +537,7 @@ pub(crate) fn take(dir: &Path, kind: &str, key: &str, cancel: &Cancel) -> Result
 
 /// What waits in `dir`, by kind.
 pub(crate) fn waiting(dir: &Path) -> Vec<Status> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-    let mut kinds: Vec<String> = entries
-        .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str()?.strip_suffix(".sock").map(str::to_string))
-        .filter(|kind| !kind.starts_with('.'))
-        .collect();
-    kinds.sort();
-    kinds
+    kinds(dir)
         .iter()
         .filter_map(|kind| match ask(dir, kind, &Request::Status) {
             Ok(Some(Reply::Status(status))) => Some(status),
@@ -555,12 +548,23 @@ pub(crate) fn waiting(dir: &Path) -> Vec<Status> {
 
 /// Ends what waits in `dir` (of one kind, or all); returns the kinds ended.
 pub(crate) fn end(dir: &Path, kind: Option<&str>) -> Vec<String> {
-    waiting(dir)
+    kinds(dir)
         .into_iter()
-        .filter(|w| kind.is_none_or(|k| k == w.kind))
-        .filter(|w| matches!(ask(dir, &w.kind, &Request::End), Ok(Some(Reply::Ended))))
-        .map(|w| w.kind)
+        .filter(|k| kind.is_none_or(|wanted| wanted == k))
+        .filter(|k| matches!(ask(dir, k, &Request::End), Ok(Some(Reply::Ended))))
         .collect()
+}
+
+/// The kinds with a socket in `dir`, sorted.
+fn kinds(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut kinds: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str()?.strip_suffix(".sock").map(str::to_string))
+        .filter(|kind| !kind.starts_with('.'))
+        .collect();
+    kinds.sort();
+    kinds
 }
 
 /// One request, one reply; `None` when nothing of that kind listens.

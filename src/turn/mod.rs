@@ -261,6 +261,8 @@ fn ask_kept(
 /// (docs/DESIGN.md, "Standby"). It only saves time: failing to leave one is a detail.
 fn leave_standby(session: &Session, prompt: &Prompt, observer: &mut dyn Observer) {
     if session.engine.standby.is_none() {
+        // Turned off since one was left (if one was): it is not welcome any more.
+        crate::run::standby::end(&session.store.standby_dir(), Some(&session.engine.name));
         return;
     }
     let left = session

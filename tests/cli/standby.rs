@@ -98,3 +98,13 @@ fn at_most_one_waits_per_engine() {
     assert_eq!(out.lines().filter(|l| l.starts_with("claude")).count(), 1, "{out}");
     env.run(&["standby", "--end"]).ok();
 }
+
+/// Turned off, it is not welcome any more: the next turn ends the one left waiting.
+#[test]
+fn a_turn_with_standby_off_ends_the_one_waiting() {
+    let (env, group) = claude_waiting();
+    env.write_config("");
+    env.run(&["search", "-r", "second"]).ok();
+    assert!(ended(group), "ended by a turn with standby off");
+    assert!(env.run(&["standby"]).stdout.contains("nothing waits on standby"));
+}
