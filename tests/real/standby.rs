@@ -121,12 +121,17 @@ fn gemini_follow_ups_take_the_engine_on_standby() {
 /// A claude on standby (`standby` this long) after a first answered turn, `question`: the log
 /// of claude's starts, and the process group of the one waiting.
 fn claude_waiting(standby: &str, question: &str) -> (Real, std::path::PathBuf, i32) {
+    engine_waiting("claude", standby, question)
+}
+
+/// [`claude_waiting`] for `engine`.
+fn engine_waiting(engine: &str, standby: &str, question: &str) -> (Real, std::path::PathBuf, i32) {
     let mut r = Real::new();
-    let log = count_starts_of(&mut r, "claude");
-    r.env.write_config(&format!("engine = \"claude\"\nstandby = \"{standby}\"\n"));
+    let log = count_starts_of(&mut r, engine);
+    r.env.write_config(&format!("engine = \"{engine}\"\nstandby = \"{standby}\"\n"));
     r.api.set(Behavior::default());
     r.run(&["search", question]).ok();
-    let group = ready(&r, "claude");
+    let group = ready(&r, engine);
     (r, log, group)
 }
 
@@ -151,20 +156,24 @@ fn a_follow_up_from_another_folder_starts_there() {
 /// engine is left running.
 #[test]
 fn ctrl_c_in_a_taken_turn_leaves_nothing_running() {
-    for signal in [rustix::process::Signal::INT, rustix::process::Signal::KILL] {
-        let (r, _, group) = claude_waiting("5m", "first question");
+    use rustix::process::Signal;
+    for (engine, signal) in
+        [("claude", Signal::INT), ("claude", Signal::KILL), ("gemini", Signal::INT)]
+    {
+        let (r, _, group) = engine_waiting(engine, "5m", "first question");
         let go = r.env.root.path().join("go");
         r.api.set(Behavior { hold: Some(go), ..Behavior::default() });
         let mut cmd = r.command();
         cmd.args(["search", "-r", "second question"]);
         cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let cca = Guard(cmd.spawn().unwrap());
-        assert!(wait_until(TIMEOUT, || r.api.turns().len() == 2), "the question reached claude");
+        assert!(wait_until(TIMEOUT, || r.api.turns().len() == 2), "the question reached {engine}");
         cca.signal(signal);
         let out = cca.finish();
-        assert!(wait_until(Duration::from_secs(10), || !group_alive(group)), "{signal:?}");
-        assert!(!r.run(&["standby"]).stdout.contains("claude "), "no new standby: not answered");
-        if signal == rustix::process::Signal::INT {
+        assert!(wait_until(Duration::from_secs(10), || !group_alive(group)), "{engine} {signal:?}");
+        let listed = r.run(&["standby"]).stdout.clone();
+        assert!(listed.contains("nothing waits"), "no new standby, nothing answered: {listed}");
+        if signal == Signal::INT {
             assert_eq!(shell_status(out.status), 130);
             let kinds: Vec<_> = r.transcript().records.into_iter().map(|rec| rec.kind).collect();
             use cca::transcript::Kind::{Assistant, Interrupted, User};
