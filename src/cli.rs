@@ -256,9 +256,11 @@ pub enum Command {
 
     /// Check the setup: engines found (path, version), the default, and CCA_HOME's state
     ///
-    /// Also reports transcripts that cannot be read, and files others can read. Says what to do
-    /// about each problem. Exits 0 when an engine is usable (the other problems are listed), 1
-    /// when none is.
+    /// Also reports transcripts that cannot be read, and files others can read. Lists the engines
+    /// waiting on standby, and times each claude, gemini or ACP agent with standby off as a
+    /// standby would start it (no question is asked), suggesting standby for one slow to start.
+    /// Says what to do about each problem. Exits 0 when an engine is usable (the other problems
+    /// are listed), 1 when none is.
     Doctor(DoctorArgs),
 
     /// List the engines waiting on standby for the next `,`, or end them
