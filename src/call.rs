@@ -124,23 +124,24 @@ pub(crate) fn call(
             return Err(over_limit(input_bytes, s.engine, limit));
         }
     }
-    let (args, env, scratch) = materialize(s.store, &invocation)?;
     if let (Some(transport), true) = (transport, keeps || taken.is_some()) {
-        let decoder = || -> Box<dyn crate::engine::Decoder> {
-            match transport {
-                Keeping::StreamJson(_) => (s.engine.spec.decoder)(),
-                Keeping::Acp => Box::new(crate::engine::acp_agent::Decoder::default()),
-            }
+        let decoder: Box<dyn crate::engine::Decoder> = match transport {
+            Keeping::StreamJson(_) => (s.engine.spec.decoder)(),
+            Keeping::Acp => Box::new(crate::engine::acp_agent::Decoder::default()),
         };
-        let taken = taken
-            .map(|engine| run::kept::Kept::adopt(engine, s.settings.grace, transport, decoder()));
-        let started = run::kept::Start {
-            program: invocation.program.clone(),
-            args,
-            env,
-            grace: s.settings.grace,
-            transport,
-            decoder: decoder(),
+        let (fresh, files) = match taken {
+            // Its files are the standby's.
+            Some(engine) => {
+                let grace = s.settings.grace;
+                (Fresh::Taken(run::kept::Kept::adopt(engine, grace, transport, decoder)), None)
+            }
+            None => {
+                let (args, env, files) = materialize(s.store, &invocation)?;
+                let program = invocation.program.clone();
+                let grace = s.settings.grace;
+                let start = run::kept::Start { program, args, env, grace, transport, decoder };
+                (Fresh::Start(start), files)
+            }
         };
         // Kept for this turn alone (dropped, and so ended, when the call returns) where no
         // front end keeps it.
@@ -150,9 +151,10 @@ pub(crate) fn call(
             _ => &this_turn,
         };
         let idle = s.engine.keep_warm.unwrap_or_default();
-        let cold = Cold { invocation, started, files: scratch, idle, taken };
+        let cold = Cold { invocation, fresh, files, idle };
         return kept(c, slot, cold, transcript, notes.as_deref(), cancel, progress);
     }
+    let (args, env, scratch) = materialize(s.store, &invocation)?;
     let spawn = Spawn {
         program: invocation.program.clone(),
         args,
@@ -189,14 +191,19 @@ fn tidy(c: &Call, notes: Option<&str>, outcome: &run::EngineRun) {
     }
 }
 
-/// How the engine would start cold for this turn, or the engine taken from standby that was
-/// started so.
+/// How the engine would start cold for this turn.
 struct Cold {
     invocation: Invocation,
-    started: run::kept::Start,
+    fresh: Fresh,
     files: Option<tempfile::TempDir>,
     idle: std::time::Duration,
-    taken: Option<run::kept::Kept>,
+}
+
+/// An engine for the turn when the session has none kept that fits: one to start, or one taken
+/// from standby that was started so.
+enum Fresh {
+    Start(run::kept::Start),
+    Taken(run::kept::Kept),
 }
 
 /// The call on the session's kept engine: only the new message when the kept engine was started
@@ -212,17 +219,17 @@ fn kept(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<run::EngineRun> {
     let s = c.session;
-    let key = start_key(c)?;
+    let key = start_key(c, &cold.invocation.program)?;
     // A kept engine that does not fit ends here, as it is dropped.
     let taken = slot.borrow_mut().take();
     let fitting = taken.and_then(|mut kept| kept.fits(&key).then_some(kept));
     let images = cold.invocation.images.clone();
-    let (mut kept, pieces) = match (fitting, cold.taken) {
+    let (mut kept, pieces) = match (fitting, cold.fresh) {
         (Some(kept), _) => (kept, cold.invocation.follow_up),
-        (None, taken) => {
-            let engine = match taken {
-                Some(engine) => engine,
-                None => run::kept::Kept::start(cold.started, cancel)?,
+        (None, fresh) => {
+            let engine = match fresh {
+                Fresh::Taken(engine) => engine,
+                Fresh::Start(start) => run::kept::Kept::start(start, cancel)?,
             };
             (warm::Slot::new(engine, key, cold.idle, cold.files), cold.invocation.stdin)
         }
@@ -247,7 +254,8 @@ pub(crate) fn leave_standby(s: &Session, system: &str, live: &std::sync::Arc<Liv
     let transcript = s.store.open_session(s.id)?;
     let stored = stored_text(&transcript);
     let notes = s.store.engine_notes(s.id, &s.engine.name);
-    let invocation = kept_start(s, system, live, &stored, notes.as_deref())?;
+    let program = locate(s.settings, s.engine)?;
+    let invocation = kept_start(s, program, system, live, &stored, notes.as_deref())?;
     let key = invocation_key(s, &invocation, system);
     let (args, env, files) = materialize(s.store, &invocation)?;
     // The standby removes them when it ends.
@@ -291,7 +299,8 @@ pub(crate) fn time_start(
         let nothing = |_: &std::ops::Range<u64>| -> io::Result<String> { Ok(String::new()) };
         let model = engine.model.as_deref();
         let s = Session { settings, store, id: "", engine, model };
-        let invocation = kept_start(&s, "", &Default::default(), &nothing, None)?;
+        let program = locate(settings, engine)?;
+        let invocation = kept_start(&s, program, "", &Default::default(), &nothing, None)?;
         let (args, env, _files) = materialize(store, &invocation)?;
         let limit = std::time::Duration::from_secs(20);
         run::standby::time_start(&invocation.program, &args, &env, opening(transport), limit)
@@ -321,9 +330,10 @@ fn stored_text(
 
 /// What a cold start of the engine depends on besides the context: its command line and
 /// environment for an empty session, the system prompt, the program's file and the folder.
-fn start_key(c: &Call) -> Result<String> {
+fn start_key(c: &Call, program: &std::path::Path) -> Result<String> {
     let nothing = |_: &std::ops::Range<u64>| -> io::Result<String> { Ok(String::new()) };
-    let start = kept_start(c.session, c.system, &Default::default(), &nothing, None)?;
+    let bare = &Default::default();
+    let start = kept_start(c.session, program.into(), c.system, bare, &nothing, None)?;
     Ok(invocation_key(c.session, &start, c.system))
 }
 
@@ -331,6 +341,7 @@ fn start_key(c: &Call) -> Result<String> {
 /// through `stored` (an empty one for a start that carries no context).
 fn kept_start(
     s: &Session,
+    program: std::path::PathBuf,
     system: &str,
     live: &std::sync::Arc<Live>,
     stored: &dyn Fn(&std::ops::Range<u64>) -> io::Result<String>,
@@ -349,7 +360,7 @@ fn kept_start(
         notes,
         kept: true,
     };
-    (s.engine.spec.invocation)(s.engine, locate(s.settings, s.engine)?, &request)
+    (s.engine.spec.invocation)(s.engine, program, &request)
 }
 
 /// The error for a turn larger than the engine takes on stdin.
