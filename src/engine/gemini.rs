@@ -97,20 +97,22 @@ pub(crate) fn invocation(
     let mut env = Vec::new();
     // Only a settings file sets gemini's attempts and adds MCP servers; the system level one
     // overrides the user's settings key by key, leaving the rest (auth) to them.
-    let mut settings = serde_json::Map::new();
+    // gemini deletes sessions of its own as it starts (`sessionRetention`, on by default),
+    // a resumed one whole when a second file of it is near empty (0.61.0). Those are the
+    // user's, for `cca import`: the gemini cca starts leaves them to the user's own runs.
+    let mut general = json!({ "sessionRetention": { "enabled": false } });
     if let Some(retries) = engine.retries {
-        settings.insert("general".into(), json!({ "maxAttempts": retries + 1 }));
+        general["maxAttempts"] = json!(retries + 1);
     }
+    let mut settings = serde_json::Map::new();
+    settings.insert("general".into(), general);
     if !request.mcp_servers.is_empty() {
         settings.insert("mcpServers".into(), super::mcp_servers(request.mcp_servers, mcp_server));
     }
-    if !settings.is_empty() {
-        let settings = Value::Object(settings);
-        env.push((
-            "GEMINI_CLI_SYSTEM_SETTINGS_PATH".to_string(),
-            Arg::File { name: "gemini-settings.json", contents: settings.to_string() },
-        ));
-    }
+    env.push((
+        "GEMINI_CLI_SYSTEM_SETTINGS_PATH".to_string(),
+        Arg::File { name: "gemini-settings.json", contents: Value::Object(settings).to_string() },
+    ));
     let inline_system = match engine.system_prompt {
         SystemPromptMode::Inline => Some(request.system),
         SystemPromptMode::Native => {

@@ -170,6 +170,37 @@ fn gemini_sessions_import_incrementally() {
     import_is_idempotent_incremental_and_forks("gemini");
 }
 
+/// gemini deletes sessions of its own when it starts (`general.sessionRetention`, on by default):
+/// those last updated over 30 days ago, and every file of a session one of whose files it cannot
+/// read, such as the near-empty second file a `--resume` in a later minute leaves (0.61.0). They
+/// are the user's, for `cca import`: a gemini that cca starts deletes none of them.
+#[test]
+fn a_gemini_that_cca_starts_deletes_none_of_gemini_s_own_sessions() {
+    let r = Real::new();
+    r.api.set(answer("macOS has flock."));
+    ask_engine(&r, "gemini", true, "what changed in file locking?");
+    let file = own_sessions(&r).remove(0);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let old = ["\"startTime\":\"", "\"lastUpdated\":\""].iter().fold(text, |text, key| {
+        let mut out = String::new();
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find(key) {
+            let (head, tail) = rest.split_at(at + key.len());
+            out.push_str(head);
+            out.push_str("2000-01-01T00:00:00.000Z");
+            rest = &tail[tail.find('"').unwrap()..];
+        }
+        out + rest
+    });
+    std::fs::write(&file, &old).unwrap();
+
+    r.api.set(Behavior::default());
+    r.run(&["search", "-q", "-e", "gemini", "one"]).ok();
+    assert_eq!(std::fs::read_to_string(&file).ok().as_deref(), Some(old.as_str()));
+    let run = r.run(&["import", "gemini"]);
+    assert_eq!(imported(run.ok()).len(), 1, "{run}");
+}
+
 /// 4: a file cut off in the middle of a line: named with its line, the rest imported, exit 1,
 /// and once the file is whole again the rest goes on in the same session.
 #[test]
