@@ -95,10 +95,7 @@ pub(crate) fn fingerprint(store: &Store, id: &str) -> Option<Fingerprint> {
 /// reinstalled engine is another one), its arguments and environment, the system prompt, the
 /// folder it runs in and the environment it inherits.
 pub(crate) fn key(program: &Path, start: &dyn std::fmt::Debug, system: &str) -> String {
-    use std::os::unix::fs::MetadataExt;
-    let file = std::fs::metadata(program)
-        .map(|m| (m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec()))
-        .ok();
+    let file = crate::run::standby::file_id(program);
     let cwd = std::env::current_dir().ok();
     // All of it (an engine reads what it likes: a key, a base URL, a config folder), but what a
     // shell changes from one command to the next and no engine reads.

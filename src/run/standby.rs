@@ -620,7 +620,7 @@ fn read_line<T: for<'de> Deserialize<'de>>(reader: &mut impl BufRead) -> Result<
 }
 
 /// The program's file as it is now: a reinstalled engine is another one.
-fn file_id(program: &Path) -> Option<(u64, u64, u64, i64, i64)> {
+pub(crate) fn file_id(program: &Path) -> Option<(u64, u64, u64, i64, i64)> {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(program).ok()?;
     Some((m.dev(), m.ino(), m.len(), m.mtime(), m.mtime_nsec()))

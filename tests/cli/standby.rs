@@ -94,6 +94,8 @@ fn at_most_one_waits_per_engine() {
     let (env, group) = claude_waiting();
     env.run(&["search", "another session"]).ok();
     assert!(ended(group), "replaced");
+    // Left detached: the new one is listed once it is ready.
+    assert_ne!(ready(&env), group);
     let out = env.run(&["standby"]).ok().stdout.clone();
     assert_eq!(out.lines().filter(|l| l.starts_with("claude")).count(), 1, "{out}");
     env.run(&["standby", "--end"]).ok();
