@@ -80,7 +80,11 @@ pub(crate) fn run(args: &ExportArgs) -> Result<u8> {
             let minute = started.get(..16).unwrap_or("").replace(':', "-");
             let name = format!("session-{minute}-{}.jsonl", &uuid[..8]);
             let path = root.join("tmp").join(project).join("chats").join(name);
-            (path, gemini_lines(&uuid, &project_hash(&t.header.cwd), &turns))
+            // Updated now, not at the last answer: gemini deletes a session last updated over
+            // 30 days ago as it starts (`sessionRetention`, on by default), and this one was
+            // just written to be resumed.
+            let updated = settings.now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+            (path, gemini_lines(&uuid, &project_hash(&t.header.cwd), &turns, &updated))
         }
     };
     store.write_beside(&path, contents.as_bytes())?;
@@ -196,11 +200,10 @@ fn project_hash(cwd: &str) -> String {
     sha2::Sha256::digest(cwd.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn gemini_lines(uuid: &str, project_hash: &str, turns: &[Turn]) -> String {
+fn gemini_lines(uuid: &str, project_hash: &str, turns: &[Turn], updated: &str) -> String {
     let first = js_time(&turns[0].asked);
-    let last = js_time(&turns[turns.len() - 1].answered);
     let mut out = json!({
-        "sessionId": uuid, "projectHash": project_hash, "startTime": first, "lastUpdated": last,
+        "sessionId": uuid, "projectHash": project_hash, "startTime": first, "lastUpdated": updated,
         "kind": "main",
     })
     .to_string();

@@ -283,6 +283,24 @@ fn gemini_resumes_an_exported_session() {
 }
 
 /// llm's logs, read through the real llm: one session per conversation.
+/// An old conversation exported to gemini outlives the next gemini's start, which deletes
+/// sessions last updated over 30 days ago (`sessionRetention`, on by default).
+#[test]
+fn an_old_conversation_exported_to_gemini_is_still_there_to_resume() {
+    let r = Real::new();
+    let mut cmd = r.command();
+    cmd.env("CCA_NOW", "2026-01-01T00:00:00Z").args(["search", "-q", "-e", "gemini", "first"]);
+    run_command(cmd, None).ok();
+    let run = r.run(&["export", "gemini"]);
+    let uuid = run.ok().stdout.trim().to_string();
+    // The user's own gemini, in a session of its own.
+    engine(&r, "gemini", &["--skip-trust", "-p", "another question"]).ok();
+    r.api.set(answer("resumed."));
+    let run = engine(&r, "gemini", &["--skip-trust", "--resume", &uuid, "-p", "second"]);
+    assert_eq!(run.ok().stdout.trim(), "resumed.", "{run}");
+    assert!(r.api.turns().last().unwrap().body.to_string().contains("ECHO: first"));
+}
+
 #[test]
 fn llm_conversations_import() {
     let r = Real::new();

@@ -29,34 +29,10 @@ struct Real {
     api: MockApi,
     claude: PathBuf,
     gemini: PathBuf,
-    /// A share of the machine: see [`Real::alone`].
-    _share: Share,
-}
-
-/// The tests of this binary run two at a time; a test that compares timings takes the machine
-/// for itself (a write lock, every other test holding a read lock), so that a neighbour's start
-/// of gemini does not weigh on one side of the comparison only.
-static MACHINE: std::sync::RwLock<()> = std::sync::RwLock::new(());
-
-#[allow(dead_code)]
-enum Share {
-    With(std::sync::RwLockReadGuard<'static, ()>),
-    Alone(std::sync::RwLockWriteGuard<'static, ()>),
 }
 
 impl Real {
     fn new() -> Real {
-        let share = Share::With(MACHINE.read().unwrap_or_else(|e| e.into_inner()));
-        Real::sharing(share)
-    }
-
-    /// A test that compares timings: no other test of this binary runs beside it.
-    fn alone() -> Real {
-        let share = Share::Alone(MACHINE.write().unwrap_or_else(|e| e.into_inner()));
-        Real::sharing(share)
-    }
-
-    fn sharing(_share: Share) -> Real {
         let env = TestEnv::in_dir(&secure_base(), &[]);
         let gemini_dir = env.home.join(".gemini");
         std::fs::create_dir_all(&gemini_dir).unwrap();
@@ -70,7 +46,6 @@ impl Real {
             api: MockApi::start(),
             claude: real_program("CCA_TEST_CLAUDE", "engines/node_modules/.bin/claude"),
             gemini: real_program("CCA_TEST_GEMINI", "engines/node_modules/.bin/gemini"),
-            _share,
         }
     }
 

@@ -1,10 +1,9 @@
 //! Standby (docs/DESIGN.md, "Standby"): with `standby` set, an answered one-shot turn leaves the
 //! real engine started and waiting, and the next `cca search -r` takes it over.
 
-use std::io::Read;
 use std::path::Path;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::common::*;
 use super::mock_api::Behavior;
@@ -32,73 +31,34 @@ fn group_alive(group: i32) -> bool {
     rustix::process::test_kill_process_group(pid).is_ok()
 }
 
-/// Runs `cca search ARGS` and says how long its first byte on stdout took.
-fn timed(r: &Real, dir: &Path, args: &[&str]) -> (Duration, Run) {
+/// Runs `cca search ARGS` in `dir`.
+fn search_in(r: &Real, dir: &Path, args: &[&str]) -> Run {
     let mut cmd = r.command();
     cmd.current_dir(dir).arg("search").args(args);
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let started = Instant::now();
-    let mut child = Guard(cmd.spawn().unwrap());
-    let mut stdout = child.0.stdout.take().unwrap();
-    let mut first = [0u8; 1];
-    let n = stdout.read(&mut first).unwrap();
-    let took = started.elapsed();
-    let mut rest = Vec::new();
-    stdout.read_to_end(&mut rest).unwrap();
-    let out = child.finish();
-    let mut text = first[..n].to_vec();
-    text.extend(rest);
-    let run = Run {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&text).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
-    (took, run)
+    run_command(cmd, None)
 }
 
-/// With standby on, a follow-up takes the engine waiting for it: no engine starts for it, its
-/// first byte comes far sooner than a cold first turn's (medians of three, with no other test
-/// beside them), and its request extends the one before.
+/// With standby on, a follow-up takes the engine waiting for it: no engine starts for it, it
+/// leaves a new one, and its request extends the one before. (How much sooner its first byte
+/// comes is measured by `cargo bench -- standby`.)
 fn follow_ups_take_the_waiting(engine: &str) {
-    let mut r = Real::alone();
+    let mut r = Real::new();
     let log = count_starts_of(&mut r, engine);
     r.api.set(Behavior::default());
-    let work = r.env.work.clone();
-    r.env.write_config(&format!("engine = \"{engine}\"\n"));
-    let mut cold: Vec<Duration> = (1..=3)
-        .map(|n| {
-            let (took, run) = timed(&r, &work, &[&format!("cold question {n}")]);
-            run.ok();
-            took
-        })
-        .collect();
     r.env.write_config(&format!("engine = \"{engine}\"\nstandby = \"5m\"\n"));
     r.run(&["search", "first question"]).ok();
-    let mut taken = Vec::new();
     for n in 1..=3 {
         ready(&r, engine);
-        // As a user types the next question: whatever the engine still does in the background
-        // after its start (claude goes on loading after it answers `initialize`) is done.
-        std::thread::sleep(Duration::from_secs(2));
-        assert_eq!(starts(&log), n + 4, "the turns' engines: four cold, and each one waiting");
-        let (took, run) = timed(&r, &work, &["-r", &format!("follow-up {n}")]);
-        run.ok();
-        assert!(run.stdout.contains(&format!("follow-up {n}")), "{}", run.stdout);
-        taken.push(took);
+        assert_eq!(starts(&log), n + 1, "the first turn's engine, and each one waiting");
+        let run = r.run(&["search", "-r", &format!("follow-up {n}")]);
+        assert!(run.ok().stdout.contains(&format!("follow-up {n}")), "{run}");
     }
     ready(&r, engine);
-    assert_eq!(starts(&log), 8, "each follow-up took the waiting engine, and left a new one");
-    cold.sort();
-    taken.sort();
-    eprintln!("{engine}: first byte after {taken:?} with standby, {cold:?} cold");
-    assert!(
-        taken[1].as_secs_f64() <= 0.3 * cold[1].as_secs_f64(),
-        "{engine}: first byte after {taken:?} with standby, {cold:?} cold"
-    );
+    assert_eq!(starts(&log), 5, "each follow-up took the waiting engine, and left a new one");
     let bodies: Vec<_> = r.api.turns().into_iter().map(|t| t.body).collect();
-    assert_eq!(bodies.len(), 7);
+    assert_eq!(bodies.len(), 4);
     let questions = ["first question", "follow-up 1", "follow-up 2", "follow-up 3"];
-    assert_eq!(sent_questions(&bodies[6]), questions);
+    assert_eq!(sent_questions(&bodies[3]), questions);
     let doctor = r.run(&["doctor"]).ok().stdout.clone();
     let listed = doctor.lines().find(|l| l.trim_start().starts_with(engine) && l.contains("left"));
     let listed =
@@ -142,8 +102,7 @@ fn a_follow_up_from_another_folder_starts_there() {
     let (r, log, waiting) = claude_waiting("5m", "first question");
     let other = r.env.root.path().join("elsewhere");
     std::fs::create_dir_all(&other).unwrap();
-    let (_, run) = timed(&r, &other, &["-r", "second question"]);
-    run.ok();
+    search_in(&r, &other, &["-r", "second question"]).ok();
     assert!(wait_until(Duration::from_secs(10), || !group_alive(waiting)), "the stale one ended");
     assert_eq!(starts(&log), 4, "first turn, its standby, the follow-up's own, its standby");
     let body = &r.api.turns()[1].body;
@@ -192,8 +151,15 @@ fn the_idle_time_ends_it_and_off_leaves_nothing() {
     r.env.write_config("engine = \"claude\"\n");
     r.run(&["search", "-r", "second question"]).ok();
     let doctor = r.run(&["doctor"]).ok().stdout.clone();
-    assert!(doctor.contains("claude   off; it takes"), "{doctor}");
-    assert!(doctor.contains("[engines.claude]"), "claude is slow to start: {doctor}");
+    let took: f64 = doctor
+        .split_once("claude   off; it takes ")
+        .and_then(|(_, rest)| rest.split_once(" s to start")?.0.parse().ok())
+        .unwrap_or_else(|| panic!("cca doctor times claude's start: {doctor}"));
+    // Suggested when claude takes over 0.3 s to start (the printed time is rounded).
+    let suggested = doctor.contains("standby = \"10m\"") && doctor.contains("[engines.claude]");
+    if (took - 0.3).abs() > 0.005 {
+        assert_eq!(suggested, took > 0.3, "{doctor}");
+    }
     let out = r.run(&["standby"]).ok().stdout.clone();
     assert!(out.contains("nothing waits") && out.contains("standby is off"), "{out}");
     let dir = r.env.cca_home.join("standby");
