@@ -282,7 +282,6 @@ fn gemini_resumes_an_exported_session() {
     export_then_resume("gemini");
 }
 
-/// llm's logs, read through the real llm: one session per conversation.
 /// An old conversation exported to gemini outlives the next gemini's start, which deletes
 /// sessions last updated over 30 days ago (`sessionRetention`, on by default).
 #[test]
@@ -301,6 +300,7 @@ fn an_old_conversation_exported_to_gemini_is_still_there_to_resume() {
     assert!(r.api.turns().last().unwrap().body.to_string().contains("ECHO: first"));
 }
 
+/// llm's logs, read through the real llm: one session per conversation.
 #[test]
 fn llm_conversations_import() {
     let r = Real::new();
