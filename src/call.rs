@@ -195,7 +195,7 @@ fn tidy(c: &Call, notes: Option<&str>, outcome: &run::EngineRun) {
 struct Cold {
     invocation: Invocation,
     fresh: Fresh,
-    files: Option<tempfile::TempDir>,
+    files: Option<crate::store::EngineFiles>,
     idle: std::time::Duration,
 }
 
@@ -259,7 +259,7 @@ pub(crate) fn leave_standby(s: &Session, system: &str, live: &std::sync::Arc<Liv
     let key = invocation_key(s, &invocation, system);
     let (args, env, files) = materialize(s.store, &invocation)?;
     // The standby removes them when it ends.
-    let files = files.map(tempfile::TempDir::keep);
+    let files = files.map(crate::store::EngineFiles::keep);
     let order = run::standby::Order {
         kind: s.engine.name.clone(),
         key,
@@ -271,8 +271,10 @@ pub(crate) fn leave_standby(s: &Session, system: &str, live: &std::sync::Arc<Liv
         opening: opening(transport),
         files: files.clone(),
         dir: s.store.standby_dir(),
+        session: s.id.to_string(),
+        socket: 0,
     };
-    run::standby::launch(&order).inspect_err(|_| {
+    run::standby::launch(order).inspect_err(|_| {
         if let Some(files) = files {
             let _ = std::fs::remove_dir_all(files);
         }
@@ -312,7 +314,15 @@ pub(crate) fn time_start(
 /// started so serves a turn that would start it so; for a standby the context it is started
 /// with is among it (claude's history file).
 fn invocation_key(s: &Session, invocation: &Invocation, system: &str) -> String {
-    warm::key(&invocation.program, &(&invocation.args, &invocation.env, &s.engine), system)
+    let folder = std::env::current_dir().unwrap_or_default();
+    let place = crate::engine::StartPlace {
+        folder: &folder,
+        gemini_home: s.settings.gemini_home.as_deref(),
+        claude_home: s.settings.claude_home.as_deref(),
+    };
+    let reads = (s.engine.spec.reads_at_start)(&place);
+    let start = (&invocation.args, &invocation.env, &s.engine);
+    warm::key(&invocation.program, &start, system, &reads)
 }
 
 /// Reads the stored parts of the transcript that a request quotes.
@@ -471,8 +481,8 @@ type EnvVars = Vec<(OsString, OsString)>;
 fn materialize(
     store: &Store,
     inv: &Invocation,
-) -> Result<(Vec<OsString>, EnvVars, Option<tempfile::TempDir>)> {
-    let mut dir: Option<tempfile::TempDir> = None;
+) -> Result<(Vec<OsString>, EnvVars, Option<crate::store::EngineFiles>)> {
+    let mut dir: Option<crate::store::EngineFiles> = None;
     let mut resolve = |arg: &Arg| -> Result<OsString> {
         match arg {
             Arg::Plain(s) => Ok(s.clone()),

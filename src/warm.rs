@@ -40,7 +40,7 @@ pub(crate) struct Slot {
     idle: Duration,
     since: Instant,
     /// Files the engine was started with (its system prompt file), kept as long as it runs.
-    _files: Option<tempfile::TempDir>,
+    _files: Option<crate::store::EngineFiles>,
 }
 
 impl Slot {
@@ -49,7 +49,7 @@ impl Slot {
         kept: Kept,
         key: String,
         idle: Duration,
-        files: Option<tempfile::TempDir>,
+        files: Option<crate::store::EngineFiles>,
     ) -> Slot {
         Slot { kept, key, transcript: None, idle, since: Instant::now(), _files: files }
     }
@@ -93,17 +93,27 @@ pub(crate) fn fingerprint(store: &Store, id: &str) -> Option<Fingerprint> {
 
 /// What a cold start of the engine depends on, besides the transcript: the program's file (a
 /// reinstalled engine is another one), its arguments and environment, the system prompt, the
-/// folder it runs in and the environment it inherits.
-pub(crate) fn key(program: &Path, start: &dyn std::fmt::Debug, system: &str) -> String {
+/// folder it runs in, the environment it inherits, and the files it `reads` as it starts (each
+/// by its identity and time, or its absence).
+pub(crate) fn key(
+    program: &Path,
+    start: &dyn std::fmt::Debug,
+    system: &str,
+    reads: &[std::path::PathBuf],
+) -> String {
     let file = crate::run::standby::file_id(program);
     let cwd = std::env::current_dir().ok();
     // All of it (an engine reads what it likes: a key, a base URL, a config folder), but what a
-    // shell changes from one command to the next and no engine reads.
+    // shell changes from one command to the next and no engine acts on: bash counts `SHLVL` up
+    // in `$(...)` and `( ... )`, so a standby left by a script would never serve a typed `,`;
+    // `PWD` is the folder, keyed already.
     let mut inherited: Vec<_> = std::env::vars_os()
-        .filter(|(name, _)| !matches!(name.to_str(), Some("_" | "OLDPWD")))
+        .filter(|(name, _)| !matches!(name.to_str(), Some("_" | "OLDPWD" | "SHLVL" | "PWD")))
         .collect();
     inherited.sort();
-    let text = format!("{program:?}\0{file:?}\0{start:?}\0{system}\0{cwd:?}\0{inherited:?}");
+    let files: Vec<_> = reads.iter().map(|p| (p, crate::run::standby::file_id(p))).collect();
+    let text =
+        format!("{program:?}\0{file:?}\0{start:?}\0{system}\0{cwd:?}\0{inherited:?}\0{files:?}");
     Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -24,6 +24,9 @@ pub(crate) fn run(args: &RmArgs) -> Result<u8> {
         })
         .collect::<Result<_>>()?;
     for (id, trashed) in &found {
+        // An engine on standby holds the conversation (its history, in its memory): it ends
+        // with it.
+        crate::run::standby::end_session(&store.standby_dir(), id);
         if *trashed {
             store.purge_trashed(id)?;
             say(&format!("cca: deleted {id} (it was in the trash)"));

@@ -6,6 +6,7 @@ use crate::cli::StandbyArgs;
 use crate::config::Flags;
 use crate::error::exit;
 use crate::human::human_bytes;
+use crate::render::clean_text;
 use crate::run::standby::{self, Status};
 use crate::session;
 
@@ -44,16 +45,18 @@ pub(crate) fn run(args: &StandbyArgs) -> Result<u8> {
 }
 
 /// One waiting engine, on a line: `claude  in ~/src/app, 9m 40s left, 190 MB (group 4242)`.
+/// What a standby reports is cleaned as `cca show` cleans a transcript: a folder's name can
+/// hold any byte but `/` and NUL, terminal escapes included.
 pub(super) fn describe(w: &Status) -> String {
     let left = w.idle_left.as_secs();
-    let state = if w.ready { "" } else { ", starting" };
-    format!(
-        "{:<8} in {}, {}m {:02}s left, {}{state} (process group {})",
-        w.kind,
-        w.folder.display(),
-        left / 60,
-        left % 60,
-        human_bytes(w.memory),
-        w.group
-    )
+    let (kind, folder) = (clean_text(&w.kind), w.folder.to_string_lossy());
+    let folder = clean_text(&folder);
+    let (left, memory) = (format!("{}m {:02}s left", left / 60, left % 60), human_bytes(w.memory));
+    match w.group {
+        0 => format!("{kind:<8} in {folder}, {left}, starting"),
+        group => {
+            let state = if w.ready { "" } else { ", starting" };
+            format!("{kind:<8} in {folder}, {left}, {memory}{state} (process group {group})")
+        }
+    }
 }

@@ -39,6 +39,8 @@ pub(crate) const SPEC: Spec = Spec {
     invocation,
     decoder: || Box::<Decoder>::default(),
     tidy: |_| None,
+    // Any program: what it reads is its own affair.
+    reads_at_start: |_| Vec::new(),
 };
 
 /// The agent as configured; its first prompt frames the system prompt and the live history

@@ -44,6 +44,7 @@ pub(crate) const SPEC: Spec = Spec {
     invocation,
     decoder: || Box::new(Decoder::default()),
     tidy,
+    reads_at_start,
 };
 
 pub(crate) fn invocation(
@@ -254,6 +255,22 @@ impl Notes {
             self.0.iter().map(|(after, lines)| json!({ "after": after, "lines": lines })).collect();
         Value::Array(sets).to_string()
     }
+}
+
+/// What claude reads as it starts: its memory files (`CLAUDE.md` and `CLAUDE.local.md` in this
+/// folder and each above it, the user's and the managed ones) and its settings (the user's,
+/// the project's, the managed ones).
+fn reads_at_start(place: &super::StartPlace) -> Vec<PathBuf> {
+    let mut paths = place.upward(&["CLAUDE.md", "CLAUDE.local.md", ".claude/CLAUDE.md"]);
+    paths.extend(
+        [".claude/settings.json", ".claude/settings.local.json"].map(|f| place.folder.join(f)),
+    );
+    if let Some(home) = place.claude_home {
+        paths.extend(["CLAUDE.md", "settings.json"].map(|f| home.join(f)));
+    }
+    let managed = std::path::Path::new("/etc/claude-code");
+    paths.extend(["CLAUDE.md", "managed-settings.json"].map(|f| managed.join(f)));
+    paths
 }
 
 /// Removes the session file claude kept of a structured-history run, and returns the notes to

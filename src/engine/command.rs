@@ -25,6 +25,8 @@ pub(crate) const SPEC: Spec = Spec {
     invocation,
     decoder: || Box::new(TextDecoder::default()),
     tidy: |_| None,
+    // Started for each turn, never kept.
+    reads_at_start: |_| Vec::new(),
 };
 
 /// Linux refuses a single argument over 128 KiB; stay well below.

@@ -43,6 +43,7 @@ pub(crate) const SPEC: Spec = Spec {
     invocation,
     decoder: || Box::new(Decoder::default()),
     tidy,
+    reads_at_start,
 };
 
 /// gemini always records its own copy of a run (it has no switch); cca is the memory, so the
@@ -226,6 +227,22 @@ pub(crate) fn session_file_matches(path: &Path, session_id: &str) -> bool {
         && name.starts_with("session-")
         && name.ends_with(&format!("-{short}.jsonl"))
         && path.parent().and_then(|p| p.file_name()).is_some_and(|d| d == "chats")
+}
+
+/// What gemini reads as it starts (gemini-cli 0.61.0): its context files (`GEMINI.md` in its
+/// folder, in this folder and each above it), its settings (the user's, the project's, the
+/// system's) and the `.env` files it loads its environment from. Files it reads later, as its
+/// tools reach a folder, are read fresh by a waiting engine too.
+fn reads_at_start(place: &super::StartPlace) -> Vec<PathBuf> {
+    let mut paths = place.upward(&["GEMINI.md", ".env", ".gemini/.env"]);
+    paths.push(place.folder.join(".gemini/settings.json"));
+    if let Some(home) = place.gemini_home {
+        paths.extend(["GEMINI.md", "settings.json", ".env"].map(|f| home.join(".gemini").join(f)));
+    }
+    paths.extend(
+        ["settings.json", "system-defaults.json"].map(|f| Path::new("/etc/gemini-cli").join(f)),
+    );
+    paths
 }
 
 pub(crate) fn sessions_root(gemini_home: &Path) -> PathBuf {

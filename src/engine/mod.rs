@@ -63,6 +63,26 @@ pub struct Spec {
     /// reported for the run; returns the session's engine notes to keep, when they changed
     /// (claude's environment notes, [`Request::notes`]).
     pub tidy: fn(&Leftovers) -> Option<String>,
+    /// The files the program reads as it starts (its context files, its settings), found or
+    /// not: an engine started before one of them changed is not the one a cold start would
+    /// be now, so a warm or waiting engine is used only while they are as they were.
+    pub reads_at_start: fn(&StartPlace) -> Vec<PathBuf>,
+}
+
+/// Where an engine starts, for [`Spec::reads_at_start`].
+pub struct StartPlace<'a> {
+    /// The folder it runs in.
+    pub folder: &'a std::path::Path,
+    /// As in [`Leftovers`].
+    pub gemini_home: Option<&'a std::path::Path>,
+    pub claude_home: Option<&'a std::path::Path>,
+}
+
+impl StartPlace<'_> {
+    /// `names` in the folder and in each folder above it.
+    pub(crate) fn upward(&self, names: &[&str]) -> Vec<PathBuf> {
+        self.folder.ancestors().flat_map(|dir| names.iter().map(|name| dir.join(name))).collect()
+    }
 }
 
 /// What [`Spec::tidy`] needs to find and read what a run left.

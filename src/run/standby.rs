@@ -6,21 +6,25 @@
 //! The standby stays the engine's parent: it tells the taker how the engine ended, and ends the
 //! engine when the taker goes away first, as a cold start's engine ends with its cca.
 //!
-//! One per kind (an engine's name): a new one ends the one before. It serves only a turn whose
-//! cold start would be the same ([`Order::key`]); any other request for it ends it. It ends
-//! after its idle time, when the engine ends, when the engine program's file changes, and on
-//! request. Only this user reaches it: the folder is 0700, and each side checks its peer.
+//! One per kind (an engine's name): the cca that launches it binds the kind's socket before it
+//! starts the standby, so that it is reached from that moment on, and a standby whose socket
+//! was replaced by a newer one's ends. It serves only a turn whose cold start would be the same
+//! ([`Order::key`]); any other request for it ends it. It ends after its idle time, when the
+//! engine ends, when the engine program's file changes, on a signal, and on request. Only this
+//! user reaches it: the folder is 0700, and each side checks its peer. No client holds it up:
+//! each is heard out within its own time and line length, beside the others.
 
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, IoSlice, IoSliceMut, Read, Write};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::net::UnixStream;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -32,14 +36,25 @@ use rustix::net::{
 };
 use rustix::process::Pid;
 use serde::{Deserialize, Serialize};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 
 use super::kept::{Adopted, OPEN_TIMEOUT};
 use super::{Cancel, LAUNCHER, Pipe, group_members, spawn_engine, stop_leftovers, terminate};
 use crate::engine::{acp_agent, claude};
 use crate::store::socket::{self, Socket, peer_allowed};
 
-/// How long a client may take to say what it wants.
+/// How long a client may take to say what it wants, and to be answered.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long a taker waits for a standby's first word before it starts the engine cold.
+const TAKE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The longest request a client may send.
+const MAX_REQUEST: usize = 4096;
+
+/// How often the standby looks at what it does not hear of (its idle time, its socket, the
+/// engine program's file).
+const TICK: Duration = Duration::from_millis(200);
 
 /// What a waiting engine may write before a turn takes it; more, and it is not waiting.
 const MAX_SAID: usize = 1024 * 1024;
@@ -64,6 +79,12 @@ pub(crate) struct Order {
     pub files: Option<PathBuf>,
     /// `$CCA_HOME/standby/`: its socket and lock.
     pub dir: PathBuf,
+    /// The session whose conversation it holds: removing the session ends it.
+    pub session: String,
+    /// Its socket file, as [`launch`] bound it (inode): when the file is another, a newer
+    /// standby took the kind's place, and this one ends.
+    #[serde(default)]
+    pub socket: u64,
 }
 
 /// The start-up work an engine does before it waits, and how the standby knows it is done.
@@ -105,6 +126,10 @@ enum Request {
     },
     Status,
     End,
+    /// Ends it if it holds this session's conversation.
+    EndSession {
+        session: String,
+    },
 }
 
 /// What a standby answers.
@@ -118,6 +143,8 @@ enum Reply {
         stderr: Vec<u8>,
         session: Option<String>,
     },
+    /// The engine is still starting: the handover follows when it is ready.
+    Starting,
     /// Started for another turn than this one: it ends.
     Stale,
     Status(Status),
@@ -134,8 +161,12 @@ pub(crate) struct Status {
     pub kind: String,
     pub program: PathBuf,
     pub folder: PathBuf,
-    /// Its process group (the launcher's pid).
+    /// Its process group (the launcher's pid); 0 before the engine is started.
     pub group: i32,
+    /// The session whose conversation it holds.
+    pub session: String,
+    /// The files the engine was started with: in use, not left over.
+    pub files: Option<PathBuf>,
     /// Done with its start-up (an ACP agent's session is open).
     pub ready: bool,
     pub idle_left: Duration,
@@ -144,16 +175,23 @@ pub(crate) struct Status {
 }
 
 /// Starts `cca __standby` for `order`, detached, and returns at once; nothing when cca's own
-/// binary is not known (unit tests).
-pub(crate) fn launch(order: &Order) -> Result<()> {
+/// binary is not known (unit tests). The kind's socket is bound here, before the standby runs,
+/// and handed to it as its stdout: from now on `cca standby`, `--end` and the next turn reach
+/// it, and the one before, finding its socket replaced, ends.
+pub(crate) fn launch(mut order: Order) -> Result<()> {
     let Some(cca) = LAUNCHER.get() else { return Ok(()) };
-    let text = serde_json::to_string(order)?;
+    let name = socket_name(&order.kind);
+    let socket = Socket::listen(&order.dir, &name)?;
+    order.socket = socket_inode(&order.dir.join(&name)).unwrap_or_default();
+    let listener = socket.keep()?;
+    let text = serde_json::to_string(&order)?;
     let mut child = Command::new(cca)
         .arg("__standby")
         .stdin(Stdio::piped())
-        .stdout(Stdio::null())
+        .stdout(Stdio::from(OwnedFd::from(listener)))
         .stderr(Stdio::null())
         .spawn()
+        .inspect_err(|_| remove_socket(&order))
         .with_context(|| format!("cannot run {}", cca.display()))?;
     let mut stdin = child.stdin.take().expect("piped");
     stdin.write_all(text.as_bytes()).context("cannot hand the standby its order")?;
@@ -161,17 +199,26 @@ pub(crate) fn launch(order: &Order) -> Result<()> {
     Ok(())
 }
 
-/// `cca __standby`: reads its order on stdin and serves it until it ends.
+/// `cca __standby`: reads its order on stdin, takes its socket from stdout, and serves until
+/// it ends. (It was started with no descriptor but these three: see `main.rs`.)
 pub(crate) fn serve_stdin() -> Result<()> {
     let mut text = String::new();
     io::stdin().read_to_string(&mut text).context("cannot read the order")?;
     let order: Order = serde_json::from_str(&text).context("cannot read the order")?;
+    // Its engine's files are in use as long as it runs (`cca doctor` does not call them left
+    // over).
+    let _in_use = order.files.as_deref().and_then(crate::store::EngineFiles::lock);
+    let listener = UnixListener::from(io::stdout().as_fd().try_clone_to_owned()?);
+    let _ = File::open("/dev/null").map(|null| rustix::stdio::dup2_stdout(&null));
     // Out of the terminal's session: the Ctrl-C typed for the next turn, or a closed terminal,
-    // is not for it.
+    // is not for it. A signal sent to it ends it as an end request does, files removed.
     let _ = rustix::process::setsid();
-    let files = order.files.clone();
-    let served = serve(&order);
-    if let Some(files) = files {
+    let signalled = Arc::new(AtomicBool::new(false));
+    for signal in [SIGTERM, SIGINT, SIGHUP, SIGQUIT] {
+        let _ = signal_hook::flag::register(signal, Arc::clone(&signalled));
+    }
+    let served = serve(&order, listener, &signalled);
+    if let Some(files) = &order.files {
         let _ = std::fs::remove_dir_all(files);
     }
     served
@@ -190,15 +237,129 @@ impl Drop for Group {
     }
 }
 
-fn serve(order: &Order) -> Result<()> {
-    let lock = take_place(order)?;
+fn serve(order: &Order, listener: UnixListener, signalled: &AtomicBool) -> Result<()> {
+    listener.set_nonblocking(true)?;
+    let started = Instant::now();
+    let program = file_id(&order.program);
+    let mut lock = None;
+    let mut engine: Option<(Waiting, Child, Group)> = None;
+    let mut clients: Vec<Client> = Vec::new();
+    let mut taker: Option<UnixStream> = None;
+    let ended = loop {
+        if signalled.load(Ordering::Relaxed) {
+            break Ok(());
+        }
+        if lock.is_none() {
+            // Placed once the one before has let go of the kind's lock (it ends as it finds
+            // its socket replaced); then the engine starts.
+            lock = try_lock_kind(order)?;
+            if lock.is_some() {
+                engine = Some(start_engine(order)?);
+            } else if started.elapsed() > OPEN_TIMEOUT {
+                break Err(anyhow::anyhow!("the standby before this one did not end"));
+            }
+        }
+        let ready = engine.as_ref().is_some_and(|(w, ..)| w.ready);
+        if let (true, Some(conn)) = (ready, taker.take()) {
+            let (mut waiting, child, group) = engine.take().expect("ready");
+            waiting.hand_over(&conn)?;
+            // The next standby may start now; the taker holds the pipes.
+            drop((listener, lock, waiting));
+            remove_socket(order);
+            let exited = report_exit(child, conn);
+            drop(group);
+            return exited;
+        }
+        let too_slow = !ready && started.elapsed() > OPEN_TIMEOUT;
+        let idle = order.idle.saturating_sub(started.elapsed()).is_zero();
+        let replaced =
+            socket_inode(&order.dir.join(socket_name(&order.kind))) != Some(order.socket);
+        if idle || too_slow || replaced || file_id(&order.program) != program {
+            break Ok(());
+        }
+        let mut fds = vec![PollFd::new(&listener, PollFlags::IN)];
+        if let Some((waiting, ..)) = &engine {
+            fds.push(PollFd::new(&waiting.stdout, PollFlags::IN));
+            fds.push(PollFd::new(&waiting.stderr, PollFlags::IN));
+        }
+        fds.extend(clients.iter().map(|c| PollFd::new(&c.conn, PollFlags::IN)));
+        let tick = Timespec { tv_sec: 0, tv_nsec: TICK.as_nanos() as i64 };
+        match rustix::event::poll(&mut fds, Some(&tick)) {
+            Ok(_) | Err(rustix::io::Errno::INTR) => {}
+            Err(e) => break Err(io::Error::from(e).into()),
+        }
+        let heard: Vec<bool> = fds.iter().map(|fd| !fd.revents().is_empty()).collect();
+        drop(fds);
+        let (said, rest) = heard.split_at(if engine.is_some() { 3 } else { 1 });
+        if let (Some((waiting, ..)), [_, out, err]) = (&mut engine, said)
+            && (*out || *err)
+            && !waiting.read(*out, *err)?
+        {
+            break Ok(());
+        }
+        // Heard out: a request read whole, or a client gone, too slow or too long-winded.
+        let mut heard_out = Vec::new();
+        for (i, client) in clients.iter_mut().enumerate() {
+            match rest.get(i).copied().unwrap_or(false).then(|| client.read()) {
+                Some(Some(request)) => heard_out.push((i, Some(request))),
+                _ if client.deadline < Instant::now() => heard_out.push((i, None)),
+                Some(None) if client.closed => heard_out.push((i, None)),
+                _ => {}
+            }
+        }
+        let mut end = false;
+        for (i, request) in heard_out.into_iter().rev() {
+            let client = clients.swap_remove(i);
+            let Some(request) = request else { continue };
+            let status = || status(order, engine.as_ref().map(|(w, ..)| w), started);
+            match answer(order, request, &client.conn, taker.is_some(), ready, status) {
+                Some(Served::Taker) => taker = Some(client.conn),
+                Some(Served::End) => end = true,
+                None => {}
+            }
+        }
+        if end {
+            break Ok(());
+        }
+        if heard[0] {
+            while let Ok((conn, _)) = listener.accept() {
+                let allowed = peer_allowed(&conn, rustix::process::geteuid().as_raw());
+                if allowed && conn.set_nonblocking(true).is_ok() {
+                    clients.push(Client::new(conn));
+                }
+            }
+        }
+    };
+    remove_socket(order);
+    ended
+}
+
+/// The kind's lock, if this standby may have it now.
+fn try_lock_kind(order: &Order) -> Result<Option<File>> {
+    socket::open_private_dir(&order.dir)?;
+    let path = order.dir.join(format!("{}.lock", order.kind));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(e)) => Err(e.into()),
+    }
+}
+
+/// Starts the engine and sends it its opening requests.
+fn start_engine(order: &Order) -> Result<(Waiting, Child, Group)> {
     let mut child = spawn_engine(&order.program, &order.args, &order.env)
         .with_context(|| format!("cannot run {}", order.program.display()))?;
     let group = Pid::from_child(&child);
-    let _group = Group { group, grace: order.grace };
+    let guard = Group { group, grace: order.grace };
     let mut engine = Waiting {
-        order,
         group,
+        opening: order.opening,
         stdin: child.stdin.take().expect("piped"),
         stdout: child.stdout.take().expect("piped"),
         stderr: child.stderr.take().expect("piped"),
@@ -206,57 +367,51 @@ fn serve(order: &Order) -> Result<()> {
         said_err: Vec::new(),
         session: None,
         ready: false,
-        started: Instant::now(),
     };
     for line in order.opening.lines()? {
         engine.stdin.write_all(line.as_bytes())?;
     }
-    let socket = Socket::listen(&order.dir, &format!("{}.sock", order.kind))?;
-    socket.listener.set_nonblocking(true)?;
-    let program = file_id(&order.program);
-    let mut taker: Option<UnixStream> = None;
-    loop {
-        if let (true, Some(conn)) = (engine.ready, taker.take()) {
-            engine.hand_over(&conn)?;
-            // The next standby may start now; the taker holds the pipes.
-            drop((socket, lock, engine));
-            return report_exit(child, conn);
+    Ok((engine, child, guard))
+}
+
+/// A client being heard out: what it said so far, and until when it may speak.
+struct Client {
+    conn: UnixStream,
+    line: Vec<u8>,
+    deadline: Instant,
+    /// It closed its end, or said more than a request holds.
+    closed: bool,
+}
+
+impl Client {
+    fn new(conn: UnixStream) -> Client {
+        Client { conn, line: Vec::new(), deadline: Instant::now() + REQUEST_TIMEOUT, closed: false }
+    }
+
+    /// Reads what it sent; its request once the line is whole.
+    fn read(&mut self) -> Option<Request> {
+        let mut buf = [0u8; 1024];
+        match (&self.conn).read(&mut buf) {
+            Ok(0) => self.closed = true,
+            Ok(n) => self.line.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(_) => self.closed = true,
         }
-        let too_slow = !engine.ready && engine.started.elapsed() > OPEN_TIMEOUT;
-        if engine.idle_left().is_zero() || too_slow || file_id(&order.program) != program {
-            return Ok(());
+        let end = memchr::memchr(b'\n', &self.line);
+        if end.is_none() && self.line.len() > MAX_REQUEST {
+            self.closed = true;
         }
-        let mut fds = [
-            PollFd::new(&socket.listener, PollFlags::IN),
-            PollFd::new(&engine.stdout, PollFlags::IN),
-            PollFd::new(&engine.stderr, PollFlags::IN),
-        ];
-        let tick = Timespec { tv_sec: 0, tv_nsec: 200_000_000 };
-        match rustix::event::poll(&mut fds, Some(&tick)) {
-            Ok(_) | Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(io::Error::from(e).into()),
-        }
-        let [client, out, err] = fds.map(|fd| !fd.revents().is_empty());
-        if (out || err) && !engine.read(out, err)? {
-            return Ok(());
-        }
-        if !client {
-            continue;
-        }
-        while let Ok((conn, _)) = socket.listener.accept() {
-            match engine.answer(&conn, taker.is_some()) {
-                Some(Served::Taker) => taker = Some(conn),
-                Some(Served::End) => return Ok(()),
-                None => {}
-            }
-        }
+        let request = serde_json::from_slice(&self.line[..end?]).ok();
+        // A line that is no request: the client is done.
+        self.closed |= request.is_none();
+        request
     }
 }
 
 /// An engine started, waiting for a turn, and what it said meanwhile.
-struct Waiting<'a> {
-    order: &'a Order,
+struct Waiting {
     group: Pid,
+    opening: Opening,
     stdin: std::process::ChildStdin,
     stdout: std::process::ChildStdout,
     stderr: std::process::ChildStderr,
@@ -267,7 +422,6 @@ struct Waiting<'a> {
     session: Option<String>,
     /// Done with its opening work.
     ready: bool,
-    started: Instant,
 }
 
 /// What a client's request comes to.
@@ -278,11 +432,61 @@ enum Served {
     End,
 }
 
-impl Waiting<'_> {
-    fn idle_left(&self) -> Duration {
-        self.order.idle.saturating_sub(self.started.elapsed())
+/// The standby as `cca standby` shows it.
+fn status(order: &Order, engine: Option<&Waiting>, started: Instant) -> Status {
+    Status {
+        kind: order.kind.clone(),
+        program: order.program.clone(),
+        folder: std::env::current_dir().unwrap_or_default(),
+        group: engine.map_or(0, |w| w.group.as_raw_nonzero().get()),
+        session: order.session.clone(),
+        files: order.files.clone(),
+        ready: engine.is_some_and(|w| w.ready),
+        idle_left: order.idle.saturating_sub(started.elapsed()),
+        memory: engine.map_or(0, |w| group_memory(w.group)),
     }
+}
 
+/// Answers a client's request: its status, or an end; a taker waits for the handover
+/// (`promised`: another already does), told so at once when the engine is not ready.
+fn answer(
+    order: &Order,
+    request: Request,
+    conn: &UnixStream,
+    promised: bool,
+    ready: bool,
+    status: impl Fn() -> Status,
+) -> Option<Served> {
+    // Each answer is a line or two, which a socket's buffer takes whole: never waited for.
+    match request {
+        Request::Take { key } if key == order.key && !promised => {
+            if !ready {
+                let _ = send(conn, &Reply::Starting);
+            }
+            Some(Served::Taker)
+        }
+        Request::Take { .. } => {
+            let _ = send(conn, &Reply::Stale);
+            // Started for another turn: it ends, unless promised to the one it fits.
+            (!promised).then_some(Served::End)
+        }
+        Request::Status => {
+            let _ = send(conn, &Reply::Status(status()));
+            None
+        }
+        Request::End => {
+            let _ = send(conn, &Reply::Ended);
+            Some(Served::End)
+        }
+        Request::EndSession { session } => {
+            let mine = session == order.session && !promised;
+            let _ = send(conn, &if mine { Reply::Ended } else { Reply::Status(status()) });
+            mine.then_some(Served::End)
+        }
+    }
+}
+
+impl Waiting {
     /// Reads what the engine wrote (on stdout: `out`, on stderr: `err`); `false` when it can no
     /// longer take a turn: it ended, closed its output, or says too much for one waiting.
     fn read(&mut self, out: bool, err: bool) -> Result<bool> {
@@ -297,7 +501,7 @@ impl Waiting<'_> {
             // for the turn.
             while let (false, Some(end)) = (self.ready, memchr::memchr(b'\n', &self.said)) {
                 let line: Vec<u8> = self.said.drain(..=end).collect();
-                if let Some(opened) = self.order.opening.done(&line) {
+                if let Some(opened) = self.opening.done(&line) {
                     self.session = opened?;
                     self.ready = true;
                 }
@@ -313,43 +517,10 @@ impl Waiting<'_> {
         Ok(self.said.len() + self.said_err.len() <= MAX_SAID)
     }
 
-    /// Answers a client of this user's: its status, or an end; a taker waits for the handover
-    /// (`promised`: another already does).
-    fn answer(&self, conn: &UnixStream, promised: bool) -> Option<Served> {
-        if !peer_allowed(conn, rustix::process::geteuid().as_raw()) {
-            return None;
-        }
-        let _ = conn.set_nonblocking(false);
-        let _ = conn.set_read_timeout(Some(REQUEST_TIMEOUT));
-        match read_line::<Request>(&mut BufReader::new(conn)).ok()? {
-            Request::Take { key } if key == self.order.key && !promised => Some(Served::Taker),
-            Request::Take { .. } => {
-                let _ = send(conn, &Reply::Stale);
-                // Started for another turn: it ends, unless promised to the one it fits.
-                (!promised).then_some(Served::End)
-            }
-            Request::Status => {
-                let status = Status {
-                    kind: self.order.kind.clone(),
-                    program: self.order.program.clone(),
-                    folder: std::env::current_dir().unwrap_or_default(),
-                    group: self.group.as_raw_nonzero().get(),
-                    ready: self.ready,
-                    idle_left: self.idle_left(),
-                    memory: group_memory(self.group),
-                };
-                let _ = send(conn, &Reply::Status(status));
-                None
-            }
-            Request::End => {
-                let _ = send(conn, &Reply::Ended);
-                Some(Served::End)
-            }
-        }
-    }
-
     /// Sends the taker the engine: its group, what it said, its session, and its pipes.
     fn hand_over(&mut self, conn: &UnixStream) -> Result<()> {
+        conn.set_nonblocking(false)?;
+        conn.set_write_timeout(Some(REQUEST_TIMEOUT))?;
         let fds = [self.stdin.as_fd(), self.stdout.as_fd(), self.stderr.as_fd()];
         let reply = Reply::Handover {
             group: self.group.as_raw_nonzero().get(),
@@ -358,6 +529,25 @@ impl Waiting<'_> {
             session: self.session.take(),
         };
         send_with_fds(conn, &reply, &fds)
+    }
+}
+
+/// The socket's file name for `kind`.
+fn socket_name(kind: &str) -> String {
+    format!("{kind}.sock")
+}
+
+/// The inode of the file at `path`, if there is one.
+fn socket_inode(path: &Path) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path).ok().map(|m| m.ino())
+}
+
+/// Removes the order's socket file, unless a newer standby's has taken its place.
+fn remove_socket(order: &Order) {
+    let path = order.dir.join(socket_name(&order.kind));
+    if socket_inode(&path) == Some(order.socket) {
+        let _ = std::fs::remove_file(path);
     }
 }
 
@@ -413,36 +603,6 @@ pub(crate) fn time_start(
     }
 }
 
-/// Makes this the only standby of its kind: the one before (holding the kind's lock) is asked
-/// to end, and its lock waited for.
-fn take_place(order: &Order) -> Result<File> {
-    socket::open_private_dir(&order.dir)?;
-    let path = order.dir.join(format!("{}.lock", order.kind));
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
-    let deadline = Instant::now() + OPEN_TIMEOUT + REQUEST_TIMEOUT;
-    let mut asked = false;
-    loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(file),
-            Err(std::fs::TryLockError::WouldBlock) => {}
-            Err(std::fs::TryLockError::Error(e)) => return Err(e.into()),
-        }
-        if !asked {
-            asked = true;
-            let _ = ask(&order.dir, &order.kind, &Request::End);
-        }
-        if Instant::now() > deadline {
-            bail!("the standby before this one did not end");
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// After the handover: waits for the engine, and tells the taker how it ended; ends it when the
 /// taker goes away first.
 fn report_exit(mut child: std::process::Child, conn: UnixStream) -> Result<()> {
@@ -480,26 +640,36 @@ fn report_exit(mut child: std::process::Child, conn: UnixStream) -> Result<()> {
 pub(crate) fn take(dir: &Path, kind: &str, key: &str, cancel: &Cancel) -> Result<Option<Adopted>> {
     let Some(conn) = connect(dir, kind)? else { return Ok(None) };
     send(&conn, &Request::Take { key: key.to_string() })?;
-    // An ACP agent may still be opening its session: waited for, as a cold start would be.
     conn.set_read_timeout(Some(Duration::from_millis(100)))?;
-    let deadline = Instant::now() + OPEN_TIMEOUT + REQUEST_TIMEOUT;
+    // A standby answers at once; one that does not is not waited for. One still starting its
+    // engine says so, and is waited for as a cold start would be.
+    let mut deadline = Instant::now() + TAKE_TIMEOUT;
+    let mut received = Vec::new();
+    let mut fds: Vec<OwnedFd> = Vec::new();
     let mut buf = vec![0u8; 256 * 1024];
     let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
-    let (first, fds) = loop {
+    let end = loop {
         cancel.check()?;
+        if let Some(end) = memchr::memchr(b'\n', &received) {
+            if !matches!(serde_json::from_slice(&received[..end]), Ok(Reply::Starting)) {
+                break end;
+            }
+            received.drain(..=end);
+            deadline = Instant::now() + OPEN_TIMEOUT + REQUEST_TIMEOUT;
+            continue;
+        }
         let mut control = RecvAncillaryBuffer::new(&mut space);
         let mut iov = [IoSliceMut::new(&mut buf)];
         match rustix::net::recvmsg(&conn, &mut iov, &mut control, RecvFlags::CMSG_CLOEXEC) {
+            Ok(got) if got.bytes == 0 => {
+                bail!("the standby engine ended before it was handed over")
+            }
             Ok(got) => {
-                let fds: Vec<OwnedFd> = control
-                    .drain()
-                    .filter_map(|m| match m {
-                        RecvAncillaryMessage::ScmRights(fds) => Some(fds),
-                        _ => None,
-                    })
-                    .flatten()
-                    .collect();
-                break (buf[..got.bytes].to_vec(), fds);
+                fds.extend(control.drain().flat_map(|m| match m {
+                    RecvAncillaryMessage::ScmRights(fds) => fds.collect(),
+                    _ => Vec::new(),
+                }));
+                received.extend_from_slice(&buf[..got.bytes]);
             }
             Err(rustix::io::Errno::AGAIN | rustix::io::Errno::INTR)
                 if Instant::now() < deadline => {}
@@ -507,8 +677,10 @@ pub(crate) fn take(dir: &Path, kind: &str, key: &str, cancel: &Cancel) -> Result
         }
     };
     conn.set_read_timeout(None)?;
-    let mut reader = BufReader::new(io::Cursor::new(first).chain(conn));
-    let reply: Reply = read_line(&mut reader).context("the standby engine did not answer")?;
+    let reply: Reply =
+        serde_json::from_slice(&received[..end]).context("the standby engine did not answer")?;
+    let rest = received.split_off(end + 1);
+    let mut reader = BufReader::new(io::Cursor::new(rest).chain(conn));
     let Reply::Handover { group, stdout, stderr, session } = reply else { return Ok(None) };
     let (Some(group), Ok([stdin_fd, stdout_fd, stderr_fd])) =
         (Pid::from_raw(group), <[OwnedFd; 3]>::try_from(fds))
@@ -555,6 +727,13 @@ pub(crate) fn end(dir: &Path, kind: Option<&str>) -> Vec<String> {
         .collect()
 }
 
+/// Ends what waits in `dir` holding the conversation of `session` (which is being removed).
+pub(crate) fn end_session(dir: &Path, session: &str) {
+    for kind in kinds(dir) {
+        let _ = ask(dir, &kind, &Request::EndSession { session: session.to_string() });
+    }
+}
+
 /// The kinds with a socket in `dir`, sorted.
 fn kinds(dir: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
@@ -577,7 +756,7 @@ fn ask(dir: &Path, kind: &str, request: &Request) -> Result<Option<Reply>> {
 
 /// Connects to the standby of `kind`, if one listens, and checks it is this user's.
 fn connect(dir: &Path, kind: &str) -> Result<Option<UnixStream>> {
-    let Some(conn) = socket::connect(dir, &format!("{kind}.sock"))? else { return Ok(None) };
+    let Some(conn) = socket::connect(dir, &socket_name(kind))? else { return Ok(None) };
     let uid = rustix::process::geteuid().as_raw();
     Ok(peer_allowed(&conn, uid).then_some(conn))
 }

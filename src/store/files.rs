@@ -78,13 +78,26 @@ pub(crate) fn set_mode(path: &Path, mode: u32) -> Result<()> {
         .with_context(|| format!("cannot set permissions on {}", path.display()))
 }
 
+/// A temporary file in `dir` named `PREFIX...`, locked (shared) while this cca has it open, so
+/// that `Store::leftovers` never calls it left over while it is being written.
+pub(super) fn temp_file(dir: &Path, prefix: &str) -> Result<tempfile::NamedTempFile> {
+    let temp = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot create a file in {}", dir.display()))?;
+    let _ = temp.as_file().lock_shared();
+    Ok(temp)
+}
+
+/// Whether a temporary file or folder is in use: someone holds a lock on it.
+pub(super) fn in_use(path: &Path) -> bool {
+    File::open(path).is_ok_and(|f| matches!(f.try_lock(), Err(fs::TryLockError::WouldBlock)))
+}
+
 /// Replaces a file's contents atomically: temp file in the same folder, fsync, rename.
 pub(crate) fn replace_file(path: &Path, contents: &[u8]) -> Result<()> {
     let dir = path.parent().context("a file to replace has a folder")?;
-    let mut temp = tempfile::Builder::new()
-        .prefix(".replace-")
-        .tempfile_in(dir)
-        .with_context(|| format!("cannot create a file in {}", dir.display()))?;
+    let mut temp = temp_file(dir, ".replace-")?;
     temp.write_all(contents)
         .and_then(|()| temp.as_file().sync_data())
         .with_context(|| format!("cannot write {}", path.display()))?;

@@ -82,10 +82,7 @@ impl Store {
     fn create_file_as(&self, id: &str, contents: &str, sync: bool) -> Result<bool> {
         self.ensure()?;
         let dir = self.sessions_dir();
-        let mut temp = tempfile::Builder::new()
-            .prefix(".new-session-")
-            .tempfile_in(&dir)
-            .with_context(|| format!("cannot create a file in {}", dir.display()))?;
+        let mut temp = super::files::temp_file(&dir, ".new-session-")?;
         temp.write_all(contents.as_bytes())
             .and_then(|()| if sync { temp.as_file().sync_data() } else { Ok(()) })
             .with_context(|| format!("cannot write a new session in {}", dir.display()))?;

@@ -160,7 +160,9 @@ impl Store {
         read_optional(&self.home.join("prompts").join(format!("{name}.md")))
     }
 
-    /// Temporary files an interrupted cca may have left behind (a crash before its cleanup).
+    /// Temporary files an interrupted cca may have left behind (a crash before its cleanup):
+    /// none that a running cca holds (locked: a turn's engine files, a file being written; a
+    /// `latest` link being made by a process still running).
     pub(crate) fn leftovers(&self) -> Vec<PathBuf> {
         let mut found = Vec::new();
         for dir in [self.home.clone(), self.sessions_dir(), self.image_dir()] {
@@ -171,7 +173,11 @@ impl Store {
                     .iter()
                     .any(|p| name.starts_with(p))
                 {
-                    found.push(entry.path());
+                    let maker = name.strip_prefix(".latest-").and_then(|n| n.split('-').next());
+                    let running = maker.is_some_and(|pid| Path::new("/proc").join(pid).exists());
+                    if !running && !files::in_use(&entry.path()) {
+                        found.push(entry.path());
+                    }
                 }
             }
         }
@@ -237,11 +243,13 @@ impl Store {
 
     /// A private folder for files handed to an engine (system prompt, history); removed on drop.
     /// Called under a session lock, so `CCA_HOME` exists.
-    pub(crate) fn engine_scratch_dir(&self) -> Result<tempfile::TempDir> {
-        tempfile::Builder::new()
+    pub(crate) fn engine_scratch_dir(&self) -> Result<EngineFiles> {
+        let dir = tempfile::Builder::new()
             .prefix(".engine-")
             .tempdir_in(&self.home)
-            .with_context(|| format!("cannot create a folder in {}", self.home.display()))
+            .with_context(|| format!("cannot create a folder in {}", self.home.display()))?;
+        let lock = EngineFiles::lock(dir.path());
+        Ok(EngineFiles { dir, _lock: lock })
     }
 
     /// `$CCA_HOME/standby/`: the sockets and locks of engines waiting for a one-shot turn.
@@ -281,10 +289,7 @@ impl Store {
         if fs::metadata(&path).is_ok_and(|m| m.is_file() && m.len() == image.bytes.len() as u64) {
             return Ok(path);
         }
-        let mut temp = tempfile::Builder::new()
-            .prefix(".image-")
-            .tempfile_in(&dir)
-            .with_context(|| format!("cannot create a file in {}", dir.display()))?;
+        let mut temp = files::temp_file(&dir, ".image-")?;
         temp.write_all(&image.bytes)
             .and_then(|()| temp.as_file().sync_data())
             .with_context(|| format!("cannot write {}", path.display()))?;
@@ -303,6 +308,33 @@ impl Store {
             .open(path)
             .with_context(|| format!("cannot create {}", path.display()))?;
         file.write_all(contents).with_context(|| format!("cannot write {}", path.display()))
+    }
+}
+
+/// A folder of files handed to an engine ([`Store::engine_scratch_dir`]), locked (shared) while
+/// it is in use, and removed when dropped.
+#[derive(Debug)]
+pub(crate) struct EngineFiles {
+    dir: tempfile::TempDir,
+    _lock: Option<File>,
+}
+
+impl EngineFiles {
+    pub(crate) fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Keeps the folder for another process (a standby), which takes its own lock
+    /// ([`EngineFiles::lock`]) and removes it.
+    pub(crate) fn keep(self) -> PathBuf {
+        self.dir.keep()
+    }
+
+    /// A shared lock on the folder `path`, held as long as the file is open.
+    pub(crate) fn lock(path: &Path) -> Option<File> {
+        let file = File::open(path).ok()?;
+        file.lock_shared().ok()?;
+        Some(file)
     }
 }
 

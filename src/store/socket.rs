@@ -19,6 +19,8 @@ pub(crate) struct Socket {
     pub listener: UnixListener,
     name: String,
     dir: SocketDir,
+    /// Handed on ([`Socket::keep`]): its file is not removed on drop.
+    kept: bool,
 }
 
 impl Socket {
@@ -46,7 +48,14 @@ impl Socket {
         rustix::fs::renameat(&opened.file, &staging, &opened.file, name)
             .map_err(io::Error::from)
             .with_context(|| format!("cannot rename {} to {}", staged.display(), path.display()))?;
-        Ok(Socket { listener, name: name.to_string(), dir: opened })
+        Ok(Socket { listener, name: name.to_string(), dir: opened, kept: false })
+    }
+
+    /// The listener, for another process to serve: the socket file stays when this is dropped
+    /// (that process removes it).
+    pub(crate) fn keep(mut self) -> io::Result<UnixListener> {
+        self.kept = true;
+        self.listener.try_clone()
     }
 
     /// Connects to this socket (as a client would, through the same short address).
@@ -57,6 +66,9 @@ impl Socket {
 
 impl Drop for Socket {
     fn drop(&mut self) {
+        if self.kept {
+            return;
+        }
         let _ = rustix::fs::unlinkat(&self.dir.file, &self.name, rustix::fs::AtFlags::empty());
     }
 }

@@ -166,10 +166,7 @@ impl Store {
     ) -> Result<()> {
         let path = self.session_path(id);
         let dir = self.sessions_dir();
-        let mut temp = tempfile::Builder::new()
-            .prefix(".replace-")
-            .tempfile_in(&dir)
-            .with_context(|| format!("cannot create a file in {}", dir.display()))?;
+        let mut temp = super::files::temp_file(&dir, ".replace-")?;
         let mut old = self.open_session(id)?;
         temp.write_all(transcript::render_header(header).as_bytes())
             .and_then(|()| old.seek(SeekFrom::Start(header_end)).map(drop))

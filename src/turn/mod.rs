@@ -532,6 +532,7 @@ impl Answering<'_> {
         observer: &mut dyn Observer,
         cancel: &Cancel,
     ) -> (Attempt, Option<File>, Vec<run::Earlier>) {
+        let started = std::time::Instant::now();
         match self.answer(summary, observer, cancel) {
             Ok(mut run) => {
                 let earlier = std::mem::take(&mut run.earlier);
@@ -540,7 +541,7 @@ impl Answering<'_> {
                 attempt.note_left_out(&self.session.engine.name, observer);
                 (attempt, answer, earlier)
             }
-            Err(e) => (Attempt::error(&e), None, Vec::new()),
+            Err(e) => (Attempt::error(&e, started.elapsed()), None, Vec::new()),
         }
     }
 

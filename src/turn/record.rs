@@ -275,11 +275,11 @@ impl Attempt {
         }
     }
 
-    /// The engine did not run to an end.
-    pub(super) fn error(e: &anyhow::Error) -> Attempt {
+    /// The engine did not run to an end: `duration` after the attempt began.
+    pub(super) fn error(e: &anyhow::Error, duration: Duration) -> Attempt {
         Attempt {
             verdict: Verdict::of_error(e),
-            duration: Duration::ZERO,
+            duration,
             usage: Usage::default(),
             left_out: Vec::new(),
             model: None,
