@@ -199,17 +199,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_file_the_engine_reads_at_start_changes_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("GEMINI.md");
+        let reads = [file.clone()];
+        let key = || key(Path::new("/bin/true"), &"args", "system", &reads);
+        let absent = key();
+        std::fs::write(&file, "one").unwrap();
+        let created = key();
+        assert_ne!(absent, created, "a file created");
+        std::fs::write(&file, "two, longer").unwrap();
+        assert_ne!(created, key(), "a file edited");
+        assert_eq!(key(), key(), "nothing changed");
+    }
+
+    #[test]
     fn the_key_changes_with_anything_a_cold_start_depends_on() {
         let dir = tempfile::tempdir().unwrap();
         let program = dir.path().join("claude");
         std::fs::write(&program, "#!/bin/sh\n").unwrap();
         let args = vec!["-p", "--model=sonnet"];
-        let base = key(&program, &args, "be brief");
-        assert_eq!(base, key(&program, &args, "be brief"), "the same start, the same key");
-        assert_ne!(base, key(&program, &vec!["-p", "--model=opus"], "be brief"), "a model");
-        assert_ne!(base, key(&program, &args, "be thorough"), "a system prompt");
+        let base = key(&program, &args, "be brief", &[]);
+        assert_eq!(base, key(&program, &args, "be brief", &[]), "the same start, the same key");
+        assert_ne!(base, key(&program, &vec!["-p", "--model=opus"], "be brief", &[]), "a model");
+        assert_ne!(base, key(&program, &args, "be thorough", &[]), "a system prompt");
         // An engine upgraded in place is another program.
         std::fs::write(&program, "#!/bin/sh\n# 2.1.330\n").unwrap();
-        assert_ne!(base, key(&program, &args, "be brief"), "another file");
+        assert_ne!(base, key(&program, &args, "be brief", &[]), "another file");
     }
 }

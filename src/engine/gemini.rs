@@ -355,6 +355,28 @@ fn decode_line(v: &Value, out: &mut Vec<Output>) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn what_gemini_reads_at_start_is_its_context_files_settings_and_env_files() {
+        let place = crate::engine::StartPlace {
+            folder: Path::new("/home/u/src/app"),
+            gemini_home: Some(Path::new("/home/u")),
+            claude_home: None,
+        };
+        let reads = reads_at_start(&place);
+        for path in [
+            "/home/u/src/app/GEMINI.md",
+            "/home/u/src/GEMINI.md",
+            "/GEMINI.md",
+            "/home/u/src/app/.gemini/settings.json",
+            "/home/u/src/app/.env",
+            "/home/u/.gemini/GEMINI.md",
+            "/home/u/.gemini/settings.json",
+            "/etc/gemini-cli/settings.json",
+        ] {
+            assert!(reads.contains(&PathBuf::from(path)), "{path}: {reads:?}");
+        }
+    }
+
     use super::*;
     use crate::engine::Decoder as _;
     use crate::transcript::Live;

@@ -21,5 +21,6 @@ mod setup;
 mod shell;
 mod signals;
 mod standby;
+mod standby_faults;
 mod steer;
 mod terminal;

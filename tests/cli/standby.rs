@@ -6,13 +6,13 @@ use std::time::Duration;
 use crate::common::*;
 
 /// The process group of the claude waiting on standby, once it is ready; `None` when none is.
-fn waiting(env: &TestEnv) -> Option<i32> {
+pub(super) fn waiting(env: &TestEnv) -> Option<i32> {
     let out = env.run(&["standby"]).ok().stdout.clone();
     let line = out.lines().find(|l| l.starts_with("claude") && !l.contains("starting"))?;
     line.rsplit_once("process group ")?.1.trim_end_matches(')').parse().ok()
 }
 
-fn ready(env: &TestEnv) -> i32 {
+pub(super) fn ready(env: &TestEnv) -> i32 {
     let mut group = None;
     let found = wait_until(Duration::from_secs(20), || {
         group = waiting(env);
@@ -23,7 +23,7 @@ fn ready(env: &TestEnv) -> i32 {
 }
 
 /// A fake claude on standby after a first answered turn, and its process group.
-fn claude_waiting() -> (TestEnv, i32) {
+pub(super) fn claude_waiting() -> (TestEnv, i32) {
     let env = TestEnv::new();
     env.write_config("standby = \"1m\"\n");
     env.run(&["search", "first"]).ok();
@@ -31,7 +31,7 @@ fn claude_waiting() -> (TestEnv, i32) {
     (env, group)
 }
 
-fn ended(group: i32) -> bool {
+pub(super) fn ended(group: i32) -> bool {
     let pid = rustix::process::Pid::from_raw(group).unwrap();
     wait_until(Duration::from_secs(10), || rustix::process::test_kill_process_group(pid).is_err())
 }
