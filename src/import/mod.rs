@@ -7,6 +7,8 @@
 //! block per tool call with its sources. What cca cannot carry (thinking, images, subagent side
 //! chains) is named in a last `> Left out by cca import: ...` line of the answer.
 
+#[cfg(any(test, feature = "testing"))]
+mod check;
 pub(crate) mod claude;
 pub(crate) mod codex;
 pub(crate) mod gemini;
@@ -17,6 +19,9 @@ use serde_json::Value;
 use crate::answer::Kept;
 use crate::engine::Output;
 use crate::transcript::{self, Kind, Meta, Record};
+
+#[cfg(any(test, feature = "testing"))]
+pub use check::check_import;
 
 /// The tools cca imports from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
