@@ -41,7 +41,7 @@ Type a message and press Enter; the answer streams, and the exchange is saved.
   /fork [N]           continue in a new session made of the first N exchanges (default all)
   /session [ID]       show this session, or switch to another
   /help               this text
-Any other /word is refused, not sent; // sends a message that starts with /, and a path
+Any other /word (/new-session too) is refused, not sent; // sends a message that starts with /, and a path
 (/etc/hosts) at the start of a message is sent as typed.";
 
 pub(crate) fn run(args: &ChatArgs) -> Result<u8> {
