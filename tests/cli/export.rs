@@ -46,7 +46,11 @@ fn a_gemini_projects_file_of_the_wrong_shape_is_an_error_and_nothing_is_written(
         let run = env.run(&["export", "gemini"]);
         run.code(1).stderr_has(&format!("{} is not gemini's list of projects", registry.display()));
         assert_eq!(run.stdout, "", "{shape}: {run}");
-        assert_eq!(files_under(&env.home.join(".gemini")), [registry.clone()], "{shape}");
+        assert_eq!(
+            files_under(&env.home.join(".gemini")),
+            std::slice::from_ref(&registry),
+            "{shape}"
+        );
         assert_eq!(std::fs::read_to_string(&registry).unwrap(), shape);
     }
 }
@@ -78,7 +82,7 @@ fn names_from_files_that_would_leave_the_folder_are_refused() {
         let mut bad = text.clone();
         let first = bad.find("\"at\":\"").unwrap() + 6;
         let end = first + bad[first..].find('"').unwrap();
-        bad.replace_range(first..end, &serde_json::to_string(at).unwrap().trim_matches('"'));
+        bad.replace_range(first..end, serde_json::to_string(at).unwrap().trim_matches('"'));
         std::fs::write(&path, &bad).unwrap();
         for tool in ["gemini", "claude"] {
             let run = env.run(&["export", tool]);
