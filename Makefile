@@ -21,8 +21,10 @@ AJV_VERSION := 8.17.1
 RIPGREP_VERSION := 15.2.0
 # codex, whose rollout files `cca import codex` is tested with (a native binary in the npm package).
 CODEX_VERSION := 0.169.0
-# Seconds each fuzz target runs in `make test` (four targets).
+# Seconds each fuzz target runs in `make test`: the transcript's four, and the four import
+# parsers' (shorter, to keep CI's time bounded).
 FUZZ_SECONDS ?= 60
+FUZZ_IMPORT_SECONDS ?= 30
 
 ENGINES := $(BUILD)/engines
 LLM_VENV := $(BUILD)/llm-venv
@@ -65,12 +67,16 @@ docs:
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --no-deps --locked
 
 ## Coverage-guided fuzzing of the transcript parser, the framing and the ACP wire reader,
-## FUZZ_SECONDS per target, starting from the committed regression corpus in fuzz/seeds/.
+## FUZZ_SECONDS per target, and of the import parsers, FUZZ_IMPORT_SECONDS each, starting
+## from the committed regression corpus in fuzz/seeds/ (for import, files the real programs
+## wrote).
 fuzz: $(CARGO_FUZZ)
-	cd fuzz && for target in parse round_trip framing wire; do \
+	cd fuzz && for target in parse round_trip framing wire \
+			import_claude import_gemini import_codex import_llm; do \
+		case $$target in import_*) seconds=$(FUZZ_IMPORT_SECONDS);; *) seconds=$(FUZZ_SECONDS);; esac; \
 		mkdir -p corpus/$$target && \
 		$(CARGO_FUZZ) run --sanitizer none $$target corpus/$$target seeds/$$target -- \
-			-max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 || exit 1; \
+			-max_total_time=$$seconds -print_final_stats=1 || exit 1; \
 	done
 
 $(CARGO_FUZZ):

@@ -31,6 +31,9 @@ pub mod front;
 pub(crate) mod grep;
 pub(crate) mod human;
 pub(crate) mod import;
+/// The import parsers' checks, for the fuzz targets.
+#[cfg(any(test, feature = "testing"))]
+pub use import::check_import;
 pub(crate) mod manpage;
 pub(crate) mod media;
 pub mod prompt;

@@ -41,7 +41,7 @@ Type a message and press Enter; the answer streams, and the exchange is saved.
   /fork [N]           continue in a new session made of the first N exchanges (default all)
   /session [ID]       show this session, or switch to another
   /help               this text
-Any other /word is refused, not sent; // sends a message that starts with /, and a path
+Any other /word (/new-session too) is refused, not sent; // sends a message that starts with /, and a path
 (/etc/hosts) at the start of a message is sent as typed.";
 
 pub(crate) fn run(args: &ChatArgs) -> Result<u8> {
@@ -312,9 +312,10 @@ enum Input {
     Message(String),
 }
 
-/// A line starting with `/` and a word (`/clear`, `/cleaar`) is a command, known or not, so that
-/// a mistyped one is refused rather than sent as a paid question; `//` stands for a `/` at the
-/// start of a message, and a path (`/etc/hosts`, with a second `/` or a `.`) is a message.
+/// A line starting with `/` and a word (`/clear`, `/cleaar`, `/new-session`, `/fork_at2`) is a
+/// command, known or not, so that a mistyped one is refused rather than sent as a paid question;
+/// `//` stands for a `/` at the start of a message, and a path (`/etc/hosts`, with a second `/`
+/// or a `.`) is a message. A word is letters, digits, `-`, `_` (and `?`, for `/?`).
 fn command_or_message(message: String) -> Input {
     let start = message.len() - message.trim_start().len();
     let text = &message[start..];
@@ -323,7 +324,8 @@ fn command_or_message(message: String) -> Input {
     }
     if let Some(command) = text.trim_end().strip_prefix('/') {
         let name = command.split(char::is_whitespace).next().unwrap_or("");
-        let a_word = !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '?');
+        let a_word = !name.is_empty()
+            && name.chars().all(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | '?'));
         if a_word {
             return Input::Command(command.to_string());
         }
@@ -392,6 +394,12 @@ mod tests {
         assert_eq!(message("/usr/bin/env?").as_deref(), Some("/usr/bin/env?"));
         assert_eq!(message("/tmp.txt is empty").as_deref(), Some("/tmp.txt is empty"));
         assert_eq!(message("hello /quit").as_deref(), Some("hello /quit"));
+        // Words with `-`, `_` and digits are words too: refused when unknown, never sent.
+        for command in ["/new-session", "/new_session", "/fork2", "/x-1_b tail", "/-", "/a_"] {
+            assert_eq!(message(command), None, "{command}");
+        }
+        assert_eq!(message("/new-file.txt?").as_deref(), Some("/new-file.txt?"));
+        assert_eq!(message("/a-b/c").as_deref(), Some("/a-b/c"));
     }
 
     #[test]

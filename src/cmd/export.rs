@@ -20,6 +20,7 @@ use super::print;
 use crate::cli::{ExportArgs, ExportTool};
 use crate::config::{Flags, Settings};
 use crate::error::{Failure, exit};
+use crate::render::shown_id;
 use crate::session::{self, settings};
 use crate::store::Store;
 use crate::transcript::{self, Kind};
@@ -27,11 +28,13 @@ use crate::transcript::{self, Kind};
 /// One exchange, as the tools take it.
 struct Turn {
     question: String,
-    asked: String,
+    asked: Time,
     answer: String,
-    answered: String,
+    answered: Time,
     model: Option<String>,
 }
+
+type Time = chrono::DateTime<chrono::Utc>;
 
 /// `cca export`
 pub(crate) fn run(args: &ExportArgs) -> Result<u8> {
@@ -41,7 +44,16 @@ pub(crate) fn run(args: &ExportArgs) -> Result<u8> {
     let text = crate::store::read_text(&store.session_path(&id))?;
     let (t, _) = transcript::parse(&text)
         .map_err(|e| crate::store::not_transcript(&store.session_path(&id), &id, e))?;
-    let turns = turns(&t);
+    let turns = turns(&t).map_err(|(n, at)| {
+        Failure::new(
+            exit::ERROR,
+            format!("exchange {n} of session {id} has {} for its time, not a time", shown_id(&at)),
+        )
+        .hint(format!(
+            "fix its `at` in {} (as 2026-01-31T09:15:00Z), then export again",
+            store.session_path(&id).display()
+        ))
+    })?;
     if turns.is_empty() {
         return Err(Failure::usage(format!("session {id} has no answered question to export"))
             .hint("ask something in it first: cca search -s ID \"...\"")
@@ -67,7 +79,10 @@ pub(crate) fn run(args: &ExportArgs) -> Result<u8> {
                 .chars()
                 .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
                 .collect();
-            let path = root.join("projects").join(folder).join(format!("{uuid}.jsonl"));
+            let path = root
+                .join("projects")
+                .join(component(&folder, "the folder's name for claude", OURS)?)
+                .join(component(&format!("{uuid}.jsonl"), "the file's name", OURS)?);
             (path, claude_lines(&uuid, &t.header.cwd, &turns))
         }
         ExportTool::Gemini => {
@@ -76,10 +91,14 @@ pub(crate) fn run(args: &ExportArgs) -> Result<u8> {
                 None => user_home(&settings)?.join(".gemini"),
             };
             let project = gemini_project(&store, &root, &cwd)?;
-            let started = &turns[0].asked;
-            let minute = started.get(..16).unwrap_or("").replace(':', "-");
+            // gemini names its files by the minute the conversation started.
+            let minute = turns[0].asked.format("%Y-%m-%dT%H-%M");
             let name = format!("session-{minute}-{}.jsonl", &uuid[..8]);
-            let path = root.join("tmp").join(project).join("chats").join(name);
+            let path = root.join("tmp").join(project).join("chats").join(component(
+                &name,
+                "the file's name",
+                OURS,
+            )?);
             // Updated now, not at the last answer: gemini deletes a session last updated over
             // 30 days ago as it starts (`sessionRetention`, on by default), and this one was
             // just written to be resumed.
@@ -121,8 +140,30 @@ fn uuid(id: &str, settings: &Settings) -> String {
     format!("{}-{}-4{}-8{}-{}", &hex[0..8], &hex[8..12], &hex[13..16], &hex[17..20], &hex[20..32])
 }
 
-/// The transcript's exchanges, attachments with their question.
-fn turns(t: &transcript::Transcript) -> Vec<Turn> {
+/// A name that becomes one component of a path: not empty, not `.` or `..`, without `/` or
+/// NUL, so that the path stays in the folder it is joined to. `what` names it for the error,
+/// and `hint` says what to do (nothing is written).
+fn component<'a>(name: &'a str, what: &str, hint: &str) -> Result<&'a str> {
+    if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
+        return Err(Failure::new(
+            exit::ERROR,
+            format!(
+                "{what} would be {}, which is not a file name; nothing was written",
+                shown_id(name)
+            ),
+        )
+        .hint(hint)
+        .into());
+    }
+    Ok(name)
+}
+
+/// The hint for a name cca made itself: it cannot be a bad one.
+const OURS: &str = "this is a fault in cca: please report it, with the session's folder";
+
+/// The transcript's exchanges, attachments with their question; a time that is not one is
+/// `Err((exchange, the text))`.
+fn turns(t: &transcript::Transcript) -> std::result::Result<Vec<Turn>, (usize, String)> {
     let mut out = Vec::new();
     // The question waiting for its answer: text, time, attachments (name, content).
     type Asked = (String, String, Vec<(String, String)>);
@@ -140,11 +181,12 @@ fn turns(t: &transcript::Transcript) -> Vec<Turn> {
                 if let Some((text, asked, attachments)) = question.take() {
                     let refs: Vec<(&str, String)> =
                         attachments.iter().map(|(n, c)| (n.as_str(), c.clone())).collect();
+                    let parsed = |at: String| time(&at).ok_or((out.len() + 1, at));
                     out.push(Turn {
                         question: crate::frame::user_with_attachments(text, &refs),
-                        asked,
+                        asked: parsed(asked)?,
                         answer: r.content.clone(),
-                        answered: at,
+                        answered: parsed(at)?,
                         model: r.meta.model.clone(),
                     });
                 }
@@ -153,21 +195,23 @@ fn turns(t: &transcript::Transcript) -> Vec<Turn> {
             Kind::Clear | Kind::Compaction => {}
         }
     }
-    out
+    Ok(out)
+}
+
+fn time(at: &str) -> Option<Time> {
+    chrono::DateTime::parse_from_rfc3339(at).ok().map(|t| t.to_utc())
 }
 
 /// Milliseconds, as the tools write their times.
-fn js_time(at: &str) -> String {
-    chrono::DateTime::parse_from_rfc3339(at)
-        .map(|t| t.to_utc().to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-        .unwrap_or_else(|_| at.to_string())
+fn js_time(at: &Time) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 fn claude_lines(uuid: &str, cwd: &str, turns: &[Turn]) -> String {
     let mut out = String::new();
     let mut parent = Value::Null;
     let mut n = 0u64;
-    let mut line = |kind: &str, at: &str, message: Value, out: &mut String| {
+    let mut line = |kind: &str, at: &Time, message: Value, out: &mut String| {
         n += 1;
         let me = format!("{}{:012x}", &uuid[..24], n);
         let v = json!({
@@ -232,9 +276,30 @@ fn gemini_project(store: &Store, root: &Path, cwd: &Path) -> Result<String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => json!({"projects": {}}),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", registry.display())),
     };
+    let wrong_shape = || {
+        Failure::new(
+            exit::ERROR,
+            format!("{} is not gemini's list of projects: nothing was written", registry.display()),
+        )
+        .hint(r#"gemini writes it as {"projects": {"/the/folder": "name", ...}}: fix it, or move it away and let the export write it anew"#)
+    };
+    let Some(object) = projects.as_object_mut() else { return Err(wrong_shape().into()) };
+    let Some(names) = object.entry("projects").or_insert_with(|| json!({})).as_object_mut() else {
+        return Err(wrong_shape().into());
+    };
     let key = cwd.to_string_lossy().into_owned();
-    if let Some(name) = projects["projects"][&key].as_str() {
-        return Ok(name.to_string());
+    match names.get(&key) {
+        Some(Value::String(name)) => {
+            let what = format!("gemini's name for {key} in {}", registry.display());
+            let hint = format!(
+                "fix that name in {}, or remove its entry: the export then registers the folder \
+                 anew",
+                registry.display()
+            );
+            return component(name, &what, &hint).map(str::to_string);
+        }
+        Some(_) => return Err(wrong_shape().into()),
+        None => {}
     }
     let base: String = cwd
         .file_name()
@@ -243,15 +308,16 @@ fn gemini_project(store: &Store, root: &Path, cwd: &Path) -> Result<String> {
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
-    let taken = |name: &str| {
-        projects["projects"].as_object().is_some_and(|m| m.values().any(|v| v == name))
-            || root.join("tmp").join(name).exists()
-    };
+    // The folder `/` has no name of its own.
+    let base = if base.is_empty() { "root".to_string() } else { base };
+    let taken =
+        |name: &str| names.values().any(|v| v == name) || root.join("tmp").join(name).exists();
     let name = (1..)
         .map(|n| if n == 1 { base.clone() } else { format!("{base}-{n}") })
         .find(|name| !taken(name))
         .expect("some name is free");
-    projects["projects"][&key] = json!(name);
+    component(&name, "the project's name for gemini", OURS)?;
+    names.insert(key.clone(), json!(name));
     let text = serde_json::to_string_pretty(&projects).context("projects.json")?;
     store.write_beside(&registry, text.as_bytes())?;
     store.write_beside(&root.join("tmp").join(&name).join(".project_root"), key.as_bytes())?;

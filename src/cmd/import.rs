@@ -19,6 +19,7 @@ use crate::config::{Flags, Settings};
 use crate::error::{Failure, exit};
 use crate::front::terminal::say;
 use crate::import::{self, Conversation, Exchange, Tool};
+use crate::render::{clean_text, shown_id};
 use crate::session::settings;
 use crate::store::Store;
 use crate::transcript::{self, ForkedFrom, Header, Imported};
@@ -76,6 +77,11 @@ pub(crate) fn run(args: &ImportArgs) -> Result<u8> {
         ImportSource::Codex => Tool::Codex,
         ImportSource::Llm => Tool::Llm,
     };
+    // llm's logs are read through llm: without it there is nothing to read.
+    let llm = match tool {
+        Tool::Llm => Some(llm_program(&settings)?),
+        _ => None,
+    };
     let files = sources(&settings, tool, &args.paths)?;
     let mut index = load_index(&store)?;
     let mut tally = Tally::default();
@@ -90,7 +96,7 @@ pub(crate) fn run(args: &ImportArgs) -> Result<u8> {
                 _ if file.as_os_str().is_empty() => None,
                 Ok(m) => Some(Stamp { size: m.len(), mtime_ns: mtime_ns(&m) }),
                 Err(e) => {
-                    bar.suspend(|| say(&format!("cca: warning: {}: {e}", file.display())));
+                    bar.suspend(|| warn(file, &e.to_string()));
                     tally.files_with_problems += 1;
                     continue;
                 }
@@ -99,10 +105,10 @@ pub(crate) fn run(args: &ImportArgs) -> Result<u8> {
                 tally.unchanged += 1;
                 continue;
             }
-            let (conversations, problems) = match read(&settings, tool, file) {
+            let (conversations, problems) = match read(llm.as_deref(), tool, file) {
                 Ok(read) => read,
                 Err(e) => {
-                    bar.suspend(|| say(&format!("cca: warning: {}: {e:#}", file.display())));
+                    bar.suspend(|| warn(file, &format!("{e:#}")));
                     tally.files_with_problems += 1;
                     continue;
                 }
@@ -111,13 +117,20 @@ pub(crate) fn run(args: &ImportArgs) -> Result<u8> {
                 tally.files_with_problems += 1;
                 bar.suspend(|| {
                     for p in &problems {
-                        say(&format!(
-                            "cca: warning: {}: line {}: {}",
-                            file.display(),
-                            p.line,
-                            p.message
-                        ));
+                        warn(file, &format!("line {}: {}", p.line, p.message));
                     }
+                });
+            }
+            let left_out: u64 = conversations.iter().map(|c| c.figures.left_out).sum();
+            if left_out > 0 {
+                bar.suspend(|| {
+                    warn(
+                        file,
+                        &format!(
+                            "{left_out} token count(s) that make no sense (more than 2^40, or not \
+                             a whole number) left out"
+                        ),
+                    )
                 });
             }
             for conv in conversations.into_iter().filter(|c| !c.exchanges.is_empty()) {
@@ -273,6 +286,28 @@ fn progress_bar(files: usize) -> indicatif::ProgressBar {
     bar
 }
 
+/// A warning about a source. What it says may come from the file (an id, a version, a line it
+/// could not read) or its name: it goes through `cca show`'s cleaning rule, piped or not, so a
+/// crafted file cannot reach the terminal with an escape sequence.
+fn warn(file: &Path, text: &str) {
+    let name = match file.to_str() {
+        // llm's own database, which llm finds.
+        _ if file.as_os_str().is_empty() => "llm's logs".into(),
+        Some(name) if !name.chars().any(char::is_control) => name.into(),
+        _ => format!("{:?}", clean_text(&file.to_string_lossy())),
+    };
+    say(&format!("cca: warning: {name}: {}", clean_text(text).replace('\n', " ")));
+}
+
+/// The `llm` program on PATH, which reads llm's logs for cca.
+fn llm_program(settings: &Settings) -> Result<PathBuf> {
+    which::which_in("llm", settings.path.as_ref(), "/").map_err(|_| {
+        Failure::new(exit::ERROR, "llm is not on PATH: cca reads llm's logs through it")
+            .hint("install llm (pipx install llm, or pip install llm), or put the folder it is in on PATH")
+            .into()
+    })
+}
+
 fn mtime_ns(m: &std::fs::Metadata) -> i128 {
     i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec())
 }
@@ -349,21 +384,17 @@ fn walk(dir: &Path, depth: usize, wanted: &dyn Fn(&Path) -> bool, out: &mut Vec<
 
 /// A source's conversations and what could not be read of it.
 fn read(
-    settings: &Settings,
+    llm: Option<&Path>,
     tool: Tool,
     file: &Path,
 ) -> Result<(Vec<Conversation>, Vec<import::Problem>)> {
-    if tool == Tool::Llm {
-        let program = which::which_in("llm", settings.path.as_ref(), "/").map_err(|_| {
-            Failure::new(exit::ERROR, "llm is not on PATH: cca reads llm's logs through it")
-                .hint("install llm (pipx install llm), or put it on PATH")
-        })?;
+    if let Some(program) = llm {
         let mut args: Vec<&std::ffi::OsStr> =
             ["logs", "list", "--json", "-n", "0"].iter().map(std::ffi::OsStr::new).collect();
         if !file.as_os_str().is_empty() {
             args.extend([std::ffi::OsStr::new("--database"), file.as_os_str()]);
         }
-        let json = crate::run::output_of(&program, &args)?;
+        let json = crate::run::output_of(program, &args)?;
         return Ok(import::llm::parse(&json));
     }
     let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
@@ -442,7 +473,8 @@ fn describe(plan: &Plan, tool: Tool, conv: &Conversation) -> Option<String> {
         Plan::Append { id, from } => format!("going on in {id}\t+{} exchange(s)", n - from),
         Plan::Fork { of, turn } => format!("fork of {of} at {turn}\t{n} exchange(s)"),
     };
-    Some(format!("{what}\t{}:{}\t{title}", tool.name(), conv.id))
+    // The id is the file's: shown as `cca show` would, and quoted unless plain.
+    Some(format!("{what}\t{}:{}\t{title}", tool.name(), shown_id(&conv.id)))
 }
 
 /// Writes what the plan says; returns the session written and the plan carried out (a fork

@@ -7,12 +7,15 @@
 //! own decoder for that output reads them, and an imported answer is kept exactly as cca would
 //! have kept it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
-use super::{Conversation, Exchange, LeftOut, Problem, answer_text, content_text, json_lines};
+use super::{
+    Conversation, Exchange, Figures, LeftOut, Problem, answer_text, content_text, json_lines,
+};
 use crate::engine::{Decoder as _, Output};
+use crate::render::shown_id;
 
 /// Claude Code versions whose files cca was measured against (their major version).
 const KNOWN_MAJOR: [&str; 2] = ["1", "2"];
@@ -28,7 +31,8 @@ pub(crate) fn parse(bytes: &[u8]) -> Conversation {
         conv.problems.push(Problem {
             line,
             message: format!(
-                "written by Claude Code {version}, a version cca does not know; read as 2.x"
+                "written by Claude Code {}, a version cca does not know; read as 2.x",
+                shown_id(version)
             ),
         });
     }
@@ -52,10 +56,20 @@ pub(crate) fn parse(bytes: &[u8]) -> Conversation {
         main(v) && matches!(v["type"].as_str(), Some("user" | "assistant")) && v["uuid"].is_string()
     });
     let mut chain = Vec::new();
+    let mut visited = HashSet::new();
     let mut at = leaf;
     while let Some(i) = at {
-        if chain.len() > values.len() {
-            conv.problems.push(Problem { line: values[i].0, message: "a loop of parents".into() });
+        if !visited.insert(i) {
+            // A message's parent is one already in the chain: the chain is cut where the loop
+            // closes, so that nothing in it is imported twice.
+            let last = chain.last().map_or(i, |&j| j);
+            conv.problems.push(Problem {
+                line: values[last].0,
+                message: format!(
+                    "the parent of this message is one after it (line {}): a loop, cut here",
+                    values[i].0
+                ),
+            });
             break;
         }
         chain.push(i);
@@ -81,7 +95,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Conversation {
             && !has_block(&v["message"]["content"], "tool_result");
         if question {
             if let Some(t) = turn.take() {
-                t.finish(&mut conv.exchanges);
+                t.finish(&mut conv);
             }
             let content = &v["message"]["content"];
             let mut t = Turn::new(content_text(content), v);
@@ -95,7 +109,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Conversation {
     }
     if let Some(mut t) = turn.take() {
         t.left_out.side_chains = side_chains;
-        t.finish(&mut conv.exchanges);
+        t.finish(&mut conv);
     }
     conv.title = conv.exchanges.first().map(|e| e.question.clone());
     conv
@@ -109,6 +123,7 @@ struct Turn {
     left_out: LeftOut,
     /// Output tokens per answer message (an answer spans several lines per message).
     outputs_by_message: Vec<(String, u64)>,
+    figures: Figures,
 }
 
 impl Turn {
@@ -125,6 +140,7 @@ impl Turn {
             outputs: Vec::new(),
             left_out: LeftOut::default(),
             outputs_by_message: Vec::new(),
+            figures: Figures::default(),
         }
     }
 
@@ -137,12 +153,15 @@ impl Turn {
                 self.exchange.model = Some(model.to_string());
             }
             let usage = &message["usage"];
-            if let Some(input) = usage["input_tokens"].as_u64() {
-                let cached = usage["cache_read_input_tokens"].as_u64().unwrap_or(0)
-                    + usage["cache_creation_input_tokens"].as_u64().unwrap_or(0);
-                self.exchange.input_tokens = Some(input + cached);
+            let figures = &mut self.figures;
+            if let Some(input) = figures.tokens(&usage["input_tokens"]) {
+                let cached = figures.tokens(&usage["cache_read_input_tokens"]).unwrap_or(0);
+                let created = figures.tokens(&usage["cache_creation_input_tokens"]).unwrap_or(0);
+                self.exchange.input_tokens =
+                    Some(input.saturating_add(cached).saturating_add(created));
             }
-            if let (Some(id), Some(out)) = (message["id"].as_str(), usage["output_tokens"].as_u64())
+            if let (Some(id), Some(out)) =
+                (message["id"].as_str(), figures.tokens(&usage["output_tokens"]))
             {
                 match self.outputs_by_message.iter_mut().find(|(m, _)| m == id) {
                     Some(entry) => entry.1 = out,
@@ -160,14 +179,17 @@ impl Turn {
     }
 
     /// The exchange, if the question was answered.
-    fn finish(mut self, exchanges: &mut Vec<Exchange>) {
+    fn finish(mut self, conv: &mut Conversation) {
+        conv.figures.add(self.figures);
+        let exchanges = &mut conv.exchanges;
         self.decoder.finish(&mut self.outputs);
         let answered = self.outputs.iter().any(|o| matches!(o, Output::Text(_) | Output::Tool(_)));
         if !answered {
             return;
         }
         if !self.outputs_by_message.is_empty() {
-            self.exchange.output_tokens = Some(self.outputs_by_message.iter().map(|m| m.1).sum());
+            let sum = self.outputs_by_message.iter().fold(0u64, |sum, m| sum.saturating_add(m.1));
+            self.exchange.output_tokens = Some(sum);
         }
         self.exchange.answer = answer_text(self.outputs, &self.left_out);
         exchanges.push(self.exchange);
@@ -250,5 +272,46 @@ mod tests {
         assert_eq!(c.exchanges.len(), 1);
         assert_eq!(c.problems.len(), 1);
         assert!(c.problems[0].message.contains("9.0.1"), "{:?}", c.problems);
+    }
+
+    #[test]
+    fn a_loop_of_parents_is_cut_where_it_closes() {
+        // u1's parent is a2, the last answer: u1 a1 u2 a2 u1 a1 ... without a cut.
+        let lines = [
+            user("u1", Some("a2"), json!("first")),
+            assistant("a1", "u1", "m1", json!([{"type": "text", "text": "one"}])),
+            user("u2", Some("a1"), json!("second")),
+            assistant("a2", "u2", "m2", json!([{"type": "text", "text": "two"}])),
+        ];
+        let c = parse(&file(&lines));
+        let questions: Vec<&str> = c.exchanges.iter().map(|e| e.question.as_str()).collect();
+        assert_eq!(questions, ["first", "second"]);
+        assert_eq!(c.problems.len(), 1, "{:?}", c.problems);
+        assert_eq!(c.problems[0].line, 1);
+        assert!(c.problems[0].message.contains("a loop"), "{:?}", c.problems);
+        // A message that is its own parent.
+        let c = parse(&file(&[
+            user("u1", Some("u1"), json!("q")),
+            assistant("a1", "u1", "m1", json!([{"type": "text", "text": "a"}])),
+        ]));
+        assert_eq!(c.exchanges.len(), 1);
+    }
+
+    #[test]
+    fn usage_sums_saturate_and_absurd_figures_are_left_out() {
+        let mut first = assistant("a1", "u1", "m1", json!([{"type": "text", "text": "one"}]));
+        first["message"]["usage"] = json!({"input_tokens": u64::MAX, "output_tokens": 1u64 << 40,
+                                           "cache_read_input_tokens": 5});
+        let mut second = assistant("a2", "a1", "m2", json!([{"type": "text", "text": "two"}]));
+        second["message"]["usage"] = json!({"input_tokens": 3, "output_tokens": 1u64 << 40,
+                                            "cache_read_input_tokens": 1u64 << 40,
+                                            "cache_creation_input_tokens": 1u64 << 40});
+        let mut third = assistant("a3", "a2", "m3", json!([{"type": "text", "text": "three"}]));
+        third["message"]["usage"] = json!({"input_tokens": -1, "output_tokens": 1.5});
+        let c = parse(&file(&[user("u1", None, json!("q")), first, second, third]));
+        let e = &c.exchanges[0];
+        assert_eq!(e.input_tokens, Some(3 + (2u64 << 40)), "the last message's input");
+        assert_eq!(e.output_tokens, Some(2u64 << 40));
+        assert_eq!(c.figures.left_out, 3);
     }
 }

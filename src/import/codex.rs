@@ -11,6 +11,7 @@ use serde_json::Value;
 
 use super::{Conversation, Exchange, LeftOut, Problem, answer_text, content_text, json_lines};
 use crate::engine::{Output, Paragraphs, ToolCall, ToolStatus};
+use crate::render::shown_id;
 
 /// User items codex adds itself, before the first question.
 const PREAMBLES: [&str; 4] =
@@ -56,9 +57,12 @@ pub(crate) fn parse(bytes: &[u8]) -> Conversation {
                 }
             }
             Some("event_msg" | "world_state" | "token_usage_record" | "compacted") => {}
-            Some(_) | None => conv.problems.push(Problem {
+            kind => conv.problems.push(Problem {
                 line: *line,
-                message: format!("a line of a kind cca does not know ({}); skipped", v["type"]),
+                message: format!(
+                    "a line of a kind cca does not know ({}); skipped",
+                    kind.map_or("no type".into(), shown_id)
+                ),
             }),
         }
     }

@@ -10,7 +10,9 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::{Conversation, Exchange, LeftOut, Problem, answer_text, content_text, json_lines};
+use super::{
+    Conversation, Exchange, Figures, LeftOut, Problem, answer_text, content_text, json_lines,
+};
 use crate::engine::{Output, Paragraphs, ToolCall, ToolStatus};
 
 /// The preamble gemini sends as the first user message: not a question.
@@ -81,7 +83,7 @@ pub(crate) fn parse(bytes: &[u8], cwd_hint: Option<&str>) -> Conversation {
                     continue;
                 }
                 if let Some(t) = turn.take() {
-                    t.finish(&mut conv.exchanges);
+                    t.finish(&mut conv);
                 }
                 let mut t = Turn::new(text, m);
                 t.left_out.images = count_parts(&m["content"], "inlineData");
@@ -96,7 +98,7 @@ pub(crate) fn parse(bytes: &[u8], cwd_hint: Option<&str>) -> Conversation {
         }
     }
     if let Some(t) = turn.take() {
-        t.finish(&mut conv.exchanges);
+        t.finish(&mut conv);
     }
     if conv.created.is_none() {
         conv.created = conv.exchanges.first().and_then(|e| e.asked.clone());
@@ -135,6 +137,7 @@ struct Turn {
     outputs: Vec<Output>,
     left_out: LeftOut,
     output_tokens: u64,
+    figures: Figures,
 }
 
 impl Turn {
@@ -150,6 +153,7 @@ impl Turn {
             outputs: Vec::new(),
             left_out: LeftOut::default(),
             output_tokens: 0,
+            figures: Figures::default(),
         }
     }
 
@@ -180,15 +184,18 @@ impl Turn {
             self.exchange.model = Some(model.to_string());
         }
         let tokens = &m["tokens"];
-        if let Some(input) = tokens["input"].as_u64() {
+        if let Some(input) = self.figures.tokens(&tokens["input"]) {
             self.exchange.input_tokens = Some(input);
         }
-        self.output_tokens += tokens["output"].as_u64().unwrap_or(0);
+        let output = self.figures.tokens(&tokens["output"]).unwrap_or(0);
+        self.output_tokens = self.output_tokens.saturating_add(output);
         self.exchange.answered = m["timestamp"].as_str().and_then(super::rfc3339);
         self.exchange.key = m["id"].as_str().unwrap_or("").to_string();
     }
 
-    fn finish(mut self, exchanges: &mut Vec<Exchange>) {
+    fn finish(mut self, conv: &mut Conversation) {
+        conv.figures.add(self.figures);
+        let exchanges = &mut conv.exchanges;
         if self.outputs.is_empty() {
             return;
         }
@@ -231,5 +238,21 @@ mod tests {
         let c = parse(serde_json::to_string_pretty(&old).unwrap().as_bytes(), Some("/p"));
         assert_eq!((c.exchanges.len(), c.exchanges[0].answer.as_str()), (1, "hello"));
         assert_eq!(c.cwd.as_deref(), Some("/p"));
+    }
+
+    #[test]
+    fn usage_sums_saturate_and_absurd_figures_are_left_out() {
+        let lines = [
+            json!({"sessionId": "g", "startTime": "2026-11-23T10:00:00.000Z"}),
+            json!({"id": "u1", "type": "user", "content": "q"}),
+            json!({"id": "g1", "type": "gemini", "content": "a", "tokens": {"input": 7, "output": 1u64 << 40}}),
+            json!({"id": "g2", "type": "gemini", "content": "b", "tokens": {"input": u64::MAX, "output": u64::MAX}}),
+            json!({"id": "g3", "type": "gemini", "content": "c", "tokens": {"output": 1u64 << 40}}),
+        ];
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let c = parse(text.as_bytes(), None);
+        assert_eq!(c.exchanges[0].input_tokens, Some(7));
+        assert_eq!(c.exchanges[0].output_tokens, Some(2u64 << 40));
+        assert_eq!(c.figures.left_out, 2);
     }
 }

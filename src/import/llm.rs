@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::{Conversation, Exchange, LeftOut, Problem, answer_text};
+use super::{Conversation, Exchange, Figures, LeftOut, Problem, answer_text};
 use crate::engine::{Output, ToolCall, ToolStatus};
 
 /// Every conversation in the log, in the order each started.
@@ -33,12 +33,12 @@ pub(crate) fn parse(json: &[u8]) -> (Vec<Conversation>, Vec<Problem>) {
         };
         let c = &mut conversations[i];
         c.lines = n as u64 + 1;
-        c.exchanges.push(exchange(r));
+        c.exchanges.push(exchange(r, &mut c.figures));
     }
     (conversations, Vec::new())
 }
 
-fn exchange(r: &Value) -> Exchange {
+fn exchange(r: &Value, figures: &mut Figures) -> Exchange {
     let mut left_out = LeftOut {
         thinking: usize::from(r["reasoning"].as_str().is_some_and(|s| !s.is_empty())),
         images: r["attachments"].as_array().map_or(0, Vec::len),
@@ -65,8 +65,8 @@ fn exchange(r: &Value) -> Exchange {
         answer: answer_text(outputs, &left_out),
         answered: at,
         model: r["model"].as_str().map(str::to_string),
-        input_tokens: r["input_tokens"].as_u64(),
-        output_tokens: r["output_tokens"].as_u64(),
+        input_tokens: figures.tokens(&r["input_tokens"]),
+        output_tokens: figures.tokens(&r["output_tokens"]),
         key: r["id"].as_str().unwrap_or("").to_string(),
     }
 }
@@ -101,5 +101,17 @@ mod tests {
         assert_eq!((c[0].exchanges[1].key.as_str(), c[0].lines), ("r3", 3));
         assert_eq!(c[0].created.as_deref(), Some("2026-11-23T19:42:34Z"));
         assert!(!parse(b"{").1.is_empty());
+    }
+
+    #[test]
+    fn absurd_token_counts_are_left_out() {
+        let json = br#"[{"id": "r1", "conversation_id": "c1", "prompt": "p", "response": "r",
+                         "input_tokens": 18446744073709551615, "output_tokens": 4}]"#;
+        let (c, _) = parse(json);
+        assert_eq!(
+            (c[0].exchanges[0].input_tokens, c[0].exchanges[0].output_tokens),
+            (None, Some(4))
+        );
+        assert_eq!(c[0].figures.left_out, 1);
     }
 }

@@ -7,6 +7,8 @@
 //! block per tool call with its sources. What cca cannot carry (thinking, images, subagent side
 //! chains) is named in a last `> Left out by cca import: ...` line of the answer.
 
+#[cfg(any(test, feature = "testing"))]
+mod check;
 pub(crate) mod claude;
 pub(crate) mod codex;
 pub(crate) mod gemini;
@@ -17,6 +19,9 @@ use serde_json::Value;
 use crate::answer::Kept;
 use crate::engine::Output;
 use crate::transcript::{self, Kind, Meta, Record};
+
+#[cfg(any(test, feature = "testing"))]
+pub use check::check_import;
 
 /// The tools cca imports from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,6 +58,34 @@ pub(crate) struct Conversation {
     /// Complete lines and bytes read (a line cut off at the end of the file is not read).
     pub lines: u64,
     pub bytes: u64,
+    /// Token counts that made no sense, left out.
+    pub figures: Figures,
+}
+
+/// Token counts read from a file, taken as an engine's are (`transcript::tokens_figure`): a
+/// count that makes no sense (above 2^40, negative, not a whole number) is left out and
+/// counted, for a note; sums of counts saturate.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Figures {
+    pub left_out: u64,
+}
+
+impl Figures {
+    /// The count in `v`, if there is one and it makes sense.
+    pub(crate) fn tokens(&mut self, v: &Value) -> Option<u64> {
+        if v.is_null() {
+            return None;
+        }
+        let n = v.as_u64().map(crate::transcript::tokens_figure).and_then(Result::ok);
+        if n.is_none() {
+            self.left_out = self.left_out.saturating_add(1);
+        }
+        n
+    }
+
+    pub(crate) fn add(&mut self, other: Figures) {
+        self.left_out = self.left_out.saturating_add(other.left_out);
+    }
 }
 
 /// A question and its answer.

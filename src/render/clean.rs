@@ -37,6 +37,18 @@ pub fn clean_text(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// A name or id read from a file (a session id, a version), as a line of cca's shows it: as it
+/// is when plain (letters, digits, `-`, `_`, `.`), else cleaned by [`clean_text`] and quoted,
+/// so that nothing in it can start an escape sequence, pass for a column (a tab) or a line of
+/// cca's own (a newline), or hide where it ends (spaces, nothing at all).
+pub fn shown_id(id: &str) -> Cow<'_, str> {
+    let plain = |c: char| c.is_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if !id.is_empty() && id.chars().all(plain) {
+        return Cow::Borrowed(id);
+    }
+    Cow::Owned(format!("{:?}", clean_text(id)))
+}
+
 /// A line (without its newline) cleaned by [`harmless`]'s rule, with tabs expanded, so that
 /// nothing in it can move the cursor and every column is counted.
 pub(super) fn clean(line: &str) -> Cow<'_, str> {
@@ -59,4 +71,18 @@ pub(super) fn clean(line: &str) -> Cow<'_, str> {
         }
     }
     Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_that_are_not_plain_are_cleaned_and_quoted() {
+        assert_eq!(shown_id("0199-a_b.c"), "0199-a_b.c");
+        assert_eq!(shown_id(""), "\"\"");
+        assert_eq!(shown_id("a b"), "\"a b\"");
+        assert_eq!(shown_id("x\u{1b}]52;c;aGk=\u{7}"), "\"x\u{fffd}]52;c;aGk=\u{fffd}\"");
+        assert_eq!(shown_id("a\tb\nc\"d"), "\"a\\tb\\nc\\\"d\"");
+    }
 }

@@ -28,7 +28,7 @@ use std::fmt::Write as _;
 use unicode_width::UnicodeWidthChar;
 
 use clean::clean;
-pub use clean::clean_text;
+pub use clean::{clean_text, shown_id};
 use inline::{Attr, Span, inline, spans_width, write_line};
 pub(crate) use table::cells;
 use table::{Table, delimiter_row, render_table};

@@ -151,3 +151,109 @@ fn an_import_that_waited_for_the_session_forks_instead_of_appending_after_cca() 
     assert!(!text.contains("question 3"), "{text}");
     assert_eq!(env.session_files().len(), 2, "the source went on in a fork");
 }
+
+/// Escape sequences a crafted file could send to the terminal: the clipboard (OSC 52), the
+/// screen (CSI 2J), the window title (OSC 0).
+const ESCAPES: [&str; 3] = ["\u{1b}]52;c;aGVsbG8=\u{7}", "\u{1b}[2J", "\u{1b}]0;owned\u{7}"];
+
+fn no_escape(run: &Run) {
+    for text in [&run.stdout, &run.stderr] {
+        assert!(!text.contains(['\u{1b}', '\u{7}']), "{text:?}");
+    }
+}
+
+/// Every field of each format that import prints, holding escape sequences: ids (quoted, as
+/// they are not plain), versions, unknown kinds of lines, problems, file names, models and
+/// titles; nothing reaches the terminal raw, piped or not.
+#[test]
+fn escapes_in_imported_files_never_reach_the_terminal() {
+    let env = TestEnv::new();
+    let dir = env.root.path().join(format!("in{}", ESCAPES[2]));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (n, esc) in ESCAPES.iter().enumerate() {
+        let text = |s: &str| format!("{s}{esc}");
+        let at = "2026-11-20T08:00:00.000Z";
+        let claude = [
+            json!({"type": "user", "uuid": "u1", "parentUuid": null, "sessionId": text("claude"),
+                   "timestamp": at, "cwd": "/w", "version": text("9"),
+                   "message": {"role": "user", "content": text("question")}}),
+            json!({"type": "assistant", "uuid": "a1", "parentUuid": "u1", "sessionId": text("claude"),
+                   "timestamp": at, "message": {"id": "m1", "role": "assistant", "model": text("model"),
+                   "content": [{"type": "text", "text": text("answer")}],
+                   "usage": {"input_tokens": 1, "output_tokens": 1}}}),
+        ];
+        let gemini = [
+            json!({"sessionId": text("gemini"), "startTime": at}),
+            json!({"id": text("u"), "timestamp": at, "type": "user", "content": text("question")}),
+            json!({"id": "g1", "timestamp": at, "type": "gemini", "content": text("answer"),
+                   "model": text("model")}),
+            json!({"what": text("this")}),
+        ];
+        let codex = [
+            json!({"timestamp": at, "type": "session_meta", "payload": {"id": text("codex"), "cwd": "/w"}}),
+            json!({"timestamp": at, "type": "turn_context", "payload": {"model": text("model")}}),
+            json!({"timestamp": at, "type": "response_item", "payload": {"type": "message", "role": "user",
+                   "content": [{"type": "input_text", "text": text("question")}]}}),
+            json!({"timestamp": at, "type": "response_item", "payload": {"type": "message",
+                   "role": "assistant", "content": [{"type": "output_text", "text": text("answer")}]}}),
+            json!({"timestamp": at, "type": text("kind"), "payload": {}}),
+        ];
+        let lines = |values: &[serde_json::Value]| -> String {
+            values.iter().map(|v| format!("{v}\n")).collect::<String>() + "{\"cut\": "
+        };
+        std::fs::write(dir.join(format!("c{n}{esc}.jsonl")), lines(&claude)).unwrap();
+        std::fs::write(dir.join(format!("session-{n}{esc}.jsonl")), lines(&gemini)).unwrap();
+        std::fs::write(dir.join(format!("rollout-{n}{esc}.jsonl")), lines(&codex)).unwrap();
+    }
+    for tool in ["claude", "gemini", "codex"] {
+        for dry_run in [true, false] {
+            let mut args = vec!["import", tool, dir.to_str().unwrap()];
+            if dry_run {
+                args.push("--dry-run");
+            }
+            let run = env.run(&args);
+            no_escape(&run);
+            assert_eq!(run.stdout.lines().count(), 3, "{run}");
+            let id = format!("{tool}:\"{tool}\u{fffd}[2J\"");
+            assert!(run.stdout.contains(&id), "{id:?} in {run}");
+            run.code(1).stderr_has("the line is cut off");
+            let warnings = run.stderr.lines().filter(|l| l.starts_with("cca: warning: ")).count();
+            assert!(warnings >= 6, "{run}");
+        }
+    }
+    let run = env.run(&["import", "claude", dir.to_str().unwrap()]);
+    no_escape(&run);
+    run.code(1).stderr_has("written by Claude Code \"9\u{fffd}]0;owned\u{fffd}\", a version");
+    let run = env.run(&["import", "codex", dir.to_str().unwrap()]);
+    run.stderr_has("line 5: a line of a kind cca does not know (\"kind\u{fffd}[2J\"); skipped");
+    no_escape(&env.run(&["sessions"]));
+
+    // llm's conversations, as a crafted `llm logs` prints them.
+    let llm = env.bin.join("llm");
+    let logs = json!([{"id": "r1", "conversation_id": format!("llm{}", ESCAPES[0]),
+                       "conversation_name": ESCAPES[1], "model": ESCAPES[2], "prompt": "q",
+                       "response": "a", "datetime_utc": "2026-11-20T08:00:00"}]);
+    std::fs::write(
+        &llm,
+        format!("#!/bin/sh\ncat <<'EOF'\n{logs}\nEOF\necho '\u{1b}[2J' >&2\nexit 3\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&llm, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let run = env.run(&["import", "llm"]);
+    no_escape(&run);
+    std::fs::write(&llm, format!("#!/bin/sh\ncat <<'EOF'\n{logs}\nEOF\n")).unwrap();
+    let run = env.run(&["import", "llm"]);
+    no_escape(&run);
+    assert!(run.ok().stdout.contains("llm:\"llm\u{fffd}]52;c;aGVsbG8=\u{fffd}\""), "{run}");
+}
+
+/// Without llm there is nothing to read: said once, with what to do.
+#[test]
+fn import_llm_without_llm_says_what_is_missing_once() {
+    let env = TestEnv::new();
+    let run = env.run_with(&["import", "llm"], None, &[("PATH", env.bin.to_str().unwrap())]);
+    run.code(1).stderr_has("llm is not on PATH").stderr_has("pip install llm");
+    assert_eq!(run.stderr.matches("llm is not on PATH").count(), 1, "{run}");
+    assert!(!run.stderr.contains("could not be read whole"), "{run}");
+    assert!(!run.stderr.contains("warning"), "{run}");
+}

@@ -6,6 +6,7 @@ mod acp;
 #[path = "../support/env.rs"]
 mod common;
 mod compaction;
+mod export;
 mod faults;
 mod grep;
 mod help;

@@ -1,0 +1,101 @@
+//! `cca export` with files of the wrong shape and names that would leave the tools' folders:
+//! each is an error that says what to do, and nothing is written (the real claude and gemini
+//! resuming what cca exported are in tests/real/import.rs).
+
+use std::path::{Path, PathBuf};
+
+use crate::common::*;
+
+/// Every file under `dir`, for proof that nothing was written.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return out };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A session with one answered question, in the test's work folder.
+fn answered(env: &TestEnv) -> String {
+    env.run(&["search", "-q", "hello"]).ok();
+    STAMP.to_string()
+}
+
+#[test]
+fn a_gemini_projects_file_of_the_wrong_shape_is_an_error_and_nothing_is_written() {
+    let env = TestEnv::new();
+    answered(&env);
+    let registry = env.home.join(".gemini/projects.json");
+    std::fs::create_dir_all(registry.parent().unwrap()).unwrap();
+    let work = env.work.to_str().unwrap();
+    for shape in [
+        "[]".to_string(),
+        "\"projects\"".to_string(),
+        r#"{"projects": []}"#.to_string(),
+        r#"{"projects": "x"}"#.to_string(),
+        format!(r#"{{"projects": {{"{work}": 5}}}}"#),
+    ] {
+        std::fs::write(&registry, &shape).unwrap();
+        let run = env.run(&["export", "gemini"]);
+        run.code(1).stderr_has(&format!("{} is not gemini's list of projects", registry.display()));
+        assert_eq!(run.stdout, "", "{shape}: {run}");
+        assert_eq!(
+            files_under(&env.home.join(".gemini")),
+            std::slice::from_ref(&registry),
+            "{shape}"
+        );
+        assert_eq!(std::fs::read_to_string(&registry).unwrap(), shape);
+    }
+}
+
+#[test]
+fn names_from_files_that_would_leave_the_folder_are_refused() {
+    let env = TestEnv::new();
+    let id = answered(&env);
+    let registry = env.home.join(".gemini/projects.json");
+    std::fs::create_dir_all(registry.parent().unwrap()).unwrap();
+    let work = env.work.to_str().unwrap();
+    std::fs::write(&registry, "{}").unwrap();
+    let before = files_under(env.root.path());
+    for name in ["../../../../x", "..", ".", "", "a/b", "a\u{0}b"] {
+        let text = serde_json::json!({"projects": {work: name}}).to_string();
+        std::fs::write(&registry, &text).unwrap();
+        let run = env.run(&["export", "gemini"]);
+        run.code(1).stderr_has("which is not a file name").stderr_has("fix that name in");
+        assert_eq!(files_under(env.root.path()), before, "{name:?}: {run}");
+    }
+    std::fs::remove_file(&registry).unwrap();
+
+    // A time that is not one, in the transcript: gemini's file name is made from it, claude's
+    // lines carry it.
+    let path = env.session_path(&id);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let before = files_under(env.root.path());
+    for at in ["../../../../../x", "2026-11-21T10:15", "\u{1b}]0;title\u{7}"] {
+        let mut bad = text.clone();
+        let first = bad.find("\"at\":\"").unwrap() + 6;
+        let end = first + bad[first..].find('"').unwrap();
+        bad.replace_range(first..end, serde_json::to_string(at).unwrap().trim_matches('"'));
+        std::fs::write(&path, &bad).unwrap();
+        for tool in ["gemini", "claude"] {
+            let run = env.run(&["export", tool]);
+            run.code(1).stderr_has("exchange 1 of session").stderr_has("not a time");
+            assert!(!run.stderr.contains('\u{1b}'), "{run}");
+            assert_eq!(files_under(env.root.path()), before, "{tool} {at:?}: {run}");
+        }
+    }
+    std::fs::write(&path, &text).unwrap();
+    let run = env.run(&["export", "gemini"]);
+    assert_eq!(run.ok().stdout.trim().len(), 36, "{run}");
+    let written = files_under(&env.home.join(".gemini/tmp/work/chats"));
+    assert_eq!(written.len(), 1, "{written:?}");
+    let name = written[0].file_name().unwrap().to_str().unwrap();
+    assert!(name.starts_with("session-2026-11-21T10-15-"), "{name}");
+}
