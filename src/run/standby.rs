@@ -264,7 +264,7 @@ fn serve(order: &Order, listener: UnixListener, signalled: &AtomicBool) -> Resul
             let (mut waiting, child, group) = engine.take().expect("ready");
             waiting.hand_over(&conn)?;
             // The next standby may start now; the taker holds the pipes.
-            drop((listener, lock, waiting));
+            drop((listener, lock, waiting, clients));
             remove_socket(order);
             let exited = report_exit(child, conn);
             drop(group);

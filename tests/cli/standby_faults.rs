@@ -82,18 +82,21 @@ fn clients_that_drip_or_never_end_a_line_do_not_hold_it() {
 fn a_standby_is_reached_from_its_launch() {
     let env = TestEnv::new();
     env.write_config("standby = \"1m\"\n");
-    // The fake claude takes a while to start: the standby is still starting when asked.
-    env.run_with(&["search", "first"], None, &[("FAKE_SCRIPT_2", "sleep 1500;echo")]).ok();
+    // The engines on standby (calls 2 and 4) never finish starting: each is still starting
+    // when asked, however quick or slow the machine.
+    let never = env.root.path().join("never");
+    let never = never.to_str().unwrap();
+    let vars = [("FAKE_START_AWAIT_2", never), ("FAKE_START_AWAIT_4", never)];
+    env.run_with(&["search", "first"], None, &vars).ok();
     let listed = env.run(&["standby"]).ok().stdout.clone();
     assert!(listed.starts_with("claude") && listed.contains("starting"), "{listed}");
     assert_eq!(env.run(&["standby", "--end"]).ok().stdout, "ended: claude\n");
-    std::thread::sleep(Duration::from_secs(3));
-    assert!(waiting(&env).is_none(), "ended, it never came up");
     assert!(env.run(&["standby"]).ok().stdout.contains("nothing waits"));
 
-    // A new one replaces one still starting.
-    env.run_with(&["search", "-r", "second"], None, &[("FAKE_SCRIPT", "sleep 1500;echo")]).ok();
-    env.run(&["search", "third"]).ok();
+    // The next turn does not wait for one still starting that another turn left: it ends it.
+    env.run_with(&["search", "-r", "second"], None, &vars).ok();
+    assert!(env.run(&["standby"]).ok().stdout.contains("starting"));
+    env.run_with(&["search", "third"], None, &vars).ok();
     let group = ready(&env);
     let out = env.run(&["standby"]).ok().stdout.clone();
     assert_eq!(out.lines().count(), 1, "one waits: {out}");
