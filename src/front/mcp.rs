@@ -15,6 +15,7 @@
 
 mod find;
 mod safe;
+mod shown;
 mod tools;
 
 use std::io::{self, BufRead, Write};

@@ -12,7 +12,7 @@ use crate::grep::{Matcher, Options, Searcher, Shown, Sink};
 use crate::store::Store;
 use crate::transcript::{Header, Kind};
 
-use super::tools::{Text, session_line};
+use super::shown::{Text, session_line};
 
 /// An excerpt: so much of the question, and of the answer, around the hit.
 const QUESTION_CHARS: usize = 600;
