@@ -20,8 +20,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::find::{Excerpt, Filter, Found, Hit, Job, Searched, excerpt_block};
-use super::shown::{Text, quoted_title, record_heading, session_line};
 use super::safe::safe_text;
+use super::shown::{Text, quoted_title, record_heading, session_line};
 use crate::config::Settings;
 use crate::grep::{Case, Matcher, Numbering, Options, PatternOptions};
 use crate::store::{self, Store};
@@ -579,4 +579,3 @@ fn read_content(file: &File, content: &Range<u64>, cap: usize) -> std::io::Resul
 fn exchanges_word(n: u64) -> String {
     if n == 1 { "1 exchange".into() } else { format!("{n} exchanges") }
 }
-
