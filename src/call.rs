@@ -438,6 +438,14 @@ pub(crate) fn verdict(engine: &EngineConfig, outcome: &run::EngineRun) -> Verdic
                 ),
             );
         }
+        Some(run::Halted::Refused(why)) => {
+            return failed(
+                format!(
+                    "{name} was refused by its API: {why}; cca stopped it rather than wait for its retries"
+                ),
+                Some(engine.refused_hint()),
+            );
+        }
         Some(run::Halted::NeedsTerminal) => {
             return failed(
                 format!(

@@ -31,6 +31,7 @@ pub(crate) const SPEC: Spec = Spec {
     default_tools: None,
     failure_hint: None,
     empty_answer_hint: "try again; if it keeps happening, ask the agent by hand (an ACP client such as acpx) to see what it does",
+    refused_hint: None,
     streams_input: None,
     keeps: Some(Keeping::Acp),
     one_shot: false,

@@ -33,6 +33,9 @@ pub(crate) const SPEC: Spec = Spec {
     default_tools: Some("WebSearch,WebFetch"),
     failure_hint: Some("for claude's own diagnosis, run `claude doctor`"),
     empty_answer_hint: "try again; if it keeps happening, run the engine by hand to see what it does",
+    refused_hint: Some(
+        "check ANTHROPIC_API_KEY (or the key in `claude`'s settings), or log in again with `claude /login`",
+    ),
     // Measured: a user line sent while an answer streams is taken after the next tool result
     // in the same answer, or as a new answer (with its own `result`) right after it.
     streams_input: Some(user_line),
@@ -408,6 +411,10 @@ impl Decoder {
                         cost
                     }),
                 }));
+                if let Some(status @ (401 | 403)) = v["api_error_status"].as_u64() {
+                    let why = v["api_error_type"].as_str().unwrap_or("refused");
+                    out.push(Output::Refused(format!("the API answered {status} ({why})")));
+                }
                 if v["is_error"].as_bool() == Some(true) {
                     let reason = v["result"]
                         .as_str()
@@ -417,6 +424,15 @@ impl Decoder {
                     out.push(Output::Error(reason));
                 }
                 out.push(Output::AnswerEnd);
+            }
+            // A refused key or login is retried like an outage, for minutes, to no end.
+            Some("system")
+                if v["subtype"] == "api_retry"
+                    && matches!(v["error_status"].as_u64(), Some(401 | 403)) =>
+            {
+                let status = v["error_status"].as_u64().unwrap_or_default();
+                let why = v["error"].as_str().unwrap_or("refused");
+                out.push(Output::Refused(format!("the API answered {status} ({why})")))
             }
             Some("system") if v["subtype"] == "api_retry" => {
                 out.push(Output::Retry(retry_note(&v)))

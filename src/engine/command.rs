@@ -18,6 +18,7 @@ pub(crate) const SPEC: Spec = Spec {
     default_tools: None,
     failure_hint: None,
     empty_answer_hint: "try again; if it keeps happening, run the engine by hand to see what it does",
+    refused_hint: None,
     streams_input: None,
     keeps: None,
     one_shot: true,

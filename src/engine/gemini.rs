@@ -33,6 +33,9 @@ pub(crate) const SPEC: Spec = Spec {
     failure_hint: None,
     empty_answer_hint: "gemini answers nothing when the prompt is larger than the model's context window; \
              try `cca search` for a new session, or a model with a larger window",
+    refused_hint: Some(
+        "check GEMINI_API_KEY (or GOOGLE_API_KEY), or log in again by running `gemini` on its own",
+    ),
     streams_input: None,
     // Its `-p` mode reads one prompt; `gemini --acp` takes one after another.
     keeps: Some(super::Keeping::Acp),
@@ -346,6 +349,14 @@ fn decode_line(v: &Value, out: &mut Vec<Output>) {
                     .as_str()
                     .map(str::to_string)
                     .unwrap_or_else(|| format!("gemini reported status {}", v["status"]));
+                // The API's own error, quoted in the message: a refused key or login.
+                let refused =
+                    ["\"code\":401", "\"code\":403", "UNAUTHENTICATED", "PERMISSION_DENIED"]
+                        .iter()
+                        .any(|sign| message.contains(sign));
+                if refused {
+                    out.push(Output::Refused(message.clone()));
+                }
                 out.push(Output::Error(message));
             }
         }

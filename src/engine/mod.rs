@@ -43,6 +43,8 @@ pub struct Spec {
     pub failure_hint: Option<&'static str>,
     /// Why an empty answer may have come, and what to do.
     pub empty_answer_hint: &'static str,
+    /// What to do when the API refused the engine's credentials ([`Output::Refused`]).
+    pub refused_hint: Option<&'static str>,
     /// Engines that read input while they run (claude with `--input-format stream-json`): how
     /// to write one user message on the running engine's stdin (the framed prompt is the first).
     /// `None`: the engine reads its stdin once, and a steer waits for the next turn. The first
@@ -209,6 +211,14 @@ impl EngineConfig {
              (`ssh-add`) for what it runs, so that nothing needs a password",
             self.program.to_string_lossy()
         )
+    }
+
+    /// What to tell the user when the API refused the engine's credentials.
+    pub fn refused_hint(&self) -> String {
+        match self.spec.refused_hint {
+            Some(hint) => hint.to_string(),
+            None => format!("check the key or the login {} uses", self.name),
+        }
     }
 
     /// What to tell the user when the engine failed, beyond its own message.
@@ -406,6 +416,9 @@ pub enum Output {
     Retry(String),
     /// The engine said the turn failed, and why.
     Error(String),
+    /// The API refused the engine's credentials (a wrong key, a login expired): no retry can
+    /// help, so the engine is stopped at once. Why, in the engine's words.
+    Refused(String),
     Usage(Usage),
     /// The engine's own id for this run (gemini: to find the session file it wrote).
     Session(String),

@@ -56,6 +56,8 @@ pub(super) struct Decoding {
     /// The first error writing the answer's scratch file; nothing is written after it.
     pub(super) scratch_error: Option<String>,
     scratch_failed: bool,
+    /// The API refused the engine's credentials ([`Output::Refused`]): the loop stops it.
+    pub(super) refused: Option<String>,
     /// Lines the engine asked for an answer to, for its stdin ([`Output::Reply`]).
     pub(super) replies: Vec<String>,
 }
@@ -79,6 +81,7 @@ impl Decoding {
             stderr_tail: Vec::new(),
             scratch_error: None,
             scratch_failed: false,
+            refused: None,
             replies: Vec::new(),
         }
     }
@@ -112,6 +115,9 @@ impl Decoding {
         let mut halted = ending.halted;
         if let Some(e) = self.scratch_error.take() {
             halted.get_or_insert(Halted::Scratch(e));
+        }
+        if let Some(why) = self.refused.take() {
+            halted.get_or_insert(Halted::Refused(why));
         }
         let start = self.earlier.last().map_or(0, |e| e.range.end);
         if let Err(e) = io::Seek::seek(&mut self.answer, io::SeekFrom::Start(start)) {
@@ -158,6 +164,10 @@ impl Decoding {
                     progress(Progress::Retry(&note));
                 }
                 Output::Error(e) => self.engine_error = Some(e),
+                Output::Refused(why) => {
+                    self.tail(format!("{why}\n").as_bytes());
+                    self.refused.get_or_insert(why);
+                }
                 Output::Usage(u) => self.usage = u,
                 Output::Session(id) => self.engine_session = Some(id),
                 Output::Model(model) => self.model = Some(model),

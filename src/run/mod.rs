@@ -67,6 +67,8 @@ pub(crate) enum Halted {
     /// terminal, or set its modes, from a background process group, as an ssh password prompt
     /// does); it would wait for ever.
     NeedsTerminal,
+    /// The API refused the engine's credentials: it would retry for minutes to no end.
+    Refused(String),
 }
 
 /// Why a turn was stopped before its end. Front ends other than the terminal add their own
@@ -545,6 +547,7 @@ impl Engine {
         if ending.interrupted.is_none() && ending.halted.is_none() {
             let halted = match decoding.scratch_error.take() {
                 Some(e) => Some(Halted::Scratch(e)),
+                None if decoding.refused.is_some() => decoding.refused.take().map(Halted::Refused),
                 None if ending.checked_at.elapsed() >= STOPPED_CHECK => {
                     ending.checked_at = Instant::now();
                     group_stopped(self.group).then_some(Halted::NeedsTerminal)

@@ -2,6 +2,7 @@
 //! loopback server that speaks their APIs. `make test` installs the pinned programs into build/.
 
 // Shared with tests/cli; each binary uses part of it.
+mod auth;
 #[allow(dead_code)]
 #[path = "../support/env.rs"]
 mod common;
@@ -456,7 +457,7 @@ fn claude_http_401() {
         Some(Behavior { status: Some(401), ..Behavior::default() }),
         None,
         None,
-        &["claude failed (exit status 1)", "401"],
+        &["claude was refused by its API", "401", "ANTHROPIC_API_KEY"],
     );
 }
 
@@ -489,7 +490,7 @@ fn gemini_http_401() {
         Some(Behavior { status: Some(401), ..Behavior::default() }),
         None,
         None,
-        &["gemini failed", "401"],
+        &["gemini was refused by its API", "401", "GEMINI_API_KEY"],
     );
 }
 
