@@ -54,6 +54,14 @@ use clap::Parser as _;
 
 /// Parses the command line, runs the command, and turns the result into an exit code.
 pub fn main() -> ExitCode {
+    // The launcher runs before every engine start, so it skips what only a person's command
+    // needs (the completion check, clap's whole command tree): most of its cost.
+    if let Some((parent, command)) = cmd::engine::launcher_args(std::env::args_os()) {
+        return ExitCode::from(match run::launch(parent, &command) {
+            Ok(code) => code,
+            Err(err) => front::terminal::report(&err),
+        });
+    }
     // A completion request from the shell (see `cca completions`) is answered and exits here.
     clap_complete::CompleteEnv::with_factory(<cli::Cli as clap::CommandFactory>::command)
         .var(cli::COMPLETE_VAR)

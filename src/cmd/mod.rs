@@ -10,7 +10,7 @@ mod compact;
 mod completions;
 mod config;
 mod doctor;
-mod engine;
+pub(crate) mod engine;
 mod export;
 mod fork;
 mod grep;
