@@ -65,8 +65,15 @@ fn codex_rollouts_import_go_on_and_continue_with_any_engine() {
     assert!(run.ok().stdout.starts_with("20261120-080000\tgoing on"), "{run}");
 
     // Continued with another engine: it gets the imported history.
-    env.run(&["search", "-q", "-e", "claude", "-s", "20261120-080000", "question 4"]).ok();
+    let run = env.run(&["search", "-e", "claude", "-s", "20261120-080000", "question 4"]);
+    assert!(!run.ok().stderr.contains("no engine here"), "{run}");
     assert_eq!(env.last_users(), ["question 1", "question 2", "question 3"]);
+    // Without `-e`, the default engine answers for codex, and says so.
+    env.run(&["search", "-s", "20261120-080000", "question 5"]).ok().stderr_has(
+        "session 20261120-080000 was written by codex, which is no engine here: claude answers \
+         (declare `[engines.codex]` in config.toml, or choose one with `-e`)",
+    );
+    assert_eq!(env.last_users().len(), 4);
 }
 
 #[test]
