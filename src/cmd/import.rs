@@ -6,7 +6,6 @@
 //! is a cache: without it, the sessions' headers (`imported`) say the same, and it is rebuilt.
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -85,7 +84,7 @@ pub(crate) fn run(args: &ImportArgs) -> Result<u8> {
     let files = sources(&settings, tool, &args.paths)?;
     let mut index = load_index(&store)?;
     let mut tally = Tally::default();
-    let bar = progress_bar(files.len());
+    let bar = progress_bar(files.len(), crate::front::terminal::spinner_wanted(&settings));
     let mut batch: Vec<Job> = Vec::new();
     let result = (|| -> Result<()> {
         for file in &files {
@@ -270,8 +269,8 @@ fn flush(
     failed.map_or(Ok(()), Err)
 }
 
-fn progress_bar(files: usize) -> indicatif::ProgressBar {
-    if files < PROGRESS_FROM || !std::io::stderr().is_terminal() {
+fn progress_bar(files: usize, drawn: bool) -> indicatif::ProgressBar {
+    if files < PROGRESS_FROM || !drawn {
         return indicatif::ProgressBar::hidden();
     }
     let bar = indicatif::ProgressBar::with_draw_target(

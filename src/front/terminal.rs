@@ -2,8 +2,9 @@
 //! silent, the engine's stderr and cca's notices on stderr, and at the end either one JSON object
 //! (`--json`) or the error with its hints; the exit code follows from the outcome.
 //!
-//! stdout carries the answer only. The spinner shows only when stderr is a terminal (and not
-//! `TERM=dumb`) in the normal mode, and is cleared before the first byte of the answer.
+//! stdout carries the answer only. The spinner shows only when stderr is a terminal (and neither
+//! `NO_COLOR` nor `TERM=dumb` is set) in the normal mode, and is cleared before the first byte of
+//! the answer.
 
 use std::io::{self, IsTerminal, Write};
 use std::time::Duration;
@@ -31,9 +32,10 @@ pub(crate) enum Mode {
     Json,
 }
 
-/// Whether a spinner may be shown: stderr is a terminal that can draw one.
+/// Whether a spinner may be shown: stderr is a terminal that can draw one, and escape codes
+/// are welcome (not `NO_COLOR`, not `TERM=dumb`: a spinner redraws its line with them).
 pub(crate) fn spinner_wanted(settings: &Settings) -> bool {
-    io::stderr().is_terminal() && !settings.dumb_terminal
+    io::stderr().is_terminal() && settings.color
 }
 
 /// An [`Observer`] that shows a turn in the terminal.

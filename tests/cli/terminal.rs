@@ -255,13 +255,16 @@ fn search_raw_prints_the_answer_byte_for_byte_on_a_terminal() {
 #[test]
 fn search_renders_without_escape_codes_under_no_color() {
     let env = TestEnv::new();
+    let slow = format!("sleep 300;{MARKDOWN}");
     for var in [("NO_COLOR", "1"), ("TERM", "dumb")] {
-        let mut session = in_pty(&env, &["search", "plan it"], &[("FAKE_SCRIPT", MARKDOWN), var]);
+        let mut session = in_pty(&env, &["search", "plan it"], &[("FAKE_SCRIPT", &slow), var]);
         let all = shown(&mut session);
-        // The spinner (on stderr, only on a terminal that can draw it) is cleared first; the
-        // answer after it has no escape code, yet its table lines up and its link is shown.
+        // No escape code at all, not even a spinner's redrawing while the engine is silent;
+        // yet the table lines up, the link is shown, and the code block keeps its fences, the
+        // only sign of it without colour.
+        assert!(!all.contains('\u{1b}') && !all.contains("waiting for"), "{var:?}: {all:?}");
         let answer = &all[all.find("# Plan").expect("the answer")..];
-        assert!(!answer.contains('\u{1b}'), "{var:?}: {all:?}");
+        assert!(answer.contains("```rust\nfn main() {}\n```\n"), "{answer:?}");
         assert!(answer.contains("bb │    22\n"), "{answer:?}");
         assert!(answer.contains("the docs (https://example.com/d)"), "{answer:?}");
     }
