@@ -57,6 +57,8 @@ pub(crate) struct Terminal {
     chat: bool,
     /// The question is in the transcript.
     recorded: bool,
+    /// With `CCA_SESSION` set: what to say when a turn creates a session (`{new}` stands for it).
+    still_followed: Option<String>,
     /// Answers rendered as markdown for the terminal, as they stream (see [`rendering`]).
     renderer: Option<Renderer>,
     /// After an answer, a dim line with its cost and the session's (normal mode, on a terminal).
@@ -99,6 +101,7 @@ impl Terminal {
             cost_line: mode == Mode::Normal && io::stderr().is_terminal(),
             color: settings.color,
             recorded: false,
+            still_followed: crate::session::still_followed_note(settings, "{new}"),
         }
     }
 
@@ -329,6 +332,14 @@ impl Observer for Terminal {
                 self.recorded = true;
                 if created && self.chat {
                     self.aside(format!("cca: session {session}\n").as_bytes());
+                }
+                if created
+                    && self.mode == Mode::Normal
+                    && let Some(note) = &self.still_followed
+                {
+                    let after = if self.chat { "after this chat, " } else { "" };
+                    let note = note.replace("{new}", session);
+                    self.aside(format!("cca: {after}{note}\n").as_bytes());
                 }
             }
             Event::Notice { level, text } => {

@@ -264,6 +264,8 @@ fn chat_in_a_terminal_with_ctrl_c_in_the_middle() {
     chat.exp_string("> ").unwrap();
     chat.send_line("/session").unwrap();
     chat.exp_string(&format!("session {STAMP}")).unwrap();
+    chat.send_line(&format!("/session {STAMP}")).unwrap();
+    chat.exp_string(&format!("now talking in {STAMP}")).unwrap();
     chat.send_control('d').unwrap();
     chat.exp_eof().unwrap();
 
@@ -379,4 +381,34 @@ fn a_kept_gemini_that_opens_no_acp_session_fails_the_turn_with_a_hint() {
     let argv = argv_of(&env.last_call()).join(" ");
     assert!(argv.contains("--acp"), "{argv}");
     assert!(env.latest().contains("hello"), "the question is kept");
+}
+
+/// With `CCA_SESSION` set, a new session or a fork becomes `latest` while `,` in that terminal
+/// still continues the variable's: the terminal is told so, and how to follow the new one.
+#[test]
+fn a_terminal_that_follows_cca_session_hears_that_a_new_session_is_not_followed() {
+    let env = TestEnv::new();
+    env.run(&["search", "first"]).ok();
+    let run_in_pty = |args: &[&str], now: &str| {
+        let mut cmd = env.pty_command();
+        cmd.args(args).env("CCA_SESSION", STAMP).env("CCA_NOW", now);
+        let mut session = spawn_command(cmd, Some(TIMEOUT.as_millis() as u64)).unwrap();
+        session.exp_eof().unwrap().replace("\r\n", "\n")
+    };
+    let all = run_in_pty(&["search", "new", "question"], "2026-11-21T11:00:00Z");
+    assert!(
+        all.contains(&format!(
+            "cca: `,` here still continues {STAMP} ($CCA_SESSION names it); \
+             `export CCA_SESSION=20261121-110000` to follow 20261121-110000\n"
+        )),
+        "{all:?}"
+    );
+    let all = run_in_pty(&["fork", STAMP], "2026-11-21T12:00:00Z");
+    assert!(all.contains("it is now the latest session\n"), "{all:?}");
+    assert!(all.contains("`export CCA_SESSION=20261121-120000` to follow"), "{all:?}");
+    // A follow-up in the followed session says nothing of the kind; nor does a terminal
+    // without the variable.
+    assert!(!run_in_pty(&[",", "more"], "2026-11-21T13:00:00Z").contains("still continues"));
+    let run = env.run(&["search", "another"]);
+    assert!(!run.ok().stderr.contains("still continues"), "{run}");
 }
