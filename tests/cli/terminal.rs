@@ -89,6 +89,23 @@ fn show_runs_pager_through_the_shell() {
     assert!(all.contains("PAGED> ECHO: q"), "{all:?}");
 }
 
+/// The default pager (less) is told that what it shows is UTF-8, whatever the locale.
+#[test]
+fn the_default_pager_is_told_the_text_is_utf8() {
+    let env = TestEnv::new();
+    env.run(&["search", "q"]).ok();
+    let less = env.bin.join("less");
+    std::fs::write(&less, "#!/bin/sh\necho \"charset=$LESSCHARSET args=$*\"\ncat >/dev/null\n").unwrap();
+    std::fs::set_permissions(&less, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut session = in_pty(&env, &["show"], &[("LANG", "C"), ("LC_ALL", "C")]);
+    let all = session.exp_eof().unwrap();
+    assert!(all.contains("charset=utf-8 args=-FRX"), "{all:?}");
+    // A pager of the user's own is run as it is.
+    let mut session = in_pty(&env, &["show"], &[("PAGER", "less"), ("LC_ALL", "C")]);
+    let all = session.exp_eof().unwrap();
+    assert!(all.contains("charset= args="), "{all:?}");
+}
+
 #[test]
 fn show_uses_bold_on_a_terminal_unless_no_color() {
     let env = TestEnv::new();
