@@ -313,8 +313,8 @@ pub(crate) fn fork(
     }
     if n > summary.exchanges {
         return Err(Failure::usage(format!(
-            "session {source} has {} exchange(s); cannot fork at {n}",
-            summary.exchanges
+            "session {source} has {}; cannot fork at {n}",
+            crate::human::counted(summary.exchanges, "exchange", "exchanges")
         ))
         .into());
     }

@@ -44,7 +44,7 @@ fn codex_rollouts_import_go_on_and_continue_with_any_engine() {
     assert!(
         run.ok()
             .stdout
-            .starts_with("20261120-080000\tnew\t2 exchange(s)\tcodex:0199-codex\tquestion 1"),
+            .starts_with("20261120-080000\tnew\t2 exchanges\tcodex:0199-codex\tquestion 1"),
         "{run}"
     );
     let text = std::fs::read_to_string(env.session_path("20261120-080000")).unwrap();
@@ -59,7 +59,7 @@ fn codex_rollouts_import_go_on_and_continue_with_any_engine() {
     let run = env.run(&["import", "codex", "--dry-run"]);
     assert_eq!(
         run.ok().stdout,
-        "-\tgoing on in 20261120-080000\t+1 exchange(s)\tcodex:0199-codex\tquestion 1\n"
+        "-\tgoing on in 20261120-080000\t+1 exchange\tcodex:0199-codex\tquestion 1\n"
     );
     let run = env.run(&["import", "codex", file.to_str().unwrap()]);
     assert!(run.ok().stdout.starts_with("20261120-080000\tgoing on"), "{run}");

@@ -141,7 +141,7 @@ fn fork_at_turn_two_sends_exactly_two_exchanges() {
     // The original goes on with all four.
     env.run(&["search", "-q", "-s", "20261121-101500", "t5 in the original"]).ok();
     assert_eq!(env.last_users(), ["t1", "t2", "t3", "t4"]);
-    env.run(&["fork", "--at", "9"]).code(2).stderr_has("has 5 exchange(s)");
+    env.run(&["fork", "--at", "9"]).code(2).stderr_has("has 5 exchanges");
     let before = env.session_files();
     env.run(&["fork", "--at", "0"]).code(2).stderr_has("a fork at 0 would keep nothing");
     assert_eq!(env.session_files(), before, "no empty session is made");
