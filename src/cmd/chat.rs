@@ -294,10 +294,9 @@ fn slash(
                 *session = Some(store.resolve_id(arg)?);
             }
             match session {
-                Some(id) if switched => say(&format!(
-                    "cca: now talking in {id}: {}",
-                    store.session_path(id).display()
-                )),
+                Some(id) if switched => {
+                    say(&format!("cca: now talking in {id}: {}", store.session_path(id).display()))
+                }
                 Some(id) => {
                     say(&format!("cca: session {id}: {}", store.session_path(id).display()))
                 }

@@ -252,11 +252,11 @@ impl Terminal {
         let gist = |text: &str| crate::transcript::one_line(text, 72);
         match steered {
             Steered::Queued(text) if self.shows(Level::Info) => {
-                self.spinner.stderr(format!("cca: steer queued: {}\n", gist(text)).as_bytes());
+                self.aside(format!("cca: steer queued: {}\n", gist(text)).as_bytes());
             }
             Steered::Taken(text) => {
                 if self.shows(Level::Info) {
-                    self.spinner.stderr(format!("cca: steer taken: {}\n", gist(text)).as_bytes());
+                    self.aside(format!("cca: steer taken: {}\n", gist(text)).as_bytes());
                 }
                 // The answer to it is a new answer: a blank line sets it apart.
                 if self.answered {
@@ -264,7 +264,7 @@ impl Terminal {
                     self.answer_text(gap);
                 }
             }
-            Steered::NotTaken(text) => self.spinner.stderr(
+            Steered::NotTaken(text) => self.aside(
                 format!(
                     "cca: steer not taken (kept in the transcript as not answered): {}\n",
                     gist(text)
@@ -318,6 +318,11 @@ impl Terminal {
             renderer.hide(&mut hidden);
             self.print(&hidden);
             // Hiding leaves the cursor at the start of a line.
+            self.printed_newline = true;
+        } else if !self.printed_newline && self.mode != Mode::Json && io::stdout().is_terminal() {
+            // The answer as it is (not rendered) stopped inside a line: the notice starts on a
+            // line of its own, and stdout keeps the exact answer.
+            self.spinner.stderr(b"\n");
             self.printed_newline = true;
         }
         self.spinner.stderr(bytes);

@@ -155,11 +155,8 @@ fn a_fresh_fork_lists_first_and_latest_moves_in_the_listed_order() {
     env.run(&["search", "-q", "parent"]).ok();
     let at = |t: &'static str| [("CCA_NOW", t)];
     env.run_with(&["search", "-q", "other"], None, &at("2026-11-21T11:00:00Z")).ok();
-    let run = env.run_with(
-        &["fork", "--at", "1", "20261121-101500"],
-        None,
-        &at("2026-11-21T12:00:00Z"),
-    );
+    let run =
+        env.run_with(&["fork", "--at", "1", "20261121-101500"], None, &at("2026-11-21T12:00:00Z"));
     assert_eq!(run.ok().stdout.trim(), "20261121-120000");
     let listed = env.run(&["sessions"]);
     let ids: Vec<&str> =
@@ -171,16 +168,23 @@ fn a_fresh_fork_lists_first_and_latest_moves_in_the_listed_order() {
     assert!(json.ok().stdout.find("20261121-120000") < json.stdout.find("20261121-110000"));
     // The parent, continued now, is the newest again; removing it moves `latest` to the fork,
     // which `cca sessions` lists next.
-    env.run_with(&["search", "-q", "-s", "20261121-101500", "more"], None, &at("2026-11-21T13:00:00Z"))
-        .ok();
-    env.run_with(&["search", "-q", "-s", "20261121-110000", "more"], None, &at("2026-11-21T14:00:00Z"))
-        .ok();
+    env.run_with(
+        &["search", "-q", "-s", "20261121-101500", "more"],
+        None,
+        &at("2026-11-21T13:00:00Z"),
+    )
+    .ok();
+    env.run_with(
+        &["search", "-q", "-s", "20261121-110000", "more"],
+        None,
+        &at("2026-11-21T14:00:00Z"),
+    )
+    .ok();
     let listed = env.run(&["sessions"]);
     let second = listed.ok().stdout.lines().nth(1).unwrap().to_string();
-    env.run(&["rm", "20261121-110000"]).ok().stderr_has(&format!(
-        "it now points at {}",
-        second[2..].split(' ').next().unwrap()
-    ));
+    env.run(&["rm", "20261121-110000"])
+        .ok()
+        .stderr_has(&format!("it now points at {}", second[2..].split(' ').next().unwrap()));
     assert!(second.contains("20261121-101500"), "{listed}");
 }
 

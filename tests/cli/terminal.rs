@@ -95,7 +95,8 @@ fn the_default_pager_is_told_the_text_is_utf8() {
     let env = TestEnv::new();
     env.run(&["search", "q"]).ok();
     let less = env.bin.join("less");
-    std::fs::write(&less, "#!/bin/sh\necho \"charset=$LESSCHARSET args=$*\"\ncat >/dev/null\n").unwrap();
+    std::fs::write(&less, "#!/bin/sh\necho \"charset=$LESSCHARSET args=$*\"\ncat >/dev/null\n")
+        .unwrap();
     std::fs::set_permissions(&less, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let mut session = in_pty(&env, &["show"], &[("LANG", "C"), ("LC_ALL", "C")]);
     let all = session.exp_eof().unwrap();
@@ -706,4 +707,41 @@ fn typing_while_a_chat_answer_streams_stays_off_the_answer_s_line() {
     session.exp_string("ECHO: q2").unwrap();
     session.send_control('d').unwrap();
     session.exp_eof().unwrap();
+}
+
+/// A steer's notices stand on lines of their own, even while the answer is inside a line; the
+/// unfinished line is taken off the screen first and shown once, rendered, when it ends.
+#[test]
+fn steer_notices_stand_on_their_own_lines_mid_answer() {
+    let env = TestEnv::new();
+    let script = "say half a line;take;say  and the rest.\\n";
+    // Rendered live, and as it is (without colour, nothing shows before its line ends).
+    let cases: [(&[&str], &[(&str, &str)]); 2] =
+        [(&["search", "q"], &[]), (&["search", "--raw", "q"], &[])];
+    for (args, vars) in cases {
+        let mut all_vars = vec![("FAKE_SCRIPT", script)];
+        all_vars.extend_from_slice(vars);
+        let mut session = in_pty(&env, args, &all_vars);
+        session.exp_string("half a line").unwrap();
+        let run_dir = env.cca_home.join("run");
+        let listening = || {
+            std::fs::read_dir(&run_dir).is_ok_and(|d| {
+                d.flatten().any(|e| e.file_name().to_string_lossy().ends_with(".sock"))
+            })
+        };
+        assert!(wait_until(TIMEOUT, listening), "the turn listens for steers");
+        env.run(&["steer", "shorter"]).ok();
+        let all = format!("half a line{}", shown(&mut session));
+        for notice in ["cca: steer queued: shorter", "cca: steer taken: shorter"] {
+            let at = all.find(notice).unwrap_or_else(|| panic!("{args:?} {vars:?}: {all:?}"));
+            let before = &all[..at];
+            assert!(
+                before.ends_with('\n') || before.ends_with("\r\u{1b}[J"),
+                "{vars:?}: {notice} glued to the answer: {all:?}"
+            );
+        }
+        // The half line, taken off the screen, is never left there beside its second showing.
+        let visible = all.replace("half a line\r\u{1b}[J", "");
+        assert_eq!(visible.matches("half a line").count(), 1, "{vars:?}: {all:?}");
+    }
 }
