@@ -716,12 +716,8 @@ fn steer_notices_stand_on_their_own_lines_mid_answer() {
     let env = TestEnv::new();
     let script = "say half a line;take;say  and the rest.\\n";
     // Rendered live, and as it is (without colour, nothing shows before its line ends).
-    let cases: [(&[&str], &[(&str, &str)]); 2] =
-        [(&["search", "q"], &[]), (&["search", "--raw", "q"], &[])];
-    for (args, vars) in cases {
-        let mut all_vars = vec![("FAKE_SCRIPT", script)];
-        all_vars.extend_from_slice(vars);
-        let mut session = in_pty(&env, args, &all_vars);
+    for args in [&["search", "q"][..], &["search", "--raw", "q"]] {
+        let mut session = in_pty(&env, args, &[("FAKE_SCRIPT", script)]);
         session.exp_string("half a line").unwrap();
         let run_dir = env.cca_home.join("run");
         let listening = || {
@@ -733,15 +729,15 @@ fn steer_notices_stand_on_their_own_lines_mid_answer() {
         env.run(&["steer", "shorter"]).ok();
         let all = format!("half a line{}", shown(&mut session));
         for notice in ["cca: steer queued: shorter", "cca: steer taken: shorter"] {
-            let at = all.find(notice).unwrap_or_else(|| panic!("{args:?} {vars:?}: {all:?}"));
+            let at = all.find(notice).unwrap_or_else(|| panic!("{args:?}: {all:?}"));
             let before = &all[..at];
             assert!(
                 before.ends_with('\n') || before.ends_with("\r\u{1b}[J"),
-                "{vars:?}: {notice} glued to the answer: {all:?}"
+                "{args:?}: {notice} glued to the answer: {all:?}"
             );
         }
         // The half line, taken off the screen, is never left there beside its second showing.
         let visible = all.replace("half a line\r\u{1b}[J", "");
-        assert_eq!(visible.matches("half a line").count(), 1, "{vars:?}: {all:?}");
+        assert_eq!(visible.matches("half a line").count(), 1, "{args:?}: {all:?}");
     }
 }
