@@ -649,7 +649,8 @@ pub struct AskArgs {
     #[arg(value_name = "QUESTION")]
     pub query: Vec<String>,
 
-    /// Continue this session: an id, any unique start of one, or its name [env: CCA_SESSION]
+    /// Continue this session: an id, any unique start of one, or its name (not $CCA_SESSION,
+    /// which only `--resume` and `,` follow)
     #[arg(short, long, value_name = "ID", add = session_candidates())]
     pub session: Option<String>,
 

@@ -64,8 +64,9 @@ impl Compaction {
                 human_bytes(c.bytes_after)
             ),
             Compaction::Nothing { live, keep } => format!(
-                "nothing to compact{}: {live} live exchange(s), and the last {keep} are kept",
+                "nothing to compact{}: {}, and the last {keep} are kept",
                 session.map(|id| format!(" in {id}")).unwrap_or_default(),
+                crate::human::counted(*live as u64, "live exchange", "live exchanges"),
             ),
         }
     }
@@ -208,7 +209,7 @@ mod tests {
         let nothing = Compaction::Nothing { live: 2, keep: 4 };
         assert_eq!(
             nothing.sentence(None),
-            "nothing to compact: 2 live exchange(s), and the last 4 are kept"
+            "nothing to compact: 2 live exchanges, and the last 4 are kept"
         );
     }
 

@@ -5,6 +5,11 @@ use anyhow::Result;
 
 use crate::error::Failure;
 
+/// `1 exchange`, `2 exchanges`: a count and its noun, singular for one. `many` is the plural.
+pub(crate) fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// `1.5 MiB`, `812 bytes`.
 pub(crate) fn human_bytes(n: u64) -> String {
     match n {

@@ -102,6 +102,18 @@ pub(crate) fn followed(settings: &Settings, store: &Store) -> Result<String> {
     })
 }
 
+/// What to tell a terminal that follows a session through `CCA_SESSION` when another session
+/// (`new`, just created or forked) becomes `latest`: `,` there still continues the variable's,
+/// and how to follow the new one. None without the variable.
+pub(crate) fn still_followed_note(settings: &Settings, new: &str) -> Option<String> {
+    let followed = settings.session.as_ref()?;
+    let var = crate::vars::SESSION;
+    Some(format!(
+        "`,` here still continues {} (${var} names it); `export {var}={new}` to follow {new}",
+        followed.value
+    ))
+}
+
 /// The session a command is about: the id given (or a unique start of one), else the followed one.
 pub(crate) fn chosen(settings: &Settings, store: &Store, id: Option<&str>) -> Result<String> {
     match id {
@@ -301,8 +313,8 @@ pub(crate) fn fork(
     }
     if n > summary.exchanges {
         return Err(Failure::usage(format!(
-            "session {source} has {} exchange(s); cannot fork at {n}",
-            summary.exchanges
+            "session {source} has {}; cannot fork at {n}",
+            crate::human::counted(summary.exchanges, "exchange", "exchanges")
         ))
         .into());
     }

@@ -283,13 +283,20 @@ fn slash(
             };
             let new = crate::session::fork(settings, store, &id, at, || say_waiting(&id))?;
             say(&format!("cca: forked {id} into {new}; now talking in {new}"));
+            if let Some(note) = crate::session::still_followed_note(settings, &new) {
+                say(&format!("cca: after this chat, {note}"));
+            }
             *session = Some(new);
         }
         "session" => {
-            if !arg.is_empty() {
+            let switched = !arg.is_empty();
+            if switched {
                 *session = Some(store.resolve_id(arg)?);
             }
             match session {
+                Some(id) if switched => {
+                    say(&format!("cca: now talking in {id}: {}", store.session_path(id).display()))
+                }
                 Some(id) => {
                     say(&format!("cca: session {id}: {}", store.session_path(id).display()))
                 }

@@ -174,8 +174,8 @@ fn home_report(store: &Store, out: &mut String, problems: &mut Vec<String>) {
     if !exposed.is_empty() {
         let shown: Vec<&str> = exposed.iter().take(5).map(String::as_str).collect();
         problems.push(format!(
-            "{} transcript(s) can be read by others ({}{}): run `chmod 600 {}/session_*.md`",
-            exposed.len(),
+            "{} can be read by others ({}{}): run `chmod 600 {}/session_*.md`",
+            crate::human::counted(exposed.len() as u64, "transcript", "transcripts"),
             shown.join(", "),
             if exposed.len() > 5 { ", ..." } else { "" },
             store.sessions_dir().display()
@@ -184,14 +184,15 @@ fn home_report(store: &Store, out: &mut String, problems: &mut Vec<String>) {
     let leftovers = store.leftovers();
     if !leftovers.is_empty() {
         problems.push(format!(
-            "{} temporary file(s) left by an interrupted cca ({}); they are safe to delete",
-            leftovers.len(),
+            "{} left by an interrupted cca ({}); {} safe to delete",
+            crate::human::counted(leftovers.len() as u64, "temporary file", "temporary files"),
             leftovers
                 .iter()
                 .take(3)
                 .map(|p| p.display().to_string())
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join(", "),
+            if leftovers.len() == 1 { "it is" } else { "they are" }
         ));
     }
 }

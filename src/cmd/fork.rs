@@ -16,5 +16,8 @@ pub(crate) fn run(args: &ForkArgs) -> Result<u8> {
     let new = session::fork(&settings, &store, &source, args.at, || say_waiting(&source))?;
     print(&format!("{new}\n"))?;
     say(&format!("cca: forked {source} into {new}; it is now the latest session"));
+    if let Some(note) = session::still_followed_note(&settings, &new) {
+        say(&format!("cca: {note}"));
+    }
     Ok(exit::OK)
 }

@@ -6,7 +6,6 @@
 //! is a cache: without it, the sessions' headers (`imported`) say the same, and it is rebuilt.
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -18,6 +17,7 @@ use crate::cli::{ImportArgs, ImportSource};
 use crate::config::{Flags, Settings};
 use crate::error::{Failure, exit};
 use crate::front::terminal::say;
+use crate::human::counted;
 use crate::import::{self, Conversation, Exchange, Tool};
 use crate::render::{clean_text, shown_id};
 use crate::session::settings;
@@ -85,7 +85,7 @@ pub(crate) fn run(args: &ImportArgs) -> Result<u8> {
     let files = sources(&settings, tool, &args.paths)?;
     let mut index = load_index(&store)?;
     let mut tally = Tally::default();
-    let bar = progress_bar(files.len());
+    let bar = progress_bar(files.len(), crate::front::terminal::spinner_wanted(&settings));
     let mut batch: Vec<Job> = Vec::new();
     let result = (|| -> Result<()> {
         for file in &files {
@@ -186,20 +186,20 @@ pub(crate) fn run(args: &ImportArgs) -> Result<u8> {
     result?;
     let verb = if args.dry_run { "would import" } else { "imported" };
     say(&format!(
-        "cca: {verb} from {}: {} new, {} going on, {} forked, {} unchanged ({} files)",
+        "cca: {verb} from {}: {} new, {} going on, {} forked, {} unchanged ({})",
         tool.name(),
         tally.created,
         tally.appended,
         tally.forked,
         tally.unchanged,
-        files.len()
+        counted(files.len() as u64, "file", "files")
     ));
     if tally.files_with_problems > 0 {
         return Err(Failure::new(
             exit::ERROR,
             format!(
-                "{} file(s) could not be read whole; what they hold besides is imported",
-                tally.files_with_problems
+                "{} could not be read whole; what they hold besides is imported",
+                counted(tally.files_with_problems as u64, "file", "files")
             ),
         )
         .hint("each problem is named above with its line; import again once the file is whole")
@@ -270,8 +270,8 @@ fn flush(
     failed.map_or(Ok(()), Err)
 }
 
-fn progress_bar(files: usize) -> indicatif::ProgressBar {
-    if files < PROGRESS_FROM || !std::io::stderr().is_terminal() {
+fn progress_bar(files: usize, drawn: bool) -> indicatif::ProgressBar {
+    if files < PROGRESS_FROM || !drawn {
         return indicatif::ProgressBar::hidden();
     }
     let bar = indicatif::ProgressBar::with_draw_target(
@@ -466,12 +466,16 @@ fn shared(store: &Store, id: &str, exchanges: &[Exchange]) -> Result<usize> {
 /// The line printed for a plan, or `None` when there is nothing to do.
 fn describe(plan: &Plan, tool: Tool, conv: &Conversation) -> Option<String> {
     let title = transcript::one_line(conv.title.as_deref().unwrap_or(""), 60);
-    let n = conv.exchanges.len();
+    let n = conv.exchanges.len() as u64;
     let what = match plan {
         Plan::Nothing => return None,
-        Plan::New => format!("new\t{n} exchange(s)"),
-        Plan::Append { id, from } => format!("going on in {id}\t+{} exchange(s)", n - from),
-        Plan::Fork { of, turn } => format!("fork of {of} at {turn}\t{n} exchange(s)"),
+        Plan::New => format!("new\t{}", counted(n, "exchange", "exchanges")),
+        Plan::Append { id, from } => {
+            format!("going on in {id}\t+{}", counted(n - *from as u64, "exchange", "exchanges"))
+        }
+        Plan::Fork { of, turn } => {
+            format!("fork of {of} at {turn}\t{}", counted(n, "exchange", "exchanges"))
+        }
     };
     // The id is the file's: shown as `cca show` would, and quoted unless plain.
     Some(format!("{what}\t{}:{}\t{title}", tool.name(), shown_id(&conv.id)))

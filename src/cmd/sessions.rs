@@ -33,9 +33,7 @@ pub(crate) fn run(args: &SessionsArgs) -> Result<u8> {
                 })
         });
     }
-    listed.sort_by_cached_key(|l| {
-        std::cmp::Reverse((l.last_activity.clone(), store::sort_key(&l.id)))
-    });
+    store::newest_first(&mut listed);
     listed.truncate(limit.unwrap_or(usize::MAX));
     let followed = session::followed(&settings, &store).ok();
     if json_output {
@@ -98,20 +96,25 @@ pub(crate) fn run(args: &SessionsArgs) -> Result<u8> {
                 l.turns,
                 if l.turns == 1 { "turn " } else { "turns" },
                 transcript::one_line(&l.engine, 40),
-                match &l.name {
-                    Some(name) => format!(
-                        "{} · {}",
-                        transcript::one_line(name, 40),
-                        transcript::one_line(&l.title, 70)
-                    ),
-                    None => transcript::one_line(&l.title, 70),
-                }
+                describe(l)
             ),
         };
         out.push_str(&line);
     }
     print(&out)?;
     Ok(exit::OK)
+}
+
+/// A session's name and title, and whence it was forked.
+fn describe(l: &store::Listed) -> String {
+    let mut text = String::new();
+    if let Some(name) = &l.name {
+        text.push_str(&format!("{} · ", transcript::one_line(name, 40)));
+    }
+    if let Some(from) = &l.forked_from {
+        text.push_str(&format!("(fork of {} at {}) ", from.session, from.turn));
+    }
+    text + &transcript::one_line(&l.title, 70)
 }
 
 /// The token estimate of the session's engine (its `bytes_per_token`), or the default one for

@@ -29,10 +29,7 @@ pub(crate) fn run(args: &SteerArgs) -> Result<u8> {
         .into()),
         Reply::NoTurn => {
             Err(Failure::new(exit::ERROR, format!("no turn is running in session {id}"))
-                .hint(format!(
-                    "to ask in it, use `, \"{}\"` (or `cca search --session {id} ...`)",
-                    hint_words(&text)
-                ))
+                .hint(ask_hint(args.session.as_deref(), &id, &text))
                 .into())
         }
     }
@@ -54,6 +51,17 @@ fn message(words: &[String]) -> Result<String> {
         words.join(" ").into_bytes()
     };
     steer::validate(bytes).map_err(|reason| Failure::usage(reason).into())
+}
+
+/// How to ask the message in the session instead. `,` continues the session the terminal
+/// follows, which is the one steered only when no `-s` chose another: after `-s`, the hint
+/// names the session as it was given.
+fn ask_hint(given: Option<&str>, id: &str, text: &str) -> String {
+    let words = hint_words(text);
+    match given {
+        Some(name) => format!("to ask in it, use `cca search -s {name} \"{words}\"`"),
+        None => format!("to ask in it, use `, \"{words}\"` (or `cca search -s {id} ...`)"),
+    }
 }
 
 /// The start of the message, for a hint.

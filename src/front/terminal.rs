@@ -2,8 +2,9 @@
 //! silent, the engine's stderr and cca's notices on stderr, and at the end either one JSON object
 //! (`--json`) or the error with its hints; the exit code follows from the outcome.
 //!
-//! stdout carries the answer only. The spinner shows only when stderr is a terminal (and not
-//! `TERM=dumb`) in the normal mode, and is cleared before the first byte of the answer.
+//! stdout carries the answer only. The spinner shows only when stderr is a terminal (and neither
+//! `NO_COLOR` nor `TERM=dumb` is set) in the normal mode, and is cleared before the first byte of
+//! the answer.
 
 use std::io::{self, IsTerminal, Write};
 use std::time::Duration;
@@ -31,9 +32,10 @@ pub(crate) enum Mode {
     Json,
 }
 
-/// Whether a spinner may be shown: stderr is a terminal that can draw one.
+/// Whether a spinner may be shown: stderr is a terminal that can draw one, and escape codes
+/// are welcome (not `NO_COLOR`, not `TERM=dumb`: a spinner redraws its line with them).
 pub(crate) fn spinner_wanted(settings: &Settings) -> bool {
-    io::stderr().is_terminal() && !settings.dumb_terminal
+    io::stderr().is_terminal() && settings.color
 }
 
 /// An [`Observer`] that shows a turn in the terminal.
@@ -55,6 +57,8 @@ pub(crate) struct Terminal {
     chat: bool,
     /// The question is in the transcript.
     recorded: bool,
+    /// With `CCA_SESSION` set: what to say when a turn creates a session (`{new}` stands for it).
+    still_followed: Option<String>,
     /// Answers rendered as markdown for the terminal, as they stream (see [`rendering`]).
     renderer: Option<Renderer>,
     /// After an answer, a dim line with its cost and the session's (normal mode, on a terminal).
@@ -97,6 +101,7 @@ impl Terminal {
             cost_line: mode == Mode::Normal && io::stderr().is_terminal(),
             color: settings.color,
             recorded: false,
+            still_followed: crate::session::still_followed_note(settings, "{new}"),
         }
     }
 
@@ -247,11 +252,11 @@ impl Terminal {
         let gist = |text: &str| crate::transcript::one_line(text, 72);
         match steered {
             Steered::Queued(text) if self.shows(Level::Info) => {
-                self.spinner.stderr(format!("cca: steer queued: {}\n", gist(text)).as_bytes());
+                self.aside(format!("cca: steer queued: {}\n", gist(text)).as_bytes());
             }
             Steered::Taken(text) => {
                 if self.shows(Level::Info) {
-                    self.spinner.stderr(format!("cca: steer taken: {}\n", gist(text)).as_bytes());
+                    self.aside(format!("cca: steer taken: {}\n", gist(text)).as_bytes());
                 }
                 // The answer to it is a new answer: a blank line sets it apart.
                 if self.answered {
@@ -259,7 +264,7 @@ impl Terminal {
                     self.answer_text(gap);
                 }
             }
-            Steered::NotTaken(text) => self.spinner.stderr(
+            Steered::NotTaken(text) => self.aside(
                 format!(
                     "cca: steer not taken (kept in the transcript as not answered): {}\n",
                     gist(text)
@@ -314,6 +319,11 @@ impl Terminal {
             self.print(&hidden);
             // Hiding leaves the cursor at the start of a line.
             self.printed_newline = true;
+        } else if !self.printed_newline && self.mode != Mode::Json && io::stdout().is_terminal() {
+            // The answer as it is (not rendered) stopped inside a line: the notice starts on a
+            // line of its own, and stdout keeps the exact answer.
+            self.spinner.stderr(b"\n");
+            self.printed_newline = true;
         }
         self.spinner.stderr(bytes);
     }
@@ -327,6 +337,14 @@ impl Observer for Terminal {
                 self.recorded = true;
                 if created && self.chat {
                     self.aside(format!("cca: session {session}\n").as_bytes());
+                }
+                if created
+                    && self.mode == Mode::Normal
+                    && let Some(note) = &self.still_followed
+                {
+                    let after = if self.chat { "after this chat, " } else { "" };
+                    let note = note.replace("{new}", session);
+                    self.aside(format!("cca: {after}{note}\n").as_bytes());
                 }
             }
             Event::Notice { level, text } => {

@@ -8,6 +8,11 @@ use anyhow::{Context, Result};
 /// The pager when `PAGER` is not set.
 pub(crate) const DEFAULT_PAGER: &str = "less -FRX";
 
+/// Set for [`DEFAULT_PAGER`] only: what cca shows is UTF-8 whatever the locale, and less
+/// without a UTF-8 locale would show `·` as `<C2><B7>`. A `PAGER` of the user's own is run as
+/// it is.
+const DEFAULT_PAGER_ENV: (&str, &str) = ("LESSCHARSET", "utf-8");
+
 /// Shows what `write` writes through a pager (`$PAGER`, else [`DEFAULT_PAGER`]), or directly on
 /// stdout if none runs. `write` is handed the output in pieces, so nothing needs to be held
 /// whole; when the reader quits before reading it all (q in less), writing stops, and that is
@@ -16,7 +21,15 @@ pub(crate) fn page(
     pager: Option<&str>,
     write: impl FnOnce(&mut dyn Write) -> Result<()>,
 ) -> Result<()> {
-    let spawned = pager_command(pager.unwrap_or(DEFAULT_PAGER)).stdin(Stdio::piped()).spawn().ok();
+    let mut command = match pager {
+        Some(pager) => pager_command(pager),
+        None => {
+            let mut command = pager_command(DEFAULT_PAGER);
+            command.env(DEFAULT_PAGER_ENV.0, DEFAULT_PAGER_ENV.1);
+            command
+        }
+    };
+    let spawned = command.stdin(Stdio::piped()).spawn().ok();
     let Some(mut child) = spawned else {
         return written(write, io::stdout().lock(), |_| Ok(()));
     };

@@ -11,7 +11,7 @@ use crate::error::{Failure, exit};
 
 use super::Store;
 use super::files::{read_regular, replace_file};
-use super::ids::{file_name, id_from_file_name, sort_key};
+use super::ids::{file_name, id_from_file_name};
 
 impl Store {
     /// Points `latest` at a session, atomically: readers see the old or the new link, never none.
@@ -97,9 +97,14 @@ impl Store {
         }
     }
 
-    /// Points `latest` at the newest remaining session, or removes it when none is left.
+    /// Points `latest` at the newest remaining session (the first `cca sessions` lists), or
+    /// removes it when none is left.
     pub(super) fn repoint_latest(&self) -> Result<Repointed> {
-        match self.session_ids()?.into_iter().max_by_key(|id| sort_key(id)) {
+        let mut listed = self.listing()?;
+        super::listing::newest_first(&mut listed);
+        // A session that cannot be read is no conversation to continue, unless it is all there is.
+        let newest = listed.iter().find(|l| l.unreadable.is_none()).or(listed.first());
+        match newest.map(|l| l.id.clone()) {
             Some(newest) => self.set_latest(&newest).map(|()| Repointed::To(newest)),
             None => match fs::remove_file(self.latest_path()) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e)

@@ -10,7 +10,7 @@ use crate::transcript::{self, Totals};
 
 use super::Store;
 use super::files::{read_regular, replace_file};
-use super::ids::id_from_file_name;
+use super::ids::{id_from_file_name, sort_key};
 
 /// One session as `cca sessions` shows it. Cached in `$CCA_HOME/index.json` and trusted while
 /// the file's size and modification time are unchanged, so listing does not re-read transcripts.
@@ -45,13 +45,20 @@ pub(crate) struct Listed {
 }
 
 /// The index's layout; an index of another is rebuilt once (2: names and folders; 3: what the
-/// answers cost; 4: usage figures that make no sense left out, sums saturated).
-const INDEX_FORMAT: u32 = 4;
+/// answers cost; 4: usage figures that make no sense left out, sums saturated; 5: a fork's last
+/// activity is no earlier than its creation).
+const INDEX_FORMAT: u32 = 5;
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Index {
     format: u32,
     sessions: Vec<Listed>,
+}
+
+/// Sorts sessions as `cca sessions` lists them and `latest` moves: the most recently active
+/// first (a fork is active from its creation), the newer id first on a tie.
+pub(crate) fn newest_first(listed: &mut [Listed]) {
+    listed.sort_by_cached_key(|l| std::cmp::Reverse((l.last_activity.clone(), sort_key(&l.id))));
 }
 
 impl Store {

@@ -40,6 +40,7 @@ use files::{make_private_dir, read_optional, sync_dir};
 pub(crate) use files::{read_text, replace_file};
 pub(crate) use ids::{sort_key, validate_id, validate_name};
 pub(crate) use latest::Repointed;
+pub(crate) use listing::{Listed, newest_first};
 pub(crate) use read::not_transcript;
 pub(crate) use trash::{remove_engine_session_files, take_engine_session_file};
 pub(crate) use write::Appender;

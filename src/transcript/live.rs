@@ -230,7 +230,12 @@ impl Summarizer {
     /// The summary once every event is in; `end` is how the scan ended.
     pub fn finish(self, end: ScanEnd) -> Scan {
         let header = self.header.expect("finish is called after a successful scan");
-        let last_activity = self.last_activity.clone().unwrap_or_else(|| header.created.clone());
+        // A fork's records keep their times from its parent: its own activity starts when it
+        // was created, so it lists (and counts for `latest`) as the new session it is.
+        let last_activity = match &self.last_activity {
+            Some(at) if later(at, &header.created) => at.clone(),
+            _ => header.created.clone(),
+        };
         let tail = end.resume.map(|at| {
             Box::new(Tail { at, last_activity: self.last_activity, pending: self.pending.clone() })
         });
@@ -305,6 +310,17 @@ pub fn read_on(summary: &Summary, at: u64, appended: &[u8]) -> Option<Scan> {
         .expect("reading from memory cannot fail")
         .ok()?;
     Some(summarizer.finish(end))
+}
+
+/// Whether RFC 3339 time `a` is after `b`; a time that does not parse is never after one that
+/// does (compared as text when neither parses).
+fn later(a: &str, b: &str) -> bool {
+    let parse = |t: &str| chrono::DateTime::parse_from_rfc3339(t).ok();
+    match (parse(a), parse(b)) {
+        (Some(a), Some(b)) => a > b,
+        (None, None) => a > b,
+        (a, _) => a.is_some(),
+    }
 }
 
 #[cfg(test)]

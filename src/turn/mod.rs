@@ -309,6 +309,17 @@ fn settle<'a>(
     }
     let header = &summary.header;
     let (engine, model) = session::engine_and_model(settings, header, created)?;
+    let chosen = settings.engine.as_ref().is_some_and(|e| e.source == crate::config::Source::Flag);
+    if !created && !chosen && !settings.engines.contains_key(&header.engine) {
+        // An imported session (codex, llm) names an engine not declared here: another answers,
+        // and the user hears which.
+        let text = format!(
+            "session {id} was written by {}, which is no engine here: {} answers (declare \
+             `[engines.{}]` in config.toml, or choose one with `-e`)",
+            header.engine, engine.name, header.engine
+        );
+        observer.event(Event::Notice { level: Level::Info, text: &text });
+    }
     let prompt = session::load_prompt(settings, store, Some(header))?;
     if !created {
         let session = Session { settings, store, id, engine, model: model.as_deref() };

@@ -44,7 +44,7 @@ fn codex_rollouts_import_go_on_and_continue_with_any_engine() {
     assert!(
         run.ok()
             .stdout
-            .starts_with("20261120-080000\tnew\t2 exchange(s)\tcodex:0199-codex\tquestion 1"),
+            .starts_with("20261120-080000\tnew\t2 exchanges\tcodex:0199-codex\tquestion 1"),
         "{run}"
     );
     let text = std::fs::read_to_string(env.session_path("20261120-080000")).unwrap();
@@ -59,14 +59,21 @@ fn codex_rollouts_import_go_on_and_continue_with_any_engine() {
     let run = env.run(&["import", "codex", "--dry-run"]);
     assert_eq!(
         run.ok().stdout,
-        "-\tgoing on in 20261120-080000\t+1 exchange(s)\tcodex:0199-codex\tquestion 1\n"
+        "-\tgoing on in 20261120-080000\t+1 exchange\tcodex:0199-codex\tquestion 1\n"
     );
     let run = env.run(&["import", "codex", file.to_str().unwrap()]);
     assert!(run.ok().stdout.starts_with("20261120-080000\tgoing on"), "{run}");
 
     // Continued with another engine: it gets the imported history.
-    env.run(&["search", "-q", "-e", "claude", "-s", "20261120-080000", "question 4"]).ok();
+    let run = env.run(&["search", "-e", "claude", "-s", "20261120-080000", "question 4"]);
+    assert!(!run.ok().stderr.contains("no engine here"), "{run}");
     assert_eq!(env.last_users(), ["question 1", "question 2", "question 3"]);
+    // Without `-e`, the default engine answers for codex, and says so.
+    env.run(&["search", "-s", "20261120-080000", "question 5"]).ok().stderr_has(
+        "session 20261120-080000 was written by codex, which is no engine here: claude answers \
+         (declare `[engines.codex]` in config.toml, or choose one with `-e`)",
+    );
+    assert_eq!(env.last_users().len(), 4);
 }
 
 #[test]

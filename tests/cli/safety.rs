@@ -275,7 +275,7 @@ fn files_are_private_whatever_the_umask() {
         )),
         "{run}"
     );
-    assert!(run.stdout.contains("1 transcript(s) can be read by others"), "{run}");
+    assert!(run.stdout.contains("1 transcript can be read by others"), "{run}");
     assert!(run.stdout.contains("config.toml can be read by others (mode 644)"), "{run}");
 }
 

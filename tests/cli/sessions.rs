@@ -141,10 +141,51 @@ fn fork_at_turn_two_sends_exactly_two_exchanges() {
     // The original goes on with all four.
     env.run(&["search", "-q", "-s", "20261121-101500", "t5 in the original"]).ok();
     assert_eq!(env.last_users(), ["t1", "t2", "t3", "t4"]);
-    env.run(&["fork", "--at", "9"]).code(2).stderr_has("has 5 exchange(s)");
+    env.run(&["fork", "--at", "9"]).code(2).stderr_has("has 5 exchanges");
     let before = env.session_files();
     env.run(&["fork", "--at", "0"]).code(2).stderr_has("a fork at 0 would keep nothing");
     assert_eq!(env.session_files(), before, "no empty session is made");
+}
+
+/// A fork is active from its creation: `cca sessions` lists it first, marked as a fork, and
+/// removing the latest moves `latest` to the session listed first.
+#[test]
+fn a_fresh_fork_lists_first_and_latest_moves_in_the_listed_order() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "parent"]).ok();
+    let at = |t: &'static str| [("CCA_NOW", t)];
+    env.run_with(&["search", "-q", "other"], None, &at("2026-11-21T11:00:00Z")).ok();
+    let run =
+        env.run_with(&["fork", "--at", "1", "20261121-101500"], None, &at("2026-11-21T12:00:00Z"));
+    assert_eq!(run.ok().stdout.trim(), "20261121-120000");
+    let listed = env.run(&["sessions"]);
+    let ids: Vec<&str> =
+        listed.ok().stdout.lines().map(|l| l[2..].split(' ').next().unwrap()).collect();
+    assert_eq!(ids, ["20261121-120000", "20261121-110000", "20261121-101500"], "{listed}");
+    let first = listed.stdout.lines().next().unwrap();
+    assert!(first.contains("(fork of 20261121-101500 at 1) parent"), "{listed}");
+    let json = env.run(&["sessions", "--json"]);
+    assert!(json.ok().stdout.find("20261121-120000") < json.stdout.find("20261121-110000"));
+    // The parent, continued now, is the newest again; removing it moves `latest` to the fork,
+    // which `cca sessions` lists next.
+    env.run_with(
+        &["search", "-q", "-s", "20261121-101500", "more"],
+        None,
+        &at("2026-11-21T13:00:00Z"),
+    )
+    .ok();
+    env.run_with(
+        &["search", "-q", "-s", "20261121-110000", "more"],
+        None,
+        &at("2026-11-21T14:00:00Z"),
+    )
+    .ok();
+    let listed = env.run(&["sessions"]);
+    let second = listed.ok().stdout.lines().nth(1).unwrap().to_string();
+    env.run(&["rm", "20261121-110000"])
+        .ok()
+        .stderr_has(&format!("it now points at {}", second[2..].split(' ').next().unwrap()));
+    assert!(second.contains("20261121-101500"), "{listed}");
 }
 
 #[test]
@@ -227,6 +268,8 @@ fn chat_in_a_terminal_with_ctrl_c_in_the_middle() {
     chat.exp_string("> ").unwrap();
     chat.send_line("/session").unwrap();
     chat.exp_string(&format!("session {STAMP}")).unwrap();
+    chat.send_line(&format!("/session {STAMP}")).unwrap();
+    chat.exp_string(&format!("now talking in {STAMP}")).unwrap();
     chat.send_control('d').unwrap();
     chat.exp_eof().unwrap();
 
@@ -342,4 +385,34 @@ fn a_kept_gemini_that_opens_no_acp_session_fails_the_turn_with_a_hint() {
     let argv = argv_of(&env.last_call()).join(" ");
     assert!(argv.contains("--acp"), "{argv}");
     assert!(env.latest().contains("hello"), "the question is kept");
+}
+
+/// With `CCA_SESSION` set, a new session or a fork becomes `latest` while `,` in that terminal
+/// still continues the variable's: the terminal is told so, and how to follow the new one.
+#[test]
+fn a_terminal_that_follows_cca_session_hears_that_a_new_session_is_not_followed() {
+    let env = TestEnv::new();
+    env.run(&["search", "first"]).ok();
+    let run_in_pty = |args: &[&str], now: &str| {
+        let mut cmd = env.pty_command();
+        cmd.args(args).env("CCA_SESSION", STAMP).env("CCA_NOW", now);
+        let mut session = spawn_command(cmd, Some(TIMEOUT.as_millis() as u64)).unwrap();
+        session.exp_eof().unwrap().replace("\r\n", "\n")
+    };
+    let all = run_in_pty(&["search", "new", "question"], "2026-11-21T11:00:00Z");
+    assert!(
+        all.contains(&format!(
+            "cca: `,` here still continues {STAMP} ($CCA_SESSION names it); \
+             `export CCA_SESSION=20261121-110000` to follow 20261121-110000\n"
+        )),
+        "{all:?}"
+    );
+    let all = run_in_pty(&["fork", STAMP], "2026-11-21T12:00:00Z");
+    assert!(all.contains("it is now the latest session\n"), "{all:?}");
+    assert!(all.contains("`export CCA_SESSION=20261121-120000` to follow"), "{all:?}");
+    // A follow-up in the followed session says nothing of the kind; nor does a terminal
+    // without the variable.
+    assert!(!run_in_pty(&[",", "more"], "2026-11-21T13:00:00Z").contains("still continues"));
+    let run = env.run(&["search", "another"]);
+    assert!(!run.ok().stderr.contains("still continues"), "{run}");
 }

@@ -79,6 +79,12 @@ fn steer_with_no_running_turn_says_so() {
     run.code(1)
         .stderr_has("no turn is running in session ")
         .stderr_has("hint: to ask in it, use `, ");
+    // With `-s`, `,` would ask in the followed session, not the one named.
+    env.run(&["name", "other"]).ok();
+    env.run(&["search", "another"]).ok();
+    let run = env.run(&["steer", "-s", "other", "focus"]);
+    run.code(1).stderr_has("hint: to ask in it, use `cca search -s other \"focus\"`");
+    assert!(!run.stderr.contains("`, "), "{run}");
     env.run_with(&["steer"], Some(b"a\0b"), &[]).code(2).stderr_has("NUL");
     env.run_with(&["steer"], Some(b"  \n"), &[]).code(2).stderr_has("empty");
     assert!(sockets(&env).is_empty());

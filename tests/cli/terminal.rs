@@ -89,6 +89,24 @@ fn show_runs_pager_through_the_shell() {
     assert!(all.contains("PAGED> ECHO: q"), "{all:?}");
 }
 
+/// The default pager (less) is told that what it shows is UTF-8, whatever the locale.
+#[test]
+fn the_default_pager_is_told_the_text_is_utf8() {
+    let env = TestEnv::new();
+    env.run(&["search", "q"]).ok();
+    let less = env.bin.join("less");
+    std::fs::write(&less, "#!/bin/sh\necho \"charset=$LESSCHARSET args=$*\"\ncat >/dev/null\n")
+        .unwrap();
+    std::fs::set_permissions(&less, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut session = in_pty(&env, &["show"], &[("LANG", "C"), ("LC_ALL", "C")]);
+    let all = session.exp_eof().unwrap();
+    assert!(all.contains("charset=utf-8 args=-FRX"), "{all:?}");
+    // A pager of the user's own is run as it is.
+    let mut session = in_pty(&env, &["show"], &[("PAGER", "less"), ("LC_ALL", "C")]);
+    let all = session.exp_eof().unwrap();
+    assert!(all.contains("charset= args="), "{all:?}");
+}
+
 #[test]
 fn show_uses_bold_on_a_terminal_unless_no_color() {
     let env = TestEnv::new();
@@ -255,13 +273,16 @@ fn search_raw_prints_the_answer_byte_for_byte_on_a_terminal() {
 #[test]
 fn search_renders_without_escape_codes_under_no_color() {
     let env = TestEnv::new();
+    let slow = format!("sleep 300;{MARKDOWN}");
     for var in [("NO_COLOR", "1"), ("TERM", "dumb")] {
-        let mut session = in_pty(&env, &["search", "plan it"], &[("FAKE_SCRIPT", MARKDOWN), var]);
+        let mut session = in_pty(&env, &["search", "plan it"], &[("FAKE_SCRIPT", &slow), var]);
         let all = shown(&mut session);
-        // The spinner (on stderr, only on a terminal that can draw it) is cleared first; the
-        // answer after it has no escape code, yet its table lines up and its link is shown.
+        // No escape code at all, not even a spinner's redrawing while the engine is silent;
+        // yet the table lines up, the link is shown, and the code block keeps its fences, the
+        // only sign of it without colour.
+        assert!(!all.contains('\u{1b}') && !all.contains("waiting for"), "{var:?}: {all:?}");
         let answer = &all[all.find("# Plan").expect("the answer")..];
-        assert!(!answer.contains('\u{1b}'), "{var:?}: {all:?}");
+        assert!(answer.contains("```rust\nfn main() {}\n```\n"), "{answer:?}");
         assert!(answer.contains("bb │    22\n"), "{answer:?}");
         assert!(answer.contains("the docs (https://example.com/d)"), "{answer:?}");
     }
@@ -686,4 +707,37 @@ fn typing_while_a_chat_answer_streams_stays_off_the_answer_s_line() {
     session.exp_string("ECHO: q2").unwrap();
     session.send_control('d').unwrap();
     session.exp_eof().unwrap();
+}
+
+/// A steer's notices stand on lines of their own, even while the answer is inside a line; the
+/// unfinished line is taken off the screen first and shown once, rendered, when it ends.
+#[test]
+fn steer_notices_stand_on_their_own_lines_mid_answer() {
+    let env = TestEnv::new();
+    let script = "say half a line;take;say  and the rest.\\n";
+    // Rendered live, and as it is (without colour, nothing shows before its line ends).
+    for args in [&["search", "q"][..], &["search", "--raw", "q"]] {
+        let mut session = in_pty(&env, args, &[("FAKE_SCRIPT", script)]);
+        session.exp_string("half a line").unwrap();
+        let run_dir = env.cca_home.join("run");
+        let listening = || {
+            std::fs::read_dir(&run_dir).is_ok_and(|d| {
+                d.flatten().any(|e| e.file_name().to_string_lossy().ends_with(".sock"))
+            })
+        };
+        assert!(wait_until(TIMEOUT, listening), "the turn listens for steers");
+        env.run(&["steer", "shorter"]).ok();
+        let all = format!("half a line{}", shown(&mut session));
+        for notice in ["cca: steer queued: shorter", "cca: steer taken: shorter"] {
+            let at = all.find(notice).unwrap_or_else(|| panic!("{args:?}: {all:?}"));
+            let before = &all[..at];
+            assert!(
+                before.ends_with('\n') || before.ends_with("\r\u{1b}[J"),
+                "{args:?}: {notice} glued to the answer: {all:?}"
+            );
+        }
+        // The half line, taken off the screen, is never left there beside its second showing.
+        let visible = all.replace("half a line\r\u{1b}[J", "");
+        assert_eq!(visible.matches("half a line").count(), 1, "{args:?}: {all:?}");
+    }
 }

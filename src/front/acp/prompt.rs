@@ -60,9 +60,12 @@ impl Acp {
         let watch_over = watch.clone();
         let thread = std::thread::Builder::new().name(format!("turn {id}")).spawn(move || {
             if ahead > 0 {
-                Forward::new(&cx, &id).note(format!(
-                    "Queued: {ahead} earlier prompt(s) in this session are answered first.\n"
-                ));
+                let (ahead, are) = match ahead {
+                    1 => ("1 earlier prompt".to_string(), "is"),
+                    n => (format!("{n} earlier prompts"), "are"),
+                };
+                Forward::new(&cx, &id)
+                    .note(format!("Queued: {ahead} in this session {are} answered first.\n"));
             }
             let answer = if line.wait(number, &cancel) {
                 agent.answer(&id, query, attachments, &cx, &cancel)

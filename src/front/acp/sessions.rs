@@ -133,9 +133,7 @@ impl Acp {
         if let Some(cwd) = &req.cwd {
             listed.retain(|l| std::path::Path::new(&l.cwd) == cwd.as_path());
         }
-        listed.sort_by_cached_key(|l| {
-            std::cmp::Reverse((l.last_activity.clone(), store::sort_key(&l.id)))
-        });
+        store::newest_first(&mut listed);
         let start = match req.cursor.as_deref() {
             None => 0,
             Some(cursor) => cursor.parse::<usize>().map_err(|_| {
