@@ -63,6 +63,9 @@ pub(crate) fn invocation(
         "--input-format",
         "stream-json",
         "--replay-user-messages",
+        // The MCP servers cca gives it and no others: one in the user's own configuration
+        // (`claude mcp add --scope user`) would be started and offered to the search agent.
+        "--strict-mcp-config",
     ]
     .into_iter()
     .map(Arg::plain)

@@ -7,6 +7,7 @@
 mod common;
 mod files;
 mod import;
+mod manners;
 #[path = "../support/mock_api.rs"]
 mod mock_api;
 mod standby;
