@@ -45,6 +45,7 @@ pub(crate) const SPEC: Spec = Spec {
     decoder: || Box::new(Decoder::default()),
     tidy,
     reads_at_start,
+    stderr_noise: None,
 };
 
 pub(crate) fn invocation(

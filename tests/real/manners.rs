@@ -6,7 +6,6 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::common::*;
 use super::{MCP_SERVER, Real};
 
 fn python() -> &'static str {
@@ -31,4 +30,18 @@ fn claude_starts_no_mcp_server_of_the_user_s_own() {
     r.run(&["search", "-q", "-e", "claude", "a question"]).ok();
     assert_eq!(r.api.turns().len(), 1);
     assert!(!marker.exists(), "claude started the user's own MCP server");
+}
+
+/// A gemini answer costs no lines of gemini's own on stderr: its true-colour warning, its
+/// start-up timing and its warning about cca's own settings file say nothing to the user.
+#[test]
+fn gemini_says_nothing_of_its_own_on_stderr() {
+    let r = Real::new();
+    for args in [&["search", "-e", "gemini", "one"][..], &["search", "-r", "--fail-fast", "two"]] {
+        let run = r.run(args);
+        run.ok();
+        let noise: Vec<&str> =
+            run.stderr.lines().filter(|l| !l.trim().is_empty() && !l.starts_with("cca:")).collect();
+        assert_eq!(noise, Vec::<&str>::new(), "{args:?}\n{run}");
+    }
 }
