@@ -127,7 +127,9 @@ pub(crate) fn call(
     if let (Some(transport), true) = (transport, keeps || taken.is_some()) {
         let decoder: Box<dyn crate::engine::Decoder> = match transport {
             Keeping::StreamJson(_) => (s.engine.spec.decoder)(),
-            Keeping::Acp => Box::new(crate::engine::acp_agent::Decoder::default()),
+            Keeping::Acp => {
+                Box::new(crate::engine::acp_agent::Decoder::quiet(s.engine.spec.stderr_noise))
+            }
         };
         let (fresh, files) = match taken {
             // Its files are the standby's.

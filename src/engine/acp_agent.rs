@@ -40,6 +40,7 @@ pub(crate) const SPEC: Spec = Spec {
     invocation,
     decoder: || Box::<Decoder>::default(),
     tidy: |_| None,
+    stderr_noise: None,
     // Any program: what it reads is its own affair.
     reads_at_start: |_| Vec::new(),
 };
@@ -113,6 +114,15 @@ pub(crate) struct Decoder {
     lines: LineBuffer,
     /// Tool calls started and not yet ended, by the agent's id.
     tools: HashMap<String, ToolCall>,
+    /// The agent's [`super::Spec::stderr_noise`] (gemini's, for `gemini --acp`).
+    noise: Option<fn(&[u8]) -> bool>,
+}
+
+impl Decoder {
+    /// A decoder for an agent whose stderr lines that `noise` picks are left out.
+    pub(crate) fn quiet(noise: Option<fn(&[u8]) -> bool>) -> Decoder {
+        Decoder { noise, ..Decoder::default() }
+    }
 }
 
 impl super::Decoder for Decoder {
@@ -126,6 +136,10 @@ impl super::Decoder for Decoder {
         let mut lines = std::mem::take(&mut self.lines);
         lines.finish(|line| self.line(line, out));
         self.lines = lines;
+    }
+
+    fn stderr_noise(&self) -> Option<fn(&[u8]) -> bool> {
+        self.noise
     }
 }
 

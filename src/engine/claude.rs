@@ -48,6 +48,7 @@ pub(crate) const SPEC: Spec = Spec {
     decoder: || Box::new(Decoder::default()),
     tidy,
     reads_at_start,
+    stderr_noise: None,
 };
 
 pub(crate) fn invocation(
@@ -66,6 +67,9 @@ pub(crate) fn invocation(
         "--input-format",
         "stream-json",
         "--replay-user-messages",
+        // The MCP servers cca gives it and no others: one in the user's own configuration
+        // (`claude mcp add --scope user`) would be started and offered to the search agent.
+        "--strict-mcp-config",
     ]
     .into_iter()
     .map(Arg::plain)

@@ -47,7 +47,15 @@ pub(crate) const SPEC: Spec = Spec {
     decoder: || Box::new(Decoder::default()),
     tidy,
     reads_at_start,
+    stderr_noise: Some(noise),
 };
+
+/// What gemini says on stderr of itself at every start that tells the user nothing: its start-up
+/// timing (`[STARTUP] ...`) and the grep tool it falls back to. (Its warnings about the terminal,
+/// which cca's pipes are not, are turned off in the settings file.)
+fn noise(line: &[u8]) -> bool {
+    line.starts_with(b"[STARTUP] ") || line.starts_with(b"Ripgrep is not available.")
+}
 
 /// gemini always records its own copy of a run (it has no switch); cca is the memory, so the
 /// one file each turn leaves is removed, found by the id gemini reported.
@@ -110,6 +118,9 @@ pub(crate) fn invocation(
     }
     let mut settings = serde_json::Map::new();
     settings.insert("general".into(), general);
+    // Its warnings about the terminal (colours, TERM=dumb) are about its own interface, which
+    // cca does not show: they are not the user's to act on.
+    settings.insert("ui".into(), json!({ "showCompatibilityWarnings": false }));
     if !request.mcp_servers.is_empty() {
         settings.insert("mcpServers".into(), super::mcp_servers(request.mcp_servers, mcp_server));
     }
@@ -271,6 +282,10 @@ impl super::Decoder for Decoder {
         let mut lines = std::mem::take(&mut self.lines);
         lines.finish(|line| self.line(line, out));
         self.tools.flush(out);
+    }
+
+    fn stderr_noise(&self) -> Option<fn(&[u8]) -> bool> {
+        SPEC.stderr_noise
     }
 }
 

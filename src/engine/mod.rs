@@ -69,6 +69,9 @@ pub struct Spec {
     /// not: an engine started before one of them changed is not the one a cold start would
     /// be now, so a warm or waiting engine is used only while they are as they were.
     pub reads_at_start: fn(&StartPlace) -> Vec<PathBuf>,
+    /// Lines the program writes on stderr that tell the user nothing (gemini's start-up
+    /// chatter): not shown, and not taken for its error. `None`: every line is shown as it comes.
+    pub stderr_noise: Option<fn(&[u8]) -> bool>,
 }
 
 /// Where an engine starts, for [`Spec::reads_at_start`].
@@ -652,6 +655,10 @@ impl Usage {
 pub trait Decoder: Send {
     fn feed(&mut self, chunk: &[u8], out: &mut Vec<Output>);
     fn finish(&mut self, out: &mut Vec<Output>);
+    /// The engine's [`Spec::stderr_noise`]: with one, its stderr is shown a line at a time.
+    fn stderr_noise(&self) -> Option<fn(&[u8]) -> bool> {
+        None
+    }
 }
 
 /// Splits stdout into complete lines for the JSON-lines decoders.

@@ -53,6 +53,8 @@ pub(super) struct Decoding {
     engine_session: Option<String>,
     model: Option<String>,
     stderr_tail: Vec<u8>,
+    /// The start of a stderr line not yet ended, for an engine whose noise is left out.
+    stderr_line: Vec<u8>,
     /// The first error writing the answer's scratch file; nothing is written after it.
     pub(super) scratch_error: Option<String>,
     scratch_failed: bool,
@@ -79,6 +81,7 @@ impl Decoding {
             engine_session: None,
             model: None,
             stderr_tail: Vec::new(),
+            stderr_line: Vec::new(),
             scratch_error: None,
             scratch_failed: false,
             refused: None,
@@ -235,8 +238,36 @@ impl Decoding {
     }
 
     pub(super) fn engine_stderr(&mut self, bytes: &[u8], progress: &mut dyn FnMut(Progress)) {
-        progress(Progress::Stderr(bytes));
-        self.tail(bytes);
+        let Some(noise) = self.decoder.stderr_noise() else {
+            progress(Progress::Stderr(bytes));
+            self.tail(bytes);
+            return;
+        };
+        // A line at a time, without the ones that tell the user nothing.
+        self.stderr_line.extend_from_slice(bytes);
+        let mut shown = Vec::new();
+        let mut start = 0;
+        while let Some(end) = memchr::memchr(b'\n', &self.stderr_line[start..]) {
+            let line = &self.stderr_line[start..=start + end];
+            if !noise(line) {
+                shown.extend_from_slice(line);
+            }
+            start += end + 1;
+        }
+        self.stderr_line.drain(..start);
+        if !shown.is_empty() {
+            progress(Progress::Stderr(&shown));
+            self.tail(&shown);
+        }
+    }
+
+    /// The end of the engine's stderr: a last line without a newline is shown too.
+    pub(super) fn engine_stderr_end(&mut self, progress: &mut dyn FnMut(Progress)) {
+        let rest = std::mem::take(&mut self.stderr_line);
+        if !rest.is_empty() && !self.decoder.stderr_noise().is_some_and(|noise| noise(&rest)) {
+            progress(Progress::Stderr(&rest));
+            self.tail(&rest);
+        }
     }
 
     fn tail(&mut self, bytes: &[u8]) {

@@ -596,6 +596,9 @@ impl Engine {
         if !self.ending.out_done {
             decoding.stdout_end(progress);
         }
+        if !self.ending.err_done {
+            decoding.engine_stderr_end(progress);
+        }
     }
 
     /// One report from the pipes' threads.
@@ -612,7 +615,10 @@ impl Engine {
                 self.ending.out_done = true;
             }
             Pipe::Stderr(chunk) => decoding.engine_stderr(&chunk, progress),
-            Pipe::StderrEnd => self.ending.err_done = true,
+            Pipe::StderrEnd => {
+                decoding.engine_stderr_end(progress);
+                self.ending.err_done = true;
+            }
             Pipe::Exited(result) => {
                 self.ending.status = Some(result.context("cannot wait for the engine")?);
                 self.ending.exited_at = Some(Instant::now());

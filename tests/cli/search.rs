@@ -261,7 +261,7 @@ fn engines_are_chosen_by_flag_env_config_or_path() {
     env.run(&["search", "q"]).ok();
     assert!(env.latest().contains("\"engine\":\"claude\""), "claude is first on PATH");
     let argv = argv_of(&env.last_call()).join(" ");
-    assert!(argv.contains("-p --output-format stream-json --verbose --include-partial-messages --input-format stream-json --replay-user-messages --no-session-persistence"), "{argv}");
+    assert!(argv.contains("-p --output-format stream-json --verbose --include-partial-messages --input-format stream-json --replay-user-messages --strict-mcp-config --no-session-persistence"), "{argv}");
     assert!(
         argv.contains("--tools=WebSearch,WebFetch --allowedTools=WebSearch,WebFetch"),
         "{argv}"

@@ -8,6 +8,7 @@ mod auth;
 mod common;
 mod files;
 mod import;
+mod manners;
 #[path = "../support/mock_api.rs"]
 mod mock_api;
 mod standby;
