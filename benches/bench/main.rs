@@ -39,9 +39,10 @@ fn main() {
     println!("# cca benchmarks\n");
     println!("{}\n", machine());
     type Section = (&'static str, fn(&Bench));
-    let sections: [Section; 17] = [
+    let sections: [Section; 18] = [
         ("overhead", Bench::overhead),
         ("version", Bench::version),
+        ("launcher", Bench::launcher),
         ("streaming", Bench::streaming),
         ("long-transcripts", Bench::long_transcripts),
         ("after-clear", Bench::after_clear),
