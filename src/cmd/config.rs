@@ -90,7 +90,7 @@ pub(crate) fn run(_: &ConfigArgs) -> Result<u8> {
         row(
             &format!("{prefix}.program"),
             format!("{}{found}", engine.program.to_string_lossy()),
-            engine.program_source.clone(),
+            engine.program_source.to_string(),
         );
         let builtin = engine.spec.is_builtin();
         let kind_source = if builtin { "built in".into() } else { Source::File.to_string() };

@@ -71,8 +71,22 @@ impl fmt::Display for Source {
         match self {
             Source::Default => f.write_str("default"),
             Source::File => f.write_str("config file"),
-            Source::Env(name) => write!(f, "environment ({name})"),
+            Source::Env(name) => f.write_str(name),
             Source::Flag => f.write_str("flag"),
+        }
+    }
+}
+
+impl Source {
+    /// A failure about a value from here: one from a variable names the variable, and says how
+    /// to be rid of it, whatever the value was refused for.
+    pub fn blame(&self, failure: Failure) -> Failure {
+        let Source::Env(var) = self else { return failure };
+        let unset = format!("`unset {var}`");
+        Failure {
+            code: failure.code,
+            message: format!("{var}: {}", failure.message),
+            hint: Some(failure.hint.map_or(unset.clone(), |h| format!("{unset}, or {h}"))),
         }
     }
 }
@@ -421,7 +435,7 @@ pub fn resolve(
     if let PromptChoice::Name(name) = &prompt.value {
         crate::prompt::validate_name(name).map_err(|e| match prompt.source {
             Source::File => place.error("", Some("prompt"), e),
-            _ => Failure::usage(e).into(),
+            _ => prompt.source.blame(Failure::usage(e)).into(),
         })?;
     }
     let session = pick(&None, vars::SESSION, &None)?;
@@ -446,7 +460,7 @@ pub fn resolve(
         let unknown = unknown_engine(&name.value, &engines);
         return Err(match name.source {
             Source::File => place.error("", Some("engine"), unknown.message),
-            _ => unknown.into(),
+            _ => name.source.blame(unknown).into(),
         });
     }
 

@@ -151,8 +151,8 @@ pub struct EngineConfig {
     pub spec: &'static Spec,
     /// The program: a path, or a name looked up on PATH.
     pub program: OsString,
-    /// Where `program` came from, for messages (`default`, `environment (CCA_CLAUDE)`).
-    pub program_source: String,
+    /// Where `program` came from, for messages (`default`, `CCA_CLAUDE`).
+    pub program_source: crate::config::Source,
     pub args: Vec<String>,
     pub model_arg: Option<String>,
     /// What makes the program print its version, if anything is known to (`cca doctor`).

@@ -335,3 +335,38 @@ fn an_acp_model_option_that_reads_as_an_option_is_refused() {
     assert_eq!(error["code"], -32602, "{out}");
     assert!(error.to_string().contains("the model name"), "{error}");
 }
+
+/// Every `CCA_*` variable `cca config --help` lists, given a value cca refuses: the error names
+/// the variable, whichever check refuses it, and nothing is recorded.
+#[test]
+fn every_cca_variable_with_a_bad_value_is_named_in_its_error() {
+    let env = TestEnv::new();
+    let cases: &[(&str, &str, &[&str])] = &[
+        ("CCA_HOME", "relative/dir", &["search", "q"]),
+        ("CCA_ENGINE", "nope", &["search", "q"]),
+        ("CCA_MODEL", "-x", &["search", "q"]),
+        ("CCA_PROMPT", "nope", &["search", "q"]),
+        ("CCA_PROMPT", "../x", &["search", "q"]),
+        ("CCA_SESSION", "nope", &["search", "-r", "q"]),
+        ("CCA_CLAUDE", "/no/such/claude", &["search", "-e", "claude", "q"]),
+        ("CCA_GEMINI", "/no/such/gemini", &["search", "-e", "gemini", "q"]),
+        ("CCA_NOW", "yesterday", &["search", "q"]),
+        ("CCA_GRACE_MS", "soon", &["search", "q"]),
+    ];
+    for (var, value, args) in cases {
+        let run = env.run_with(args, None, &[(var, value)]);
+        assert_ne!(run.code, Some(0), "{var}={value}\n{run}");
+        let error = run.stderr.lines().find(|l| l.starts_with("cca: error:")).unwrap_or("");
+        assert!(error.contains(var), "{var}={value}: the error does not name it\n{run}");
+        assert!(!run.stderr.contains(&format!("set {var} to its path")), "{run}");
+    }
+    nothing_recorded(&env);
+    // The class: every variable the help lists is among them (CCA_COMPLETE is clap's own).
+    let help = env.run(&["config", "--help"]).ok().stdout.clone();
+    let listed: std::collections::BTreeSet<&str> = help
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| w.len() > 4 && w.starts_with("CCA_") && *w != "CCA_COMPLETE")
+        .collect();
+    let tested: std::collections::BTreeSet<&str> = cases.iter().map(|c| c.0).collect();
+    assert_eq!(listed, tested);
+}
