@@ -234,13 +234,13 @@ pub(crate) fn load_prompt(
             }
             Ok(prompt)
         }
-        PromptChoice::Name(name) => named_prompt(store, &name).map_err(|e| {
-            match (from_header, e.downcast::<Failure>()) {
+        PromptChoice::Name(name) => {
+            named_prompt(store, &name).map_err(|e| match (from_header, e.downcast::<Failure>()) {
                 (None, Ok(f)) => settings.prompt.source.blame(f).into(),
                 (_, Ok(f)) => f.into(),
                 (_, Err(e)) => e,
-            }
-        }),
+            })
+        }
     }
 }
 

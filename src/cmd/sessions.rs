@@ -36,6 +36,7 @@ pub(crate) fn run(args: &SessionsArgs) -> Result<u8> {
     listed.sort_by_cached_key(|l| {
         std::cmp::Reverse((l.last_activity.clone(), store::sort_key(&l.id)))
     });
+    let matched = listed.len();
     listed.truncate(limit.unwrap_or(usize::MAX));
     let followed = session::followed(&settings, &store).ok();
     if json_output {
@@ -74,8 +75,14 @@ pub(crate) fn run(args: &SessionsArgs) -> Result<u8> {
         return Ok(exit::OK);
     }
     if listed.is_empty() && stored > 0 {
-        say(&format!(
-            "cca: none of the {stored} sessions matches the filters (--here, --engine, --since)"
+        say(&empty_because(
+            stored,
+            matched,
+            [
+                ("--here", here.is_some()),
+                ("--engine", engine.is_some()),
+                ("--since", since.is_some()),
+            ],
         ));
         return Ok(exit::OK);
     }
@@ -112,6 +119,26 @@ pub(crate) fn run(args: &SessionsArgs) -> Result<u8> {
     }
     print(&out)?;
     Ok(exit::OK)
+}
+
+/// Why a list of `stored` sessions came out empty: the filters given (none matched), or `-n 0`.
+fn empty_because<const N: usize>(
+    stored: usize,
+    matched: usize,
+    filters: [(&str, bool); N],
+) -> String {
+    let sessions = |n: usize| {
+        if n == 1 { "the only session".to_string() } else { format!("the {n} sessions") }
+    };
+    if matched > 0 {
+        return format!(
+            "cca: `-n 0` lists none of {}; `-n N` lists the newest N",
+            sessions(matched)
+        );
+    }
+    let given: Vec<&str> = filters.iter().filter(|f| f.1).map(|f| f.0).collect();
+    let filter = if given.len() == 1 { "filter" } else { "filters" };
+    format!("cca: none of {} matches the {filter} {}", sessions(stored), given.join(", "))
 }
 
 /// The token estimate of the session's engine (its `bytes_per_token`), or the default one for

@@ -281,8 +281,10 @@ pub(crate) fn locate(settings: &Settings, engine: &EngineConfig) -> Result<PathB
             Failure::new(exit::ERROR, format!("engine {} not found: {looked}", engine.name));
         match engine.program_source {
             // The variable is set already: it is the value that is wrong.
-            crate::config::Source::Env(var) => failure
-                .hint(format!("set {var} to the path of the {} program, or `unset {var}`", engine.name)),
+            crate::config::Source::Env(var) => failure.hint(format!(
+                "set {var} to the path of the {} program, or `unset {var}`",
+                engine.name
+            )),
             _ => failure.hint(engine.install_hint()),
         }
         .into()

@@ -157,7 +157,11 @@ impl Acp {
     /// The session's figures as ACP means them: `used` the tokens of its live context as cca
     /// counts them for compaction (what the next turn carries, never only this turn's share),
     /// `size` the engine's budget for the model, `cost` the session's running total.
-    fn usage(&self, engine: &crate::engine::EngineConfig, outcome: &turn::TurnResult) -> acp::UsageUpdate {
+    fn usage(
+        &self,
+        engine: &crate::engine::EngineConfig,
+        outcome: &turn::TurnResult,
+    ) -> acp::UsageUpdate {
         let live = self.store.summarize_unlocked(&outcome.session).map_or(0, |s| s.live.bytes());
         let cost = outcome.session_totals.cost_usd.map(|usd| acp::Cost::new(usd, "USD"));
         acp::UsageUpdate::new(engine.tokens(live), engine.budget(outcome.model.as_deref()))
