@@ -127,18 +127,16 @@ fn empty_because<const N: usize>(
     matched: usize,
     filters: [(&str, bool); N],
 ) -> String {
-    let sessions = |n: usize| {
-        if n == 1 { "the only session".to_string() } else { format!("the {n} sessions") }
-    };
     if matched > 0 {
-        return format!(
-            "cca: `-n 0` lists none of {}; `-n N` lists the newest N",
-            sessions(matched)
-        );
+        return "cca: `-n 0` lists no sessions; `-n N` lists the newest N".to_string();
     }
     let given: Vec<&str> = filters.iter().filter(|f| f.1).map(|f| f.0).collect();
-    let filter = if given.len() == 1 { "filter" } else { "filters" };
-    format!("cca: none of {} matches the {filter} {}", sessions(stored), given.join(", "))
+    let filter =
+        format!("{} {}", if given.len() == 1 { "filter" } else { "filters" }, given.join(", "));
+    match stored {
+        1 => format!("cca: the only session does not match the {filter}"),
+        n => format!("cca: none of the {n} sessions matches the {filter}"),
+    }
 }
 
 /// The token estimate of the session's engine (its `bytes_per_token`), or the default one for

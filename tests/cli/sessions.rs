@@ -60,7 +60,7 @@ fn sessions_lists_newest_first_with_details() {
     let run = env.run(&["sessions", "-n", "0"]);
     run.ok();
     assert_eq!(run.stdout, "");
-    assert_eq!(run.stderr, "cca: `-n 0` lists none of the 2 sessions; `-n N` lists the newest N\n");
+    assert_eq!(run.stderr, "cca: `-n 0` lists no sessions; `-n N` lists the newest N\n");
     let run = env.run(&["sessions", "--engine", "gemini"]);
     assert_eq!(run.stderr, "cca: none of the 2 sessions matches the filter --engine\n");
     let run = env.run(&["sessions", "--engine", "gemini", "--here"]);

@@ -234,7 +234,7 @@ fn messages_say_what_happened_and_what_to_do() {
     let env = TestEnv::new();
     env.run(&["search", "-q", "one"]).ok();
     let run = env.run(&["sessions", "--engine", "gemini"]);
-    run.ok().stderr_has("none of the 1 sessions matches the filters");
+    run.ok().stderr_has("the only session does not match the filter --engine\n");
     assert!(!run.stderr.contains("no sessions yet"), "{run}");
     env.run(&["search", ""]).code(2).stderr_has("the question is empty");
     let run = env.run(&["what is rust"]);
@@ -243,6 +243,17 @@ fn messages_say_what_happened_and_what_to_do() {
         .stderr_has("cca search \"what is rust\"");
     assert!(!run.stderr.contains("chat"), "{run}");
     env.run(&["what", "is", "rust"]).code(2).stderr_has("cca search \"what is rust\"");
+    // A word one edit away from a command is a typo of it, said first, with the rest as typed.
+    let run = env.run(&["serach", "foo", "bar baz"]);
+    run.code(2).stderr_has(
+        "cca: error: `serach` is not a cca command\n\
+         hint: did you mean `cca search foo \"bar baz\"`?\n\
+         hint: to ask it as a question: cca search \"serach foo bar baz\"\n",
+    );
+    env.run(&["sesions"]).code(2).stderr_has("did you mean `cca sessions`?");
+    let run = env.run(&["shwo", "x", "--json"]);
+    assert!(run.stdout.contains("did you mean `cca show x --json`?"), "{run}");
+    assert!(env.session_files().len() == 1 && env.calls().len() == 1, "nothing more ran");
     env.run_with(&["search", "-r", "q"], None, &[("CCA_SESSION", "nosuch")])
         .code(2)
         .stderr_has("CCA_SESSION names `nosuch`")
