@@ -809,6 +809,60 @@ mod tests {
         assert!(File::parse(Path::new("c"), "[engines.x]\nnot_a_key = 1\n").is_err());
     }
 
+    /// A sample value of each `[engines.NAME]` key, as the file writes it.
+    fn sample(key: &str) -> &'static str {
+        match key {
+            "command" | "acp" | "args" | "version_args" => "[\"x\"]",
+            "system_prompt" | "history" => "\"inline\"",
+            "max_input_bytes" | "retries" | "context_budget" => "1",
+            "bytes_per_token" => "3.5",
+            "model_budgets" => "{ m = 1 }",
+            "keep_warm" | "standby" => "\"5m\"",
+            _ => "\"x\"",
+        }
+    }
+
+    #[test]
+    fn which_engine_keys_apply_comes_from_each_kinds_spec() {
+        // Every key the file takes applies to some kind, and each kind's keys are file keys.
+        let checked: Vec<&str> =
+            engines::keys_set(&EngineFile::default()).iter().map(|k| k.0).collect();
+        assert_eq!(checked, ENGINE_KEYS);
+        for spec in engine::KINDS {
+            assert!(spec.keys.iter().all(|k| ENGINE_KEYS.contains(k)), "{}", spec.name);
+        }
+        for key in ENGINE_KEYS {
+            assert!(engine::KINDS.iter().any(|s| s.keys.contains(key)), "{key} applies nowhere");
+        }
+        // A key set for an engine is taken exactly when its kind's spec lists it.
+        for spec in engine::KINDS {
+            let (section, base) = match spec.name {
+                "command" | "acp" => ("x", format!("{} = [\"x\"]\n", spec.name)),
+                builtin => (builtin, String::new()),
+            };
+            for key in ENGINE_KEYS.iter().filter(|k| **k != spec.name) {
+                let model_arg = if *key == "model" && spec.keys.contains(&"model_arg") {
+                    "model_arg = \"-m\"\n"
+                } else {
+                    ""
+                };
+                let file =
+                    format!("[engines.{section}]\n{base}{model_arg}{key} = {}\n", sample(key));
+                let taken = settings(&[], Flags::default(), Some(&file));
+                assert_eq!(
+                    taken.is_ok(),
+                    spec.keys.contains(key),
+                    "{}: {file}\n{taken:?}",
+                    spec.name
+                );
+            }
+        }
+        // A command engine's model reaches it only by `model_arg`.
+        let dropped = "[engines.x]\ncommand = [\"x\"]\nmodel = \"m\"\n";
+        let err = settings(&[], Flags::default(), Some(dropped)).unwrap_err().to_string();
+        assert!(err.contains(":3: [engines.x] `model` needs `model_arg`"), "{err}");
+    }
+
     #[test]
     fn a_malformed_file_names_its_line() {
         let err =

@@ -279,9 +279,9 @@ pub(crate) fn locate(settings: &Settings, engine: &EngineConfig) -> Result<PathB
         };
         let failure =
             Failure::new(exit::ERROR, format!("engine {} not found: {looked}", engine.name));
-        match engine.program_source {
+        match engine.program_from_var {
             // The variable is set already: it is the value that is wrong.
-            crate::config::Source::Env(var) => failure.hint(format!(
+            Some(var) => failure.hint(format!(
                 "set {var} to the path of the {} program, or `unset {var}`",
                 engine.name
             )),

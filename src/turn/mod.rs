@@ -436,6 +436,7 @@ fn check_ready(
     }
     let engine = session.engine;
     refuse_images(engine, &ask.attachments)?;
+    refuse_model(session)?;
     run::locate(session.settings, engine)?;
     let Some(limit) = engine.max_input_bytes else { return Ok(()) };
     let new_bytes = new_bytes(ask);
@@ -485,6 +486,32 @@ pub(crate) fn refuse_images(engine: &EngineConfig, attachments: &[Attachment]) -
         .into());
     }
     Ok(())
+}
+
+/// Refuses a model for an engine that takes none ([`EngineConfig::takes_model`]): dropped, it
+/// would leave the user believing that model answered. A model from a variable names it.
+fn refuse_model(session: &Session) -> Result<()> {
+    let (Some(model), engine) = (session.model, session.engine) else { return Ok(()) };
+    if engine.takes_model() {
+        return Ok(());
+    }
+    let how = if engine.spec.keys.contains(&"model_arg") {
+        format!(
+            "set model_arg in [engines.{}] to the flag that takes a model, or ask without one",
+            engine.name
+        )
+    } else {
+        "an ACP agent's model is chosen in its own settings: ask without one".to_string()
+    };
+    let failure = Failure::usage(format!(
+        "engine {} takes no model, and `{model}` was chosen; nothing was sent",
+        engine.name
+    ))
+    .hint(how);
+    match session.settings.model.as_ref().filter(|m| m.value == model) {
+        Some(from) => Err(from.source.blame(failure).into()),
+        None => Err(failure.into()),
+    }
 }
 
 /// Says which question the transcript holds without an outcome, if one: its turn was cut off

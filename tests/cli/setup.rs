@@ -192,10 +192,89 @@ fn a_config_key_that_does_not_apply_to_its_engine_is_an_error_naming_it() {
             "[engines.mine]\ncommand = [\"x\"]\nretries = 1\n",
             ":3: [engines.mine] `retries` does not apply to mine: it is for claude and gemini",
         ),
+        (
+            "[engines.claude]\nversion_args = [\"-v\"]\n",
+            ":2: [engines.claude] `version_args` does not apply to claude: it is for engines \
+             declared with `command` and engines declared with `acp`",
+        ),
+        (
+            "[engines.a]\nacp = [\"x\"]\nmodel = \"m\"\n",
+            ":3: [engines.a] `model` does not apply to a",
+        ),
+        (
+            "[engines.mine]\ncommand = [\"x\"]\nmodel = \"m\"\n",
+            ":3: [engines.mine] `model` needs `model_arg`",
+        ),
     ] {
         env.write_config(text);
         env.run(&["config"]).code(2).stderr_has(&format!("{}", config.display())).stderr_has(says);
     }
+}
+
+/// `cca config` lists, for each engine, only keys its `[engines.NAME]` takes: each one it
+/// shows, written into the file, is accepted.
+#[test]
+fn cca_config_lists_only_the_keys_each_engine_takes() {
+    let env = TestEnv::new();
+    let declared = "[engines.a]\nacp = [\"x\"]\n[engines.mine]\ncommand = [\"x\"]\n";
+    env.write_config(declared);
+    let listed = env.run(&["config"]).ok().stdout.clone();
+    let rows: Vec<(String, String)> = listed
+        .lines()
+        .filter_map(|l| l.split_whitespace().next()?.strip_prefix("engines.").map(str::to_string))
+        .filter_map(|k| k.split_once('.').map(|(e, k)| (e.to_string(), k.to_string())))
+        .filter(|(_, key)| key != "kind" && !key.starts_with("model_budgets."))
+        .collect();
+    assert!(rows.len() > 30, "{listed}");
+    for (engine, key) in rows {
+        let value = match key.as_str() {
+            "command" | "acp" | "args" | "version_args" => "[\"x\"]",
+            "system_prompt" | "history" => "\"inline\"",
+            "max_input_bytes" | "retries" | "context_budget" => "1",
+            "bytes_per_token" => "3.5",
+            "keep_warm" | "standby" => "\"5m\"",
+            _ => "\"x\"",
+        };
+        let model_arg =
+            if engine == "mine" && key == "model" { "model_arg = \"-m\"\n" } else { "" };
+        let table = match engine.as_str() {
+            "a" => "[engines.a]\n".to_string() + if key == "acp" { "" } else { "acp = [\"x\"]\n" },
+            "mine" => {
+                "[engines.mine]\n".to_string()
+                    + if key == "command" { "" } else { "command = [\"x\"]\n" }
+            }
+            builtin => format!("[engines.{builtin}]\n"),
+        };
+        env.write_config(&format!("{table}{model_arg}{key} = {value}\n"));
+        let run = env.run(&["config"]);
+        assert_eq!(
+            run.code,
+            Some(0),
+            "`cca config` lists engines.{engine}.{key}, which the file refuses\n{run}"
+        );
+    }
+}
+
+/// A model for an engine that cannot take one is refused before anything is sent or recorded,
+/// wherever it was chosen, instead of being dropped.
+#[test]
+fn a_model_for_an_engine_that_takes_none_is_refused() {
+    let env = TestEnv::new();
+    env.add_engine("plain");
+    env.write_config("[engines.plain]\ncommand = [\"plain\"]\n");
+    env.run(&["search", "-e", "plain", "-m", "big", "q"])
+        .code(2)
+        .stderr_has("engine plain takes no model, and `big` was chosen; nothing was sent")
+        .stderr_has("set model_arg in [engines.plain]");
+    env.run_with(&["search", "q"], None, &[("CCA_ENGINE", "plain"), ("CCA_MODEL", "big")])
+        .code(2)
+        .stderr_has("cca: error: CCA_MODEL: engine plain takes no model");
+    nothing_recorded(&env);
+    // With model_arg, it is passed.
+    env.write_config("[engines.plain]\ncommand = [\"plain\"]\nmodel_arg = \"-m\"\n");
+    env.run(&["search", "-e", "plain", "-m", "big", "q"]).ok();
+    let argv = env.last_call()["argv"].to_string();
+    assert!(argv.contains("\"-m\",\"big\""), "{argv}");
 }
 
 /// A session's prompt file moved: the follow-up says what to do, and `--prompt-file` on it
