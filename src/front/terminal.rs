@@ -137,6 +137,9 @@ impl Terminal {
                 "answer": self.answer,
                 "tools": self.tools,
                 "error": error.as_ref().map(|(reason, _)| reason),
+                // As for a turn that recorded nothing: what to do, and how cca exits.
+                "hint": error.as_ref().and_then(|(_, hint)| hint.as_ref()),
+                "exit_code": outcome.exit_code(),
                 "engine": outcome.engine,
                 "model": outcome.model,
                 "duration_ms": outcome.duration.as_millis() as u64,

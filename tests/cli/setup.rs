@@ -381,10 +381,17 @@ fn json_always_answers_in_json() {
     assert_eq!(v["ok"], false);
     assert_eq!(v["usage"]["input_tokens"], 0, "{v}");
     assert_eq!(v["session_usage"]["input_tokens"], 0, "{v}");
+    // Like an error before the turn: how cca exits, and what to do.
+    assert_eq!(v["exit_code"], 1, "{v}");
+    assert!(v["hint"].as_str().is_some_and(|h| h.contains("claude doctor")), "{v}");
     // `model` says what ran: the model the engine reported without -m.
     let run = env.run(&["search", "--json", "q"]);
     run.ok();
     assert_eq!(json(&run)["model"], "fake-claude");
+    assert_eq!(
+        (&json(&run)["exit_code"], &json(&run)["hint"]),
+        (&0.into(), &serde_json::Value::Null)
+    );
 }
 
 #[test]
