@@ -370,11 +370,11 @@ impl Observer for Terminal {
 const BRIEF_LINES: usize = 6;
 const BRIEF_LINE_CHARS: usize = 200;
 
-/// The start of a long text, if it is longer than a few lines (or has a very long line).
+/// The start of a long text, if it is longer than a few lines' worth: a short error is shown
+/// whole, one long line or not (the terminal wraps it).
 fn brief(text: &str) -> Option<String> {
     let lines: Vec<&str> = text.lines().collect();
-    let long = lines.iter().any(|l| l.chars().count() > BRIEF_LINE_CHARS);
-    if lines.len() <= BRIEF_LINES && !long {
+    if lines.len() <= BRIEF_LINES && text.chars().count() <= BRIEF_LINES * BRIEF_LINE_CHARS {
         return None;
     }
     let shown: Vec<String> =
@@ -382,12 +382,18 @@ fn brief(text: &str) -> Option<String> {
     Some(shown.join("\n"))
 }
 
-/// At most `max` characters of a line, cut on a character boundary.
+/// At most `max` characters of a line, cut after a word where one ends in the last fifth
+/// (never inside an address or a number when it can be helped), else on a character boundary.
 fn cut_chars(line: &str, max: usize) -> String {
-    match line.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &line[..at]),
-        None => line.to_string(),
-    }
+    let Some((at, _)) = line.char_indices().nth(max) else { return line.to_string() };
+    let head = &line[..at];
+    let word_end = head
+        .char_indices()
+        .rev()
+        .take(max / 5)
+        .find(|(_, c)| c.is_whitespace())
+        .map(|(i, _)| head[..i].trim_end());
+    format!("{} …", word_end.filter(|w| !w.is_empty()).unwrap_or(head))
 }
 
 /// Prints an error the way every cca error is printed, and returns its exit code: the
@@ -688,6 +694,20 @@ fn write_stdout(bytes: &[u8]) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_short_error_is_whole_and_a_long_one_is_cut_between_words() {
+        let port =
+            format!("cannot reach {}http://127.0.0.1:45678/v1/messages", "the API at ".repeat(18));
+        assert!(port.chars().count() > super::BRIEF_LINE_CHARS);
+        assert_eq!(super::brief(&port), None, "one line of a short error is shown whole");
+        let page = format!("{port} {}", "word ".repeat(400));
+        let cut = super::brief(&page).unwrap();
+        assert!(cut.ends_with(" …") && !cut.contains("45678/v1/messages word"), "{cut}");
+        let line = format!("{} 127.0.0.1:45678 and more", "x".repeat(190));
+        assert_eq!(super::cut_chars(&line, 200), format!("{} …", "x".repeat(190)));
+        assert_eq!(super::cut_chars(&"y".repeat(300), 200), format!("{} …", "y".repeat(200)));
+    }
+
     #[test]
     fn one_edit_is_a_letter_added_dropped_changed_or_two_swapped() {
         use super::one_edit;
