@@ -255,7 +255,7 @@ pub(crate) fn named_prompt(store: &Store, name: &str) -> Result<Prompt> {
         None => Err(Failure::usage(format!("there is no prompt named `{name}`"))
             .hint(format!(
                 "built-in prompts: {}; add your own as {}",
-                prompt::builtin_names().collect::<Vec<_>>().join(", "),
+                prompt::choices(Vec::new()).join(", "),
                 store.home.join("prompts").join(format!("{name}.md")).display()
             ))
             .into()),
