@@ -456,6 +456,10 @@ fn check_ready(
     }
 }
 
+/// What to do with data that is not text: images are taken as they are, the rest as text.
+pub(crate) const BINARY_HINT: &str = "images (PNG, JPEG, GIF, WebP) are attached as images with \
+    `-f`; for other binary data, attach a text form of it (`xxd FILE | cca search ...`)";
+
 /// Refuses text with a NUL byte: engines take text, and a NUL byte cuts it short in some.
 pub(crate) fn refuse_nul(what: &str, bytes: &[u8]) -> Result<()> {
     match memchr::memchr(0, bytes) {
@@ -463,7 +467,7 @@ pub(crate) fn refuse_nul(what: &str, bytes: &[u8]) -> Result<()> {
         Some(at) => Err(Failure::usage(format!(
             "{what} holds a NUL byte (at byte {at}): cca takes text only"
         ))
-        .hint("for binary data, attach a text form of it (`xxd file | cca search ...`)")
+        .hint(BINARY_HINT)
         .into()),
     }
 }
