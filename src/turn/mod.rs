@@ -444,14 +444,16 @@ fn check_ready(
     if engine.system_prompt == crate::engine::SystemPromptMode::Inline {
         bytes += prompt.text.len() as u64;
     }
+    let mut history = 0;
     if engine.history == crate::engine::HistoryMode::Inline
         && let Some(summary) = summary
         && compact::needed(session, summary, &prompt.text, new_bytes).is_none()
     {
-        bytes += summary.live.bytes();
+        history = summary.live.bytes();
+        bytes += history;
     }
     match bytes > limit {
-        true => Err(call::over_limit(bytes, engine, limit)),
+        true => Err(call::over_limit(bytes, history, engine, limit)),
         false => Ok(()),
     }
 }

@@ -28,10 +28,13 @@ fn a_question_over_the_input_limit_is_not_written_into_the_transcript() {
     let env = TestEnv::new();
     env.write_config("[engines.claude]\nmax_input_bytes = 20000\n");
     let big = "y".repeat(30_000);
-    env.run_with(&["search", "too much?"], Some(big.as_bytes()), &[])
-        .code(1)
+    let run = env.run_with(&["search", "too much?"], Some(big.as_bytes()), &[]);
+    run.code(1)
         .stderr_has("over its limit")
+        .stderr_has("hint: the question and what is attached to it are too large alone: attach less, or raise max_input_bytes in [engines.claude]")
         .stderr_has("nothing was recorded; your question was:\ntoo much?");
+    // No session to clear: a first turn is not told to clear one.
+    assert!(!run.stderr.contains("cca clear"), "{run}");
     nothing_recorded(&env);
 
     // A session that exists is left as it was: no question, no attempt.
@@ -42,6 +45,12 @@ fn a_question_over_the_input_limit_is_not_written_into_the_transcript() {
         .stderr_has("nothing was recorded");
     assert_eq!(env.latest(), before);
     assert_eq!(env.calls().len(), 1);
+    // Over the limit with its history: clearing or compacting the session would help.
+    let part = "z".repeat(12_000);
+    env.run_with(&["search", "-r", "part one"], Some(part.as_bytes()), &[]).ok();
+    env.run_with(&["search", "-r", "part two"], Some(part.as_bytes()), &[])
+        .code(1)
+        .stderr_has("or `cca clear` or `cca compact` this one");
 }
 
 #[test]
