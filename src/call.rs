@@ -121,7 +121,10 @@ pub(crate) fn call(
             frame::write(&invocation.stdin, &frame::Windowed::new(&transcript), &mut io::sink())
                 .context("cannot read the transcript")?;
         if input_bytes > limit {
-            return Err(over_limit(input_bytes, s.engine, limit));
+            // Structured history is the engine's session file, not stdin's.
+            let inline = s.engine.history == crate::engine::HistoryMode::Inline;
+            let history = if inline { c.live.bytes() } else { 0 };
+            return Err(over_limit(input_bytes, history, s.engine, limit));
         }
     }
     if let (Some(transport), true) = (transport, keeps || taken.is_some()) {
@@ -376,7 +379,23 @@ fn kept_start(
 }
 
 /// The error for a turn larger than the engine takes on stdin.
-pub(crate) fn over_limit(bytes: u64, engine: &EngineConfig, limit: u64) -> anyhow::Error {
+/// A turn too large to send: `history` of its `bytes` is the session's earlier turns, which
+/// `cca clear` or `cca compact` would shrink; a turn that is too large without them (a first
+/// one) can only be made smaller.
+pub(crate) fn over_limit(
+    bytes: u64,
+    history: u64,
+    engine: &EngineConfig,
+    limit: u64,
+) -> anyhow::Error {
+    let raise = format!("raise max_input_bytes in [engines.{}] of config.toml", engine.name);
+    let hint = if history == 0 || bytes.saturating_sub(history) > limit {
+        format!(
+            "the question and what is attached to it are too large alone: attach less, or {raise}"
+        )
+    } else {
+        format!("start a new session, or `cca clear` or `cca compact` this one, or {raise}")
+    };
     Failure::new(
         exit::ERROR,
         format!(
@@ -386,7 +405,7 @@ pub(crate) fn over_limit(bytes: u64, engine: &EngineConfig, limit: u64) -> anyho
             human_bytes(limit)
         ),
     )
-    .hint("start a new session, or `cca clear` or `cca compact` this one, or raise max_input_bytes in config.toml")
+    .hint(hint)
     .into()
 }
 

@@ -318,8 +318,8 @@ pub struct SessionsArgs {
     /// Only sessions started with this engine
     #[arg(long, value_name = "NAME", add = engine_candidates())]
     pub engine: Option<String>,
-    /// Only sessions active since DATE: 2026-11-21, "2026-11-21 10:15", RFC 3339, or a time
-    /// ago such as 3d, 12h, 2w
+    /// Only sessions active since DATE: 2026-11-21, today, yesterday, "2026-11-21 10:15", RFC
+    /// 3339, or a time ago such as 3d, 12h, 2w
     #[arg(long, value_name = "DATE")]
     pub since: Option<String>,
 }
@@ -512,6 +512,7 @@ Examples:
   cca grep -w -C 2 lock rust-locks      # one session (by name), with context
   cca grep -F 'Vec<u8>' --role user     # plain text, in your questions only
   cca grep -l tokio --since 2w --here   # ids of recent sessions started here
+  cca grep -c -i rust --since yesterday # how many lines of each session since yesterday
   cca grep --json 'https?://\\S+' | jq -r .text";
 
 /// `cca grep`'s options.
@@ -549,6 +550,10 @@ pub struct GrepArgs {
     #[arg(short = 'l', long, conflicts_with_all = ["json", "context"])]
     pub list: bool,
 
+    /// Print only how many lines match in each session that matches, as ID:N
+    #[arg(short = 'c', long, conflicts_with_all = ["json", "context", "list"])]
+    pub count: bool,
+
     /// Print one JSON object per matching line (session, name, title, turn, role, kind, who,
     /// at, line, text, matches)
     #[arg(long, conflicts_with = "context")]
@@ -563,8 +568,8 @@ pub struct GrepArgs {
     #[arg(long, value_name = "NAME", add = engine_candidates())]
     pub engine: Option<String>,
 
-    /// Only what was said since DATE: 2026-11-21, "2026-11-21 10:15", RFC 3339, or a time ago
-    /// such as 3d, 12h, 2w
+    /// Only what was said since DATE: 2026-11-21, today, yesterday, "2026-11-21 10:15", RFC
+    /// 3339, or a time ago such as 3d, 12h, 2w
     #[arg(long, value_name = "DATE")]
     pub since: Option<String>,
 

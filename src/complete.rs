@@ -31,10 +31,8 @@ pub(crate) fn trash_ids() -> Vec<String> {
 
 /// Built-in prompt names and the user's own under `$CCA_HOME/prompts`.
 pub(crate) fn prompt_names() -> Vec<String> {
-    let mut names: Vec<String> = crate::prompt::builtin_names().map(String::from).collect();
-    if let Some((_, store)) = store() {
-        names.extend(store.prompt_names().unwrap_or_default());
-    }
+    let own = store().map(|(_, store)| store.prompt_names().unwrap_or_default());
+    let mut names = crate::prompt::choices(own.unwrap_or_default());
     names.sort();
     names.dedup();
     names

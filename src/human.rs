@@ -41,8 +41,9 @@ pub(crate) fn signal_name(signal: i32) -> String {
 }
 
 /// A point in time as a person types it: `2026-11-21` (local time; the day's start, or its end
-/// with `end_of_day`), `2026-11-21 10:15` or `2026-11-21T10:15:00` (local), RFC 3339, or a time
-/// ago: `30m`, `12h`, `3d`, `2w`.
+/// with `end_of_day`), `today` and `yesterday` (the same, of the local day now or before it),
+/// `2026-11-21 10:15` or `2026-11-21T10:15:00` (local), RFC 3339, or a time ago: `30m`, `12h`,
+/// `3d`, `2w`.
 pub(crate) fn parse_date(
     text: &str,
     now: chrono::DateTime<chrono::Utc>,
@@ -71,7 +72,11 @@ pub(crate) fn parse_date(
             .find_map(|f| NaiveDateTime::parse_from_str(t, f).ok())
     {
         local(naive).map(|t| t.with_timezone(&Utc))
-    } else if let Ok(day) = NaiveDate::parse_from_str(t, "%Y-%m-%d") {
+    } else if let Some(day) = match t {
+        "today" => Some(now.with_timezone(&Local).date_naive()),
+        "yesterday" => now.with_timezone(&Local).date_naive().pred_opt(),
+        _ => NaiveDate::parse_from_str(t, "%Y-%m-%d").ok(),
+    } {
         let naive = match end_of_day {
             false => day.and_hms_opt(0, 0, 0),
             true => day.and_hms_nano_opt(23, 59, 59, 999_999_999),
@@ -82,7 +87,7 @@ pub(crate) fn parse_date(
     };
     when.ok_or_else(|| {
         Failure::usage(format!("`{text}` is not a date cca understands"))
-            .hint("write 2026-11-21, \"2026-11-21 10:15\", 2026-11-21T10:15:00Z, or a time ago: 3d, 12h, 2w")
+            .hint("write 2026-11-21, today, yesterday, \"2026-11-21 10:15\", 2026-11-21T10:15:00Z, or a time ago: 3d, 12h, 2w")
             .into()
     })
 }
@@ -119,7 +124,17 @@ mod tests {
             parse_date("2026-11-20 10:15", now, false).unwrap(),
             local("2026-11-20 10:15:00")
         );
-        for bad in ["", "yesterday", "3y", "d", "2026-13-01", "-3d"] {
+        // The local day now, and the one before it.
+        let today = now.with_timezone(&chrono::Local).date_naive();
+        let start = |day: chrono::NaiveDate| local(&format!("{day} 00:00:00"));
+        assert_eq!(parse_date("today", now, false).unwrap(), start(today));
+        assert_eq!(parse_date("yesterday", now, false).unwrap(), start(today.pred_opt().unwrap()));
+        assert!(parse_date("yesterday", now, true).unwrap() < start(today));
+        assert!(
+            parse_date("yesterday", now, true).unwrap()
+                > start(today) - chrono::TimeDelta::seconds(1)
+        );
+        for bad in ["", "tomorrow", "3y", "d", "2026-13-01", "-3d"] {
             assert!(parse_date(bad, now, false).is_err(), "{bad}");
         }
     }

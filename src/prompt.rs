@@ -37,6 +37,20 @@ pub fn builtin_names() -> impl Iterator<Item = &'static str> {
     BUILTIN.iter().map(|(n, _)| *n)
 }
 
+/// The prompts a conversation can be asked with, for completion, an editor's choice and
+/// hints: the built-in ones, then `own` (the user's), once each, without [`COMPACTION`], which
+/// cca uses itself to summarise (overriding it changes summaries, not answers).
+pub fn choices(own: Vec<String>) -> Vec<String> {
+    let mut names: Vec<String> = builtin_names().map(String::from).collect();
+    for name in own {
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names.retain(|n| n != COMPACTION);
+    names
+}
+
 /// Prompt names are relative paths of plain segments (`search_agents/haiku45`), so that
 /// `$CCA_HOME/prompts/NAME.md` can never point outside that folder.
 pub fn validate_name(name: &str) -> Result<(), String> {

@@ -246,7 +246,13 @@ pub(crate) fn load_prompt(
             }
             Ok(prompt)
         }
-        PromptChoice::Name(name) => named_prompt(store, &name),
+        PromptChoice::Name(name) => {
+            named_prompt(store, &name).map_err(|e| match (from_header, e.downcast::<Failure>()) {
+                (None, Ok(f)) => settings.prompt.source.blame(f).into(),
+                (_, Ok(f)) => f.into(),
+                (_, Err(e)) => e,
+            })
+        }
     }
 }
 
@@ -261,7 +267,7 @@ pub(crate) fn named_prompt(store: &Store, name: &str) -> Result<Prompt> {
         None => Err(Failure::usage(format!("there is no prompt named `{name}`"))
             .hint(format!(
                 "built-in prompts: {}; add your own as {}",
-                prompt::builtin_names().collect::<Vec<_>>().join(", "),
+                prompt::choices(Vec::new()).join(", "),
                 store.home.join("prompts").join(format!("{name}.md")).display()
             ))
             .into()),

@@ -87,46 +87,59 @@ pub(crate) fn run(_: &ConfigArgs) -> Result<u8> {
         let found = crate::run::locate(&settings, engine)
             .map(|p| format!(" → {}", p.display()))
             .unwrap_or_else(|_| " (not found)".into());
-        row(
-            &format!("{prefix}.program"),
-            format!("{}{found}", engine.program.to_string_lossy()),
-            engine.program_source.clone(),
-        );
+        // Only the keys that apply to this kind of engine (`Spec::keys`): the file takes no other.
+        let applies = |key: &str| engine.spec.keys.contains(&key);
         let builtin = engine.spec.is_builtin();
+        if builtin {
+            let program = format!("{}{found}", engine.program.to_string_lossy());
+            row(&format!("{prefix}.program"), program, engine.program_source.clone());
+        } else {
+            // `command` or `acp`: the program and its arguments, as the file writes them.
+            let mut words = vec![engine.program.to_string_lossy().into_owned()];
+            words.extend(engine.args.iter().cloned());
+            let key = engine.spec.name;
+            row(&format!("{prefix}.{key}"), format!("{words:?}{found}"), source(key));
+        }
         let kind_source = if builtin { "built in".into() } else { Source::File.to_string() };
         row(&format!("{prefix}.kind"), engine.spec.name.into(), kind_source);
-        if !engine.args.is_empty() {
-            let key = if builtin { "args" } else { engine.spec.name };
-            row(&format!("{prefix}.args"), format!("{:?}", engine.args), source(key));
+        if builtin && !engine.args.is_empty() {
+            row(&format!("{prefix}.args"), format!("{:?}", engine.args), source("args"));
         }
         let optional = |value: &Option<String>| value.clone().unwrap_or_else(|| "(none)".into());
-        row(&format!("{prefix}.model"), optional(&engine.model), source("model"));
+        if applies("model") {
+            row(&format!("{prefix}.model"), optional(&engine.model), source("model"));
+        }
+        if applies("model_arg") {
+            row(&format!("{prefix}.model_arg"), optional(&engine.model_arg), source("model_arg"));
+        }
         let system = match engine.system_prompt {
             SystemPromptMode::Inline => "inline",
             SystemPromptMode::Native => "native",
         };
         row(&format!("{prefix}.system_prompt"), system.into(), source("system_prompt"));
+        if applies("system_prompt_arg") {
+            let arg = optional(&engine.system_prompt_arg);
+            row(&format!("{prefix}.system_prompt_arg"), arg, source("system_prompt_arg"));
+        }
         let history = match engine.history {
             HistoryMode::Inline => "inline",
             HistoryMode::Structured => "structured",
         };
         row(&format!("{prefix}.history"), history.into(), source("history"));
-        if builtin {
+        if applies("tools") {
             let tools = engine.tools.as_ref().map(|t| format!("{t:?}"));
             row(&format!("{prefix}.tools"), optional(&tools), source("tools"));
+        }
+        if applies("retries") {
             let retries = engine.retries.map(|r| r.to_string());
             let retries = retries.unwrap_or_else(|| "(the engine's own)".into());
             row(&format!("{prefix}.retries"), retries, source("retries"));
+        }
+        if applies("policy") {
             let policy = engine.policy.clone().unwrap_or_else(|| "(cca's own)".into());
             row(&format!("{prefix}.policy"), policy, source("policy"));
-        } else {
-            // A command takes its model and system prompt by flags; an ACP agent takes neither.
-            if engine.spec.name == "command" {
-                let flag = optional(&engine.model_arg);
-                row(&format!("{prefix}.model_arg"), flag, source("model_arg"));
-                let arg = optional(&engine.system_prompt_arg);
-                row(&format!("{prefix}.system_prompt_arg"), arg, source("system_prompt_arg"));
-            }
+        }
+        if applies("version_args") {
             let version = engine.version_args.as_ref().map(|a| format!("{a:?}"));
             row(&format!("{prefix}.version_args"), optional(&version), source("version_args"));
         }
@@ -143,8 +156,8 @@ pub(crate) fn run(_: &ConfigArgs) -> Result<u8> {
         }
         let per_token = engine.bytes_per_token.to_string();
         row(&format!("{prefix}.bytes_per_token"), per_token, source("bytes_per_token"));
-        if engine.spec.keeps.is_some() {
-            for (key, idle) in [("keep_warm", engine.keep_warm), ("standby", engine.standby)] {
+        for (key, idle) in [("keep_warm", engine.keep_warm), ("standby", engine.standby)] {
+            if applies(key) {
                 let value = idle.map_or_else(|| "off".into(), idle_time);
                 let own = source(key);
                 let from = if own == Source::Default.to_string() { from_file(&[key]) } else { own };

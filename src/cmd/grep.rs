@@ -53,6 +53,8 @@ enum Format {
     },
     Json,
     Ids,
+    /// `-c`: `ID:N` for each session with N matching lines.
+    Count,
 }
 
 fn grep(args: &GrepArgs) -> Result<u8> {
@@ -88,6 +90,8 @@ fn grep(args: &GrepArgs) -> Result<u8> {
     let here = if args.here { Some(crate::session::current_dir()?) } else { None };
     let format = if args.list {
         Format::Ids
+    } else if args.count {
+        Format::Count
     } else if args.json {
         Format::Json
     } else {
@@ -217,7 +221,10 @@ impl Output<'_, '_> {
             Err(e) => format!("{e:#}"),
             Ok(file) => match searcher.search(&file, matcher, job.opts, self) {
                 Ok(Ok(0)) => return,
-                Ok(Ok(_)) => {
+                Ok(Ok(n)) => {
+                    if job.format == Format::Count {
+                        let _ = writeln!(self.buf, "{}:{n}", self.id);
+                    }
                     job.matched.store(true, Ordering::Relaxed);
                     return;
                 }
@@ -278,6 +285,11 @@ impl Sink for Output<'_, '_> {
         let header = self.header.as_ref().expect("the header comes first");
         let mut buf = std::mem::take(&mut self.buf);
         match self.job.format {
+            // Counted by the search; the total is written when it ends.
+            Format::Count => {
+                self.buf = buf;
+                return true;
+            }
             Format::Ids => {
                 buf.extend_from_slice(self.id.as_bytes());
                 buf.push(b'\n');

@@ -34,6 +34,7 @@ pub(crate) fn run(args: &SessionsArgs) -> Result<u8> {
         });
     }
     store::newest_first(&mut listed);
+    let matched = listed.len();
     listed.truncate(limit.unwrap_or(usize::MAX));
     let followed = session::followed(&settings, &store).ok();
     if json_output {
@@ -72,8 +73,14 @@ pub(crate) fn run(args: &SessionsArgs) -> Result<u8> {
         return Ok(exit::OK);
     }
     if listed.is_empty() && stored > 0 {
-        say(&format!(
-            "cca: none of the {stored} sessions matches the filters (--here, --engine, --since)"
+        say(&empty_because(
+            stored,
+            matched,
+            [
+                ("--here", here.is_some()),
+                ("--engine", engine.is_some()),
+                ("--since", since.is_some()),
+            ],
         ));
         return Ok(exit::OK);
     }
@@ -115,6 +122,24 @@ fn describe(l: &store::Listed) -> String {
         text.push_str(&format!("(fork of {} at {}) ", from.session, from.turn));
     }
     text + &transcript::one_line(&l.title, 70)
+}
+
+/// Why a list of `stored` sessions came out empty: the filters given (none matched), or `-n 0`.
+fn empty_because<const N: usize>(
+    stored: usize,
+    matched: usize,
+    filters: [(&str, bool); N],
+) -> String {
+    if matched > 0 {
+        return "cca: `-n 0` lists no sessions; `-n N` lists the newest N".to_string();
+    }
+    let given: Vec<&str> = filters.iter().filter(|f| f.1).map(|f| f.0).collect();
+    let filter =
+        format!("{} {}", if given.len() == 1 { "filter" } else { "filters" }, given.join(", "));
+    match stored {
+        1 => format!("cca: the only session does not match the {filter}"),
+        n => format!("cca: none of the {n} sessions matches the {filter}"),
+    }
 }
 
 /// The token estimate of the session's engine (its `bytes_per_token`), or the default one for

@@ -22,47 +22,75 @@ fn bytes_per_token(engine: &str, value: Option<f64>, place: &Place) -> Result<f6
     }
 }
 
-/// Refuses a key of `[engines.NAME]` that does nothing for this kind of engine (`kind`: claude,
-/// gemini, or `command` for the engines declared with one): set and ignored, it would only
-/// mislead (`cca config` would show it as set).
-fn check_applies(name: &str, kind: &str, f: &EngineFile, place: &Place) -> Result<()> {
-    const BUILT_IN: &[&str] = &["claude", "gemini"];
-    const COMMAND: &[&str] = &["command"];
-    const KEPT: &[&str] = &["claude", "gemini", "acp"];
-    let keys: [(&str, bool, &[&str]); 11] = [
-        ("program", f.program.is_some(), BUILT_IN),
-        // The engines `cca chat` and `cca acp` can keep between turns (`Spec::keeps`), and
-        // that can wait on standby.
-        ("keep_warm", f.keep_warm.is_some(), KEPT),
-        ("standby", f.standby.is_some(), KEPT),
-        ("acp", f.acp.is_some(), &["acp"]),
-        ("args", !f.args.is_empty(), BUILT_IN),
-        ("retries", f.retries.is_some(), BUILT_IN),
-        ("tools", f.tools.is_some(), &["claude"]),
-        ("policy", f.policy.is_some(), &["gemini"]),
-        ("command", f.command.is_some(), COMMAND),
-        ("model_arg", f.model_arg.is_some(), COMMAND),
-        ("system_prompt_arg", f.system_prompt_arg.is_some(), COMMAND),
-    ];
-    let Some((key, _, kinds)) = keys.iter().find(|(_, set, kinds)| *set && !kinds.contains(&kind))
-    else {
-        return Ok(());
-    };
-    let whose = match *kinds {
-        COMMAND => "engines declared with `command`".to_string(),
-        ["acp"] => "engines declared with `acp`".to_string(),
-        kinds => kinds.join(" and "),
-    };
-    let instead = match (*key, kind) {
-        ("command" | "acp", _) => format!("; {name} is built in: use `program` and `args`"),
-        ("program" | "args", "command" | "acp") => {
-            format!("; put the program and its arguments in `{kind}`")
-        }
-        _ => String::new(),
-    };
-    let message =
-        format!("[engines.{name}] `{key}` does not apply to {name}: it is for {whose}{instead}");
-    Err(place.error(&format!("engines.{name}"), Some(key), message))
+/// The keys of an `[engines.NAME]` table, each with whether it is set there.
+pub(super) fn keys_set(f: &EngineFile) -> [(&'static str, bool); 19] {
+    [
+        ("program", f.program.is_some()),
+        ("command", f.command.is_some()),
+        ("acp", f.acp.is_some()),
+        ("args", !f.args.is_empty()),
+        ("model", f.model.is_some()),
+        ("model_arg", f.model_arg.is_some()),
+        ("version_args", f.version_args.is_some()),
+        ("system_prompt", f.system_prompt.is_some()),
+        ("system_prompt_arg", f.system_prompt_arg.is_some()),
+        ("history", f.history.is_some()),
+        ("tools", f.tools.is_some()),
+        ("max_input_bytes", f.max_input_bytes.is_some()),
+        ("retries", f.retries.is_some()),
+        ("policy", f.policy.is_some()),
+        ("context_budget", f.context_budget.is_some()),
+        ("model_budgets", !f.model_budgets.is_empty()),
+        ("bytes_per_token", f.bytes_per_token.is_some()),
+        ("keep_warm", f.keep_warm.is_some()),
+        ("standby", f.standby.is_some()),
+    ]
+}
+
+/// Refuses a key of `[engines.NAME]` that does nothing for its kind of engine (the kind's
+/// [`Spec::keys`](engine::Spec::keys)): set and ignored, it would only mislead (`cca config`
+/// would show it as set). A command engine's `model` needs `model_arg` to reach it.
+fn check_applies(name: &str, spec: &engine::Spec, f: &EngineFile, place: &Place) -> Result<()> {
+    let section = format!("engines.{name}");
+    let kind = spec.name;
+    if let Some((key, _)) = keys_set(f).into_iter().find(|(k, set)| *set && !spec.keys.contains(k))
+    {
+        let whose: Vec<String> = engine::KINDS
+            .iter()
+            .filter(|other| other.keys.contains(&key))
+            .map(|other| match other.name {
+                "command" | "acp" => format!("engines declared with `{}`", other.name),
+                builtin => builtin.to_string(),
+            })
+            .collect();
+        let whose = match whose.split_last() {
+            Some((last, [])) => last.clone(),
+            Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+            None => "no engine".to_string(),
+        };
+        let instead = match (key, kind) {
+            ("command" | "acp", _) => format!("; {name} is built in: use `program` and `args`"),
+            ("program" | "args", "command" | "acp") => {
+                format!("; put the program and its arguments in `{kind}`")
+            }
+            ("model", "acp") => "; ACP has no way to choose an agent's model: choose it in the \
+                                 agent's own settings"
+                .to_string(),
+            _ => String::new(),
+        };
+        let message = format!(
+            "[engines.{name}] `{key}` does not apply to {name}: it is for {whose}{instead}"
+        );
+        return Err(place.error(&section, Some(key), message));
+    }
+    if spec.keys.contains(&"model_arg") && f.model.is_some() && f.model_arg.is_none() {
+        let message = format!(
+            "[engines.{name}] `model` needs `model_arg`, the flag that passes it to the program \
+             (`model_arg = \"-m\"`): without it the model would not reach {name}"
+        );
+        return Err(place.error(&section, Some("model"), message));
+    }
+    Ok(())
 }
 
 /// The built-in engines plus those declared in the config file, with env overrides applied.
@@ -75,7 +103,7 @@ pub(super) fn engines(
     for spec in engine::BUILTIN {
         let (name, var) = (spec.name, spec.program_var.expect("built in"));
         let f = file.engines.get(name).cloned().unwrap_or_default();
-        check_applies(name, name, &f, place)?;
+        check_applies(name, spec, &f, place)?;
         let keep_warm = idle(name, "keep_warm", (&f.keep_warm, &file.keep_warm), place)?;
         let standby = idle(name, "standby", (&f.standby, &file.standby), place)?;
         let (program, program_source) = match (env.os(var), &f.program) {
@@ -90,9 +118,13 @@ pub(super) fn engines(
                 spec,
                 program,
                 program_source: program_source.to_string(),
+                program_from_var: match program_source {
+                    Source::Env(var) => Some(var),
+                    _ => None,
+                },
                 args: f.args,
                 model_arg: None,
-                version_args: Some(f.version_args.unwrap_or_else(|| vec!["--version".into()])),
+                version_args: Some(vec!["--version".into()]),
                 system_prompt: f.system_prompt.unwrap_or_default(),
                 system_prompt_arg: None,
                 // Real turns: each request repeats the previous one, which the provider's prompt
@@ -147,7 +179,7 @@ pub(super) fn engines(
                 return Err(place.error(&section, key, message));
             }
         };
-        check_applies(name, kind, f, place)?;
+        check_applies(name, spec, f, place)?;
         let system_prompt = f.system_prompt.unwrap_or_default();
         if system_prompt == SystemPromptMode::Native && kind == "acp" {
             let message = format!(
@@ -175,6 +207,7 @@ pub(super) fn engines(
                 spec,
                 program: OsString::from(&command[0]),
                 program_source: Source::File.to_string(),
+                program_from_var: None,
                 args: command[1..].to_vec(),
                 model_arg: f.model_arg.clone(),
                 version_args: f.version_args.clone(),

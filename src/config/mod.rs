@@ -71,8 +71,22 @@ impl fmt::Display for Source {
         match self {
             Source::Default => f.write_str("default"),
             Source::File => f.write_str("config file"),
-            Source::Env(name) => write!(f, "environment ({name})"),
+            Source::Env(name) => f.write_str(name),
             Source::Flag => f.write_str("flag"),
+        }
+    }
+}
+
+impl Source {
+    /// A failure about a value from here: one from a variable names the variable, and says how
+    /// to be rid of it, whatever the value was refused for.
+    pub fn blame(&self, failure: Failure) -> Failure {
+        let Source::Env(var) = self else { return failure };
+        let unset = format!("`unset {var}`");
+        Failure {
+            code: failure.code,
+            message: format!("{var}: {}", failure.message),
+            hint: Some(failure.hint.map_or(unset.clone(), |h| format!("{unset}, or {h}"))),
         }
     }
 }
@@ -421,7 +435,7 @@ pub fn resolve(
     if let PromptChoice::Name(name) = &prompt.value {
         crate::prompt::validate_name(name).map_err(|e| match prompt.source {
             Source::File => place.error("", Some("prompt"), e),
-            _ => Failure::usage(e).into(),
+            _ => prompt.source.blame(Failure::usage(e)).into(),
         })?;
     }
     let session = pick(&None, vars::SESSION, &None)?;
@@ -446,7 +460,7 @@ pub fn resolve(
         let unknown = unknown_engine(&name.value, &engines);
         return Err(match name.source {
             Source::File => place.error("", Some("engine"), unknown.message),
-            _ => unknown.into(),
+            _ => name.source.blame(unknown).into(),
         });
     }
 
@@ -793,6 +807,60 @@ mod tests {
         }
         File::parse(Path::new("c"), &file).unwrap();
         assert!(File::parse(Path::new("c"), "[engines.x]\nnot_a_key = 1\n").is_err());
+    }
+
+    /// A sample value of each `[engines.NAME]` key, as the file writes it.
+    fn sample(key: &str) -> &'static str {
+        match key {
+            "command" | "acp" | "args" | "version_args" => "[\"x\"]",
+            "system_prompt" | "history" => "\"inline\"",
+            "max_input_bytes" | "retries" | "context_budget" => "1",
+            "bytes_per_token" => "3.5",
+            "model_budgets" => "{ m = 1 }",
+            "keep_warm" | "standby" => "\"5m\"",
+            _ => "\"x\"",
+        }
+    }
+
+    #[test]
+    fn which_engine_keys_apply_comes_from_each_kinds_spec() {
+        // Every key the file takes applies to some kind, and each kind's keys are file keys.
+        let checked: Vec<&str> =
+            engines::keys_set(&EngineFile::default()).iter().map(|k| k.0).collect();
+        assert_eq!(checked, ENGINE_KEYS);
+        for spec in engine::KINDS {
+            assert!(spec.keys.iter().all(|k| ENGINE_KEYS.contains(k)), "{}", spec.name);
+        }
+        for key in ENGINE_KEYS {
+            assert!(engine::KINDS.iter().any(|s| s.keys.contains(key)), "{key} applies nowhere");
+        }
+        // A key set for an engine is taken exactly when its kind's spec lists it.
+        for spec in engine::KINDS {
+            let (section, base) = match spec.name {
+                "command" | "acp" => ("x", format!("{} = [\"x\"]\n", spec.name)),
+                builtin => (builtin, String::new()),
+            };
+            for key in ENGINE_KEYS.iter().filter(|k| **k != spec.name) {
+                let model_arg = if *key == "model" && spec.keys.contains(&"model_arg") {
+                    "model_arg = \"-m\"\n"
+                } else {
+                    ""
+                };
+                let file =
+                    format!("[engines.{section}]\n{base}{model_arg}{key} = {}\n", sample(key));
+                let taken = settings(&[], Flags::default(), Some(&file));
+                assert_eq!(
+                    taken.is_ok(),
+                    spec.keys.contains(key),
+                    "{}: {file}\n{taken:?}",
+                    spec.name
+                );
+            }
+        }
+        // A command engine's model reaches it only by `model_arg`.
+        let dropped = "[engines.x]\ncommand = [\"x\"]\nmodel = \"m\"\n";
+        let err = settings(&[], Flags::default(), Some(dropped)).unwrap_err().to_string();
+        assert!(err.contains(":3: [engines.x] `model` needs `model_arg`"), "{err}");
     }
 
     #[test]

@@ -24,6 +24,19 @@ use crate::frame;
 pub(crate) const SPEC: Spec = Spec {
     name: "acp",
     program_var: None,
+    // ACP has no way to choose an agent's model: no `model`.
+    keys: &[
+        "acp",
+        "version_args",
+        "system_prompt",
+        "history",
+        "keep_warm",
+        "standby",
+        "max_input_bytes",
+        "context_budget",
+        "model_budgets",
+        "bytes_per_token",
+    ],
     install: None,
     models: &[],
     context_budget: 100_000,

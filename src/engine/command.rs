@@ -11,6 +11,20 @@ use crate::frame;
 pub(crate) const SPEC: Spec = Spec {
     name: "command",
     program_var: None,
+    // Started for each turn, never kept: no `keep_warm` or `standby`.
+    keys: &[
+        "command",
+        "model",
+        "model_arg",
+        "version_args",
+        "system_prompt",
+        "system_prompt_arg",
+        "history",
+        "max_input_bytes",
+        "context_budget",
+        "model_budgets",
+        "bytes_per_token",
+    ],
     install: None,
     models: &[],
     context_budget: 100_000,

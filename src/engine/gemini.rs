@@ -23,6 +23,21 @@ use crate::frame;
 pub(crate) const SPEC: Spec = Spec {
     name: "gemini",
     program_var: Some(crate::vars::GEMINI),
+    keys: &[
+        "program",
+        "args",
+        "model",
+        "system_prompt",
+        "history",
+        "policy",
+        "retries",
+        "keep_warm",
+        "standby",
+        "max_input_bytes",
+        "context_budget",
+        "model_budgets",
+        "bytes_per_token",
+    ],
     install: Some("npm install -g @google/gemini-cli"),
     // The current models (gemini-cli 0.61.0's model list).
     models: &["gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite"],

@@ -31,6 +31,10 @@ pub struct Spec {
     pub program_var: Option<&'static str>,
     /// Built-in engines: how to install the program.
     pub install: Option<&'static str>,
+    /// The keys of `[engines.NAME]` that do something for this kind of engine: any other set
+    /// there is refused (`config`), and `cca config` lists these only. A kind with `model_arg`
+    /// takes a model only when that is set; one without `model` takes none.
+    pub keys: &'static [&'static str],
     /// The models the program takes by name, for an editor's model choice (config adds more).
     pub models: &'static [&'static str],
     /// The context given to the engine, in tokens, below the model's window so an answer fits.
@@ -127,6 +131,10 @@ impl std::fmt::Debug for Spec {
 /// The engines cca knows by name, in the order new sessions try them.
 pub(crate) const BUILTIN: [&Spec; 2] = [&claude::SPEC, &gemini::SPEC];
 
+/// Every kind of engine: the built-in ones, and the two a config file declares.
+pub(crate) const KINDS: [&Spec; 4] =
+    [&claude::SPEC, &gemini::SPEC, &command::SPEC, &acp_agent::SPEC];
+
 /// How an engine receives the system prompt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -156,8 +164,11 @@ pub struct EngineConfig {
     pub spec: &'static Spec,
     /// The program: a path, or a name looked up on PATH.
     pub program: OsString,
-    /// Where `program` came from, for messages (`default`, `environment (CCA_CLAUDE)`).
+    /// Where `program` came from, for messages (`default`, `config file`, `CCA_CLAUDE`).
     pub program_source: String,
+    /// The variable that named `program`, if one did (`CCA_CLAUDE`): it is what to fix when
+    /// the program is not there.
+    pub program_from_var: Option<&'static str>,
     pub args: Vec<String>,
     pub model_arg: Option<String>,
     /// What makes the program print its version, if anything is known to (`cca doctor`).
@@ -183,6 +194,12 @@ pub struct EngineConfig {
 }
 
 impl EngineConfig {
+    /// Whether a model can be passed to it (see [`Spec::keys`]).
+    pub fn takes_model(&self) -> bool {
+        let keys = self.spec.keys;
+        keys.contains(&"model") && (!keys.contains(&"model_arg") || self.model_arg.is_some())
+    }
+
     /// The context budget, in tokens, for a model of this engine.
     pub fn budget(&self, model: Option<&str>) -> u64 {
         model.and_then(|m| self.model_budgets.get(m)).copied().unwrap_or(self.context_budget)

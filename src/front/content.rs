@@ -282,12 +282,17 @@ pub(crate) fn read_text(from: impl Read, what: &str, cap: u64) -> Result<Option<
     }
     crate::turn::refuse_nul(what, &bytes)?;
     String::from_utf8(bytes).map(Some).map_err(|e| {
-        Failure::usage(format!(
-            "{what} is not UTF-8 text (invalid byte at {})",
-            e.utf8_error().valid_up_to()
-        ))
-        .hint("convert it first, for example with `iconv -f latin1 -t utf-8`")
-        .into()
+        let at = e.utf8_error().valid_up_to();
+        // Text in another encoding has no control bytes but tab, newline and the like; data has.
+        let control = |b: &u8| matches!(b, 0..=8 | 0x0e..=0x1a | 0x1c..=0x1f | 0x7f);
+        let failure = if e.as_bytes().iter().take(8192).any(control) {
+            Failure::usage(format!("{what} is binary data, not text (invalid UTF-8 at byte {at})"))
+                .hint(crate::turn::BINARY_HINT)
+        } else {
+            Failure::usage(format!("{what} is not UTF-8 text (invalid byte at {at})"))
+                .hint("convert it first, for example with `iconv -f latin1 -t utf-8`")
+        };
+        failure.into()
     })
 }
 

@@ -142,6 +142,9 @@ impl Terminal {
                 "answer": self.answer,
                 "tools": self.tools,
                 "error": error.as_ref().map(|(reason, _)| reason),
+                // As for a turn that recorded nothing: what to do, and how cca exits.
+                "hint": error.as_ref().and_then(|(_, hint)| hint.as_ref()),
+                "exit_code": outcome.exit_code(),
                 "engine": outcome.engine,
                 "model": outcome.model,
                 "duration_ms": outcome.duration.as_millis() as u64,
@@ -385,11 +388,11 @@ impl Observer for Terminal {
 const BRIEF_LINES: usize = 6;
 const BRIEF_LINE_CHARS: usize = 200;
 
-/// The start of a long text, if it is longer than a few lines (or has a very long line).
+/// The start of a long text, if it is longer than a few lines' worth: a short error is shown
+/// whole, one long line or not (the terminal wraps it).
 fn brief(text: &str) -> Option<String> {
     let lines: Vec<&str> = text.lines().collect();
-    let long = lines.iter().any(|l| l.chars().count() > BRIEF_LINE_CHARS);
-    if lines.len() <= BRIEF_LINES && !long {
+    if lines.len() <= BRIEF_LINES && text.chars().count() <= BRIEF_LINES * BRIEF_LINE_CHARS {
         return None;
     }
     let shown: Vec<String> =
@@ -397,12 +400,18 @@ fn brief(text: &str) -> Option<String> {
     Some(shown.join("\n"))
 }
 
-/// At most `max` characters of a line, cut on a character boundary.
+/// At most `max` characters of a line, cut after a word where one ends in the last fifth
+/// (never inside an address or a number when it can be helped), else on a character boundary.
 fn cut_chars(line: &str, max: usize) -> String {
-    match line.char_indices().nth(max) {
-        Some((at, _)) => format!("{}…", &line[..at]),
-        None => line.to_string(),
-    }
+    let Some((at, _)) = line.char_indices().nth(max) else { return line.to_string() };
+    let head = &line[..at];
+    let word_end = head
+        .char_indices()
+        .rev()
+        .take(max / 5)
+        .find(|(_, c)| c.is_whitespace())
+        .map(|(i, _)| head[..i].trim_end());
+    format!("{} …", word_end.filter(|w| !w.is_empty()).unwrap_or(head))
 }
 
 /// Prints an error the way every cca error is printed, and returns its exit code: the
@@ -479,9 +488,19 @@ pub(crate) fn argument_error(e: &clap::Error, args: &[String]) -> u8 {
     let question = words.join(" ");
     let rendered = e.render().to_string();
     let message = rendered.lines().next().unwrap_or("").trim_start_matches("error: ").to_string();
-    let (message, hint) = if e.kind() == clap::error::ErrorKind::InvalidSubcommand
-        && (words.len() > 1 || question.contains(char::is_whitespace))
-    {
+    let invalid = e.kind() == clap::error::ErrorKind::InvalidSubcommand;
+    let meant = words.first().filter(|_| invalid).and_then(|w| meant_command(w));
+    let (message, hint) = if let Some(command) = meant {
+        // A typo of a command, not a question: the command as meant comes first.
+        let rest = args.iter().skip(1).map(|a| shell_word(a)).collect::<Vec<_>>();
+        let fixed = std::iter::once(command.as_str()).chain(rest.iter().map(String::as_str));
+        let fixed = format!("did you mean `cca {}`?", fixed.collect::<Vec<_>>().join(" "));
+        let message = format!("`{}` is not a cca command", words[0]);
+        let ask = (words.len() > 1)
+            .then(|| format!("to ask it as a question: cca search {}", shell_word(&question)));
+        print_error(&message, std::iter::once(fixed.as_str()).chain(ask.as_deref()));
+        (message, Some(fixed))
+    } else if invalid && (words.len() > 1 || question.contains(char::is_whitespace)) {
         let shown = serde_json::to_string(&question).unwrap_or_default();
         print_error(
             &format!("`{question}` is not a cca command"),
@@ -499,6 +518,52 @@ pub(crate) fn argument_error(e: &clap::Error, args: &[String]) -> u8 {
         json_failure(&message, hint.as_deref(), code);
     }
     code
+}
+
+/// The command a first word that is none was meant to be: one edit away (a letter added,
+/// dropped or changed, or two side by side swapped) from a command's name of four letters or
+/// more (for shorter ones, one edit is most of the word), starting with the same letter (so
+/// that a question's "what", "how" or "that" is not taken for `chat` or `show`).
+fn meant_command(word: &str) -> Option<String> {
+    let cli = <crate::cli::Cli as clap::CommandFactory>::command();
+    let names: Vec<String> = cli
+        .get_subcommands()
+        .filter(|c| !c.is_hide_set())
+        .flat_map(|c| std::iter::once(c.get_name()).chain(c.get_visible_aliases()))
+        .map(str::to_string)
+        .collect();
+    names.into_iter().find(|name| {
+        name.chars().count() >= 4
+            && word.chars().next() == name.chars().next()
+            && one_edit(word, name)
+    })
+}
+
+/// Whether `a` becomes `b` by one edit (see [`meant_command`]).
+fn one_edit(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let (short, long) = if a.len() <= b.len() { (&a, &b) } else { (&b, &a) };
+    let head = short.iter().zip(long.iter()).take_while(|(x, y)| x == y).count();
+    match long.len() - short.len() {
+        // Dropped or added: the rest matches once the extra letter is skipped.
+        1 => short[head..] == long[head + 1..],
+        0 if head == short.len() => false,
+        0 => {
+            short[head + 1..] == long[head + 1..]
+                || (head + 1 < short.len()
+                    && short[head] == long[head + 1]
+                    && short[head + 1] == long[head]
+                    && short[head + 2..] == long[head + 2..])
+        }
+        _ => false,
+    }
+}
+
+/// An argument as a shell would need it typed: as it is when plain, else double-quoted.
+fn shell_word(arg: &str) -> String {
+    let plain =
+        !arg.is_empty() && arg.chars().all(|c| c.is_alphanumeric() || "-_./=:,@%+".contains(c));
+    if plain { arg.to_string() } else { serde_json::to_string(arg).unwrap_or_default() }
 }
 
 /// `cca: error: MESSAGE`, then a `hint: ` line for each hint line.
@@ -647,6 +712,38 @@ fn write_stdout(bytes: &[u8]) -> io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_short_error_is_whole_and_a_long_one_is_cut_between_words() {
+        let port =
+            format!("cannot reach {}http://127.0.0.1:45678/v1/messages", "the API at ".repeat(18));
+        assert!(port.chars().count() > super::BRIEF_LINE_CHARS);
+        assert_eq!(super::brief(&port), None, "one line of a short error is shown whole");
+        let page = format!("{port} {}", "word ".repeat(400));
+        let cut = super::brief(&page).unwrap();
+        assert!(cut.ends_with(" …") && !cut.contains("45678/v1/messages word"), "{cut}");
+        let line = format!("{} 127.0.0.1:45678 and more", "x".repeat(190));
+        assert_eq!(super::cut_chars(&line, 200), format!("{} …", "x".repeat(190)));
+        assert_eq!(super::cut_chars(&"y".repeat(300), 200), format!("{} …", "y".repeat(200)));
+    }
+
+    #[test]
+    fn one_edit_is_a_letter_added_dropped_changed_or_two_swapped() {
+        use super::one_edit;
+        for (a, b) in [("serach", "search"), ("serch", "search"), ("searchh", "search")] {
+            assert!(one_edit(a, b) && one_edit(b, a), "{a} {b}");
+        }
+        assert!(one_edit("sessins", "sessions") && one_edit("seerch", "search"));
+        for (a, b) in [("search", "search"), ("sraech", "search"), ("what", "show"), ("", "show")] {
+            assert!(!one_edit(a, b), "{a} {b}");
+        }
+        assert_eq!(super::meant_command("serach").as_deref(), Some("search"));
+        for question in ["what", "how", "that", "whats"] {
+            assert_eq!(super::meant_command(question), None, "{question}");
+        }
+        assert_eq!(super::meant_command("caht").as_deref(), Some("chat"));
+        assert_eq!(super::meant_command("r"), None, "rm is too short to guess");
+    }
+
     use super::*;
 
     #[test]

@@ -6,7 +6,8 @@
 //! 20,000 messages, and that cost was nine tenths of the time. Here a message is appended to a
 //! buffer and the writer thread writes whatever has gathered in one call, so a burst of
 //! messages costs a few writes. Order is kept: one buffer, one writer. This module must not
-//! know the protocol: it moves lines.
+//! know the protocol: it moves lines. One exception, the handshake ([`Handshake`]): the line
+//! after an `initialize` request waits for that request's response to be on its way out.
 //!
 //! It does know what a line must be to be handed on: UTF-8 text, of a size that can be held.
 //! A line that is not (see [`read_line`]) becomes a short stand-in that is not JSON, so the
@@ -39,8 +40,60 @@ pub const QUOTED: usize = 100;
 /// line that is not whole in its error.
 const CHECKED: usize = 1024;
 
+/// The crate refuses any request that arrives before it has answered `initialize`, and a client
+/// may send `session/new` right behind `initialize` without waiting (the protocol lets it): so
+/// the reader holds the line after an `initialize` request until the response with its id has
+/// been handed to the writer, or [`HANDSHAKE_WAIT`] has passed (an answer the crate never gives
+/// must not stop serving).
+#[derive(Default)]
+pub struct Handshake {
+    /// The id of the `initialize` request whose response is awaited.
+    awaited: Mutex<Option<serde_json::Value>>,
+    answered: Condvar,
+}
+
+/// How long the line after `initialize` waits for its response at most.
+const HANDSHAKE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl Handshake {
+    fn awaited(&self) -> MutexGuard<'_, Option<serde_json::Value>> {
+        self.awaited.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The id of `line` when it is an `initialize` request (read only for lines that name it).
+    fn initialize_id(line: &str) -> Option<serde_json::Value> {
+        if !line.contains("\"initialize\"") {
+            return None;
+        }
+        let v: serde_json::Value = serde_json::from_str(line).ok()?;
+        let id = v.get("id").filter(|id| !id.is_null())?;
+        (v["method"] == "initialize").then(|| id.clone())
+    }
+
+    /// An outgoing line: the awaited response lets the reader go on.
+    fn sent(&self, line: &str) {
+        let mut awaited = self.awaited();
+        let Some(id) = awaited.as_ref() else { return };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { return };
+        if v.get("id") == Some(id) && (v.get("result").is_some() || v.get("error").is_some()) {
+            *awaited = None;
+            self.answered.notify_all();
+        }
+    }
+
+    /// Waits until the awaited response is out, or the time is up.
+    fn wait(&self) {
+        let awaited = self.awaited();
+        let (mut awaited, _) = self
+            .answered
+            .wait_timeout_while(awaited, HANDSHAKE_WAIT, |a| a.is_some())
+            .unwrap_or_else(|e| e.into_inner());
+        *awaited = None;
+    }
+}
+
 /// Starts the thread that reads stdin, line by line, until it closes.
-pub fn incoming() -> std::io::Result<Incoming> {
+pub fn incoming(handshake: Arc<Handshake>) -> std::io::Result<Incoming> {
     let (tx, rx) = mpsc::unbounded();
     std::thread::Builder::new().name("acp stdin".into()).spawn(move || {
         let mut stdin = std::io::stdin().lock();
@@ -48,8 +101,16 @@ pub fn incoming() -> std::io::Result<Incoming> {
             match read_line(&mut stdin) {
                 Ok(None) => break,
                 Ok(Some(line)) => {
+                    let initialize = Handshake::initialize_id(&line);
+                    let waits = initialize.is_some();
+                    if waits {
+                        *handshake.awaited() = initialize;
+                    }
                     if tx.unbounded_send(Ok(line)).is_err() {
                         break;
+                    }
+                    if waits {
+                        handshake.wait();
                     }
                 }
                 Err(e) => {
@@ -142,6 +203,8 @@ struct Shared {
     gathered: Condvar,
     /// A [`Direct`] sender waits on it for the backlog to drain.
     drained: Condvar,
+    /// Told of each line the crate sends (see [`Handshake`]).
+    handshake: Arc<Handshake>,
 }
 
 #[derive(Default)]
@@ -160,8 +223,8 @@ impl Shared {
 }
 
 /// Starts the thread that writes to stdout.
-pub fn outgoing() -> std::io::Result<(Outgoing, Writer)> {
-    let shared = Arc::new(Shared::default());
+pub fn outgoing(handshake: Arc<Handshake>) -> std::io::Result<(Outgoing, Writer)> {
+    let shared = Arc::new(Shared { handshake, ..Shared::default() });
     let writer = shared.clone();
     let handle =
         std::thread::Builder::new().name("acp stdout".into()).spawn(move || write(&writer))?;
@@ -263,6 +326,7 @@ impl futures::Sink<String> for Outgoing {
     }
 
     fn start_send(self: Pin<&mut Self>, line: String) -> Result<(), Self::Error> {
+        self.shared.handshake.sent(&line);
         let mut state = self.shared.state();
         if let Some(kind) = state.failed {
             return Err(kind.into());

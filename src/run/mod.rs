@@ -279,9 +279,17 @@ pub(crate) fn locate(settings: &Settings, engine: &EngineConfig) -> Result<PathB
         } else {
             format!("`{}` is not on PATH", program.display())
         };
-        Failure::new(exit::ERROR, format!("engine {} not found: {looked}", engine.name))
-            .hint(engine.install_hint())
-            .into()
+        let failure =
+            Failure::new(exit::ERROR, format!("engine {} not found: {looked}", engine.name));
+        match engine.program_from_var {
+            // The variable is set already: it is the value that is wrong.
+            Some(var) => failure.hint(format!(
+                "set {var} to the path of the {} program, or `unset {var}`",
+                engine.name
+            )),
+            _ => failure.hint(engine.install_hint()),
+        }
+        .into()
     })
 }
 

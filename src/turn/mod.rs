@@ -447,6 +447,7 @@ fn check_ready(
     }
     let engine = session.engine;
     refuse_images(engine, &ask.attachments)?;
+    refuse_model(session)?;
     run::locate(session.settings, engine)?;
     let Some(limit) = engine.max_input_bytes else { return Ok(()) };
     let new_bytes = new_bytes(ask);
@@ -454,17 +455,23 @@ fn check_ready(
     if engine.system_prompt == crate::engine::SystemPromptMode::Inline {
         bytes += prompt.text.len() as u64;
     }
+    let mut history = 0;
     if engine.history == crate::engine::HistoryMode::Inline
         && let Some(summary) = summary
         && compact::needed(session, summary, &prompt.text, new_bytes).is_none()
     {
-        bytes += summary.live.bytes();
+        history = summary.live.bytes();
+        bytes += history;
     }
     match bytes > limit {
-        true => Err(call::over_limit(bytes, engine, limit)),
+        true => Err(call::over_limit(bytes, history, engine, limit)),
         false => Ok(()),
     }
 }
+
+/// What to do with data that is not text: images are taken as they are, the rest as text.
+pub(crate) const BINARY_HINT: &str = "images (PNG, JPEG, GIF, WebP) are attached as images with \
+    `-f`; for other binary data, attach a text form of it (`xxd FILE | cca search ...`)";
 
 /// Refuses text with a NUL byte: engines take text, and a NUL byte cuts it short in some.
 pub(crate) fn refuse_nul(what: &str, bytes: &[u8]) -> Result<()> {
@@ -473,7 +480,7 @@ pub(crate) fn refuse_nul(what: &str, bytes: &[u8]) -> Result<()> {
         Some(at) => Err(Failure::usage(format!(
             "{what} holds a NUL byte (at byte {at}): cca takes text only"
         ))
-        .hint("for binary data, attach a text form of it (`xxd file | cca search ...`)")
+        .hint(BINARY_HINT)
         .into()),
     }
 }
@@ -496,6 +503,32 @@ pub(crate) fn refuse_images(engine: &EngineConfig, attachments: &[Attachment]) -
         .into());
     }
     Ok(())
+}
+
+/// Refuses a model for an engine that takes none ([`EngineConfig::takes_model`]): dropped, it
+/// would leave the user believing that model answered. A model from a variable names it.
+fn refuse_model(session: &Session) -> Result<()> {
+    let (Some(model), engine) = (session.model, session.engine) else { return Ok(()) };
+    if engine.takes_model() {
+        return Ok(());
+    }
+    let how = if engine.spec.keys.contains(&"model_arg") {
+        format!(
+            "set model_arg in [engines.{}] to the flag that takes a model, or ask without one",
+            engine.name
+        )
+    } else {
+        "an ACP agent's model is chosen in its own settings: ask without one".to_string()
+    };
+    let failure = Failure::usage(format!(
+        "engine {} takes no model, and `{model}` was chosen; nothing was sent",
+        engine.name
+    ))
+    .hint(how);
+    match session.settings.model.as_ref().filter(|m| m.value == model) {
+        Some(from) => Err(from.source.blame(failure).into()),
+        None => Err(failure.into()),
+    }
 }
 
 /// Says which question the transcript holds without an outcome, if one: its turn was cut off

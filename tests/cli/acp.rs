@@ -58,7 +58,7 @@ pub(crate) fn new_session(name: &str, cwd: &Path) -> Value {
     json!({"call": "session/new", "params": {"cwd": cwd, "mcpServers": []}, "as": name})
 }
 
-fn prompt(name: &str, session: &str, text: &str) -> Value {
+pub(super) fn prompt(name: &str, session: &str, text: &str) -> Value {
     json!({"call": "session/prompt", "as": name,
            "params": {"sessionId": session, "prompt": [{"type": "text", "text": text}]}})
 }
@@ -71,7 +71,7 @@ fn texts(out: &Value, session: &str, kind: &str) -> Vec<String> {
         .collect()
 }
 
-fn updates(out: &Value, session: &str, kind: &str) -> Vec<Value> {
+pub(super) fn updates(out: &Value, session: &str, kind: &str) -> Vec<Value> {
     out["updates"]
         .as_array()
         .unwrap()

@@ -531,3 +531,24 @@ fn a_restored_session_whose_name_was_taken_says_so() {
         .stderr_has(&format!("cca name --clear {STAMP}"));
     env.run(&["show", "locks"]).code(2).stderr_has("2 sessions are named `locks`");
 }
+
+#[test]
+fn count_prints_each_matching_sessions_number_of_lines_and_days_are_words_too() {
+    let env = TestEnv::new();
+    two_sessions(&env);
+    let run = env.run(&["grep", "-c", "lock"]);
+    run.ok();
+    assert_eq!(run.stdout, format!("{STAMP}:5\n{LATER_ID}:1\n"), "{run}");
+    env.run(&["grep", "--count", "nowhere"]).code(1);
+    env.run(&["grep", "-c", "-l", "lock"]).code(2);
+    // `today` and `yesterday` are local days, as a date is.
+    let later = [("CCA_NOW", LATER)];
+    let run = env.run_with(&["grep", "-c", "lock", "--since", "today"], None, &later);
+    assert_eq!(run.stdout, format!("{LATER_ID}:1\n"), "{run}");
+    let run = env.run_with(&["grep", "-c", "lock", "--since", "yesterday"], None, &later);
+    assert_eq!(run.stdout, format!("{STAMP}:5\n{LATER_ID}:1\n"), "{run}");
+    let run = env.run_with(&["grep", "-l", "lock", "--until", "yesterday"], None, &later);
+    assert_eq!(run.stdout, format!("{STAMP}\n"), "{run}");
+    let run = env.run_with(&["sessions", "--since", "today"], None, &later);
+    assert_eq!(run.stdout.lines().count(), 1, "{run}");
+}

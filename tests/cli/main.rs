@@ -2,6 +2,8 @@
 
 // Shared with tests/real; each binary uses part of it.
 mod acp;
+mod acp_handshake;
+mod acp_usage;
 #[allow(dead_code)]
 #[path = "../support/env.rs"]
 mod common;

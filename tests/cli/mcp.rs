@@ -188,7 +188,7 @@ fn bad_arguments_unknown_tools_and_ids_get_answers_a_model_can_act_on() {
             call("read", json!({"id": "../../etc/passwd"})),
             call("read", json!({"id": STAMP, "from": "two"})),
             call("read", json!({"id": STAMP, "from": 3, "to": 2})),
-            call("list", json!({"since": "yesterday"})),
+            call("list", json!({"since": "tomorrow"})),
             call("list", json!({"cwd": "relative/path"})),
             // Still serving.
             call("list", json!({})),

@@ -232,11 +232,17 @@ fn files_are_attached_by_path_and_sent_in_their_own_tags() {
     let before = env.latest();
     std::fs::write(dir.join("latin1.txt"), b"caf\xe9").unwrap();
     std::fs::write(dir.join("nul.bin"), b"a\0b").unwrap();
+    std::fs::write(dir.join("data.bin"), b"\x7fELF\x02\x01\x01\xff\x03").unwrap();
+    // Binary data is told apart from text in another encoding, and images are said to be taken.
+    let images = "images (PNG, JPEG, GIF, WebP) are attached as images with `-f`";
     for (file, says) in [
         ("missing.txt", "cannot read"),
         ("", "is a folder"),
-        ("latin1.txt", "not UTF-8"),
+        ("latin1.txt", "not UTF-8 text (invalid byte at 3)\nhint: convert it first"),
         ("nul.bin", "NUL"),
+        ("nul.bin", images),
+        ("data.bin", "data.bin is binary data, not text"),
+        ("data.bin", images),
     ] {
         let path = dir.join(file);
         env.run(&["search", "-r", "-f", path.to_str().unwrap(), "q"]).code(2).stderr_has(says);

@@ -56,6 +56,15 @@ fn sessions_lists_newest_first_with_details() {
     );
     let run = env.run(&["sessions", "-n", "1"]);
     assert_eq!(run.stdout.lines().count(), 1);
+    // An empty list says why, blaming only what was given.
+    let run = env.run(&["sessions", "-n", "0"]);
+    run.ok();
+    assert_eq!(run.stdout, "");
+    assert_eq!(run.stderr, "cca: `-n 0` lists no sessions; `-n N` lists the newest N\n");
+    let run = env.run(&["sessions", "--engine", "gemini"]);
+    assert_eq!(run.stderr, "cca: none of the 2 sessions matches the filter --engine\n");
+    let run = env.run(&["sessions", "--engine", "gemini", "--here"]);
+    assert_eq!(run.stderr, "cca: none of the 2 sessions matches the filters --here, --engine\n");
 
     let run = env.run(&["sessions", "--json"]);
     run.ok();

@@ -28,10 +28,13 @@ fn a_question_over_the_input_limit_is_not_written_into_the_transcript() {
     let env = TestEnv::new();
     env.write_config("[engines.claude]\nmax_input_bytes = 20000\n");
     let big = "y".repeat(30_000);
-    env.run_with(&["search", "too much?"], Some(big.as_bytes()), &[])
-        .code(1)
+    let run = env.run_with(&["search", "too much?"], Some(big.as_bytes()), &[]);
+    run.code(1)
         .stderr_has("over its limit")
+        .stderr_has("hint: the question and what is attached to it are too large alone: attach less, or raise max_input_bytes in [engines.claude]")
         .stderr_has("nothing was recorded; your question was:\ntoo much?");
+    // No session to clear: a first turn is not told to clear one.
+    assert!(!run.stderr.contains("cca clear"), "{run}");
     nothing_recorded(&env);
 
     // A session that exists is left as it was: no question, no attempt.
@@ -42,6 +45,12 @@ fn a_question_over_the_input_limit_is_not_written_into_the_transcript() {
         .stderr_has("nothing was recorded");
     assert_eq!(env.latest(), before);
     assert_eq!(env.calls().len(), 1);
+    // Over the limit with its history: clearing or compacting the session would help.
+    let part = "z".repeat(12_000);
+    env.run_with(&["search", "-r", "part one"], Some(part.as_bytes()), &[]).ok();
+    env.run_with(&["search", "-r", "part two"], Some(part.as_bytes()), &[])
+        .code(1)
+        .stderr_has("or `cca clear` or `cca compact` this one");
 }
 
 #[test]
@@ -192,10 +201,89 @@ fn a_config_key_that_does_not_apply_to_its_engine_is_an_error_naming_it() {
             "[engines.mine]\ncommand = [\"x\"]\nretries = 1\n",
             ":3: [engines.mine] `retries` does not apply to mine: it is for claude and gemini",
         ),
+        (
+            "[engines.claude]\nversion_args = [\"-v\"]\n",
+            ":2: [engines.claude] `version_args` does not apply to claude: it is for engines \
+             declared with `command` and engines declared with `acp`",
+        ),
+        (
+            "[engines.a]\nacp = [\"x\"]\nmodel = \"m\"\n",
+            ":3: [engines.a] `model` does not apply to a",
+        ),
+        (
+            "[engines.mine]\ncommand = [\"x\"]\nmodel = \"m\"\n",
+            ":3: [engines.mine] `model` needs `model_arg`",
+        ),
     ] {
         env.write_config(text);
         env.run(&["config"]).code(2).stderr_has(&format!("{}", config.display())).stderr_has(says);
     }
+}
+
+/// `cca config` lists, for each engine, only keys its `[engines.NAME]` takes: each one it
+/// shows, written into the file, is accepted.
+#[test]
+fn cca_config_lists_only_the_keys_each_engine_takes() {
+    let env = TestEnv::new();
+    let declared = "[engines.a]\nacp = [\"x\"]\n[engines.mine]\ncommand = [\"x\"]\n";
+    env.write_config(declared);
+    let listed = env.run(&["config"]).ok().stdout.clone();
+    let rows: Vec<(String, String)> = listed
+        .lines()
+        .filter_map(|l| l.split_whitespace().next()?.strip_prefix("engines.").map(str::to_string))
+        .filter_map(|k| k.split_once('.').map(|(e, k)| (e.to_string(), k.to_string())))
+        .filter(|(_, key)| key != "kind" && !key.starts_with("model_budgets."))
+        .collect();
+    assert!(rows.len() > 30, "{listed}");
+    for (engine, key) in rows {
+        let value = match key.as_str() {
+            "command" | "acp" | "args" | "version_args" => "[\"x\"]",
+            "system_prompt" | "history" => "\"inline\"",
+            "max_input_bytes" | "retries" | "context_budget" => "1",
+            "bytes_per_token" => "3.5",
+            "keep_warm" | "standby" => "\"5m\"",
+            _ => "\"x\"",
+        };
+        let model_arg =
+            if engine == "mine" && key == "model" { "model_arg = \"-m\"\n" } else { "" };
+        let table = match engine.as_str() {
+            "a" => "[engines.a]\n".to_string() + if key == "acp" { "" } else { "acp = [\"x\"]\n" },
+            "mine" => {
+                "[engines.mine]\n".to_string()
+                    + if key == "command" { "" } else { "command = [\"x\"]\n" }
+            }
+            builtin => format!("[engines.{builtin}]\n"),
+        };
+        env.write_config(&format!("{table}{model_arg}{key} = {value}\n"));
+        let run = env.run(&["config"]);
+        assert_eq!(
+            run.code,
+            Some(0),
+            "`cca config` lists engines.{engine}.{key}, which the file refuses\n{run}"
+        );
+    }
+}
+
+/// A model for an engine that cannot take one is refused before anything is sent or recorded,
+/// wherever it was chosen, instead of being dropped.
+#[test]
+fn a_model_for_an_engine_that_takes_none_is_refused() {
+    let env = TestEnv::new();
+    env.add_engine("plain");
+    env.write_config("[engines.plain]\ncommand = [\"plain\"]\n");
+    env.run(&["search", "-e", "plain", "-m", "big", "q"])
+        .code(2)
+        .stderr_has("engine plain takes no model, and `big` was chosen; nothing was sent")
+        .stderr_has("set model_arg in [engines.plain]");
+    env.run_with(&["search", "q"], None, &[("CCA_ENGINE", "plain"), ("CCA_MODEL", "big")])
+        .code(2)
+        .stderr_has("cca: error: CCA_MODEL: engine plain takes no model");
+    nothing_recorded(&env);
+    // With model_arg, it is passed.
+    env.write_config("[engines.plain]\ncommand = [\"plain\"]\nmodel_arg = \"-m\"\n");
+    env.run(&["search", "-e", "plain", "-m", "big", "q"]).ok();
+    let argv = env.last_call()["argv"].to_string();
+    assert!(argv.contains("\"-m\",\"big\""), "{argv}");
 }
 
 /// A session's prompt file moved: the follow-up says what to do, and `--prompt-file` on it
@@ -234,7 +322,7 @@ fn messages_say_what_happened_and_what_to_do() {
     let env = TestEnv::new();
     env.run(&["search", "-q", "one"]).ok();
     let run = env.run(&["sessions", "--engine", "gemini"]);
-    run.ok().stderr_has("none of the 1 sessions matches the filters");
+    run.ok().stderr_has("the only session does not match the filter --engine\n");
     assert!(!run.stderr.contains("no sessions yet"), "{run}");
     env.run(&["search", ""]).code(2).stderr_has("the question is empty");
     let run = env.run(&["what is rust"]);
@@ -243,6 +331,17 @@ fn messages_say_what_happened_and_what_to_do() {
         .stderr_has("cca search \"what is rust\"");
     assert!(!run.stderr.contains("chat"), "{run}");
     env.run(&["what", "is", "rust"]).code(2).stderr_has("cca search \"what is rust\"");
+    // A word one edit away from a command is a typo of it, said first, with the rest as typed.
+    let run = env.run(&["serach", "foo", "bar baz"]);
+    run.code(2).stderr_has(
+        "cca: error: `serach` is not a cca command\n\
+         hint: did you mean `cca search foo \"bar baz\"`?\n\
+         hint: to ask it as a question: cca search \"serach foo bar baz\"\n",
+    );
+    env.run(&["sesions"]).code(2).stderr_has("did you mean `cca sessions`?");
+    let run = env.run(&["shwo", "x", "--json"]);
+    assert!(run.stdout.contains("did you mean `cca show x --json`?"), "{run}");
+    assert!(env.session_files().len() == 1 && env.calls().len() == 1, "nothing more ran");
     env.run_with(&["search", "-r", "q"], None, &[("CCA_SESSION", "nosuch")])
         .code(2)
         .stderr_has("CCA_SESSION names `nosuch`")
@@ -291,10 +390,17 @@ fn json_always_answers_in_json() {
     assert_eq!(v["ok"], false);
     assert_eq!(v["usage"]["input_tokens"], 0, "{v}");
     assert_eq!(v["session_usage"]["input_tokens"], 0, "{v}");
+    // Like an error before the turn: how cca exits, and what to do.
+    assert_eq!(v["exit_code"], 1, "{v}");
+    assert!(v["hint"].as_str().is_some_and(|h| h.contains("claude doctor")), "{v}");
     // `model` says what ran: the model the engine reported without -m.
     let run = env.run(&["search", "--json", "q"]);
     run.ok();
     assert_eq!(json(&run)["model"], "fake-claude");
+    assert_eq!(
+        (&json(&run)["exit_code"], &json(&run)["hint"]),
+        (&0.into(), &serde_json::Value::Null)
+    );
 }
 
 #[test]
@@ -334,4 +440,39 @@ fn an_acp_model_option_that_reads_as_an_option_is_refused() {
     let error = &out["results"]["set"]["error"];
     assert_eq!(error["code"], -32602, "{out}");
     assert!(error.to_string().contains("the model name"), "{error}");
+}
+
+/// Every `CCA_*` variable `cca config --help` lists, given a value cca refuses: the error names
+/// the variable, whichever check refuses it, and nothing is recorded.
+#[test]
+fn every_cca_variable_with_a_bad_value_is_named_in_its_error() {
+    let env = TestEnv::new();
+    let cases: &[(&str, &str, &[&str])] = &[
+        ("CCA_HOME", "relative/dir", &["search", "q"]),
+        ("CCA_ENGINE", "nope", &["search", "q"]),
+        ("CCA_MODEL", "-x", &["search", "q"]),
+        ("CCA_PROMPT", "nope", &["search", "q"]),
+        ("CCA_PROMPT", "../x", &["search", "q"]),
+        ("CCA_SESSION", "nope", &["search", "-r", "q"]),
+        ("CCA_CLAUDE", "/no/such/claude", &["search", "-e", "claude", "q"]),
+        ("CCA_GEMINI", "/no/such/gemini", &["search", "-e", "gemini", "q"]),
+        ("CCA_NOW", "yesterday", &["search", "q"]),
+        ("CCA_GRACE_MS", "soon", &["search", "q"]),
+    ];
+    for (var, value, args) in cases {
+        let run = env.run_with(args, None, &[(var, value)]);
+        assert_ne!(run.code, Some(0), "{var}={value}\n{run}");
+        let error = run.stderr.lines().find(|l| l.starts_with("cca: error:")).unwrap_or("");
+        assert!(error.contains(var), "{var}={value}: the error does not name it\n{run}");
+        assert!(!run.stderr.contains(&format!("set {var} to its path")), "{run}");
+    }
+    nothing_recorded(&env);
+    // The class: every variable the help lists is among them (CCA_COMPLETE is clap's own).
+    let help = env.run(&["config", "--help"]).ok().stdout.clone();
+    let listed: std::collections::BTreeSet<&str> = help
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| w.len() > 4 && w.starts_with("CCA_") && *w != "CCA_COMPLETE")
+        .collect();
+    let tested: std::collections::BTreeSet<&str> = cases.iter().map(|c| c.0).collect();
+    assert_eq!(listed, tested);
 }

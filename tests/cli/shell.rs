@@ -49,6 +49,10 @@ fn session_ids_and_prompt_names_complete() {
     let prompts = complete(&["cca", "search", "--prompt", ""]);
     assert!(prompts.contains(&"search_agents/haiku45".to_string()), "{prompts:?}");
     assert!(prompts.contains(&"mine/terse".to_string()), "{prompts:?}");
+    // cca's own prompt for summaries is no prompt to ask with, even when overridden.
+    std::fs::write(env.cca_home.join("prompts/compaction.md"), "summarise").unwrap();
+    let prompts = complete(&["cca", "search", "--prompt", ""]);
+    assert!(!prompts.iter().any(|p| p == "compaction"), "{prompts:?}");
     let engines = complete(&["cca", "search", "--engine", ""]);
     assert_eq!(engines, ["claude", "gemini"]);
     // `cca restore` is offered the sessions in the trash.

@@ -92,6 +92,13 @@ fn one_claude_start_per_acp_session_across_prompts() {
         .map(|u| u["size"].as_u64().unwrap())
         .collect();
     assert_eq!(sizes, [123_456; 5], "the budget of claude's model");
+    // As ACP means them: the context in use grows with each exchange, and the cost is the
+    // session's running total (never one prompt's share, which would go down).
+    let figures = super::acp_updates(&out, "usage_update", usize::MAX);
+    let used: Vec<u64> = figures.iter().map(|u| u["used"].as_u64().unwrap()).collect();
+    assert!(used.windows(2).all(|w| w[1] > w[0]), "{used:?}");
+    let costs: Vec<f64> = figures.iter().filter_map(|u| u["cost"]["amount"].as_f64()).collect();
+    assert!(costs.windows(2).all(|w| w[1] >= w[0]), "{costs:?}");
 }
 
 #[test]

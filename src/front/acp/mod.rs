@@ -49,8 +49,9 @@ const PAGE: usize = 100;
 
 /// Serves one client until it closes stdin.
 pub(crate) fn serve(settings: Settings, store: Store) -> Result<u8> {
-    let incoming = wire::incoming().context("cannot read stdin")?;
-    let (outgoing, writer) = wire::outgoing().context("cannot write stdout")?;
+    let handshake = Arc::new(wire::Handshake::default());
+    let incoming = wire::incoming(handshake.clone()).context("cannot read stdin")?;
+    let (outgoing, writer) = wire::outgoing(handshake).context("cannot write stdout")?;
     let agent = Arc::new(Acp {
         settings,
         store,

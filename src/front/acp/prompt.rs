@@ -131,17 +131,8 @@ impl Acp {
         match turn::ask_warm(&settings, &self.store, &ask, &inbox, &self.warm, &mut forward, cancel)
         {
             Ok(outcome) => {
-                if outcome.usage.input_tokens.is_some() || outcome.usage.cost_usd.is_some() {
-                    let used = (outcome.usage.input_tokens.unwrap_or(0))
-                        .saturating_add(outcome.usage.output_tokens.unwrap_or(0));
-                    let size = settings
-                        .engines
-                        .get(&outcome.engine)
-                        .map_or(0, |e| e.budget(outcome.model.as_deref()));
-                    let cost = outcome.usage.cost_usd.map(|c| acp::Cost::new(c, "USD"));
-                    forward.send(acp::SessionUpdate::UsageUpdate(
-                        acp::UsageUpdate::new(used, size).cost(cost),
-                    ));
+                if let Some(engine) = settings.engines.get(&outcome.engine) {
+                    forward.send(acp::SessionUpdate::UsageUpdate(self.usage(engine, &outcome)));
                 }
                 match outcome.verdict {
                     Verdict::Answered => Ok(acp::PromptResponse::new(acp::StopReason::EndTurn)),
@@ -164,6 +155,20 @@ impl Acp {
             }
             Err(e) => Err(rpc_error(&e)),
         }
+    }
+
+    /// The session's figures as ACP means them: `used` the tokens of its live context as cca
+    /// counts them for compaction (what the next turn carries, never only this turn's share),
+    /// `size` the engine's budget for the model, `cost` the session's running total.
+    fn usage(
+        &self,
+        engine: &crate::engine::EngineConfig,
+        outcome: &turn::TurnResult,
+    ) -> acp::UsageUpdate {
+        let live = self.store.summarize_unlocked(&outcome.session).map_or(0, |s| s.live.bytes());
+        let cost = outcome.session_totals.cost_usd.map(|usd| acp::Cost::new(usd, "USD"));
+        acp::UsageUpdate::new(engine.tokens(live), engine.budget(outcome.model.as_deref()))
+            .cost(cost)
     }
 
     /// `/clear`, `/compact`, `/fork [N]`: what happened, in a sentence; `None` for a question.

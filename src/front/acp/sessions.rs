@@ -190,10 +190,7 @@ impl Acp {
         models.extend(engine.model_budgets.keys().cloned());
         models.extend(model.iter().cloned());
         dedup(&mut models);
-        let mut prompts: Vec<String> = crate::prompt::builtin_names().map(str::to_string).collect();
-        prompts.extend(self.store.prompt_names().unwrap_or_default());
-        // cca's own prompt for summaries is not a system prompt for a conversation.
-        prompts.retain(|p| p != crate::prompt::COMPACTION);
+        let mut prompts = crate::prompt::choices(self.store.prompt_names().unwrap_or_default());
         prompts.push(prompt.name.clone());
         dedup(&mut prompts);
         Ok(vec![
