@@ -2,8 +2,13 @@
 
 // Shared with tests/real; each binary uses part of it.
 mod acp;
+mod acp_files;
 mod acp_handshake;
+mod acp_queue;
+mod acp_sessions;
+mod acp_signals;
 mod acp_usage;
+mod acp_wire;
 #[allow(dead_code)]
 #[path = "../support/env.rs"]
 mod common;
