@@ -43,7 +43,7 @@ const CHECKED: usize = 1024;
 /// The crate refuses any request that arrives before it has answered `initialize`, and a client
 /// may send `session/new` right behind `initialize` without waiting (the protocol lets it): so
 /// the reader holds the line after an `initialize` request until the response with its id has
-/// been handed to the writer, or [`HANDSHAKE_WAIT`] has passed (an answer the crate never gives
+/// been handed to the writer, or `HANDSHAKE_WAIT` has passed (an answer the crate never gives
 /// must not stop serving).
 #[derive(Default)]
 pub struct Handshake {
