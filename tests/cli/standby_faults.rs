@@ -232,3 +232,37 @@ fn its_files_are_in_use_and_a_signal_or_rm_ends_it_cleanly() {
     env.run(&["rm", "--purge", &id]).ok();
     assert!(ended(group), "ended with its session");
 }
+
+/// A turn whose standby is killed while it answers fails, and its record keeps how long it ran.
+#[test]
+fn a_turn_failed_by_its_standby_s_end_keeps_its_duration() {
+    let env = TestEnv::new();
+    env.write_config("standby = \"1m\"\n");
+    // The standby's engine (call 2) answers slowly.
+    let slow = [("FAKE_SCRIPT_2", "sleep 3000;echo")];
+    env.run_with(&["search", "first"], None, &slow).ok();
+    let group = ready(&env);
+    let standby = standby_pid(group);
+    // Killed once its engine has the turn's question (its call's log is written as it reads it).
+    let asked = env.log.join("call-2.json");
+    let killer = std::thread::spawn(move || {
+        wait_until(Duration::from_secs(30), || asked.exists());
+        std::thread::sleep(Duration::from_millis(500));
+        let pid = rustix::process::Pid::from_raw(standby).unwrap();
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+    });
+    let run = env.run_with(&["search", "-r", "second"], None, &slow);
+    killer.join().unwrap();
+    assert_ne!(run.code, Some(0), "{run}");
+    let text = env.latest();
+    let not_answered =
+        |l: &&str| l.starts_with("<!-- cca:failed") || l.starts_with("<!-- cca:interrupted");
+    let failed = text.lines().rev().find(not_answered).expect("a failed record");
+    let ms: u64 = failed
+        .split("\"duration_ms\":")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+        .expect("a duration");
+    assert!(ms >= 400, "{failed}");
+    assert!(ended(group));
+}
