@@ -46,6 +46,9 @@ use crate::store::socket::{self, Socket, peer_allowed};
 /// How long a client may take to say what it wants, and to be answered.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long `cca standby`, `--end` and `cca rm` wait for a standby's answer.
+const ASK_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// How long a taker waits for a standby's first word before it starts the engine cold.
 const TAKE_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -746,10 +749,11 @@ fn kinds(dir: &Path) -> Vec<String> {
     kinds
 }
 
-/// One request, one reply; `None` when nothing of that kind listens.
+/// One request, one reply; `None` when nothing of that kind listens. A standby just launched
+/// answers once it runs, which a busy machine may delay: it is given longer than a client.
 fn ask(dir: &Path, kind: &str, request: &Request) -> Result<Option<Reply>> {
     let Some(conn) = connect(dir, kind)? else { return Ok(None) };
-    conn.set_read_timeout(Some(REQUEST_TIMEOUT))?;
+    conn.set_read_timeout(Some(ASK_TIMEOUT))?;
     send(&conn, request)?;
     Ok(Some(read_line(&mut BufReader::new(&conn))?))
 }

@@ -82,11 +82,10 @@ fn clients_that_drip_or_never_end_a_line_do_not_hold_it() {
 fn a_standby_is_reached_from_its_launch() {
     let env = TestEnv::new();
     env.write_config("standby = \"1m\"\n");
-    // The engines on standby (calls 2 and 4) never finish starting: each is still starting
-    // when asked, however quick or slow the machine.
-    let never = env.root.path().join("never");
-    let never = never.to_str().unwrap();
-    let vars = [("FAKE_START_AWAIT_2", never), ("FAKE_START_AWAIT_4", never)];
+    // The engines on standby do not finish starting until `go` exists: each is still
+    // starting when asked, however quick or slow the machine.
+    let go = env.root.path().join("go");
+    let vars = [("FAKE_INIT_AWAIT", go.to_str().unwrap())];
     env.run_with(&["search", "first"], None, &vars).ok();
     let listed = env.run(&["standby"]).ok().stdout.clone();
     assert!(listed.starts_with("claude") && listed.contains("starting"), "{listed}");
@@ -97,6 +96,7 @@ fn a_standby_is_reached_from_its_launch() {
     env.run_with(&["search", "-r", "second"], None, &vars).ok();
     assert!(env.run(&["standby"]).ok().stdout.contains("starting"));
     env.run_with(&["search", "third"], None, &vars).ok();
+    std::fs::write(&go, "").unwrap();
     let group = ready(&env);
     let out = env.run(&["standby"]).ok().stdout.clone();
     assert_eq!(out.lines().count(), 1, "one waits: {out}");

@@ -2,8 +2,8 @@
 //!
 //! Linked or copied as `claude` it speaks claude's stream-json, as `gemini` gemini's stream-json,
 //! under any other name plain text. The script comes from `FAKE_SCRIPT_<N>` (for the N-th call)
-//! or `FAKE_SCRIPT`, steps separated by `;` (default: `echo`); `FAKE_START_AWAIT_<N>=PATH` makes
-//! the N-th call wait for PATH before it reads anything:
+//! or `FAKE_SCRIPT`, steps separated by `;` (default: `echo`); `FAKE_INIT_AWAIT=PATH` makes a
+//! claude asked to `initialize` (as a standby's engine is) wait for PATH before it answers:
 //!
 //! ```text
 //! echo              answer "ECHO: " + the question (the last <user_query>, or all of stdin);
@@ -69,14 +69,6 @@ fn main() {
         Some(dir) => (claim_call_number(Path::new(&dir)), Some(dir)),
         None => (1, None),
     };
-    // `FAKE_START_AWAIT_<N>=PATH`: the N-th call waits for PATH before it reads anything, as
-    // an engine still starting (a test says when it is done starting).
-    if let Ok(path) = std::env::var(format!("FAKE_START_AWAIT_{call}")) {
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
-        while !Path::new(&path).exists() && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
     let script = std::env::var(format!("FAKE_SCRIPT_{call}"))
         .or_else(|_| std::env::var("FAKE_SCRIPT"))
         .unwrap_or_else(|_| "echo".to_string());
@@ -374,6 +366,13 @@ fn user_line(lines: &mut impl std::io::BufRead) -> Option<String> {
         }
         let v: serde_json::Value = serde_json::from_str(&line).expect("a JSON user line");
         if v["type"] == "control_request" && v["request"]["subtype"] == "initialize" {
+            // Still starting until a test says otherwise.
+            if let Ok(path) = std::env::var("FAKE_INIT_AWAIT") {
+                let deadline = std::time::Instant::now() + Duration::from_secs(60);
+                while !Path::new(&path).exists() && std::time::Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
             // As the real one answers it (the Agent SDK's first request).
             let id = &v["request_id"];
             let reply = serde_json::json!({"type": "control_response",
