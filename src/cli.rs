@@ -142,6 +142,18 @@ pub enum Command {
     #[command(after_long_help = GREP_EXAMPLES)]
     Grep(GrepArgs),
 
+    /// Find past exchanges by what they were about: the best first, ranked
+    ///
+    /// QUESTION is asked in plain words ("when did we move the retry into the client?"): no
+    /// word is required, words are matched by their stem, and "quoted words" count more when
+    /// found together. Each exchange found is shown with its session (id, name), date, rank
+    /// and an excerpt (through $PAGER on a terminal). Ranked from an index in
+    /// $CCA_HOME/recall, a cache of the transcripts brought up to date at each search (the
+    /// first one builds it); deleting it loses nothing. `cca grep` finds exact patterns.
+    /// Exits 0, with or without anything found.
+    #[command(after_long_help = RECALL_EXAMPLES)]
+    Recall(RecallArgs),
+
     /// Give a session a short name, usable wherever an id is
     ///
     /// `cca name rust-locks` names the session `--resume` continues; `cca name ID rust-locks`
@@ -514,6 +526,51 @@ Examples:
   cca grep -l tokio --since 2w --here   # ids of recent sessions started here
   cca grep -c -i rust --since yesterday # how many lines of each session since yesterday
   cca grep --json 'https?://\\S+' | jq -r .text";
+
+const RECALL_EXAMPLES: &str = "\
+Examples:
+  cca recall when did we move the retry into the client
+  cca recall -n 3 '\"file lock\" on windows' --since 2w
+  cca recall --here --engine claude flaky test fix
+  cca recall --json -n 5 release checklist | jq -r '.[].session'";
+
+/// `cca recall`'s options.
+#[derive(Debug, Args)]
+pub struct RecallArgs {
+    /// What to find, in plain words; "quoted words" are a phrase
+    #[arg(value_name = "QUESTION", required = true)]
+    pub question: Vec<String>,
+
+    /// Show the N best exchanges
+    #[arg(short = 'n', long = "limit", value_name = "N", default_value_t = 10)]
+    pub limit: usize,
+
+    /// Print a JSON array: one object per exchange (session, name, title, exchange, at, score,
+    /// excerpt), best first
+    #[arg(long)]
+    pub json: bool,
+
+    /// Only sessions started with this engine
+    #[arg(long, value_name = "NAME", add = engine_candidates())]
+    pub engine: Option<String>,
+
+    /// Only what was said since DATE: 2026-11-21, today, yesterday, "2026-11-21 10:15", RFC
+    /// 3339, or a time ago such as 3d, 12h, 2w
+    #[arg(long, value_name = "DATE")]
+    pub since: Option<String>,
+
+    /// Only what was said until DATE (a day alone counts to its end)
+    #[arg(long, value_name = "DATE")]
+    pub until: Option<String>,
+
+    /// Only sessions started in this folder or below it
+    #[arg(long, value_name = "DIR", conflicts_with = "here")]
+    pub folder: Option<PathBuf>,
+
+    /// Only sessions started in the current folder or below it
+    #[arg(long)]
+    pub here: bool,
+}
 
 /// `cca grep`'s options.
 #[derive(Debug, Args)]

@@ -37,6 +37,7 @@ pub use import::check_import;
 pub(crate) mod manpage;
 pub(crate) mod media;
 pub mod prompt;
+pub(crate) mod recall;
 pub mod render;
 pub(crate) mod run;
 pub(crate) mod session;

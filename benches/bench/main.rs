@@ -19,6 +19,7 @@ use serde_json::json;
 mod engines;
 mod grep;
 mod import;
+mod recall;
 mod support;
 mod turns;
 
@@ -39,7 +40,7 @@ fn main() {
     println!("# cca benchmarks\n");
     println!("{}\n", machine());
     type Section = (&'static str, fn(&Bench));
-    let sections: [Section; 18] = [
+    let sections: [Section; 19] = [
         ("overhead", Bench::overhead),
         ("version", Bench::version),
         ("launcher", Bench::launcher),
@@ -54,6 +55,7 @@ fn main() {
         ("acp", Bench::acp),
         ("grep", Bench::grep),
         ("mcp", Bench::mcp),
+        ("recall", Bench::recall),
         ("import", Bench::import),
         ("caching", Bench::caching),
         ("warm", Bench::warm),

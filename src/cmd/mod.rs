@@ -20,6 +20,7 @@ mod man;
 mod mcp;
 mod name;
 mod path;
+mod recall;
 mod restore;
 mod rm;
 mod search;
@@ -47,6 +48,7 @@ pub(crate) fn run(cli: Cli) -> Result<u8> {
         Command::Sessions(args) => sessions::run(args),
         Command::Grep(args) => grep::run(args),
         Command::Name(args) => name::run(args),
+        Command::Recall(args) => recall::run(args),
         Command::Show(args) => show::run(args),
         Command::Path(args) => path::run(args),
         Command::Fork(args) => fork::run(args),

@@ -65,7 +65,7 @@ pub(crate) fn read_text(path: &Path) -> Result<String> {
         .map_err(|_| Failure::usage(format!("{} is not UTF-8 text", path.display())).into())
 }
 
-pub(super) fn make_private_dir(dir: &Path) -> Result<()> {
+pub(crate) fn make_private_dir(dir: &Path) -> Result<()> {
     match fs::DirBuilder::new().mode(DIR_MODE).create(dir) {
         Ok(()) => set_mode(dir, DIR_MODE),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => Ok(()),

@@ -118,6 +118,37 @@ impl Store {
         Ok(ids)
     }
 
+    /// Every session with what identifies its file's contents without reading them (size,
+    /// modification and change times, inode), for caches that must notice any change: an
+    /// append, a hand edit, a rename over it.
+    pub(crate) fn session_stamps(&self) -> Result<Vec<(String, String)>> {
+        use std::os::unix::fs::MetadataExt;
+        let dir = self.sessions_dir();
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+        };
+        let mut stamps = Vec::new();
+        for entry in entries {
+            let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
+            let Some(id) = entry.file_name().to_str().and_then(id_from_file_name) else { continue };
+            // Gone since it was listed (removed, renamed): not a session any more.
+            let Ok(m) = entry.metadata() else { continue };
+            let stamp = format!(
+                "{}.{}.{}.{}.{}.{}",
+                m.size(),
+                m.mtime(),
+                m.mtime_nsec(),
+                m.ctime(),
+                m.ctime_nsec(),
+                m.ino()
+            );
+            stamps.push((id, stamp));
+        }
+        Ok(stamps)
+    }
+
     /// A session id from an id, a unique prefix of one, or a session's name. This is the one
     /// place a user's words become a session, so names work wherever ids do.
     pub(crate) fn resolve_id(&self, wanted: &str) -> Result<String> {

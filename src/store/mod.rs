@@ -35,8 +35,9 @@ pub(crate) mod socket;
 mod trash;
 mod write;
 
+pub(crate) use files::make_private_dir;
 pub(crate) use files::set_mode;
-use files::{make_private_dir, read_optional, sync_dir};
+use files::{read_optional, sync_dir};
 pub(crate) use files::{read_text, replace_file};
 pub(crate) use ids::{sort_key, validate_id, validate_name};
 pub(crate) use latest::Repointed;
@@ -139,6 +140,19 @@ impl Store {
             make_private_dir(dir)?;
         }
         Ok(())
+    }
+
+    /// `$CCA_HOME/recall/`: recall's index, a cache of the transcripts (`crate::recall`).
+    pub(crate) fn recall_dir(&self) -> PathBuf {
+        self.home.join("recall")
+    }
+
+    /// Makes [`Self::recall_dir`] (0700, with `CCA_HOME`) if it is not there.
+    pub(crate) fn make_recall_dir(&self) -> Result<PathBuf> {
+        self.ensure()?;
+        let dir = self.recall_dir();
+        make_private_dir(&dir)?;
+        Ok(dir)
     }
 
     /// Where `cca chat` keeps the lines typed, for its line editor's history.

@@ -28,6 +28,12 @@ impl Store {
         self.open_transcript(&self.session_path(id))
     }
 
+    /// A session's whole file, as bytes (recall reads every exchange of a session it indexes).
+    pub(crate) fn read_session_bytes(&self, id: &str) -> Result<Vec<u8>> {
+        let path = self.session_path(id);
+        super::files::read_regular(&path).with_context(|| format!("cannot read {}", path.display()))
+    }
+
     /// A session's header alone, read from the start of its file (for rebuilding the imports'
     /// index); `None` when the file is not a transcript.
     pub(crate) fn header_of(&self, id: &str) -> Option<transcript::Header> {

@@ -22,6 +22,7 @@ mod layers;
 mod live;
 mod mcp;
 mod readme;
+mod recall;
 mod safety;
 mod search;
 mod sessions;

@@ -117,14 +117,16 @@ fn every_tool_through_the_sdk_and_no_transcript_changes() {
     }
     let r = |i: usize| text(&out["results"][i]);
 
-    // Every word, in any order and case, in one exchange: the second of the first session.
+    // Ranked: the exchange with both words (any case, by their stem) first, with its score.
     let (found, error) = r(0);
     assert!(!error, "{found}");
     assert!(found.contains(&format!("Conversation {STAMP} · name rust-locks")), "{found}");
+    assert!(found.contains("\n#1 · score ") && found.contains("best first"), "{found}");
     assert!(found.contains("Exchange 2 (") && found.contains("> LockFileEx, mandatory there."));
     assert!(found.contains("Question:\nand on Windows?\nAnswer (claude):\nLockFileEx"), "{found}");
     assert!(found.contains(&format!("read id={STAMP} from=2 to=2")), "{found}");
-    assert!(!found.contains("Exchange 1 ("), "exchange 1 has no `windows`: {found}");
+    let second = found.find("Exchange 2 (").unwrap();
+    assert!(found.find("Exchange 1 (").is_none_or(|first| second < first), "{found}");
 
     // A pattern: newest first, one exchange from each session.
     let (found, _) = r(1);

@@ -1,4 +1,5 @@
-//! The tools `cca mcp` offers: `search` (every conversation, through `crate::grep`), `read` (a
+//! The tools `cca mcp` offers: `search` (every conversation: ranked through `crate::recall`,
+//! or a regular expression through `crate::grep`), `read` (a
 //! conversation or some of its exchanges, through the transcript scanner) and `list` (recent
 //! conversations, from `store.listing()`, as `cca sessions`).
 //!
@@ -24,6 +25,7 @@ use super::safe::safe_text;
 use super::shown::{Text, quoted_title, record_heading, session_line};
 use crate::config::Settings;
 use crate::grep::{Case, Matcher, Numbering, Options, PatternOptions};
+use crate::recall;
 use crate::store::{self, Store};
 use crate::transcript::{Direction, Event, Header, Kind, MarkerEscaper, Scanner};
 
@@ -36,8 +38,6 @@ const NOTES: usize = 600;
 const BODY: usize = OUTPUT - NOTES;
 /// The longest query taken, in characters.
 const QUERY: usize = 1_000;
-/// The most words a word search takes.
-const WORDS: usize = 16;
 /// Matching exchanges shown by default, and at most.
 const SEARCH_LIMIT: (usize, usize) = (8, 30);
 /// Conversations listed by default, and at most.
@@ -56,8 +56,8 @@ pub(super) fn list() -> Value {
         "since": {"type": "string", "description": "Only what was said since this date: 2026-11-21, \"2026-11-21 10:15\", RFC 3339, or a time ago such as 3d, 12h, 2w."},
     });
     let mut search_props = json!({
-        "query": {"type": "string", "description": "Words to find (every word must appear in the exchange, in any order, ignoring case), or a regular expression when regex is true."},
-        "regex": {"type": "boolean", "description": "Treat query as one regular expression (Rust syntax; smart case: case is ignored unless it has an upper-case letter), matched line by line.", "default": false},
+        "query": {"type": "string", "description": "What to find, in plain words (a question as you would ask it): exchanges are ranked by how well they match, no word is required, \"quoted words\" count more found together. Or a regular expression when regex is true."},
+        "regex": {"type": "boolean", "description": "Treat query as one regular expression (Rust syntax; smart case: case is ignored unless it has an upper-case letter), matched line by line, newest first: for exact patterns.", "default": false},
         "until": {"type": "string", "description": "Only what was said until this date (same forms as since)."},
         "limit": {"type": "integer", "minimum": 1, "maximum": SEARCH_LIMIT.1, "description": format!("How many matching exchanges to return (default {}, at most {}).", SEARCH_LIMIT.0, SEARCH_LIMIT.1)},
     });
@@ -74,7 +74,7 @@ pub(super) fn list() -> Value {
         {
             "name": "search",
             "title": "Search past conversations",
-            "description": "Search every conversation the user has kept with cca (all folders, all engines) for what was said: past solutions, decisions, error messages, commands. Returns the matching exchanges, newest first, each with its conversation id, date, title, the lines that matched, and an excerpt of the question and answer. Use `read` with the id and exchange number to see all of one.",
+            "description": "Search every conversation the user has kept with cca (all folders, all engines) for what was said: past solutions, decisions, error messages, commands. Returns the best matching exchanges, best first, each with its rank and score, conversation id, date, title, and an excerpt of the question and answer. Use `read` with the id and exchange number to see all of one.",
             "inputSchema": {"type": "object", "properties": search_props, "required": ["query"], "additionalProperties": false},
             "annotations": {"readOnlyHint": true, "openWorldHint": false},
         },
@@ -164,27 +164,10 @@ impl Tools {
             ));
         }
         let limit = limit("search", a.limit, SEARCH_LIMIT)?;
-        let words: Vec<String> = if a.regex {
-            Vec::new()
-        } else {
-            let mut words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
-            words.dedup();
-            if words.len() > WORDS {
-                return Err(format!(
-                    "search: {} words is too many (at most {WORDS}); keep the distinctive ones",
-                    words.len()
-                ));
-            }
-            words
-        };
-        let (pattern, case) = match a.regex {
-            true => (query.to_string(), Case::Smart),
-            false => (
-                words.iter().map(|w| regex::escape(w)).collect::<Vec<_>>().join("|"),
-                Case::Insensitive,
-            ),
-        };
-        let matcher = Matcher::new(&pattern, &PatternOptions { case, fixed: false, word: false })
+        if !a.regex {
+            return self.ranked(query.to_string(), a, limit);
+        }
+        let matcher = Matcher::new(query, &PatternOptions { case: Case::Smart, fixed: false, word: false })
             .map_err(|why| format!("search: cannot search for `{query}`: {why}. Patterns are Rust regular expressions; or leave out \"regex\" to search for the words"))?;
         let opts = Options {
             since: self.date("since", a.since.as_deref(), false)?,
@@ -195,27 +178,84 @@ impl Tools {
         let mut ids = self.store.session_ids().map_err(|e| format!("search: {e:#}"))?;
         // Newest first: what was said last is likeliest to be what the agent needs.
         ids.sort_by_cached_key(|id| std::cmp::Reverse(store::sort_key(id)));
-        let job = Job {
-            store: &self.store,
-            matcher: &matcher,
-            opts: &opts,
-            filter: &filter,
-            words: &words,
-        };
+        let job =
+            Job { store: &self.store, matcher: &matcher, opts: &opts, filter: &filter, words: &[] };
         let searched = job.run(&ids, limit);
         let found: Vec<(&Found, &Hit)> = searched
             .sessions
             .iter()
             .flat_map(|f| f.hits.iter().rev().filter(|h| job.qualifies(h)).map(move |h| (f, h)))
             .collect();
-        let what = match a.regex {
-            true => format!("the pattern `{query}`"),
-            false => format!(
-                "the words {}",
-                words.iter().map(|w| format!("\"{w}\"")).collect::<Vec<_>>().join(", ")
-            ),
-        };
+        let what = format!("the pattern `{query}`");
         Ok(self.found(&what, &found, limit, &searched, ids.len()))
+    }
+
+    /// A search in plain words: the best exchanges by `crate::recall`'s rank, each with its
+    /// rank and score, as many as fit.
+    fn ranked(&self, query: String, a: SearchArgs, limit: usize) -> Result<String, String> {
+        let day = |t: Option<DateTime<Utc>>| t.map(|t| t.timestamp());
+        let filter = recall::Filter {
+            folder: cwd(a.cwd.as_deref())?,
+            engine: a.engine,
+            since: day(self.date("since", a.since.as_deref(), false)?),
+            until: day(self.date("until", a.until.as_deref(), true)?),
+        };
+        // One more than asked, to tell whether there were more.
+        let found =
+            recall::recall(&self.store, &query, &filter, limit + 1, self.settings.now(), &Notes)
+                .map_err(|e| format!("search: {}", message(&e)))?;
+        let mut out = String::new();
+        if found.is_empty() {
+            let sessions = self.store.session_ids().map_or(0, |ids| ids.len());
+            let _ = writeln!(out, "Nothing found for \"{query}\" in {sessions} conversations.");
+            out.push_str(
+                "Try other words, a regular expression (\"regex\": true), or fewer filters.\n",
+            );
+            return Ok(out);
+        }
+        let _ = writeln!(
+            out,
+            "Best matching exchanges for \"{query}\", best first: ranked by how well the words match each exchange's question, answer and conversation title (BM25, words matched by their stem), recent ones slightly ahead."
+        );
+        let mut shown = 0;
+        for (rank, f) in found.iter().take(limit).enumerate() {
+            let session =
+                Found { id: f.session.clone(), header: f.header.clone(), hits: Vec::new() };
+            let hit = Hit {
+                turn: f.exchange,
+                at: f.at.clone(),
+                lines: f.excerpt.lines().skip(1).map(str::to_string).collect(),
+                words: 0,
+            };
+            let texts = self.excerpts(&f.session, &[f.exchange]);
+            let texts = texts.iter().find(|e| e.turn == f.exchange);
+            let block = format!(
+                "\n#{} · score {:.2}{}",
+                rank + 1,
+                f.score,
+                excerpt_block(&session, &hit, texts, true)
+            );
+            if out.len() + block.len() > BODY {
+                break;
+            }
+            out.push_str(&block);
+            shown += 1;
+        }
+        let left = found.len().min(limit) - shown;
+        if left > 0 {
+            let _ = writeln!(
+                out,
+                "\n[{left} more matching exchanges not shown: the answer is limited to {OUTPUT} characters. Ask with a smaller limit, or read a conversation by id.]"
+            );
+        }
+        if found.len() > limit {
+            let _ = writeln!(
+                out,
+                "\n[More matching exchanges than the limit of {limit}: ask with a larger limit (at most {}), other words, since/until, cwd or engine.]",
+                SEARCH_LIMIT.1
+            );
+        }
+        Ok(out)
     }
 
     /// The answer to a search: the first `limit` exchanges found, each with its excerpt, as
@@ -505,6 +545,19 @@ impl Tools {
             .transpose()
             .map_err(|e| format!("`{field}`: {}", message(&e)))
     }
+}
+
+/// Notes from recall (an index rebuilt) go to stderr, never into the protocol.
+struct Notes;
+
+impl recall::Progress for Notes {
+    fn note(&self, text: &str) {
+        crate::front::terminal::say(&format!("cca: note: {text}"));
+    }
+
+    fn reading(&self, _: usize, _: usize) {}
+
+    fn finished(&self) {}
 }
 
 /// A tool's arguments, or an error that says what was wrong with them.

@@ -1,0 +1,142 @@
+//! `cca recall`: the exchanges that best answer a question, ranked by `crate::recall`, printed
+//! for a person (through the pager on a terminal) or as one JSON array for scripts.
+
+use std::io::{IsTerminal, Write};
+
+use anyhow::Result;
+use serde_json::json;
+
+use crate::cli::RecallArgs;
+use crate::config::Flags;
+use crate::error::exit;
+use crate::front::terminal::say;
+use crate::recall::{self, Filter, Found, Progress};
+use crate::render::clean_text;
+use crate::session::settings;
+
+/// `cca recall`
+pub(crate) fn run(args: &RecallArgs) -> Result<u8> {
+    let (settings, store) = settings(&Flags::default())?;
+    let now = settings.now();
+    let date = |d: &Option<String>, end: bool| -> Result<Option<i64>> {
+        d.as_deref()
+            .map(|d| crate::human::parse_date(d, now, end).map(|t| t.timestamp()))
+            .transpose()
+    };
+    let folder = match (&args.folder, args.here) {
+        (_, true) => Some(crate::session::current_dir()?),
+        (Some(dir), false) => Some(std::path::absolute(dir)?),
+        (None, false) => None,
+    };
+    let filter = Filter {
+        folder,
+        engine: args.engine.clone(),
+        since: date(&args.since, false)?,
+        until: date(&args.until, true)?,
+    };
+    let question = args.question.join(" ");
+    let bar = Bar::new(!args.json && std::io::stderr().is_terminal() && !settings.dumb_terminal);
+    let found = recall::recall(&store, &question, &filter, args.limit, now, &bar)?;
+    if args.json {
+        let list: Vec<_> = found.iter().map(as_json).collect();
+        super::print(&format!("{}\n", serde_json::Value::Array(list)))?;
+        return Ok(exit::OK);
+    }
+    let on_terminal = std::io::stdout().is_terminal();
+    let write = |out: &mut dyn Write| -> Result<()> {
+        if found.is_empty() {
+            writeln!(out, "Nothing found for: {}", clean_text(&question))?;
+        }
+        for f in &found {
+            write_found(out, f, settings.color && on_terminal)?;
+        }
+        Ok(())
+    };
+    if on_terminal && (!settings.dumb_terminal || settings.pager.is_some()) {
+        crate::run::page(settings.pager.as_deref(), write)?;
+    } else {
+        super::print_with(write)?;
+    }
+    Ok(exit::OK)
+}
+
+/// The contract scripts rely on: `session`, `exchange`, `score`, `at`, `excerpt` at least.
+fn as_json(f: &Found) -> serde_json::Value {
+    json!({
+        "session": f.session,
+        "name": f.header.name,
+        "title": f.header.title,
+        "exchange": f.exchange,
+        "at": f.at,
+        "score": f.score,
+        "excerpt": f.excerpt,
+    })
+}
+
+fn write_found(out: &mut dyn Write, f: &Found, bold: bool) -> Result<()> {
+    let name = f.header.name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
+    let at = f.at.as_deref().map(|a| format!(" · {a}")).unwrap_or_default();
+    let head = format!(
+        "{}{name} · exchange {}{at} · score {:.2} · {}",
+        f.session,
+        f.exchange,
+        f.score,
+        crate::transcript::one_line(&f.header.title, 80)
+    );
+    let head = clean_text(&head);
+    if bold {
+        writeln!(out, "\x1b[1m{head}\x1b[0m")?;
+    } else {
+        writeln!(out, "{head}")?;
+    }
+    for line in clean_text(&f.excerpt).lines() {
+        writeln!(out, "  {line}")?;
+    }
+    writeln!(out, "  [cca show {} | exchange {}]\n", f.session, f.exchange)?;
+    Ok(())
+}
+
+/// A progress bar on stderr while a first build reads many sessions; notes go above it.
+struct Bar {
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Bar {
+    fn new(drawn: bool) -> Bar {
+        let bar = drawn.then(|| {
+            let bar = indicatif::ProgressBar::with_draw_target(
+                None,
+                indicatif::ProgressDrawTarget::stderr(),
+            );
+            if let Ok(style) = indicatif::ProgressStyle::with_template(
+                "indexing the transcripts {bar:30} {pos}/{len} sessions · {elapsed}",
+            ) {
+                bar.set_style(style);
+            }
+            bar
+        });
+        Bar { bar }
+    }
+}
+
+impl Progress for Bar {
+    fn note(&self, text: &str) {
+        match &self.bar {
+            Some(bar) => bar.suspend(|| say(&format!("cca: note: {text}"))),
+            None => say(&format!("cca: note: {text}")),
+        }
+    }
+
+    fn reading(&self, done: usize, total: usize) {
+        if let Some(bar) = &self.bar {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        }
+    }
+
+    fn finished(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! The unit recall finds: one exchange of a session (the question with its attachments, and the
+//! answer with its tool lines and sources), read out of a transcript's bytes.
+//!
+//! Pure: bytes in, exchanges out. Numbered as `cca show` numbers them: an exchange is a
+//! question followed by a complete answer. A failed or interrupted attempt, and a question
+//! still being answered, are found too, under the number the exchange they try for will have
+//! (with what partial answer there is). Clears and compactions leave the exchanges before
+//! them as they were: still findable.
+
+use std::ops::Range;
+
+use crate::transcript::{Event, Header, Kind, NotTranscript, Scanner, unescape};
+
+/// One exchange, as indexed.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Exchange {
+    /// 1-based, as `cca show` and `cca grep` number it.
+    pub number: u64,
+    /// When the answer was recorded (else the question).
+    pub at: Option<String>,
+    /// The question and what was attached to it.
+    pub question: String,
+    pub answer: String,
+    /// Where the exchange is in the file, from the question's marker to the answer's end.
+    pub span: Range<u64>,
+}
+
+/// The header and every exchange of a transcript.
+pub(crate) fn exchanges(bytes: &[u8]) -> Result<(Header, Vec<Exchange>), NotTranscript> {
+    let mut header = None;
+    let mut found = Vec::new();
+    // Complete exchanges so far: what numbers the next one.
+    let mut complete = 0;
+    // The question being answered: its text so far, its time and where it starts.
+    let mut asking: Option<(String, Option<String>, u64)> = None;
+    let content = |range: &Range<u64>| {
+        let raw = bytes.get(range.start as usize..range.end as usize).unwrap_or_default();
+        unescape(&String::from_utf8_lossy(raw))
+    };
+    let scanned = Scanner::scan(bytes, |event| match event {
+        Event::Header(h, _) => header = Some(h),
+        Event::Record(span) => match span.kind {
+            Kind::User => asking = Some((content(&span.content), span.meta.at, span.raw.start)),
+            Kind::Attachment => {
+                if let Some((question, _, _)) = &mut asking {
+                    question.push('\n');
+                    question.push_str(&content(&span.content));
+                }
+            }
+            Kind::Assistant | Kind::Failed | Kind::Interrupted => {
+                if let Some((question, asked_at, start)) = asking.take() {
+                    found.push(Exchange {
+                        number: complete + 1,
+                        at: span.meta.at.or(asked_at),
+                        question,
+                        answer: content(&span.content),
+                        span: start..span.raw.end,
+                    });
+                    complete += u64::from(span.kind == Kind::Assistant);
+                }
+            }
+            Kind::Clear | Kind::Compaction => {}
+        },
+        Event::Problem(_) => {}
+    });
+    // Reading from memory cannot fail.
+    scanned.unwrap_or(Ok(()))?;
+    // A question still being answered (or whose answer a crash cut off).
+    if let Some((question, at, start)) = asking {
+        let end = bytes.len() as u64;
+        found.push(Exchange {
+            number: complete + 1,
+            at,
+            question,
+            answer: String::new(),
+            span: start..end,
+        });
+    }
+    match header {
+        Some(header) => Ok((header, found)),
+        None => Err(NotTranscript { line: 1, message: "no header".into(), not_utf8: false }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transcript::testing::{header, record};
+    use crate::transcript::{Transcript, render};
+
+    #[test]
+    fn exchanges_are_numbered_as_show_numbers_them_with_attempts_under_the_next_number() {
+        let text = render(&Transcript {
+            header: header("t"),
+            records: vec![
+                record(Kind::User, "first?"),
+                record(Kind::Attachment, "attached"),
+                record(Kind::Assistant, "one"),
+                record(Kind::User, "failed?"),
+                record(Kind::Failed, "partial"),
+                record(Kind::Clear, ""),
+                record(Kind::User, "second?"),
+                record(Kind::Assistant, "two\n<!-- cca:end -->"),
+                record(Kind::User, "pending?"),
+            ],
+        });
+        let (_, found) = exchanges(text.as_bytes()).unwrap();
+        let got: Vec<_> =
+            found.iter().map(|e| (e.number, e.question.as_str(), e.answer.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                (1, "first?\nattached", "one"),
+                (2, "failed?", "partial"),
+                (2, "second?", "two\n<!-- cca:end -->"),
+                (3, "pending?", ""),
+            ]
+        );
+        let first = &text[found[0].span.start as usize..found[0].span.end as usize];
+        assert!(first.starts_with("<!-- cca:user") && first.ends_with("<!-- cca:end -->\n"));
+    }
+}

@@ -1,0 +1,334 @@
+//! The index itself: tantivy, in `$CCA_HOME/recall/index/`. Every file effect of recall but
+//! the folder and the lock (`store`) is here, through tantivy's own directory, whose commits
+//! are atomic (a new `meta.json` renamed into place; segments are never changed once written).
+//!
+//! What the index holds of each session, its file's stamp when it was read, is kept in the
+//! commit's payload beside the format version, so the exchanges and the stamps that say how
+//! fresh they are change together or not at all: a crash during an update leaves the last
+//! commit, which is true of the files it names.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, anyhow};
+use serde::{Deserialize, Serialize};
+use tantivy::collector::TopDocs;
+use tantivy::query::{BooleanQuery, BoostQuery, Occur, PhraseQuery, Query, RangeQuery, TermQuery};
+use tantivy::schema::{
+    FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing,
+    TextOptions, Value,
+};
+use tantivy::tokenizer::{
+    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
+};
+use tantivy::{IndexWriter, TantivyDocument, Term};
+
+use super::exchanges::Exchange;
+use super::question::Question;
+
+/// The index's layout and analysis; an index of another is rebuilt (with a note).
+pub(crate) const VERSION: u32 = 1;
+const ANALYZER: &str = "cca_english";
+/// Memory for the writer's buffers, per thread (tantivy's least is 15 MB).
+const WRITER_HEAP: usize = 48 << 20;
+
+/// Words too common to tell exchanges apart: Lucene's English list, and the words a question
+/// asks with ("when did we", "how do I").
+const STOP_WORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
+    "they", "this", "to", "was", "will", "with", "what", "when", "where", "which", "who", "why",
+    "how", "did", "do", "does", "we", "i", "you", "me", "my", "our", "us", "can", "could",
+    "should", "would", "s", "t", "about", "from", "have", "has", "had", "been", "were",
+];
+
+/// Field weights: a word in a question or a title says more about what the exchange is about
+/// than the same word somewhere in a long answer.
+const QUESTION_BOOST: f32 = 1.5;
+const ANSWER_BOOST: f32 = 1.0;
+const TITLE_BOOST: f32 = 2.0;
+/// A quoted phrase found as written counts this much beside its words.
+const PHRASE_BOOST: f32 = 2.0;
+
+#[derive(Clone, Copy)]
+struct Fields {
+    question: Field,
+    answer: Field,
+    /// The session's title and name.
+    title: Field,
+    session: Field,
+    number: Field,
+    /// Seconds since the epoch; absent when the transcript gives no time.
+    at: Field,
+    engine: Field,
+    /// The session's folder and every folder above it, so "this folder or below" is one term.
+    folder: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let text = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(ANALYZER)
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+    );
+    let fields = Fields {
+        question: b.add_text_field("question", text.clone()),
+        answer: b.add_text_field("answer", text.clone()),
+        title: b.add_text_field("title", text),
+        session: b.add_text_field("session", STRING | STORED),
+        number: b.add_u64_field("exchange", STORED),
+        at: b.add_i64_field("at", INDEXED | FAST | STORED),
+        engine: b.add_text_field("engine", STRING),
+        folder: b.add_text_field("folder", STRING),
+    };
+    (b.build(), fields)
+}
+
+pub(crate) fn is_stop_word(word: &str) -> bool {
+    STOP_WORDS.contains(&word)
+}
+
+fn analyzer() -> TextAnalyzer {
+    TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(40))
+        .filter(LowerCaser)
+        .filter(StopWordFilter::remove(STOP_WORDS.iter().map(|w| w.to_string())))
+        .filter(Stemmer::new(Language::English))
+        .build()
+}
+
+/// What a commit says of itself.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(crate) struct Payload {
+    pub version: u32,
+    /// Each session indexed, with its file's stamp when it was read.
+    pub stamps: BTreeMap<String, String>,
+}
+
+/// A session as it is indexed: what is asked of its header, and its exchanges.
+pub(crate) struct Session<'a> {
+    pub id: &'a str,
+    pub title: &'a str,
+    pub name: Option<&'a str>,
+    pub engine: &'a str,
+    pub folder: &'a str,
+    pub exchanges: &'a [Exchange],
+}
+
+/// Which exchanges a search may find.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Filter {
+    /// Sessions started in this folder or below it.
+    pub folder: Option<PathBuf>,
+    pub engine: Option<String>,
+    /// Seconds since the epoch, both ends included.
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+}
+
+/// An exchange found, by its BM25 score.
+#[derive(Debug, Clone)]
+pub(crate) struct Hit {
+    pub session: String,
+    pub number: u64,
+    pub at: Option<i64>,
+    pub score: f32,
+}
+
+/// An open index.
+pub(crate) struct Index {
+    index: tantivy::Index,
+    fields: Fields,
+}
+
+impl Index {
+    /// Opens the index in `dir`, checking that it is one this cca wrote; `Err` says why not.
+    pub(crate) fn open(dir: &Path) -> Result<(Index, Payload)> {
+        let mut index = tantivy::Index::open_in_dir(dir)?;
+        let (schema, fields) = schema();
+        if index.schema() != schema {
+            return Err(anyhow!("it was built by another version of cca"));
+        }
+        let payload = index.load_metas()?.payload.unwrap_or_default();
+        let payload: Payload = serde_json::from_str(&payload)
+            .map_err(|_| anyhow!("it was built by another version of cca"))?;
+        if payload.version != VERSION {
+            return Err(anyhow!("it was built by another version of cca"));
+        }
+        index.set_default_multithread_executor()?;
+        index.tokenizers().register(ANALYZER, analyzer());
+        Ok((Index { index, fields }, payload))
+    }
+
+    /// Makes a new, empty index in `dir`, in place of whatever was there, committed so that it
+    /// opens. Called under the update lock.
+    pub(crate) fn create(dir: &Path) -> Result<(Index, Payload)> {
+        match std::fs::remove_dir_all(dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("cannot remove {}", dir.display()));
+            }
+            _ => {}
+        }
+        crate::store::make_private_dir(dir)?;
+        let (schema, fields) = schema();
+        let index = tantivy::Index::create_in_dir(dir, schema)
+            .with_context(|| format!("cannot create an index in {}", dir.display()))?;
+        index.tokenizers().register(ANALYZER, analyzer());
+        let index = Index { index, fields };
+        let payload = Payload { version: VERSION, stamps: BTreeMap::new() };
+        let mut writer = index.writer(1)?;
+        index.commit(&mut writer, &payload)?;
+        Ok((index, payload))
+    }
+
+    pub(crate) fn writer(&self, threads: usize) -> Result<IndexWriter> {
+        Ok(self.index.writer_with_num_threads(threads, threads * WRITER_HEAP)?)
+    }
+
+    /// Takes a session out of the index (all its exchanges), in the writer's next commit.
+    pub(crate) fn remove(&self, writer: &IndexWriter, id: &str) {
+        writer.delete_term(Term::from_field_text(self.fields.session, id));
+    }
+
+    /// Adds a session's exchanges, in the writer's next commit.
+    pub(crate) fn add(&self, writer: &IndexWriter, session: &Session) -> Result<()> {
+        let f = self.fields;
+        let about = match session.name {
+            Some(name) => format!("{} {name}", session.title),
+            None => session.title.to_string(),
+        };
+        for exchange in session.exchanges {
+            let mut doc = TantivyDocument::default();
+            doc.add_text(f.question, &exchange.question);
+            doc.add_text(f.answer, &exchange.answer);
+            doc.add_text(f.title, &about);
+            doc.add_text(f.session, session.id);
+            doc.add_u64(f.number, exchange.number);
+            if let Some(at) = exchange.at.as_deref().and_then(seconds) {
+                doc.add_i64(f.at, at);
+            }
+            doc.add_text(f.engine, session.engine);
+            for folder in Path::new(session.folder).ancestors() {
+                doc.add_text(f.folder, &folder.to_string_lossy());
+            }
+            writer.add_document(doc)?;
+        }
+        Ok(())
+    }
+
+    /// Makes what the writer holds the index, with `payload`, in one atomic step.
+    pub(crate) fn commit(&self, writer: &mut IndexWriter, payload: &Payload) -> Result<()> {
+        let mut commit = writer.prepare_commit()?;
+        commit.set_payload(&serde_json::to_string(payload)?);
+        commit.commit()?;
+        Ok(())
+    }
+
+    /// The `limit` best exchanges for `question` among those `filter` lets through.
+    pub(crate) fn search(
+        &self,
+        question: &Question,
+        filter: &Filter,
+        limit: usize,
+    ) -> Result<Vec<Hit>> {
+        let Some(query) = self.query(question, filter) else { return Ok(Vec::new()) };
+        let reader = self.index.reader()?;
+        let searcher = reader.searcher();
+        let top = searcher.search(&query, &TopDocs::with_limit(limit).order_by_score())?;
+        let mut hits = Vec::with_capacity(top.len());
+        for (score, address) in top {
+            let doc: TantivyDocument = searcher.doc(address)?;
+            let session = doc.get_first(self.fields.session).and_then(|v| v.as_str());
+            let number = doc.get_first(self.fields.number).and_then(|v| v.as_u64());
+            let at = doc.get_first(self.fields.at).and_then(|v| v.as_i64());
+            if let (Some(session), Some(number)) = (session, number) {
+                hits.push(Hit { session: session.to_string(), number, at, score });
+            }
+        }
+        Ok(hits)
+    }
+
+    /// The question's words as the index holds them (stemmed, stop words out).
+    fn terms(&self, text: &str) -> Vec<(usize, String)> {
+        let mut analyzer = analyzer();
+        let mut stream = analyzer.token_stream(text);
+        let mut terms = Vec::new();
+        while let Some(token) = stream.next() {
+            terms.push((token.position, token.text.clone()));
+        }
+        terms
+    }
+
+    /// Any word may match (none is required); a word scores by field, and a quoted phrase
+    /// found as written scores again.
+    fn query(&self, question: &Question, filter: &Filter) -> Option<Box<dyn Query>> {
+        let f = self.fields;
+        let fields =
+            [(f.question, QUESTION_BOOST), (f.answer, ANSWER_BOOST), (f.title, TITLE_BOOST)];
+        let mut words: Vec<String> =
+            self.terms(&question.words.join(" ")).into_iter().map(|(_, t)| t).collect();
+        words.sort();
+        words.dedup();
+        let mut any: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for word in &words {
+            for (field, boost) in fields {
+                let term = TermQuery::new(
+                    Term::from_field_text(field, word),
+                    IndexRecordOption::WithFreqs,
+                );
+                any.push((Occur::Should, Box::new(BoostQuery::new(Box::new(term), boost))));
+            }
+        }
+        for phrase in &question.phrases {
+            let terms = self.terms(&phrase.join(" "));
+            if terms.len() < 2 {
+                continue;
+            }
+            for field in [f.question, f.answer] {
+                let offsets =
+                    terms.iter().map(|(at, t)| (*at, Term::from_field_text(field, t))).collect();
+                let phrase = PhraseQuery::new_with_offset(offsets);
+                any.push((
+                    Occur::Should,
+                    Box::new(BoostQuery::new(Box::new(phrase), PHRASE_BOOST)),
+                ));
+            }
+        }
+        if any.is_empty() {
+            return None;
+        }
+        let any: Box<dyn Query> = Box::new(BooleanQuery::new(any));
+        let mut must: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        if let Some(folder) = &filter.folder {
+            let term = Term::from_field_text(f.folder, &folder.to_string_lossy());
+            must.push((Occur::Must, Box::new(TermQuery::new(term, IndexRecordOption::Basic))));
+        }
+        if let Some(engine) = &filter.engine {
+            let term = Term::from_field_text(f.engine, engine);
+            must.push((Occur::Must, Box::new(TermQuery::new(term, IndexRecordOption::Basic))));
+        }
+        if filter.since.is_some() || filter.until.is_some() {
+            let bound = |t: Option<i64>, low: bool| match t {
+                Some(t) => Bound::Included(Term::from_field_i64(f.at, t)),
+                None => Bound::Included(Term::from_field_i64(
+                    f.at,
+                    if low { i64::MIN } else { i64::MAX },
+                )),
+            };
+            let range = RangeQuery::new(bound(filter.since, true), bound(filter.until, false));
+            must.push((Occur::Must, Box::new(range)));
+        }
+        if must.is_empty() {
+            return Some(any);
+        }
+        must.push((Occur::Must, any));
+        Some(Box::new(BooleanQuery::new(must)))
+    }
+}
+
+/// An RFC 3339 time as seconds since the epoch.
+pub(crate) fn seconds(at: &str) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(at).ok().map(|t| t.timestamp())
+}

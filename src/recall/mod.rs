@@ -1,0 +1,302 @@
+//! Recall: finding past exchanges by what they were about, ranked (BM25 over question, answer
+//! and the session's title and name, English stemming and stop words, quoted phrases, recency
+//! as a mild prior), from an index that is a cache of the transcripts.
+//!
+//! The transcripts stay the truth. The index (`$CCA_HOME/recall/index/`) is brought up to date
+//! when a search runs, never by a turn: each session's file stamp (size, times, inode) is
+//! compared with the one its exchanges were indexed from, and only sessions that changed are
+//! read again. An index that cannot be read, or that another version wrote, is rebuilt with a
+//! note; one deleted is rebuilt in silence. Updates take a lock of their own (never a
+//! session's), so a search never waits for a turn and a turn never waits for a search.
+//!
+//! This file is the driver; the rooms are `exchanges` (what one exchange is), `question` (how a
+//! question is read), `index` (tantivy, and every file effect but the folder and the lock) and
+//! `excerpt` (the words shown around what was found).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use chrono::{DateTime, Utc};
+
+use crate::store::Store;
+use crate::transcript::Header;
+
+mod excerpt;
+mod exchanges;
+mod index;
+mod question;
+
+pub(crate) use index::Filter;
+use index::{Index, Payload, Session};
+
+/// The index's folder under the recall folder.
+const INDEX_DIR: &str = "index";
+/// How many sessions are read between commits of a long update: a build stopped part-way
+/// (Ctrl-C, a crash) keeps what was committed, and the next search goes on from there.
+const COMMIT_EVERY: usize = 2_000;
+/// How many of the best by words are weighed again with their age.
+const CANDIDATES: usize = 50;
+/// Recency as a mild prior: an exchange from today scores up to this much more than one from
+/// long ago, half of it after [`HALF_LIFE_DAYS`].
+const RECENCY: f32 = 0.1;
+const HALF_LIFE_DAYS: f32 = 30.0;
+
+/// An exchange found.
+#[derive(Debug, Clone)]
+pub(crate) struct Found {
+    pub session: String,
+    /// The session's header (title, name, engine, folder).
+    pub header: Header,
+    /// 1-based, as `cca show` numbers it.
+    pub exchange: u64,
+    /// When it was answered (RFC 3339), if the transcript says.
+    pub at: Option<String>,
+    pub score: f32,
+    /// A few lines around the words found.
+    pub excerpt: String,
+}
+
+/// What a search is told as it goes: notes (an index rebuilt, and why), and how far an update
+/// that reads many sessions has come.
+pub(crate) trait Progress: Sync {
+    fn note(&self, text: &str);
+    /// `done` of `total` sessions read.
+    fn reading(&self, done: usize, total: usize);
+    fn finished(&self);
+}
+
+/// Sessions to read before a progress is shown at all.
+pub(crate) const PROGRESS_FROM: usize = 200;
+
+/// The `limit` exchanges that best answer `text`, best first, among those `filter` lets
+/// through, after bringing the index up to date with the store.
+pub(crate) fn recall(
+    store: &Store,
+    text: &str,
+    filter: &Filter,
+    limit: usize,
+    now: DateTime<Utc>,
+    progress: &dyn Progress,
+) -> Result<Vec<Found>> {
+    let question = question::parse(text);
+    let index = fresh_index(store, progress)?;
+    let hits = match index.search(&question, filter, limit.max(CANDIDATES)) {
+        Ok(hits) => hits,
+        Err(e) => {
+            // Unreadable past what opening checks (a damaged segment): never trusted.
+            let index = rebuild(store, &format!("{e:#}"), progress)?;
+            index.search(&question, filter, limit.max(CANDIDATES))?
+        }
+    };
+    let mut weighed: Vec<(f32, index::Hit)> =
+        hits.into_iter().map(|hit| (hit.score * prior(hit.at, now), hit)).collect();
+    // Best first; on a tie, the newer session, then the earlier exchange: the same order
+    // whatever order the index holds them in.
+    weighed.sort_by(|(a, x), (b, y)| {
+        b.total_cmp(a)
+            .then_with(|| {
+                crate::store::sort_key(&y.session).cmp(&crate::store::sort_key(&x.session))
+            })
+            .then(x.number.cmp(&y.number))
+    });
+    // An attempt and the exchange that followed it share a number: the better stands for both.
+    let mut seen = std::collections::HashSet::new();
+    weighed.retain(|(_, hit)| seen.insert((hit.session.clone(), hit.number)));
+    weighed.truncate(limit);
+    let mut found = Vec::with_capacity(weighed.len());
+    // Each session's file is read once however many of its exchanges were found.
+    let mut read: BTreeMap<String, Option<(Header, Vec<exchanges::Exchange>)>> = BTreeMap::new();
+    for (score, hit) in weighed {
+        let session = read.entry(hit.session.clone()).or_insert_with(|| {
+            let bytes = store.read_session_bytes(&hit.session).ok()?;
+            exchanges::exchanges(&bytes).ok()
+        });
+        // Gone or changed since the index was brought up to date: the next search has it.
+        let Some((header, all)) = session else { continue };
+        // Of an attempt and the exchange after it, the one whose words matched best.
+        let words = |e: &&exchanges::Exchange| excerpt::matched(e, &question.words);
+        let Some(exchange) = all.iter().filter(|e| e.number == hit.number).max_by_key(words) else {
+            continue;
+        };
+        found.push(Found {
+            session: hit.session.clone(),
+            header: header.clone(),
+            exchange: hit.number,
+            at: exchange.at.clone(),
+            score,
+            excerpt: excerpt::excerpt(exchange, &question.words),
+        });
+    }
+    Ok(found)
+}
+
+/// Mild: a recent exchange wins a near tie, never against a much better match.
+fn prior(at: Option<i64>, now: DateTime<Utc>) -> f32 {
+    let Some(at) = at else { return 1.0 };
+    let days = ((now.timestamp() - at).max(0) as f32) / 86_400.0;
+    1.0 + RECENCY * 0.5f32.powf(days / HALF_LIFE_DAYS)
+}
+
+fn index_dir(store: &Store) -> PathBuf {
+    store.recall_dir().join(INDEX_DIR)
+}
+
+/// The index, with every change to the store since it was last brought up to date.
+fn fresh_index(store: &Store, progress: &dyn Progress) -> Result<Index> {
+    let stamps = store.session_stamps()?;
+    // Most searches find nothing changed, and take no lock at all.
+    if let Ok((index, payload)) = Index::open(&index_dir(store))
+        && stale(&payload, &stamps).is_empty()
+    {
+        return Ok(index);
+    }
+    store.make_recall_dir()?;
+    // One updater at a time; a second waits for the first (another search, never a turn),
+    // then finds the index as the first left it.
+    let _lock = store.lock(".recall", true, || {})?;
+    let dir = index_dir(store);
+    let (index, payload) = match Index::open(&dir) {
+        Ok(opened) => opened,
+        Err(_) if !dir.join("meta.json").exists() => Index::create(&dir)?,
+        Err(e) => {
+            progress.note(&format!(
+                "recall: the index in {} cannot be used ({e:#}); rebuilding it from the transcripts",
+                dir.display()
+            ));
+            Index::create(&dir)?
+        }
+    };
+    update(store, index, payload, progress)
+}
+
+/// Starts the index again from nothing, under the lock.
+fn rebuild(store: &Store, why: &str, progress: &dyn Progress) -> Result<Index> {
+    let dir = index_dir(store);
+    progress.note(&format!(
+        "recall: the index in {} cannot be used ({why}); rebuilding it from the transcripts",
+        dir.display()
+    ));
+    let _lock = store.lock(".recall", true, || {})?;
+    let (index, payload) = Index::create(&dir)?;
+    update(store, index, payload, progress)
+}
+
+/// Sessions whose file is not what was indexed: new, changed, or gone.
+fn stale(payload: &Payload, stamps: &[(String, String)]) -> Vec<String> {
+    let mut stale: Vec<String> = stamps
+        .iter()
+        .filter(|(id, stamp)| payload.stamps.get(id) != Some(stamp))
+        .map(|(id, _)| id.clone())
+        .collect();
+    let present: std::collections::HashSet<&str> =
+        stamps.iter().map(|(id, _)| id.as_str()).collect();
+    stale.extend(payload.stamps.keys().filter(|id| !present.contains(id.as_str())).cloned());
+    stale
+}
+
+/// Reads again each session that changed, and commits, under the lock.
+fn update(
+    store: &Store,
+    index: Index,
+    mut payload: Payload,
+    progress: &dyn Progress,
+) -> Result<Index> {
+    let stamps = store.session_stamps()?;
+    let stale = stale(&payload, &stamps);
+    if stale.is_empty() {
+        return Ok(index);
+    }
+    let stamp_of: BTreeMap<&str, &str> =
+        stamps.iter().map(|(id, s)| (id.as_str(), s.as_str())).collect();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
+    let mut writer = index.writer(threads)?;
+    let shown = stale.len() >= PROGRESS_FROM;
+    for (done, chunk) in stale.chunks(COMMIT_EVERY).enumerate() {
+        read_sessions(store, &index, &writer, chunk, &stamp_of, &mut payload, |n| {
+            if shown {
+                progress.reading(done * COMMIT_EVERY + n, stale.len());
+            }
+        })?;
+        index.commit(&mut writer, &payload)?;
+    }
+    writer.wait_merging_threads()?;
+    if shown {
+        progress.finished();
+    }
+    Ok(index)
+}
+
+/// Takes each of `ids` out of the index and, if it is still a session, puts its exchanges back
+/// in as its file now holds them; the stamp recorded is the one taken before the read, so a
+/// file that changes meanwhile is read again next time.
+fn read_sessions(
+    store: &Store,
+    index: &Index,
+    writer: &tantivy::IndexWriter,
+    ids: &[String],
+    stamp_of: &BTreeMap<&str, &str>,
+    payload: &mut Payload,
+    on_read: impl Fn(usize) + Sync,
+) -> Result<()> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let read: std::sync::Mutex<Vec<(String, Option<String>)>> = Default::default();
+    let failed: std::sync::Mutex<Option<anyhow::Error>> = Default::default();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(id) = ids.get(i) else { return };
+                    index.remove(writer, id);
+                    let stamp = stamp_of.get(id.as_str()).map(|s| s.to_string());
+                    let added = match &stamp {
+                        Some(_) => add_session(store, index, writer, id),
+                        None => Ok(()),
+                    };
+                    if let Err(e) = added {
+                        *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                        return;
+                    }
+                    let mut read = read.lock().unwrap_or_else(|e| e.into_inner());
+                    read.push((id.clone(), stamp));
+                    on_read(read.len());
+                }
+            });
+        }
+    });
+    if let Some(e) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        return Err(e);
+    }
+    for (id, stamp) in read.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        match stamp {
+            Some(stamp) => payload.stamps.insert(id, stamp),
+            None => payload.stamps.remove(&id),
+        };
+    }
+    Ok(())
+}
+
+/// One session's exchanges into the index. A file that is not a transcript (or went away) has
+/// none: it is recorded with its stamp all the same, so it is not read at every search.
+fn add_session(
+    store: &Store,
+    index: &Index,
+    writer: &tantivy::IndexWriter,
+    id: &str,
+) -> Result<()> {
+    let Ok(bytes) = store.read_session_bytes(id) else { return Ok(()) };
+    let Ok((header, exchanges)) = exchanges::exchanges(&bytes) else { return Ok(()) };
+    index.add(
+        writer,
+        &Session {
+            id,
+            title: &header.title,
+            name: header.name.as_deref(),
+            engine: &header.engine,
+            folder: &header.cwd,
+            exchanges: &exchanges,
+        },
+    )
+}

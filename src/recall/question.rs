@@ -1,0 +1,56 @@
+//! A question in plain words, as recall reads it: its words, and the phrases quoted in it.
+//! No word is required and no syntax is special but the double quote, so a question typed as
+//! one would ask it ("when did we move the retry into the client?") is a query as it is.
+//!
+//! Pure: text in, words out. Stemming and stop words are the index's analyzer's (`index`).
+
+/// What a question asks for.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Question {
+    /// Every word, in order, phrases' words included (each scores on its own too).
+    pub words: Vec<String>,
+    /// The phrases quoted, each as its words.
+    pub phrases: Vec<Vec<String>>,
+}
+
+/// Words are runs of letters and digits, lower-cased, as the index's tokenizer cuts them.
+pub(crate) fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+pub(crate) fn parse(text: &str) -> Question {
+    let mut question = Question::default();
+    // Between quotes (odd pieces) is a phrase; an unclosed quote runs to the end.
+    for (i, piece) in text.split('"').enumerate() {
+        let found = words(piece);
+        if i % 2 == 1 && found.len() > 1 {
+            question.phrases.push(found.clone());
+        }
+        question.words.extend(found);
+    }
+    question
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plain_question_is_its_words_and_quotes_make_phrases() {
+        let q = parse("When did we move the \"retry loop\" into the client's code?");
+        assert_eq!(
+            q.words,
+            [
+                "when", "did", "we", "move", "the", "retry", "loop", "into", "the", "client", "s",
+                "code"
+            ]
+        );
+        assert_eq!(q.phrases, [vec!["retry".to_string(), "loop".into()]]);
+        assert_eq!(parse("\"unclosed phrase here").phrases.len(), 1);
+        assert_eq!(parse("\"one\" word").phrases.len(), 0);
+        assert!(parse("?!").words.is_empty());
+    }
+}

@@ -1,0 +1,249 @@
+//! `cca recall`: ranked exchanges from an index that is a cache of the transcripts. Whatever
+//! changed the store is in the next search; the index survives deletion, damage, another
+//! version, concurrent writers and a kill during an update.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::common::{self, Guard, STAMP, TestEnv};
+use super::grep::{LATER_ID, two_sessions};
+
+/// `cca recall --json -n N QUESTION`'s array, checked for the contract scripts rely on.
+fn recall(env: &TestEnv, question: &str) -> Vec<Value> {
+    let run = env.run(&["recall", "--json", "-n", "5", question]);
+    run.ok();
+    let found: Value =
+        serde_json::from_str(run.stdout.trim()).unwrap_or_else(|e| panic!("{e}\n{run}"));
+    let found = found.as_array().expect("an array").clone();
+    for f in &found {
+        assert!(f["session"].is_string() && f["exchange"].as_u64().unwrap() >= 1, "{f}");
+        assert!(f["score"].is_number() && f["excerpt"].is_string(), "{f}");
+        assert!(f["at"].is_string() || f["at"].is_null(), "{f}");
+    }
+    found
+}
+
+/// The (session, exchange) of each result, best first.
+fn places(found: &[Value]) -> Vec<(String, u64)> {
+    found
+        .iter()
+        .map(|f| (f["session"].as_str().unwrap().to_string(), f["exchange"].as_u64().unwrap()))
+        .collect()
+}
+
+fn first(found: &[Value]) -> (String, u64) {
+    places(found).into_iter().next().unwrap_or_else(|| panic!("nothing found"))
+}
+
+#[test]
+fn plain_words_find_the_right_exchange_and_the_index_is_a_cache() {
+    let env = TestEnv::new();
+    two_sessions(&env);
+    let found = recall(&env, "what did we say about locks on windows?");
+    assert_eq!(first(&found), (STAMP.to_string(), 2), "{found:?}");
+    assert!(found[0]["excerpt"].as_str().unwrap().contains("LockFileEx"), "{found:?}");
+    assert_eq!(found[0]["at"], common::NOW);
+    let tokio = recall(&env, "which async runtime was it");
+    assert_eq!(first(&tokio), (LATER_ID.to_string(), 1), "{tokio:?}");
+
+    // Deleted, it is built again, with the same results.
+    std::fs::remove_dir_all(env.cca_home.join("recall")).unwrap();
+    assert_eq!(recall(&env, "what did we say about locks on windows?"), found);
+
+    // Nothing found is an empty array, and success.
+    assert!(recall(&env, "zebra giraffe").is_empty());
+    // A person gets the session, exchange and excerpt.
+    let run = env.run(&["recall", "windows", "locking"]);
+    run.ok();
+    assert!(run.stdout.starts_with(&format!("{STAMP} · exchange 2")), "{run}");
+    assert!(run.stdout.contains("LockFileEx"), "{run}");
+}
+
+#[test]
+fn filters_narrow_by_engine_time_and_folder() {
+    let env = TestEnv::new();
+    two_sessions(&env);
+    let run = env.run(&["recall", "--json", "--since", "2026-11-22", "lock"]);
+    let found: Vec<Value> = serde_json::from_str(run.ok().stdout.trim()).unwrap();
+    assert_eq!(places(&found), [(LATER_ID.to_string(), 1)]);
+    let run = env.run(&["recall", "--json", "--until", "2026-11-21", "lock"]);
+    let found: Vec<Value> = serde_json::from_str(run.ok().stdout.trim()).unwrap();
+    assert!(found.iter().all(|f| f["session"] == STAMP) && found.len() == 2, "{found:?}");
+    let run = env.run(&["recall", "--json", "--engine", "gemini", "lock"]);
+    assert_eq!(run.ok().stdout.trim(), "[]");
+    let run = env.run(&["recall", "--json", "--here", "lock"]);
+    let found: Vec<Value> = serde_json::from_str(run.ok().stdout.trim()).unwrap();
+    assert_eq!(found.len(), 3, "{run}");
+    let run = env.run(&["recall", "--json", "--folder", "/nowhere", "lock"]);
+    assert_eq!(run.ok().stdout.trim(), "[]");
+}
+
+#[test]
+fn every_change_to_the_store_is_in_the_next_search() {
+    let env = TestEnv::new();
+    two_sessions(&env);
+    assert!(recall(&env, "zebrafish").is_empty());
+
+    // A hand edit, found at once.
+    let path = env.session_path(STAMP);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("LockFileEx", "zebrafish")).unwrap();
+    assert_eq!(first(&recall(&env, "zebrafish")), (STAMP.to_string(), 2));
+
+    // A new exchange.
+    env.run_with(
+        &["search", "-q", "-r", "and macOS?"],
+        None,
+        &[("FAKE_SCRIPT", "say flock, with a quokka.")],
+    )
+    .ok();
+    assert_eq!(first(&recall(&env, "quokka")), (LATER_ID.to_string(), 2));
+
+    // A name.
+    env.run(&["name", STAMP, "pelican-notes"]).ok();
+    assert_eq!(places(&recall(&env, "pelican")).len(), 2);
+
+    // rm and restore.
+    env.run(&["rm", STAMP]).ok();
+    assert!(recall(&env, "zebrafish").is_empty());
+    env.run(&["restore", STAMP]).ok();
+    assert_eq!(first(&recall(&env, "zebrafish")), (STAMP.to_string(), 2));
+
+    // A fork: the same exchange, in a new session too.
+    env.run(&["fork", STAMP]).ok();
+    let forked = places(&recall(&env, "zebrafish"));
+    assert_eq!(forked.len(), 2, "{forked:?}");
+
+    // A clear and a compaction keep what was said findable.
+    env.run(&["clear", STAMP]).ok();
+    assert!(places(&recall(&env, "zebrafish")).contains(&(STAMP.to_string(), 2)));
+}
+
+/// A store of many sessions, written directly, so that an update takes a while.
+fn many_sessions(env: &TestEnv, n: usize) {
+    use cca::transcript::{self, Kind, Meta, Record};
+    std::fs::create_dir_all(env.sessions_dir()).unwrap();
+    for i in 0..n {
+        let id = format!("20260{}-{:06}", 101 + i / 1000, i % 1000);
+        let mut header = transcript::Header {
+            format: transcript::FORMAT,
+            id: id.clone(),
+            created: "2026-01-01T10:00:00Z".into(),
+            engine: "claude".into(),
+            model: None,
+            prompt: "search_agents/haiku45".into(),
+            prompt_hash: "fnv1a64:0123456789abcdef".into(),
+            cwd: "/home/u".into(),
+            title: format!("session {i}"),
+            forked_from: None,
+            name: None,
+            imported: None,
+        };
+        header.title = format!("session number {i}");
+        let mut text = transcript::render_header(&header);
+        for turn in 1..=5u64 {
+            let at = Some("2026-01-01T10:00:00Z".to_string());
+            let question = format!(
+                "question {turn} of session {i} about word{}",
+                (i * 7 + turn as usize) % 97
+            );
+            let answer = format!("answer {turn}: {}", "some filler words here ".repeat(200));
+            text.push_str(&transcript::render_record(
+                &Record {
+                    kind: Kind::User,
+                    meta: Meta { at: at.clone(), ..Meta::default() },
+                    content: question,
+                },
+                turn,
+            ));
+            text.push_str(&transcript::render_record(
+                &Record {
+                    kind: Kind::Assistant,
+                    meta: Meta { at, engine: Some("claude".into()), ..Meta::default() },
+                    content: answer,
+                },
+                turn,
+            ));
+        }
+        std::fs::write(env.session_path(&id), text).unwrap();
+    }
+}
+
+#[test]
+fn a_kill_during_an_update_leaves_an_index_that_gives_the_right_results() {
+    let env = TestEnv::new();
+    many_sessions(&env, 300);
+    for wait in [30, 100, 300] {
+        std::fs::remove_dir_all(env.cca_home.join("recall")).ok();
+        let mut cmd = env.command();
+        cmd.args(["recall", "--json", "word13"]).stdout(Stdio::null()).stderr(Stdio::null());
+        let child = Guard(cmd.spawn().unwrap());
+        std::thread::sleep(Duration::from_millis(wait));
+        child.signal(rustix::process::Signal::KILL);
+        child.finish();
+        let after = recall(&env, "word13 session");
+        std::fs::remove_dir_all(env.cca_home.join("recall")).unwrap();
+        assert_eq!(after, recall(&env, "word13 session"), "killed after {wait} ms");
+    }
+}
+
+#[test]
+fn a_damaged_or_foreign_index_is_rebuilt_with_a_note() {
+    let env = TestEnv::new();
+    two_sessions(&env);
+    let right = recall(&env, "locking on windows");
+    let meta = env.cca_home.join("recall/index/meta.json");
+
+    let text = std::fs::read_to_string(&meta).unwrap();
+    std::fs::write(&meta, text.replace("\\\"version\\\":1", "\\\"version\\\":99")).unwrap();
+    let run = env.run(&["recall", "--json", "-n", "5", "locking on windows"]);
+    run.ok().stderr_has("cannot be used").stderr_has("rebuilding");
+    assert_eq!(serde_json::from_str::<Vec<Value>>(run.stdout.trim()).unwrap(), right);
+    assert_eq!(run.stderr.lines().count(), 1, "{run}");
+
+    std::fs::write(&meta, "{ this is not json").unwrap();
+    let run = env.run(&["recall", "--json", "-n", "5", "locking on windows"]);
+    run.ok().stderr_has("rebuilding");
+    assert_eq!(serde_json::from_str::<Vec<Value>>(run.stdout.trim()).unwrap(), right);
+
+    // Then quiet again.
+    let run = env.run(&["recall", "--json", "-n", "5", "locking on windows"]);
+    assert_eq!(run.ok().stderr, "");
+}
+
+#[test]
+fn two_writers_and_a_searcher_at_once() {
+    let env = TestEnv::new();
+    two_sessions(&env);
+    let writer = |session: &'static str, word: &'static str| {
+        let env = &env;
+        move || {
+            for i in 0..4 {
+                let script = format!("say the {word}{i} answer");
+                env.run_with(
+                    &["search", "-q", "-s", session, &format!("tell me about {word}{i}")],
+                    None,
+                    &[("FAKE_SCRIPT", &script)],
+                )
+                .ok();
+            }
+        }
+    };
+    std::thread::scope(|scope| {
+        scope.spawn(writer(STAMP, "alpaca"));
+        scope.spawn(writer(LATER_ID, "bison"));
+        scope.spawn(|| {
+            for _ in 0..6 {
+                recall(&env, "alpaca0 bison0 windows");
+            }
+        });
+    });
+    for (session, word) in [(STAMP, "alpaca"), (LATER_ID, "bison")] {
+        for i in 0..4 {
+            let found = recall(&env, &format!("{word}{i}"));
+            assert_eq!(found[0]["session"], session, "{word}{i}: {found:?}");
+        }
+    }
+}
