@@ -39,12 +39,25 @@ pub(crate) fn excerpt(exchange: &Exchange, words: &[String]) -> String {
     };
     let best = (0..lines.len()).max_by_key(|&i| (holds(lines[i]), std::cmp::Reverse(i)));
     let start = best.map_or(0, |i| i.saturating_sub(1));
-    let mut out = crate::transcript::one_line(&exchange.question, QUESTION_CHARS);
+    let question: Vec<&str> = exchange.question.split_whitespace().collect();
+    let mut out = cut(&question.join(" "), QUESTION_CHARS);
     for line in lines.iter().skip(start).take(ANSWER_LINES) {
         out.push('\n');
-        out.push_str(&crate::transcript::one_line(line, LINE_CHARS));
+        out.push_str(&cut(line.trim(), LINE_CHARS));
     }
     out
+}
+
+/// At most `max` characters, with `…` when cut. The text is kept as written, control
+/// characters and all: each front end cleans what it shows its way (`cca recall` on a
+/// terminal as `cca show` does; `cca mcp` takes whole escape sequences out).
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let mut cut: String = text.chars().take(max - 1).collect();
+    cut.push('…');
+    cut
 }
 
 #[cfg(test)]

@@ -48,6 +48,8 @@ const STOP_WORDS: &[&str] = &[
 const QUESTION_BOOST: f32 = 1.5;
 const ANSWER_BOOST: f32 = 1.0;
 const TITLE_BOOST: f32 = 2.0;
+/// The question before: a follow-up ("and on Windows?") leans on it for what it is about.
+const CONTEXT_BOOST: f32 = 0.5;
 /// A quoted phrase found as written counts this much beside its words.
 const PHRASE_BOOST: f32 = 2.0;
 
@@ -57,6 +59,8 @@ struct Fields {
     answer: Field,
     /// The session's title and name.
     title: Field,
+    /// The question of the exchange before.
+    context: Field,
     session: Field,
     number: Field,
     /// Seconds since the epoch; absent when the transcript gives no time.
@@ -76,7 +80,8 @@ fn schema() -> (Schema, Fields) {
     let fields = Fields {
         question: b.add_text_field("question", text.clone()),
         answer: b.add_text_field("answer", text.clone()),
-        title: b.add_text_field("title", text),
+        title: b.add_text_field("title", text.clone()),
+        context: b.add_text_field("context", text),
         session: b.add_text_field("session", STRING | STORED),
         number: b.add_u64_field("exchange", STORED),
         at: b.add_i64_field("at", INDEXED | FAST | STORED),
@@ -199,9 +204,14 @@ impl Index {
             Some(name) => format!("{} {name}", session.title),
             None => session.title.to_string(),
         };
+        let mut before: Option<&str> = None;
         for exchange in session.exchanges {
             let mut doc = TantivyDocument::default();
             doc.add_text(f.question, &exchange.question);
+            if let Some(before) = before.filter(|b| *b != exchange.question) {
+                doc.add_text(f.context, before);
+            }
+            before = Some(&exchange.question);
             doc.add_text(f.answer, &exchange.answer);
             doc.add_text(f.title, &about);
             doc.add_text(f.session, session.id);
@@ -211,7 +221,7 @@ impl Index {
             }
             doc.add_text(f.engine, session.engine);
             for folder in Path::new(session.folder).ancestors() {
-                doc.add_text(f.folder, &folder.to_string_lossy());
+                doc.add_text(f.folder, folder.to_string_lossy());
             }
             writer.add_document(doc)?;
         }
@@ -265,8 +275,12 @@ impl Index {
     /// found as written scores again.
     fn query(&self, question: &Question, filter: &Filter) -> Option<Box<dyn Query>> {
         let f = self.fields;
-        let fields =
-            [(f.question, QUESTION_BOOST), (f.answer, ANSWER_BOOST), (f.title, TITLE_BOOST)];
+        let fields = [
+            (f.question, QUESTION_BOOST),
+            (f.answer, ANSWER_BOOST),
+            (f.title, TITLE_BOOST),
+            (f.context, CONTEXT_BOOST),
+        ];
         let mut words: Vec<String> =
             self.terms(&question.words.join(" ")).into_iter().map(|(_, t)| t).collect();
         words.sort();

@@ -173,6 +173,22 @@ fn every_tool_through_the_sdk_and_no_transcript_changes() {
 }
 
 #[test]
+fn a_question_in_plain_words_gets_the_right_exchange_first() {
+    let env = TestEnv::new();
+    three_sessions(&env);
+    let out = sdk(
+        &env,
+        &[call("search", json!({"query": "Which kind of file locking is mandatory on Windows?"}))],
+    );
+    let (found, error) = text(&out["results"][0]);
+    assert!(!error, "{found}");
+    let first = found.split("\n#2 ").next().unwrap();
+    assert!(first.contains("\n#1 · score "), "{found}");
+    assert!(first.contains(&format!("Conversation {STAMP}")), "{found}");
+    assert!(first.contains("Exchange 2 (") && first.contains("LockFileEx"), "{found}");
+}
+
+#[test]
 fn bad_arguments_unknown_tools_and_ids_get_answers_a_model_can_act_on() {
     let env = TestEnv::new();
     three_sessions(&env);
@@ -235,7 +251,7 @@ fn results_carry_no_terminal_escapes() {
     let out = sdk(
         &env,
         &[
-            call("search", json!({"query": "mandatory"})),
+            call("search", json!({"query": "LockFileEx"})),
             call("read", json!({"id": STAMP})),
             call("search", json!({"query": "\u{1b}]52", "regex": true})),
         ],
