@@ -2,10 +2,10 @@
 //! the folder and the lock (`store`) is here, through tantivy's own directory, whose commits
 //! are atomic (a new `meta.json` renamed into place; segments are never changed once written).
 //!
-//! What the index holds of each session, its file's stamp when it was read, is kept in the
-//! commit's payload beside the format version, so the exchanges and the stamps that say how
-//! fresh they are change together or not at all: a crash during an update leaves the last
-//! commit, which is true of the files it names.
+//! What the index holds of each session, its file's stamp when it was read, is kept in a
+//! stamps file written just after each commit, whose digest the commit's payload holds beside
+//! the format version: a search compares the store's stamps with that digest alone, and a
+//! stamps file that is not the last commit's (a crash between the two writes) is not trusted.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
@@ -22,7 +22,7 @@ use tantivy::schema::{
 use tantivy::tokenizer::{
     Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
 };
-use tantivy::{IndexWriter, TantivyDocument, Term};
+use tantivy::{IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
 use super::exchanges::Exchange;
 use super::question::Question;
@@ -104,12 +104,34 @@ fn analyzer() -> TextAnalyzer {
         .build()
 }
 
-/// What a commit says of itself.
+/// What the index holds of each session: its file's stamp when it was read.
+pub(crate) type Stamps = BTreeMap<String, String>;
+
+/// What a commit says of itself: the format, and the digest of the stamps it holds
+/// ([`digest`]), so that a search that finds the store's stamps the same reads nothing else.
 #[derive(Debug, Default, Serialize, Deserialize)]
-pub(crate) struct Payload {
-    pub version: u32,
-    /// Each session indexed, with its file's stamp when it was read.
-    pub stamps: BTreeMap<String, String>,
+struct Head {
+    version: u32,
+    digest: u64,
+}
+
+/// The stamps file (`stamps.json` beside the index), written just after each commit: a file
+/// whose digest is not the last commit's (a crash between the two) is not trusted.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct StampsFile {
+    digest: u64,
+    stamps: Stamps,
+}
+
+/// A digest of sessions and stamps, whatever their order: a sum of each pair's FNV-1a.
+pub(crate) fn digest<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)>) -> u64 {
+    pairs.fold(0u64, |sum, (id, stamp)| {
+        let mut hash = 0xcbf2_9ce4_8422_2325u64;
+        for byte in id.bytes().chain([0]).chain(stamp.bytes()) {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+        sum.wrapping_add(hash)
+    })
 }
 
 /// A session as it is indexed: what is asked of its header, and its exchanges.
@@ -150,26 +172,41 @@ pub(crate) struct Index {
 
 impl Index {
     /// Opens the index in `dir`, checking that it is one this cca wrote; `Err` says why not.
-    pub(crate) fn open(dir: &Path) -> Result<(Index, Payload)> {
+    /// With it, the digest of the stamps its last commit holds.
+    pub(crate) fn open(dir: &Path) -> Result<(Index, u64)> {
         let mut index = tantivy::Index::open_in_dir(dir)?;
         let (schema, fields) = schema();
         if index.schema() != schema {
             return Err(anyhow!("it was built by another version of cca"));
         }
-        let payload = index.load_metas()?.payload.unwrap_or_default();
-        let payload: Payload = serde_json::from_str(&payload)
+        let head = index.load_metas()?.payload.unwrap_or_default();
+        let head: Head = serde_json::from_str(&head)
             .map_err(|_| anyhow!("it was built by another version of cca"))?;
-        if payload.version != VERSION {
+        if head.version != VERSION {
             return Err(anyhow!("it was built by another version of cca"));
         }
         index.set_default_multithread_executor()?;
         index.tokenizers().register(ANALYZER, analyzer());
-        Ok((Index { index, fields }, payload))
+        Ok((Index { index, fields }, head.digest))
+    }
+
+    /// The stamps the last commit holds (its digest is `digest`), from the stamps file beside
+    /// the index; `Err` when that file is not the last commit's.
+    pub(crate) fn stamps(dir: &Path, digest: u64) -> Result<Stamps> {
+        let path = stamps_path(dir);
+        let text =
+            std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+        let file: StampsFile = serde_json::from_slice(&text)
+            .map_err(|e| anyhow!("{} cannot be read: {e}", path.display()))?;
+        if file.digest != digest {
+            return Err(anyhow!("{} is not the index's last commit's", path.display()));
+        }
+        Ok(file.stamps)
     }
 
     /// Makes a new, empty index in `dir`, in place of whatever was there, committed so that it
     /// opens. Called under the update lock.
-    pub(crate) fn create(dir: &Path) -> Result<(Index, Payload)> {
+    pub(crate) fn create(dir: &Path) -> Result<(Index, Stamps)> {
         match std::fs::remove_dir_all(dir) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 return Err(e).with_context(|| format!("cannot remove {}", dir.display()));
@@ -182,10 +219,10 @@ impl Index {
             .with_context(|| format!("cannot create an index in {}", dir.display()))?;
         index.tokenizers().register(ANALYZER, analyzer());
         let index = Index { index, fields };
-        let payload = Payload { version: VERSION, stamps: BTreeMap::new() };
+        let stamps = Stamps::new();
         let mut writer = index.writer(1)?;
-        index.commit(&mut writer, &payload)?;
-        Ok((index, payload))
+        index.commit(&mut writer, dir, &stamps)?;
+        Ok((index, stamps))
     }
 
     pub(crate) fn writer(&self, threads: usize) -> Result<IndexWriter> {
@@ -228,12 +265,20 @@ impl Index {
         Ok(())
     }
 
-    /// Makes what the writer holds the index, with `payload`, in one atomic step.
-    pub(crate) fn commit(&self, writer: &mut IndexWriter, payload: &Payload) -> Result<()> {
+    /// Makes what the writer holds the index, with the digest of `stamps`, in one atomic step;
+    /// then writes the stamps file beside it (`dir` is the index's folder).
+    pub(crate) fn commit(
+        &self,
+        writer: &mut IndexWriter,
+        dir: &Path,
+        stamps: &Stamps,
+    ) -> Result<()> {
+        let digest = digest(stamps.iter().map(|(id, s)| (id.as_str(), s.as_str())));
         let mut commit = writer.prepare_commit()?;
-        commit.set_payload(&serde_json::to_string(payload)?);
+        commit.set_payload(&serde_json::to_string(&Head { version: VERSION, digest })?);
         commit.commit()?;
-        Ok(())
+        let file = StampsFile { digest, stamps: stamps.clone() };
+        crate::store::replace_file(&stamps_path(dir), &serde_json::to_vec(&file)?)
     }
 
     /// The `limit` best exchanges for `question` among those `filter` lets through.
@@ -244,7 +289,8 @@ impl Index {
         limit: usize,
     ) -> Result<Vec<Hit>> {
         let Some(query) = self.query(question, filter) else { return Ok(Vec::new()) };
-        let reader = self.index.reader()?;
+        // Read once, by this process: no watching for later commits.
+        let reader = self.index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
         let searcher = reader.searcher();
         let top = searcher.search(&query, &TopDocs::with_limit(limit).order_by_score())?;
         let mut hits = Vec::with_capacity(top.len());
@@ -340,6 +386,11 @@ impl Index {
         must.push((Occur::Must, any));
         Some(Box::new(BooleanQuery::new(must)))
     }
+}
+
+/// The stamps file: beside the index's folder, so that tantivy's clean-up never meets it.
+fn stamps_path(dir: &Path) -> PathBuf {
+    dir.with_extension("stamps.json")
 }
 
 /// An RFC 3339 time as seconds since the epoch.

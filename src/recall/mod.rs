@@ -28,7 +28,7 @@ mod index;
 mod question;
 
 pub(crate) use index::Filter;
-use index::{Index, Payload, Session};
+use index::{Index, Session, Stamps};
 
 /// The index's folder under the recall folder.
 const INDEX_DIR: &str = "index";
@@ -80,6 +80,10 @@ pub(crate) fn recall(
     progress: &dyn Progress,
 ) -> Result<Vec<Found>> {
     let question = question::parse(text);
+    // Nothing kept yet: nothing to find, and no reason to make a folder for it.
+    if !store.recall_dir().exists() && store.session_stamps()?.is_empty() {
+        return Ok(Vec::new());
+    }
     let index = fresh_index(store, progress)?;
     let hits = match index.search(&question, filter, limit.max(CANDIDATES)) {
         Ok(hits) => hits,
@@ -144,10 +148,12 @@ fn index_dir(store: &Store) -> PathBuf {
 
 /// The index, with every change to the store since it was last brought up to date.
 fn fresh_index(store: &Store, progress: &dyn Progress) -> Result<Index> {
+    let dir = index_dir(store);
     let stamps = store.session_stamps()?;
+    let now = index::digest(stamps.iter().map(|(id, s)| (id.as_str(), s.as_str())));
     // Most searches find nothing changed, and take no lock at all.
-    if let Ok((index, payload)) = Index::open(&index_dir(store))
-        && stale(&payload, &stamps).is_empty()
+    if let Ok((index, digest)) = Index::open(&dir)
+        && digest == now
     {
         return Ok(index);
     }
@@ -155,8 +161,9 @@ fn fresh_index(store: &Store, progress: &dyn Progress) -> Result<Index> {
     // One updater at a time; a second waits for the first (another search, never a turn),
     // then finds the index as the first left it.
     let _lock = store.lock(".recall", true, || {})?;
-    let dir = index_dir(store);
-    let (index, payload) = match Index::open(&dir) {
+    let opened =
+        Index::open(&dir).and_then(|(index, digest)| Ok((index, Index::stamps(&dir, digest)?)));
+    let (index, known) = match opened {
         Ok(opened) => opened,
         Err(_) if !dir.join("meta.json").exists() => Index::create(&dir)?,
         Err(e) => {
@@ -167,7 +174,7 @@ fn fresh_index(store: &Store, progress: &dyn Progress) -> Result<Index> {
             Index::create(&dir)?
         }
     };
-    update(store, index, payload, progress)
+    update(store, &dir, index, known, progress)
 }
 
 /// Starts the index again from nothing, under the lock.
@@ -178,47 +185,53 @@ fn rebuild(store: &Store, why: &str, progress: &dyn Progress) -> Result<Index> {
         dir.display()
     ));
     let _lock = store.lock(".recall", true, || {})?;
-    let (index, payload) = Index::create(&dir)?;
-    update(store, index, payload, progress)
+    let (index, known) = Index::create(&dir)?;
+    update(store, &dir, index, known, progress)
 }
 
 /// Sessions whose file is not what was indexed: new, changed, or gone.
-fn stale(payload: &Payload, stamps: &[(String, String)]) -> Vec<String> {
+fn stale(known: &Stamps, stamps: &[(String, String)]) -> Vec<String> {
     let mut stale: Vec<String> = stamps
         .iter()
-        .filter(|(id, stamp)| payload.stamps.get(id) != Some(stamp))
+        .filter(|(id, stamp)| known.get(id) != Some(stamp))
         .map(|(id, _)| id.clone())
         .collect();
     let present: std::collections::HashSet<&str> =
         stamps.iter().map(|(id, _)| id.as_str()).collect();
-    stale.extend(payload.stamps.keys().filter(|id| !present.contains(id.as_str())).cloned());
+    stale.extend(known.keys().filter(|id| !present.contains(id.as_str())).cloned());
     stale
 }
 
 /// Reads again each session that changed, and commits, under the lock.
 fn update(
     store: &Store,
+    dir: &std::path::Path,
     index: Index,
-    mut payload: Payload,
+    mut known: Stamps,
     progress: &dyn Progress,
 ) -> Result<Index> {
     let stamps = store.session_stamps()?;
-    let stale = stale(&payload, &stamps);
+    let stale = stale(&known, &stamps);
     if stale.is_empty() {
         return Ok(index);
     }
     let stamp_of: BTreeMap<&str, &str> =
         stamps.iter().map(|(id, s)| (id.as_str(), s.as_str())).collect();
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
+    // A few sessions changed (the usual case: a turn or two since the last search) need one
+    // thread's buffers; a build, one per core.
+    let threads = match stale.len() {
+        0..PROGRESS_FROM => 1,
+        _ => std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4),
+    };
     let mut writer = index.writer(threads)?;
     let shown = stale.len() >= PROGRESS_FROM;
     for (done, chunk) in stale.chunks(COMMIT_EVERY).enumerate() {
-        read_sessions(store, &index, &writer, chunk, &stamp_of, &mut payload, |n| {
+        read_sessions(store, &index, &writer, chunk, &stamp_of, &mut known, |n| {
             if shown {
                 progress.reading(done * COMMIT_EVERY + n, stale.len());
             }
         })?;
-        index.commit(&mut writer, &payload)?;
+        index.commit(&mut writer, dir, &known)?;
     }
     writer.wait_merging_threads()?;
     if shown {
@@ -236,7 +249,7 @@ fn read_sessions(
     writer: &tantivy::IndexWriter,
     ids: &[String],
     stamp_of: &BTreeMap<&str, &str>,
-    payload: &mut Payload,
+    known: &mut Stamps,
     on_read: impl Fn(usize) + Sync,
 ) -> Result<()> {
     let next = std::sync::atomic::AtomicUsize::new(0);
@@ -244,7 +257,7 @@ fn read_sessions(
     let failed: std::sync::Mutex<Option<anyhow::Error>> = Default::default();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
     std::thread::scope(|scope| {
-        for _ in 0..threads {
+        for _ in 0..threads.min(ids.len()) {
             scope.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -271,8 +284,8 @@ fn read_sessions(
     }
     for (id, stamp) in read.into_inner().unwrap_or_else(|e| e.into_inner()) {
         match stamp {
-            Some(stamp) => payload.stamps.insert(id, stamp),
-            None => payload.stamps.remove(&id),
+            Some(stamp) => known.insert(id, stamp),
+            None => known.remove(&id),
         };
     }
     Ok(())

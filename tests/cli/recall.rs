@@ -53,6 +53,8 @@ fn first(found: &[Value]) -> (String, u64) {
 #[test]
 fn plain_words_find_the_right_exchange_and_the_index_is_a_cache() {
     let env = TestEnv::new();
+    assert!(recall(&env, "anything at all").is_empty());
+    assert!(!env.cca_home.join("recall").exists(), "no index is made for nothing");
     two_sessions(&env);
     let found = recall(&env, "what did we say about locks on windows?");
     assert_eq!(first(&found), (STAMP.to_string(), 2), "{found:?}");
@@ -185,16 +187,18 @@ fn many_sessions(env: &TestEnv, n: usize) {
 }
 
 #[test]
-fn a_kill_during_an_update_leaves_an_index_that_gives_the_right_results() {
+fn a_kill_or_ctrl_c_during_an_update_leaves_an_index_that_gives_the_right_results() {
     let env = TestEnv::new();
     many_sessions(&env, 300);
-    for wait in [30, 100, 300] {
+    // SIGINT as Ctrl-C sends it during a first build; SIGKILL as a crash.
+    use rustix::process::Signal;
+    for (wait, signal) in [(30, Signal::KILL), (100, Signal::INT), (300, Signal::KILL)] {
         std::fs::remove_dir_all(env.cca_home.join("recall")).ok();
         let mut cmd = env.command();
         cmd.args(["recall", "--json", "word13"]).stdout(Stdio::null()).stderr(Stdio::null());
         let child = Guard(cmd.spawn().unwrap());
         std::thread::sleep(Duration::from_millis(wait));
-        child.signal(rustix::process::Signal::KILL);
+        child.signal(signal);
         child.finish();
         let after = recall(&env, "word13 session");
         std::fs::remove_dir_all(env.cca_home.join("recall")).unwrap();
@@ -230,6 +234,14 @@ fn a_damaged_or_foreign_index_is_rebuilt_with_a_note() {
     // Then quiet again.
     let run = env.run(&["recall", "--json", "-n", "5", "locking on windows"]);
     assert_eq!(run.ok().stderr, "");
+
+    // Stamps that are not the last commit's (a crash between the two writes): rebuilt.
+    std::fs::remove_file(env.cca_home.join("recall/index.stamps.json")).unwrap();
+    env.run_with(&["search", "-q", "-r", "and BSD?"], None, &[("FAKE_SCRIPT", "say flock.")]).ok();
+    let run = env.run(&["recall", "--json", "flock"]);
+    run.ok().stderr_has("rebuilding");
+    let found: Vec<Value> = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert_eq!(first(&found), (LATER_ID.to_string(), 2), "{run}");
 }
 
 #[test]
