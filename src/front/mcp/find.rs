@@ -1,6 +1,7 @@
-//! Searching every conversation for `cca mcp`'s `search`: `grep::Searcher` (what `cca grep`
-//! runs) over the sessions newest first, on a few threads, each transcript's hits gathered by
-//! exchange, stopping once enough is found; and each exchange found as an excerpt.
+//! Searching every conversation for `cca mcp`'s `search` with `"regex": true`: `grep::Searcher`
+//! (what `cca grep` runs) over the sessions newest first, on a few threads, each transcript's
+//! hits gathered by exchange, stopping once enough is found; and each exchange found (by a
+//! pattern, or ranked by `crate::recall`) shown as an excerpt.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
