@@ -163,7 +163,7 @@ fn write_readable(
             return;
         }
         let item = match event {
-            Event::Record(r) => Item::Record(r),
+            Event::Record(r) => Item::Record(Box::new(r)),
             Event::Note { text, .. } => Item::Note(text),
             Event::Header(..) | Event::Problem(_) => return,
         };
@@ -374,7 +374,7 @@ fn record_title(kind: Kind, meta: &Meta, done: &mut u64, answered: bool) -> Stri
 
 /// What `cca show` draws in the file's order: a record, or a note between records.
 enum Item {
-    Record(transcript::RecordSpan),
+    Record(Box<transcript::RecordSpan>),
     Note(Range<u64>),
 }
 
