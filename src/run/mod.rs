@@ -829,10 +829,12 @@ pub(crate) fn describe_status(status: &ExitStatus) -> String {
 pub(crate) fn first_line_of(
     program: &std::path::Path,
     args: &[&str],
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
     timeout: Duration,
 ) -> Option<String> {
     let mut child = Command::new(program)
         .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -24,6 +24,7 @@ use anyhow::{Context, Result};
 
 use crate::error::Failure;
 
+mod engine_home;
 mod files;
 mod ids;
 mod latest;
@@ -42,7 +43,7 @@ pub(crate) use ids::{sort_key, validate_id, validate_name};
 pub(crate) use latest::Repointed;
 pub(crate) use listing::{Listed, newest_first};
 pub(crate) use read::not_transcript;
-pub(crate) use trash::{remove_engine_session_files, take_engine_session_file};
+pub(crate) use trash::take_engine_session_file;
 pub(crate) use write::Appender;
 
 pub(crate) const DIR_MODE: u32 = 0o700;

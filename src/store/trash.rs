@@ -174,16 +174,3 @@ pub(crate) fn take_engine_session_file(root: &Path, name: &str) -> Option<String
     }
     None
 }
-
-pub(crate) fn remove_engine_session_files(root: &Path, is_engine_session: impl Fn(&Path) -> bool) {
-    let Ok(projects) = fs::read_dir(root) else { return };
-    for project in projects.flatten() {
-        let Ok(chats) = fs::read_dir(project.path().join("chats")) else { continue };
-        for file in chats.flatten() {
-            let path = file.path();
-            if is_engine_session(&path) {
-                let _ = fs::remove_file(&path);
-            }
-        }
-    }
-}
