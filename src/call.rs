@@ -551,7 +551,15 @@ fn materialize(
             Arg::Home(home) => {
                 // The only engine with a home of its own is gemini, in place of its user's.
                 let user_home = settings.gemini_home.as_deref();
-                Ok(store.make_engine_home(&dir()?.join("home"), home, user_home)?.into_os_string())
+                let over = |user: Option<&str>| home.settings.as_ref().map(|s| s.over(user));
+                let text = |user: Option<&str>| over(user).unwrap_or_default();
+                let made = crate::store::EngineHome {
+                    config_dir: home.config_dir,
+                    own: home.own,
+                    home_files: home.home_files,
+                    settings: home.settings.as_ref().map(|s| (s.file, &text as _)),
+                };
+                Ok(store.make_engine_home(&dir()?.join("home"), &made, user_home)?.into_os_string())
             }
         }
     };
