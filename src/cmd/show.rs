@@ -363,9 +363,11 @@ fn record_title(kind: Kind, meta: &Meta, done: &mut u64, answered: bool) -> Stri
             transcript::one_line(meta.reason.as_deref().unwrap_or("stopped"), 120)
         ),
         Kind::Clear => "context cleared here: nothing above is sent again".to_string(),
+        // Written where it was made, after the turns it kept verbatim: the title says so.
         Kind::Compaction => format!(
-            "summary of {}, sent in their place ({} → {})",
+            "summary of {}, made after turn {}, sent in their place ({} → {})",
             crate::human::turns(meta.first.unwrap_or(1), meta.through.unwrap_or(0)),
+            *done,
             human_bytes(meta.bytes_before.unwrap_or(0)),
             human_bytes(meta.bytes_after.unwrap_or(0))
         ),
