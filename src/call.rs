@@ -142,7 +142,7 @@ pub(crate) fn call(
                 (Fresh::Taken(run::kept::Kept::adopt(engine, grace, transport, decoder)), None)
             }
             None => {
-                let (args, env, files) = materialize(s.store, s.settings, &invocation)?;
+                let (args, env, files) = materialize(s.store, s.settings, s.id, &invocation)?;
                 let program = invocation.program.clone();
                 let grace = s.settings.grace;
                 let start = run::kept::Start { program, args, env, grace, transport, decoder };
@@ -160,7 +160,7 @@ pub(crate) fn call(
         let cold = Cold { invocation, fresh, files, idle };
         return kept(c, slot, cold, transcript, notes.as_deref(), cancel, progress);
     }
-    let (args, env, scratch) = materialize(s.store, s.settings, &invocation)?;
+    let (args, env, scratch) = materialize(s.store, s.settings, s.id, &invocation)?;
     let spawn = Spawn {
         program: invocation.program.clone(),
         args,
@@ -184,8 +184,9 @@ pub(crate) fn call(
 fn tidy(c: &Call, notes: Option<&str>, outcome: &run::EngineRun) {
     let s = c.session;
     if let Some(id) = &outcome.engine_session {
+        let gemini_home = s.store.engine_home_dir("gemini", s.id);
         let left = crate::engine::Leftovers {
-            gemini_home: s.settings.gemini_home.as_deref(),
+            gemini_home: Some(&gemini_home),
             claude_home: s.settings.claude_home.as_deref(),
             engine_session: id,
             notes,
@@ -263,7 +264,7 @@ pub(crate) fn leave_standby(s: &Session, system: &str, live: &std::sync::Arc<Liv
     let program = locate(s.settings, s.engine)?;
     let invocation = kept_start(s, program, system, live, &stored, notes.as_deref())?;
     let key = invocation_key(s, &invocation, system);
-    let (args, env, files) = materialize(s.store, s.settings, &invocation)?;
+    let (args, env, files) = materialize(s.store, s.settings, s.id, &invocation)?;
     // The standby removes them when it ends.
     let files = files.map(crate::store::EngineFiles::keep);
     let order = run::standby::Order {
@@ -309,7 +310,7 @@ pub(crate) fn time_start(
         let s = Session { settings, store, id: "", engine, model };
         let program = locate(settings, engine)?;
         let invocation = kept_start(&s, program, "", &Default::default(), &nothing, None)?;
-        let (args, env, _files) = materialize(store, settings, &invocation)?;
+        let (args, env, _files) = materialize(store, settings, "", &invocation)?;
         let limit = std::time::Duration::from_secs(20);
         run::standby::time_start(&invocation.program, &args, &env, opening(transport), limit)
     };
@@ -520,7 +521,7 @@ pub(crate) fn home_env(
     let program = program.to_path_buf();
     let (stdin, images, follow_up) = (Vec::new(), Vec::new(), Vec::new());
     let inv = Invocation { program, args: Vec::new(), env, stdin, images, follow_up };
-    let (_, env, files) = materialize(store, settings, &inv)?;
+    let (_, env, files) = materialize(store, settings, "", &inv)?;
     Ok((env, files))
 }
 
@@ -530,6 +531,7 @@ pub(crate) fn home_env(
 fn materialize(
     store: &Store,
     settings: &crate::config::Settings,
+    session: &str,
     inv: &Invocation,
 ) -> Result<(Vec<OsString>, EnvVars, Option<crate::store::EngineFiles>)> {
     let mut dir: Option<crate::store::EngineFiles> = None;
@@ -559,7 +561,13 @@ fn materialize(
                     home_files: home.home_files,
                     settings: home.settings.as_ref().map(|s| (s.file, &text as _)),
                 };
-                Ok(store.make_engine_home(&dir()?.join("home"), &made, user_home)?.into_os_string())
+                // The session's, so that its path stays the same from turn to turn (see
+                // `store::engine_home`); a run's own where there is no session.
+                let at = match session {
+                    "" => dir()?.join("home"),
+                    id => store.engine_home_dir("gemini", id),
+                };
+                Ok(store.make_engine_home(&at, &made, user_home)?.into_os_string())
             }
         }
     };

@@ -60,8 +60,7 @@ pub(crate) const SPEC: Spec = Spec {
     takes_images: true,
     invocation,
     decoder: || Box::new(Decoder::default()),
-    // What it writes of itself goes with its home for the run (`home`).
-    tidy: |_| None,
+    tidy,
     reads_at_start,
     stderr_noise: Some(noise),
 };
@@ -73,14 +72,38 @@ fn noise(line: &[u8]) -> bool {
     line.starts_with(b"[STARTUP] ") || line.starts_with(b"Ripgrep is not available.")
 }
 
+/// gemini records its own copy of every run (it has no switch), in the home cca gives it for the
+/// session; cca is the memory, so the one file each turn leaves is removed, found by the id
+/// gemini reported.
+fn tidy(left: &super::Leftovers) -> Option<String> {
+    if let Some(home) = left.gemini_home {
+        let root = home.join(".gemini").join("tmp");
+        crate::store::remove_engine_session_files(&root, |path| {
+            session_file_matches(path, left.engine_session)
+        });
+    }
+    None
+}
+
+/// Where gemini writes its copy of a run: `<home>/.gemini/tmp/<project>/chats/`, named
+/// `session-<time>-<first 8 of the id>.jsonl`.
+fn session_file_matches(path: &Path, session_id: &str) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let short: String = session_id.chars().take(8).collect();
+    short.len() == 8
+        && name.starts_with("session-")
+        && name.ends_with(&format!("-{short}.jsonl"))
+        && path.parent().and_then(|p| p.file_name()).is_some_and(|d| d == "chats")
+}
+
 /// Whether a program is gemini, by its name (an ACP agent in the config may be).
 pub(crate) fn is_gemini(program: &Path) -> bool {
     program.file_name().is_some_and(|name| name == "gemini")
 }
 
-/// gemini's home for a run: its folder `.gemini` with the user's files in it but those it
-/// writes of itself as it runs (its copies of runs and their projects' folders under `tmp`, its
-/// shell history, its project list), which go with the run's home.
+/// gemini's home: its folder `.gemini` with the user's files in it but those it writes of
+/// itself as it runs (its copies of runs and their projects' folders under `tmp`, its shell
+/// history, its project list), which stay in cca's folder.
 pub(crate) fn home(settings: Option<super::home::Settings>) -> super::home::Home {
     super::home::Home {
         config_dir: ".gemini",

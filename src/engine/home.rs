@@ -1,7 +1,8 @@
-//! A home of the engine's own for a run ([`Arg::Home`](super::Arg::Home)): a folder made beside
-//! the run's other files and removed with them, holding the engine's configuration folder with
-//! links to the user's own files in it, the files the engine writes of itself left out (so they
-//! go with the folder), and its settings with cca's put over the user's.
+//! A home of the engine's own ([`Arg::Home`](super::Arg::Home)): a folder of cca's (one per
+//! session, made afresh at each start: `store::engine_home` says where and how), holding the
+//! engine's configuration folder with links to the user's own files in it, the files the engine
+//! writes of itself left out (so they stay in cca's folder), and its settings with cca's put
+//! over the user's.
 //!
 //! Why: gemini has no switch to keep its own copy of a run, its project list or its temporary
 //! files, and takes a settings file of cca's only from a place that root owns (0.61.0: any

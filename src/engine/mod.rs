@@ -98,7 +98,7 @@ impl StartPlace<'_> {
 
 /// What [`Spec::tidy`] needs to find and read what a run left.
 pub struct Leftovers<'a> {
-    /// Where gemini keeps its files: `GEMINI_CLI_HOME`, else the user's home.
+    /// Where gemini kept its files for the run: the home cca gave it for the session.
     pub gemini_home: Option<&'a std::path::Path>,
     /// claude's folder (`CLAUDE_CONFIG_DIR`, else `~/.claude`): it keeps its sessions under
     /// `projects`.
@@ -292,8 +292,8 @@ pub enum Arg {
         name: &'static str,
         contents: String,
     },
-    /// A home folder of the engine's own, made with the run's files and removed with them (see
-    /// [`home`]); the argument is its path.
+    /// A home folder of the engine's own, in cca's folder (see [`home`]); the argument is its
+    /// path.
     Home(home::Home),
 }
 

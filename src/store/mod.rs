@@ -36,7 +36,7 @@ pub(crate) mod socket;
 mod trash;
 mod write;
 
-pub(crate) use engine_home::EngineHome;
+pub(crate) use engine_home::{EngineHome, remove_engine_session_files};
 pub(crate) use files::set_mode;
 use files::{make_private_dir, read_optional, sync_dir};
 pub(crate) use files::{read_text, replace_file};

@@ -77,6 +77,7 @@ impl Store {
         }
         let _ = fs::remove_file(self.locks_dir().join(format!("{id}.lock")));
         let _ = fs::remove_file(self.live_index_path(id));
+        self.remove_engine_homes(id);
         let notes = format!("{id}.");
         for entry in fs::read_dir(self.live_dir()).into_iter().flatten().flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
@@ -160,8 +161,6 @@ impl Store {
     }
 }
 
-/// Removes the files under `root/*/chats/` that `is_engine_session` recognises: the session
-/// file an engine wrote for one of cca's turns. Best effort: what cannot be removed stays.
 /// Reads and removes the file `name` in a folder of `root` (claude's
 /// `~/.claude/projects/<folder>/<session id>.jsonl`), if one holds it.
 pub(crate) fn take_engine_session_file(root: &Path, name: &str) -> Option<String> {

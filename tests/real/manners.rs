@@ -35,16 +35,23 @@ fn claude_starts_no_mcp_server_of_the_user_s_own() {
 }
 
 /// A gemini answer costs no lines of gemini's own on stderr: its true-colour warning, its
-/// start-up timing and its warning about cca's own settings file say nothing to the user.
+/// start-up timing and a warning about cca's own settings say nothing to the user, wherever
+/// `CCA_HOME` is (below /tmp too).
 #[test]
 fn gemini_says_nothing_of_its_own_on_stderr() {
-    let r = Real::new();
-    for args in [&["search", "-e", "gemini", "one"][..], &["search", "-r", "--fail-fast", "two"]] {
-        let run = r.run(args);
-        run.ok();
-        let noise: Vec<&str> =
-            run.stderr.lines().filter(|l| !l.trim().is_empty() && !l.starts_with("cca:")).collect();
-        assert_eq!(noise, Vec::<&str>::new(), "{args:?}\n{run}");
+    for r in [Real::new(), Real::in_dir(&std::env::temp_dir())] {
+        for args in
+            [&["search", "-e", "gemini", "one"][..], &["search", "-r", "--fail-fast", "two"]]
+        {
+            let run = r.run(args);
+            run.ok();
+            let noise: Vec<&str> = run
+                .stderr
+                .lines()
+                .filter(|l| !l.trim().is_empty() && !l.starts_with("cca:"))
+                .collect();
+            assert_eq!(noise, Vec::<&str>::new(), "{args:?}\n{run}");
+        }
     }
 }
 
