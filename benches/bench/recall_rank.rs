@@ -1,0 +1,314 @@
+//! The rankings the recall-quality section computes inside the bench: plain BM25 (the baseline
+//! the issue names) and variants with one more feature each, to tell the ranking's implementer
+//! which features earn their keep on the evaluation. Pure: exchanges and questions in, ranked
+//! exchange indexes out; it never runs cca.
+
+use std::collections::HashMap;
+
+/// One exchange as the rankings see it.
+pub(crate) struct Doc {
+    /// The session's index among all, and its id.
+    pub(crate) session: usize,
+    pub(crate) session_id: String,
+    pub(crate) exchange: u64,
+    pub(crate) question: String,
+    pub(crate) answer: String,
+    /// The session's title and name, the same for each of its exchanges.
+    pub(crate) title: String,
+    /// Days before the evaluation's "now" the exchange was asked.
+    pub(crate) age_days: f64,
+}
+
+/// Which features a ranking uses. `Features::default()` is plain BM25.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Features {
+    pub(crate) stop_words: bool,
+    pub(crate) stemming: bool,
+    /// Weights of the question, answer and title fields (BM25F-style: each field scored on its
+    /// own, then summed). `None`: one field, question and answer together.
+    pub(crate) fields: Option<[f64; 3]>,
+    /// How much a recent exchange is preferred: the score is multiplied by
+    /// `1 + recency * 0.5^(age / 30 days)`.
+    pub(crate) recency: f64,
+    /// Added, per pair of query words next to each other in the question, when the exchange has
+    /// them within three words of each other; scaled by the pair's IDF.
+    pub(crate) proximity: f64,
+    /// Query words are joined by their synonyms from a small general list, at half weight.
+    pub(crate) synonyms: bool,
+    /// A share of the best score of the exchange's session is added to it: a question names its
+    /// project while the exchange that answers it may not.
+    pub(crate) session_context: f64,
+}
+
+const K1: f64 = 1.2;
+const B: f64 = 0.75;
+
+/// Function words of English questions and answers; a query's content is what is left.
+const STOP_WORDS: &[&str] = &[
+    "a", "about", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at",
+    "be", "because", "been", "before", "being", "but", "by", "can", "could", "did", "do", "does",
+    "doing", "done", "for", "from", "get", "got", "had", "has", "have", "he", "her", "here", "him",
+    "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "my", "no", "not",
+    "now", "of", "on", "one", "or", "our", "out", "over", "she", "should", "so", "some", "than",
+    "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "too",
+    "up", "us", "use", "used", "very", "was", "we", "were", "what", "when", "where", "which",
+    "while", "who", "why", "will", "with", "would", "you", "your", "s", "t", "ll", "ve", "re", "d",
+    "m", "don", "didn", "doesn", "isn", "wasn", "aren", "end", "ended", "way", "thing", "things",
+    "again", "ever", "last", "time", "said", "say", "tell", "remind", "recall", "remember", "back",
+    "actually", "still", "ok", "okay",
+];
+
+/// Synonyms a developer's words commonly have; general, written before looking at which
+/// questions miss, and used only in the variant that says so.
+const SYNONYMS: &[&[&str]] = &[
+    &["db", "database", "datastore"],
+    &["pick", "picked", "chose", "choose", "choice", "decided", "decision", "went"],
+    &["fix", "fixed", "fixes", "solve", "solved", "resolve", "resolved", "workaround"],
+    &["error", "errors", "failure", "failing", "fails", "failed", "broke", "broken", "crash"],
+    &["slow", "slower", "latency", "performance", "speed", "fast", "faster"],
+    &["test", "tests", "spec", "ci"],
+    &["flaky", "intermittent", "intermittently", "sometimes", "random", "randomly"],
+    &["config", "configuration", "settings", "setting"],
+    &["deploy", "deployment", "rollout", "release", "ship"],
+    &["login", "signin", "auth", "authentication"],
+    &["bug", "issue", "problem"],
+    &["remove", "delete", "drop"],
+    &["k8s", "kubernetes"],
+    &["memory", "oom", "ram"],
+    &["cost", "costs", "price", "pricing", "bill", "spend"],
+    &["email", "emails", "mail"],
+    &["library", "crate", "package", "dependency"],
+];
+
+/// Lowercase runs of letters and digits: the baseline's tokens.
+pub(crate) fn tokens(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|t| !t.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// A small suffix stripper (no stemmer crate is in Cargo.lock): plurals, -ing, -ed, -ly and a
+/// few derivational endings, enough to join "retries"/"retry" and "deciding"/"decided"/"decide".
+pub(crate) fn stem(word: &str) -> String {
+    if word.len() <= 3 || word.chars().any(|c| c.is_ascii_digit()) {
+        return word.to_string();
+    }
+    let mut w = word.to_string();
+    for (suffix, replace) in [
+        ("ational", "ate"),
+        ("ization", "ize"),
+        ("fulness", "ful"),
+        ("iveness", "ive"),
+        ("ations", "ate"),
+        ("ation", "ate"),
+        ("ments", ""),
+        ("ment", ""),
+        ("ness", ""),
+        ("ities", ""),
+        ("ity", ""),
+        ("ingly", ""),
+        ("edly", ""),
+        ("ies", "y"),
+        ("ied", "y"),
+        ("sses", "ss"),
+        ("ing", ""),
+        ("ed", ""),
+        ("ly", ""),
+        ("es", "e"),
+        ("s", ""),
+    ] {
+        if let Some(stem) = w.strip_suffix(suffix)
+            && stem.len() >= 3
+            && !(suffix == "s" && (stem.ends_with('s') || stem.ends_with('u')))
+        {
+            w = format!("{stem}{replace}");
+            break;
+        }
+    }
+    // "stopp" -> "stop", "retri" stays: doubled consonants left by -ing/-ed.
+    let bytes = w.as_bytes();
+    if w.len() > 3 {
+        let (a, b) = (bytes[w.len() - 1], bytes[w.len() - 2]);
+        if a == b && !b"lsz".contains(&a) && !b"aeiou".contains(&a) {
+            w.pop();
+        }
+    }
+    // "decide"/"decid", "cache"/"cach": a final e is dropped so both forms meet.
+    if w.len() > 4 && w.ends_with('e') {
+        w.pop();
+    }
+    w
+}
+
+/// What a text becomes for a ranking with these features.
+pub(crate) fn terms(text: &str, features: &Features) -> Vec<String> {
+    tokens(text)
+        .into_iter()
+        .filter(|t| !features.stop_words || !STOP_WORDS.contains(&t.as_str()))
+        .map(|t| if features.stemming { stem(&t) } else { t })
+        .collect()
+}
+
+/// One field of every exchange, indexed: term frequencies, lengths, document frequencies.
+struct Field {
+    postings: HashMap<String, Vec<(usize, u32)>>,
+    lengths: Vec<f64>,
+    average: f64,
+    positions: Vec<HashMap<String, Vec<u32>>>,
+}
+
+impl Field {
+    fn new(texts: impl Iterator<Item = Vec<String>>, keep_positions: bool) -> Field {
+        let mut postings: HashMap<String, Vec<(usize, u32)>> = HashMap::new();
+        let mut lengths = Vec::new();
+        let mut positions = Vec::new();
+        for (doc, words) in texts.enumerate() {
+            let mut counts: HashMap<&str, u32> = HashMap::new();
+            let mut at: HashMap<String, Vec<u32>> = HashMap::new();
+            for (i, w) in words.iter().enumerate() {
+                *counts.entry(w).or_default() += 1;
+                if keep_positions {
+                    at.entry(w.clone()).or_default().push(i as u32);
+                }
+            }
+            for (w, n) in counts {
+                postings.entry(w.to_string()).or_default().push((doc, n));
+            }
+            lengths.push(words.len() as f64);
+            positions.push(at);
+        }
+        let average = lengths.iter().sum::<f64>() / lengths.len().max(1) as f64;
+        Field { postings, lengths, average: average.max(1.0), positions }
+    }
+
+    fn idf(&self, term: &str) -> f64 {
+        let n = self.lengths.len() as f64;
+        let df = self.postings.get(term).map_or(0, Vec::len) as f64;
+        (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+    }
+
+    /// Adds `weight` times each term's BM25 contribution to `scores`.
+    fn score(&self, query: &[(String, f64)], weight: f64, scores: &mut [f64]) {
+        for (term, term_weight) in query {
+            let Some(list) = self.postings.get(term) else { continue };
+            let idf = self.idf(term);
+            for &(doc, tf) in list {
+                let tf = tf as f64;
+                let norm = K1 * (1.0 - B + B * self.lengths[doc] / self.average);
+                scores[doc] += weight * term_weight * idf * tf * (K1 + 1.0) / (tf + norm);
+            }
+        }
+    }
+}
+
+/// The exchanges, indexed for one set of features.
+pub(crate) struct Ranker<'a> {
+    docs: &'a [Doc],
+    features: Features,
+    whole: Field,
+    question: Field,
+    answer: Field,
+    title: Field,
+}
+
+impl<'a> Ranker<'a> {
+    pub(crate) fn new(docs: &'a [Doc], features: Features) -> Ranker<'a> {
+        let f = &features;
+        let whole = Field::new(
+            docs.iter().map(|d| terms(&format!("{}\n{}", d.question, d.answer), f)),
+            f.proximity > 0.0,
+        );
+        let (question, answer, title) = if f.fields.is_some() {
+            (
+                Field::new(docs.iter().map(|d| terms(&d.question, f)), false),
+                Field::new(docs.iter().map(|d| terms(&d.answer, f)), false),
+                Field::new(docs.iter().map(|d| terms(&d.title, f)), false),
+            )
+        } else {
+            let empty = || Field::new(std::iter::empty(), false);
+            (empty(), empty(), empty())
+        };
+        Ranker { docs, features, whole, question, answer, title }
+    }
+
+    /// The query's terms with their weights: each once, synonyms at half weight.
+    fn query(&self, text: &str) -> Vec<(String, f64)> {
+        let mut query: Vec<(String, f64)> = Vec::new();
+        let mut add = |term: String, weight: f64| match query.iter_mut().find(|(t, _)| *t == term) {
+            Some(found) => found.1 = found.1.max(weight),
+            None => query.push((term, weight)),
+        };
+        for word in terms(text, &self.features) {
+            add(word.clone(), 1.0);
+        }
+        if self.features.synonyms {
+            let plain = Features { stemming: false, ..self.features };
+            for word in terms(text, &plain) {
+                for group in SYNONYMS.iter().filter(|g| g.contains(&word.as_str())) {
+                    for synonym in group.iter().filter(|s| **s != word) {
+                        for term in terms(synonym, &self.features) {
+                            add(term, 0.5);
+                        }
+                    }
+                }
+            }
+        }
+        query
+    }
+
+    /// Exchange indexes, best first; only exchanges that share a term with the question.
+    pub(crate) fn rank(&self, text: &str) -> Vec<usize> {
+        let query = self.query(text);
+        let mut scores = vec![0.0; self.docs.len()];
+        match self.features.fields {
+            None => self.whole.score(&query, 1.0, &mut scores),
+            Some([q, a, t]) => {
+                self.question.score(&query, q, &mut scores);
+                self.answer.score(&query, a, &mut scores);
+                self.title.score(&query, t, &mut scores);
+            }
+        }
+        if self.features.proximity > 0.0 {
+            self.add_proximity(text, &mut scores);
+        }
+        if self.features.session_context > 0.0 {
+            let mut best: HashMap<usize, f64> = HashMap::new();
+            for (doc, score) in scores.iter().enumerate() {
+                let entry = best.entry(self.docs[doc].session).or_default();
+                *entry = entry.max(*score);
+            }
+            for (doc, score) in scores.iter_mut().enumerate() {
+                *score += self.features.session_context * best[&self.docs[doc].session];
+            }
+        }
+        if self.features.recency > 0.0 {
+            for (doc, score) in scores.iter_mut().enumerate() {
+                *score *= 1.0 + self.features.recency * 0.5f64.powf(self.docs[doc].age_days / 30.0);
+            }
+        }
+        let mut found: Vec<usize> = (0..self.docs.len()).filter(|&d| scores[d] > 0.0).collect();
+        found.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+        found
+    }
+
+    fn add_proximity(&self, text: &str, scores: &mut [f64]) {
+        let words = terms(text, &self.features);
+        for pair in words.windows(2) {
+            let (first, second) = (&pair[0], &pair[1]);
+            if first == second {
+                continue;
+            }
+            let Some(list) = self.whole.postings.get(first) else { continue };
+            let idf = self.whole.idf(first).min(self.whole.idf(second));
+            for &(doc, _) in list {
+                let at = &self.whole.positions[doc];
+                let (Some(xs), Some(ys)) = (at.get(first), at.get(second)) else { continue };
+                let near = xs.iter().any(|&x| ys.iter().any(|&y| x.abs_diff(y) <= 3));
+                if near {
+                    scores[doc] += self.features.proximity * idf;
+                }
+            }
+        }
+    }
+}
