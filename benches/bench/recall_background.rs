@@ -119,6 +119,109 @@ const COMPONENTS: &[&str] = &[
     "deploy script",
     "api gateway",
 ];
+/// Projects only the background talks about, for decisions that are near misses of the written
+/// ones (the same people choosing, for something else).
+const OTHER_PROJECTS: &[&str] = &[
+    "partner api",
+    "status page",
+    "reporting tool",
+    "feature flags service",
+    "audit log",
+    "pricing page",
+    "export service",
+    "webhooks gateway",
+    "internal wiki",
+    "sandbox environment",
+];
+/// What gets chosen; the written sessions' own choices are left out, so no background exchange
+/// answers a question by accident.
+const CHOICES: &[&str] = &[
+    "MySQL",
+    "SQLite",
+    "DynamoDB",
+    "MongoDB",
+    "Redis",
+    "Kafka",
+    "RabbitMQ",
+    "NATS",
+    "BigQuery",
+    "Snowflake",
+    "Elasticsearch",
+    "OpenSearch",
+    "Typesense",
+    "Datadog",
+    "Honeycomb",
+    "esbuild",
+    "Cypress",
+    "Vitest",
+    "actix",
+    "tonic",
+    "GraphQL",
+    "Temporal",
+    "Celery",
+    "Nomad",
+    "Pulumi",
+    "Auth0",
+    "Keycloak",
+    "Mailgun",
+    "Chart.js",
+    "Recharts",
+];
+/// The nouns of the written sessions' subjects, so that their words recur in the background.
+const NOUNS: &[&str] = &[
+    "invoice",
+    "customer",
+    "partition",
+    "token",
+    "certificate",
+    "notification",
+    "queue",
+    "dashboard",
+    "chart",
+    "migration",
+    "index",
+    "report",
+    "event",
+    "session",
+    "webhook",
+    "email",
+    "push",
+    "cache",
+    "deploy",
+    "alert",
+    "bundle",
+    "schema",
+    "backup",
+    "lock",
+    "build",
+    "release",
+    "timeout",
+    "retry",
+    "breaker",
+    "endpoint",
+    "table",
+    "column",
+    "test",
+    "crash",
+    "login",
+    "password",
+    "secret",
+    "consumer",
+    "topic",
+    "pipeline",
+    "job",
+    "backfill",
+    "pool",
+    "connection",
+    "policy",
+    "key",
+    "limit",
+    "memory",
+    "startup",
+    "theme",
+    "search",
+    "article",
+];
 const FOLDERS: &[&str] = &[
     "/home/sam/src/billing",
     "/home/sam/src/mobile-app",
@@ -132,10 +235,22 @@ const FOLDERS: &[&str] = &[
 ];
 const ENGINES: &[&str] = &["claude", "gemini", "codex", "plain"];
 
-/// A deterministic stream of choices (xorshift), the same every run.
-struct Dice(u64);
+/// A deterministic stream of choices (xorshift), the same every run, and the written sessions'
+/// words to choose from.
+struct Dice(u64, Vec<String>);
 
 impl Dice {
+    /// A subject word: from the pool, or as often one of the written sessions' own words
+    /// (drawn as often as they are used there), so that a question's rarer words also turn up
+    /// in exchanges that do not answer it.
+    fn noun(&mut self) -> String {
+        if self.below(2) == 0 || self.1.is_empty() {
+            return self.pick(NOUNS).to_string();
+        }
+        let i = self.below(self.1.len());
+        self.1[i].clone()
+    }
+
     fn below(&mut self, n: usize) -> usize {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
@@ -150,7 +265,7 @@ impl Dice {
 
 /// `count` sessions dated September to November 2026, with ids none of `written` has.
 pub(crate) fn background_sessions(written: &[Session], count: usize) -> Vec<Session> {
-    let mut dice = Dice(0x2545_f491_4f6c_dd1d);
+    let mut dice = Dice(0x2545_f491_4f6c_dd1d, vocabulary(written));
     let mut taken: HashSet<String> = written.iter().map(|s| s.id.clone()).collect();
     let mut sessions = Vec::new();
     while sessions.len() < count {
@@ -183,10 +298,30 @@ pub(crate) fn background_sessions(written: &[Session], count: usize) -> Vec<Sess
     sessions
 }
 
+/// Every word of five letters or more in the written exchanges, once per use, but for the
+/// function words that long.
+fn vocabulary(written: &[Session]) -> Vec<String> {
+    const COMMON: &[&str] = &[
+        "there", "which", "these", "those", "about", "would", "should", "could", "their", "other",
+        "after", "before", "every", "where", "while", "first", "since", "still", "without",
+        "because", "through", "being", "until", "again", "never", "always",
+    ];
+    let mut words = Vec::new();
+    for exchange in written.iter().flat_map(|s| &s.exchange) {
+        let text = format!("{} {}", exchange.question, exchange.answer).to_lowercase();
+        for word in text.split(|c: char| !c.is_ascii_alphabetic()) {
+            if word.len() >= 5 && !COMMON.contains(&word) {
+                words.push(word.to_string());
+            }
+        }
+    }
+    words
+}
+
 fn question(d: &mut Dice) -> String {
     let (tool, task, error) = (d.pick(TOOLS), d.pick(TASKS), d.pick(ERRORS));
     let (person, project, component) = (d.pick(PEOPLE), d.pick(PROJECTS), d.pick(COMPONENTS));
-    match d.below(6) {
+    match d.below(10) {
         0 => format!("how do I {task} with {tool}?"),
         1 => format!("{tool} fails with `{error}` when I {task}. Any idea why?"),
         2 => format!("{person} asked me to {task} in the {project}. Where do I start?"),
@@ -198,6 +333,19 @@ fn question(d: &mut Dice) -> String {
             "can you review this {component} change for the {project}?\n\n```\n{}\n```",
             code(d)
         ),
+        5 => format!(
+            "{person} picked {} for the {} {}. Can you write the setup?",
+            d.pick(CHOICES),
+            d.pick(OTHER_PROJECTS),
+            d.noun()
+        ),
+        6 => format!("the {} test in the {project} is flaky again: `{error}`. Ideas?", d.noun()),
+        7 => format!(
+            "should we move the {} {} into the {component}? {person} thinks so.",
+            d.noun(),
+            d.noun()
+        ),
+        8 => format!("why is the {} {} so slow in the {project}?", d.noun(), d.noun()),
         _ => format!(
             "we decided to {task} last week; now the {component} says `{error}`. Should we undo it?"
         ),
@@ -206,10 +354,10 @@ fn question(d: &mut Dice) -> String {
 
 fn answer(d: &mut Dice) -> String {
     let mut parts = Vec::new();
-    for _ in 0..2 + d.below(5) {
+    for _ in 0..3 + d.below(7) {
         let (tool, task, error) = (d.pick(TOOLS), d.pick(TASKS), d.pick(ERRORS));
         let (person, project, component) = (d.pick(PEOPLE), d.pick(PROJECTS), d.pick(COMPONENTS));
-        parts.push(match d.below(8) {
+        parts.push(match d.below(10) {
             0 => format!("Start by checking the {component}: most of the time `{error}` means it is misconfigured, not broken."),
             1 => format!("In {tool} you {task} with a single setting; put it in the {component} so the {project} picks it up everywhere."),
             2 => format!("```\n{}\n```", code(d)),
@@ -217,6 +365,9 @@ fn answer(d: &mut Dice) -> String {
             4 => format!("If {person} owns the {project}, ask before you {task}: the {component} is shared with other teams."),
             5 => format!("- {task}\n- check the {component}\n- watch for `{error}` in the logs"),
             6 => format!("The usual fix is to {task}; the {component} then stops timing out and the test is no longer flaky."),
+            7 => format!("{person} decided to use {} for the {} {} after comparing it with {}.", d.pick(CHOICES), d.pick(OTHER_PROJECTS), d.noun(), d.pick(CHOICES)),
+            8 => format!("The {} {} was fixed by moving the {} into the {component}; it had failed with `{error}` since the last {}.", d.noun(), d.noun(), d.noun(), d.noun()),
+            9 => format!("For the {}, keep the {} in the {component} and the {} per {}: it is simpler to test and to deploy.", d.pick(OTHER_PROJECTS), d.noun(), d.noun(), d.noun()),
             _ => format!("Both work. {tool} is simpler for the {project}; {} scales better if the {component} grows.", d.pick(TOOLS)),
         });
     }

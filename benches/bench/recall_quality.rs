@@ -9,13 +9,16 @@ use std::collections::HashSet;
 use serde::Deserialize;
 
 use super::recall_background::background_sessions;
-use super::recall_rank::{Doc, Features, Ranker};
+use super::recall_rank::{Doc, Features, Ranker, Terms};
 use super::*;
 
 /// The evaluation's "now": the day after its last conversation, so ages do not drift with the
 /// day the bench runs.
 const NOW: &str = "2026-11-27T00:00:00Z";
 const TOP: usize = 5;
+/// Generated sessions beside the written ones: about what three months of a developer's
+/// conversations with assistants add up to.
+const BACKGROUND: usize = 1000;
 
 #[derive(Deserialize)]
 struct EvalFile {
@@ -162,7 +165,7 @@ impl Bench {
     pub(crate) fn recall_quality(&self) {
         println!("## Recall quality: the right exchange among the first five\n");
         let eval = Evaluation::load();
-        let background = background_sessions(&eval.sessions, 400);
+        let background = background_sessions(&eval.sessions, BACKGROUND);
         let home = self.home("recall-quality");
         let dir = home.dir.join("cca/sessions");
         std::fs::create_dir_all(&dir).unwrap();
@@ -180,7 +183,8 @@ impl Bench {
             background.len(),
             docs.len(),
         );
-        let baseline = Ranker::new(&docs, Features::default());
+        let baseline =
+            Ranker::new(&docs, &Terms::new(&docs, &Features::default()), Features::default());
         let bm25 = score_ranker(&eval, &docs, &baseline, |_| true);
         let cca = self.score_cca(&home, &eval);
         println!(
@@ -367,12 +371,21 @@ fn experiments(eval: &Evaluation, docs: &[Doc]) {
         ("stop, stem + synonyms", Features { synonyms: true, ..stem }),
         ("stop, stem + session context (0.3)", Features { session_context: 0.3, ..stem }),
     ];
-    let tuned = tune(eval, docs, stem);
+    let all_lexical =
+        Features { fields: Some([1.5, 1.0, 1.0]), proximity: 0.5, session_context: 0.3, ..stem };
+    let term_sets: Vec<Terms> = [base, stop, stem].iter().map(|f| Terms::new(docs, f)).collect();
+    let terms_for = |f: &Features| &term_sets[usize::from(f.stop_words) + usize::from(f.stemming)];
+    let tuned = tune(eval, docs, terms_for(&stem), stem);
     println!(
         "| ranking | hit@5 | hit@5 tuning half | hit@5 held-out half | recall@5 | session hit@5 |\n| --- | ---: | ---: | ---: | ---: | ---: |"
     );
-    for (label, features) in variants.into_iter().chain([("all, tuned on the even half", tuned)]) {
-        let ranker = Ranker::new(docs, features);
+    let more = [
+        ("stop, stem + fields, proximity, session context (no synonyms)", all_lexical),
+        ("the same + synonyms", Features { synonyms: true, ..all_lexical }),
+        ("all, tuned on the even half", tuned),
+    ];
+    for (label, features) in variants.into_iter().chain(more) {
+        let ranker = Ranker::new(docs, terms_for(&features), features);
         let all = score_ranker(eval, docs, &ranker, |_| true);
         let even = score_ranker(eval, docs, &ranker, |i| i % 2 == 0);
         let odd = score_ranker(eval, docs, &ranker, |i| i % 2 == 1);
@@ -397,7 +410,7 @@ fn experiments(eval: &Evaluation, docs: &[Doc]) {
 }
 
 /// A small grid over the features, scored on the even half: the best combination.
-fn tune(eval: &Evaluation, docs: &[Doc], start: Features) -> Features {
+fn tune(eval: &Evaluation, docs: &[Doc], terms: &Terms, start: Features) -> Features {
     let mut best = (start, -1.0);
     for fields in [None, Some([1.5, 1.0, 1.0]), Some([2.0, 1.0, 0.5]), Some([1.0, 1.0, 2.0])] {
         for session_context in [0.0, 0.2, 0.4] {
@@ -412,7 +425,8 @@ fn tune(eval: &Evaluation, docs: &[Doc], start: Features) -> Features {
                             synonyms,
                             ..start
                         };
-                        let s = score_ranker(eval, docs, &Ranker::new(docs, f), |i| i % 2 == 0);
+                        let s =
+                            score_ranker(eval, docs, &Ranker::new(docs, terms, f), |i| i % 2 == 0);
                         let value = s.hit() + 0.5 * s.session_hit();
                         if value > best.1 {
                             best = (f, value);

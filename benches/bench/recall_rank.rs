@@ -159,11 +159,11 @@ struct Field {
 }
 
 impl Field {
-    fn new(texts: impl Iterator<Item = Vec<String>>, keep_positions: bool) -> Field {
+    fn new(texts: &[Vec<String>], keep_positions: bool) -> Field {
         let mut postings: HashMap<String, Vec<(usize, u32)>> = HashMap::new();
         let mut lengths = Vec::new();
         let mut positions = Vec::new();
-        for (doc, words) in texts.enumerate() {
+        for (doc, words) in texts.iter().enumerate() {
             let mut counts: HashMap<&str, u32> = HashMap::new();
             let mut at: HashMap<String, Vec<u32>> = HashMap::new();
             for (i, w) in words.iter().enumerate() {
@@ -202,6 +202,33 @@ impl Field {
     }
 }
 
+/// The exchanges' terms for one choice of stop words and stemming, computed once and shared by
+/// the rankings that differ only in weights.
+pub(crate) struct Terms {
+    stop_words: bool,
+    stemming: bool,
+    whole: Vec<Vec<String>>,
+    question: Vec<Vec<String>>,
+    answer: Vec<Vec<String>>,
+    title: Vec<Vec<String>>,
+}
+
+impl Terms {
+    pub(crate) fn new(docs: &[Doc], features: &Features) -> Terms {
+        let of = |text: &dyn Fn(&Doc) -> String| {
+            docs.iter().map(|d| terms(&text(d), features)).collect()
+        };
+        Terms {
+            stop_words: features.stop_words,
+            stemming: features.stemming,
+            whole: of(&|d| format!("{}\n{}", d.question, d.answer)),
+            question: of(&|d| d.question.clone()),
+            answer: of(&|d| d.answer.clone()),
+            title: of(&|d| d.title.clone()),
+        }
+    }
+}
+
 /// The exchanges, indexed for one set of features.
 pub(crate) struct Ranker<'a> {
     docs: &'a [Doc],
@@ -213,21 +240,18 @@ pub(crate) struct Ranker<'a> {
 }
 
 impl<'a> Ranker<'a> {
-    pub(crate) fn new(docs: &'a [Doc], features: Features) -> Ranker<'a> {
-        let f = &features;
-        let whole = Field::new(
-            docs.iter().map(|d| terms(&format!("{}\n{}", d.question, d.answer), f)),
-            f.proximity > 0.0,
-        );
-        let (question, answer, title) = if f.fields.is_some() {
+    /// `terms` must have been made with the same stop words and stemming as `features`.
+    pub(crate) fn new(docs: &'a [Doc], terms: &Terms, features: Features) -> Ranker<'a> {
+        assert!(terms.stop_words == features.stop_words && terms.stemming == features.stemming);
+        let whole = Field::new(&terms.whole, features.proximity > 0.0);
+        let (question, answer, title) = if features.fields.is_some() {
             (
-                Field::new(docs.iter().map(|d| terms(&d.question, f)), false),
-                Field::new(docs.iter().map(|d| terms(&d.answer, f)), false),
-                Field::new(docs.iter().map(|d| terms(&d.title, f)), false),
+                Field::new(&terms.question, false),
+                Field::new(&terms.answer, false),
+                Field::new(&terms.title, false),
             )
         } else {
-            let empty = || Field::new(std::iter::empty(), false);
-            (empty(), empty(), empty())
+            (Field::new(&[], false), Field::new(&[], false), Field::new(&[], false))
         };
         Ranker { docs, features, whole, question, answer, title }
     }
