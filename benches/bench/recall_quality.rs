@@ -186,6 +186,9 @@ impl Bench {
         let baseline =
             Ranker::new(&docs, &Terms::new(&docs, &Features::default()), Features::default());
         let bm25 = score_ranker(&eval, &docs, &baseline, |_| true);
+        if std::env::var_os("CCA_BENCH_RECALL_RANKS").is_some() {
+            print_ranks(&eval, &docs, &baseline);
+        }
         let cca = self.score_cca(&home, &eval);
         println!(
             "| ranking | questions | hit@5 | recall@5 | session hit@5 |\n| --- | ---: | ---: | ---: | ---: |"
@@ -293,6 +296,19 @@ fn score_ranker(
         scores.add(evidence, &Found::from_ranking(ranked));
     }
     scores
+}
+
+/// With CCA_BENCH_RECALL_RANKS set, on stderr: where plain BM25 ranks each question's first
+/// evidence exchange (0: not found), to see which questions are easy and which are hard.
+fn print_ranks(eval: &Evaluation, docs: &[Doc], ranker: &Ranker) {
+    for (ask, evidence) in &eval.questions {
+        let ranked = ranker.rank(ask);
+        let rank = ranked
+            .iter()
+            .position(|&d| evidence.contains(&(docs[d].session_id.clone(), docs[d].exchange)))
+            .map_or(0, |p| p + 1);
+        eprintln!("{rank}\t{ask}");
+    }
 }
 
 /// Every exchange of every session, as the in-bench rankings see them.
