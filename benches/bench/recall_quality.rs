@@ -194,7 +194,11 @@ impl Bench {
             "| ranking | questions | hit@5 | recall@5 | session hit@5 |\n| --- | ---: | ---: | ---: | ---: |"
         );
         if let Some((scores, _)) = &cca {
-            println!("{}", row("`cca recall`", scores));
+            let label = match std::env::var("CCA_BENCH_RECALL_CCA") {
+                Ok(other) => format!("`cca recall` ({other})"),
+                Err(_) => "`cca recall`".to_string(),
+            };
+            println!("{}", row(&label, scores));
         }
         println!("{}", row("plain BM25", &bm25));
         println!(
@@ -218,7 +222,8 @@ impl Bench {
     /// `cca recall`'s scores and the questions it missed, or `None` when this cca has no
     /// `recall` yet.
     fn score_cca(&self, home: &Home, eval: &Evaluation) -> Option<(Scores, Vec<String>)> {
-        let help = home.command(&["recall", "--help"], "").stderr(Stdio::null()).status();
+        let help =
+            recall_command(home, &["--help"]).stdout(Stdio::null()).stderr(Stdio::null()).status();
         if !help.is_ok_and(|s| s.success()) {
             println!("(`cca recall` column skipped: this cca has no `recall` command yet)\n");
             return None;
@@ -248,10 +253,20 @@ impl Bench {
     }
 }
 
+/// `cca recall ARGS` in the section's home. CCA_BENCH_RECALL_CCA names another cca to ask, so
+/// that a ranking built elsewhere can be measured on this evaluation before it is merged.
+fn recall_command(home: &Home, args: &[&str]) -> Command {
+    let cca = std::env::var_os("CCA_BENCH_RECALL_CCA").map_or(home.cca.clone(), PathBuf::from);
+    let mut cmd = Command::new(cca);
+    cmd.arg("recall").args(args);
+    home.env(&mut cmd, "");
+    cmd
+}
+
 /// `cca recall --json -n N QUESTION`: the exchanges it names, in its order.
 fn cca_recall(home: &Home, ask: &str, n: usize) -> Vec<Key> {
     let n = n.to_string();
-    let out = home.command(&["recall", "--json", "-n", &n, ask], "").output().unwrap();
+    let out = recall_command(home, &["--json", "-n", &n, ask]).output().unwrap();
     if !out.status.success() {
         eprintln!("cca recall {ask:?} failed: {}", String::from_utf8_lossy(&out.stderr).trim());
         return Vec::new();
