@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use serde::Deserialize;
 
 use super::recall_background::background_sessions;
-use super::recall_rank::{Doc, Features, Ranker, Terms};
+use super::recall_rank::{Doc, Features, Ranker, Stemming, Terms};
 use super::*;
 
 /// The evaluation's "now": the day after its last conversation, so ages do not drift with the
@@ -186,9 +186,6 @@ impl Bench {
         let baseline =
             Ranker::new(&docs, &Terms::new(&docs, &Features::default()), Features::default());
         let bm25 = score_ranker(&eval, &docs, &baseline, |_| true);
-        if std::env::var_os("CCA_BENCH_RECALL_RANKS").is_some() {
-            print_ranks(&eval, &docs, &baseline);
-        }
         let cca = self.score_cca(&home, &eval);
         println!(
             "| ranking | questions | hit@5 | recall@5 | session hit@5 |\n| --- | ---: | ---: | ---: | ---: |"
@@ -313,8 +310,8 @@ fn score_ranker(
     scores
 }
 
-/// With CCA_BENCH_RECALL_RANKS set, on stderr: where plain BM25 ranks each question's first
-/// evidence exchange (0: not found), to see which questions are easy and which are hard.
+/// With CCA_BENCH_RECALL_RANKS set, on stderr, for each experiment: where it ranks each
+/// question's first evidence exchange (0: not found), to see which questions are hard.
 fn print_ranks(eval: &Evaluation, docs: &[Doc], ranker: &Ranker) {
     for (ask, evidence) in &eval.questions {
         let ranked = ranker.rank(ask);
@@ -388,35 +385,54 @@ fn experiments(eval: &Evaluation, docs: &[Doc]) {
     println!("### Which ranking features move the figures\n");
     let base = Features::default();
     let stop = Features { stop_words: true, ..base };
-    let stem = Features { stemming: true, ..stop };
+    let plurals = Features { stemming: Stemming::Plurals, ..stop };
+    let suffixes = Features { stemming: Stemming::Suffixes, ..stop };
+    // The features below are each added alone to stop words and plural stemming.
+    let lex = plurals;
+    let fields = Features { fields: Some([1.5, 1.0, 1.0]), ..lex };
+    let combined = Features { proximity: 0.5, session_document: 0.3, ..fields };
     let variants: Vec<(&str, Features)> = vec![
         ("plain BM25", base),
         ("+ stop words", stop),
-        ("+ stop words, stemming", stem),
+        ("+ stop words, plural stemming", plurals),
+        ("+ stop words, suffix stemming (Porter-like)", suffixes),
+        ("stop, plurals + fields: question 1.5, answer 1, title and name 1", fields),
         (
-            "stop, stem + fields (question 1.5, answer 1, title and name 1)",
-            Features { fields: Some([1.5, 1.0, 1.0]), ..stem },
+            "stop, plurals + fields: question 1, answer 1, no title",
+            Features { fields: Some([1.0, 1.0, 0.0]), ..lex },
         ),
-        ("stop, stem + recency prior (0.2)", Features { recency: 0.2, ..stem }),
-        ("stop, stem + proximity (0.5)", Features { proximity: 0.5, ..stem }),
-        ("stop, stem + synonyms", Features { synonyms: true, ..stem }),
-        ("stop, stem + session context (0.3)", Features { session_context: 0.3, ..stem }),
+        (
+            "stop, plurals + fields: question 2, answer 1, title and name 1",
+            Features { fields: Some([2.0, 1.0, 1.0]), ..lex },
+        ),
+        ("stop, plurals + recency prior (0.2)", Features { recency: 0.2, ..lex }),
+        ("stop, plurals + proximity (0.5)", Features { proximity: 0.5, ..lex }),
+        ("stop, plurals + synonyms", Features { synonyms: true, ..lex }),
+        ("stop, plurals + session's best exchange (0.3)", Features { session_context: 0.3, ..lex }),
+        (
+            "stop, plurals + whole session as a document (0.3)",
+            Features { session_document: 0.3, ..lex },
+        ),
+        ("stop, plurals + fields (1.5, 1, 1), proximity 0.5, whole session 0.3", combined),
+        ("the same + synonyms", Features { synonyms: true, ..combined }),
+        (
+            "the same with suffix stemming",
+            Features { stemming: Stemming::Suffixes, synonyms: true, ..combined },
+        ),
     ];
-    let all_lexical =
-        Features { fields: Some([1.5, 1.0, 1.0]), proximity: 0.5, session_context: 0.3, ..stem };
-    let term_sets: Vec<Terms> = [base, stop, stem].iter().map(|f| Terms::new(docs, f)).collect();
-    let terms_for = |f: &Features| &term_sets[usize::from(f.stop_words) + usize::from(f.stemming)];
-    let tuned = tune(eval, docs, terms_for(&stem), stem);
+    let term_sets: Vec<Terms> =
+        [base, stop, plurals, suffixes].iter().map(|f| Terms::new(docs, f)).collect();
+    let terms_for = |f: &Features| term_sets.iter().find(|t| t.fit(f)).expect("terms made");
+    let tuned = tune(eval, docs, terms_for(&lex), lex);
     println!(
         "| ranking | hit@5 | hit@5 tuning half | hit@5 held-out half | recall@5 | session hit@5 |\n| --- | ---: | ---: | ---: | ---: | ---: |"
     );
-    let more = [
-        ("stop, stem + fields, proximity, session context (no synonyms)", all_lexical),
-        ("the same + synonyms", Features { synonyms: true, ..all_lexical }),
-        ("all, tuned on the even half", tuned),
-    ];
-    for (label, features) in variants.into_iter().chain(more) {
+    for (label, features) in variants.into_iter().chain([("tuned on the even half", tuned)]) {
         let ranker = Ranker::new(docs, terms_for(&features), features);
+        if std::env::var_os("CCA_BENCH_RECALL_RANKS").is_some() {
+            eprintln!("## {label}");
+            print_ranks(eval, docs, &ranker);
+        }
         let all = score_ranker(eval, docs, &ranker, |_| true);
         let even = score_ranker(eval, docs, &ranker, |i| i % 2 == 0);
         let odd = score_ranker(eval, docs, &ranker, |i| i % 2 == 1);
@@ -431,11 +447,10 @@ fn experiments(eval: &Evaluation, docs: &[Doc]) {
     }
     let weights = |f: Features| f.fields.map_or("none".into(), |w| format!("{w:?}"));
     println!(
-        "\nThe tuned row chose, on the even-numbered questions only: field weights {}, session context {}, proximity {}, recency {}, synonyms {}.\n",
+        "\nThe tuned row chose, on the even-numbered questions only (stop words, plural stemming): field weights {}, whole session {}, proximity {}, synonyms {}.\n",
         weights(tuned),
-        tuned.session_context,
+        tuned.session_document,
         tuned.proximity,
-        tuned.recency,
         tuned.synonyms
     );
 }
@@ -444,24 +459,14 @@ fn experiments(eval: &Evaluation, docs: &[Doc]) {
 fn tune(eval: &Evaluation, docs: &[Doc], terms: &Terms, start: Features) -> Features {
     let mut best = (start, -1.0);
     for fields in [None, Some([1.5, 1.0, 1.0]), Some([2.0, 1.0, 0.5]), Some([1.0, 1.0, 2.0])] {
-        for session_context in [0.0, 0.2, 0.4] {
+        for session_document in [0.0, 0.2, 0.5] {
             for proximity in [0.0, 0.5] {
-                for recency in [0.0, 0.2] {
-                    for synonyms in [false, true] {
-                        let f = Features {
-                            fields,
-                            session_context,
-                            proximity,
-                            recency,
-                            synonyms,
-                            ..start
-                        };
-                        let s =
-                            score_ranker(eval, docs, &Ranker::new(docs, terms, f), |i| i % 2 == 0);
-                        let value = s.hit() + 0.5 * s.session_hit();
-                        if value > best.1 {
-                            best = (f, value);
-                        }
+                for synonyms in [false, true] {
+                    let f = Features { fields, session_document, proximity, synonyms, ..start };
+                    let s = score_ranker(eval, docs, &Ranker::new(docs, terms, f), |i| i % 2 == 0);
+                    let value = s.hit() + 0.5 * s.session_hit();
+                    if value > best.1 {
+                        best = (f, value);
                     }
                 }
             }

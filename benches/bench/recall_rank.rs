@@ -23,7 +23,7 @@ pub(crate) struct Doc {
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Features {
     pub(crate) stop_words: bool,
-    pub(crate) stemming: bool,
+    pub(crate) stemming: Stemming,
     /// Weights of the question, answer and title fields (BM25F-style: each field scored on its
     /// own, then summed). `None`: one field, question and answer together.
     pub(crate) fields: Option<[f64; 3]>,
@@ -38,6 +38,20 @@ pub(crate) struct Features {
     /// A share of the best score of the exchange's session is added to it: a question names its
     /// project while the exchange that answers it may not.
     pub(crate) session_context: f64,
+    /// A share of the BM25 score of the whole session (title, name, every exchange), as one
+    /// document, is added to each of its exchanges.
+    pub(crate) session_document: f64,
+}
+
+/// How words are reduced before they are compared.
+#[derive(Clone, Copy, Default, PartialEq, Debug)]
+pub(crate) enum Stemming {
+    #[default]
+    None,
+    /// Plural endings only: "retries" is "retry", "invoices" is "invoice".
+    Plurals,
+    /// The suffix stripper below: plurals, -ing, -ed, -ly and a few derivational endings.
+    Suffixes,
 }
 
 const K1: f64 = 1.2;
@@ -141,12 +155,39 @@ pub(crate) fn stem(word: &str) -> String {
     w
 }
 
+/// A word without its plural ending.
+pub(crate) fn plural(word: &str) -> String {
+    if word.len() <= 3 || word.chars().any(|c| c.is_ascii_digit()) {
+        return word.to_string();
+    }
+    if let Some(stem) = word.strip_suffix("ies") {
+        return format!("{stem}y");
+    }
+    for ending in ["sses", "xes", "ches", "shes", "zes"] {
+        if word.ends_with(ending) {
+            return word[..word.len() - 2].to_string();
+        }
+    }
+    if word.ends_with('s')
+        && !word.ends_with("ss")
+        && !word.ends_with("us")
+        && !word.ends_with("is")
+    {
+        return word[..word.len() - 1].to_string();
+    }
+    word.to_string()
+}
+
 /// What a text becomes for a ranking with these features.
 pub(crate) fn terms(text: &str, features: &Features) -> Vec<String> {
     tokens(text)
         .into_iter()
         .filter(|t| !features.stop_words || !STOP_WORDS.contains(&t.as_str()))
-        .map(|t| if features.stemming { stem(&t) } else { t })
+        .map(|t| match features.stemming {
+            Stemming::None => t,
+            Stemming::Plurals => plural(&t),
+            Stemming::Suffixes => stem(&t),
+        })
         .collect()
 }
 
@@ -206,8 +247,10 @@ impl Field {
 /// the rankings that differ only in weights.
 pub(crate) struct Terms {
     stop_words: bool,
-    stemming: bool,
+    stemming: Stemming,
     whole: Vec<Vec<String>>,
+    /// Per session (by index): its title and every exchange's terms.
+    sessions: Vec<Vec<String>>,
     question: Vec<Vec<String>>,
     answer: Vec<Vec<String>>,
     title: Vec<Vec<String>>,
@@ -218,14 +261,33 @@ impl Terms {
         let of = |text: &dyn Fn(&Doc) -> String| {
             docs.iter().map(|d| terms(&text(d), features)).collect()
         };
+        let whole: Vec<Vec<String>> = of(&|d| format!("{}\n{}", d.question, d.answer));
+        let title: Vec<Vec<String>> = of(&|d| d.title.clone());
+        let count = docs.iter().map(|d| d.session + 1).max().unwrap_or(0);
+        let mut sessions: Vec<Vec<String>> = vec![Vec::new(); count];
+        for (i, doc) in docs.iter().enumerate() {
+            let session = &mut sessions[doc.session];
+            if session.is_empty() {
+                session.extend(title[i].iter().cloned());
+            }
+            session.extend(whole[i].iter().cloned());
+        }
         Terms {
             stop_words: features.stop_words,
             stemming: features.stemming,
-            whole: of(&|d| format!("{}\n{}", d.question, d.answer)),
+            whole,
+            sessions,
             question: of(&|d| d.question.clone()),
             answer: of(&|d| d.answer.clone()),
-            title: of(&|d| d.title.clone()),
+            title,
         }
+    }
+}
+
+impl Terms {
+    /// Whether these terms were made the way `features` makes them.
+    pub(crate) fn fit(&self, features: &Features) -> bool {
+        self.stop_words == features.stop_words && self.stemming == features.stemming
     }
 }
 
@@ -237,12 +299,13 @@ pub(crate) struct Ranker<'a> {
     question: Field,
     answer: Field,
     title: Field,
+    sessions: Field,
 }
 
 impl<'a> Ranker<'a> {
     /// `terms` must have been made with the same stop words and stemming as `features`.
     pub(crate) fn new(docs: &'a [Doc], terms: &Terms, features: Features) -> Ranker<'a> {
-        assert!(terms.stop_words == features.stop_words && terms.stemming == features.stemming);
+        assert!(terms.fit(&features));
         let whole = Field::new(&terms.whole, features.proximity > 0.0);
         let (question, answer, title) = if features.fields.is_some() {
             (
@@ -253,7 +316,11 @@ impl<'a> Ranker<'a> {
         } else {
             (Field::new(&[], false), Field::new(&[], false), Field::new(&[], false))
         };
-        Ranker { docs, features, whole, question, answer, title }
+        let sessions = match features.session_document > 0.0 {
+            true => Field::new(&terms.sessions, false),
+            false => Field::new(&[], false),
+        };
+        Ranker { docs, features, whole, question, answer, title, sessions }
     }
 
     /// The query's terms with their weights: each once, synonyms at half weight.
@@ -267,7 +334,7 @@ impl<'a> Ranker<'a> {
             add(word.clone(), 1.0);
         }
         if self.features.synonyms {
-            let plain = Features { stemming: false, ..self.features };
+            let plain = Features { stemming: Stemming::None, ..self.features };
             for word in terms(text, &plain) {
                 for group in SYNONYMS.iter().filter(|g| g.contains(&word.as_str())) {
                     for synonym in group.iter().filter(|s| **s != word) {
@@ -304,6 +371,13 @@ impl<'a> Ranker<'a> {
             }
             for (doc, score) in scores.iter_mut().enumerate() {
                 *score += self.features.session_context * best[&self.docs[doc].session];
+            }
+        }
+        if self.features.session_document > 0.0 {
+            let mut by_session = vec![0.0; self.sessions.lengths.len()];
+            self.sessions.score(&query, 1.0, &mut by_session);
+            for (doc, score) in scores.iter_mut().enumerate() {
+                *score += self.features.session_document * by_session[self.docs[doc].session];
             }
         }
         if self.features.recency > 0.0 {
