@@ -416,6 +416,14 @@ fn experiments(eval: &Evaluation, docs: &[Doc]) {
         ("stop, plurals + fields (1.5, 1, 1), proximity 0.5, whole session 0.3", combined),
         ("the same + synonyms", Features { synonyms: true, ..combined }),
         (
+            "the same, whole session 1.0",
+            Features { synonyms: true, session_document: 1.0, ..combined },
+        ),
+        (
+            "the same, whole session 3.0",
+            Features { synonyms: true, session_document: 3.0, ..combined },
+        ),
+        (
             "the same with suffix stemming",
             Features { stemming: Stemming::Suffixes, synonyms: true, ..combined },
         ),
