@@ -20,8 +20,11 @@ pub(crate) struct Doc {
 }
 
 /// Which features a ranking uses. `Features::default()` is plain BM25.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy)]
 pub(crate) struct Features {
+    /// BM25's term-frequency saturation and length normalisation.
+    pub(crate) k1: f64,
+    pub(crate) b: f64,
     pub(crate) stop_words: bool,
     pub(crate) stemming: Stemming,
     /// Weights of the question, answer and title fields (BM25F-style: each field scored on its
@@ -54,8 +57,23 @@ pub(crate) enum Stemming {
     Suffixes,
 }
 
-const K1: f64 = 1.2;
-const B: f64 = 0.75;
+impl Default for Features {
+    /// Plain BM25 with the usual parameters (tantivy's and Lucene's defaults).
+    fn default() -> Features {
+        Features {
+            k1: 1.2,
+            b: 0.75,
+            stop_words: false,
+            stemming: Stemming::None,
+            fields: None,
+            recency: 0.0,
+            proximity: 0.0,
+            synonyms: false,
+            session_context: 0.0,
+            session_document: 0.0,
+        }
+    }
+}
 
 /// Function words of English questions and answers; a query's content is what is left.
 const STOP_WORDS: &[&str] = &[
@@ -230,14 +248,15 @@ impl Field {
     }
 
     /// Adds `weight` times each term's BM25 contribution to `scores`.
-    fn score(&self, query: &[(String, f64)], weight: f64, scores: &mut [f64]) {
+    fn score(&self, query: &[(String, f64)], weight: f64, f: &Features, scores: &mut [f64]) {
+        let (k1, b) = (f.k1, f.b);
         for (term, term_weight) in query {
             let Some(list) = self.postings.get(term) else { continue };
             let idf = self.idf(term);
             for &(doc, tf) in list {
                 let tf = tf as f64;
-                let norm = K1 * (1.0 - B + B * self.lengths[doc] / self.average);
-                scores[doc] += weight * term_weight * idf * tf * (K1 + 1.0) / (tf + norm);
+                let norm = k1 * (1.0 - b + b * self.lengths[doc] / self.average);
+                scores[doc] += weight * term_weight * idf * tf * (k1 + 1.0) / (tf + norm);
             }
         }
     }
@@ -353,11 +372,11 @@ impl<'a> Ranker<'a> {
         let query = self.query(text);
         let mut scores = vec![0.0; self.docs.len()];
         match self.features.fields {
-            None => self.whole.score(&query, 1.0, &mut scores),
+            None => self.whole.score(&query, 1.0, &self.features, &mut scores),
             Some([q, a, t]) => {
-                self.question.score(&query, q, &mut scores);
-                self.answer.score(&query, a, &mut scores);
-                self.title.score(&query, t, &mut scores);
+                self.question.score(&query, q, &self.features, &mut scores);
+                self.answer.score(&query, a, &self.features, &mut scores);
+                self.title.score(&query, t, &self.features, &mut scores);
             }
         }
         if self.features.proximity > 0.0 {
@@ -375,7 +394,7 @@ impl<'a> Ranker<'a> {
         }
         if self.features.session_document > 0.0 {
             let mut by_session = vec![0.0; self.sessions.lengths.len()];
-            self.sessions.score(&query, 1.0, &mut by_session);
+            self.sessions.score(&query, 1.0, &self.features, &mut by_session);
             for (doc, score) in scores.iter_mut().enumerate() {
                 *score += self.features.session_document * by_session[self.docs[doc].session];
             }
