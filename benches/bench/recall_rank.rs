@@ -44,6 +44,8 @@ pub(crate) struct Features {
     /// A share of the BM25 score of the whole session (title, name, every exchange), as one
     /// document, is added to each of its exchanges.
     pub(crate) session_document: f64,
+    /// Pseudo-relevance feedback's weight (0: none); see `Ranker::expand`.
+    pub(crate) feedback: f64,
 }
 
 /// How words are reduced before they are compared.
@@ -71,6 +73,7 @@ impl Default for Features {
             synonyms: false,
             session_context: 0.0,
             session_document: 0.0,
+            feedback: 0.0,
         }
     }
 }
@@ -313,6 +316,7 @@ impl Terms {
 /// The exchanges, indexed for one set of features.
 pub(crate) struct Ranker<'a> {
     docs: &'a [Doc],
+    terms: &'a Terms,
     features: Features,
     whole: Field,
     question: Field,
@@ -323,7 +327,7 @@ pub(crate) struct Ranker<'a> {
 
 impl<'a> Ranker<'a> {
     /// `terms` must have been made with the same stop words and stemming as `features`.
-    pub(crate) fn new(docs: &'a [Doc], terms: &Terms, features: Features) -> Ranker<'a> {
+    pub(crate) fn new(docs: &'a [Doc], terms: &'a Terms, features: Features) -> Ranker<'a> {
         assert!(terms.fit(&features));
         let whole = Field::new(&terms.whole, features.proximity > 0.0);
         let (question, answer, title) = if features.fields.is_some() {
@@ -339,7 +343,7 @@ impl<'a> Ranker<'a> {
             true => Field::new(&terms.sessions, false),
             false => Field::new(&[], false),
         };
-        Ranker { docs, features, whole, question, answer, title, sessions }
+        Ranker { docs, terms, features, whole, question, answer, title, sessions }
     }
 
     /// The query's terms with their weights: each once, synonyms at half weight.
@@ -369,7 +373,43 @@ impl<'a> Ranker<'a> {
 
     /// Exchange indexes, best first; only exchanges that share a term with the question.
     pub(crate) fn rank(&self, text: &str) -> Vec<usize> {
-        let query = self.query(text);
+        let mut query = self.query(text);
+        let mut scores = self.scores(&query, text);
+        if self.features.feedback > 0.0 {
+            self.expand(&mut query, &scores);
+            scores = self.scores(&query, text);
+        }
+        let mut found: Vec<usize> = (0..self.docs.len()).filter(|&d| scores[d] > 0.0).collect();
+        found.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+        found
+    }
+
+    /// Pseudo-relevance feedback: the ten terms that best characterise the three best exchanges
+    /// (term frequency there times IDF) join the query, weighted by `feedback`, so that words
+    /// the answer uses and the question does not can count.
+    fn expand(&self, query: &mut Vec<(String, f64)>, scores: &[f64]) {
+        let mut best: Vec<usize> = (0..scores.len()).filter(|&d| scores[d] > 0.0).collect();
+        best.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
+        let mut weights: HashMap<&str, f64> = HashMap::new();
+        for &doc in best.iter().take(3) {
+            let words = &self.terms.whole[doc];
+            for word in words {
+                *weights.entry(word).or_default() += 1.0 / words.len() as f64;
+            }
+        }
+        let mut candidates: Vec<(&str, f64)> = weights
+            .into_iter()
+            .filter(|(w, _)| !query.iter().any(|(q, _)| q == w))
+            .map(|(w, tf)| (w, tf * self.whole.idf(w)))
+            .collect();
+        candidates.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+        let top = candidates.first().map_or(1.0, |c| c.1);
+        for (word, weight) in candidates.into_iter().take(10) {
+            query.push((word.to_string(), self.features.feedback * weight / top));
+        }
+    }
+
+    fn scores(&self, query: &[(String, f64)], text: &str) -> Vec<f64> {
         let mut scores = vec![0.0; self.docs.len()];
         match self.features.fields {
             None => self.whole.score(&query, 1.0, &self.features, &mut scores),
@@ -404,9 +444,7 @@ impl<'a> Ranker<'a> {
                 *score *= 1.0 + self.features.recency * 0.5f64.powf(self.docs[doc].age_days / 30.0);
             }
         }
-        let mut found: Vec<usize> = (0..self.docs.len()).filter(|&d| scores[d] > 0.0).collect();
-        found.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
-        found
+        scores
     }
 
     fn add_proximity(&self, text: &str, scores: &mut [f64]) {
