@@ -412,11 +412,11 @@ impl<'a> Ranker<'a> {
     fn scores(&self, query: &[(String, f64)], text: &str) -> Vec<f64> {
         let mut scores = vec![0.0; self.docs.len()];
         match self.features.fields {
-            None => self.whole.score(&query, 1.0, &self.features, &mut scores),
+            None => self.whole.score(query, 1.0, &self.features, &mut scores),
             Some([q, a, t]) => {
-                self.question.score(&query, q, &self.features, &mut scores);
-                self.answer.score(&query, a, &self.features, &mut scores);
-                self.title.score(&query, t, &self.features, &mut scores);
+                self.question.score(query, q, &self.features, &mut scores);
+                self.answer.score(query, a, &self.features, &mut scores);
+                self.title.score(query, t, &self.features, &mut scores);
             }
         }
         if self.features.proximity > 0.0 {
@@ -434,7 +434,7 @@ impl<'a> Ranker<'a> {
         }
         if self.features.session_document > 0.0 {
             let mut by_session = vec![0.0; self.sessions.lengths.len()];
-            self.sessions.score(&query, 1.0, &self.features, &mut by_session);
+            self.sessions.score(query, 1.0, &self.features, &mut by_session);
             for (doc, score) in scores.iter_mut().enumerate() {
                 *score += self.features.session_document * by_session[self.docs[doc].session];
             }
