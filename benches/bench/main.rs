@@ -1,7 +1,8 @@
 //! `make bench`: cca's overhead, streaming latency, long transcripts (whole, and after a clear or a
 //! compaction), many sessions, memory, a side-by-side with `llm`, the bytes compaction saves,
 //! rendering, `cca acp` against the command line, `cca grep` beside ripgrep, and a search through
-//! `cca mcp` beside `cca grep`, and the share of a follow-up's input a prompt cache could serve.
+//! `cca mcp` beside `cca grep`, the share of a follow-up's input a prompt cache could serve, and
+//! how often `cca recall` finds the exchange that answers a question (beside plain BM25).
 //! Prints markdown for BENCHMARKS.md.
 //!
 //! Runs the release `cca` against the release fake engine (tests/support/fake_engine.rs); the
@@ -19,6 +20,9 @@ use serde_json::json;
 mod engines;
 mod grep;
 mod import;
+mod recall_background;
+mod recall_quality;
+mod recall_rank;
 mod support;
 mod turns;
 
@@ -39,7 +43,7 @@ fn main() {
     println!("# cca benchmarks\n");
     println!("{}\n", machine());
     type Section = (&'static str, fn(&Bench));
-    let sections: [Section; 18] = [
+    let sections: [Section; 19] = [
         ("overhead", Bench::overhead),
         ("version", Bench::version),
         ("launcher", Bench::launcher),
@@ -58,6 +62,7 @@ fn main() {
         ("caching", Bench::caching),
         ("warm", Bench::warm),
         ("standby", Bench::standby),
+        ("recall-quality", Bench::recall_quality),
     ];
     for (name, run) in sections {
         if wanted(name) {
