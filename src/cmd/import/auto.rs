@@ -1,0 +1,193 @@
+//! `cca import --auto on|off`: cca's end-of-session hook put into, and taken out of, the
+//! settings of Claude Code, gemini-cli and codex; and what `cca doctor` says of it.
+//!
+//! The edit itself is `import::auto`'s (text in, text out); the files go through `store`. Before
+//! a file is changed, `store` keeps a record of it as it was and as cca wrote it: `off` on a
+//! file still as cca left it writes the original back byte for byte (or removes the file, if
+//! there was none), and on a file changed since takes out cca's entry alone.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::cli::{HookTool, Switch};
+use crate::config::Settings;
+use crate::error::{Failure, exit};
+use crate::front::terminal::say;
+use crate::import::auto::{self as edit, Refusal};
+use crate::store::{self, Store};
+
+/// A tool whose hook cca can be, and where its settings are.
+pub(crate) struct Target {
+    pub tool: HookTool,
+    /// The tool's own folder: the tool counts as found when it exists.
+    pub dir: PathBuf,
+    pub file: PathBuf,
+}
+
+impl Target {
+    pub(crate) fn name(&self) -> &'static str {
+        name(self.tool)
+    }
+}
+
+pub(crate) fn name(tool: HookTool) -> &'static str {
+    match tool {
+        HookTool::Claude => "claude",
+        HookTool::Gemini => "gemini",
+        HookTool::Codex => "codex",
+    }
+}
+
+/// What `store` keeps of a settings file cca changed.
+#[derive(Debug, Serialize, Deserialize)]
+struct Record {
+    file: PathBuf,
+    /// The file before cca's hook went in; `None`: there was no file.
+    original: Option<String>,
+    written: String,
+}
+
+/// The three tools' settings files: Claude Code's in `$CLAUDE_CONFIG_DIR` (else ~/.claude),
+/// gemini's in `$GEMINI_CLI_HOME/.gemini` (else ~/.gemini), codex's in ~/.codex.
+pub(crate) fn targets(settings: &Settings) -> Vec<Target> {
+    let mut found = Vec::new();
+    if let Some(dir) = settings.claude_home.clone() {
+        found.push(Target { tool: HookTool::Claude, file: dir.join("settings.json"), dir });
+    }
+    if let Some(home) = &settings.gemini_home {
+        let dir = home.join(".gemini");
+        found.push(Target { tool: HookTool::Gemini, file: dir.join("settings.json"), dir });
+    }
+    if let Some(home) = &settings.user_home {
+        let dir = home.join(".codex");
+        found.push(Target { tool: HookTool::Codex, file: dir.join("config.toml"), dir });
+    }
+    found
+}
+
+/// `cca import --auto on|off`
+pub(crate) fn switch(settings: &Settings, store: &Store, switch: Switch) -> Result<u8> {
+    let exe = std::env::current_exe().context("cannot tell where cca's own program is")?;
+    let mut failed = None;
+    for target in targets(settings) {
+        let done = match switch {
+            Switch::On if !target.dir.is_dir() => {
+                say(&format!(
+                    "cca: {}: not found ({} does not exist), left alone",
+                    target.name(),
+                    target.dir.display()
+                ));
+                continue;
+            }
+            Switch::On => on(store, &target, &exe),
+            Switch::Off => off(store, &target),
+        };
+        match done {
+            Ok(what) => say(&format!("cca: {}: {what}", target.name())),
+            Err(e) => {
+                say(&format!("cca: {}: {e:#}", target.name()));
+                failed = failed.or(Some(e));
+            }
+        }
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(exit::OK),
+    }
+}
+
+fn on(store: &Store, target: &Target, exe: &Path) -> Result<String> {
+    let text = store::read_settings(&target.file)?;
+    let edited = match target.tool {
+        HookTool::Codex => edit::codex_on(text.as_deref(), &codex_argv(exe)?),
+        tool => edit::json_on(text.as_deref(), name(tool), &hook_command(exe, tool)?),
+    };
+    let Some(new) = edited.map_err(|r| refused(target, r))? else {
+        return Ok(format!("on already ({})", target.file.display()));
+    };
+    // The record first: a file with cca's hook never lacks the way back.
+    let record = Record { file: target.file.clone(), original: text, written: new.clone() };
+    store.keep_auto_record(target.name(), &serde_json::to_string(&record)?)?;
+    store::write_settings(&target.file, &new)?;
+    Ok(format!("on: each conversation is imported as it ends ({})", target.file.display()))
+}
+
+fn off(store: &Store, target: &Target) -> Result<String> {
+    let record: Option<Record> =
+        store.auto_record(target.name())?.and_then(|text| serde_json::from_str(&text).ok());
+    // The file cca changed, even if the tool's folder was set elsewhere since.
+    let file = record.as_ref().map_or(target.file.clone(), |r| r.file.clone());
+    let Some(text) = store::read_settings(&file)? else {
+        store.forget_auto_record(target.name())?;
+        return Ok("off".into());
+    };
+    if let Some(record) = record.filter(|r| r.written == text) {
+        match &record.original {
+            Some(original) => store::write_settings(&file, original)?,
+            None => store::remove_settings(&file)?,
+        }
+        store.forget_auto_record(target.name())?;
+        return Ok(format!("off: {} is back as it was", file.display()));
+    }
+    let edited = match target.tool {
+        HookTool::Codex => edit::codex_off(&text),
+        tool => edit::json_off(&text, name(tool)),
+    };
+    let Some(new) = edited.map_err(|r| refused(target, r))? else {
+        store.forget_auto_record(target.name())?;
+        return Ok("off".into());
+    };
+    store::write_settings(&file, &new)?;
+    store.forget_auto_record(target.name())?;
+    Ok(format!("off: cca's hook taken out of {} (changed since; the rest kept)", file.display()))
+}
+
+/// Whether cca's hook is in the tool's settings.
+pub(crate) fn is_on(target: &Target) -> bool {
+    let Ok(Some(text)) = store::read_settings(&target.file) else { return false };
+    match target.tool {
+        HookTool::Codex => edit::codex_has_ours(&text),
+        tool => edit::json_has_ours(&text, name(tool)),
+    }
+}
+
+/// The hook's command for Claude Code and gemini, which run it with `sh -c` (bash): cca's
+/// path quoted for that shell.
+fn hook_command(exe: &Path, tool: HookTool) -> Result<String> {
+    let path = exe.to_str().context("cca's path is not UTF-8: a hook cannot name it")?;
+    Ok(format!("'{}' import --hook {}", path.replace('\'', r"'\''"), name(tool)))
+}
+
+/// codex's notify: a program and its arguments, run without a shell; codex adds its JSON last.
+fn codex_argv(exe: &Path) -> Result<Vec<String>> {
+    let path = exe.to_str().context("cca's path is not UTF-8: codex's notify cannot name it")?;
+    Ok([path, "import", "--hook", "codex"].map(String::from).to_vec())
+}
+
+fn refused(target: &Target, refusal: Refusal) -> anyhow::Error {
+    let file = target.file.display();
+    let by_hand = match target.tool {
+        HookTool::Codex => {
+            "notify = [\"/path/to/cca\", \"import\", \"--hook\", \"codex\", \"--\"] \
+                            (your own notify program, if any, after the --)"
+                .to_string()
+        }
+        tool => format!(
+            "\"hooks\": {{\"SessionEnd\": [{{\"hooks\": [{{\"type\": \"command\", \"command\": \
+             \"/path/to/cca import --hook {}\"}}]}}]}}",
+            name(tool)
+        ),
+    };
+    let problem = match refusal {
+        Refusal::Comments => {
+            format!("{file} has comments, which cca cannot keep when it edits the file; left alone")
+        }
+        Refusal::NotParsed(why) => format!("{file} cannot be read ({why}); left alone"),
+        Refusal::Shape(why) => format!("{file}: {why}; left alone"),
+    };
+    Failure::new(exit::ERROR, problem)
+        .hint(format!("add cca's hook by hand ({by_hand}), or fix the file and run `cca import --auto on` again"))
+        .into()
+}
