@@ -503,10 +503,6 @@ pub struct ImportArgs {
     #[arg(long, hide = true, requires = "source")]
     pub hooked: bool,
 
-    /// With --hook codex: your own notify program and its arguments, then codex's JSON
-    #[arg(last = true, hide = true, value_name = "ARGS")]
-    pub hook_args: Vec<std::ffi::OsString>,
-
     /// Files or folders to read instead of the tool's own store (llm: a logs.db)
     #[arg(value_name = "PATH", value_hint = clap::ValueHint::AnyPath)]
     pub paths: Vec<PathBuf>,
@@ -514,6 +510,10 @@ pub struct ImportArgs {
     /// List what would be imported, and write nothing
     #[arg(short = 'n', long)]
     pub dry_run: bool,
+
+    /// With --hook codex: your own notify program and its arguments, then codex's JSON
+    #[arg(last = true, hide = true, value_name = "ARGS")]
+    pub hook_args: Vec<std::ffi::OsString>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -115,6 +115,12 @@ fn a_settings_file_with_comments_is_refused_and_left_alone() {
     assert!(run.stderr.contains("not found"), "claude and codex have no folder: {run}");
 }
 
+fn only_session(env: &TestEnv) -> String {
+    let files = env.session_files();
+    assert_eq!(files.len(), 1, "{files:?}");
+    std::fs::read_to_string(env.sessions_dir().join(&files[0])).unwrap()
+}
+
 /// A Claude Code session file of one exchange.
 fn claude_session(dir: &Path) -> PathBuf {
     let file = dir.join("0199-claude.jsonl");
@@ -150,7 +156,7 @@ fn the_hook_returns_at_once_silently_and_the_conversation_arrives_once() {
         std::fs::read_to_string(&log).unwrap_or_default()
     );
     assert_eq!(env.session_files().len(), 1, "imported once");
-    assert!(env.latest().contains("hello"));
+    assert!(only_session(&env).contains("hello"));
 
     // Broken JSON: still exit 0 and silent; the log says why.
     let run = env.run_with(&["import", "--hook", "claude"], Some(b"{nope"), &[]);
@@ -184,6 +190,6 @@ fn codex_s_notify_imports_the_thread_and_runs_the_users_own_notify() {
     assert!(
         wait_until(Duration::from_secs(20), || env.session_files().len() == 1 && notified.exists())
     );
-    assert!(env.latest().contains("answer"));
+    assert!(only_session(&env).contains("answer"));
     assert_eq!(std::fs::read_to_string(&notified).unwrap(), format!("first\n{event}\n"));
 }
