@@ -86,6 +86,7 @@ pub(crate) fn run(_: &DoctorArgs) -> Result<u8> {
     }
 
     out.push_str(&auto_report(&settings));
+    problems.extend(super::import::at_risk(&settings, &store));
 
     if !suggestions.is_empty() {
         out.push_str("\nsuggestions:\n");

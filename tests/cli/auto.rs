@@ -193,3 +193,25 @@ fn codex_s_notify_imports_the_thread_and_runs_the_users_own_notify() {
     assert!(only_session(&env).contains("answer"));
     assert_eq!(std::fs::read_to_string(&notified).unwrap(), format!("first\n{event}\n"));
 }
+
+#[test]
+fn doctor_warns_of_sessions_near_their_tools_deletion_age_that_cca_has_not_imported() {
+    let env = TestEnv::new();
+    let file = claude_session(&env.home.join(".claude/projects/-w"));
+    let days_ago = |days: u64| std::time::SystemTime::now() - Duration::from_secs(days * 86_400);
+    let set_age = |days| {
+        let f = std::fs::File::options().append(true).open(&file).unwrap();
+        f.set_modified(days_ago(days)).unwrap();
+    };
+    set_age(20);
+    let warned = |run: &Run| run.stdout.contains("claude session(s) not in cca");
+    assert!(!warned(&env.run(&["doctor"])), "20 days: not yet");
+    set_age(25);
+    let run = env.run(&["doctor"]);
+    assert!(run.stdout.contains("1 claude session(s) not in cca are 23 days old or more"), "{run}");
+    write(&env.home.join(".claude/settings.json"), "{\"cleanupPeriodDays\": 90}");
+    assert!(!warned(&env.run(&["doctor"])), "kept for 90 days");
+    std::fs::remove_file(env.home.join(".claude/settings.json")).unwrap();
+    env.run(&["import", "claude"]).ok();
+    assert!(!warned(&env.run(&["doctor"])), "imported");
+}

@@ -7,6 +7,7 @@
 //! there was none), and on a file changed since takes out cca's entry alone.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -15,6 +16,7 @@ use crate::cli::{HookTool, Switch};
 use crate::config::Settings;
 use crate::error::{Failure, exit};
 use crate::front::terminal::say;
+use crate::import::Tool;
 use crate::import::auto::{self as edit, Refusal};
 use crate::store::{self, Store};
 
@@ -190,4 +192,76 @@ fn refused(target: &Target, refusal: Refusal) -> anyhow::Error {
     Failure::new(exit::ERROR, problem)
         .hint(format!("add cca's hook by hand ({by_hand}), or fix the file and run `cca import --auto on` again"))
         .into()
+}
+
+/// Warn this long before a tool's own deletion age.
+const MARGIN_DAYS: u64 = 7;
+
+/// Sessions Claude Code or gemini will soon delete (within [`MARGIN_DAYS`] of their deletion
+/// age) that cca has not imported: one line per tool, for `cca doctor`.
+pub(crate) fn at_risk(settings: &Settings, store: &Store) -> Vec<String> {
+    let mut lines = Vec::new();
+    for target in targets(settings) {
+        let (tool, days, setting) = match target.tool {
+            HookTool::Claude => (Tool::Claude, claude_days(&target.file), "cleanupPeriodDays"),
+            HookTool::Gemini => match gemini_days(&target.file) {
+                Some(days) => (Tool::Gemini, days, "general.sessionRetention.maxAge"),
+                None => continue,
+            },
+            // codex deletes nothing.
+            HookTool::Codex => continue,
+        };
+        let oldest_kept = Duration::from_secs(days.saturating_sub(MARGIN_DAYS) * 86_400);
+        let files = super::sources(settings, tool, &[]).unwrap_or_default();
+        let old: Vec<PathBuf> = files
+            .into_iter()
+            .filter(|f| {
+                std::fs::metadata(f)
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t.elapsed().is_ok_and(|age| age >= oldest_kept))
+            })
+            .collect();
+        let Ok(left) = super::not_imported(store, old) else { continue };
+        if !left.is_empty() {
+            lines.push(format!(
+                "{} {} session(s) not in cca are {} days old or more, and {} deletes them at {days} \
+                 days ({setting}): `cca import {}` keeps them, `cca import --auto on` keeps the \
+                 next ones as they end",
+                left.len(),
+                target.name(),
+                days.saturating_sub(MARGIN_DAYS),
+                target.name(),
+                target.name()
+            ));
+        }
+    }
+    lines
+}
+
+/// Claude Code's `cleanupPeriodDays` (30 unless set).
+fn claude_days(file: &Path) -> u64 {
+    let settings = store::read_settings(file).ok().flatten();
+    let value = settings.and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+    value.and_then(|v| v["cleanupPeriodDays"].as_u64()).unwrap_or(30)
+}
+
+/// gemini's `general.sessionRetention.maxAge` in days ("30d" unless set: gemini-cli 0.61's
+/// default), or `None` when retention is off.
+fn gemini_days(file: &Path) -> Option<u64> {
+    let settings = store::read_settings(file).ok().flatten();
+    let value = settings.and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+    let retention = value.map(|v| v["general"]["sessionRetention"].clone()).unwrap_or_default();
+    if retention["enabled"] == false {
+        return None;
+    }
+    let age = retention["maxAge"].as_str().unwrap_or("30d");
+    let (number, unit) = age.split_at(age.find(|c: char| !c.is_ascii_digit()).unwrap_or(age.len()));
+    let n: u64 = number.parse().ok()?;
+    match unit {
+        "d" => Some(n),
+        "w" => Some(n * 7),
+        "h" => Some(n / 24),
+        "m" => Some(n * 30),
+        _ => None,
+    }
 }

@@ -70,7 +70,7 @@ pub(crate) fn import_ended(source: ImportSource, args: &[OsString]) -> Result<u8
         }
         _ => event["transcript_path"].as_str().filter(|p| !p.is_empty()).map(PathBuf::from),
     };
-    say(&format!("{} {source:?} ended: {}", now(), event_summary(&event)));
+    say(&format!("{} {} ended: {}", now(), tool_name(source), event_summary(&event)));
     let Some(file) = file else {
         say("cca: nothing to import: the hook names no conversation file");
         return Ok(exit::OK);
@@ -101,14 +101,21 @@ fn rollout_of(settings: &Settings, thread: &str) -> Option<PathBuf> {
     files.into_iter().rev().find(|f| f.to_string_lossy().ends_with(&suffix))
 }
 
+fn tool_name(source: ImportSource) -> &'static str {
+    match source {
+        ImportSource::Claude => "claude",
+        ImportSource::Gemini => "gemini",
+        ImportSource::Codex => "codex",
+        ImportSource::Llm => "llm",
+    }
+}
+
+/// The conversation's id and why the hook ran, as the tool said.
 fn event_summary(event: &Value) -> String {
-    let field = |k: &str| event[k].as_str().unwrap_or("").to_string();
-    format!(
-        "{}{}{}",
-        field("session_id"),
-        field("thread-id"),
-        [field("reason"), field("type")].concat()
-    )
+    let field = |k: &str| event[k].as_str().unwrap_or("");
+    let id = [field("session_id"), field("thread-id")].concat();
+    let why = [field("reason"), field("type")].concat();
+    format!("{id} ({why})")
 }
 
 fn now() -> String {

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 mod auto;
 mod hook;
 
-pub(crate) use auto::{is_on, targets};
+pub(crate) use auto::{at_risk, is_on, targets};
 
 use super::print;
 use crate::cli::{ImportArgs, ImportSource};
@@ -617,6 +617,19 @@ fn new_header(
         name: None,
         imported: Some(imported),
     }
+}
+
+/// Which of `files` cca has not imported as they are now (new, or changed since).
+pub(crate) fn not_imported(store: &Store, files: Vec<PathBuf>) -> Result<Vec<PathBuf>> {
+    let index = load_index(store)?;
+    Ok(files
+        .into_iter()
+        .filter(|f| {
+            let now =
+                std::fs::metadata(f).map(|m| Stamp { size: m.len(), mtime_ns: mtime_ns(&m) }).ok();
+            now.is_none() || index.files.get(&*f.to_string_lossy()) != now.as_ref()
+        })
+        .collect())
 }
 
 /// The index from `imports.json`, or rebuilt from the sessions' headers when it is missing or
