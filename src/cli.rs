@@ -487,9 +487,10 @@ pub struct ImportArgs {
     /// Import each conversation of Claude Code, gemini and codex as it ends (on), or stop (off)
     ///
     /// on: adds cca's hook to each tool found: Claude Code's and gemini's SessionEnd hook in
-    /// their settings.json, codex's notify in ~/.codex/config.toml (a notify of your own still
-    /// runs, after cca's). Your own hooks and the rest of the file stay as they are. off: takes
-    /// out exactly cca's entry, and gives back your file byte for byte when nothing else changed.
+    /// their settings.json, codex's notify in ~/.codex/config.toml (codex runs one notify: one of
+    /// your own is kept, and cca's hook runs it). Your own hooks and the rest of the file stay as
+    /// they are. off: takes out exactly cca's entry, and gives back your file byte for byte when
+    /// nothing else changed. `cca doctor` says which are on.
     #[arg(long, value_enum, value_name = "SWITCH", conflicts_with_all = ["source", "paths", "dry_run", "hook"])]
     pub auto: Option<Switch>,
 
