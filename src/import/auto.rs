@@ -33,8 +33,8 @@ pub(crate) fn json_on(
     tool: &str,
     command: &str,
 ) -> Result<Option<String>, Refusal> {
-    let command = serde_json::to_string(command).unwrap_or_default();
-    let entry = format!("{{\"hooks\": [{{\"type\": \"command\", \"command\": {command}}}]}}");
+    let quoted = serde_json::to_string(command).unwrap_or_default();
+    let entry = format!("{{\"hooks\": [{{\"type\": \"command\", \"command\": {quoted}}}]}}");
     let text = text.unwrap_or("");
     if text.trim().is_empty() {
         return Ok(Some(format!(
@@ -42,8 +42,13 @@ pub(crate) fn json_on(
         )));
     }
     parse(text)?;
-    if find_ours(text, tool)?.is_some() {
-        return Ok(None);
+    if let Some(found) = find_ours(text, tool)? {
+        if found.command == command {
+            return Ok(None);
+        }
+        // cca's hook from another place (cca moved, or its home changed): replaced.
+        let without = json_off(text, tool)?.unwrap_or_default();
+        return json_on(Some(&without), tool, command);
     }
     let b = text.as_bytes();
     let root = skip_space(b, 0);
@@ -90,7 +95,13 @@ pub(crate) fn codex_on(text: Option<&str>, ours: &[String]) -> Result<Option<Str
         .parse()
         .map_err(|e: toml_edit::TomlError| Refusal::NotParsed(e.to_string()))?;
     if codex_has_ours(text.unwrap_or("")) {
-        return Ok(None);
+        let argv = doc.get("notify").map(notify_argv).transpose()?.unwrap_or_default();
+        if argv.starts_with(ours) && argv.get(ours.len()).is_some_and(|a| a == "--") {
+            return Ok(None);
+        }
+        // cca's hook from another place (cca moved, or its home changed): replaced.
+        let without = codex_off(text.unwrap_or(""))?.unwrap_or_default();
+        return codex_on(Some(&without), ours);
     }
     let mut argv: Vec<String> = ours.to_vec();
     argv.push("--".into());
@@ -180,6 +191,8 @@ struct Found {
     group_index: usize,
     group_hooks: usize,
     hook_index: usize,
+    /// The hook's command as it is.
+    command: String,
 }
 
 fn find_ours(text: &str, tool: &str) -> Result<Option<Found>, Refusal> {
@@ -210,8 +223,9 @@ fn find_ours(text: &str, tool: &str) -> Result<Option<Found>, Refusal> {
         for (hook_index, hook) in items(b, group_hooks).0.iter().enumerate() {
             let value: Value = serde_json::from_str(&text[hook.value..hook.end])
                 .map_err(|e| Refusal::NotParsed(e.to_string()))?;
-            if value["command"].as_str().is_some_and(|c| is_ours(c, tool)) {
+            if let Some(command) = value["command"].as_str().filter(|c| is_ours(c, tool)) {
                 return Ok(Some(Found {
+                    command: command.to_string(),
                     root,
                     hooks_index,
                     hooks,
@@ -426,6 +440,18 @@ mod tests {
         assert_eq!(json_off(&off, "claude").unwrap(), None);
         assert!(!json_has_ours(&off, "claude"));
         assert!(!json_has_ours(&text, "gemini"), "another tool's entry is not this one's");
+    }
+
+    #[test]
+    fn a_hook_of_cca_from_elsewhere_is_replaced_not_doubled() {
+        let old = on(Some("{\"model\": \"x\"}"));
+        let moved = "'/opt/cca' import --hook claude";
+        let new = json_on(Some(&old), "claude", moved).unwrap().unwrap();
+        assert_eq!(new, json_on(Some("{\"model\": \"x\"}"), "claude", moved).unwrap().unwrap());
+        let moved = ["/opt/cca", "import", "--hook", "codex"].map(String::from);
+        let with = codex_on(Some("model = \"o3\"\n"), &ours()).unwrap().unwrap();
+        let again = codex_on(Some(&with), &moved).unwrap().unwrap();
+        assert_eq!(again, codex_on(Some("model = \"o3\"\n"), &moved).unwrap().unwrap());
     }
 
     #[test]

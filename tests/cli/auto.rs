@@ -49,7 +49,12 @@ fn on_keeps_the_users_hooks_and_off_gives_each_file_back_byte_for_byte() {
         .map(|g| g["hooks"][0]["command"].as_str().unwrap())
         .collect();
     assert_eq!(commands[0], "echo bye >> ~/ended");
-    let ours = format!("'{}' import --hook claude", cca_exe().display());
+    // CCA_HOME is set here, so the hook carries it: the tool may start without it.
+    let ours = format!(
+        "CCA_HOME='{}' '{}' import --hook claude",
+        env.cca_home.display(),
+        cca_exe().display()
+    );
     assert_eq!(commands[1], ours);
     assert_eq!(settings["model"], "opus");
     // gemini had no settings file: one is made with the hook alone.
@@ -62,10 +67,19 @@ fn on_keeps_the_users_hooks_and_off_gives_each_file_back_byte_for_byte() {
     let notify: Vec<&str> =
         toml["notify"].as_array().unwrap().iter().filter_map(|v| v.as_str()).collect();
     let exe = cca_exe();
-    assert_eq!(
-        notify,
-        [exe.to_str().unwrap(), "import", "--hook", "codex", "--", "notify-send", "codex"]
-    );
+    let home = format!("CCA_HOME={}", env.cca_home.display());
+    let expected = [
+        "/usr/bin/env",
+        &home,
+        exe.to_str().unwrap(),
+        "import",
+        "--hook",
+        "codex",
+        "--",
+        "notify-send",
+        "codex",
+    ];
+    assert_eq!(notify, expected);
     assert!(std::fs::read_to_string(&codex).unwrap().starts_with("# mine\nnotify = ["));
     assert_eq!(
         std::fs::metadata(&claude).unwrap().permissions(),
@@ -214,4 +228,20 @@ fn doctor_warns_of_sessions_near_their_tools_deletion_age_that_cca_has_not_impor
     std::fs::remove_file(env.home.join(".claude/settings.json")).unwrap();
     env.run(&["import", "claude"]).ok();
     assert!(!warned(&env.run(&["doctor"])), "imported");
+}
+
+#[test]
+fn on_replaces_a_hook_of_cca_from_an_old_place_and_off_still_gives_the_original() {
+    let env = TestEnv::new();
+    let [claude, _, _] = files(&env);
+    write(&claude, CLAUDE);
+    env.run(&["import", "--auto", "on"]).ok();
+    let exe = cca_exe().display().to_string();
+    let moved = std::fs::read_to_string(&claude).unwrap().replace(&exe, "/old/place/cca");
+    std::fs::write(&claude, &moved).unwrap();
+    env.run(&["import", "--auto", "on"]).ok().stderr_has("claude: on:");
+    let now = std::fs::read_to_string(&claude).unwrap();
+    assert!(!now.contains("/old/place") && now.matches("--hook claude").count() == 1, "{now}");
+    env.run(&["import", "--auto", "off"]).ok();
+    assert_eq!(std::fs::read_to_string(&claude).unwrap(), CLAUDE);
 }

@@ -31,8 +31,7 @@ fn tool(r: &Real, program: &Path, args: &[&str]) -> Run {
         .envs(r.vars(&r.api.url()))
         .env("CLAUDE_CODE_MAX_RETRIES", "0")
         .env("MOCK_API_KEY", "dummy")
-        // The hook's import finds cca's home as the user's would.
-        .env("CCA_HOME", &r.env.cca_home)
+        // No CCA_HOME: the hook carries the one `--auto on` was given.
         .current_dir(&r.env.work)
         .args(args)
         .stdin(Stdio::null());

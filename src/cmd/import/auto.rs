@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::cli::{HookTool, Switch};
-use crate::config::Settings;
+use crate::config::{Settings, Source};
 use crate::error::{Failure, exit};
 use crate::front::terminal::say;
 use crate::import::Tool;
@@ -72,6 +72,13 @@ pub(crate) fn targets(settings: &Settings) -> Vec<Target> {
 /// `cca import --auto on|off`
 pub(crate) fn switch(settings: &Settings, store: &Store, switch: Switch) -> Result<u8> {
     let exe = std::env::current_exe().context("cannot tell where cca's own program is")?;
+    // A home set other than by default goes into the hook: the tool may be started where
+    // CCA_HOME is not set (from an editor, a desktop launcher).
+    let home = match settings.home.source {
+        Source::Default => None,
+        _ => Some(settings.home.value.as_path()),
+    };
+    let hook = Hook { exe: &exe, home };
     let mut failed = None;
     for target in targets(settings) {
         let done = match switch {
@@ -83,7 +90,7 @@ pub(crate) fn switch(settings: &Settings, store: &Store, switch: Switch) -> Resu
                 ));
                 continue;
             }
-            Switch::On => on(store, &target, &exe),
+            Switch::On => on(store, &target, &hook),
             Switch::Off => off(store, &target),
         };
         match done {
@@ -100,17 +107,30 @@ pub(crate) fn switch(settings: &Settings, store: &Store, switch: Switch) -> Resu
     }
 }
 
-fn on(store: &Store, target: &Target, exe: &Path) -> Result<String> {
+/// What the hook runs: cca's program, and its home when one was set.
+struct Hook<'a> {
+    exe: &'a Path,
+    home: Option<&'a Path>,
+}
+
+fn on(store: &Store, target: &Target, hook: &Hook) -> Result<String> {
     let text = store::read_settings(&target.file)?;
     let edited = match target.tool {
-        HookTool::Codex => edit::codex_on(text.as_deref(), &codex_argv(exe)?),
-        tool => edit::json_on(text.as_deref(), name(tool), &hook_command(exe, tool)?),
+        HookTool::Codex => edit::codex_on(text.as_deref(), &codex_argv(hook)?),
+        tool => edit::json_on(text.as_deref(), name(tool), &hook_command(hook, tool)?),
     };
     let Some(new) = edited.map_err(|r| refused(target, r))? else {
         return Ok(format!("on already ({})", target.file.display()));
     };
+    // Replacing a hook of cca's (cca moved): the user's original is still the one kept.
+    let kept: Option<Record> =
+        store.auto_record(target.name())?.and_then(|text| serde_json::from_str(&text).ok());
+    let original = match kept {
+        Some(record) if record.file == target.file && is_on(target) => record.original,
+        _ => text,
+    };
     // The record first: a file with cca's hook never lacks the way back.
-    let record = Record { file: target.file.clone(), original: text, written: new.clone() };
+    let record = Record { file: target.file.clone(), original, written: new.clone() };
     store.keep_auto_record(target.name(), &serde_json::to_string(&record)?)?;
     store::write_settings(&target.file, &new)?;
     Ok(format!("on: each conversation is imported as it ends ({})", target.file.display()))
@@ -156,16 +176,31 @@ pub(crate) fn is_on(target: &Target) -> bool {
 }
 
 /// The hook's command for Claude Code and gemini, which run it with `sh -c` (bash): cca's
-/// path quoted for that shell.
-fn hook_command(exe: &Path, tool: HookTool) -> Result<String> {
-    let path = exe.to_str().context("cca's path is not UTF-8: a hook cannot name it")?;
-    Ok(format!("'{}' import --hook {}", path.replace('\'', r"'\''"), name(tool)))
+/// path (and home) quoted for that shell.
+fn hook_command(hook: &Hook, tool: HookTool) -> Result<String> {
+    let quoted = |p: &Path| -> Result<String> {
+        let text = p.to_str().context("a path that is not UTF-8 cannot go in a hook")?;
+        Ok(format!("'{}'", text.replace('\'', r"'\''")))
+    };
+    let home = match hook.home {
+        Some(home) => format!("CCA_HOME={} ", quoted(home)?),
+        None => String::new(),
+    };
+    Ok(format!("{home}{} import --hook {}", quoted(hook.exe)?, name(tool)))
 }
 
 /// codex's notify: a program and its arguments, run without a shell; codex adds its JSON last.
-fn codex_argv(exe: &Path) -> Result<Vec<String>> {
-    let path = exe.to_str().context("cca's path is not UTF-8: codex's notify cannot name it")?;
-    Ok([path, "import", "--hook", "codex"].map(String::from).to_vec())
+fn codex_argv(hook: &Hook) -> Result<Vec<String>> {
+    let text = |p: &Path| {
+        p.to_str().map(String::from).context("a path that is not UTF-8 cannot go in a hook")
+    };
+    let mut argv = Vec::new();
+    if let Some(home) = hook.home {
+        argv.extend(["/usr/bin/env".to_string(), format!("CCA_HOME={}", text(home)?)]);
+    }
+    argv.push(text(hook.exe)?);
+    argv.extend(["import", "--hook", "codex"].map(String::from));
+    Ok(argv)
 }
 
 fn refused(target: &Target, refusal: Refusal) -> anyhow::Error {
