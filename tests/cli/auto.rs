@@ -245,3 +245,19 @@ fn on_replaces_a_hook_of_cca_from_an_old_place_and_off_still_gives_the_original(
     env.run(&["import", "--auto", "off"]).ok();
     assert_eq!(std::fs::read_to_string(&claude).unwrap(), CLAUDE);
 }
+
+#[test]
+fn a_settings_file_that_is_a_link_stays_a_link_and_its_target_gets_the_hook() {
+    let env = TestEnv::new();
+    let [claude, _, _] = files(&env);
+    let dotfiles = env.home.join("dotfiles/claude.json");
+    write(&dotfiles, CLAUDE);
+    std::fs::create_dir_all(claude.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&dotfiles, &claude).unwrap();
+    env.run(&["import", "--auto", "on"]).ok();
+    assert!(std::fs::symlink_metadata(&claude).unwrap().file_type().is_symlink());
+    assert!(std::fs::read_to_string(&dotfiles).unwrap().contains("--hook claude"));
+    env.run(&["import", "--auto", "off"]).ok();
+    assert!(std::fs::symlink_metadata(&claude).unwrap().file_type().is_symlink());
+    assert_eq!(std::fs::read_to_string(&dotfiles).unwrap(), CLAUDE);
+}
