@@ -85,6 +85,9 @@ pub(crate) fn run(_: &DoctorArgs) -> Result<u8> {
         out.push_str(&format!("  config: none ({} would be read)\n", config.display()));
     }
 
+    out.push_str(&auto_report(&settings));
+    problems.extend(super::import::at_risk(&settings, &store));
+
     if !suggestions.is_empty() {
         out.push_str("\nsuggestions:\n");
         for s in &suggestions {
@@ -101,6 +104,22 @@ pub(crate) fn run(_: &DoctorArgs) -> Result<u8> {
     }
     super::print(&out)?;
     Ok(if usable == 0 { exit::ERROR } else { exit::OK })
+}
+
+/// Which tools' conversations arrive as they end (`cca import --auto`).
+fn auto_report(settings: &crate::config::Settings) -> String {
+    let states: Vec<String> = super::import::targets(settings)
+        .iter()
+        .map(|t| {
+            let state = match () {
+                _ if !t.dir.is_dir() => "not found",
+                _ if super::import::is_on(t) => "on",
+                _ => "off",
+            };
+            format!("{} {state}", t.name())
+        })
+        .collect();
+    format!("\nauto import (cca import --auto on|off): {}\n", states.join(", "))
 }
 
 /// What waits on standby; for an engine with standby off that takes long to start (measured:

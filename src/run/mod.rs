@@ -314,6 +314,25 @@ pub(crate) fn output_of(program: &Path, args: &[&std::ffi::OsStr]) -> Result<Vec
     Ok(out.stdout)
 }
 
+/// Starts a program and leaves it running, not waited for: in a process group of its own (so
+/// that a tool ending its own group, or a terminal hanging up, does not end it), with stdout
+/// and stderr to `log`, and stdin the caller's when `stdin` says so (a hook's JSON is read by
+/// the program started, not by the hook), else empty. For `cca import --hook`, which must
+/// return to the tool at once.
+pub(crate) fn detach(program: &Path, args: &[OsString], stdin: bool, log: &File) -> Result<()> {
+    let output = |log: &File| log.try_clone().context("cannot share the hooks' log");
+    Command::new(program)
+        .args(args)
+        .stdin(if stdin { Stdio::inherit() } else { Stdio::null() })
+        .stdout(output(log)?)
+        .stderr(output(log)?)
+        .process_group(0)
+        .spawn()
+        .with_context(|| format!("cannot run {}", program.display()))?;
+    // The child is never waited for: once this process ends, init reaps it.
+    Ok(())
+}
+
 /// The program engines are started through (cca itself, see [`launch`]), once the binary has
 /// said where it is; unit tests of the library start engines directly.
 static LAUNCHER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();

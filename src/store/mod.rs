@@ -24,6 +24,7 @@ use anyhow::{Context, Result};
 
 use crate::error::Failure;
 
+mod auto;
 mod engine_home;
 mod files;
 mod ids;
@@ -36,6 +37,7 @@ pub(crate) mod socket;
 mod trash;
 mod write;
 
+pub(crate) use auto::{read_settings, remove_settings, write_settings};
 pub(crate) use engine_home::{EngineHome, remove_engine_session_files};
 pub(crate) use files::set_mode;
 use files::{make_private_dir, read_optional, sync_dir};

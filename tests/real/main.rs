@@ -5,6 +5,7 @@
 mod acp;
 mod acp_mcp;
 mod auth;
+mod auto;
 mod caching;
 #[allow(dead_code)]
 #[path = "../support/env.rs"]
