@@ -354,6 +354,7 @@ fn spawn_engine(
         command
             .args(args)
             .envs(env.iter().map(|(k, v)| (k, v)))
+            .env(crate::vars::ENGINE_RUN, "1")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -179,6 +179,31 @@ fn the_hook_returns_at_once_silently_and_the_conversation_arrives_once() {
     assert!(wait_until(Duration::from_secs(20), said));
 }
 
+/// A run cca started as its own engine (a turn with claude, gemini or a codex command engine)
+/// is in cca already: its hook imports nothing.
+#[test]
+fn the_hook_of_a_run_cca_started_imports_nothing() {
+    let env = TestEnv::new();
+    let file = claude_session(&env.home.join(".claude/projects/-w"));
+    let event = json!({"session_id": "0199-claude", "transcript_path": file, "cwd": "/w", "hook_event_name": "SessionEnd", "reason": "other"});
+    let hook = |marked: &[(&str, &str)]| {
+        let input = event.to_string();
+        let run = env.run_with(&["import", "--hook", "claude"], Some(input.as_bytes()), marked);
+        assert_eq!((run.code, run.stdout.as_str(), run.stderr.as_str()), (Some(0), "", ""));
+    };
+    hook(&[("CCA_ENGINE_RUN", "1")]);
+    // The same conversation's hook from a run of the user's own: the one import there is.
+    hook(&[]);
+    let log = env.cca_home.join("auto/hooks.log");
+    let text = || std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(wait_until(Duration::from_secs(20), || text().contains("cca: imported")), "{}", text());
+    assert_eq!(text().matches("claude ended").count(), 1, "{}", text());
+    assert_eq!(env.session_files().len(), 1);
+    // cca marks the engines it starts so.
+    env.run(&["search", "-q", "a turn"]).ok();
+    assert_eq!(env.last_call()["env"]["CCA_ENGINE_RUN"], "1", "{}", env.last_call());
+}
+
 #[test]
 fn codex_s_notify_imports_the_thread_and_runs_the_users_own_notify() {
     let env = TestEnv::new();

@@ -36,6 +36,8 @@ fn start(tool: HookTool, args: &[OsString], log: &std::fs::File) -> Result<()> {
     let exe = std::env::current_exe().context("cannot tell where cca's own program is")?;
     let name = super::auto::name(tool);
     let mut import: Vec<OsString> = ["import", name, "--hooked"].map(OsString::from).to_vec();
+    // A run cca started as its engine is in cca already: only the user's own notify runs.
+    let cca_s_own = std::env::var_os(crate::vars::ENGINE_RUN).is_some();
     if tool == HookTool::Codex {
         // codex runs one notify program: a notify of the user's comes after `--`, and is run
         // first, with codex's JSON last as codex would have given it.
@@ -45,6 +47,9 @@ fn start(tool: HookTool, args: &[OsString], log: &std::fs::File) -> Result<()> {
             crate::run::detach(Path::new(program), &with_json, false, log)?;
         }
         import.extend([OsString::from("--"), json.clone()]);
+    }
+    if cca_s_own {
+        return Ok(());
     }
     // Claude Code and gemini write their JSON to the hook's stdin: the import reads it.
     crate::run::detach(&exe, &import, tool != HookTool::Codex, log)
