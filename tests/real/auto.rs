@@ -83,7 +83,25 @@ fn claude_p_ends_and_its_conversation_is_in_cca_once() {
         arrived_once(&r, "claude", "keep this, claude", "Claude kept this.");
         let users = std::fs::read_to_string(r.env.home.join("users-hook")).unwrap();
         assert!(users.contains("\"hook_event_name\":\"SessionEnd\""), "{users}");
+        own_turns_are_not_imported(&r, "claude");
     });
+}
+
+/// A turn of cca's own through the tool runs the tool's hooks too (the user's ran), and imports
+/// nothing: cca holds the turn already.
+fn own_turns_are_not_imported(r: &Real, engine: &str) {
+    let users_hook = r.env.home.join("users-hook");
+    let ran =
+        || std::fs::read_to_string(&users_hook).unwrap_or_default().matches("SessionEnd").count();
+    let before = ran();
+    r.run(&["search", "-q", "-e", engine, "a turn of cca's own"]).ok();
+    eventually("the user's hook for cca's turn", || ran() > before);
+    // The hook's import, had it started one, would be done in well under 5 s (3 s of waiting
+    // for the file to settle at most).
+    std::thread::sleep(Duration::from_secs(5));
+    let log = std::fs::read_to_string(r.env.cca_home.join("auto/hooks.log")).unwrap_or_default();
+    assert_eq!(log.matches(" ended: ").count(), 1, "{log}");
+    assert_eq!(r.env.session_files().len(), 2, "the imported one and cca's own\n{log}");
 }
 
 #[test]
@@ -105,6 +123,7 @@ fn gemini_p_ends_and_its_conversation_is_in_cca_once() {
         arrived_once(&r, "gemini", "keep this, gemini", "Gemini kept this.");
         let users = std::fs::read_to_string(r.env.home.join("users-hook")).unwrap();
         assert!(users.contains("SessionEnd"), "{users}");
+        own_turns_are_not_imported(&r, "gemini");
     });
 }
 
