@@ -48,12 +48,7 @@ pub const KONSOLE_VERSION: &str = "KONSOLE_VERSION";
 pub const TMUX: &str = "TMUX";
 pub const STY: &str = "STY";
 
-/// Set by cca in the environment of every engine it starts: the hooks `cca import --auto on`
-/// puts into Claude Code, gemini and codex import nothing for a run of cca's own (its turns are
-/// in cca already), and run only the user's own notify program.
-pub const ENGINE_RUN: &str = "CCA_ENGINE_RUN";
-
-pub const ALL: [&str; 24] = [
+pub const ALL: [&str; 23] = [
     HOME,
     ENGINE,
     MODEL,
@@ -77,5 +72,4 @@ pub const ALL: [&str; 24] = [
     KONSOLE_VERSION,
     TMUX,
     STY,
-    ENGINE_RUN,
 ];

@@ -333,6 +333,11 @@ pub(crate) fn detach(program: &Path, args: &[OsString], stdin: bool, log: &File)
     Ok(())
 }
 
+/// Set in the environment of every engine cca starts, not read from the user's: the hooks
+/// `cca import --auto on` puts into Claude Code, gemini and codex import nothing for a run of
+/// cca's own (its turns are in cca already).
+pub(crate) const ENGINE_RUN: &str = "CCA_ENGINE_RUN";
+
 /// The program engines are started through (cca itself, see [`launch`]), once the binary has
 /// said where it is; unit tests of the library start engines directly.
 static LAUNCHER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
@@ -354,7 +359,7 @@ fn spawn_engine(
         command
             .args(args)
             .envs(env.iter().map(|(k, v)| (k, v)))
-            .env(crate::vars::ENGINE_RUN, "1")
+            .env(ENGINE_RUN, "1")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

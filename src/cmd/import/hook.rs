@@ -37,7 +37,7 @@ fn start(tool: HookTool, args: &[OsString], log: &std::fs::File) -> Result<()> {
     let name = super::auto::name(tool);
     let mut import: Vec<OsString> = ["import", name, "--hooked"].map(OsString::from).to_vec();
     // A run cca started as its engine is in cca already: only the user's own notify runs.
-    let cca_s_own = std::env::var_os(crate::vars::ENGINE_RUN).is_some();
+    let cca_s_own = std::env::var_os(crate::run::ENGINE_RUN).is_some();
     if tool == HookTool::Codex {
         // codex runs one notify program: a notify of the user's comes after `--`, and is run
         // first, with codex's JSON last as codex would have given it.
