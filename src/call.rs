@@ -3,6 +3,7 @@
 
 use std::ffi::OsString;
 use std::io;
+use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
@@ -141,7 +142,7 @@ pub(crate) fn call(
                 (Fresh::Taken(run::kept::Kept::adopt(engine, grace, transport, decoder)), None)
             }
             None => {
-                let (args, env, files) = materialize(s.store, &invocation)?;
+                let (args, env, files) = materialize(s.store, s.settings, s.id, &invocation)?;
                 let program = invocation.program.clone();
                 let grace = s.settings.grace;
                 let start = run::kept::Start { program, args, env, grace, transport, decoder };
@@ -159,7 +160,7 @@ pub(crate) fn call(
         let cold = Cold { invocation, fresh, files, idle };
         return kept(c, slot, cold, transcript, notes.as_deref(), cancel, progress);
     }
-    let (args, env, scratch) = materialize(s.store, &invocation)?;
+    let (args, env, scratch) = materialize(s.store, s.settings, s.id, &invocation)?;
     let spawn = Spawn {
         program: invocation.program.clone(),
         args,
@@ -183,8 +184,9 @@ pub(crate) fn call(
 fn tidy(c: &Call, notes: Option<&str>, outcome: &run::EngineRun) {
     let s = c.session;
     if let Some(id) = &outcome.engine_session {
+        let gemini_home = s.store.engine_home_dir("gemini", s.id);
         let left = crate::engine::Leftovers {
-            gemini_home: s.settings.gemini_home.as_deref(),
+            gemini_home: Some(&gemini_home),
             claude_home: s.settings.claude_home.as_deref(),
             engine_session: id,
             notes,
@@ -262,7 +264,7 @@ pub(crate) fn leave_standby(s: &Session, system: &str, live: &std::sync::Arc<Liv
     let program = locate(s.settings, s.engine)?;
     let invocation = kept_start(s, program, system, live, &stored, notes.as_deref())?;
     let key = invocation_key(s, &invocation, system);
-    let (args, env, files) = materialize(s.store, &invocation)?;
+    let (args, env, files) = materialize(s.store, s.settings, s.id, &invocation)?;
     // The standby removes them when it ends.
     let files = files.map(crate::store::EngineFiles::keep);
     let order = run::standby::Order {
@@ -308,7 +310,7 @@ pub(crate) fn time_start(
         let s = Session { settings, store, id: "", engine, model };
         let program = locate(settings, engine)?;
         let invocation = kept_start(&s, program, "", &Default::default(), &nothing, None)?;
-        let (args, env, _files) = materialize(store, &invocation)?;
+        let (args, env, _files) = materialize(store, settings, "", &invocation)?;
         let limit = std::time::Duration::from_secs(20);
         run::standby::time_start(&invocation.program, &args, &env, opening(transport), limit)
     };
@@ -504,25 +506,68 @@ fn last_line(text: &str) -> Option<String> {
 
 type EnvVars = Vec<(OsString, OsString)>;
 
+/// The environment a program is run with outside a turn (asked its version): gemini in a home
+/// of its own, as for a turn, so that it leaves nothing of its own behind.
+pub(crate) fn home_env(
+    settings: &crate::config::Settings,
+    store: &Store,
+    program: &std::path::Path,
+) -> Result<(EnvVars, Option<crate::store::EngineFiles>)> {
+    if !crate::engine::gemini::is_gemini(program) {
+        return Ok(Default::default());
+    }
+    let home = Arg::Home(crate::engine::gemini::home(None));
+    let env = vec![(crate::vars::GEMINI_CLI_HOME.to_string(), home)];
+    let program = program.to_path_buf();
+    let (stdin, images, follow_up) = (Vec::new(), Vec::new(), Vec::new());
+    let inv = Invocation { program, args: Vec::new(), env, stdin, images, follow_up };
+    let (_, env, files) = materialize(store, settings, "", &inv)?;
+    Ok((env, files))
+}
+
 /// Creates the files an invocation asks for and returns plain arguments and environment. The
 /// files go in a private folder, made only when there is one to write and removed when the
 /// returned guard is dropped.
 fn materialize(
     store: &Store,
+    settings: &crate::config::Settings,
+    session: &str,
     inv: &Invocation,
 ) -> Result<(Vec<OsString>, EnvVars, Option<crate::store::EngineFiles>)> {
     let mut dir: Option<crate::store::EngineFiles> = None;
     let mut resolve = |arg: &Arg| -> Result<OsString> {
+        let mut dir = || -> Result<PathBuf> {
+            let dir = match &mut dir {
+                Some(dir) => dir,
+                empty => empty.insert(store.engine_scratch_dir()?),
+            };
+            Ok(dir.path().to_path_buf())
+        };
         match arg {
             Arg::Plain(s) => Ok(s.clone()),
             Arg::File { name, contents } => {
-                let dir = match &mut dir {
-                    Some(dir) => dir,
-                    empty => empty.insert(store.engine_scratch_dir()?),
-                };
-                let path = dir.path().join(name);
+                let path = dir()?.join(name);
                 store.write_private(&path, contents.as_bytes())?;
                 Ok(path.into_os_string())
+            }
+            Arg::Home(home) => {
+                // The only engine with a home of its own is gemini, in place of its user's.
+                let user_home = settings.gemini_home.as_deref();
+                let over = |user: Option<&str>| home.settings.as_ref().map(|s| s.over(user));
+                let text = |user: Option<&str>| over(user).unwrap_or_default();
+                let made = crate::store::EngineHome {
+                    config_dir: home.config_dir,
+                    own: home.own,
+                    home_files: home.home_files,
+                    settings: home.settings.as_ref().map(|s| (s.file, &text as _)),
+                };
+                // The session's, so that its path stays the same from turn to turn (see
+                // `store::engine_home`); a run's own where there is no session.
+                let at = match session {
+                    "" => dir()?.join("home"),
+                    id => store.engine_home_dir("gemini", id),
+                };
+                Ok(store.make_engine_home(&at, &made, user_home)?.into_os_string())
             }
         }
     };

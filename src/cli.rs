@@ -486,14 +486,35 @@ Examples:
   cca import gemini --dry-run               # what would be imported, writing nothing
   cca import codex ~/old/rollout-x.jsonl    # a file, or a folder of them
   cca import llm                            # llm's logs.db, found as `llm logs path` finds it
+  cca import --auto on                      # from now on, each conversation as it ends
   cca export claude && claude --resume ID   # and back";
 
 /// `cca import`'s options.
 #[derive(Debug, Args)]
 pub struct ImportArgs {
     /// Whose conversations to import
-    #[arg(value_enum)]
-    pub source: ImportSource,
+    #[arg(value_enum, required_unless_present_any = ["auto", "hook"])]
+    pub source: Option<ImportSource>,
+
+    /// Import each conversation of Claude Code, gemini and codex as it ends (on), or stop (off)
+    ///
+    /// on: adds cca's hook to each tool found: Claude Code's and gemini's SessionEnd hook in
+    /// their settings.json, codex's notify in ~/.codex/config.toml (codex runs one notify: one of
+    /// your own is kept, and cca's hook runs it). Your own hooks and the rest of the file stay as
+    /// they are. off: takes out exactly cca's entry, and gives back your file byte for byte when
+    /// nothing else changed. `cca doctor` says which are on.
+    #[arg(long, value_enum, value_name = "SWITCH", conflicts_with_all = ["source", "paths", "dry_run", "hook"])]
+    pub auto: Option<Switch>,
+
+    /// What the hooks run (`--auto on` puts it there): hands the conversation that ended to an
+    /// import in the background and returns at once; what happens goes to
+    /// $CCA_HOME/auto/hooks.log
+    #[arg(long, value_enum, value_name = "TOOL", conflicts_with_all = ["source", "paths", "dry_run"])]
+    pub hook: Option<HookTool>,
+
+    /// Run by --hook, in the background: imports the conversation the tool's hook names
+    #[arg(long, hide = true, requires = "source")]
+    pub hooked: bool,
 
     /// Files or folders to read instead of the tool's own store (llm: a logs.db)
     #[arg(value_name = "PATH", value_hint = clap::ValueHint::AnyPath)]
@@ -502,6 +523,10 @@ pub struct ImportArgs {
     /// List what would be imported, and write nothing
     #[arg(short = 'n', long)]
     pub dry_run: bool,
+
+    /// With --hook codex: your own notify program and its arguments, then codex's JSON
+    #[arg(last = true, hide = true, value_name = "ARGS")]
+    pub hook_args: Vec<std::ffi::OsString>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -510,6 +535,20 @@ pub enum ImportSource {
     Gemini,
     Codex,
     Llm,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Switch {
+    On,
+    Off,
+}
+
+/// The tools whose end-of-session hooks cca can be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum HookTool {
+    Claude,
+    Gemini,
+    Codex,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -23,8 +23,8 @@ pub const GRACE_MS: &str = "CCA_GRACE_MS";
 pub const NO_COLOR: &str = "NO_COLOR";
 /// Standard: `dumb` turns the spinner and colour off.
 pub const TERM: &str = "TERM";
-/// gemini's own: where it keeps its files (else `$HOME`); cca looks there only to remove the
-/// session file gemini writes for each of cca's turns.
+/// gemini's own: where it keeps its files (else `$HOME`): what cca imports and exports, and the
+/// settings and sign-in the home cca gives its gemini links to.
 pub const GEMINI_CLI_HOME: &str = "GEMINI_CLI_HOME";
 /// claude's own: its folder (else `$HOME/.claude`), where it keeps its sessions: cca reads there
 /// the session file of a structured-history turn (and removes it), imports and exports.

@@ -1,7 +1,8 @@
 //! `make bench`: cca's overhead, streaming latency, long transcripts (whole, and after a clear or a
 //! compaction), many sessions, memory, a side-by-side with `llm`, the bytes compaction saves,
 //! rendering, `cca acp` against the command line, `cca grep` beside ripgrep, and a search through
-//! `cca mcp` beside `cca grep`, and the share of a follow-up's input a prompt cache could serve.
+//! `cca mcp` beside `cca grep`, the share of a follow-up's input a prompt cache could serve, and
+//! how often `cca recall` finds the exchange that answers a question (beside plain BM25).
 //! Prints markdown for BENCHMARKS.md.
 //!
 //! Runs the release `cca` against the release fake engine (tests/support/fake_engine.rs); the
@@ -20,6 +21,9 @@ mod engines;
 mod grep;
 mod import;
 mod recall;
+mod recall_background;
+mod recall_quality;
+mod recall_rank;
 mod support;
 mod turns;
 
@@ -40,7 +44,7 @@ fn main() {
     println!("# cca benchmarks\n");
     println!("{}\n", machine());
     type Section = (&'static str, fn(&Bench));
-    let sections: [Section; 19] = [
+    let sections: [Section; 20] = [
         ("overhead", Bench::overhead),
         ("version", Bench::version),
         ("launcher", Bench::launcher),
@@ -55,11 +59,12 @@ fn main() {
         ("acp", Bench::acp),
         ("grep", Bench::grep),
         ("mcp", Bench::mcp),
-        ("recall", Bench::recall),
+        ("recall-speed", Bench::recall),
         ("import", Bench::import),
         ("caching", Bench::caching),
         ("warm", Bench::warm),
         ("standby", Bench::standby),
+        ("recall-quality", Bench::recall_quality),
     ];
     for (name, run) in sections {
         if wanted(name) {

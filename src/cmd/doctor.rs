@@ -30,7 +30,12 @@ pub(crate) fn run(_: &DoctorArgs) -> Result<u8> {
                 let version = match &engine.version_args {
                     Some(args) => {
                         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                        crate::run::first_line_of(&path, &args, Duration::from_secs(15))
+                        // In the home a turn gives it: gemini reads and writes its project
+                        // list even to say its version.
+                        let (env, _files) =
+                            crate::call::home_env(&settings, &store, &path).unwrap_or_default();
+                        let limit = Duration::from_secs(15);
+                        crate::run::first_line_of(&path, &args, &env, limit)
                             .unwrap_or_else(|| "version unknown".into())
                     }
                     None => "version not asked (set version_args to ask)".into(),
@@ -80,6 +85,9 @@ pub(crate) fn run(_: &DoctorArgs) -> Result<u8> {
         out.push_str(&format!("  config: none ({} would be read)\n", config.display()));
     }
 
+    out.push_str(&auto_report(&settings));
+    problems.extend(super::import::at_risk(&settings, &store));
+
     if !suggestions.is_empty() {
         out.push_str("\nsuggestions:\n");
         for s in &suggestions {
@@ -96,6 +104,22 @@ pub(crate) fn run(_: &DoctorArgs) -> Result<u8> {
     }
     super::print(&out)?;
     Ok(if usable == 0 { exit::ERROR } else { exit::OK })
+}
+
+/// Which tools' conversations arrive as they end (`cca import --auto`).
+fn auto_report(settings: &crate::config::Settings) -> String {
+    let states: Vec<String> = super::import::targets(settings)
+        .iter()
+        .map(|t| {
+            let state = match () {
+                _ if !t.dir.is_dir() => "not found",
+                _ if super::import::is_on(t) => "on",
+                _ => "off",
+            };
+            format!("{} {state}", t.name())
+        })
+        .collect();
+    format!("\nauto import (cca import --auto on|off): {}\n", states.join(", "))
 }
 
 /// What waits on standby; for an engine with standby off that takes long to start (measured:

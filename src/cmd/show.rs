@@ -130,27 +130,69 @@ fn write_readable(
     let mut unescaped = Vec::with_capacity(70 * 1024);
     let records = Until { inner: ReadAt { file, at: 0, end: size }, stop: &stop };
     let reader = BufReader::with_capacity(256 * 1024, records);
+    // A question waits (with what came with it) for its outcome: its title says whether it was
+    // answered, so that a question asked again is not shown as a second turn of the same number.
+    let mut waiting: Vec<Item> = Vec::new();
+    let mut show = |item: &Item, answered: bool| -> Result<()> {
+        match item {
+            Item::Note(text) => {
+                let mut line = vec![0u8; (text.end - text.start) as usize];
+                file.read_exact_at(&mut line, text.start).with_context(cannot_read)?;
+                let line = transcript::one_line(&String::from_utf8_lossy(&line), 2_000);
+                out.write_all(format!("\n{line}\n").as_bytes())?;
+                Ok(())
+            }
+            Item::Record(r) => {
+                let (on, off) = if shown.bold { ("\x1b[1m", "\x1b[0m") } else { ("", "") };
+                let title = record_title(r.kind, &r.meta, &mut done, answered);
+                // What the user typed and attached is shown as it is, markdown or not (but
+                // cleaned).
+                let style =
+                    shown.style.filter(|_| matches!(r.kind, Kind::Assistant | Kind::Compaction));
+                out.write_all(format!("\n{on}── {title} ──{off}\n").as_bytes())?;
+                let content = Content { file, range: &r.content, style, clean: shown.clean };
+                write_content(content, &mut buf, &mut unescaped, out, cannot_read)
+            }
+        }
+    };
+    let mut flush = |waiting: &mut Vec<Item>, answered: bool| -> Result<()> {
+        waiting.drain(..).try_for_each(|item| show(&item, answered))
+    };
     let scanned = transcript::Scanner::scan(reader, |event| {
-        let Event::Record(r) = event else { return };
         if stop.get() {
             return;
         }
-        let (on, off) = if shown.bold { ("\x1b[1m", "\x1b[0m") } else { ("", "") };
-        let title = record_title(r.kind, &r.meta, &mut done);
-        // What the user typed and attached is shown as it is, markdown or not (but cleaned).
-        let style = shown.style.filter(|_| matches!(r.kind, Kind::Assistant | Kind::Compaction));
-        let written = out
-            .write_all(format!("\n{on}── {title} ──{off}\n").as_bytes())
-            .map_err(anyhow::Error::from)
-            .and_then(|()| {
-                let content = Content { file, range: &r.content, style, clean: shown.clean };
-                write_content(content, &mut buf, &mut unescaped, out, cannot_read)
-            });
+        let item = match event {
+            Event::Record(r) => Item::Record(Box::new(r)),
+            Event::Note { text, .. } => Item::Note(text),
+            Event::Header(..) | Event::Problem(_) => return,
+        };
+        let kind = match &item {
+            Item::Record(r) => Some(r.kind),
+            Item::Note(_) => None,
+        };
+        let written = match kind {
+            Some(Kind::User) => flush(&mut waiting, false).map(|()| waiting.push(item)),
+            Some(Kind::Attachment) | None if !waiting.is_empty() => {
+                waiting.push(item);
+                Ok(())
+            }
+            Some(Kind::Assistant) => {
+                flush(&mut waiting, true).and_then(|()| flush(&mut vec![item], true))
+            }
+            _ => flush(&mut waiting, false).and_then(|()| flush(&mut vec![item], false)),
+        };
         if let Err(e) = written {
             failed = Some(e);
             stop.set(true);
         }
     });
+    // A question at the end, without an outcome yet, may still be answered: numbered.
+    if failed.is_none()
+        && let Err(e) = flush(&mut waiting, true)
+    {
+        failed = Some(e);
+    }
     if let Some(e) = failed {
         return Err(e);
     }
@@ -292,11 +334,12 @@ fn readable_head(
 /// A record's title in `cca show`; `done` counts the answers so far, for turn numbers.
 /// Marker fields are any text a file holds: each is flattened to one line (no control
 /// character), as the header's are.
-fn record_title(kind: Kind, meta: &Meta, done: &mut u64) -> String {
+fn record_title(kind: Kind, meta: &Meta, done: &mut u64, answered: bool) -> String {
     let field = |text: &str| transcript::one_line(text, 200);
     let turn = *done + 1;
     match kind {
-        Kind::User => format!("{turn}. You"),
+        Kind::User if answered => format!("{turn}. You"),
+        Kind::User => "You (not answered)".to_string(),
         Kind::Attachment => {
             format!("attached: {}", field(meta.name.as_deref().unwrap_or("context")))
         }
@@ -320,13 +363,21 @@ fn record_title(kind: Kind, meta: &Meta, done: &mut u64) -> String {
             transcript::one_line(meta.reason.as_deref().unwrap_or("stopped"), 120)
         ),
         Kind::Clear => "context cleared here: nothing above is sent again".to_string(),
+        // Written where it was made, after the turns it kept verbatim: the title says so.
         Kind::Compaction => format!(
-            "summary of {}, sent in their place ({} → {})",
+            "summary of {}, made after turn {}, sent in their place ({} → {})",
             crate::human::turns(meta.first.unwrap_or(1), meta.through.unwrap_or(0)),
+            *done,
             human_bytes(meta.bytes_before.unwrap_or(0)),
             human_bytes(meta.bytes_after.unwrap_or(0))
         ),
     }
+}
+
+/// What `cca show` draws in the file's order: a record, or a note between records.
+enum Item {
+    Record(Box<transcript::RecordSpan>),
+    Note(Range<u64>),
 }
 
 /// Reads part of a file by offset, leaving the file's position alone.
@@ -419,8 +470,12 @@ mod tests {
         let live = (live_bytes, tokens);
         let mut out = readable_head(&t.header, live, text.len() as u64, &summary.totals);
         let mut done = 0;
-        for r in &t.records {
-            let title = record_title(r.kind, &r.meta, &mut done);
+        for (i, r) in t.records.iter().enumerate() {
+            // A question is answered unless what follows it (past its attachments) is not an
+            // answer; one at the end may still be.
+            let outcome = t.records[i + 1..].iter().find(|next| next.kind != Kind::Attachment);
+            let answered = outcome.is_none_or(|next| next.kind == Kind::Assistant);
+            let title = record_title(r.kind, &r.meta, &mut done, answered);
             let (on, off) = if bold { ("\x1b[1m", "\x1b[0m") } else { ("", "") };
             out.push_str(&format!("\n{on}── {title} ──{off}\n"));
             if !r.content.is_empty() {

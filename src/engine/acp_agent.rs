@@ -76,7 +76,14 @@ fn invocation(
     let stdin =
         frame::inline(Some(request.system), request.live, &request.attachments, request.query);
     let follow_up = frame::follow_up(&request.attachments, request.query);
-    Ok(Invocation { program, args, env: Vec::new(), stdin, images: Vec::new(), follow_up })
+    // gemini as an agent writes its own copy of each session as it runs: in a home of its own
+    // for the run (its settings the user's, as they are), that copy goes with the run.
+    let mut env = Vec::new();
+    if super::gemini::is_gemini(&program) {
+        let home = super::Arg::Home(super::gemini::home(None));
+        env.push((crate::vars::GEMINI_CLI_HOME.to_string(), home));
+    }
+    Ok(Invocation { program, args, env, stdin, images: Vec::new(), follow_up })
 }
 
 /// The first request id `run::kept` gives to prompts (0 and 1 are `initialize` and

@@ -72,15 +72,45 @@ fn noise(line: &[u8]) -> bool {
     line.starts_with(b"[STARTUP] ") || line.starts_with(b"Ripgrep is not available.")
 }
 
-/// gemini always records its own copy of a run (it has no switch); cca is the memory, so the
-/// one file each turn leaves is removed, found by the id gemini reported.
+/// gemini records its own copy of every run (it has no switch), in the home cca gives it for the
+/// session; cca is the memory, so the one file each turn leaves is removed, found by the id
+/// gemini reported.
 fn tidy(left: &super::Leftovers) -> Option<String> {
     if let Some(home) = left.gemini_home {
-        crate::store::remove_engine_session_files(&sessions_root(home), |path| {
+        let root = home.join(".gemini").join("tmp");
+        crate::store::remove_engine_session_files(&root, |path| {
             session_file_matches(path, left.engine_session)
         });
     }
     None
+}
+
+/// Where gemini writes its copy of a run: `<home>/.gemini/tmp/<project>/chats/`, named
+/// `session-<time>-<first 8 of the id>.jsonl`.
+fn session_file_matches(path: &Path, session_id: &str) -> bool {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let short: String = session_id.chars().take(8).collect();
+    short.len() == 8
+        && name.starts_with("session-")
+        && name.ends_with(&format!("-{short}.jsonl"))
+        && path.parent().and_then(|p| p.file_name()).is_some_and(|d| d == "chats")
+}
+
+/// Whether a program is gemini, by its name (an ACP agent in the config may be).
+pub(crate) fn is_gemini(program: &Path) -> bool {
+    program.file_name().is_some_and(|name| name == "gemini")
+}
+
+/// gemini's home: its folder `.gemini` with the user's files in it but those it writes of
+/// itself as it runs (its copies of runs and their projects' folders under `tmp`, its shell
+/// history, its project list), which stay in cca's folder.
+pub(crate) fn home(settings: Option<super::home::Settings>) -> super::home::Home {
+    super::home::Home {
+        config_dir: ".gemini",
+        own: &["tmp", "history", "projects.json"],
+        home_files: &[".env"],
+        settings,
+    }
 }
 
 /// cca's default tool policy for gemini: a search agent searches and reads the web; it never
@@ -122,27 +152,24 @@ pub(crate) fn invocation(
         }
     }
     let mut env = Vec::new();
-    // Only a settings file sets gemini's attempts and adds MCP servers; the system level one
-    // overrides the user's settings key by key, leaving the rest (auth) to them.
-    // gemini deletes sessions of its own as it starts (`sessionRetention`, on by default),
-    // a resumed one whole when a second file of it is near empty (0.61.0). Those are the
-    // user's, for `cca import`: the gemini cca starts leaves them to the user's own runs.
-    let mut general = json!({ "sessionRetention": { "enabled": false } });
+    // Only a settings file sets gemini's attempts and adds MCP servers, and gemini writes its
+    // own copy of every run: it runs in a home of its own for the run (see `home`), where its
+    // settings are the user's with cca's put over them.
+    let mut general = serde_json::Map::new();
     if let Some(retries) = engine.retries {
-        general["maxAttempts"] = json!(retries + 1);
+        general.insert("maxAttempts".into(), json!(retries + 1));
     }
-    let mut settings = serde_json::Map::new();
-    settings.insert("general".into(), general);
-    // Its warnings about the terminal (colours, TERM=dumb) are about its own interface, which
-    // cca does not show: they are not the user's to act on.
-    settings.insert("ui".into(), json!({ "showCompatibilityWarnings": false }));
-    if !request.mcp_servers.is_empty() {
-        settings.insert("mcpServers".into(), super::mcp_servers(request.mcp_servers, mcp_server));
-    }
-    env.push((
-        "GEMINI_CLI_SYSTEM_SETTINGS_PATH".to_string(),
-        Arg::File { name: "gemini-settings.json", contents: Value::Object(settings).to_string() },
-    ));
+    let merged = json!({
+        "general": general,
+        // Its warnings about the terminal (colours, TERM=dumb) are about its own interface,
+        // which cca does not show: they are not the user's to act on.
+        "ui": { "showCompatibilityWarnings": false },
+    });
+    // The MCP servers of a turn are cca's, and no others (the user's own would be started).
+    let servers = super::mcp_servers(request.mcp_servers, mcp_server);
+    let replaced = json!({ "mcpServers": servers });
+    let settings = super::home::Settings { file: "settings.json", merged, replaced };
+    env.push((crate::vars::GEMINI_CLI_HOME.to_string(), Arg::Home(home(Some(settings)))));
     let inline_system = match engine.system_prompt {
         SystemPromptMode::Inline => Some(request.system),
         SystemPromptMode::Native => {
@@ -247,17 +274,6 @@ fn history_jsonl(request: &Request, system: Option<&str>) -> std::io::Result<Str
     Ok(lines.iter().map(|l| format!("{l}\n")).collect())
 }
 
-/// Where gemini writes its session file for a run: `<home>/.gemini/tmp/<project>/chats/`,
-/// named `session-<time>-<first 8 of the id>.jsonl`. cca removes the one each turn leaves.
-pub(crate) fn session_file_matches(path: &Path, session_id: &str) -> bool {
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    let short: String = session_id.chars().take(8).collect();
-    short.len() == 8
-        && name.starts_with("session-")
-        && name.ends_with(&format!("-{short}.jsonl"))
-        && path.parent().and_then(|p| p.file_name()).is_some_and(|d| d == "chats")
-}
-
 /// What gemini reads as it starts (gemini-cli 0.61.0): its context files (`GEMINI.md` in its
 /// folder, in this folder and each above it), its settings (the user's, the project's, the
 /// system's) and the `.env` files it loads its environment from. Files it reads later, as its
@@ -272,10 +288,6 @@ fn reads_at_start(place: &super::StartPlace) -> Vec<PathBuf> {
         ["settings.json", "system-defaults.json"].map(|f| Path::new("/etc/gemini-cli").join(f)),
     );
     paths
-}
-
-pub(crate) fn sessions_root(gemini_home: &Path) -> PathBuf {
-    gemini_home.join(".gemini").join("tmp")
 }
 
 /// Decodes `-o stream-json`: assistant message deltas, tool calls, and the final result.

@@ -4,13 +4,15 @@
 //! `SPEC`, listed in [`BUILTIN`].
 //!
 //! Nothing here spawns (that is `run`'s job). Files an engine needs (a system prompt file, a
-//! history file) are described as [`Arg::File`] and created by the caller; what an engine leaves
-//! behind is removed through `store` ([`Spec::tidy`]).
+//! history file, a home of its own) are described as [`Arg::File`] and [`Arg::Home`] and
+//! created by the caller; what an engine leaves behind is removed through `store`
+//! ([`Spec::tidy`]).
 
 pub(crate) mod acp_agent;
 pub(crate) mod claude;
 pub(crate) mod command;
 pub(crate) mod gemini;
+pub(crate) mod home;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -96,7 +98,7 @@ impl StartPlace<'_> {
 
 /// What [`Spec::tidy`] needs to find and read what a run left.
 pub struct Leftovers<'a> {
-    /// Where gemini keeps its files: `GEMINI_CLI_HOME`, else the user's home.
+    /// Where gemini kept its files for the run: the home cca gave it for the session.
     pub gemini_home: Option<&'a std::path::Path>,
     /// claude's folder (`CLAUDE_CONFIG_DIR`, else `~/.claude`): it keeps its sessions under
     /// `projects`.
@@ -290,6 +292,9 @@ pub enum Arg {
         name: &'static str,
         contents: String,
     },
+    /// A home folder of the engine's own, in cca's folder (see [`home`]); the argument is its
+    /// path.
+    Home(home::Home),
 }
 
 impl Arg {

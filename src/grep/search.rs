@@ -56,6 +56,7 @@ impl Places {
         match event {
             Event::Header(header, _) => self.header = Some(header),
             Event::Problem(_) => self.numbering.problem(),
+            Event::Note { .. } => {}
             Event::Record(span) => {
                 let turn = self.numbering.record(span.kind);
                 let place = Place { kind: span.kind, meta: span.meta, turn, content: span.content };

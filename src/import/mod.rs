@@ -7,6 +7,7 @@
 //! block per tool call with its sources. What cca cannot carry (thinking, images, subagent side
 //! chains) is named in a last `> Left out by cca import: ...` line of the answer.
 
+pub(crate) mod auto;
 #[cfg(any(test, feature = "testing"))]
 mod check;
 pub(crate) mod claude;

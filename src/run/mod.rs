@@ -314,6 +314,30 @@ pub(crate) fn output_of(program: &Path, args: &[&std::ffi::OsStr]) -> Result<Vec
     Ok(out.stdout)
 }
 
+/// Starts a program and leaves it running, not waited for: in a process group of its own (so
+/// that a tool ending its own group, or a terminal hanging up, does not end it), with stdout
+/// and stderr to `log`, and stdin the caller's when `stdin` says so (a hook's JSON is read by
+/// the program started, not by the hook), else empty. For `cca import --hook`, which must
+/// return to the tool at once.
+pub(crate) fn detach(program: &Path, args: &[OsString], stdin: bool, log: &File) -> Result<()> {
+    let output = |log: &File| log.try_clone().context("cannot share the hooks' log");
+    Command::new(program)
+        .args(args)
+        .stdin(if stdin { Stdio::inherit() } else { Stdio::null() })
+        .stdout(output(log)?)
+        .stderr(output(log)?)
+        .process_group(0)
+        .spawn()
+        .with_context(|| format!("cannot run {}", program.display()))?;
+    // The child is never waited for: once this process ends, init reaps it.
+    Ok(())
+}
+
+/// Set in the environment of every engine cca starts, not read from the user's: the hooks
+/// `cca import --auto on` puts into Claude Code, gemini and codex import nothing for a run of
+/// cca's own (its turns are in cca already).
+pub(crate) const ENGINE_RUN: &str = "CCA_ENGINE_RUN";
+
 /// The program engines are started through (cca itself, see [`launch`]), once the binary has
 /// said where it is; unit tests of the library start engines directly.
 static LAUNCHER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
@@ -335,6 +359,7 @@ fn spawn_engine(
         command
             .args(args)
             .envs(env.iter().map(|(k, v)| (k, v)))
+            .env(ENGINE_RUN, "1")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -829,10 +854,12 @@ pub(crate) fn describe_status(status: &ExitStatus) -> String {
 pub(crate) fn first_line_of(
     program: &std::path::Path,
     args: &[&str],
+    env: &[(std::ffi::OsString, std::ffi::OsString)],
     timeout: Duration,
 ) -> Option<String> {
     let mut child = Command::new(program)
         .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

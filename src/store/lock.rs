@@ -11,6 +11,12 @@ use crate::error::{Failure, exit};
 use super::{FILE_MODE, Store};
 
 impl Store {
+    /// Held while an import reads and writes `imports.json` and the sessions it makes, so
+    /// that two (two hooks firing at once) never import one conversation twice.
+    pub(crate) fn lock_imports(&self, on_wait: impl FnOnce()) -> Result<SessionLock> {
+        self.lock(".imports", true, on_wait)
+    }
+
     /// Held while a name is checked and given, so two sessions cannot take the same name.
     pub(crate) fn lock_names(&self, on_wait: impl FnOnce()) -> Result<SessionLock> {
         // Not a session id (ids never start with a dot), so never a session's lock.

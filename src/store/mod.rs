@@ -24,6 +24,8 @@ use anyhow::{Context, Result};
 
 use crate::error::Failure;
 
+mod auto;
+mod engine_home;
 mod files;
 mod ids;
 mod latest;
@@ -35,6 +37,8 @@ pub(crate) mod socket;
 mod trash;
 mod write;
 
+pub(crate) use auto::{read_settings, remove_settings, write_settings};
+pub(crate) use engine_home::{EngineHome, remove_engine_session_files};
 pub(crate) use files::make_private_dir;
 pub(crate) use files::set_mode;
 use files::{read_optional, sync_dir};
@@ -43,7 +47,7 @@ pub(crate) use ids::{sort_key, validate_id, validate_name};
 pub(crate) use latest::Repointed;
 pub(crate) use listing::{Listed, newest_first};
 pub(crate) use read::not_transcript;
-pub(crate) use trash::{remove_engine_session_files, take_engine_session_file};
+pub(crate) use trash::take_engine_session_file;
 pub(crate) use write::Appender;
 
 pub(crate) const DIR_MODE: u32 = 0o700;

@@ -77,6 +77,7 @@ impl Store {
         }
         let _ = fs::remove_file(self.locks_dir().join(format!("{id}.lock")));
         let _ = fs::remove_file(self.live_index_path(id));
+        self.remove_engine_homes(id);
         let notes = format!("{id}.");
         for entry in fs::read_dir(self.live_dir()).into_iter().flatten().flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
@@ -160,8 +161,6 @@ impl Store {
     }
 }
 
-/// Removes the files under `root/*/chats/` that `is_engine_session` recognises: the session
-/// file an engine wrote for one of cca's turns. Best effort: what cannot be removed stays.
 /// Reads and removes the file `name` in a folder of `root` (claude's
 /// `~/.claude/projects/<folder>/<session id>.jsonl`), if one holds it.
 pub(crate) fn take_engine_session_file(root: &Path, name: &str) -> Option<String> {
@@ -173,17 +172,4 @@ pub(crate) fn take_engine_session_file(root: &Path, name: &str) -> Option<String
         }
     }
     None
-}
-
-pub(crate) fn remove_engine_session_files(root: &Path, is_engine_session: impl Fn(&Path) -> bool) {
-    let Ok(projects) = fs::read_dir(root) else { return };
-    for project in projects.flatten() {
-        let Ok(chats) = fs::read_dir(project.path().join("chats")) else { continue };
-        for file in chats.flatten() {
-            let path = file.path();
-            if is_engine_session(&path) {
-                let _ = fs::remove_file(&path);
-            }
-        }
-    }
 }

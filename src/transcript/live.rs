@@ -159,6 +159,8 @@ impl Summarizer {
                 self.pending = None;
                 self.problems.push(p);
             }
+            // A note between records is for people; it does not change the conversation.
+            Event::Note { .. } => {}
             Event::Record(r) => {
                 if let Some(at) = &r.meta.at {
                     self.last_activity = Some(at.clone());

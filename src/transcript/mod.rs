@@ -228,6 +228,7 @@ pub fn parse(text: &str) -> Result<(Transcript, Vec<Problem>), NotTranscript> {
             content: unescape(&text[span.content.start as usize..span.content.end as usize]),
         }),
         Event::Problem(p) => problems.push(p),
+        Event::Note { .. } => {}
     })
     .expect("reading from memory cannot fail")?;
     let header = header.expect("a scan that succeeded saw the header");

@@ -42,6 +42,13 @@ pub enum Event {
     Header(Header, u64),
     Record(RecordSpan),
     Problem(Problem),
+    /// A line of text between records that is not blank: a note added by hand, or the one cca
+    /// leaves where it took out a record cut off by a crash. Not part of any record; its
+    /// 1-based line number and where its text sits (without the line's end).
+    Note {
+        line: u64,
+        text: Range<u64>,
+    },
 }
 
 /// The file is not a transcript cca can read at all.
@@ -98,6 +105,8 @@ pub(super) struct Line<'a> {
     pub(super) cr: bool,
     /// The whole line is UTF-8.
     pub(super) utf8: bool,
+    /// A newline ends the line (the last line of a file cut short has none).
+    pub(super) ended: bool,
 }
 
 /// A line split across two refills of the reader's buffer.
@@ -259,6 +268,7 @@ impl Scanner {
                             whole,
                             cr: text.last().copied().or(split.last) == Some(b'\r'),
                             utf8: split.utf8.ok(),
+                            ended: true,
                         };
                         scanner.line(&line, &mut on_event)
                     }
@@ -271,6 +281,7 @@ impl Scanner {
                             whole: text.len() <= HEAD_MAX,
                             cr: text.last() == Some(&b'\r'),
                             utf8: std::str::from_utf8(text).is_ok(),
+                            ended: true,
                         };
                         scanner.line(&line, &mut on_event)
                     }
@@ -310,6 +321,7 @@ impl Scanner {
                 whole: split.whole,
                 cr: split.last == Some(b'\r'),
                 utf8: split.utf8.ok(),
+                ended: false,
             };
             if let Err(e) = scanner.line(&line, &mut on_event) {
                 return Ok(Err(e));
@@ -357,7 +369,15 @@ impl Scanner {
                     open.body_line(line);
                     return Ok(());
                 }
-                State::InHeader { .. } | State::Between => return Ok(()),
+                State::Between => {
+                    // The start of a line a crash cut short is not a note.
+                    if line.ended && !line.head.iter().all(u8::is_ascii_whitespace) {
+                        let end = line.end - u64::from(line.cr);
+                        on_event(Event::Note { line: no, text: line.start..end });
+                    }
+                    return Ok(());
+                }
+                State::InHeader { .. } => return Ok(()),
                 State::BeforeHeader => {}
             }
         }

@@ -40,13 +40,13 @@ impl KeptLine {
 /// structure; a line cut at `HEAD_MAX` is taken as UTF-8 (its head may end inside a character).
 fn skimmed_line(start: u64, end: u64, head: &[u8], whole: bool, last: Option<u8>) -> Line<'_> {
     let utf8 = !whole || std::str::from_utf8(head).is_ok();
-    Line { start, end, head, whole, cr: last == Some(b'\r'), utf8 }
+    Line { start, end, head, whole, cr: last == Some(b'\r'), utf8, ended: true }
 }
 
 /// The [`Scanner`], fed only the lines that decide the record structure: marker lines, the few
 /// lines after each, and the last line before each. Content lines between are counted, never
 /// looked at, so following a file's records costs a search for markers instead of a pass over
-/// every line. The events are exactly the scanner's (a property test holds it to that).
+/// every line. The events are exactly the scanner's but notes (a property test holds it to that).
 ///
 /// Push-driven, so the caller decides where bytes come from (`grep` hands over the buffer it
 /// is searching, and reads ahead only when a record runs past it), and can stop early: a push
@@ -186,17 +186,23 @@ impl Skim {
         }
         self.finished = true;
         if let Some(split) = self.split.take() {
-            self.feed(&split.line(), on_event)?;
+            self.feed(&Line { ended: false, ..split.line() }, on_event)?;
         }
         self.drop_held();
         std::mem::take(&mut self.scanner).finish(on_event)
     }
 
     fn feed(&mut self, line: &Line, on_event: &mut impl FnMut(Event)) -> Result<(), NotTranscript> {
+        // Most lines between records are jumped over: the few fed are not reported as notes.
+        let mut on_event = |e| {
+            if !matches!(e, Event::Note { .. }) {
+                on_event(e)
+            }
+        };
         if let Some(held) = self.held.take() {
-            self.scanner.line(&held.line(), on_event)?;
+            self.scanner.line(&held.line(), &mut on_event)?;
         }
-        self.scanner.line(line, on_event)
+        self.scanner.line(line, &mut on_event)
     }
 
     fn hold(&mut self, line: KeptLine) {
@@ -245,9 +251,12 @@ mod tests {
         (result.map_err(|e| e.to_string()), events)
     }
 
+    /// The scanner's events but notes: skimming jumps over most lines between records, and
+    /// what reads through a skim (grep) has no use for notes.
     fn scanned(text: &[u8]) -> (Result<(), String>, Vec<Event>) {
         let mut events = Vec::new();
         let result = Scanner::scan(text, |e| events.push(e)).unwrap().map_err(|e| e.to_string());
+        events.retain(|e| !matches!(e, Event::Note { .. }));
         (result, events)
     }
 

@@ -99,7 +99,8 @@ fn bytes_per_turn_stay_bounded() {
     }
 }
 
-/// One turn is "turn 1", not "turns 1-1": in the message, in `cca show` and in the transcript.
+/// One turn is "turn 1", not "turns 1-1": in the message, in `cca show` (which says after which
+/// turn the summary was made, as it is drawn there) and in the transcript.
 #[test]
 fn a_summary_of_one_turn_says_turn_1() {
     let env = TestEnv::new();
@@ -107,7 +108,10 @@ fn a_summary_of_one_turn_says_turn_1() {
     let run = env.run(&["compact", "--keep", "1"]);
     run.ok().stderr_has("turn 1 of 20261121-101500 is now a summary");
     let show = env.run(&["show"]);
-    assert!(show.stdout.contains("── summary of turn 1, sent in their place"), "{show}");
+    assert!(
+        show.stdout.contains("── summary of turn 1, made after turn 2, sent in their place"),
+        "{show}"
+    );
     let file = std::fs::read_to_string(env.session_path(STAMP)).unwrap();
     assert!(file.contains("### Summary of turn 1 (sent in their place)"), "{file}");
     assert!(!file.contains("turns 1-1") && !show.stdout.contains("turns 1-1"), "{file}");
@@ -147,7 +151,10 @@ fn manual_compaction_and_a_hand_edited_summary() {
     );
 
     let show = env.run(&["show"]);
-    assert!(show.stdout.contains("── summary of turns 1-3, sent in their place"), "{show}");
+    assert!(
+        show.stdout.contains("── summary of turns 1-3, made after turn 5, sent in their place"),
+        "{show}"
+    );
     env.run(&["compact", "--keep", "10"]).ok().stderr_has("nothing to compact");
 }
 

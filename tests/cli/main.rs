@@ -9,6 +9,7 @@ mod acp_sessions;
 mod acp_signals;
 mod acp_usage;
 mod acp_wire;
+mod auto;
 #[allow(dead_code)]
 #[path = "../support/env.rs"]
 mod common;

@@ -468,6 +468,8 @@ fn a_cut_off_transcript_still_opens_and_its_tail_is_not_sent() {
     assert!(!run.stderr.contains("cut off") && !run.stderr.contains("warning"), "{run}");
     let show = env.run(&["show"]);
     assert!(!show.ok().stderr.contains("warning"), "{show}");
+    // `cca show` says where the cut record went, where it was.
+    assert!(show.stdout.contains(&format!("is kept in {}", kept.display())), "{show}");
     let history = tag(stdin_of(&env.last_call()), "conversation_history").unwrap().to_string();
     assert!(
         history.contains("<user_turn>\none\n") && history.contains("<user_turn>\ntwo\n"),
@@ -655,6 +657,27 @@ fn a_follow_up_refused_for_its_image_leaves_the_session_and_latest_as_they_were(
         .stderr_has("engine echo cannot take images");
     assert_eq!(std::fs::read_to_string(env.sessions_dir().join(&first)).unwrap(), before);
     assert_eq!(env.latest(), latest, "`latest` still names the other session");
+}
+
+/// A turn killed before its answer was recorded leaves its question without an outcome: the
+/// next turn says so and records it as interrupted, and `cca show` numbers only the question
+/// asked again, not both.
+#[test]
+fn a_question_left_without_answer_is_shown_once_as_not_answered() {
+    let env = TestEnv::new();
+    env.run(&["search", "one"]).ok();
+    let path = env.session_path(STAMP);
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str("\n<!-- cca:user {\"at\":\"2026-11-21T10:16:00Z\"} -->\n## 2. You\n\nlost\n");
+    text.push_str("<!-- cca:end -->\n");
+    std::fs::write(&path, &text).unwrap();
+    env.run(&["search", "-r", "two"]).ok().stderr_has("turn 2's question has no answer");
+    let show = env.run(&["show"]);
+    show.ok();
+    let lost = show.stdout.find("── You (not answered) ──\nlost\n");
+    let retried = show.stdout.find("── 2. You ──\ntwo\n");
+    assert!(lost.is_some() && retried.is_some() && lost < retried, "{show}");
+    assert_eq!(show.stdout.matches(". You ──").count(), 2, "{show}");
 }
 
 /// `cca clear` on a session whose last record was cut off repairs it first, as a turn does:

@@ -215,6 +215,20 @@ fn clear_sends_no_history_but_keeps_the_file() {
     );
 }
 
+/// The home cca keeps for a session's gemini (its settings, and the files gemini writes of its
+/// own) goes with the session.
+#[test]
+fn rm_removes_the_home_kept_for_the_session_s_gemini() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "-e", "gemini", "one"]).ok();
+    let home = env.cca_home.join("engines/gemini/20261121-101500");
+    assert!(home.join(".gemini/settings.json").is_file());
+    let call = std::fs::read_to_string(env.log.join("call-1.json")).unwrap();
+    assert!(call.contains(&home.display().to_string()), "GEMINI_CLI_HOME: {call}");
+    env.run(&["rm", "20261121-101500"]).ok();
+    assert!(!home.exists());
+}
+
 #[test]
 fn rm_moves_to_the_trash_and_restore_brings_back() {
     let env = TestEnv::new();

@@ -5,6 +5,7 @@
 mod acp;
 mod acp_mcp;
 mod auth;
+mod auto;
 mod caching;
 #[allow(dead_code)]
 #[path = "../support/env.rs"]
@@ -47,7 +48,12 @@ struct Real {
 
 impl Real {
     fn new() -> Real {
-        let env = TestEnv::in_dir(&secure_base(), &[]);
+        Real::in_dir(&secure_base())
+    }
+
+    /// The test's home in a folder of `base`.
+    fn in_dir(base: &Path) -> Real {
+        let env = TestEnv::in_dir(base, &[]);
         let gemini_dir = env.home.join(".gemini");
         std::fs::create_dir_all(&gemini_dir).unwrap();
         std::fs::write(
@@ -103,9 +109,10 @@ impl Real {
     }
 }
 
-/// A folder for test homes that gemini trusts: it ignores a settings file (which `--fail-fast`
-/// uses) below any folder that others can write to, such as /tmp. target/tmp qualifies unless the
-/// checkout itself lies below such a folder; then a private folder in ~/.cache does.
+/// A folder for test homes that no one else can write to, as a user's home is (gemini skips
+/// some files of its own below a folder others can write to, such as /tmp). target/tmp
+/// qualifies unless the checkout itself lies below such a folder; then a private folder in
+/// ~/.cache does.
 fn secure_base() -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let secure = |dir: &Path| {

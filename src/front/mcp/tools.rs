@@ -451,6 +451,7 @@ impl Tools {
             Scanner::scan(BufReader::with_capacity(256 * 1024, &file), |event| match event {
                 Event::Header(h, _) => header = Some(h),
                 Event::Problem(_) => numbering.problem(),
+                Event::Note { .. } => {}
                 Event::Record(span) => {
                     let turn = numbering.record(span.kind);
                     if span.kind == Kind::Assistant {

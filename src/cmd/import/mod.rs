@@ -12,6 +12,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
+mod auto;
+mod hook;
+
+pub(crate) use auto::{at_risk, is_on, targets};
+
 use super::print;
 use crate::cli::{ImportArgs, ImportSource};
 use crate::config::{Flags, Settings};
@@ -70,19 +75,41 @@ struct Tally {
 }
 
 pub(crate) fn run(args: &ImportArgs) -> Result<u8> {
+    if let Some(switch) = args.auto {
+        let (settings, store) = settings(&Flags::default())?;
+        return auto::switch(&settings, &store, switch);
+    }
+    if let Some(tool) = args.hook {
+        return Ok(hook::hand_over(tool, &args.hook_args));
+    }
+    let source = args.source.context("no tool named")?;
+    if args.hooked {
+        return hook::import_ended(source, &args.hook_args);
+    }
+    import(source, &args.paths, args.dry_run)
+}
+
+/// Imports `source`'s conversations from `paths` (its own store when there are none).
+fn import(source: ImportSource, paths: &[PathBuf], dry_run: bool) -> Result<u8> {
     let (settings, store) = settings(&Flags::default())?;
-    let tool = match args.source {
+    let tool = match source {
         ImportSource::Claude => Tool::Claude,
         ImportSource::Gemini => Tool::Gemini,
         ImportSource::Codex => Tool::Codex,
         ImportSource::Llm => Tool::Llm,
+    };
+    // One import at a time reads and writes the index: two hooks firing at once must not both
+    // find a conversation new.
+    let _lock = match dry_run {
+        true => None,
+        false => Some(store.lock_imports(|| say("cca: waiting for another import to finish"))?),
     };
     // llm's logs are read through llm: without it there is nothing to read.
     let llm = match tool {
         Tool::Llm => Some(llm_program(&settings)?),
         _ => None,
     };
-    let files = sources(&settings, tool, &args.paths)?;
+    let files = sources(&settings, tool, paths)?;
     let mut index = load_index(&store)?;
     let mut tally = Tally::default();
     let bar = progress_bar(files.len(), crate::front::terminal::spinner_wanted(&settings));
@@ -149,7 +176,7 @@ pub(crate) fn run(args: &ImportArgs) -> Result<u8> {
                     Plan::Fork { .. } => tally.forked += 1,
                     Plan::Nothing => {}
                 }
-                if args.dry_run {
+                if dry_run {
                     bar.suspend(|| print(&format!("-\t{line}\n")))?;
                 } else if plan == Plan::New {
                     // New sessions are written together, a batch at a time (below).
@@ -169,14 +196,14 @@ pub(crate) fn run(args: &ImportArgs) -> Result<u8> {
                     bar.suspend(|| print(&format!("{id}\t{line}\n")))?;
                 }
             }
-            if let Some(stamp) = stamp.filter(|_| !args.dry_run && problems.is_empty()) {
+            if let Some(stamp) = stamp.filter(|_| !dry_run && problems.is_empty()) {
                 index.files.insert(key, stamp);
             }
         }
         flush(&settings, &store, tool, &mut batch, &mut index, &bar)
     })();
     bar.finish_and_clear();
-    if !args.dry_run {
+    if !dry_run {
         if tally.created + tally.forked > 0 {
             store.sync_sessions()?;
         }
@@ -184,7 +211,7 @@ pub(crate) fn run(args: &ImportArgs) -> Result<u8> {
         store.write_imports(&serde_json::to_string(&index).context("the imports' index")?)?;
     }
     result?;
-    let verb = if args.dry_run { "would import" } else { "imported" };
+    let verb = if dry_run { "would import" } else { "imported" };
     say(&format!(
         "cca: {verb} from {}: {} new, {} going on, {} forked, {} unchanged ({})",
         tool.name(),
@@ -590,6 +617,19 @@ fn new_header(
         name: None,
         imported: Some(imported),
     }
+}
+
+/// Which of `files` cca has not imported as they are now (new, or changed since).
+pub(crate) fn not_imported(store: &Store, files: Vec<PathBuf>) -> Result<Vec<PathBuf>> {
+    let index = load_index(store)?;
+    Ok(files
+        .into_iter()
+        .filter(|f| {
+            let now =
+                std::fs::metadata(f).map(|m| Stamp { size: m.len(), mtime_ns: mtime_ns(&m) }).ok();
+            now.is_none() || index.files.get(&*f.to_string_lossy()) != now.as_ref()
+        })
+        .collect())
 }
 
 /// The index from `imports.json`, or rebuilt from the sessions' headers when it is missing or

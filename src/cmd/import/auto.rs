@@ -1,0 +1,302 @@
+//! `cca import --auto on|off`: cca's end-of-session hook put into, and taken out of, the
+//! settings of Claude Code, gemini-cli and codex; and what `cca doctor` says of it.
+//!
+//! The edit itself is `import::auto`'s (text in, text out); the files go through `store`. Before
+//! a file is changed, `store` keeps a record of it as it was and as cca wrote it: `off` on a
+//! file still as cca left it writes the original back byte for byte (or removes the file, if
+//! there was none), and on a file changed since takes out cca's entry alone.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::cli::{HookTool, Switch};
+use crate::config::{Settings, Source};
+use crate::error::{Failure, exit};
+use crate::front::terminal::say;
+use crate::import::Tool;
+use crate::import::auto::{self as edit, Refusal};
+use crate::store::{self, Store};
+
+/// A tool whose hook cca can be, and where its settings are.
+pub(crate) struct Target {
+    pub tool: HookTool,
+    /// The tool's own folder: the tool counts as found when it exists.
+    pub dir: PathBuf,
+    pub file: PathBuf,
+}
+
+impl Target {
+    pub(crate) fn name(&self) -> &'static str {
+        name(self.tool)
+    }
+}
+
+pub(crate) fn name(tool: HookTool) -> &'static str {
+    match tool {
+        HookTool::Claude => "claude",
+        HookTool::Gemini => "gemini",
+        HookTool::Codex => "codex",
+    }
+}
+
+/// What `store` keeps of a settings file cca changed.
+#[derive(Debug, Serialize, Deserialize)]
+struct Record {
+    file: PathBuf,
+    /// The file before cca's hook went in; `None`: there was no file.
+    original: Option<String>,
+    written: String,
+}
+
+/// The three tools' settings files: Claude Code's in `$CLAUDE_CONFIG_DIR` (else ~/.claude),
+/// gemini's in `$GEMINI_CLI_HOME/.gemini` (else ~/.gemini), codex's in ~/.codex.
+pub(crate) fn targets(settings: &Settings) -> Vec<Target> {
+    let mut found = Vec::new();
+    if let Some(dir) = settings.claude_home.clone() {
+        found.push(Target { tool: HookTool::Claude, file: dir.join("settings.json"), dir });
+    }
+    if let Some(home) = &settings.gemini_home {
+        let dir = home.join(".gemini");
+        found.push(Target { tool: HookTool::Gemini, file: dir.join("settings.json"), dir });
+    }
+    if let Some(home) = &settings.user_home {
+        let dir = home.join(".codex");
+        found.push(Target { tool: HookTool::Codex, file: dir.join("config.toml"), dir });
+    }
+    found
+}
+
+/// `cca import --auto on|off`
+pub(crate) fn switch(settings: &Settings, store: &Store, switch: Switch) -> Result<u8> {
+    let exe = std::env::current_exe().context("cannot tell where cca's own program is")?;
+    // A home set other than by default goes into the hook: the tool may be started where
+    // CCA_HOME is not set (from an editor, a desktop launcher).
+    let home = match settings.home.source {
+        Source::Default => None,
+        _ => Some(settings.home.value.as_path()),
+    };
+    let hook = Hook { exe: &exe, home };
+    let mut failed = None;
+    for target in targets(settings) {
+        let done = match switch {
+            Switch::On if !target.dir.is_dir() => {
+                say(&format!(
+                    "cca: {}: not found ({} does not exist), left alone",
+                    target.name(),
+                    target.dir.display()
+                ));
+                continue;
+            }
+            Switch::On => on(store, &target, &hook),
+            Switch::Off => off(store, &target),
+        };
+        match done {
+            Ok(what) => say(&format!("cca: {}: {what}", target.name())),
+            Err(e) => {
+                say(&format!("cca: {}: {e:#}", target.name()));
+                failed = failed.or(Some(e));
+            }
+        }
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(exit::OK),
+    }
+}
+
+/// What the hook runs: cca's program, and its home when one was set.
+struct Hook<'a> {
+    exe: &'a Path,
+    home: Option<&'a Path>,
+}
+
+fn on(store: &Store, target: &Target, hook: &Hook) -> Result<String> {
+    let text = store::read_settings(&target.file)?;
+    let edited = match target.tool {
+        HookTool::Codex => edit::codex_on(text.as_deref(), &codex_argv(hook)?),
+        tool => edit::json_on(text.as_deref(), name(tool), &hook_command(hook, tool)?),
+    };
+    let Some(new) = edited.map_err(|r| refused(target, r))? else {
+        return Ok(format!("on already ({})", target.file.display()));
+    };
+    // Replacing a hook of cca's (cca moved): the user's original is still the one kept.
+    let kept: Option<Record> =
+        store.auto_record(target.name())?.and_then(|text| serde_json::from_str(&text).ok());
+    let original = match kept {
+        Some(record) if record.file == target.file && is_on(target) => record.original,
+        _ => text,
+    };
+    // The record first: a file with cca's hook never lacks the way back.
+    let record = Record { file: target.file.clone(), original, written: new.clone() };
+    store.keep_auto_record(target.name(), &serde_json::to_string(&record)?)?;
+    store::write_settings(&target.file, &new)?;
+    Ok(format!("on: each conversation is imported as it ends ({})", target.file.display()))
+}
+
+fn off(store: &Store, target: &Target) -> Result<String> {
+    let record: Option<Record> =
+        store.auto_record(target.name())?.and_then(|text| serde_json::from_str(&text).ok());
+    // The file cca changed, even if the tool's folder was set elsewhere since.
+    let file = record.as_ref().map_or(target.file.clone(), |r| r.file.clone());
+    let Some(text) = store::read_settings(&file)? else {
+        store.forget_auto_record(target.name())?;
+        return Ok("off".into());
+    };
+    if let Some(record) = record.filter(|r| r.written == text) {
+        match &record.original {
+            Some(original) => store::write_settings(&file, original)?,
+            None => store::remove_settings(&file)?,
+        }
+        store.forget_auto_record(target.name())?;
+        return Ok(format!("off: {} is back as it was", file.display()));
+    }
+    let edited = match target.tool {
+        HookTool::Codex => edit::codex_off(&text),
+        tool => edit::json_off(&text, name(tool)),
+    };
+    let Some(new) = edited.map_err(|r| refused(target, r))? else {
+        store.forget_auto_record(target.name())?;
+        return Ok("off".into());
+    };
+    store::write_settings(&file, &new)?;
+    store.forget_auto_record(target.name())?;
+    Ok(format!("off: cca's hook taken out of {} (changed since; the rest kept)", file.display()))
+}
+
+/// Whether cca's hook is in the tool's settings.
+pub(crate) fn is_on(target: &Target) -> bool {
+    let Ok(Some(text)) = store::read_settings(&target.file) else { return false };
+    match target.tool {
+        HookTool::Codex => edit::codex_has_ours(&text),
+        tool => edit::json_has_ours(&text, name(tool)),
+    }
+}
+
+/// The hook's command for Claude Code and gemini, which run it with `sh -c` (bash): cca's
+/// path (and home) quoted for that shell.
+fn hook_command(hook: &Hook, tool: HookTool) -> Result<String> {
+    let quoted = |p: &Path| -> Result<String> {
+        let text = p.to_str().context("a path that is not UTF-8 cannot go in a hook")?;
+        Ok(format!("'{}'", text.replace('\'', r"'\''")))
+    };
+    let home = match hook.home {
+        Some(home) => format!("CCA_HOME={} ", quoted(home)?),
+        None => String::new(),
+    };
+    Ok(format!("{home}{} import --hook {}", quoted(hook.exe)?, name(tool)))
+}
+
+/// codex's notify: a program and its arguments, run without a shell; codex adds its JSON last.
+fn codex_argv(hook: &Hook) -> Result<Vec<String>> {
+    let text = |p: &Path| {
+        p.to_str().map(String::from).context("a path that is not UTF-8 cannot go in a hook")
+    };
+    let mut argv = Vec::new();
+    if let Some(home) = hook.home {
+        argv.extend(["/usr/bin/env".to_string(), format!("CCA_HOME={}", text(home)?)]);
+    }
+    argv.push(text(hook.exe)?);
+    argv.extend(["import", "--hook", "codex"].map(String::from));
+    Ok(argv)
+}
+
+fn refused(target: &Target, refusal: Refusal) -> anyhow::Error {
+    let file = target.file.display();
+    let by_hand = match target.tool {
+        HookTool::Codex => {
+            "notify = [\"/path/to/cca\", \"import\", \"--hook\", \"codex\", \"--\"] \
+                            (your own notify program, if any, after the --)"
+                .to_string()
+        }
+        tool => format!(
+            "\"hooks\": {{\"SessionEnd\": [{{\"hooks\": [{{\"type\": \"command\", \"command\": \
+             \"/path/to/cca import --hook {}\"}}]}}]}}",
+            name(tool)
+        ),
+    };
+    let problem = match refusal {
+        Refusal::Comments => {
+            format!("{file} has comments, which cca cannot keep when it edits the file; left alone")
+        }
+        Refusal::NotParsed(why) => format!("{file} cannot be read ({why}); left alone"),
+        Refusal::Shape(why) => format!("{file}: {why}; left alone"),
+    };
+    Failure::new(exit::ERROR, problem)
+        .hint(format!("add cca's hook by hand ({by_hand}), or fix the file and run `cca import --auto on` again"))
+        .into()
+}
+
+/// Warn this long before a tool's own deletion age.
+const MARGIN_DAYS: u64 = 7;
+
+/// Sessions Claude Code or gemini will soon delete (within [`MARGIN_DAYS`] of their deletion
+/// age) that cca has not imported: one line per tool, for `cca doctor`.
+pub(crate) fn at_risk(settings: &Settings, store: &Store) -> Vec<String> {
+    let mut lines = Vec::new();
+    for target in targets(settings) {
+        let (tool, days, setting) = match target.tool {
+            HookTool::Claude => (Tool::Claude, claude_days(&target.file), "cleanupPeriodDays"),
+            HookTool::Gemini => match gemini_days(&target.file) {
+                Some(days) => (Tool::Gemini, days, "general.sessionRetention.maxAge"),
+                None => continue,
+            },
+            // codex deletes nothing.
+            HookTool::Codex => continue,
+        };
+        let oldest_kept = Duration::from_secs(days.saturating_sub(MARGIN_DAYS) * 86_400);
+        let files = super::sources(settings, tool, &[]).unwrap_or_default();
+        let old: Vec<PathBuf> = files
+            .into_iter()
+            .filter(|f| {
+                std::fs::metadata(f)
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t.elapsed().is_ok_and(|age| age >= oldest_kept))
+            })
+            .collect();
+        let Ok(left) = super::not_imported(store, old) else { continue };
+        if !left.is_empty() {
+            lines.push(format!(
+                "{} {} session(s) not in cca are {} days old or more, and {} deletes them at {days} \
+                 days ({setting}): `cca import {}` keeps them, `cca import --auto on` keeps the \
+                 next ones as they end",
+                left.len(),
+                target.name(),
+                days.saturating_sub(MARGIN_DAYS),
+                target.name(),
+                target.name()
+            ));
+        }
+    }
+    lines
+}
+
+/// Claude Code's `cleanupPeriodDays` (30 unless set).
+fn claude_days(file: &Path) -> u64 {
+    let settings = store::read_settings(file).ok().flatten();
+    let value = settings.and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+    value.and_then(|v| v["cleanupPeriodDays"].as_u64()).unwrap_or(30)
+}
+
+/// gemini's `general.sessionRetention.maxAge` in days ("30d" unless set: gemini-cli 0.61's
+/// default), or `None` when retention is off.
+fn gemini_days(file: &Path) -> Option<u64> {
+    let settings = store::read_settings(file).ok().flatten();
+    let value = settings.and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+    let retention = value.map(|v| v["general"]["sessionRetention"].clone()).unwrap_or_default();
+    if retention["enabled"] == false {
+        return None;
+    }
+    let age = retention["maxAge"].as_str().unwrap_or("30d");
+    let (number, unit) = age.split_at(age.find(|c: char| !c.is_ascii_digit()).unwrap_or(age.len()));
+    let n: u64 = number.parse().ok()?;
+    match unit {
+        "d" => Some(n),
+        "w" => Some(n * 7),
+        "h" => Some(n / 24),
+        "m" => Some(n * 30),
+        _ => None,
+    }
+}

@@ -1,0 +1,104 @@
+//! What `cca import --auto` keeps and edits: another tool's settings file, changed in place
+//! (through a link to the file it points at, its permissions kept, replaced whole), and under
+//! `$CCA_HOME/auto/` a record per tool of what its file was before cca's hook went in and what
+//! cca wrote, so that `off` gives the user's bytes back exactly. Also the hooks' log, where a
+//! hook's import in the background says what it did.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use super::files::{make_private_dir, read_optional, replace_file, set_mode, sync_dir, temp_file};
+use super::{DIR_MODE, FILE_MODE, Store};
+
+/// Past this, the log starts again (the last one kept as `hooks.log.old`).
+const LOG_LIMIT: u64 = 1024 * 1024;
+
+impl Store {
+    fn auto_dir(&self) -> PathBuf {
+        self.home.join("auto")
+    }
+
+    fn auto_record_path(&self, tool: &str) -> PathBuf {
+        self.auto_dir().join(format!("{tool}.json"))
+    }
+
+    pub(crate) fn hook_log_path(&self) -> PathBuf {
+        self.auto_dir().join("hooks.log")
+    }
+
+    /// What cca noted when it put its hook in `tool`'s settings, if it did.
+    pub(crate) fn auto_record(&self, tool: &str) -> Result<Option<String>> {
+        read_optional(&self.auto_record_path(tool))
+    }
+
+    pub(crate) fn keep_auto_record(&self, tool: &str, text: &str) -> Result<()> {
+        self.ensure()?;
+        make_private_dir(&self.auto_dir())?;
+        replace_file(&self.auto_record_path(tool), text.as_bytes())
+    }
+
+    pub(crate) fn forget_auto_record(&self, tool: &str) -> Result<()> {
+        remove_if_there(&self.auto_record_path(tool))
+    }
+
+    /// The hooks' log, opened to append (private, and started again past [`LOG_LIMIT`]).
+    pub(crate) fn hook_log(&self) -> Result<File> {
+        self.ensure()?;
+        make_private_dir(&self.auto_dir())?;
+        let path = self.hook_log_path();
+        if fs::metadata(&path).is_ok_and(|m| m.len() > LOG_LIMIT) {
+            let _ = fs::rename(&path, path.with_extension("log.old"));
+        }
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(FILE_MODE)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))
+    }
+}
+
+/// Another tool's settings file: its text, or `None` when there is none.
+pub(crate) fn read_settings(path: &Path) -> Result<Option<String>> {
+    read_optional(path)
+}
+
+/// Writes another tool's settings file whole: a link is followed (the file it points at is
+/// the one replaced, so a dotfiles repository keeps its link), the file keeps its permissions
+/// (a new one is private), and folders are made as needed.
+pub(crate) fn write_settings(path: &Path, text: &str) -> Result<()> {
+    let target = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let mode = fs::metadata(&target).map_or(FILE_MODE, |m| m.permissions().mode() & 0o7777);
+    let dir = target.parent().context("a settings file has a folder")?;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(dir)
+        .with_context(|| format!("cannot create the folder {}", dir.display()))?;
+    let mut temp = temp_file(dir, ".cca-")?;
+    temp.write_all(text.as_bytes())
+        .and_then(|()| temp.as_file().sync_data())
+        .with_context(|| format!("cannot write {}", target.display()))?;
+    set_mode(temp.path(), mode)?;
+    temp.persist(&target).with_context(|| format!("cannot replace {}", target.display()))?;
+    sync_dir(dir);
+    Ok(())
+}
+
+/// Removes another tool's settings file that cca made (and the user never had).
+pub(crate) fn remove_settings(path: &Path) -> Result<()> {
+    remove_if_there(path)
+}
+
+fn remove_if_there(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => {
+            Err(e).with_context(|| format!("cannot remove {}", path.display()))
+        }
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,288 @@
+//! `cca import --auto on|off` with the tools' settings files (the real tools run the hooks in
+//! tests/real/auto.rs): the user's hooks kept, `off` giving the bytes back, files cca cannot
+//! edit safely refused; and `cca import --hook` handing the conversation over and returning.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+const CLAUDE: &str = r#"{
+    "model": "opus",
+    "hooks": {
+        "SessionEnd": [
+            {"hooks": [{"type": "command", "command": "echo bye >> ~/ended"}]}
+        ]
+    }
+}
+"#;
+const CODEX: &str =
+    "# mine\nnotify = [\"notify-send\", \"codex\"]\nmodel = \"o3\"\n\n[tui]\nx = 1\n";
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn files(env: &TestEnv) -> [PathBuf; 3] {
+    [".claude/settings.json", ".gemini/settings.json", ".codex/config.toml"]
+        .map(|f| env.home.join(f))
+}
+
+#[test]
+fn on_keeps_the_users_hooks_and_off_gives_each_file_back_byte_for_byte() {
+    let env = TestEnv::new();
+    let [claude, gemini, codex] = files(&env);
+    write(&claude, CLAUDE);
+    std::fs::create_dir_all(gemini.parent().unwrap()).unwrap();
+    write(&codex, CODEX);
+    let before_mode = std::fs::metadata(&claude).unwrap();
+
+    env.run(&["import", "--auto", "on"]).ok().stderr_has("claude: on").stderr_has("codex: on");
+    let settings: Value = serde_json::from_str(&std::fs::read_to_string(&claude).unwrap()).unwrap();
+    let commands: Vec<&str> = settings["hooks"]["SessionEnd"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["hooks"][0]["command"].as_str().unwrap())
+        .collect();
+    assert_eq!(commands[0], "echo bye >> ~/ended");
+    // CCA_HOME is set here, so the hook carries it: the tool may start without it.
+    let ours = format!(
+        "CCA_HOME='{}' '{}' import --hook claude",
+        env.cca_home.display(),
+        cca_exe().display()
+    );
+    assert_eq!(commands[1], ours);
+    assert_eq!(settings["model"], "opus");
+    // gemini had no settings file: one is made with the hook alone.
+    let made: Value = serde_json::from_str(&std::fs::read_to_string(&gemini).unwrap()).unwrap();
+    assert_eq!(
+        made,
+        json!({"hooks": {"SessionEnd": [{"hooks": [{"type": "command", "command": ours.replace("claude", "gemini")}]}]}})
+    );
+    let toml: toml::Table = std::fs::read_to_string(&codex).unwrap().parse().unwrap();
+    let notify: Vec<&str> =
+        toml["notify"].as_array().unwrap().iter().filter_map(|v| v.as_str()).collect();
+    let exe = cca_exe();
+    let home = format!("CCA_HOME={}", env.cca_home.display());
+    let expected = [
+        "/usr/bin/env",
+        &home,
+        exe.to_str().unwrap(),
+        "import",
+        "--hook",
+        "codex",
+        "--",
+        "notify-send",
+        "codex",
+    ];
+    assert_eq!(notify, expected);
+    assert!(std::fs::read_to_string(&codex).unwrap().starts_with("# mine\nnotify = ["));
+    assert_eq!(
+        std::fs::metadata(&claude).unwrap().permissions(),
+        before_mode.permissions(),
+        "the file keeps its permissions"
+    );
+
+    // Again: nothing changes.
+    let with = files(&env).map(|f| std::fs::read(f).unwrap());
+    env.run(&["import", "--auto", "on"]).ok().stderr_has("on already");
+    assert_eq!(files(&env).map(|f| std::fs::read(f).unwrap()), with);
+    let doctor = env.run(&["doctor"]);
+    assert!(doctor.stdout.contains("claude on, gemini on, codex on"), "{doctor}");
+
+    env.run(&["import", "--auto", "off"]).ok();
+    assert_eq!(std::fs::read_to_string(&claude).unwrap(), CLAUDE);
+    assert_eq!(std::fs::read_to_string(&codex).unwrap(), CODEX);
+    assert!(!gemini.exists(), "the file cca made is gone");
+    let doctor = env.run(&["doctor"]);
+    assert!(doctor.stdout.contains("claude off, gemini off, codex off"), "{doctor}");
+}
+
+#[test]
+fn off_after_the_user_changed_the_file_takes_out_cca_s_entry_alone() {
+    let env = TestEnv::new();
+    let [claude, _, codex] = files(&env);
+    write(&claude, CLAUDE);
+    write(&codex, "model = \"o3\"\n");
+    env.run(&["import", "--auto", "on"]).ok();
+    let edited = std::fs::read_to_string(&claude).unwrap().replace("opus", "sonnet");
+    std::fs::write(&claude, &edited).unwrap();
+    std::fs::write(&codex, std::fs::read_to_string(&codex).unwrap() + "# later\n").unwrap();
+    env.run(&["import", "--auto", "off"]).ok().stderr_has("changed since");
+    assert_eq!(std::fs::read_to_string(&claude).unwrap(), CLAUDE.replace("opus", "sonnet"));
+    assert_eq!(std::fs::read_to_string(&codex).unwrap(), "model = \"o3\"\n# later\n");
+}
+
+#[test]
+fn a_settings_file_with_comments_is_refused_and_left_alone() {
+    let env = TestEnv::new();
+    let [_, gemini, _] = files(&env);
+    let commented = "{\n  // my theme\n  \"ui\": {\"theme\": \"x\"}\n}\n";
+    write(&gemini, commented);
+    let run = env.run(&["import", "--auto", "on"]);
+    run.code(1).stderr_has("has comments").stderr_has("hint: add cca's hook by hand");
+    assert_eq!(std::fs::read_to_string(&gemini).unwrap(), commented);
+    assert!(run.stderr.contains("not found"), "claude and codex have no folder: {run}");
+}
+
+fn only_session(env: &TestEnv) -> String {
+    let files = env.session_files();
+    assert_eq!(files.len(), 1, "{files:?}");
+    std::fs::read_to_string(env.sessions_dir().join(&files[0])).unwrap()
+}
+
+/// A Claude Code session file of one exchange.
+fn claude_session(dir: &Path) -> PathBuf {
+    let file = dir.join("0199-claude.jsonl");
+    let lines = [
+        json!({"type": "user", "uuid": "u1", "parentUuid": null, "sessionId": "0199-claude", "cwd": "/w", "timestamp": "2026-11-20T08:00:00Z", "version": "2.1.329", "message": {"role": "user", "content": "hello"}}),
+        json!({"type": "assistant", "uuid": "a1", "parentUuid": "u1", "sessionId": "0199-claude", "timestamp": "2026-11-20T08:00:01Z", "message": {"id": "m1", "role": "assistant", "model": "claude-x", "content": [{"type": "text", "text": "hi"}]}}),
+    ];
+    write(&file, &lines.iter().map(|l| format!("{l}\n")).collect::<String>());
+    file
+}
+
+#[test]
+fn the_hook_returns_at_once_silently_and_the_conversation_arrives_once() {
+    let env = TestEnv::new();
+    let file = claude_session(&env.home.join(".claude/projects/-w"));
+    let event = json!({"session_id": "0199-claude", "transcript_path": file, "cwd": "/w", "hook_event_name": "SessionEnd", "reason": "other"});
+    for _ in 0..2 {
+        let run =
+            env.run_with(&["import", "--hook", "claude"], Some(event.to_string().as_bytes()), &[]);
+        run.ok();
+        assert_eq!(
+            (run.stdout.as_str(), run.stderr.as_str()),
+            ("", ""),
+            "nothing reaches the tool"
+        );
+    }
+    let log = env.cca_home.join("auto/hooks.log");
+    let both_done =
+        || std::fs::read_to_string(&log).unwrap_or_default().matches("cca: imported").count() == 2;
+    assert!(
+        wait_until(Duration::from_secs(20), both_done),
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    assert_eq!(env.session_files().len(), 1, "imported once");
+    assert!(only_session(&env).contains("hello"));
+
+    // Broken JSON: still exit 0 and silent; the log says why.
+    let run = env.run_with(&["import", "--hook", "claude"], Some(b"{nope"), &[]);
+    assert_eq!((run.code, run.stdout.as_str(), run.stderr.as_str()), (Some(0), "", ""));
+    let said = || std::fs::read_to_string(&log).unwrap_or_default().contains("JSON cannot be read");
+    assert!(wait_until(Duration::from_secs(20), said));
+}
+
+/// A run cca started as its own engine (a turn with claude, gemini or a codex command engine)
+/// is in cca already: its hook imports nothing.
+#[test]
+fn the_hook_of_a_run_cca_started_imports_nothing() {
+    let env = TestEnv::new();
+    let file = claude_session(&env.home.join(".claude/projects/-w"));
+    let event = json!({"session_id": "0199-claude", "transcript_path": file, "cwd": "/w", "hook_event_name": "SessionEnd", "reason": "other"});
+    let hook = |marked: &[(&str, &str)]| {
+        let input = event.to_string();
+        let run = env.run_with(&["import", "--hook", "claude"], Some(input.as_bytes()), marked);
+        assert_eq!((run.code, run.stdout.as_str(), run.stderr.as_str()), (Some(0), "", ""));
+    };
+    hook(&[("CCA_ENGINE_RUN", "1")]);
+    // The same conversation's hook from a run of the user's own: the one import there is.
+    hook(&[]);
+    let log = env.cca_home.join("auto/hooks.log");
+    let text = || std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(wait_until(Duration::from_secs(20), || text().contains("cca: imported")), "{}", text());
+    assert_eq!(text().matches("claude ended").count(), 1, "{}", text());
+    assert_eq!(env.session_files().len(), 1);
+    // cca marks the engines it starts so.
+    env.run(&["search", "-q", "a turn"]).ok();
+    assert_eq!(env.last_call()["env"]["CCA_ENGINE_RUN"], "1", "{}", env.last_call());
+}
+
+#[test]
+fn codex_s_notify_imports_the_thread_and_runs_the_users_own_notify() {
+    let env = TestEnv::new();
+    let dir = env.home.join(".codex/sessions/2026/11/20");
+    let at = "2026-11-20T08:00:00.000Z";
+    let lines = [
+        json!({"timestamp": at, "type": "session_meta", "payload": {"id": "0199-codex", "cwd": "/w", "timestamp": at, "cli_version": "0.169.0"}}),
+        json!({"timestamp": at, "type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "question"}]}}),
+        json!({"timestamp": at, "type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "answer"}]}}),
+    ];
+    write(
+        &dir.join("rollout-2026-11-20T08-00-00-0199-codex.jsonl"),
+        &lines.iter().map(|l| format!("{l}\n")).collect::<String>(),
+    );
+    let mine = env.root.path().join("mine.sh");
+    write(&mine, "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$HOME/notified\"\n");
+    std::fs::set_permissions(&mine, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let event = json!({"type": "agent-turn-complete", "thread-id": "0199-codex", "turn-id": "1", "cwd": "/w"}).to_string();
+    let run =
+        env.run(&["import", "--hook", "codex", "--", mine.to_str().unwrap(), "first", &event]);
+    assert_eq!((run.code, run.stdout.as_str(), run.stderr.as_str()), (Some(0), "", ""));
+    let notified = env.home.join("notified");
+    assert!(
+        wait_until(Duration::from_secs(20), || env.session_files().len() == 1 && notified.exists())
+    );
+    assert!(only_session(&env).contains("answer"));
+    assert_eq!(std::fs::read_to_string(&notified).unwrap(), format!("first\n{event}\n"));
+}
+
+#[test]
+fn doctor_warns_of_sessions_near_their_tools_deletion_age_that_cca_has_not_imported() {
+    let env = TestEnv::new();
+    let file = claude_session(&env.home.join(".claude/projects/-w"));
+    let days_ago = |days: u64| std::time::SystemTime::now() - Duration::from_secs(days * 86_400);
+    let set_age = |days| {
+        let f = std::fs::File::options().append(true).open(&file).unwrap();
+        f.set_modified(days_ago(days)).unwrap();
+    };
+    set_age(20);
+    let warned = |run: &Run| run.stdout.contains("claude session(s) not in cca");
+    assert!(!warned(&env.run(&["doctor"])), "20 days: not yet");
+    set_age(25);
+    let run = env.run(&["doctor"]);
+    assert!(run.stdout.contains("1 claude session(s) not in cca are 23 days old or more"), "{run}");
+    write(&env.home.join(".claude/settings.json"), "{\"cleanupPeriodDays\": 90}");
+    assert!(!warned(&env.run(&["doctor"])), "kept for 90 days");
+    std::fs::remove_file(env.home.join(".claude/settings.json")).unwrap();
+    env.run(&["import", "claude"]).ok();
+    assert!(!warned(&env.run(&["doctor"])), "imported");
+}
+
+#[test]
+fn on_replaces_a_hook_of_cca_from_an_old_place_and_off_still_gives_the_original() {
+    let env = TestEnv::new();
+    let [claude, _, _] = files(&env);
+    write(&claude, CLAUDE);
+    env.run(&["import", "--auto", "on"]).ok();
+    let exe = cca_exe().display().to_string();
+    let moved = std::fs::read_to_string(&claude).unwrap().replace(&exe, "/old/place/cca");
+    std::fs::write(&claude, &moved).unwrap();
+    env.run(&["import", "--auto", "on"]).ok().stderr_has("claude: on:");
+    let now = std::fs::read_to_string(&claude).unwrap();
+    assert!(!now.contains("/old/place") && now.matches("--hook claude").count() == 1, "{now}");
+    env.run(&["import", "--auto", "off"]).ok();
+    assert_eq!(std::fs::read_to_string(&claude).unwrap(), CLAUDE);
+}
+
+#[test]
+fn a_settings_file_that_is_a_link_stays_a_link_and_its_target_gets_the_hook() {
+    let env = TestEnv::new();
+    let [claude, _, _] = files(&env);
+    let dotfiles = env.home.join("dotfiles/claude.json");
+    write(&dotfiles, CLAUDE);
+    std::fs::create_dir_all(claude.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&dotfiles, &claude).unwrap();
+    env.run(&["import", "--auto", "on"]).ok();
+    assert!(std::fs::symlink_metadata(&claude).unwrap().file_type().is_symlink());
+    assert!(std::fs::read_to_string(&dotfiles).unwrap().contains("--hook claude"));
+    env.run(&["import", "--auto", "off"]).ok();
+    assert!(std::fs::symlink_metadata(&claude).unwrap().file_type().is_symlink());
+    assert_eq!(std::fs::read_to_string(&dotfiles).unwrap(), CLAUDE);
+}
