@@ -146,7 +146,7 @@ impl Store {
         Ok(())
     }
 
-    /// `$CCA_HOME/recall/`: recall's index, a cache of the transcripts (`crate::recall`).
+    /// `$CCA_HOME/recall/`: the index `cca recall` ranks from, a cache of the transcripts.
     pub(crate) fn recall_dir(&self) -> PathBuf {
         self.home.join("recall")
     }
