@@ -121,7 +121,13 @@ impl Bench {
         assert!(fake.is_file(), "build the fake engine first: cargo build --release --examples");
         let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("target").join("bench-tmp");
         std::fs::create_dir_all(&base).unwrap();
-        Bench { cca, fake, root: tempfile::tempdir_in(base).unwrap() }
+        let mut root = tempfile::tempdir_in(base).unwrap();
+        // CCA_BENCH_KEEP: leave the sections' homes (their stores and indexes) to look at after.
+        if std::env::var_os("CCA_BENCH_KEEP").is_some() {
+            root.disable_cleanup(true);
+            eprintln!("keeping the benchmark's homes in {}", root.path().display());
+        }
+        Bench { cca, fake, root }
     }
 
     /// A fresh home with the fake engine on PATH as `claude` and as `plain`.

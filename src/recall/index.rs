@@ -26,12 +26,17 @@ use tantivy::{IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
 use super::exchanges::Exchange;
 use super::question::Question;
+use crate::store::Stamp;
 
 /// The index's layout and analysis; an index of another is rebuilt (with a note).
-pub(crate) const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 2;
 const ANALYZER: &str = "cca_english";
 /// Memory for the writer's buffers, per thread (tantivy's least is 15 MB).
 const WRITER_HEAP: usize = 48 << 20;
+/// tantivy's least memory per thread (15 MB; not exported).
+const LEAST_HEAP: usize = 15_000_000;
+/// Fewer sessions to read again than this take one thread and the least memory.
+const FEW_SESSIONS: usize = 200;
 
 /// Words too common to tell exchanges apart: Lucene's English list, and the words a question
 /// asks with ("when did we", "how do I").
@@ -70,6 +75,17 @@ struct Fields {
     folder: Field,
 }
 
+/// Each update adds a segment of the sessions it read again. Eight segments of about one size
+/// are merged into one, with sizes on a scale that starts small (tantivy's starts at 10,000
+/// documents, so each update would rewrite every small segment there is); segments as large
+/// as a build's are never merged again, which would make one search after a turn take seconds.
+fn merge_policy() -> tantivy::indexer::LogMergePolicy {
+    let mut policy = tantivy::indexer::LogMergePolicy::default();
+    policy.set_min_layer_size(100);
+    policy.set_max_docs_before_merge(20_000);
+    policy
+}
+
 fn schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
     let text = TextOptions::default().set_indexing_options(
@@ -105,7 +121,7 @@ fn analyzer() -> TextAnalyzer {
 }
 
 /// What the index holds of each session: its file's stamp when it was read.
-pub(crate) type Stamps = BTreeMap<String, String>;
+pub(crate) type Stamps = BTreeMap<String, Stamp>;
 
 /// What a commit says of itself: the format, and the digest of the stamps it holds
 /// ([`digest`]), so that a search that finds the store's stamps the same reads nothing else.
@@ -124,10 +140,10 @@ struct StampsFile {
 }
 
 /// A digest of sessions and stamps, whatever their order: a sum of each pair's FNV-1a.
-pub(crate) fn digest<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)>) -> u64 {
+pub(crate) fn digest<'a>(pairs: impl Iterator<Item = (&'a str, Stamp)>) -> u64 {
     pairs.fold(0u64, |sum, (id, stamp)| {
         let mut hash = 0xcbf2_9ce4_8422_2325u64;
-        for byte in id.bytes().chain([0]).chain(stamp.bytes()) {
+        for byte in id.bytes().chain([0]).chain(stamp.to_le_bytes()) {
             hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
         }
         sum.wrapping_add(hash)
@@ -220,13 +236,24 @@ impl Index {
         index.tokenizers().register(ANALYZER, analyzer());
         let index = Index { index, fields };
         let stamps = Stamps::new();
-        let mut writer = index.writer(1)?;
+        let mut writer = index.writer(0)?;
         index.commit(&mut writer, dir, &stamps)?;
         Ok((index, stamps))
     }
 
-    pub(crate) fn writer(&self, threads: usize) -> Result<IndexWriter> {
-        Ok(self.index.writer_with_num_threads(threads, threads * WRITER_HEAP)?)
+    /// A writer for reading `sessions` sessions again: for a few (the usual case, a turn or
+    /// two since the last search) one thread with the least memory tantivy allows, since its
+    /// buffers are zeroed before the first word is added and that is most of what a new
+    /// exchange costs the next search; for a build, a thread per core (up to four).
+    pub(crate) fn writer(&self, sessions: usize) -> Result<IndexWriter> {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
+        let (threads, heap) = match sessions {
+            0..FEW_SESSIONS => (1, LEAST_HEAP),
+            _ => (cores, cores * WRITER_HEAP),
+        };
+        let writer = self.index.writer_with_num_threads(threads, heap)?;
+        writer.set_merge_policy(Box::new(merge_policy()));
+        Ok(writer)
     }
 
     /// Takes a session out of the index (all its exchanges), in the writer's next commit.
@@ -273,7 +300,7 @@ impl Index {
         dir: &Path,
         stamps: &Stamps,
     ) -> Result<()> {
-        let digest = digest(stamps.iter().map(|(id, s)| (id.as_str(), s.as_str())));
+        let digest = digest(stamps.iter().map(|(id, s)| (id.as_str(), *s)));
         let mut commit = writer.prepare_commit()?;
         commit.set_payload(&serde_json::to_string(&Head { version: VERSION, digest })?);
         commit.commit()?;

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use chrono::{DateTime, Utc};
 
-use crate::store::Store;
+use crate::store::{Stamp, Store};
 use crate::transcript::Header;
 
 mod excerpt;
@@ -150,7 +150,7 @@ fn index_dir(store: &Store) -> PathBuf {
 fn fresh_index(store: &Store, progress: &dyn Progress) -> Result<Index> {
     let dir = index_dir(store);
     let stamps = store.session_stamps()?;
-    let now = index::digest(stamps.iter().map(|(id, s)| (id.as_str(), s.as_str())));
+    let now = index::digest(stamps.iter().map(|(id, s)| (id.as_str(), *s)));
     // Most searches find nothing changed, and take no lock at all.
     if let Ok((index, digest)) = Index::open(&dir)
         && digest == now
@@ -174,7 +174,7 @@ fn fresh_index(store: &Store, progress: &dyn Progress) -> Result<Index> {
             Index::create(&dir)?
         }
     };
-    update(store, &dir, index, known, progress)
+    update(store, &dir, index, known, &stamps, progress)
 }
 
 /// Starts the index again from nothing, under the lock.
@@ -186,11 +186,11 @@ fn rebuild(store: &Store, why: &str, progress: &dyn Progress) -> Result<Index> {
     ));
     let _lock = store.lock(".recall", true, || {})?;
     let (index, known) = Index::create(&dir)?;
-    update(store, &dir, index, known, progress)
+    update(store, &dir, index, known, &store.session_stamps()?, progress)
 }
 
 /// Sessions whose file is not what was indexed: new, changed, or gone.
-fn stale(known: &Stamps, stamps: &[(String, String)]) -> Vec<String> {
+fn stale(known: &Stamps, stamps: &[(String, Stamp)]) -> Vec<String> {
     let mut stale: Vec<String> = stamps
         .iter()
         .filter(|(id, stamp)| known.get(id) != Some(stamp))
@@ -202,28 +202,23 @@ fn stale(known: &Stamps, stamps: &[(String, String)]) -> Vec<String> {
     stale
 }
 
-/// Reads again each session that changed, and commits, under the lock.
+/// Reads again each session that changed since `known` (the store's `stamps`, listed before
+/// the lock was taken: a change made meanwhile is the next search's), and commits, under the
+/// lock.
 fn update(
     store: &Store,
     dir: &std::path::Path,
     index: Index,
     mut known: Stamps,
+    stamps: &[(String, Stamp)],
     progress: &dyn Progress,
 ) -> Result<Index> {
-    let stamps = store.session_stamps()?;
-    let stale = stale(&known, &stamps);
+    let stale = stale(&known, stamps);
     if stale.is_empty() {
         return Ok(index);
     }
-    let stamp_of: BTreeMap<&str, &str> =
-        stamps.iter().map(|(id, s)| (id.as_str(), s.as_str())).collect();
-    // A few sessions changed (the usual case: a turn or two since the last search) need one
-    // thread's buffers; a build, one per core.
-    let threads = match stale.len() {
-        0..PROGRESS_FROM => 1,
-        _ => std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4),
-    };
-    let mut writer = index.writer(threads)?;
+    let stamp_of: BTreeMap<&str, Stamp> = stamps.iter().map(|(id, s)| (id.as_str(), *s)).collect();
+    let mut writer = index.writer(stale.len())?;
     let shown = stale.len() >= PROGRESS_FROM;
     for (done, chunk) in stale.chunks(COMMIT_EVERY).enumerate() {
         read_sessions(store, &index, &writer, chunk, &stamp_of, &mut known, |n| {
@@ -248,12 +243,12 @@ fn read_sessions(
     index: &Index,
     writer: &tantivy::IndexWriter,
     ids: &[String],
-    stamp_of: &BTreeMap<&str, &str>,
+    stamp_of: &BTreeMap<&str, Stamp>,
     known: &mut Stamps,
     on_read: impl Fn(usize) + Sync,
 ) -> Result<()> {
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let read: std::sync::Mutex<Vec<(String, Option<String>)>> = Default::default();
+    let read: std::sync::Mutex<Vec<(String, Option<Stamp>)>> = Default::default();
     let failed: std::sync::Mutex<Option<anyhow::Error>> = Default::default();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
     std::thread::scope(|scope| {
@@ -263,7 +258,7 @@ fn read_sessions(
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let Some(id) = ids.get(i) else { return };
                     index.remove(writer, id);
-                    let stamp = stamp_of.get(id.as_str()).map(|s| s.to_string());
+                    let stamp = stamp_of.get(id.as_str()).copied();
                     let added = match &stamp {
                         Some(_) => add_session(store, index, writer, id),
                         None => Ok(()),

@@ -5,7 +5,8 @@ use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
+use rustix::fs::Mode;
 
 use crate::error::Failure;
 
@@ -118,35 +119,42 @@ impl Store {
         Ok(ids)
     }
 
-    /// Every session with what identifies its file's contents without reading them (size,
-    /// modification and change times, inode), for caches that must notice any change: an
-    /// append, a hand edit, a rename over it.
-    pub(crate) fn session_stamps(&self) -> Result<Vec<(String, String)>> {
-        use std::os::unix::fs::MetadataExt;
-        let dir = self.sessions_dir();
-        let entries = match fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
-        };
-        let mut stamps = Vec::new();
-        for entry in entries {
-            let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
-            let Some(id) = entry.file_name().to_str().and_then(id_from_file_name) else { continue };
-            // Gone since it was listed (removed, renamed): not a session any more.
-            let Ok(m) = entry.metadata() else { continue };
-            let stamp = format!(
-                "{}.{}.{}.{}.{}.{}",
-                m.size(),
-                m.mtime(),
-                m.mtime_nsec(),
-                m.ctime(),
-                m.ctime_nsec(),
-                m.ino()
-            );
-            stamps.push((id, stamp));
+    /// Every session with its file's [`Stamp`], for caches that must notice any change: an
+    /// append, a hand edit, a rename over it. A session gone since it was listed is left out.
+    pub(crate) fn session_stamps(&self) -> Result<Vec<(String, Stamp)>> {
+        let ids = self.session_ids()?;
+        if ids.is_empty() {
+            return Ok(Vec::new());
         }
-        Ok(stamps)
+        let dir = self.sessions_dir();
+        let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY;
+        let dir = rustix::fs::open(&dir, flags | rustix::fs::OFlags::CLOEXEC, Mode::empty())
+            .with_context(|| format!("cannot open {}", dir.display()))?;
+        // A stat per session is most of what a search over thousands of sessions costs (the
+        // kernel's name lookups), so they are spread over the cores.
+        let threads = match ids.len() {
+            0..STAMPS_PER_THREAD => 1,
+            n => (n / STAMPS_PER_THREAD)
+                .min(std::thread::available_parallelism().map_or(1, |n| n.get()))
+                .clamp(1, 4),
+        };
+        let stamped = |ids: &[String]| -> Vec<(String, Stamp)> {
+            ids.iter().filter_map(|id| Some((id.clone(), stamp(&dir, id)?))).collect()
+        };
+        if threads == 1 {
+            return Ok(stamped(&ids));
+        }
+        std::thread::scope(|scope| {
+            let parts: Vec<_> = ids
+                .chunks(ids.len().div_ceil(threads))
+                .map(|part| scope.spawn(move || stamped(part)))
+                .collect();
+            let mut stamps = Vec::with_capacity(ids.len());
+            for part in parts {
+                stamps.extend(part.join().map_err(|_| anyhow!("cannot stat the sessions"))?);
+            }
+            Ok(stamps)
+        })
     }
 
     /// A session id from an id, a unique prefix of one, or a session's name. This is the one
@@ -219,6 +227,31 @@ pub(crate) fn sort_key(id: &str) -> (String, u64) {
 
 pub(super) fn file_name(id: &str) -> String {
     format!("{PREFIX}{id}{SUFFIX}")
+}
+
+/// What identifies a session file's contents without reading them: its size, modification
+/// and change times and inode, folded into one number (FNV-1a) that any append, hand edit or
+/// rename over the file changes.
+pub(crate) type Stamp = u64;
+
+/// Sessions one thread stats before another is worth starting.
+const STAMPS_PER_THREAD: usize = 1_000;
+
+/// The session file's stamp, `None` when it is gone; not following a link, as listing does not.
+fn stamp(dir: &rustix::fd::OwnedFd, id: &str) -> Option<Stamp> {
+    let name = format!("{PREFIX}{id}{SUFFIX}");
+    let m = rustix::fs::statat(dir, name.as_str(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    let fields = [
+        m.st_size as u64,
+        m.st_mtime as u64,
+        m.st_mtime_nsec as u64,
+        m.st_ctime as u64,
+        m.st_ctime_nsec as u64,
+        m.st_ino as u64,
+    ];
+    Some(fields.iter().flat_map(|f| f.to_le_bytes()).fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    }))
 }
 
 pub(super) fn id_from_file_name(name: &str) -> Option<String> {

@@ -43,7 +43,7 @@ pub(crate) use files::make_private_dir;
 pub(crate) use files::set_mode;
 use files::{read_optional, sync_dir};
 pub(crate) use files::{read_text, replace_file};
-pub(crate) use ids::{sort_key, validate_id, validate_name};
+pub(crate) use ids::{Stamp, sort_key, validate_id, validate_name};
 pub(crate) use latest::Repointed;
 pub(crate) use listing::{Listed, newest_first};
 pub(crate) use read::not_transcript;
