@@ -5,7 +5,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::common::{self, Guard, STAMP, TestEnv};
 use super::grep::{LATER_ID, two_sessions};
@@ -134,6 +134,24 @@ fn every_change_to_the_store_is_in_the_next_search() {
     // A clear and a compaction keep what was said findable.
     env.run(&["clear", STAMP]).ok();
     assert!(places(&recall(&env, "zebrafish")).contains(&(STAMP.to_string(), 2)));
+
+    // An import: another tool's conversation (a codex rollout, as codex 0.169 writes it).
+    let dir = env.home.join(".codex/sessions/2026/11/20");
+    std::fs::create_dir_all(&dir).unwrap();
+    let at = "2026-11-20T08:00:00.000Z";
+    let message = |role: &str, kind: &str, text: &str| {
+        json!({"timestamp": at, "type": "response_item", "payload": {"type": "message", "role": role, "content": [{"type": kind, "text": text}]}})
+    };
+    let lines = [
+        json!({"timestamp": at, "type": "session_meta", "payload": {"id": "0199-codex", "cwd": "/home/me/src", "timestamp": at, "cli_version": "0.169.0"}}),
+        message("user", "input_text", "how do we rotate the narwhal keys?"),
+        message("assistant", "output_text", "With the keyring tool, monthly."),
+        json!({"timestamp": at, "type": "event_msg", "payload": {"type": "task_complete"}}),
+    ];
+    let rollout: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(dir.join("rollout-2026-11-20T08-00-00-0199-codex.jsonl"), rollout).unwrap();
+    env.run(&["import", "codex"]).ok();
+    assert_eq!(first(&recall(&env, "rotating narwhal keys")), ("20261120-080000".to_string(), 1));
 }
 
 /// A store of many sessions, written directly, so that an update takes a while.
