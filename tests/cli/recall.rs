@@ -139,9 +139,7 @@ fn every_change_to_the_store_is_in_the_next_search() {
     let dir = env.home.join(".codex/sessions/2026/11/20");
     std::fs::create_dir_all(&dir).unwrap();
     let at = "2026-11-20T08:00:00.000Z";
-    let message = |role: &str, kind: &str, text: &str| {
-        json!({"timestamp": at, "type": "response_item", "payload": {"type": "message", "role": role, "content": [{"type": kind, "text": text}]}})
-    };
+    let message = |role: &str, kind: &str, text: &str| json!({"timestamp": at, "type": "response_item", "payload": {"type": "message", "role": role, "content": [{"type": kind, "text": text}]}});
     let lines = [
         json!({"timestamp": at, "type": "session_meta", "payload": {"id": "0199-codex", "cwd": "/home/me/src", "timestamp": at, "cli_version": "0.169.0"}}),
         message("user", "input_text", "how do we rotate the narwhal keys?"),

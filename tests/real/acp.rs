@@ -281,16 +281,27 @@ fn a_header_model_that_reads_as_an_option_is_refused() {
 }
 
 /// A real agent, started by hand with `cca mcp` as its MCP server (claude: `--mcp-config`;
-/// gemini: `mcpServers` in its settings.json), calls cca's search when the model asks, and the
-/// model's next request carries what cca found in a conversation kept earlier (itself answered
-/// through the real claude). The transcript is not changed.
+/// gemini: `mcpServers` in its settings.json), calls cca's search with a question in plain
+/// words when the model asks, and the model's next request carries what cca found, the right
+/// conversation of two kept earlier (each answered through the real claude) first. The
+/// transcript is not changed.
 pub(crate) fn agent_calls_cca_mcp_search(engine: &str) {
     let r = Real::new();
+    let other = "Tokio is an async runtime for Rust, with its own file and lock types.";
+    r.api.set(Behavior { answer: Some(other.into()), ..Behavior::default() });
+    r.run(&["search", "-q", "-e", "claude", "what is tokio?"]).ok();
     let kept = "Use File::lock from Rust 1.89; the lock is advisory on Linux.";
     r.api.set(Behavior { answer: Some(kept.into()), ..Behavior::default() });
     r.run(&["search", "-q", "-e", "claude", "how do I lock a file in rust?"]).ok();
-    let id =
-        r.env.session_files()[0].trim_start_matches("session_").trim_end_matches(".md").to_string();
+    let id = r
+        .env
+        .session_files()
+        .iter()
+        .max()
+        .unwrap()
+        .trim_start_matches("session_")
+        .trim_end_matches(".md")
+        .to_string();
     let before = std::fs::read(r.env.session_path(&id)).unwrap();
 
     // How each agent names an MCP server's tool to the model.
@@ -299,7 +310,7 @@ pub(crate) fn agent_calls_cca_mcp_search(engine: &str) {
         script: vec![
             vec![
                 Block::text("Let me look in your past conversations."),
-                Block::tool(tool, json!({"query": "lock file rust"})),
+                Block::tool(tool, json!({"query": "what did we decide about locking files?"})),
             ],
             vec![Block::text("You settled on File::lock.")],
         ],
@@ -350,6 +361,10 @@ pub(crate) fn agent_calls_cca_mcp_search(engine: &str) {
     assert_eq!(results.len(), 1, "{engine}: {run}");
     let result = results[0].to_string();
     assert!(result.contains(kept) && result.contains(&id), "{engine}: {result}");
+    // Ranked: the conversation about locking files comes before the one that only mentions locks.
+    let (right, wrong) =
+        (result.find(kept).unwrap(), result.find("Tokio is").unwrap_or(usize::MAX));
+    assert!(right < wrong, "{engine}: the right exchange first: {result}");
     assert!(result.contains("how do I lock a file in rust?"), "{engine}: {result}");
     assert_ne!(results[0]["is_error"], true, "{engine}: {result}");
     assert_eq!(std::fs::read(r.env.session_path(&id)).unwrap(), before, "read-only");
