@@ -1,6 +1,7 @@
 //! The index itself: tantivy, in `$CCA_HOME/recall/index/`. Every file effect of recall but
-//! the folder and the lock (`store`) is here, through tantivy's own directory, whose commits
-//! are atomic (a new `meta.json` renamed into place; segments are never changed once written).
+//! the folder and the lock (`store`) is here, through tantivy's directory (`directory`, which
+//! writes without flushing), whose commits are atomic (a new `meta.json` renamed into place;
+//! segments are never changed once written).
 //!
 //! What the index holds of each session, its file's stamp when it was read, is kept in a
 //! stamps file written just after each commit, whose digest the commit's payload holds beside
@@ -24,6 +25,7 @@ use tantivy::tokenizer::{
 };
 use tantivy::{IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
+use super::directory::Unflushed;
 use super::exchanges::Exchange;
 use super::question::Question;
 use crate::store::Stamp;
@@ -190,7 +192,7 @@ impl Index {
     /// Opens the index in `dir`, checking that it is one this cca wrote; `Err` says why not.
     /// With it, the digest of the stamps its last commit holds.
     pub(crate) fn open(dir: &Path) -> Result<(Index, u64)> {
-        let mut index = tantivy::Index::open_in_dir(dir)?;
+        let mut index = tantivy::Index::open(Unflushed::open(dir)?)?;
         let (schema, fields) = schema();
         if index.schema() != schema {
             return Err(anyhow!("it was built by another version of cca"));
@@ -231,7 +233,9 @@ impl Index {
         }
         crate::store::make_private_dir(dir)?;
         let (schema, fields) = schema();
-        let index = tantivy::Index::create_in_dir(dir, schema)
+        let index = Unflushed::open(dir)
+            .map_err(tantivy::TantivyError::from)
+            .and_then(|d| tantivy::Index::create(d, schema, tantivy::IndexSettings::default()))
             .with_context(|| format!("cannot create an index in {}", dir.display()))?;
         index.tokenizers().register(ANALYZER, analyzer());
         let index = Index { index, fields };

@@ -10,8 +10,9 @@
 //! session's), so a search never waits for a turn and a turn never waits for a search.
 //!
 //! This file is the driver; the rooms are `exchanges` (what one exchange is), `question` (how a
-//! question is read), `index` (tantivy, and every file effect but the folder and the lock) and
-//! `excerpt` (the words shown around what was found).
+//! question is read), `index` (tantivy, and every file effect but the folder and the lock),
+//! `directory` (where tantivy writes, without flushing) and `excerpt` (the words shown around
+//! what was found).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -22,6 +23,7 @@ use chrono::{DateTime, Utc};
 use crate::store::{Stamp, Store};
 use crate::transcript::Header;
 
+mod directory;
 mod excerpt;
 mod exchanges;
 mod index;

@@ -1,0 +1,104 @@
+//! Where the index's files are written: tantivy's own directory (files mapped into memory),
+//! but without flushing each file to the disk as it is written.
+//!
+//! tantivy's directory calls `fsync` sixteen times an update (each new file, the folder, the
+//! commit's `meta.json`), which was most of what a new exchange cost the next search. The index
+//! is a cache of the transcripts, and what it has to survive is a kill (kill -9, Ctrl-C): the
+//! system keeps what a killed process wrote, so a commit is there whole or not at all, flushed
+//! or not. Only a system crash or a power loss can lose writes not yet on the disk; then a file
+//! comes back short or empty (ext4's default ordering writes a file's data before its size), a
+//! `meta.json` named over the old one is the old or the new, and an index that does not open,
+//! or fails a search, is rebuilt.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tantivy::directory::error::{
+    DeleteError, LockError, OpenDirectoryError, OpenReadError, OpenWriteError,
+};
+use tantivy::directory::{
+    AntiCallToken, Directory, DirectoryLock, FileHandle, Lock, MmapDirectory, TerminatingWrite,
+    WatchCallback, WatchHandle, WritePtr,
+};
+
+/// The index's folder, read as tantivy reads it and written without flushing.
+#[derive(Clone, Debug)]
+pub(crate) struct Unflushed {
+    root: PathBuf,
+    mapped: MmapDirectory,
+}
+
+impl Unflushed {
+    pub(crate) fn open(root: &Path) -> Result<Unflushed, OpenDirectoryError> {
+        Ok(Unflushed { root: root.to_path_buf(), mapped: MmapDirectory::open(root)? })
+    }
+}
+
+/// A new file of the index: written straight to the file (a `BufWriter` is around it), and
+/// finished without `fsync`.
+struct NewFile(File);
+
+impl Write for NewFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl TerminatingWrite for NewFile {
+    fn terminate_ref(&mut self, _: AntiCallToken) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Directory for Unflushed {
+    fn get_file_handle(&self, path: &Path) -> Result<Arc<dyn FileHandle>, OpenReadError> {
+        self.mapped.get_file_handle(path)
+    }
+
+    fn delete(&self, path: &Path) -> Result<(), DeleteError> {
+        self.mapped.delete(path)
+    }
+
+    fn exists(&self, path: &Path) -> Result<bool, OpenReadError> {
+        self.mapped.exists(path)
+    }
+
+    fn open_write(&self, path: &Path) -> Result<WritePtr, OpenWriteError> {
+        let file = OpenOptions::new().write(true).create_new(true).open(self.root.join(path));
+        let file = file.map_err(|e| match e.kind() {
+            io::ErrorKind::AlreadyExists => OpenWriteError::FileAlreadyExists(path.to_path_buf()),
+            _ => OpenWriteError::wrap_io_error(e, path.to_path_buf()),
+        })?;
+        Ok(BufWriter::new(Box::new(NewFile(file))))
+    }
+
+    fn atomic_read(&self, path: &Path) -> Result<Vec<u8>, OpenReadError> {
+        self.mapped.atomic_read(path)
+    }
+
+    /// Written beside, then named over the old: a reader sees the old or the new, whole.
+    fn atomic_write(&self, path: &Path, data: &[u8]) -> io::Result<()> {
+        let mut file = tempfile::NamedTempFile::new_in(&self.root)?;
+        file.write_all(data)?;
+        file.persist(self.root.join(path)).map_err(|e| e.error)?;
+        Ok(())
+    }
+
+    fn sync_directory(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn acquire_lock(&self, lock: &Lock) -> Result<DirectoryLock, LockError> {
+        self.mapped.acquire_lock(lock)
+    }
+
+    fn watch(&self, callback: WatchCallback) -> tantivy::Result<WatchHandle> {
+        self.mapped.watch(callback)
+    }
+}
