@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
+use crate::engine::home::HomeArg;
 use crate::engine::{Arg, EngineConfig, Invocation, Keeping, Request};
 use crate::error::{Failure, exit};
 use crate::frame;
@@ -550,14 +551,25 @@ fn materialize(
                 store.write_private(&path, contents.as_bytes())?;
                 Ok(path.into_os_string())
             }
+            Arg::FileAfter { prefix, name, contents } => {
+                let path = dir()?.join(name);
+                store.write_private(&path, contents.as_bytes())?;
+                let mut arg = OsString::from(prefix);
+                arg.push(path);
+                Ok(arg)
+            }
             Arg::Home(home) => {
-                // The only engine with a home of its own is gemini, in place of its user's.
-                let user_home = settings.gemini_home.as_deref();
+                // In place of the user's: gemini's may be moved (`GEMINI_CLI_HOME`).
+                let user_home = match home.arg {
+                    HomeArg::Home => settings.gemini_home.as_deref(),
+                    HomeArg::ConfigDir => settings.user_home.as_deref(),
+                };
                 let over = |user: Option<&str>| home.settings.as_ref().map(|s| s.over(user));
                 let text = |user: Option<&str>| over(user).unwrap_or_default();
+                let linked = |name: &std::ffi::OsStr| home.links.linked(name);
                 let made = crate::store::EngineHome {
                     config_dir: home.config_dir,
-                    own: home.own,
+                    linked: &linked,
                     home_files: home.home_files,
                     settings: home.settings.as_ref().map(|s| (s.file, &text as _)),
                 };
@@ -565,9 +577,13 @@ fn materialize(
                 // `store::engine_home`); a run's own where there is no session.
                 let at = match session {
                     "" => dir()?.join("home"),
-                    id => store.engine_home_dir("gemini", id),
+                    id => store.engine_home_dir(home.engine, id),
                 };
-                Ok(store.make_engine_home(&at, &made, user_home)?.into_os_string())
+                let made = store.make_engine_home(&at, &made, user_home)?;
+                Ok(match home.arg {
+                    HomeArg::Home => made.into_os_string(),
+                    HomeArg::ConfigDir => made.join(home.config_dir).into_os_string(),
+                })
             }
         }
     };

@@ -106,10 +106,12 @@ pub(crate) fn is_gemini(program: &Path) -> bool {
 /// history, its project list), which stay in cca's folder.
 pub(crate) fn home(settings: Option<super::home::Settings>) -> super::home::Home {
     super::home::Home {
+        engine: "gemini",
         config_dir: ".gemini",
-        own: &["tmp", "history", "projects.json"],
+        links: super::home::Links::AllBut(&["tmp", "history", "projects.json"]),
         home_files: &[".env"],
         settings,
+        arg: super::home::HomeArg::Home,
     }
 }
 

@@ -10,6 +10,7 @@
 
 pub(crate) mod acp_agent;
 pub(crate) mod claude;
+pub(crate) mod codex;
 pub(crate) mod command;
 pub(crate) mod gemini;
 pub(crate) mod home;
@@ -27,7 +28,7 @@ use crate::transcript::{self, Live};
 
 /// What cca knows about one kind of engine program. Each engine file has one, as `SPEC`.
 pub struct Spec {
-    /// The kind's name: `claude`, `gemini`, `command`.
+    /// The kind's name: `claude`, `gemini`, `codex`, `command`.
     pub name: &'static str,
     /// Built-in engines: the variable that names the program's path (`CCA_CLAUDE`).
     pub program_var: Option<&'static str>,
@@ -112,7 +113,7 @@ pub struct Leftovers<'a> {
 }
 
 impl Spec {
-    /// claude and gemini, known to cca by name; the rest are `[engines.NAME]` commands.
+    /// claude, gemini and codex, known to cca by name; the rest are `[engines.NAME]` commands.
     pub fn is_builtin(&self) -> bool {
         self.program_var.is_some()
     }
@@ -131,11 +132,11 @@ impl std::fmt::Debug for Spec {
 }
 
 /// The engines cca knows by name, in the order new sessions try them.
-pub(crate) const BUILTIN: [&Spec; 2] = [&claude::SPEC, &gemini::SPEC];
+pub(crate) const BUILTIN: [&Spec; 3] = [&claude::SPEC, &gemini::SPEC, &codex::SPEC];
 
 /// Every kind of engine: the built-in ones, and the two a config file declares.
-pub(crate) const KINDS: [&Spec; 4] =
-    [&claude::SPEC, &gemini::SPEC, &command::SPEC, &acp_agent::SPEC];
+pub(crate) const KINDS: [&Spec; 5] =
+    [&claude::SPEC, &gemini::SPEC, &codex::SPEC, &command::SPEC, &acp_agent::SPEC];
 
 /// How an engine receives the system prompt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -289,6 +290,13 @@ pub enum Arg {
     Plain(OsString),
     /// Written to a private temporary file; the argument is that file's path.
     File {
+        name: &'static str,
+        contents: String,
+    },
+    /// As [`Arg::File`], the argument being `prefix` and the file's path (codex's
+    /// `model_instructions_file=PATH`).
+    FileAfter {
+        prefix: &'static str,
         name: &'static str,
         contents: String,
     },
