@@ -507,18 +507,22 @@ fn last_line(text: &str) -> Option<String> {
 
 type EnvVars = Vec<(OsString, OsString)>;
 
-/// The environment a program is run with outside a turn (asked its version): gemini in a home
-/// of its own, as for a turn, so that it leaves nothing of its own behind.
+/// The environment a program is run with outside a turn (asked its version): gemini and codex
+/// in a home of their own, as for a turn, so that they leave nothing of their own behind (an
+/// ACP agent that is gemini too).
 pub(crate) fn home_env(
     settings: &crate::config::Settings,
     store: &Store,
+    engine: &EngineConfig,
     program: &std::path::Path,
 ) -> Result<(EnvVars, Option<crate::store::EngineFiles>)> {
-    if !crate::engine::gemini::is_gemini(program) {
+    let gemini = crate::engine::gemini::is_gemini(program);
+    let spec = if gemini { &crate::engine::gemini::SPEC } else { engine.spec };
+    let Some(home) = spec.home else {
         return Ok(Default::default());
-    }
-    let home = Arg::Home(crate::engine::gemini::home(None));
-    let env = vec![(crate::vars::GEMINI_CLI_HOME.to_string(), home)];
+    };
+    let (var, home) = home();
+    let env = vec![(var.to_string(), Arg::Home(home))];
     let program = program.to_path_buf();
     let (stdin, images, follow_up) = (Vec::new(), Vec::new(), Vec::new());
     let inv = Invocation { program, args: Vec::new(), env, stdin, images, follow_up };

@@ -56,6 +56,7 @@ pub(crate) const SPEC: Spec = Spec {
     decoder: || Box::new(Decoder::default()),
     tidy: |_| None,
     reads_at_start,
+    home: Some(|| (CODEX_HOME, home())),
     stderr_noise: Some(noise),
 };
 

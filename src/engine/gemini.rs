@@ -62,6 +62,7 @@ pub(crate) const SPEC: Spec = Spec {
     decoder: || Box::new(Decoder::default()),
     tidy,
     reads_at_start,
+    home: Some(|| (crate::vars::GEMINI_CLI_HOME, home(None))),
     stderr_noise: Some(noise),
 };
 

@@ -129,7 +129,9 @@ impl MockApi {
     pub fn turns(&self) -> Vec<Received> {
         self.received(|r| {
             !is_search(&r.body)
-                && (r.path.contains("/v1/messages") || r.path.contains(":streamGenerateContent"))
+                && (r.path.contains("/v1/messages")
+                    || r.path.contains(":streamGenerateContent")
+                    || r.path.contains("/v1/responses"))
         })
     }
 
@@ -610,8 +612,15 @@ fn gemini_search(out: &mut TcpStream, query: &str) -> std::io::Result<()> {
 }
 
 /// The OpenAI Responses API as codex calls it (`POST /v1/responses`, streamed): the answer (or
-/// `ECHO: ` and the last user text) as one message, with usage.
+/// `ECHO: ` and the last user text, its `<user_query>` when cca framed it) as one message, with
+/// usage; or the error of [`Behavior::status`].
 fn responses(out: &mut TcpStream, body: &Value, behavior: &Behavior) -> std::io::Result<()> {
+    if let Some(status) = behavior.status {
+        let message = format!("mock forced HTTP {status}");
+        let reply =
+            json!({"error": {"message": message, "type": "invalid_request_error", "code": null}});
+        return respond(out, status, "application/json", &reply.to_string());
+    }
     let last_user = body["input"]
         .as_array()
         .into_iter()
@@ -619,8 +628,13 @@ fn responses(out: &mut TcpStream, body: &Value, behavior: &Behavior) -> std::io:
         .filter(|i| i["role"] == "user")
         .filter_map(|i| i["content"].as_array())
         .map(|parts| parts.iter().filter_map(|p| p["text"].as_str()).collect::<String>())
-        .rfind(|t| !t.trim_start().starts_with('<'))
+        // codex's own context (`<environment_context>`) is not a question; cca's framing is.
+        .rfind(|t| !t.trim_start().starts_with('<') || t.contains("<user_query>"))
         .unwrap_or_default();
+    let last_user = match (last_user.rfind("<user_query>\n"), last_user.rfind("\n</user_query>")) {
+        (Some(start), Some(end)) if end >= start + 13 => last_user[start + 13..end].to_string(),
+        _ => last_user,
+    };
     let text = behavior.answer.clone().unwrap_or_else(|| format!("ECHO: {last_user}"));
     write!(
         out,

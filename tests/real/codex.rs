@@ -1,0 +1,148 @@
+//! Turns through the real codex (pinned, as the other engines) against the loopback Responses
+//! API: answers streamed and kept, the history, the system prompt and the model reaching the
+//! request, tokens recorded, and nothing written in the user's own `~/.codex`.
+
+use super::*;
+
+/// A test home whose `~/.codex/config.toml` points codex at the loopback server.
+fn codex_real() -> (Real, PathBuf) {
+    let r = Real::new();
+    let codex = real_program("CCA_TEST_CODEX", "codex/node_modules/.bin/codex");
+    let dir = r.env.home.join(".codex");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        format!(
+            "model = \"gpt-mock\"\nmodel_provider = \"mock\"\n\n[model_providers.mock]\n\
+             name = \"mock\"\nbase_url = \"{}/v1\"\nenv_key = \"MOCK_API_KEY\"\n\
+             wire_api = \"responses\"\nrequest_max_retries = 0\nstream_max_retries = 0\n",
+            r.api.url()
+        ),
+    )
+    .unwrap();
+    (r, codex)
+}
+
+/// `cca ARGS` with codex found through `CCA_CODEX` (with a timeout, as every run).
+fn run(r: &Real, codex: &Path, args: &[&str]) -> Run {
+    let mut cmd = r.command();
+    cmd.args(args).env("CCA_CODEX", codex).env("MOCK_API_KEY", "dummy");
+    run_command(cmd, None)
+}
+
+/// The text of the request's messages of `role`, in order.
+fn texts(body: &Value, role: &str) -> Vec<String> {
+    body["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| i["role"] == role)
+        .map(|i| mock_api::content_text(&i["content"]))
+        .collect()
+}
+
+/// The question cca framed for codex: the last user message holding a `<user_query>`.
+fn framed(body: &Value) -> String {
+    texts(body, "user").into_iter().rfind(|t| t.contains("<user_query>")).unwrap_or_default()
+}
+
+#[test]
+fn three_turns_and_a_resume_through_codex_keep_the_answers_and_the_history() {
+    let (r, codex) = codex_real();
+    let first = run(&r, &codex, &["search", "-e", "codex", "first question"]);
+    first.ok();
+    assert_eq!(first.stdout, "ECHO: first question");
+    run(&r, &codex, &["search", "-q", "-r", "second question"]).ok();
+    let third = run(&r, &codex, &["search", "-r", "third question"]);
+    third.ok();
+    assert_eq!(third.stdout, "ECHO: third question");
+    let turns = r.api.turns();
+    assert_eq!(turns.len(), 3, "{turns:?}");
+    let message = framed(&turns[2].body);
+    let system = tag(&message, "system_instructions").expect("the system prompt, framed");
+    assert!(system.starts_with("You are a web research assistant"), "{system}");
+    let history = tag(&message, "conversation_history").expect("the history, framed");
+    assert!(history.contains("<user_turn>\nfirst question\n</user_turn>\n<assistant_turn>\nECHO: first question\n</assistant_turn>"), "{history}");
+    assert!(history.contains("ECHO: second question"), "{history}");
+    assert_eq!(tag(&message, "user_query"), Some("third question"));
+    let t = r.transcript();
+    assert_eq!(
+        answers(&t),
+        ["ECHO: first question", "ECHO: second question", "ECHO: third question"]
+    );
+    let latest = r.env.latest();
+    assert!(latest.contains("\"engine\":\"codex\""), "{latest}");
+    // The loopback server's usage (10 in, 3 out) for each answer.
+    assert!(latest.contains("\"input_tokens\":10"), "{latest}");
+    assert!(latest.contains("\"output_tokens\":3"), "{latest}");
+    // A session resumed by its id, after another one began, goes on from its own history.
+    let id =
+        r.env.session_files()[0].trim_start_matches("session_").trim_end_matches(".md").to_string();
+    run(&r, &codex, &["search", "-q", "-e", "codex", "another session"]).ok();
+    let resumed = run(&r, &codex, &["search", "-s", &id, "fourth question"]);
+    resumed.ok();
+    assert_eq!(resumed.stdout, "ECHO: fourth question");
+    let message = framed(&r.api.turns()[4].body);
+    let history = tag(&message, "conversation_history").unwrap();
+    assert!(history.contains("ECHO: third question"), "{history}");
+    assert!(!history.contains("another session"), "{history}");
+    let file = r.env.sessions_dir().join(format!("session_{id}.md"));
+    let kept = std::fs::read_to_string(&file).unwrap();
+    assert!(kept.contains("ECHO: fourth question"), "{kept}");
+    // codex wrote in the home cca gave it, not in the user's ~/.codex.
+    let users: Vec<String> = std::fs::read_dir(r.env.home.join(".codex"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(users, ["config.toml"]);
+    let own = r.env.cca_home.join("engines/codex").join(&id).join(".codex");
+    assert!(own.join("config.toml").is_symlink(), "{}", own.display());
+}
+
+#[test]
+fn the_model_and_a_native_system_prompt_reach_codex_s_request() {
+    let (r, codex) = codex_real();
+    r.env.write_config("[engines.codex]\nsystem_prompt = \"native\"\n");
+    run(&r, &codex, &["search", "-e", "codex", "-m", "gpt-test-model", "which model?"]).ok();
+    let body = &r.api.turns()[0].body;
+    assert_eq!(body["model"], "gpt-test-model");
+    // cca's system prompt in place of codex's own instructions, and not in the question.
+    let developer = texts(body, "developer");
+    assert!(developer[0].starts_with("You are a web research assistant"), "{developer:?}");
+    assert!(!developer.iter().any(|d| d.contains("Codex CLI")), "{developer:?}");
+    let message = framed(body);
+    assert_eq!(tag(&message, "system_instructions"), None, "{message}");
+    assert_eq!(tag(&message, "user_query"), Some("which model?"));
+}
+
+#[test]
+fn codex_is_the_default_engine_when_it_is_the_only_one_and_doctor_lists_it() {
+    let (r, codex) = codex_real();
+    let missing = r.env.root.path().join("missing");
+    let mut cmd = r.command();
+    cmd.args(["search", "only codex here"])
+        .env("CCA_CODEX", &codex)
+        .env("CCA_CLAUDE", &missing)
+        .env("CCA_GEMINI", &missing)
+        .env("MOCK_API_KEY", "dummy");
+    let only = run_command(cmd, None);
+    only.ok();
+    assert_eq!(only.stdout, "ECHO: only codex here");
+    assert!(r.env.latest().contains("\"engine\":\"codex\""));
+    let doctor = run(&r, &codex, &["doctor"]);
+    let line = doctor.stdout.lines().find(|l| l.trim_start().starts_with("codex")).unwrap_or("");
+    assert!(line.contains("codex-cli 0.169.0"), "{}", doctor.stdout);
+    // Asked its version, codex wrote nothing in the user's folder either.
+    let users: Vec<_> = std::fs::read_dir(r.env.home.join(".codex")).unwrap().collect();
+    assert_eq!(users.len(), 1, "{users:?}");
+}
+
+#[test]
+fn a_failing_api_fails_the_turn_and_keeps_no_answer() {
+    let (r, codex) = codex_real();
+    r.api.set(Behavior { status: Some(401), ..Behavior::default() });
+    let failed = run(&r, &codex, &["search", "-e", "codex", "refused?"]);
+    assert_ne!(failed.code, Some(0), "{failed}");
+    assert!(failed.stderr.contains("401"), "{}", failed.stderr);
+    assert!(answers(&r.transcript()).is_empty());
+}
