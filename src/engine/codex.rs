@@ -38,7 +38,9 @@ pub(crate) const SPEC: Spec = Spec {
     ],
     models: &["gpt-5.5", "gpt-5.4", "gpt-5.4-mini"],
     context_budget: 200_000,
-    max_input_bytes: None,
+    // Measured: codex refuses a prompt over 1,048,576 characters ("Input exceeds the maximum
+    // length"); as bytes, that is never more.
+    max_input_bytes: Some(1_048_576),
     default_tools: None,
     failure_hint: None,
     empty_answer_hint: "try again; if it keeps happening, run `codex exec` by hand to see what it does",

@@ -146,3 +146,27 @@ fn a_failing_api_fails_the_turn_and_keeps_no_answer() {
     assert!(failed.stderr.contains("401"), "{}", failed.stderr);
     assert!(answers(&r.transcript()).is_empty());
 }
+
+#[test]
+fn an_image_reaches_codex_s_request_once() {
+    let (r, codex) = codex_real();
+    let png = include_bytes!("../fixtures/pixel.png");
+    std::fs::write(r.env.work.join("pic.png"), png).unwrap();
+    let asked = run(&r, &codex, &["search", "-q", "-e", "codex", "-f", "pic.png", "what is it?"]);
+    asked.ok();
+    assert_eq!(asked.stdout, "ECHO: what is it?");
+    let images = |body: &Value| -> Vec<String> {
+        let parts = body["input"].as_array().into_iter().flatten().flat_map(|i| {
+            i["content"].as_array().into_iter().flatten().cloned().collect::<Vec<_>>()
+        });
+        parts
+            .filter(|p| p["type"] == "input_image")
+            .map(|p| p["image_url"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    let sent = images(&r.api.turns()[0].body);
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(sent[0].starts_with("data:image/png;base64,"), "{sent:?}");
+    run(&r, &codex, &["search", "-q", "-r", "and its colour?"]).ok();
+    assert_eq!(images(&r.api.turns()[1].body), Vec::<String>::new());
+}
