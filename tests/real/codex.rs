@@ -170,3 +170,42 @@ fn an_image_reaches_codex_s_request_once() {
     run(&r, &codex, &["search", "-q", "-r", "and its colour?"]).ok();
     assert_eq!(images(&r.api.turns()[1].body), Vec::<String>::new());
 }
+
+#[test]
+fn searches_and_commands_are_tool_lines_kept_and_a_refused_write_does_not_hang() {
+    let (r, codex) = codex_real();
+    let refused = r.env.work.join("written-by-codex");
+    r.api.set(Behavior {
+        script: vec![
+            vec![
+                Block::text("Let me look."),
+                Block::tool("web_search", json!({"query": "rust 1.89 file locking"})),
+                Block::tool("exec_command", json!({"cmd": "echo hello"})),
+            ],
+            vec![Block::tool(
+                "exec_command",
+                json!({"cmd": format!("touch {}", refused.display())}),
+            )],
+            vec![Block::text("Rust 1.89 stabilised File::lock.")],
+        ],
+        ..Behavior::default()
+    });
+    let asked = run(&r, &codex, &["search", "-e", "codex", "file locking?"]);
+    asked.ok();
+    assert_eq!(asked.stdout, "Let me look.\n\nRust 1.89 stabilised File::lock.");
+    assert_eq!(
+        tool_lines(&asked.stderr),
+        ["· web_search: rust 1.89 file locking", "· command: /bin/bash -lc 'echo hello'"],
+        "{}",
+        asked.stderr
+    );
+    // The write was refused by the read-only sandbox, and the model was told so; codex 0.169.0
+    // prints no item for it, so it shows no line.
+    assert!(!refused.exists());
+    let turns = r.api.turns();
+    let told = turns.last().unwrap().body.to_string();
+    assert!(told.contains("Read-only file system"), "{told}");
+    let kept = r.env.latest();
+    assert!(kept.contains("> web_search: rust 1.89 file locking\n"), "{kept}");
+    assert!(kept.contains("> command: /bin/bash -lc 'echo hello'\n"), "{kept}");
+}

@@ -1,7 +1,7 @@
 //! A loopback test server speaking the two APIs the real engines call: Anthropic Messages with
 //! server-sent events (`POST /v1/messages`) and Gemini (`POST /v1beta/models/M:streamGenerateContent
 //! ?alt=sse`, and `:generateContent` for gemini's model router), and the OpenAI Responses API
-//! codex calls (`POST /v1/responses`, plain answers only).
+//! codex calls (`POST /v1/responses`: answers, web searches and commands).
 //!
 //! It answers `ECHO: ` plus the last user text (the `<user_query>` part of it, when cca framed
 //! it), records every request, and can be told to fail with an HTTP status, to split the answer
@@ -613,7 +613,9 @@ fn gemini_search(out: &mut TcpStream, query: &str) -> std::io::Result<()> {
 
 /// The OpenAI Responses API as codex calls it (`POST /v1/responses`, streamed): the answer (or
 /// `ECHO: ` and the last user text, its `<user_query>` when cca framed it) as one message, with
-/// usage; or the error of [`Behavior::status`].
+/// usage; or the error of [`Behavior::status`]; or a step of [`Behavior::script`], where a tool
+/// named `web_search` is the API's own search and any other a function call codex runs
+/// (`exec_command` with `{"cmd": ...}`).
 fn responses(out: &mut TcpStream, body: &Value, behavior: &Behavior) -> std::io::Result<()> {
     if let Some(status) = behavior.status {
         let message = format!("mock forced HTTP {status}");
@@ -636,18 +638,43 @@ fn responses(out: &mut TcpStream, body: &Value, behavior: &Behavior) -> std::io:
         _ => last_user,
     };
     let text = behavior.answer.clone().unwrap_or_else(|| format!("ECHO: {last_user}"));
+    // A scripted turn: the step is how many tool results codex sent back since the question (a
+    // web search is the API's own, in the same response; a command's result comes back).
+    let blocks = match behavior.script.is_empty() {
+        true => vec![Block::Text(text)],
+        false => {
+            let input = body["input"].as_array().cloned().unwrap_or_default();
+            let question = input.iter().rposition(|i| i["role"] == "user").map_or(0, |q| q + 1);
+            let step = input[question..].iter().filter(|i| i["type"] == "function_call_output");
+            let message = behavior.script.get(step.count()).or(behavior.script.last());
+            message.cloned().unwrap_or_default()
+        }
+    };
     write!(
         out,
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n"
     )?;
-    let item = |status: &str, content: Value| json!({"type": "message", "id": "msg_mock", "role": "assistant", "status": status, "content": content});
-    let events = [
-        json!({"type": "response.created", "response": {"id": "resp_mock"}}),
-        json!({"type": "response.output_item.added", "output_index": 0, "item": item("in_progress", json!([]))}),
-        json!({"type": "response.output_text.delta", "item_id": "msg_mock", "output_index": 0, "content_index": 0, "delta": text}),
-        json!({"type": "response.output_item.done", "output_index": 0, "item": item("completed", json!([{"type": "output_text", "text": text, "annotations": []}]))}),
-        json!({"type": "response.completed", "response": {"id": "resp_mock", "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 3, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 13}}}),
-    ];
+    let mut events = vec![json!({"type": "response.created", "response": {"id": "resp_mock"}})];
+    for (n, block) in blocks.iter().enumerate() {
+        let id = format!("item_mock_{n}");
+        let done = match block {
+            Block::Text(text) | Block::Cited { text, .. } => {
+                let item = |status: &str, content: Value| json!({"type": "message", "id": id, "role": "assistant", "status": status, "content": content});
+                events.push(json!({"type": "response.output_item.added", "output_index": n, "item": item("in_progress", json!([]))}));
+                events.push(json!({"type": "response.output_text.delta", "item_id": id, "output_index": n, "content_index": 0, "delta": text}));
+                item("completed", json!([{"type": "output_text", "text": text, "annotations": []}]))
+            }
+            // The API's own web search: done when the response says so.
+            Block::Tool { name, input } if name == "web_search" => {
+                json!({"type": "web_search_call", "id": id, "status": "completed", "action": {"type": "search", "query": input["query"]}})
+            }
+            Block::Tool { name, input } => {
+                json!({"type": "function_call", "id": id, "call_id": format!("call_{n}"), "name": name, "arguments": input.to_string()})
+            }
+        };
+        events.push(json!({"type": "response.output_item.done", "output_index": n, "item": done}));
+    }
+    events.push(json!({"type": "response.completed", "response": {"id": "resp_mock", "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 3, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 13}}}));
     for event in events {
         write!(out, "event: {}\ndata: {event}\n\n", event["type"].as_str().unwrap_or(""))?;
         out.flush()?;
