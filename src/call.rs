@@ -185,9 +185,9 @@ pub(crate) fn call(
 fn tidy(c: &Call, notes: Option<&str>, outcome: &run::EngineRun) {
     let s = c.session;
     if let Some(id) = &outcome.engine_session {
-        let gemini_home = s.store.engine_home_dir("gemini", s.id);
+        let home = s.engine.spec.home.map(|home| s.store.engine_home_dir(home().1.engine, s.id));
         let left = crate::engine::Leftovers {
-            gemini_home: Some(&gemini_home),
+            home: home.as_deref(),
             claude_home: s.settings.claude_home.as_deref(),
             engine_session: id,
             notes,

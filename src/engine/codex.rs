@@ -8,8 +8,9 @@
 //!
 //! It runs read-only and never asks for an approval (`sandbox_mode`, `approval_policy`), so a
 //! command that would write is refused by the sandbox and the model is told; codex 0.169.0 prints
-//! no item for such a command (measured), so cca cannot show it. It runs with `--ephemeral`
-//! (no session file of its own) in a home of cca's (`CODEX_HOME`, see [`home`]).
+//! no item for it, or (on a loaded machine) the command's failure, which cca shows as refused.
+//! It runs with `--ephemeral` (no session file of its own) in a home of cca's (`CODEX_HOME`,
+//! see [`home`]).
 
 use std::path::PathBuf;
 
@@ -272,9 +273,20 @@ fn tool_call(item: &Value) -> Option<ToolCall> {
     Some(ToolCall::new(name, &input))
 }
 
-/// How a completed item went: a command that failed (its exit code) or was declined.
+/// Whether a command's output says the sandbox refused it what it tried (Linux's words).
+fn sandboxed(output: &str) -> bool {
+    output.contains("Read-only file system")
+}
+
+/// How a completed item went: a command that failed (its exit code), was kept from writing by
+/// the sandbox, or was declined.
 fn settle(call: &mut ToolCall, item: &Value) {
     match item["status"].as_str() {
+        // The sandbox's refusal is the command's own error (`touch: ... Read-only file system`).
+        Some("failed") if item["aggregated_output"].as_str().is_some_and(sandboxed) => {
+            call.status = ToolStatus::Refused;
+            call.reason = Some("the read-only sandbox kept it from writing".to_string());
+        }
         Some("failed") => {
             call.status = ToolStatus::Failed;
             call.reason = Some(match item["exit_code"].as_i64() {
@@ -346,6 +358,22 @@ mod tests {
         assert_eq!(started, 3, "each announced once, when it started");
         // The search's answer, then two answers of later turns: each a message of its own.
         assert!(text(&out).starts_with("Found it.\n\nECHO: "), "{out:?}");
+    }
+
+    #[test]
+    fn a_write_the_sandbox_refused_is_a_refused_call() {
+        let sample = [
+            r#"{"type":"item.started","item":{"id":"item_1","type":"command_execution","command":"/bin/bash -lc 'touch x'","aggregated_output":"","exit_code":null,"status":"in_progress"}}"#,
+            r#"{"type":"item.completed","item":{"id":"item_1","type":"command_execution","command":"/bin/bash -lc 'touch x'","aggregated_output":"touch: cannot touch 'x': Read-only file system\n","exit_code":1,"status":"failed"}}"#,
+        ];
+        let out = decode(&sample.map(|l| format!("{l}\n")).concat());
+        let lines: Vec<String> = tools(&out).iter().map(|t| t.summary()).collect();
+        assert_eq!(
+            lines,
+            [
+                "command (refused): /bin/bash -lc 'touch x' · the read-only sandbox kept it from writing"
+            ]
+        );
     }
 
     #[test]

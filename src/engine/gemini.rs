@@ -77,7 +77,7 @@ fn noise(line: &[u8]) -> bool {
 /// session; cca is the memory, so the one file each turn leaves is removed, found by the id
 /// gemini reported.
 fn tidy(left: &super::Leftovers) -> Option<String> {
-    if let Some(home) = left.gemini_home {
+    if let Some(home) = left.home {
         let root = home.join(".gemini").join("tmp");
         crate::store::remove_engine_session_files(&root, |path| {
             session_file_matches(path, left.engine_session)

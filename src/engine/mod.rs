@@ -102,8 +102,9 @@ impl StartPlace<'_> {
 
 /// What [`Spec::tidy`] needs to find and read what a run left.
 pub struct Leftovers<'a> {
-    /// Where gemini kept its files for the run: the home cca gave it for the session.
-    pub gemini_home: Option<&'a std::path::Path>,
+    /// Where the engine kept its files for the run: the home cca gave it for the session
+    /// ([`Spec::home`]), if it has one.
+    pub home: Option<&'a std::path::Path>,
     /// claude's folder (`CLAUDE_CONFIG_DIR`, else `~/.claude`): it keeps its sessions under
     /// `projects`.
     pub claude_home: Option<&'a std::path::Path>,
