@@ -134,6 +134,18 @@ pub(crate) fn invocation(
             None
         }
     };
+    if !request.mcp_servers.is_empty() {
+        // Added to the user's own in `config.toml`, which start as in codex's own runs (a `-c`
+        // table is merged into the file's: measured, `mcp_servers={}` removes none). One table
+        // with quoted names: codex takes `mcp_servers."NAME"` with the quotes in the name.
+        let servers: Vec<String> = request
+            .mcp_servers
+            .iter()
+            .map(|server| format!("{} = {}", toml_string(server.name()), mcp_server(server)))
+            .collect();
+        args.push(Arg::plain("-c"));
+        args.push(Arg::plain(format!("mcp_servers={{{}}}", servers.join(", "))));
+    }
     for image in &request.images {
         // The `=` form: `--image` takes several values, and would take the prompt's `-` too.
         let path = request.image_dir.join(image.file_name());
@@ -146,6 +158,35 @@ pub(crate) fn invocation(
     let env = vec![(CODEX_HOME.to_string(), Arg::Home(home()))];
     let follow_up = frame::follow_up(&request.attachments, request.query);
     Ok(Invocation { program, args, env, stdin, images: Vec::new(), follow_up })
+}
+
+/// An MCP server as codex's `mcp_servers` table describes it, as a TOML inline table.
+fn mcp_server(server: &super::McpServer) -> String {
+    use super::McpServer;
+    let table = |pairs: &[(String, String)]| {
+        let entries: Vec<String> =
+            pairs.iter().map(|(k, v)| format!("{} = {}", toml_string(k), toml_string(v))).collect();
+        format!("{{{}}}", entries.join(", "))
+    };
+    match server {
+        McpServer::Stdio { command, args, env, .. } => {
+            let args: Vec<String> = args.iter().map(|a| toml_string(a)).collect();
+            format!(
+                "{{command = {}, args = [{}], env = {}}}",
+                toml_string(command),
+                args.join(", "),
+                table(env)
+            )
+        }
+        McpServer::Http { url, headers, .. } | McpServer::Sse { url, headers, .. } => {
+            format!("{{url = {}, http_headers = {}}}", toml_string(url), table(headers))
+        }
+    }
+}
+
+/// A TOML basic string: JSON's string escapes are TOML's, but for DEL, which TOML wants escaped.
+fn toml_string(text: &str) -> String {
+    serde_json::Value::from(text).to_string().replace('\u{7f}', "\\u007F")
 }
 
 /// What codex reads as it starts: its `AGENTS.md` files (in this folder and each above it).
@@ -388,6 +429,36 @@ mod tests {
             decode(&format!("{sample}\n")),
             [Output::Retry("Reconnecting... 1/5 (Connection failed)".into())]
         );
+    }
+
+    #[test]
+    fn mcp_servers_are_toml_inline_tables() {
+        let stdio = crate::engine::McpServer::Stdio {
+            name: "c c".into(),
+            command: "/bin/cca".into(),
+            args: vec!["mcp".into(), "a\"b".into()],
+            env: vec![("K".into(), "v\u{7f}".into())],
+        };
+        assert_eq!(
+            mcp_server(&stdio),
+            r#"{command = "/bin/cca", args = ["mcp", "a\"b"], env = {"K" = "v\u007F"}}"#
+        );
+        let http = crate::engine::McpServer::Http {
+            name: "h".into(),
+            url: "https://x.example/mcp".into(),
+            headers: vec![("Authorization".into(), "Bearer t".into())],
+        };
+        let toml = mcp_server(&http);
+        assert_eq!(
+            toml,
+            r#"{url = "https://x.example/mcp", http_headers = {"Authorization" = "Bearer t"}}"#
+        );
+        let parsed: toml::Table = format!("x = {toml}").parse().unwrap();
+        assert_eq!(parsed["x"]["http_headers"]["Authorization"].as_str(), Some("Bearer t"));
+        let parsed: toml::Table = format!("x = {}", mcp_server(&stdio)).parse().unwrap();
+        assert_eq!(parsed["x"]["args"][1].as_str(), Some("a\"b"));
+        assert_eq!(parsed["x"]["env"]["K"].as_str(), Some("v\u{7f}"));
+        assert_eq!(toml_string("c c"), "\"c c\"");
     }
 
     #[test]

@@ -14,7 +14,7 @@ fn codex_real() -> (Real, PathBuf) {
         dir.join("config.toml"),
         format!(
             "model = \"gpt-mock\"\nmodel_provider = \"mock\"\n\n[model_providers.mock]\n\
-             name = \"mock\"\nbase_url = \"{}/v1\"\nenv_key = \"MOCK_API_KEY\"\n\
+             name = \"mock\"\nbase_url = \"{}/v1\"\n\
              wire_api = \"responses\"\nrequest_max_retries = 0\nstream_max_retries = 0\n",
             r.api.url()
         ),
@@ -26,7 +26,7 @@ fn codex_real() -> (Real, PathBuf) {
 /// `cca ARGS` with codex found through `CCA_CODEX` (with a timeout, as every run).
 fn run(r: &Real, codex: &Path, args: &[&str]) -> Run {
     let mut cmd = r.command();
-    cmd.args(args).env("CCA_CODEX", codex).env("MOCK_API_KEY", "dummy");
+    cmd.args(args).env("CCA_CODEX", codex);
     run_command(cmd, None)
 }
 
@@ -123,8 +123,7 @@ fn codex_is_the_default_engine_when_it_is_the_only_one_and_doctor_lists_it() {
     cmd.args(["search", "only codex here"])
         .env("CCA_CODEX", &codex)
         .env("CCA_CLAUDE", &missing)
-        .env("CCA_GEMINI", &missing)
-        .env("MOCK_API_KEY", "dummy");
+        .env("CCA_GEMINI", &missing);
     let only = run_command(cmd, None);
     only.ok();
     assert_eq!(only.stdout, "ECHO: only codex here");
@@ -221,4 +220,60 @@ fn searches_and_commands_are_tool_lines_kept_and_a_refused_write_does_not_hang()
     let kept = r.env.latest();
     assert!(kept.contains("> web_search: rust 1.89 file locking\n"), "{kept}");
     assert!(kept.contains("> command: /bin/bash -lc 'echo hello'\n"), "{kept}");
+}
+
+#[test]
+fn ctrl_c_while_codex_answers_ends_it_and_keeps_the_attempt_as_interrupted() {
+    let (r, codex) = codex_real();
+    // The answer's message is out; the response stays open until `go` exists (never).
+    let go = r.env.root.path().join("go");
+    r.api.set(Behavior { hold: Some(go.clone()), ..Behavior::default() });
+    let mut cmd = r.command();
+    cmd.args(["search", "-e", "codex", "stop me"])
+        .env("CCA_CODEX", &codex)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = Guard(cmd.spawn().unwrap());
+    let mut stdout = child.0.stdout.take().unwrap();
+    let mut first = [0u8; 4];
+    stdout.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"ECHO");
+    child.signal(rustix::process::Signal::INT);
+    let status = child.finish().status;
+    assert_eq!(shell_status(status), 130);
+    std::fs::write(&go, "").unwrap();
+    let kept = r.env.latest();
+    assert!(kept.contains("stop me") && kept.contains("interrupted"), "{kept}");
+    // The next turn asks as usual.
+    r.api.set(Behavior::default());
+    let next = run(&r, &codex, &["search", "-r", "again"]);
+    next.ok();
+    assert_eq!(next.stdout, "ECHO: again");
+}
+
+#[test]
+fn an_mcp_server_an_editor_gives_is_started_by_codex() {
+    let (r, codex) = codex_real();
+    r.env.write_config(&format!(
+        "engine = \"codex\"\n[engines.codex]\nprogram = \"{}\"\n",
+        codex.display()
+    ));
+    let script = r.env.root.path().join("mcp_server.py");
+    std::fs::write(&script, acp_mcp::MCP_SERVER).unwrap();
+    let marker = r.env.root.path().join("mcp-started");
+    let python = ["/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("python3 for the MCP server");
+    let server = json!({"name": "marker", "command": python, "args": [script, "--flag"],
+                        "env": [{"name": "MARKER", "value": marker}]});
+    let steps = vec![
+        json!({"call": "session/new", "as": "s", "params": {"cwd": r.env.work, "mcpServers": [server]}}),
+        acp_prompt("p", "$s.sessionId", "with a server", true),
+    ];
+    let out = acp(&r, &steps);
+    assert_eq!(out["results"]["p"]["stopReason"], "end_turn", "{}", out["results"]);
+    let started = std::fs::read_to_string(&marker)
+        .unwrap_or_else(|_| panic!("codex did not start the MCP server: {}", out["results"]));
+    assert_eq!(started, "--flag");
 }

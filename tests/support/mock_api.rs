@@ -676,6 +676,10 @@ fn responses(out: &mut TcpStream, body: &Value, behavior: &Behavior) -> std::io:
     }
     events.push(json!({"type": "response.completed", "response": {"id": "resp_mock", "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 3, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 13}}}));
     for event in events {
+        if event["type"] == "response.completed" {
+            // The response stays open after its items until the test says so.
+            hold(behavior);
+        }
         write!(out, "event: {}\ndata: {event}\n\n", event["type"].as_str().unwrap_or(""))?;
         out.flush()?;
     }
