@@ -37,7 +37,19 @@ pub(crate) const SPEC: Spec = Spec {
         "model_budgets",
         "bytes_per_token",
     ],
-    models: &["gpt-5.5", "gpt-5.4", "gpt-5.4-mini"],
+    // The models codex 0.169.0's bundled catalog lists (its hidden ones left out).
+    models: &[
+        "gpt-6-astra",
+        "gpt-6.1-sol",
+        "gpt-6.1-terra",
+        "gpt-6-sol",
+        "gpt-6-luna",
+        "gpt-5.6-sol",
+        "gpt-5.6-terra",
+        "gpt-5.6-luna",
+        "gpt-5.5",
+    ],
+    // Below the 272,000-token window of most of them, so that an answer fits.
     context_budget: 200_000,
     // Measured: codex refuses a prompt over 1,048,576 characters ("Input exceeds the maximum
     // length"); as bytes, that is never more.
@@ -475,7 +487,7 @@ mod tests {
             images: vec![&image],
             image_dir: std::path::Path::new("/h/.cca/files"),
             query: "q",
-            model: Some("gpt-5.5"),
+            model: Some("gpt-6-sol"),
             mcp_servers: &[],
             notes: None,
         };
@@ -523,7 +535,7 @@ mod tests {
             "sandbox_mode=\"read-only\"",
             "-c",
             "approval_policy=\"never\"",
-            "--model=gpt-5.5",
+            "--model=gpt-6-sol",
             "-c",
             "model_instructions_file=FILE:system-prompt.md",
             &image_arg,
