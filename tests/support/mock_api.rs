@@ -692,8 +692,9 @@ fn responses(out: &mut TcpStream, body: &Value, behavior: &Behavior) -> std::io:
 /// Anthropic (a body with `messages`): the prefix is tools, then system, then messages, block by
 /// block. `earlier` wrote a cache entry at each block carrying `cache_control`; `later` reads the
 /// longest such entry whose blocks it repeats exactly, looking back at most 20 block boundaries
-/// from each of its own breakpoints. Gemini (a body with `contents`): the common prefix of the
-/// two requests (system instruction, tools, then the contents part by part).
+/// from each of its own breakpoints. Gemini (a body with `contents`) and the Responses API (a
+/// body with `input`, item ids aside): the common prefix of the two requests (system
+/// instruction or instructions, tools, then the contents or input part by part).
 pub fn cacheable_share(earlier: &Value, later: &Value) -> f64 {
     let (old, new) = (blocks(earlier), blocks(later));
     let total: usize = new.iter().map(|b| b.text.len()).sum();
@@ -750,10 +751,25 @@ fn blocks(body: &Value) -> Vec<PrefixBlock> {
     for part in body["systemInstruction"]["parts"].as_array().into_iter().flatten() {
         out.push(block("system", part));
     }
-    let (list, items) =
-        if body["messages"].is_array() { ("messages", "content") } else { ("contents", "parts") };
+    if let Some(text) = body["instructions"].as_str() {
+        out.push(block("system", &json!({ "type": "text", "text": text })));
+    }
+    let (list, items) = match (body["messages"].is_array(), body["input"].is_array()) {
+        (true, _) => ("messages", "content"),
+        (_, true) => ("input", "content"),
+        _ => ("contents", "parts"),
+    };
     for (i, message) in body[list].as_array().into_iter().flatten().enumerate() {
         let place = format!("{i}:{}", message["role"].as_str().unwrap_or(""));
+        // A Responses API item's id is no part of the prompt (codex makes new ones each run).
+        let mut message = message.clone();
+        if list == "input" {
+            message.as_object_mut().map(|o| o.remove("id"));
+            if !message[items].is_array() {
+                out.push(block(&place, &message));
+                continue;
+            }
+        }
         match &message[items] {
             Value::String(s) => out.push(block(&place, &json!({ "type": "text", "text": s }))),
             parts => out.extend(parts.as_array().into_iter().flatten().map(|b| block(&place, b))),
