@@ -348,3 +348,30 @@ fn codex_follow_ups_repeat_the_previous_request_up_to_its_question() {
         "cached share from the third request on: cca {ours:.3?}, codex's own resume {theirs:.3?}"
     );
 }
+
+#[test]
+fn codex_answers_a_steer_as_the_next_turn() {
+    use cca::transcript::Kind::{Assistant, User};
+    let (r, codex) = codex_real();
+    r.env.write_config(&format!("[engines.codex]\nprogram = \"{}\"\n", codex.display()));
+    let args = ["-e", "codex", "review the auth module"];
+    let run = steer_real(&r, &args, Behavior::default(), "focus on JWT");
+    run.ok().stderr_has("cca: steer taken: focus on JWT");
+    assert_eq!(run.stdout, "ECHO: review the auth module\n\nECHO: focus on JWT");
+    // A second codex, sent the whole conversation.
+    let turns = r.api.turns();
+    assert_eq!(turns.len(), 2, "{turns:?}");
+    let message = framed(&turns[1].body);
+    let history = tag(&message, "conversation_history").expect("the history, framed");
+    assert!(history.contains("review the auth module"), "{history}");
+    assert_eq!(tag(&message, "user_query"), Some("focus on JWT"));
+    assert_eq!(
+        records_of(&r),
+        [
+            (User, "review the auth module".to_string()),
+            (Assistant, "ECHO: review the auth module".to_string()),
+            (User, "focus on JWT".to_string()),
+            (Assistant, "ECHO: focus on JWT".to_string()),
+        ]
+    );
+}
