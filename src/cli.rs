@@ -211,11 +211,11 @@ pub enum Command {
     #[command(after_long_help = IMPORT_EXAMPLES)]
     Import(ImportArgs),
 
-    /// Write a session where claude or gemini keeps its own, to resume it there
+    /// Write a session where claude, gemini or codex keeps its own, to resume it there
     ///
     /// claude: ~/.claude/projects/<folder>/<uuid>.jsonl, then `claude --resume UUID`; gemini:
-    /// ~/.gemini/tmp/<project>/chats/, then `gemini --resume UUID`, both from the session's
-    /// folder. Prints the id to resume on stdout. Questions, answers (with their tool lines)
+    /// ~/.gemini/tmp/<project>/chats/, then `gemini --resume UUID`; codex:
+    /// ~/.codex/sessions/YYYY/MM/DD/, then `codex resume UUID`; each from the session's folder. Prints the id to resume on stdout. Questions, answers (with their tool lines)
     /// and their times are carried; attachments go with their question.
     Export(ExportArgs),
 
@@ -555,6 +555,7 @@ pub enum HookTool {
 pub enum ExportTool {
     Claude,
     Gemini,
+    Codex,
 }
 
 const GREP_EXAMPLES: &str = "\

@@ -375,3 +375,28 @@ fn codex_answers_a_steer_as_the_next_turn() {
         ]
     );
 }
+
+#[test]
+fn an_exported_session_is_resumed_by_codex_with_its_history() {
+    let (r, codex) = codex_real();
+    run(&r, &codex, &["search", "-q", "-e", "codex", "first question"]).ok();
+    run(&r, &codex, &["search", "-q", "-r", "second question"]).ok();
+    let exported = run(&r, &codex, &["export", "codex"]);
+    let uuid = exported.ok().stdout.trim().to_string();
+    assert!(exported.stderr.contains(&format!("codex resume {uuid}")), "{exported}");
+    let mut cmd = std::process::Command::new(&codex);
+    cmd.env_clear()
+        .env("HOME", &r.env.home)
+        .env("PATH", r.env.path_var())
+        .current_dir(&r.env.work)
+        .args(["exec", "--json", "--skip-git-repo-check", "resume", &uuid, "third question"])
+        .stdin(Stdio::null());
+    let resumed = run_command(cmd, None);
+    assert!(resumed.ok().stdout.contains("ECHO: third question"), "{resumed}");
+    // The history as real turns, then codex's own context, then the question.
+    let body = &r.api.turns().last().unwrap().body.clone();
+    let users: Vec<String> =
+        texts(body, "user").into_iter().filter(|t| !t.starts_with('<')).collect();
+    assert_eq!(users, ["first question", "second question", "third question"]);
+    assert_eq!(texts(body, "assistant"), ["ECHO: first question", "ECHO: second question"]);
+}
