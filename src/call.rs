@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
+use crate::engine::home::HomeArg;
 use crate::engine::{Arg, EngineConfig, Invocation, Keeping, Request};
 use crate::error::{Failure, exit};
 use crate::frame;
@@ -184,9 +185,9 @@ pub(crate) fn call(
 fn tidy(c: &Call, notes: Option<&str>, outcome: &run::EngineRun) {
     let s = c.session;
     if let Some(id) = &outcome.engine_session {
-        let gemini_home = s.store.engine_home_dir("gemini", s.id);
+        let home = s.engine.spec.home.map(|home| s.store.engine_home_dir(home().1.engine, s.id));
         let left = crate::engine::Leftovers {
-            gemini_home: Some(&gemini_home),
+            home: home.as_deref(),
             claude_home: s.settings.claude_home.as_deref(),
             engine_session: id,
             notes,
@@ -506,18 +507,22 @@ fn last_line(text: &str) -> Option<String> {
 
 type EnvVars = Vec<(OsString, OsString)>;
 
-/// The environment a program is run with outside a turn (asked its version): gemini in a home
-/// of its own, as for a turn, so that it leaves nothing of its own behind.
+/// The environment a program is run with outside a turn (asked its version): gemini and codex
+/// in a home of their own, as for a turn, so that they leave nothing of their own behind (an
+/// ACP agent that is gemini too).
 pub(crate) fn home_env(
     settings: &crate::config::Settings,
     store: &Store,
+    engine: &EngineConfig,
     program: &std::path::Path,
 ) -> Result<(EnvVars, Option<crate::store::EngineFiles>)> {
-    if !crate::engine::gemini::is_gemini(program) {
+    let gemini = crate::engine::gemini::is_gemini(program);
+    let spec = if gemini { &crate::engine::gemini::SPEC } else { engine.spec };
+    let Some(home) = spec.home else {
         return Ok(Default::default());
-    }
-    let home = Arg::Home(crate::engine::gemini::home(None));
-    let env = vec![(crate::vars::GEMINI_CLI_HOME.to_string(), home)];
+    };
+    let (var, home) = home();
+    let env = vec![(var.to_string(), Arg::Home(home))];
     let program = program.to_path_buf();
     let (stdin, images, follow_up) = (Vec::new(), Vec::new(), Vec::new());
     let inv = Invocation { program, args: Vec::new(), env, stdin, images, follow_up };
@@ -550,14 +555,25 @@ fn materialize(
                 store.write_private(&path, contents.as_bytes())?;
                 Ok(path.into_os_string())
             }
+            Arg::FileAfter { prefix, name, contents } => {
+                let path = dir()?.join(name);
+                store.write_private(&path, contents.as_bytes())?;
+                let mut arg = OsString::from(prefix);
+                arg.push(path);
+                Ok(arg)
+            }
             Arg::Home(home) => {
-                // The only engine with a home of its own is gemini, in place of its user's.
-                let user_home = settings.gemini_home.as_deref();
+                // In place of the user's: gemini's may be moved (`GEMINI_CLI_HOME`).
+                let user_home = match home.arg {
+                    HomeArg::Home => settings.gemini_home.as_deref(),
+                    HomeArg::ConfigDir => settings.user_home.as_deref(),
+                };
                 let over = |user: Option<&str>| home.settings.as_ref().map(|s| s.over(user));
                 let text = |user: Option<&str>| over(user).unwrap_or_default();
+                let linked = |name: &std::ffi::OsStr| home.links.linked(name);
                 let made = crate::store::EngineHome {
                     config_dir: home.config_dir,
-                    own: home.own,
+                    linked: &linked,
                     home_files: home.home_files,
                     settings: home.settings.as_ref().map(|s| (s.file, &text as _)),
                 };
@@ -565,9 +581,13 @@ fn materialize(
                 // `store::engine_home`); a run's own where there is no session.
                 let at = match session {
                     "" => dir()?.join("home"),
-                    id => store.engine_home_dir("gemini", id),
+                    id => store.engine_home_dir(home.engine, id),
                 };
-                Ok(store.make_engine_home(&at, &made, user_home)?.into_os_string())
+                let made = store.make_engine_home(&at, &made, user_home)?;
+                Ok(match home.arg {
+                    HomeArg::Home => made.into_os_string(),
+                    HomeArg::ConfigDir => made.join(home.config_dir).into_os_string(),
+                })
             }
         }
     };

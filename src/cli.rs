@@ -51,8 +51,8 @@ Examples:
     about = "Resumable LLM conversations in your terminal, kept as markdown transcripts",
     long_about = "Resumable LLM conversations in your terminal, kept as markdown transcripts.\n\n\
         cca sends your question, with a system prompt and the conversation so far, to an engine \
-        (claude, gemini, or any program that reads stdin and writes stdout), streams the answer, \
-        and keeps the exchange in a markdown file under $CCA_HOME/sessions (default ~/.cca). \
+        (claude, gemini, codex, or any program that reads stdin and writes stdout), streams the \
+        answer, and keeps the exchange in a markdown file under $CCA_HOME/sessions (default ~/.cca). \
         Continue a conversation with `cca search --resume`, or `,` after `eval \"$(cca init bash)\"`.",
     after_help = "Start with: cca search \"your question\"",
     propagate_version = true
@@ -211,11 +211,11 @@ pub enum Command {
     #[command(after_long_help = IMPORT_EXAMPLES)]
     Import(ImportArgs),
 
-    /// Write a session where claude or gemini keeps its own, to resume it there
+    /// Write a session where claude, gemini or codex keeps its own, to resume it there
     ///
     /// claude: ~/.claude/projects/<folder>/<uuid>.jsonl, then `claude --resume UUID`; gemini:
-    /// ~/.gemini/tmp/<project>/chats/, then `gemini --resume UUID`, both from the session's
-    /// folder. Prints the id to resume on stdout. Questions, answers (with their tool lines)
+    /// ~/.gemini/tmp/<project>/chats/, then `gemini --resume UUID`; codex:
+    /// ~/.codex/sessions/YYYY/MM/DD/, then `codex resume UUID`; each from the session's folder. Prints the id to resume on stdout. Questions, answers (with their tool lines)
     /// and their times are carried; attachments go with their question.
     Export(ExportArgs),
 
@@ -257,7 +257,7 @@ pub enum Command {
     /// warn_tokens (30000).
     ///
     /// Environment: CCA_HOME, CCA_ENGINE, CCA_MODEL, CCA_PROMPT, CCA_SESSION, CCA_CLAUDE,
-    /// CCA_GEMINI, CCA_NOW (a fixed clock, for tests), CCA_GRACE_MS (for tests), CCA_COMPLETE (used by completions),
+    /// CCA_GEMINI, CCA_CODEX, CCA_NOW (a fixed clock, for tests), CCA_GRACE_MS (for tests), CCA_COMPLETE (used by completions),
     /// GEMINI_CLI_HOME and CLAUDE_CONFIG_DIR (where gemini and claude keep their files), and the
     /// standard NO_COLOR, TERM, PAGER,
     /// PATH, HOME. Links in rendered answers are terminal hyperlinks where the terminal is known
@@ -555,6 +555,7 @@ pub enum HookTool {
 pub enum ExportTool {
     Claude,
     Gemini,
+    Codex,
 }
 
 const GREP_EXAMPLES: &str = "\
@@ -759,7 +760,7 @@ pub struct AskArgs {
     ///
     /// Each is kept in the transcript as an attachment with its path and size, and sent in its
     /// own tag, named by its path. An image (PNG, JPEG, GIF or WebP, known by its first bytes;
-    /// at most 5 MiB) goes to engines that take images (claude, gemini), and the transcript
+    /// at most 5 MiB) goes to engines that take images (claude, gemini, codex), and the transcript
     /// links to a copy under $CCA_HOME/files/. A missing file, a folder, or a file that is
     /// neither UTF-8 text nor such an image is refused before anything is sent.
     #[arg(short, long = "file", value_name = "PATH", value_hint = clap::ValueHint::FilePath)]
@@ -788,8 +789,8 @@ pub struct AskArgs {
 /// How a turn is answered: the options `search`, `,` and `chat` share.
 #[derive(Debug, Args, Clone, Default)]
 pub struct AnswerArgs {
-    /// Engine: claude, gemini, or a name declared in config.toml [default: the first of claude
-    /// and gemini on PATH; a session keeps its own] [env: CCA_ENGINE]
+    /// Engine: claude, gemini, codex, or a name declared in config.toml [default: the first of
+    /// claude, gemini and codex on PATH; a session keeps its own] [env: CCA_ENGINE]
     #[arg(short, long, value_name = "NAME", add = engine_candidates())]
     pub engine: Option<String>,
 

@@ -3,7 +3,7 @@
 
 /// Where sessions, prompts and config live (default `~/.cca`). Must be absolute.
 pub const HOME: &str = "CCA_HOME";
-/// The engine for new sessions: `claude`, `gemini`, or a name from `[engines.NAME]`.
+/// The engine for new sessions: `claude`, `gemini`, `codex`, or a name from `[engines.NAME]`.
 pub const ENGINE: &str = "CCA_ENGINE";
 /// The model passed to the engine.
 pub const MODEL: &str = "CCA_MODEL";
@@ -15,6 +15,8 @@ pub const SESSION: &str = "CCA_SESSION";
 pub const CLAUDE: &str = "CCA_CLAUDE";
 /// Path of the `gemini` program.
 pub const GEMINI: &str = "CCA_GEMINI";
+/// Path of the `codex` program.
+pub const CODEX: &str = "CCA_CODEX";
 /// For tests: a fixed clock, as an RFC 3339 time (`2026-11-21T10:15:00Z`).
 pub const NOW: &str = "CCA_NOW";
 /// For tests: how long an engine has after SIGTERM before SIGKILL, in milliseconds (3000).
@@ -48,7 +50,7 @@ pub const KONSOLE_VERSION: &str = "KONSOLE_VERSION";
 pub const TMUX: &str = "TMUX";
 pub const STY: &str = "STY";
 
-pub const ALL: [&str; 23] = [
+pub const ALL: [&str; 24] = [
     HOME,
     ENGINE,
     MODEL,
@@ -56,6 +58,7 @@ pub const ALL: [&str; 23] = [
     SESSION,
     CLAUDE,
     GEMINI,
+    CODEX,
     NOW,
     GRACE_MS,
     NO_COLOR,

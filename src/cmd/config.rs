@@ -121,11 +121,13 @@ pub(crate) fn run(_: &ConfigArgs) -> Result<u8> {
             let arg = optional(&engine.system_prompt_arg);
             row(&format!("{prefix}.system_prompt_arg"), arg, source("system_prompt_arg"));
         }
-        let history = match engine.history {
-            HistoryMode::Inline => "inline",
-            HistoryMode::Structured => "structured",
-        };
-        row(&format!("{prefix}.history"), history.into(), source("history"));
+        if applies("history") {
+            let history = match engine.history {
+                HistoryMode::Inline => "inline",
+                HistoryMode::Structured => "structured",
+            };
+            row(&format!("{prefix}.history"), history.into(), source("history"));
+        }
         if applies("tools") {
             let tools = engine.tools.as_ref().map(|t| format!("{t:?}"));
             row(&format!("{prefix}.tools"), optional(&tools), source("tools"));

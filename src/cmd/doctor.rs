@@ -31,9 +31,9 @@ pub(crate) fn run(_: &DoctorArgs) -> Result<u8> {
                     Some(args) => {
                         let args: Vec<&str> = args.iter().map(String::as_str).collect();
                         // In the home a turn gives it: gemini reads and writes its project
-                        // list even to say its version.
-                        let (env, _files) =
-                            crate::call::home_env(&settings, &store, &path).unwrap_or_default();
+                        // list even to say its version, codex its helper programs.
+                        let (env, _files) = crate::call::home_env(&settings, &store, engine, &path)
+                            .unwrap_or_default();
                         let limit = Duration::from_secs(15);
                         crate::run::first_line_of(&path, &args, &env, limit)
                             .unwrap_or_else(|| "version unknown".into())

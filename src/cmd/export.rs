@@ -1,5 +1,5 @@
-//! `cca export claude|gemini ID`: writes a session where that tool keeps its own, in its own
-//! format, so the tool's resume opens it; prints the id to resume with on stdout.
+//! `cca export claude|gemini|codex ID`: writes a session where that tool keeps its own, in its
+//! own format, so the tool's resume opens it; prints the id to resume with on stdout.
 //!
 //! - claude: `~/.claude/projects/<folder, every character but letters and digits as ->/
 //!   <uuid>.jsonl`, one line per message (`type`, `uuid`, `parentUuid`, `sessionId`, `cwd`,
@@ -7,6 +7,8 @@
 //! - gemini: `~/.gemini/tmp/<project>/chats/session-<time>-<uuid start>.jsonl`, the project's
 //!   short name from gemini's `projects.json` (registered there if the folder is new to it); a
 //!   metadata line, then a line per message; `gemini --resume UUID`.
+//! - codex: `~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<uuid>.jsonl`, a `session_meta` line,
+//!   then a `response_item` per message; `codex resume UUID`.
 //!
 //! Each exchange becomes a question (with its attachments, as cca frames them) and an answer
 //! (the record's text, tool lines included). A session that was never answered exports nothing.
@@ -105,15 +107,28 @@ pub(crate) fn run(args: &ExportArgs) -> Result<u8> {
             let updated = settings.now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
             (path, gemini_lines(&uuid, &project_hash(&t.header.cwd), &turns, &updated))
         }
+        ExportTool::Codex => {
+            // Where `cca import codex` reads, and codex keeps its sessions by default.
+            let root = user_home(&settings)?.join(".codex").join("sessions");
+            let started = turns[0].asked;
+            let name = format!("rollout-{}-{uuid}.jsonl", started.format("%Y-%m-%dT%H-%M-%S"));
+            let path = root.join(started.format("%Y/%m/%d").to_string()).join(component(
+                &name,
+                "the file's name",
+                OURS,
+            )?);
+            (path, codex_lines(&uuid, &t.header.cwd, &turns))
+        }
     };
     store.write_beside(&path, contents.as_bytes())?;
     crate::front::terminal::say(&format!(
-        "cca: exported {id} to {}; resume it from {} with: {} --resume {uuid}",
+        "cca: exported {id} to {}; resume it from {} with: {} {uuid}",
         path.display(),
         cwd.display(),
         match tool {
-            ExportTool::Claude => "claude",
-            ExportTool::Gemini => "gemini",
+            ExportTool::Claude => "claude --resume",
+            ExportTool::Gemini => "gemini --resume",
+            ExportTool::Codex => "codex resume",
         }
     ));
     print(&format!("{uuid}\n"))?;
@@ -264,6 +279,26 @@ fn gemini_lines(uuid: &str, project_hash: &str, turns: &[Turn], updated: &str) -
         }
     }
     out
+}
+
+/// codex's rollout (0.169.0): a `session_meta` line, then a `response_item` per message (the
+/// user's `input_text`, the assistant's `output_text`); `codex resume UUID` (and `codex exec
+/// resume UUID`) sends them as the conversation's turns (measured). codex adds its own context
+/// after them when it resumes.
+fn codex_lines(uuid: &str, cwd: &str, turns: &[Turn]) -> String {
+    let first = js_time(&turns[0].asked);
+    let meta = json!({"id": uuid, "timestamp": first, "cwd": cwd, "originator": "cca",
+                      "cli_version": env!("CARGO_PKG_VERSION"), "source": "cli"});
+    let mut lines = vec![json!({"timestamp": first, "type": "session_meta", "payload": meta})];
+    for t in turns {
+        let message = |role: &str, kind: &str, text: &str| json!({"type": "message", "role": role, "content": [{"type": kind, "text": text}]});
+        let user = message("user", "input_text", &t.question);
+        let answer = message("assistant", "output_text", &t.answer);
+        for (at, item) in [(&t.asked, user), (&t.answered, answer)] {
+            lines.push(json!({"timestamp": js_time(at), "type": "response_item", "payload": item}));
+        }
+    }
+    lines.iter().map(|l| format!("{l}\n")).collect()
 }
 
 /// gemini's short name for the project in `cwd` (its `projects.json`), registered there (with

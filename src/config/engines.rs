@@ -1,4 +1,4 @@
-//! The engines of the settings: the built-in claude and gemini with what the config file and
+//! The engines of the settings: the built-in ones (claude, gemini, codex) with what the config file and
 //! environment change of them, and the engines the file declares (`command`, `acp`); which key
 //! applies to which kind, and how long one is kept between turns.
 
@@ -128,8 +128,11 @@ pub(super) fn engines(
                 system_prompt: f.system_prompt.unwrap_or_default(),
                 system_prompt_arg: None,
                 // Real turns: each request repeats the previous one, which the provider's prompt
-                // cache serves (docs/DESIGN.md, "Prompt caching").
-                history: f.history.unwrap_or(HistoryMode::Structured),
+                // cache serves (docs/DESIGN.md, "Prompt caching"), for an engine that takes them.
+                history: f.history.unwrap_or(match spec.keys.contains(&"history") {
+                    true => HistoryMode::Structured,
+                    false => HistoryMode::Inline,
+                }),
                 tools: f.tools.or(spec.default_tools.map(str::to_string)),
                 max_input_bytes: f.max_input_bytes.or(spec.max_input_bytes),
                 model: f.model,
@@ -138,8 +141,9 @@ pub(super) fn engines(
                 context_budget: f.context_budget.unwrap_or(spec.context_budget),
                 model_budgets: f.model_budgets,
                 bytes_per_token: bytes_per_token(name, f.bytes_per_token, place)?,
-                keep_warm: keep_warm.unwrap_or(Some(KEEP_WARM)),
-                standby: standby.flatten(),
+                // Only an engine that can be kept between turns is (its `Spec::keeps`).
+                keep_warm: keep_warm.unwrap_or(Some(KEEP_WARM)).filter(|_| spec.keeps.is_some()),
+                standby: standby.flatten().filter(|_| spec.keeps.is_some()),
             },
         );
     }

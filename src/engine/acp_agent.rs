@@ -53,6 +53,7 @@ pub(crate) const SPEC: Spec = Spec {
     invocation,
     decoder: || Box::<Decoder>::default(),
     tidy: |_| None,
+    home: None,
     stderr_noise: None,
     // Any program: what it reads is its own affair.
     reads_at_start: |_| Vec::new(),

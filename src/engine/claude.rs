@@ -63,6 +63,7 @@ pub(crate) const SPEC: Spec = Spec {
     decoder: || Box::new(Decoder::default()),
     tidy,
     reads_at_start,
+    home: None,
     stderr_noise: None,
 };
 
@@ -963,13 +964,7 @@ mod tests {
         let old = json!([{"after": 0, "lines": [{"old": 0}]}, {"after": 2, "lines": [{"old": 2}]}]);
         let old = old.to_string();
         fn left<'a>(home: &'a Path, notes: Option<&'a str>, newest: usize) -> Leftovers<'a> {
-            Leftovers {
-                gemini_home: None,
-                claude_home: Some(home),
-                engine_session: "abc",
-                notes,
-                newest,
-            }
+            Leftovers { home: None, claude_home: Some(home), engine_session: "abc", notes, newest }
         }
         let home_dir = home.path();
         // Notes after the run's question (the second): they replace those kept from there on.

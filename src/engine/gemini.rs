@@ -62,6 +62,7 @@ pub(crate) const SPEC: Spec = Spec {
     decoder: || Box::new(Decoder::default()),
     tidy,
     reads_at_start,
+    home: Some(|| (crate::vars::GEMINI_CLI_HOME, home(None))),
     stderr_noise: Some(noise),
 };
 
@@ -76,7 +77,7 @@ fn noise(line: &[u8]) -> bool {
 /// session; cca is the memory, so the one file each turn leaves is removed, found by the id
 /// gemini reported.
 fn tidy(left: &super::Leftovers) -> Option<String> {
-    if let Some(home) = left.gemini_home {
+    if let Some(home) = left.home {
         let root = home.join(".gemini").join("tmp");
         crate::store::remove_engine_session_files(&root, |path| {
             session_file_matches(path, left.engine_session)
@@ -106,10 +107,12 @@ pub(crate) fn is_gemini(program: &Path) -> bool {
 /// history, its project list), which stay in cca's folder.
 pub(crate) fn home(settings: Option<super::home::Settings>) -> super::home::Home {
     super::home::Home {
+        engine: "gemini",
         config_dir: ".gemini",
-        own: &["tmp", "history", "projects.json"],
+        links: super::home::Links::AllBut(&["tmp", "history", "projects.json"]),
         home_files: &[".env"],
         settings,
+        arg: super::home::HomeArg::Home,
     }
 }
 

@@ -7,7 +7,9 @@
 //! Why: gemini has no switch to keep its own copy of a run, its project list or its temporary
 //! files, and takes a settings file of cca's only from a place that root owns (0.61.0: any
 //! other is skipped with a "Security Warning"). As its home (`GEMINI_CLI_HOME`) it takes this
-//! folder, and the user's settings, sign-in and context files through it.
+//! folder, and the user's settings, sign-in and context files through it. codex writes its
+//! databases, logs and installed skills in its folder (`CODEX_HOME`) at every run: given this
+//! one, it writes them here, and reads the user's sign-in and settings through the links.
 //!
 //! Pure: what the folder holds and how the settings are merged. `store` makes it.
 
@@ -16,16 +18,49 @@ use serde_json::Value;
 /// What goes in an engine's home for a run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Home {
+    /// The engine's name: its homes are `engines/NAME/ID/` in cca's folder.
+    pub engine: &'static str,
     /// The configuration folder's name in the home (`.gemini`), as in the user's home.
     pub config_dir: &'static str,
-    /// Entries of the user's configuration folder the engine writes of itself for a run (its
-    /// session copies, its project list): not linked, so it writes them in the run's home.
-    pub own: &'static [&'static str],
+    /// Which entries of the user's configuration folder are linked; the others the engine
+    /// writes of itself for a run (its session copies, its project list, its databases), in the
+    /// run's home.
+    pub links: Links,
     /// Files in the user's home itself the engine reads (`.env`): linked where they are.
     pub home_files: &'static [&'static str],
     /// The settings file, written with cca's settings put over the user's; `None`: linked as
     /// the others.
     pub settings: Option<Settings>,
+    /// What the argument names: the home, or the configuration folder in it.
+    pub arg: HomeArg,
+}
+
+/// Which entries of the user's configuration folder an engine's home links to.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Links {
+    /// All but these (gemini: all but what it writes of itself).
+    AllBut(&'static [&'static str]),
+    /// These alone (codex, whose own files change names from version to version).
+    Only(&'static [&'static str]),
+}
+
+impl Links {
+    /// Whether the user's entry `name` is linked.
+    pub fn linked(&self, name: &std::ffi::OsStr) -> bool {
+        match self {
+            Links::AllBut(own) => !own.iter().any(|o| name == *o),
+            Links::Only(linked) => linked.iter().any(|l| name == *l),
+        }
+    }
+}
+
+/// What an [`Arg::Home`](super::Arg::Home) argument is the path of.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum HomeArg {
+    /// The home, holding the configuration folder (`GEMINI_CLI_HOME`).
+    Home,
+    /// The configuration folder itself (`CODEX_HOME`).
+    ConfigDir,
 }
 
 /// A settings file of cca's over the user's.

@@ -10,6 +10,7 @@
 
 pub(crate) mod acp_agent;
 pub(crate) mod claude;
+pub(crate) mod codex;
 pub(crate) mod command;
 pub(crate) mod gemini;
 pub(crate) mod home;
@@ -27,7 +28,7 @@ use crate::transcript::{self, Live};
 
 /// What cca knows about one kind of engine program. Each engine file has one, as `SPEC`.
 pub struct Spec {
-    /// The kind's name: `claude`, `gemini`, `command`.
+    /// The kind's name: `claude`, `gemini`, `codex`, `command`.
     pub name: &'static str,
     /// Built-in engines: the variable that names the program's path (`CCA_CLAUDE`).
     pub program_var: Option<&'static str>,
@@ -75,6 +76,9 @@ pub struct Spec {
     /// not: an engine started before one of them changed is not the one a cold start would
     /// be now, so a warm or waiting engine is used only while they are as they were.
     pub reads_at_start: fn(&StartPlace) -> Vec<PathBuf>,
+    /// The variable that gives the program its home, and the home cca gives it when it runs
+    /// outside a turn (asked its version): it writes there even then. `None`: it needs none.
+    pub home: Option<fn() -> (&'static str, home::Home)>,
     /// Lines the program writes on stderr that tell the user nothing (gemini's start-up
     /// chatter): not shown, and not taken for its error. `None`: every line is shown as it comes.
     pub stderr_noise: Option<fn(&[u8]) -> bool>,
@@ -98,8 +102,9 @@ impl StartPlace<'_> {
 
 /// What [`Spec::tidy`] needs to find and read what a run left.
 pub struct Leftovers<'a> {
-    /// Where gemini kept its files for the run: the home cca gave it for the session.
-    pub gemini_home: Option<&'a std::path::Path>,
+    /// Where the engine kept its files for the run: the home cca gave it for the session
+    /// ([`Spec::home`]), if it has one.
+    pub home: Option<&'a std::path::Path>,
     /// claude's folder (`CLAUDE_CONFIG_DIR`, else `~/.claude`): it keeps its sessions under
     /// `projects`.
     pub claude_home: Option<&'a std::path::Path>,
@@ -112,7 +117,7 @@ pub struct Leftovers<'a> {
 }
 
 impl Spec {
-    /// claude and gemini, known to cca by name; the rest are `[engines.NAME]` commands.
+    /// claude, gemini and codex, known to cca by name; the rest are `[engines.NAME]` commands.
     pub fn is_builtin(&self) -> bool {
         self.program_var.is_some()
     }
@@ -131,11 +136,11 @@ impl std::fmt::Debug for Spec {
 }
 
 /// The engines cca knows by name, in the order new sessions try them.
-pub(crate) const BUILTIN: [&Spec; 2] = [&claude::SPEC, &gemini::SPEC];
+pub(crate) const BUILTIN: [&Spec; 3] = [&claude::SPEC, &gemini::SPEC, &codex::SPEC];
 
 /// Every kind of engine: the built-in ones, and the two a config file declares.
-pub(crate) const KINDS: [&Spec; 4] =
-    [&claude::SPEC, &gemini::SPEC, &command::SPEC, &acp_agent::SPEC];
+pub(crate) const KINDS: [&Spec; 5] =
+    [&claude::SPEC, &gemini::SPEC, &codex::SPEC, &command::SPEC, &acp_agent::SPEC];
 
 /// How an engine receives the system prompt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -289,6 +294,13 @@ pub enum Arg {
     Plain(OsString),
     /// Written to a private temporary file; the argument is that file's path.
     File {
+        name: &'static str,
+        contents: String,
+    },
+    /// As [`Arg::File`], the argument being `prefix` and the file's path (codex's
+    /// `model_instructions_file=PATH`).
+    FileAfter {
+        prefix: &'static str,
         name: &'static str,
         contents: String,
     },

@@ -25,8 +25,8 @@ pub(crate) type SettingsText<'a> = &'a dyn Fn(Option<&str>) -> String;
 pub(crate) struct EngineHome<'a> {
     /// The configuration folder's name, in the home made as in the user's (`.gemini`).
     pub config_dir: &'a str,
-    /// Entries of the user's configuration folder not linked.
-    pub own: &'a [&'a str],
+    /// Whether an entry of the user's configuration folder is linked.
+    pub linked: &'a dyn Fn(&std::ffi::OsStr) -> bool,
     /// Files in the user's home itself linked where they are.
     pub home_files: &'a [&'a str],
     /// The settings file's name, and its text given the user's: written, not linked.
@@ -63,10 +63,12 @@ impl Store {
             .mode(DIR_MODE)
             .create(&config)
             .with_context(|| format!("cannot create {}", config.display()))?;
+        let settings_file = home.settings.map(|(file, _)| file);
+        let is_settings = |name: &std::ffi::OsStr| settings_file.is_some_and(|f| name == f);
         // What an earlier start linked: the user's folder may have changed since.
         for entry in fs::read_dir(&config).into_iter().flatten().flatten() {
             let name = entry.file_name();
-            if !home.own.iter().any(|own| name == **own) {
+            if (home.linked)(&name) || is_settings(&name) {
                 remove_entry(&entry.path())?;
             }
         }
@@ -74,12 +76,10 @@ impl Store {
             remove_entry(&at.join(name))?;
         }
         let user_config = user_home.map(|h| h.join(home.config_dir));
-        let settings_file = home.settings.map(|(file, _)| file);
         let entries = user_config.as_deref().and_then(|dir| fs::read_dir(dir).ok());
         for entry in entries.into_iter().flatten().flatten() {
             let name = entry.file_name();
-            let skipped = home.own.iter().chain(&settings_file).any(|own| name == **own);
-            if !skipped {
+            if (home.linked)(&name) && !is_settings(&name) {
                 link(&entry.path(), &config.join(&name))?;
             }
         }

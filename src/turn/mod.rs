@@ -311,7 +311,7 @@ fn settle<'a>(
     let (engine, model) = session::engine_and_model(settings, header, created)?;
     let chosen = settings.engine.as_ref().is_some_and(|e| e.source == crate::config::Source::Flag);
     if !created && !chosen && !settings.engines.contains_key(&header.engine) {
-        // An imported session (codex, llm) names an engine not declared here: another answers,
+        // An imported session (llm's) names an engine not declared here: another answers,
         // and the user hears which.
         let text = format!(
             "session {id} was written by {}, which is no engine here: {} answers (declare \

@@ -84,7 +84,7 @@ fn names_from_files_that_would_leave_the_folder_are_refused() {
         let end = first + bad[first..].find('"').unwrap();
         bad.replace_range(first..end, serde_json::to_string(at).unwrap().trim_matches('"'));
         std::fs::write(&path, &bad).unwrap();
-        for tool in ["gemini", "claude"] {
+        for tool in ["gemini", "claude", "codex"] {
             let run = env.run(&["export", tool]);
             run.code(1).stderr_has("exchange 1 of session").stderr_has("not a time");
             assert!(!run.stderr.contains('\u{1b}'), "{run}");
@@ -98,4 +98,13 @@ fn names_from_files_that_would_leave_the_folder_are_refused() {
     assert_eq!(written.len(), 1, "{written:?}");
     let name = written[0].file_name().unwrap().to_str().unwrap();
     assert!(name.starts_with("session-2026-11-21T10-15-"), "{name}");
+    // codex's rollout goes under the first question's day, named by its second and the id.
+    let uuid = env.run(&["export", "codex"]).ok().stdout.trim().to_string();
+    let written = files_under(&env.home.join(".codex/sessions/2026/11/21"));
+    assert_eq!(written.len(), 1, "{written:?}");
+    let name = written[0].file_name().unwrap().to_str().unwrap();
+    assert!(
+        name.starts_with("rollout-2026-11-21T10-15-") && name.ends_with(&format!("-{uuid}.jsonl")),
+        "{name}"
+    );
 }

@@ -68,11 +68,13 @@ fn codex_rollouts_import_go_on_and_continue_with_any_engine() {
     let run = env.run(&["search", "-e", "claude", "-s", "20261120-080000", "question 4"]);
     assert!(!run.ok().stderr.contains("no engine here"), "{run}");
     assert_eq!(env.last_users(), ["question 1", "question 2", "question 3"]);
-    // Without `-e`, the default engine answers for codex, and says so.
-    env.run(&["search", "-s", "20261120-080000", "question 5"]).ok().stderr_has(
-        "session 20261120-080000 was written by codex, which is no engine here: claude answers \
-         (declare `[engines.codex]` in config.toml, or choose one with `-e`)",
-    );
+    // Without `-e`, codex answers, a built-in engine: not on PATH here, then on it.
+    env.run(&["search", "-s", "20261120-080000", "question 5"])
+        .code(1)
+        .stderr_has("engine codex not found");
+    env.add_engine("codex");
+    let run = env.run(&["search", "-s", "20261120-080000", "question 5"]);
+    assert!(!run.ok().stderr.contains("no engine here"), "{run}");
     assert_eq!(env.last_users().len(), 4);
 }
 
@@ -118,8 +120,7 @@ fn a_progress_bar_on_a_terminal() {
 fn an_import_that_waited_for_the_session_forks_instead_of_appending_after_cca() {
     use std::process::Stdio;
     let env = TestEnv::new();
-    env.add_engine("codex-engine");
-    env.write_config("[engines.codex]\ncommand = [\"codex-engine\"]\n");
+    env.add_engine("codex");
     let dir = env.home.join(".codex/sessions/2026/11/20");
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("rollout-2026-11-20T08-00-00-0199-codex.jsonl");

@@ -69,7 +69,8 @@ fn a_huge_file_is_refused_by_its_size_before_it_is_read() {
 fn endless_stdin_is_read_only_up_to_the_limit() {
     let env = TestEnv::new();
     env.write_config(
-        "[engines.claude]\nmax_input_bytes = 100000\n[engines.gemini]\nmax_input_bytes = 100000\n",
+        "[engines.claude]\nmax_input_bytes = 100000\n[engines.gemini]\nmax_input_bytes = 100000\n\
+         [engines.codex]\nmax_input_bytes = 100000\n",
     );
     // `yes` never ends: a reader without a bound never returns.
     let mut yes = Command::new("yes").stdout(Stdio::piped()).spawn().unwrap();
@@ -456,6 +457,7 @@ fn every_cca_variable_with_a_bad_value_is_named_in_its_error() {
         ("CCA_SESSION", "nope", &["search", "-r", "q"]),
         ("CCA_CLAUDE", "/no/such/claude", &["search", "-e", "claude", "q"]),
         ("CCA_GEMINI", "/no/such/gemini", &["search", "-e", "gemini", "q"]),
+        ("CCA_CODEX", "/no/such/codex", &["search", "-e", "codex", "q"]),
         ("CCA_NOW", "yesterday", &["search", "q"]),
         ("CCA_GRACE_MS", "soon", &["search", "q"]),
     ];

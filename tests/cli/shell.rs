@@ -54,7 +54,7 @@ fn session_ids_and_prompt_names_complete() {
     let prompts = complete(&["cca", "search", "--prompt", ""]);
     assert!(!prompts.iter().any(|p| p == "compaction"), "{prompts:?}");
     let engines = complete(&["cca", "search", "--engine", ""]);
-    assert_eq!(engines, ["claude", "gemini"]);
+    assert_eq!(engines, ["claude", "codex", "gemini"]);
     // `cca restore` is offered the sessions in the trash.
     env.run(&["rm", STAMP]).ok();
     assert_eq!(complete(&["cca", "restore", ""])[0], STAMP);

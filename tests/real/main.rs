@@ -1,5 +1,6 @@
-//! The real `claude` and `gemini` programs (and `llm`, a third-party engine) under cca, against a
-//! loopback server that speaks their APIs. `make test` installs the pinned programs into build/.
+//! The real `claude`, `gemini` and `codex` programs (and `llm`, a third-party engine) under cca,
+//! against a loopback server that speaks their APIs. `make test` installs the pinned programs
+//! into build/.
 
 // Shared with tests/cli; each binary uses part of it.
 mod acp;
@@ -7,6 +8,7 @@ mod acp_mcp;
 mod auth;
 mod auto;
 mod caching;
+mod codex;
 #[allow(dead_code)]
 #[path = "../support/env.rs"]
 mod common;

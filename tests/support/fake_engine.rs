@@ -63,6 +63,7 @@ fn main() {
     let format = match name.as_str() {
         "claude" => Format::Claude,
         "gemini" => Format::Gemini,
+        "codex" => Format::Codex,
         _ => Format::Text,
     };
     let (call, log_dir) = match std::env::var_os("FAKE_LOG_DIR") {
@@ -463,6 +464,8 @@ fn write_stdout(bytes: &[u8]) {
 enum Format {
     Claude,
     Gemini,
+    /// `codex exec --json`: the answer as whole `agent_message` items, one per `say`.
+    Codex,
     Text,
 }
 
@@ -486,6 +489,7 @@ impl Out {
         match self.format {
             Format::Claude => self.line(serde_json::json!({"type":"system","subtype":"init","session_id":"fake","model":"fake-claude"})),
             Format::Gemini => self.line(serde_json::json!({"type":"init","session_id":"fake","model":"fake-gemini"})),
+            Format::Codex => self.line(serde_json::json!({"type":"thread.started","thread_id":"fake"})),
             Format::Text => {}
         }
     }
@@ -518,6 +522,7 @@ impl Out {
                 self.line(serde_json::json!({"type":"stream_event","event":{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":text}}}));
             }
             Format::Gemini => self.line(serde_json::json!({"type":"message","role":"assistant","content":text,"delta":true})),
+            Format::Codex => self.line(serde_json::json!({"type":"item.completed","item":{"id":"item_fake","type":"agent_message","text":text}})),
             Format::Text => write_stdout(text.as_bytes()),
         }
         self.in_message = true;
@@ -551,6 +556,10 @@ impl Out {
                 };
                 self.line(result);
             }
+            Format::Codex => {
+                let status = if refused { "declined" } else { "completed" };
+                self.line(serde_json::json!({"type":"item.completed","item":{"id":id,"type":"web_search","query":input,"status":status}}));
+            }
             Format::Text => {}
         }
         self.in_message = false;
@@ -570,6 +579,9 @@ impl Out {
                     .as_bytes(),
                 );
                 self.line(serde_json::json!({"type":"result","status":"error","error":{"type":"unknown","message":message}}));
+            }
+            Format::Codex => {
+                self.line(serde_json::json!({"type":"turn.failed","error":{"message":message}}));
             }
             Format::Text => {
                 let _ = std::io::stderr().write_all(format!("{message}\n").as_bytes());
@@ -591,6 +603,7 @@ impl Out {
                 self.line(serde_json::json!({"type":"result","subtype":"success","is_error":false,"result":self.text,"usage":{"input_tokens":figures["input_tokens"],"output_tokens":figures["output_tokens"]},"total_cost_usd":figures["total_cost_usd"]}));
             }
             Format::Gemini => self.line(serde_json::json!({"type":"result","status":"success","stats":{"input_tokens":12,"output_tokens":34}})),
+            Format::Codex => self.line(serde_json::json!({"type":"turn.completed","usage":{"input_tokens":12,"cached_input_tokens":0,"output_tokens":34}})),
             Format::Text => {}
         }
     }

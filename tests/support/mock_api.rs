@@ -1,7 +1,7 @@
 //! A loopback test server speaking the two APIs the real engines call: Anthropic Messages with
 //! server-sent events (`POST /v1/messages`) and Gemini (`POST /v1beta/models/M:streamGenerateContent
 //! ?alt=sse`, and `:generateContent` for gemini's model router), and the OpenAI Responses API
-//! codex calls (`POST /v1/responses`, plain answers only).
+//! codex calls (`POST /v1/responses`: answers, web searches and commands).
 //!
 //! It answers `ECHO: ` plus the last user text (the `<user_query>` part of it, when cca framed
 //! it), records every request, and can be told to fail with an HTTP status, to split the answer
@@ -129,7 +129,9 @@ impl MockApi {
     pub fn turns(&self) -> Vec<Received> {
         self.received(|r| {
             !is_search(&r.body)
-                && (r.path.contains("/v1/messages") || r.path.contains(":streamGenerateContent"))
+                && (r.path.contains("/v1/messages")
+                    || r.path.contains(":streamGenerateContent")
+                    || r.path.contains("/v1/responses"))
         })
     }
 
@@ -610,8 +612,17 @@ fn gemini_search(out: &mut TcpStream, query: &str) -> std::io::Result<()> {
 }
 
 /// The OpenAI Responses API as codex calls it (`POST /v1/responses`, streamed): the answer (or
-/// `ECHO: ` and the last user text) as one message, with usage.
+/// `ECHO: ` and the last user text, its `<user_query>` when cca framed it) as one message, with
+/// usage; or the error of [`Behavior::status`]; or a step of [`Behavior::script`], where a tool
+/// named `web_search` is the API's own search and any other a function call codex runs
+/// (`exec_command` with `{"cmd": ...}`).
 fn responses(out: &mut TcpStream, body: &Value, behavior: &Behavior) -> std::io::Result<()> {
+    if let Some(status) = behavior.status {
+        let message = format!("mock forced HTTP {status}");
+        let reply =
+            json!({"error": {"message": message, "type": "invalid_request_error", "code": null}});
+        return respond(out, status, "application/json", &reply.to_string());
+    }
     let last_user = body["input"]
         .as_array()
         .into_iter()
@@ -619,22 +630,56 @@ fn responses(out: &mut TcpStream, body: &Value, behavior: &Behavior) -> std::io:
         .filter(|i| i["role"] == "user")
         .filter_map(|i| i["content"].as_array())
         .map(|parts| parts.iter().filter_map(|p| p["text"].as_str()).collect::<String>())
-        .rfind(|t| !t.trim_start().starts_with('<'))
+        // codex's own context (`<environment_context>`) is not a question; cca's framing is.
+        .rfind(|t| !t.trim_start().starts_with('<') || t.contains("<user_query>"))
         .unwrap_or_default();
+    let last_user = match (last_user.rfind("<user_query>\n"), last_user.rfind("\n</user_query>")) {
+        (Some(start), Some(end)) if end >= start + 13 => last_user[start + 13..end].to_string(),
+        _ => last_user,
+    };
     let text = behavior.answer.clone().unwrap_or_else(|| format!("ECHO: {last_user}"));
+    // A scripted turn: the step is how many tool results codex sent back since the question (a
+    // web search is the API's own, in the same response; a command's result comes back).
+    let blocks = match behavior.script.is_empty() {
+        true => vec![Block::Text(text)],
+        false => {
+            let input = body["input"].as_array().cloned().unwrap_or_default();
+            let question = input.iter().rposition(|i| i["role"] == "user").map_or(0, |q| q + 1);
+            let step = input[question..].iter().filter(|i| i["type"] == "function_call_output");
+            let message = behavior.script.get(step.count()).or(behavior.script.last());
+            message.cloned().unwrap_or_default()
+        }
+    };
     write!(
         out,
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n"
     )?;
-    let item = |status: &str, content: Value| json!({"type": "message", "id": "msg_mock", "role": "assistant", "status": status, "content": content});
-    let events = [
-        json!({"type": "response.created", "response": {"id": "resp_mock"}}),
-        json!({"type": "response.output_item.added", "output_index": 0, "item": item("in_progress", json!([]))}),
-        json!({"type": "response.output_text.delta", "item_id": "msg_mock", "output_index": 0, "content_index": 0, "delta": text}),
-        json!({"type": "response.output_item.done", "output_index": 0, "item": item("completed", json!([{"type": "output_text", "text": text, "annotations": []}]))}),
-        json!({"type": "response.completed", "response": {"id": "resp_mock", "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 3, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 13}}}),
-    ];
+    let mut events = vec![json!({"type": "response.created", "response": {"id": "resp_mock"}})];
+    for (n, block) in blocks.iter().enumerate() {
+        let id = format!("item_mock_{n}");
+        let done = match block {
+            Block::Text(text) | Block::Cited { text, .. } => {
+                let item = |status: &str, content: Value| json!({"type": "message", "id": id, "role": "assistant", "status": status, "content": content});
+                events.push(json!({"type": "response.output_item.added", "output_index": n, "item": item("in_progress", json!([]))}));
+                events.push(json!({"type": "response.output_text.delta", "item_id": id, "output_index": n, "content_index": 0, "delta": text}));
+                item("completed", json!([{"type": "output_text", "text": text, "annotations": []}]))
+            }
+            // The API's own web search: done when the response says so.
+            Block::Tool { name, input } if name == "web_search" => {
+                json!({"type": "web_search_call", "id": id, "status": "completed", "action": {"type": "search", "query": input["query"]}})
+            }
+            Block::Tool { name, input } => {
+                json!({"type": "function_call", "id": id, "call_id": format!("call_{n}"), "name": name, "arguments": input.to_string()})
+            }
+        };
+        events.push(json!({"type": "response.output_item.done", "output_index": n, "item": done}));
+    }
+    events.push(json!({"type": "response.completed", "response": {"id": "resp_mock", "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 3, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 13}}}));
     for event in events {
+        if event["type"] == "response.completed" {
+            // The response stays open after its items until the test says so.
+            hold(behavior);
+        }
         write!(out, "event: {}\ndata: {event}\n\n", event["type"].as_str().unwrap_or(""))?;
         out.flush()?;
     }
@@ -647,8 +692,9 @@ fn responses(out: &mut TcpStream, body: &Value, behavior: &Behavior) -> std::io:
 /// Anthropic (a body with `messages`): the prefix is tools, then system, then messages, block by
 /// block. `earlier` wrote a cache entry at each block carrying `cache_control`; `later` reads the
 /// longest such entry whose blocks it repeats exactly, looking back at most 20 block boundaries
-/// from each of its own breakpoints. Gemini (a body with `contents`): the common prefix of the
-/// two requests (system instruction, tools, then the contents part by part).
+/// from each of its own breakpoints. Gemini (a body with `contents`) and the Responses API (a
+/// body with `input`, item ids aside): the common prefix of the two requests (system
+/// instruction or instructions, tools, then the contents or input part by part).
 pub fn cacheable_share(earlier: &Value, later: &Value) -> f64 {
     let (old, new) = (blocks(earlier), blocks(later));
     let total: usize = new.iter().map(|b| b.text.len()).sum();
@@ -705,10 +751,25 @@ fn blocks(body: &Value) -> Vec<PrefixBlock> {
     for part in body["systemInstruction"]["parts"].as_array().into_iter().flatten() {
         out.push(block("system", part));
     }
-    let (list, items) =
-        if body["messages"].is_array() { ("messages", "content") } else { ("contents", "parts") };
+    if let Some(text) = body["instructions"].as_str() {
+        out.push(block("system", &json!({ "type": "text", "text": text })));
+    }
+    let (list, items) = match (body["messages"].is_array(), body["input"].is_array()) {
+        (true, _) => ("messages", "content"),
+        (_, true) => ("input", "content"),
+        _ => ("contents", "parts"),
+    };
     for (i, message) in body[list].as_array().into_iter().flatten().enumerate() {
         let place = format!("{i}:{}", message["role"].as_str().unwrap_or(""));
+        // A Responses API item's id is no part of the prompt (codex makes new ones each run).
+        let mut message = message.clone();
+        if list == "input" {
+            message.as_object_mut().map(|o| o.remove("id"));
+            if !message[items].is_array() {
+                out.push(block(&place, &message));
+                continue;
+            }
+        }
         match &message[items] {
             Value::String(s) => out.push(block(&place, &json!({ "type": "text", "text": s }))),
             parts => out.extend(parts.as_array().into_iter().flatten().map(|b| block(&place, b))),

@@ -1,0 +1,556 @@
+//! codex (`@openai/codex`), driven as `codex exec --json` with the prompt on stdin.
+//!
+//! It prints one JSON event a line: `thread.started` (its id for the run), `item.started` and
+//! `item.completed` for each item of the turn (the answer as whole `agent_message`s, web searches
+//! and commands as their own items), `turn.completed` with the usage, or `turn.failed`. An
+//! `item.completed` of type `error` is a warning (an unknown model's metadata), not a failure:
+//! the turn goes on. A top-level `error` event saying `Reconnecting...` is a retry.
+//!
+//! It runs read-only and never asks for an approval (`sandbox_mode`, `approval_policy`), so a
+//! command that would write is refused by the sandbox and the model is told; codex 0.169.0 prints
+//! no item for it, or (on a loaded machine) the command's failure, which cca shows as refused.
+//! It runs with `--ephemeral` (no session file of its own) in a home of cca's (`CODEX_HOME`,
+//! see [`home`]).
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use super::{
+    Arg, EngineConfig, Invocation, LineBuffer, Output, Paragraphs, Request, Spec, SystemPromptMode,
+    ToolCall, ToolCalls, ToolStatus, Usage, json_line,
+};
+use crate::frame;
+
+/// Measured with codex 0.169.0 (docs/DESIGN.md, "codex").
+pub(crate) const SPEC: Spec = Spec {
+    name: "codex",
+    program_var: Some(crate::vars::CODEX),
+    install: Some("npm install -g @openai/codex"),
+    keys: &[
+        "program",
+        "args",
+        "model",
+        "system_prompt",
+        "max_input_bytes",
+        "context_budget",
+        "model_budgets",
+        "bytes_per_token",
+    ],
+    // The models codex 0.169.0's bundled catalog lists (its hidden ones left out).
+    models: &[
+        "gpt-6-astra",
+        "gpt-6.1-sol",
+        "gpt-6.1-terra",
+        "gpt-6-sol",
+        "gpt-6-luna",
+        "gpt-5.6-sol",
+        "gpt-5.6-terra",
+        "gpt-5.6-luna",
+        "gpt-5.5",
+    ],
+    // Below the 272,000-token window of most of them, so that an answer fits.
+    context_budget: 200_000,
+    // Measured: codex refuses a prompt over 1,048,576 characters ("Input exceeds the maximum
+    // length"); as bytes, that is never more.
+    max_input_bytes: Some(1_048_576),
+    default_tools: None,
+    failure_hint: None,
+    empty_answer_hint: "try again; if it keeps happening, run `codex exec` by hand to see what it does",
+    refused_hint: Some(
+        "check OPENAI_API_KEY (or the key of the provider in ~/.codex/config.toml), or log in \
+         again with `codex login`",
+    ),
+    streams_input: None,
+    // Its long-running modes (`app-server`, `mcp-server`) are not used yet.
+    keeps: None,
+    one_shot: true,
+    // `-i FILE` attaches an image to the prompt.
+    takes_images: true,
+    invocation,
+    decoder: || Box::new(Decoder::default()),
+    tidy: |_| None,
+    reads_at_start,
+    home: Some(|| (CODEX_HOME, home())),
+    stderr_noise: Some(noise),
+};
+
+/// The variable codex reads its folder from (else `~/.codex`).
+const CODEX_HOME: &str = "CODEX_HOME";
+
+/// What codex says on stderr that tells the user nothing: that it reads stdin (cca writes the
+/// prompt there), and that it makes no helper links in a temporary folder.
+fn noise(line: &[u8]) -> bool {
+    line.starts_with(b"Reading additional input from stdin")
+        || line.starts_with(b"Reading prompt from stdin")
+        || line.starts_with(b"WARNING: proceeding, even though we could not create PATH aliases")
+}
+
+/// codex's home: its folder (`CODEX_HOME`, given the `.codex` in it) with links to the user's
+/// sign-in, settings, instructions and rules in `~/.codex`, and nothing else of the user's: what
+/// codex writes of itself as it runs (its databases, logs, shell snapshots, skills it installs)
+/// stays in cca's folder, whatever new names a new version gives them.
+pub(crate) fn home() -> super::home::Home {
+    super::home::Home {
+        engine: "codex",
+        config_dir: ".codex",
+        links: super::home::Links::Only(&[
+            "auth.json",
+            "config.toml",
+            "AGENTS.md",
+            "AGENTS.override.md",
+            "rules",
+            "prompts",
+        ]),
+        home_files: &[],
+        settings: None,
+        arg: super::home::HomeArg::ConfigDir,
+    }
+}
+
+pub(crate) fn invocation(
+    engine: &EngineConfig,
+    program: PathBuf,
+    request: &Request,
+) -> anyhow::Result<Invocation> {
+    let mut args: Vec<Arg> = [
+        "exec",
+        "--json",
+        // cca asks in any folder, a repository or not.
+        "--skip-git-repo-check",
+        // cca is the memory: no session file of codex's own.
+        "--ephemeral",
+        // A search agent reads; it never writes or asks for approval (no one could answer:
+        // stdin is the prompt). Later `-c` in the config's `args` override these.
+        "-c",
+        "sandbox_mode=\"read-only\"",
+        "-c",
+        "approval_policy=\"never\"",
+    ]
+    .into_iter()
+    .map(Arg::plain)
+    .collect();
+    if let Some(model) = request.model {
+        args.extend(super::model_args("--model", model)?);
+    }
+    let inline_system = match engine.system_prompt {
+        SystemPromptMode::Inline => Some(request.system),
+        SystemPromptMode::Native => {
+            // In place of codex's own instructions (its first `developer` message).
+            args.push(Arg::plain("-c"));
+            args.push(Arg::FileAfter {
+                prefix: "model_instructions_file=",
+                name: "system-prompt.md",
+                contents: request.system.to_string(),
+            });
+            None
+        }
+    };
+    if !request.mcp_servers.is_empty() {
+        // Added to the user's own in `config.toml`, which start as in codex's own runs (a `-c`
+        // table is merged into the file's: measured, `mcp_servers={}` removes none). One table
+        // with quoted names: codex takes `mcp_servers."NAME"` with the quotes in the name.
+        let servers: Vec<String> = request
+            .mcp_servers
+            .iter()
+            .map(|server| format!("{} = {}", toml_string(server.name()), mcp_server(server)))
+            .collect();
+        args.push(Arg::plain("-c"));
+        args.push(Arg::plain(format!("mcp_servers={{{}}}", servers.join(", "))));
+    }
+    for image in &request.images {
+        // The `=` form: `--image` takes several values, and would take the prompt's `-` too.
+        let path = request.image_dir.join(image.file_name());
+        args.push(Arg::plain(format!("--image={}", path.display())));
+    }
+    args.extend(engine.args.iter().map(Arg::plain));
+    // The prompt is stdin: `-`, after `--` so that nothing reads it as an option's value.
+    args.extend(["--", "-"].map(Arg::plain));
+    let stdin = frame::inline(inline_system, request.live, &request.attachments, request.query);
+    let env = vec![(CODEX_HOME.to_string(), Arg::Home(home()))];
+    let follow_up = frame::follow_up(&request.attachments, request.query);
+    Ok(Invocation { program, args, env, stdin, images: Vec::new(), follow_up })
+}
+
+/// An MCP server as codex's `mcp_servers` table describes it, as a TOML inline table.
+fn mcp_server(server: &super::McpServer) -> String {
+    use super::McpServer;
+    let table = |pairs: &[(String, String)]| {
+        let entries: Vec<String> =
+            pairs.iter().map(|(k, v)| format!("{} = {}", toml_string(k), toml_string(v))).collect();
+        format!("{{{}}}", entries.join(", "))
+    };
+    match server {
+        McpServer::Stdio { command, args, env, .. } => {
+            let args: Vec<String> = args.iter().map(|a| toml_string(a)).collect();
+            format!(
+                "{{command = {}, args = [{}], env = {}}}",
+                toml_string(command),
+                args.join(", "),
+                table(env)
+            )
+        }
+        McpServer::Http { url, headers, .. } | McpServer::Sse { url, headers, .. } => {
+            format!("{{url = {}, http_headers = {}}}", toml_string(url), table(headers))
+        }
+    }
+}
+
+/// A TOML basic string: JSON's string escapes are TOML's, but for DEL, which TOML wants escaped.
+fn toml_string(text: &str) -> String {
+    serde_json::Value::from(text).to_string().replace('\u{7f}', "\\u007F")
+}
+
+/// What codex reads as it starts: its `AGENTS.md` files (in this folder and each above it).
+fn reads_at_start(place: &super::StartPlace) -> Vec<PathBuf> {
+    place.upward(&["AGENTS.md", "AGENTS.override.md"])
+}
+
+/// Decodes `codex exec --json`.
+#[derive(Debug, Default)]
+pub(crate) struct Decoder {
+    lines: LineBuffer,
+    paragraphs: Paragraphs,
+    tools: ToolCalls,
+    /// The ids of the items started and not completed yet.
+    open: Vec<String>,
+    /// The message of the last top-level `error`: `turn.failed` repeats it, so it is shown once.
+    error: Option<String>,
+}
+
+impl super::Decoder for Decoder {
+    fn feed(&mut self, chunk: &[u8], out: &mut Vec<Output>) {
+        let mut lines = std::mem::take(&mut self.lines);
+        lines.feed(chunk, |line| self.line(line, out));
+        self.lines = lines;
+    }
+
+    fn finish(&mut self, out: &mut Vec<Output>) {
+        let mut lines = std::mem::take(&mut self.lines);
+        lines.finish(|line| self.line(line, out));
+        self.tools.flush(out);
+        if let Some(error) = self.error.take() {
+            out.push(Output::Note(error));
+        }
+    }
+
+    fn stderr_noise(&self) -> Option<fn(&[u8]) -> bool> {
+        SPEC.stderr_noise
+    }
+}
+
+impl Decoder {
+    fn line(&mut self, line: &[u8], out: &mut Vec<Output>) {
+        let Some(v) = json_line(line, out) else { return };
+        let item = &v["item"];
+        match v["type"].as_str() {
+            Some("thread.started") => {
+                if let Some(id) = v["thread_id"].as_str() {
+                    out.push(Output::Session(id.to_string()));
+                }
+            }
+            Some("item.started") => {
+                if let Some(call) = tool_call(item) {
+                    let id = item["id"].as_str().unwrap_or("");
+                    self.open.push(id.to_string());
+                    self.tools.started(id, call, out);
+                }
+            }
+            Some("item.completed") => self.completed(item, out),
+            Some("error") => {
+                let message = v["message"].as_str().unwrap_or("codex reported an error");
+                if message.starts_with("Reconnecting...") {
+                    out.push(Output::Retry(message.to_string()));
+                } else if let Some(earlier) = self.error.replace(message.to_string()) {
+                    out.push(Output::Note(earlier));
+                }
+            }
+            Some("turn.completed") => {
+                let usage = &v["usage"];
+                out.push(Output::Usage(Usage {
+                    input_tokens: usage["input_tokens"].as_u64(),
+                    output_tokens: usage["output_tokens"].as_u64(),
+                    cost_usd: None,
+                }));
+            }
+            Some("turn.failed") => {
+                let message = v["error"]["message"]
+                    .as_str()
+                    .map(str::to_string)
+                    .or_else(|| self.error.clone())
+                    .unwrap_or_else(|| "codex reported a failed turn".to_string());
+                self.error = None;
+                // The API's status, quoted in the message: a refused key or login.
+                if ["401 Unauthorized", "403 Forbidden"].iter().any(|sign| message.contains(sign)) {
+                    out.push(Output::Refused(message.clone()));
+                }
+                out.push(Output::Error(message));
+            }
+            _ => {}
+        }
+    }
+
+    fn completed(&mut self, item: &Value, out: &mut Vec<Output>) {
+        let id = item["id"].as_str().unwrap_or("");
+        match item["type"].as_str() {
+            Some("agent_message") => {
+                self.paragraphs.new_message();
+                self.paragraphs.text(item["text"].as_str().unwrap_or(""), out);
+            }
+            // A warning: the turn goes on.
+            Some("error") => {
+                if let Some(message) = item["message"].as_str() {
+                    out.push(Output::Note(message.to_string()));
+                }
+            }
+            _ => {
+                let Some(call) = tool_call(item) else { return };
+                match self.open.iter().position(|open| open == id) {
+                    Some(n) => drop(self.open.remove(n)),
+                    // An item that completes without having started is announced now.
+                    None => self.tools.started(id, call, out),
+                }
+                self.tools.settled(id, |call| settle(call, item), out);
+            }
+        }
+    }
+}
+
+/// A web search or a command as a tool call; `None` for the other items.
+fn tool_call(item: &Value) -> Option<ToolCall> {
+    let (name, input) = match item["type"].as_str()? {
+        "web_search" => ("web_search", serde_json::json!({ "query": item["query"] })),
+        "command_execution" => ("command", serde_json::json!({ "command": item["command"] })),
+        _ => return None,
+    };
+    Some(ToolCall::new(name, &input))
+}
+
+/// Whether a command's output says the sandbox refused it what it tried (Linux's words).
+fn sandboxed(output: &str) -> bool {
+    output.contains("Read-only file system")
+}
+
+/// How a completed item went: a command that failed (its exit code), was kept from writing by
+/// the sandbox, or was declined.
+fn settle(call: &mut ToolCall, item: &Value) {
+    match item["status"].as_str() {
+        // The sandbox's refusal is the command's own error (`touch: ... Read-only file system`).
+        Some("failed") if item["aggregated_output"].as_str().is_some_and(sandboxed) => {
+            call.status = ToolStatus::Refused;
+            call.reason = Some("the read-only sandbox kept it from writing".to_string());
+        }
+        Some("failed") => {
+            call.status = ToolStatus::Failed;
+            call.reason = Some(match item["exit_code"].as_i64() {
+                Some(code) => format!("exit code {code}"),
+                None => "codex reported a failure".to_string(),
+            });
+        }
+        Some("declined") => {
+            call.status = ToolStatus::Refused;
+            call.reason = Some("codex declined to run it".to_string());
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Decoder as _;
+
+    fn decode(sample: &str) -> Vec<Output> {
+        let mut d = Decoder::default();
+        let mut out = Vec::new();
+        for chunk in sample.as_bytes().chunks(23) {
+            d.feed(chunk, &mut out);
+        }
+        d.finish(&mut out);
+        out
+    }
+
+    fn text(out: &[Output]) -> String {
+        out.iter()
+            .filter_map(|o| if let Output::Text(t) = o { Some(t.as_str()) } else { None })
+            .collect()
+    }
+
+    fn tools(out: &[Output]) -> Vec<&ToolCall> {
+        out.iter().filter_map(|o| if let Output::Tool(t) = o { Some(t) } else { None }).collect()
+    }
+
+    #[test]
+    fn an_answer_its_id_and_usage_and_a_warning_that_fails_nothing() {
+        // Printed by codex 0.169.0 against the loopback Responses API, for an unknown model.
+        let out = decode(include_str!("../../tests/fixtures/codex-exec-json-answer.jsonl"));
+        assert_eq!(text(&out), "ECHO: hello there");
+        assert_eq!(out[0], Output::Session("01a21f72-40b4-7920-972e-14668d6938df".into()));
+        assert!(
+            matches!(&out[1], Output::Note(n) if n.starts_with("Model metadata for `gpt-mock`"))
+        );
+        let usage = Usage { input_tokens: Some(100), output_tokens: Some(7), cost_usd: None };
+        assert!(out.contains(&Output::Usage(usage)), "{out:?}");
+        assert!(!out.iter().any(|o| matches!(o, Output::Error(_))), "{out:?}");
+    }
+
+    #[test]
+    fn searches_and_commands_are_tool_calls() {
+        // Three turns of codex 0.169.0: a web search, a command that ran, one that failed.
+        let out = decode(include_str!("../../tests/fixtures/codex-exec-json-tools.jsonl"));
+        let lines: Vec<String> = tools(&out).iter().map(|t| t.summary()).collect();
+        assert_eq!(
+            lines,
+            [
+                "web_search: rust 1.89 file locking",
+                "command: /bin/bash -lc 'echo ok'",
+                "command (failed): /bin/bash -lc false · exit code 1",
+            ]
+        );
+        let started = out.iter().filter(|o| matches!(o, Output::ToolStarted(_))).count();
+        assert_eq!(started, 3, "each announced once, when it started");
+        // The search's answer, then two answers of later turns: each a message of its own.
+        assert!(text(&out).starts_with("Found it.\n\nECHO: "), "{out:?}");
+    }
+
+    #[test]
+    fn a_write_the_sandbox_refused_is_a_refused_call() {
+        let sample = [
+            r#"{"type":"item.started","item":{"id":"item_1","type":"command_execution","command":"/bin/bash -lc 'touch x'","aggregated_output":"","exit_code":null,"status":"in_progress"}}"#,
+            r#"{"type":"item.completed","item":{"id":"item_1","type":"command_execution","command":"/bin/bash -lc 'touch x'","aggregated_output":"touch: cannot touch 'x': Read-only file system\n","exit_code":1,"status":"failed"}}"#,
+        ];
+        let out = decode(&sample.map(|l| format!("{l}\n")).concat());
+        let lines: Vec<String> = tools(&out).iter().map(|t| t.summary()).collect();
+        assert_eq!(
+            lines,
+            [
+                "command (refused): /bin/bash -lc 'touch x' · the read-only sandbox kept it from writing"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_refused_key_fails_the_turn_once_and_a_reconnect_is_a_retry() {
+        let out = decode(include_str!("../../tests/fixtures/codex-exec-json-401.jsonl"));
+        let errors: Vec<&Output> =
+            out.iter().filter(|o| matches!(o, Output::Error(_) | Output::Note(_))).collect();
+        assert_eq!(errors.len(), 2, "the warning, and the failure once: {out:?}");
+        assert!(out.iter().any(|o| matches!(o, Output::Refused(m) if m.contains("401"))));
+        let sample = r#"{"type":"error","message":"Reconnecting... 1/5 (Connection failed)"}"#;
+        assert_eq!(
+            decode(&format!("{sample}\n")),
+            [Output::Retry("Reconnecting... 1/5 (Connection failed)".into())]
+        );
+    }
+
+    #[test]
+    fn mcp_servers_are_toml_inline_tables() {
+        let stdio = crate::engine::McpServer::Stdio {
+            name: "c c".into(),
+            command: "/bin/cca".into(),
+            args: vec!["mcp".into(), "a\"b".into()],
+            env: vec![("K".into(), "v\u{7f}".into())],
+        };
+        assert_eq!(
+            mcp_server(&stdio),
+            r#"{command = "/bin/cca", args = ["mcp", "a\"b"], env = {"K" = "v\u007F"}}"#
+        );
+        let http = crate::engine::McpServer::Http {
+            name: "h".into(),
+            url: "https://x.example/mcp".into(),
+            headers: vec![("Authorization".into(), "Bearer t".into())],
+        };
+        let toml = mcp_server(&http);
+        assert_eq!(
+            toml,
+            r#"{url = "https://x.example/mcp", http_headers = {"Authorization" = "Bearer t"}}"#
+        );
+        let parsed: toml::Table = format!("x = {toml}").parse().unwrap();
+        assert_eq!(parsed["x"]["http_headers"]["Authorization"].as_str(), Some("Bearer t"));
+        let parsed: toml::Table = format!("x = {}", mcp_server(&stdio)).parse().unwrap();
+        assert_eq!(parsed["x"]["args"][1].as_str(), Some("a\"b"));
+        assert_eq!(parsed["x"]["env"]["K"].as_str(), Some("v\u{7f}"));
+        assert_eq!(toml_string("c c"), "\"c c\"");
+    }
+
+    #[test]
+    fn a_turn_runs_read_only_with_the_prompt_on_stdin() {
+        let live = std::sync::Arc::new(crate::transcript::Live::default());
+        let stored = |_: &std::ops::Range<u64>| Ok(String::new());
+        let image = crate::media::Image::new(b"GIF89a\x01\x00".to_vec()).unwrap();
+        let request = Request {
+            kept: false,
+            system: "sys",
+            live: &live,
+            stored: &stored,
+            attachments: Vec::new(),
+            images: vec![&image],
+            image_dir: std::path::Path::new("/h/.cca/files"),
+            query: "q",
+            model: Some("gpt-6-sol"),
+            mcp_servers: &[],
+            notes: None,
+        };
+        let mut engine = EngineConfig {
+            name: "codex".into(),
+            spec: &SPEC,
+            program: "codex".into(),
+            program_source: "default".into(),
+            program_from_var: None,
+            args: vec!["-c".into(), "sandbox_mode=\"workspace-write\"".into()],
+            model_arg: None,
+            version_args: None,
+            system_prompt: SystemPromptMode::Native,
+            system_prompt_arg: None,
+            history: super::super::HistoryMode::Inline,
+            tools: None,
+            max_input_bytes: None,
+            model: None,
+            retries: None,
+            policy: None,
+            context_budget: 1,
+            model_budgets: Default::default(),
+            bytes_per_token: 3.5,
+            keep_warm: None,
+            standby: None,
+        };
+        let inv = invocation(&engine, "codex".into(), &request).unwrap();
+        let plain: Vec<String> = inv
+            .args
+            .iter()
+            .map(|a| match a {
+                Arg::Plain(s) => s.to_string_lossy().into_owned(),
+                Arg::File { name, .. } => format!("FILE:{name}"),
+                Arg::FileAfter { prefix, name, .. } => format!("{prefix}FILE:{name}"),
+                Arg::Home(_) => "HOME".into(),
+            })
+            .collect();
+        let image_arg = format!("--image=/h/.cca/files/{}", image.file_name());
+        let expected = [
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "--ephemeral",
+            "-c",
+            "sandbox_mode=\"read-only\"",
+            "-c",
+            "approval_policy=\"never\"",
+            "--model=gpt-6-sol",
+            "-c",
+            "model_instructions_file=FILE:system-prompt.md",
+            &image_arg,
+            "-c",
+            "sandbox_mode=\"workspace-write\"",
+            "--",
+            "-",
+        ];
+        assert_eq!(plain, expected);
+        assert_eq!(inv.env, [(CODEX_HOME.to_string(), Arg::Home(home()))]);
+        let stdin = frame::to_string(&inv.stdin, &b""[..]).unwrap();
+        assert!(!stdin.contains("sys"), "the system prompt is codex's instructions: {stdin}");
+        engine.system_prompt = SystemPromptMode::Inline;
+        let inv = invocation(&engine, "codex".into(), &request).unwrap();
+        let stdin = frame::to_string(&inv.stdin, &b""[..]).unwrap();
+        assert!(stdin.contains("sys") && stdin.contains("q"), "{stdin}");
+    }
+}

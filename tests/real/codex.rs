@@ -1,0 +1,402 @@
+//! Turns through the real codex (pinned, as the other engines) against the loopback Responses
+//! API: answers streamed and kept, the history, the system prompt and the model reaching the
+//! request, tokens recorded, and nothing written in the user's own `~/.codex`.
+
+use super::*;
+
+/// A test home whose `~/.codex/config.toml` points codex at the loopback server.
+fn codex_real() -> (Real, PathBuf) {
+    let r = Real::new();
+    let codex = real_program("CCA_TEST_CODEX", "codex/node_modules/.bin/codex");
+    let dir = r.env.home.join(".codex");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("config.toml"),
+        format!(
+            "model = \"gpt-mock\"\nmodel_provider = \"mock\"\n\n[model_providers.mock]\n\
+             name = \"mock\"\nbase_url = \"{}/v1\"\n\
+             wire_api = \"responses\"\nrequest_max_retries = 0\nstream_max_retries = 0\n",
+            r.api.url()
+        ),
+    )
+    .unwrap();
+    (r, codex)
+}
+
+/// `cca ARGS` with codex found through `CCA_CODEX` (with a timeout, as every run).
+fn run(r: &Real, codex: &Path, args: &[&str]) -> Run {
+    let mut cmd = r.command();
+    cmd.args(args).env("CCA_CODEX", codex);
+    run_command(cmd, None)
+}
+
+/// The text of the request's messages of `role`, in order.
+fn texts(body: &Value, role: &str) -> Vec<String> {
+    body["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|i| i["role"] == role)
+        .map(|i| mock_api::content_text(&i["content"]))
+        .collect()
+}
+
+/// The question cca framed for codex: the last user message holding a `<user_query>`.
+fn framed(body: &Value) -> String {
+    texts(body, "user").into_iter().rfind(|t| t.contains("<user_query>")).unwrap_or_default()
+}
+
+#[test]
+fn three_turns_and_a_resume_through_codex_keep_the_answers_and_the_history() {
+    let (r, codex) = codex_real();
+    let first = run(&r, &codex, &["search", "-e", "codex", "first question"]);
+    first.ok();
+    assert_eq!(first.stdout, "ECHO: first question");
+    run(&r, &codex, &["search", "-q", "-r", "second question"]).ok();
+    let third = run(&r, &codex, &["search", "-r", "third question"]);
+    third.ok();
+    assert_eq!(third.stdout, "ECHO: third question");
+    let turns = r.api.turns();
+    assert_eq!(turns.len(), 3, "{turns:?}");
+    let message = framed(&turns[2].body);
+    let system = tag(&message, "system_instructions").expect("the system prompt, framed");
+    assert!(system.starts_with("You are a web research assistant"), "{system}");
+    let history = tag(&message, "conversation_history").expect("the history, framed");
+    assert!(history.contains("<user_turn>\nfirst question\n</user_turn>\n<assistant_turn>\nECHO: first question\n</assistant_turn>"), "{history}");
+    assert!(history.contains("ECHO: second question"), "{history}");
+    assert_eq!(tag(&message, "user_query"), Some("third question"));
+    let t = r.transcript();
+    assert_eq!(
+        answers(&t),
+        ["ECHO: first question", "ECHO: second question", "ECHO: third question"]
+    );
+    let latest = r.env.latest();
+    assert!(latest.contains("\"engine\":\"codex\""), "{latest}");
+    // The loopback server's usage (10 in, 3 out) for each answer.
+    assert!(latest.contains("\"input_tokens\":10"), "{latest}");
+    assert!(latest.contains("\"output_tokens\":3"), "{latest}");
+    // A session resumed by its id, after another one began, goes on from its own history.
+    let id =
+        r.env.session_files()[0].trim_start_matches("session_").trim_end_matches(".md").to_string();
+    run(&r, &codex, &["search", "-q", "-e", "codex", "another session"]).ok();
+    let resumed = run(&r, &codex, &["search", "-s", &id, "fourth question"]);
+    resumed.ok();
+    assert_eq!(resumed.stdout, "ECHO: fourth question");
+    let message = framed(&r.api.turns()[4].body);
+    let history = tag(&message, "conversation_history").unwrap();
+    assert!(history.contains("ECHO: third question"), "{history}");
+    assert!(!history.contains("another session"), "{history}");
+    let file = r.env.sessions_dir().join(format!("session_{id}.md"));
+    let kept = std::fs::read_to_string(&file).unwrap();
+    assert!(kept.contains("ECHO: fourth question"), "{kept}");
+    // codex wrote in the home cca gave it, not in the user's ~/.codex.
+    let users: Vec<String> = std::fs::read_dir(r.env.home.join(".codex"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(users, ["config.toml"]);
+    let own = r.env.cca_home.join("engines/codex").join(&id).join(".codex");
+    assert!(own.join("config.toml").is_symlink(), "{}", own.display());
+}
+
+#[test]
+fn the_model_and_a_native_system_prompt_reach_codex_s_request() {
+    let (r, codex) = codex_real();
+    r.env.write_config("[engines.codex]\nsystem_prompt = \"native\"\n");
+    run(&r, &codex, &["search", "-e", "codex", "-m", "gpt-test-model", "which model?"]).ok();
+    let body = &r.api.turns()[0].body;
+    assert_eq!(body["model"], "gpt-test-model");
+    // cca's system prompt in place of codex's own instructions, and not in the question.
+    let developer = texts(body, "developer");
+    assert!(developer[0].starts_with("You are a web research assistant"), "{developer:?}");
+    assert!(!developer.iter().any(|d| d.contains("Codex CLI")), "{developer:?}");
+    let message = framed(body);
+    assert_eq!(tag(&message, "system_instructions"), None, "{message}");
+    assert_eq!(tag(&message, "user_query"), Some("which model?"));
+}
+
+#[test]
+fn codex_is_the_default_engine_when_it_is_the_only_one_and_doctor_lists_it() {
+    let (r, codex) = codex_real();
+    let missing = r.env.root.path().join("missing");
+    let mut cmd = r.command();
+    cmd.args(["search", "only codex here"])
+        .env("CCA_CODEX", &codex)
+        .env("CCA_CLAUDE", &missing)
+        .env("CCA_GEMINI", &missing);
+    let only = run_command(cmd, None);
+    only.ok();
+    assert_eq!(only.stdout, "ECHO: only codex here");
+    assert!(r.env.latest().contains("\"engine\":\"codex\""));
+    let doctor = run(&r, &codex, &["doctor"]);
+    let line = doctor.stdout.lines().find(|l| l.trim_start().starts_with("codex")).unwrap_or("");
+    assert!(line.contains("codex-cli 0.169.0"), "{}", doctor.stdout);
+    // Asked its version, codex wrote nothing in the user's folder either.
+    let users: Vec<_> = std::fs::read_dir(r.env.home.join(".codex")).unwrap().collect();
+    assert_eq!(users.len(), 1, "{users:?}");
+}
+
+#[test]
+fn a_failing_api_fails_the_turn_and_keeps_no_answer() {
+    let (r, codex) = codex_real();
+    r.api.set(Behavior { status: Some(401), ..Behavior::default() });
+    let failed = run(&r, &codex, &["search", "-e", "codex", "refused?"]);
+    assert_ne!(failed.code, Some(0), "{failed}");
+    assert!(failed.stderr.contains("401"), "{}", failed.stderr);
+    assert!(answers(&r.transcript()).is_empty());
+}
+
+#[test]
+fn an_image_reaches_codex_s_request_once() {
+    let (r, codex) = codex_real();
+    let png = include_bytes!("../fixtures/pixel.png");
+    std::fs::write(r.env.work.join("pic.png"), png).unwrap();
+    let asked = run(&r, &codex, &["search", "-q", "-e", "codex", "-f", "pic.png", "what is it?"]);
+    asked.ok();
+    assert_eq!(asked.stdout, "ECHO: what is it?");
+    let images = |body: &Value| -> Vec<String> {
+        let parts = body["input"].as_array().into_iter().flatten().flat_map(|i| {
+            i["content"].as_array().into_iter().flatten().cloned().collect::<Vec<_>>()
+        });
+        parts
+            .filter(|p| p["type"] == "input_image")
+            .map(|p| p["image_url"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    let sent = images(&r.api.turns()[0].body);
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(sent[0].starts_with("data:image/png;base64,"), "{sent:?}");
+    run(&r, &codex, &["search", "-q", "-r", "and its colour?"]).ok();
+    assert_eq!(images(&r.api.turns()[1].body), Vec::<String>::new());
+}
+
+#[test]
+fn searches_and_commands_are_tool_lines_kept_and_a_refused_write_does_not_hang() {
+    let (r, codex) = codex_real();
+    let refused = r.env.work.join("written-by-codex");
+    r.api.set(Behavior {
+        script: vec![
+            vec![
+                Block::text("Let me look."),
+                Block::tool("web_search", json!({"query": "rust 1.89 file locking"})),
+                Block::tool("exec_command", json!({"cmd": "echo hello"})),
+            ],
+            vec![Block::tool(
+                "exec_command",
+                json!({"cmd": format!("touch {}", refused.display())}),
+            )],
+            vec![Block::text("Rust 1.89 stabilised File::lock.")],
+        ],
+        ..Behavior::default()
+    });
+    let asked = run(&r, &codex, &["search", "-e", "codex", "file locking?"]);
+    asked.ok();
+    assert_eq!(asked.stdout, "Let me look.\n\nRust 1.89 stabilised File::lock.");
+    let lines = tool_lines(&asked.stderr);
+    assert_eq!(
+        lines[..2],
+        ["· web_search: rust 1.89 file locking", "· command: /bin/bash -lc 'echo hello'"],
+        "{}",
+        asked.stderr
+    );
+    // The write was refused by the read-only sandbox, and the model was told so. codex 0.169.0
+    // prints no item for it when the sandbox refuses at once, and the command's failure when
+    // the machine is loaded (measured: 5 of 6 runs side by side): then it is a refused call.
+    assert!(!refused.exists());
+    match lines.get(2) {
+        None => assert_eq!(lines.len(), 2),
+        Some(line) => assert_eq!(
+            *line,
+            format!(
+                "· command (refused): /bin/bash -lc 'touch {}' · the read-only sandbox kept it \
+                 from writing",
+                refused.display()
+            )
+        ),
+    }
+    let turns = r.api.turns();
+    let told = turns.last().unwrap().body.to_string();
+    assert!(told.contains("Read-only file system"), "{told}");
+    let kept = r.env.latest();
+    assert!(kept.contains("> web_search: rust 1.89 file locking\n"), "{kept}");
+    assert!(kept.contains("> command: /bin/bash -lc 'echo hello'\n"), "{kept}");
+}
+
+#[test]
+fn ctrl_c_while_codex_answers_ends_it_and_keeps_the_attempt_as_interrupted() {
+    let (r, codex) = codex_real();
+    // The answer's message is out; the response stays open until `go` exists (never).
+    let go = r.env.root.path().join("go");
+    r.api.set(Behavior { hold: Some(go.clone()), ..Behavior::default() });
+    let mut cmd = r.command();
+    cmd.args(["search", "-e", "codex", "stop me"])
+        .env("CCA_CODEX", &codex)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = Guard(cmd.spawn().unwrap());
+    let mut stdout = child.0.stdout.take().unwrap();
+    let mut first = [0u8; 4];
+    stdout.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"ECHO");
+    child.signal(rustix::process::Signal::INT);
+    let status = child.finish().status;
+    assert_eq!(shell_status(status), 130);
+    std::fs::write(&go, "").unwrap();
+    let kept = r.env.latest();
+    assert!(kept.contains("stop me") && kept.contains("interrupted"), "{kept}");
+    // The next turn asks as usual.
+    r.api.set(Behavior::default());
+    let next = run(&r, &codex, &["search", "-r", "again"]);
+    next.ok();
+    assert_eq!(next.stdout, "ECHO: again");
+}
+
+#[test]
+fn an_mcp_server_an_editor_gives_is_started_by_codex() {
+    let (r, codex) = codex_real();
+    r.env.write_config(&format!(
+        "engine = \"codex\"\n[engines.codex]\nprogram = \"{}\"\n",
+        codex.display()
+    ));
+    let script = r.env.root.path().join("mcp_server.py");
+    std::fs::write(&script, acp_mcp::MCP_SERVER).unwrap();
+    let marker = r.env.root.path().join("mcp-started");
+    let python = ["/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("python3 for the MCP server");
+    let server = json!({"name": "marker", "command": python, "args": [script, "--flag"],
+                        "env": [{"name": "MARKER", "value": marker}]});
+    let steps = vec![
+        json!({"call": "session/new", "as": "s", "params": {"cwd": r.env.work, "mcpServers": [server]}}),
+        acp_prompt("p", "$s.sessionId", "with a server", true),
+    ];
+    let out = acp(&r, &steps);
+    assert_eq!(out["results"]["p"]["stopReason"], "end_turn", "{}", out["results"]);
+    let started = std::fs::read_to_string(&marker)
+        .unwrap_or_else(|_| panic!("codex did not start the MCP server: {}", out["results"]));
+    assert_eq!(started, "--flag");
+}
+
+/// Varied text of about `count` sentences (as `caching::long_turns` writes it).
+fn filler(n: usize, what: &str, count: usize) -> String {
+    (0..count)
+        .map(|i| {
+            format!(
+                "{what} {n} sentence {i} weighs item {} against {}. ",
+                i * 7919 % 1013,
+                i * 104_729 % 997
+            )
+        })
+        .collect()
+}
+
+/// The share of each request from the third on that the previous one could have cached.
+fn shares(bodies: &[Value]) -> Vec<f64> {
+    bodies.windows(2).skip(1).map(|pair| mock_api::cacheable_share(&pair[0], &pair[1])).collect()
+}
+
+#[test]
+fn codex_follow_ups_repeat_the_previous_request_up_to_its_question() {
+    // Five turns of about 2,800 tokens each, through cca (the history framed inline), then the
+    // same conversation through codex's own `exec resume --last`.
+    let (r, codex) = codex_real();
+    for n in 0..5 {
+        r.api.set(Behavior { answer: Some(filler(n, "Answer", 110)), ..Behavior::default() });
+        let question = filler(n, "Question", 105);
+        let resume: &[&str] = if n > 0 { &["-r"] } else { &["-e", "codex"] };
+        run(&r, &codex, &[&["search", "-q"], resume, &[question.as_str()]].concat()).ok();
+    }
+    let ours: Vec<Value> = r.api.turns().into_iter().map(|t| t.body).collect();
+    let (own_home, _) = codex_real();
+    let r2 = own_home;
+    for n in 0..5 {
+        r2.api.set(Behavior { answer: Some(filler(n, "Answer", 110)), ..Behavior::default() });
+        let question = filler(n, "Question", 105);
+        let mut cmd = std::process::Command::new(&codex);
+        cmd.env_clear()
+            .env("HOME", &r2.env.home)
+            .env("PATH", r2.env.path_var())
+            .current_dir(&r2.env.work)
+            .args(["exec", "--json", "--skip-git-repo-check"])
+            .args(if n > 0 { &["resume", "--last"][..] } else { &[][..] })
+            .arg(&question)
+            .stdin(Stdio::null());
+        run_command(cmd, None).ok();
+    }
+    let theirs: Vec<Value> = r2.api.turns().into_iter().map(|t| t.body).collect();
+    // Each of cca's requests repeats the one before up to its question: codex's context, and
+    // the framed history the same to the byte, the newest exchange after it.
+    let items = |body: &Value| -> Vec<Value> {
+        let mut items = body["input"].as_array().cloned().unwrap_or_default();
+        for item in &mut items {
+            item.as_object_mut().map(|o| o.remove("id"));
+        }
+        items.pop();
+        items
+    };
+    for pair in ours.windows(2) {
+        assert_eq!(items(&pair[0]), items(&pair[1]), "codex's context changed");
+        let before = framed(&pair[0]);
+        let end = before.find("\n</conversation_history>").or(before.find("<user_query>")).unwrap();
+        assert!(framed(&pair[1]).starts_with(&before[..end]), "{before}");
+    }
+    // Measured, not asserted (docs/DESIGN.md, "codex"): inline framing leaves the previous
+    // question out of the cached prefix, which codex's own resume keeps.
+    let (ours, theirs) = (shares(&ours), shares(&theirs));
+    eprintln!(
+        "cached share from the third request on: cca {ours:.3?}, codex's own resume {theirs:.3?}"
+    );
+}
+
+#[test]
+fn codex_answers_a_steer_as_the_next_turn() {
+    use cca::transcript::Kind::{Assistant, User};
+    let (r, codex) = codex_real();
+    r.env.write_config(&format!("[engines.codex]\nprogram = \"{}\"\n", codex.display()));
+    let args = ["-e", "codex", "review the auth module"];
+    let run = steer_real(&r, &args, Behavior::default(), "focus on JWT");
+    run.ok().stderr_has("cca: steer taken: focus on JWT");
+    assert_eq!(run.stdout, "ECHO: review the auth module\n\nECHO: focus on JWT");
+    // A second codex, sent the whole conversation.
+    let turns = r.api.turns();
+    assert_eq!(turns.len(), 2, "{turns:?}");
+    let message = framed(&turns[1].body);
+    let history = tag(&message, "conversation_history").expect("the history, framed");
+    assert!(history.contains("review the auth module"), "{history}");
+    assert_eq!(tag(&message, "user_query"), Some("focus on JWT"));
+    assert_eq!(
+        records_of(&r),
+        [
+            (User, "review the auth module".to_string()),
+            (Assistant, "ECHO: review the auth module".to_string()),
+            (User, "focus on JWT".to_string()),
+            (Assistant, "ECHO: focus on JWT".to_string()),
+        ]
+    );
+}
+
+#[test]
+fn an_exported_session_is_resumed_by_codex_with_its_history() {
+    let (r, codex) = codex_real();
+    run(&r, &codex, &["search", "-q", "-e", "codex", "first question"]).ok();
+    run(&r, &codex, &["search", "-q", "-r", "second question"]).ok();
+    let exported = run(&r, &codex, &["export", "codex"]);
+    let uuid = exported.ok().stdout.trim().to_string();
+    assert!(exported.stderr.contains(&format!("codex resume {uuid}")), "{exported}");
+    let mut cmd = std::process::Command::new(&codex);
+    cmd.env_clear()
+        .env("HOME", &r.env.home)
+        .env("PATH", r.env.path_var())
+        .current_dir(&r.env.work)
+        .args(["exec", "--json", "--skip-git-repo-check", "resume", &uuid, "third question"])
+        .stdin(Stdio::null());
+    let resumed = run_command(cmd, None);
+    assert!(resumed.ok().stdout.contains("ECHO: third question"), "{resumed}");
+    // The history as real turns, then codex's own context, then the question.
+    let body = &r.api.turns().last().unwrap().body.clone();
+    let users: Vec<String> =
+        texts(body, "user").into_iter().filter(|t| !t.starts_with('<')).collect();
+    assert_eq!(users, ["first question", "second question", "third question"]);
+    assert_eq!(texts(body, "assistant"), ["ECHO: first question", "ECHO: second question"]);
+}
