@@ -218,7 +218,10 @@ fn a_damaged_or_foreign_index_is_rebuilt_with_a_note() {
     let meta = env.cca_home.join("recall/index/meta.json");
 
     let text = std::fs::read_to_string(&meta).unwrap();
-    std::fs::write(&meta, text.replace("\\\"version\\\":1", "\\\"version\\\":99")).unwrap();
+    // Whatever version this cca writes, one it does not.
+    let at = text.find("\\\"version\\\":").unwrap() + "\\\"version\\\":".len();
+    let end = at + text[at..].find(|c: char| !c.is_ascii_digit()).unwrap();
+    std::fs::write(&meta, format!("{}99{}", &text[..at], &text[end..])).unwrap();
     let run = env.run(&["recall", "--json", "-n", "5", "locking on windows"]);
     run.ok().stderr_has("cannot be used").stderr_has("rebuilding");
     let found: Vec<Value> = serde_json::from_str(run.stdout.trim()).unwrap();
