@@ -365,7 +365,8 @@ impl Index {
         let searcher = reader.searcher();
         let all: u64 = searcher.segment_readers().iter().map(|s| u64::from(s.max_doc())).sum();
         let sessions = searcher.doc_freq(&Term::from_field_text(f.kind, SESSION_KIND))?;
-        let statistics = Statistics { searcher: &searcher, docs: (all - sessions).max(1) };
+        let statistics =
+            Statistics { searcher: &searcher, docs: all.saturating_sub(sessions).max(1) };
         let top = searcher.search_with_statistics_provider(
             &query,
             &TopDocs::with_limit(limit).order_by_score(),
