@@ -24,6 +24,7 @@ mod recall;
 mod recall_background;
 mod recall_quality;
 mod recall_rank;
+mod recall_semantic;
 mod support;
 mod turns;
 

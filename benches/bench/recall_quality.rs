@@ -53,7 +53,7 @@ struct Question {
 }
 
 /// An exchange by its session id and 1-based number, as `cca recall --json` names it.
-type Key = (String, u64);
+pub(crate) type Key = (String, u64);
 
 struct Evaluation {
     sessions: Vec<Session>,
@@ -219,6 +219,14 @@ impl Bench {
             println!("\n</details>\n");
         }
         self::experiments(&eval, &docs);
+        if let Some(path) = std::env::var_os("CCA_BENCH_GLOVE") {
+            super::recall_semantic::experiments(
+                &eval.questions,
+                &docs,
+                Path::new(&path),
+                score_keys,
+            );
+        }
     }
 
     /// `cca recall`'s scores and the questions it missed, or `None` when this cca has no
@@ -294,6 +302,27 @@ fn row(label: &str, s: &Scores) -> String {
         s.recall(),
         s.session_hit()
     )
+}
+
+/// hit@5, recall@5, session hit@5 and the halves' hit@5 of rankings given as exchange indexes
+/// best first, one per question.
+pub(crate) fn score_keys(
+    questions: &[(String, Vec<Key>)],
+    docs: &[Doc],
+    ranked: &[Vec<usize>],
+) -> [f64; 5] {
+    let mut all = Scores::default();
+    let mut halves = [Scores::default(), Scores::default()];
+    for (i, ((_, evidence), ranked)) in questions.iter().zip(ranked).enumerate() {
+        let found = || {
+            Found::from_ranking(
+                ranked.iter().map(|&d| (docs[d].session_id.clone(), docs[d].exchange)),
+            )
+        };
+        all.add(evidence, &found());
+        halves[i % 2].add(evidence, &found());
+    }
+    [all.hit(), halves[0].hit(), halves[1].hit(), all.recall(), all.session_hit()]
 }
 
 /// Scores an in-bench ranking over the questions `keep` accepts (by index).

@@ -115,6 +115,11 @@ const SYNONYMS: &[&[&str]] = &[
     &["library", "crate", "package", "dependency"],
 ];
 
+/// Whether the rankings' stop-word list holds `word`.
+pub(crate) fn is_stop_word(word: &str) -> bool {
+    STOP_WORDS.contains(&word)
+}
+
 /// Lowercase runs of letters and digits: the baseline's tokens.
 pub(crate) fn tokens(text: &str) -> Vec<String> {
     text.split(|c: char| !c.is_alphanumeric())
@@ -369,6 +374,17 @@ impl<'a> Ranker<'a> {
             }
         }
         query
+    }
+
+    /// Every exchange's score for the question (0: no term shared).
+    pub(crate) fn score_all(&self, text: &str) -> Vec<f64> {
+        let mut query = self.query(text);
+        let mut scores = self.scores(&query, text);
+        if self.features.feedback > 0.0 {
+            self.expand(&mut query, &scores);
+            scores = self.scores(&query, text);
+        }
+        scores
     }
 
     /// Exchange indexes, best first; only exchanges that share a term with the question.

