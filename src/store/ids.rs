@@ -313,4 +313,51 @@ mod tests {
         assert_eq!(id_from_file_name("session_../x.md"), None);
         assert_eq!(id_from_file_name("latest"), None);
     }
+
+    /// Enough sessions to be stamped on several threads: every one is there once, and a
+    /// change to one file (an append, a rewrite in place, a rename over it) changes its stamp
+    /// alone.
+    #[test]
+    fn every_session_is_stamped_once_and_any_change_to_a_file_changes_its_stamp() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path().join("home"));
+        store.ensure().unwrap();
+        let ids: Vec<String> = (0..2 * STAMPS_PER_THREAD + 7).map(|n| format!("s-{n}")).collect();
+        for id in &ids {
+            fs::write(store.session_path(id), id).unwrap();
+        }
+        fs::write(store.sessions_dir().join("notes.txt"), "not a session").unwrap();
+        let stamps = |store: &Store| -> std::collections::BTreeMap<String, Stamp> {
+            store.session_stamps().unwrap().into_iter().collect()
+        };
+        let before = stamps(&store);
+        assert_eq!(before.len(), ids.len());
+        assert_eq!(store.session_stamps().unwrap().len(), ids.len(), "each once");
+
+        let changed = |store: &Store, before: &std::collections::BTreeMap<String, Stamp>| {
+            let after = stamps(store);
+            let ids: Vec<String> = after
+                .iter()
+                .filter(|(id, s)| before.get(*id) != Some(s))
+                .map(|(id, _)| id.clone())
+                .collect();
+            (ids, after)
+        };
+        let mut file = fs::OpenOptions::new().append(true).open(store.session_path("s-1")).unwrap();
+        file.write_all(b" more").unwrap();
+        let (ids, before) = changed(&store, &before);
+        assert_eq!(ids, ["s-1"]);
+
+        // The same size, written in place: the times tell.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        fs::write(store.session_path("s-2"), "s-9").unwrap();
+        let (ids, before) = changed(&store, &before);
+        assert_eq!(ids, ["s-2"]);
+
+        let other = store.sessions_dir().join("elsewhere");
+        fs::write(&other, "s-3").unwrap();
+        fs::rename(&other, store.session_path("s-3")).unwrap();
+        let (ids, _) = changed(&store, &before);
+        assert_eq!(ids, ["s-3"]);
+    }
 }
