@@ -618,24 +618,12 @@ fn retry_note(v: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::Decoder as _;
 
     fn decode(sample: &str) -> Vec<Output> {
-        let mut d = Decoder::default();
-        let mut out = Vec::new();
-        // Feed in awkward chunks, as a pipe would.
-        for chunk in sample.as_bytes().chunks(37) {
-            d.feed(chunk, &mut out);
-        }
-        d.finish(&mut out);
-        out
+        crate::engine::decoded(Decoder::default(), sample, 37)
     }
 
-    fn text(out: &[Output]) -> String {
-        out.iter()
-            .filter_map(|o| if let Output::Text(t) = o { Some(t.as_str()) } else { None })
-            .collect()
-    }
+    use crate::engine::answer_text as text;
 
     /// Measured with claude-code 2.1.329 (`--replay-user-messages`): the prompt is echoed when
     /// taken; two steers that waited together come back as one message of two text blocks, and

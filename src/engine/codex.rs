@@ -358,23 +358,12 @@ fn settle(call: &mut ToolCall, item: &Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::Decoder as _;
 
     fn decode(sample: &str) -> Vec<Output> {
-        let mut d = Decoder::default();
-        let mut out = Vec::new();
-        for chunk in sample.as_bytes().chunks(23) {
-            d.feed(chunk, &mut out);
-        }
-        d.finish(&mut out);
-        out
+        crate::engine::decoded(Decoder::default(), sample, 23)
     }
 
-    fn text(out: &[Output]) -> String {
-        out.iter()
-            .filter_map(|o| if let Output::Text(t) = o { Some(t.as_str()) } else { None })
-            .collect()
-    }
+    use crate::engine::answer_text as text;
 
     fn tools(out: &[Output]) -> Vec<&ToolCall> {
         out.iter().filter_map(|o| if let Output::Tool(t) = o { Some(t) } else { None }).collect()

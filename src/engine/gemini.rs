@@ -434,17 +434,10 @@ mod tests {
     }
 
     use super::*;
-    use crate::engine::Decoder as _;
     use crate::transcript::Live;
 
     fn decode(sample: &str) -> Vec<Output> {
-        let mut d = Decoder::default();
-        let mut out = Vec::new();
-        for chunk in sample.as_bytes().chunks(29) {
-            d.feed(chunk, &mut out);
-        }
-        d.finish(&mut out);
-        out
+        crate::engine::decoded(Decoder::default(), sample, 29)
     }
 
     #[test]

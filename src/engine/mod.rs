@@ -695,6 +695,26 @@ pub trait Decoder: Send {
     }
 }
 
+/// What `decoder` makes of `sample` fed in chunks of `chunk` bytes, awkward ones, as a pipe
+/// gives them: for the decoders' tests.
+#[cfg(test)]
+pub(crate) fn decoded(mut decoder: impl Decoder, sample: &str, chunk: usize) -> Vec<Output> {
+    let mut out = Vec::new();
+    for part in sample.as_bytes().chunks(chunk) {
+        decoder.feed(part, &mut out);
+    }
+    decoder.finish(&mut out);
+    out
+}
+
+/// The answer's text among a decoder's outputs: for the decoders' tests.
+#[cfg(test)]
+pub(crate) fn answer_text(out: &[Output]) -> String {
+    out.iter()
+        .filter_map(|o| if let Output::Text(t) = o { Some(t.as_str()) } else { None })
+        .collect()
+}
+
 /// Splits stdout into complete lines for the JSON-lines decoders.
 #[derive(Debug, Default)]
 pub(crate) struct LineBuffer {
