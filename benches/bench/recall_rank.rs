@@ -93,27 +93,9 @@ const STOP_WORDS: &[&str] = &[
     "actually", "still", "ok", "okay",
 ];
 
-/// Synonyms a developer's words commonly have; general, written before looking at which
-/// questions miss, and used only in the variant that says so.
-const SYNONYMS: &[&[&str]] = &[
-    &["db", "database", "datastore"],
-    &["pick", "picked", "chose", "choose", "choice", "decided", "decision", "went"],
-    &["fix", "fixed", "fixes", "solve", "solved", "resolve", "resolved", "workaround"],
-    &["error", "errors", "failure", "failing", "fails", "failed", "broke", "broken", "crash"],
-    &["slow", "slower", "latency", "performance", "speed", "fast", "faster"],
-    &["test", "tests", "spec", "ci"],
-    &["flaky", "intermittent", "intermittently", "sometimes", "random", "randomly"],
-    &["config", "configuration", "settings", "setting"],
-    &["deploy", "deployment", "rollout", "release", "ship"],
-    &["login", "signin", "auth", "authentication"],
-    &["bug", "issue", "problem"],
-    &["remove", "delete", "drop"],
-    &["k8s", "kubernetes"],
-    &["memory", "oom", "ram"],
-    &["cost", "costs", "price", "pricing", "bill", "spend"],
-    &["email", "emails", "mail"],
-    &["library", "crate", "package", "dependency"],
-];
+// Synonyms a developer's words commonly have (the list recall uses: general, written before
+// looking at which questions miss), used only in the variant that says so.
+use cca::SYNONYMS;
 
 /// Whether the rankings' stop-word list holds `word`.
 pub(crate) fn is_stop_word(word: &str) -> bool {
