@@ -22,6 +22,14 @@ for line in sys.stdin:
     print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
 "#;
 
+/// The python that runs [`MCP_SERVER`].
+pub(crate) fn python() -> &'static str {
+    ["/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("python3 for the MCP server")
+}
+
 /// An MCP server given in session/new (or in session/fork, to the fork of a written session)
 /// is started by the real engine for the session's turn, with its arguments and environment.
 pub(crate) fn acp_mcp_server(engine: &str, fork: bool) {
@@ -30,10 +38,7 @@ pub(crate) fn acp_mcp_server(engine: &str, fork: bool) {
     let script = r.env.root.path().join("mcp_server.py");
     std::fs::write(&script, MCP_SERVER).unwrap();
     let marker = r.env.root.path().join("mcp-started");
-    let python = ["/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect("python3 for the MCP server");
+    let python = python();
     let server = json!({"name": "marker", "command": python, "args": [script, "--flag"],
                         "env": [{"name": "MARKER", "value": marker}]});
     let steps = if fork {

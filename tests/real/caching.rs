@@ -2,21 +2,23 @@
 
 use super::*;
 
+/// Varied text of about `count` sentences, the `n`th of its kind: gemini stops on text that
+/// repeats itself ("Loop detected").
+pub(crate) fn filler(n: usize, what: &str, count: usize) -> String {
+    (0..count)
+        .map(|i| {
+            format!(
+                "{what} {n} sentence {i} weighs item {} against {}. ",
+                i * 7919 % 1013,
+                i * 104_729 % 997
+            )
+        })
+        .collect()
+}
+
 /// `turns` one-shot turns of `cca search -r` through `engine` (about 2,800 tokens each: a long
 /// question and a long answer); returns the answer requests as recorded.
 pub(crate) fn long_turns(r: &Real, engine: &str, turns: usize) -> Vec<Value> {
-    // Varied text: gemini stops on text that repeats itself ("Loop detected").
-    let filler = |n: usize, what: &str, count: usize| -> String {
-        (0..count)
-            .map(|i| {
-                format!(
-                    "{what} {n} sentence {i} weighs item {} against {}. ",
-                    i * 7919 % 1013,
-                    i * 104_729 % 997
-                )
-            })
-            .collect()
-    };
     for n in 0..turns {
         r.api.set(Behavior { answer: Some(filler(n, "Answer", 110)), ..Behavior::default() });
         let question = filler(n, "Question", 105);

@@ -3,6 +3,7 @@
 //! request, tokens recorded, and nothing written in the user's own `~/.codex`.
 
 use super::*;
+use crate::caching::filler;
 
 /// A test home whose `~/.codex/config.toml` points codex at the loopback server.
 fn codex_real() -> (Real, PathBuf) {
@@ -261,10 +262,7 @@ fn an_mcp_server_an_editor_gives_is_started_by_codex() {
     let script = r.env.root.path().join("mcp_server.py");
     std::fs::write(&script, acp_mcp::MCP_SERVER).unwrap();
     let marker = r.env.root.path().join("mcp-started");
-    let python = ["/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect("python3 for the MCP server");
+    let python = acp_mcp::python();
     let server = json!({"name": "marker", "command": python, "args": [script, "--flag"],
                         "env": [{"name": "MARKER", "value": marker}]});
     let steps = vec![
@@ -276,19 +274,6 @@ fn an_mcp_server_an_editor_gives_is_started_by_codex() {
     let started = std::fs::read_to_string(&marker)
         .unwrap_or_else(|_| panic!("codex did not start the MCP server: {}", out["results"]));
     assert_eq!(started, "--flag");
-}
-
-/// Varied text of about `count` sentences (as `caching::long_turns` writes it).
-fn filler(n: usize, what: &str, count: usize) -> String {
-    (0..count)
-        .map(|i| {
-            format!(
-                "{what} {n} sentence {i} weighs item {} against {}. ",
-                i * 7919 % 1013,
-                i * 104_729 % 997
-            )
-        })
-        .collect()
 }
 
 /// The share of each request from the third on that the previous one could have cached.

@@ -6,16 +6,10 @@ use std::path::Path;
 
 use serde_json::json;
 
+use super::acp_mcp::python;
 use super::common::run_command;
 use super::mock_api::Behavior;
 use super::{MCP_SERVER, Real};
-
-fn python() -> &'static str {
-    ["/usr/bin/python3", "/usr/local/bin/python3", "/bin/python3"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .expect("python3 for the MCP server")
-}
 
 /// An MCP server in the user's own claude configuration (`claude mcp add --scope user`, which
 /// writes ~/.claude.json) is not started for a cca turn: claude gets cca's servers and no others.
