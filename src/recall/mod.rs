@@ -33,7 +33,7 @@ mod question;
 pub(crate) use index::Filter;
 use index::{Index, Session, Stamps};
 #[cfg(any(test, feature = "testing"))]
-pub use question::SYNONYMS;
+pub(crate) use question::SYNONYMS;
 
 /// The index's folder under the recall folder.
 const INDEX_DIR: &str = "index";

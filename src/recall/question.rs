@@ -18,7 +18,7 @@ pub(crate) struct Question {
 
 /// Words a developer often uses for the same thing: a general list, written before the
 /// evaluation was first run (benches/recall), not fitted to its questions.
-pub const SYNONYMS: &[&[&str]] = &[
+pub(crate) const SYNONYMS: &[&[&str]] = &[
     &["db", "database", "datastore"],
     &["pick", "picked", "chose", "choose", "choice", "decided", "decision", "went"],
     &["fix", "fixed", "fixes", "solve", "solved", "resolve", "resolved", "workaround"],
