@@ -211,6 +211,19 @@ pub enum Command {
     #[command(after_long_help = IMPORT_EXAMPLES)]
     Import(ImportArgs),
 
+    /// Every conversation on every machine: sync the sessions through a git remote
+    ///
+    /// `cca sync init REMOTE` sets this machine up (a new remote, or one another machine set
+    /// up, joined with --key); then `cca sync` sends what is new here and takes what is new
+    /// there, and says what changed. REMOTE is anything git can push to: a bare repository over
+    /// SSH, a private repository on a forge, a folder. Records are encrypted (age, X25519) with
+    /// a key kept in $CCA_HOME/sync/key that never leaves your machines; --plain opts out.
+    /// Nothing ever conflicts: a session continued on two machines at once keeps both, the
+    /// other machine's continuation as a fork named after it. `sync = "after-turn"` in
+    /// config.toml syncs in the background after each answered turn.
+    #[command(after_long_help = SYNC_EXAMPLES)]
+    Sync(SyncArgs),
+
     /// Write a session where claude, gemini or codex keeps its own, to resume it there
     ///
     /// claude: ~/.claude/projects/<folder>/<uuid>.jsonl, then `claude --resume UUID`; gemini:
@@ -417,6 +430,63 @@ pub struct RmArgs {
     /// Delete for good instead of moving to the trash (sessions in the trash too)
     #[arg(long)]
     pub purge: bool,
+}
+
+const SYNC_EXAMPLES: &str = "\
+Examples:
+  cca sync init git@example.org:me/cca-sessions.git   # the first machine
+  cca sync key                                        # prints the key for the others
+  cca sync init git@example.org:me/cca-sessions.git --key AGE-SECRET-KEY-1...   # another machine
+  cca sync                                            # send and take what is new
+  cca sync status";
+
+/// `cca sync`'s options.
+#[derive(Debug, Args)]
+pub struct SyncArgs {
+    #[command(subcommand)]
+    pub action: Option<SyncAction>,
+
+    /// Say nothing unless something fails (for scripts)
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+
+    /// Started after a turn: give up at once if another sync runs, never prompt (internal)
+    #[arg(long, hide = true)]
+    pub background: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SyncAction {
+    /// Set this machine up to sync through REMOTE, then sync once
+    ///
+    /// A remote with nothing of cca's gets a new key (kept in $CCA_HOME/sync/key, 0600); one
+    /// another machine set up is joined with that machine's key (`cca sync key` prints it).
+    Init(SyncInitArgs),
+    /// Where this machine stands: the remote, the last sync, sessions changed since
+    Status,
+    /// Print the key another machine needs to join (keep it as you keep an SSH key)
+    Key,
+}
+
+/// `cca sync init`'s options.
+#[derive(Debug, Args)]
+pub struct SyncInitArgs {
+    /// The git remote: a URL, an scp-like address (host:path) or a folder
+    #[arg(value_name = "REMOTE")]
+    pub remote: String,
+
+    /// The key of a remote another machine set up: the key itself (AGE-SECRET-KEY-1...), a
+    /// file holding it, or - to read it from stdin
+    #[arg(long, value_name = "KEY")]
+    pub key: Option<String>,
+
+    /// Do not encrypt: for a remote you trust as you trust this machine
+    #[arg(long, conflicts_with = "key")]
+    pub plain: bool,
+
+    /// This machine's name in forks made of its continuations [default: the host name]
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
 }
 
 /// `cca restore`'s options.

@@ -47,6 +47,7 @@ pub(crate) mod session;
 pub(crate) mod shell;
 pub(crate) mod steer;
 pub(crate) mod store;
+pub(crate) mod sync;
 pub mod transcript;
 pub(crate) mod turn;
 pub mod vars;

@@ -28,6 +28,7 @@ mod sessions;
 mod show;
 mod standby;
 mod steer;
+mod sync;
 
 use anyhow::Result;
 
@@ -58,6 +59,7 @@ pub(crate) fn run(cli: Cli) -> Result<u8> {
         Command::Restore(args) => restore::run(args),
         Command::Import(args) => import::run(args),
         Command::Export(args) => export::run(args),
+        Command::Sync(args) => sync::run(args),
         Command::Init(args) => init::run(args),
         Command::Completions(args) => completions::run(args),
         Command::Config(args) => config::run(args),

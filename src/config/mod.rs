@@ -110,9 +110,21 @@ pub enum Render {
     Never,
 }
 
+/// When `cca sync` runs without being asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SyncWhen {
+    /// Only when asked.
+    #[default]
+    Off,
+    /// In the background after each answered turn.
+    AfterTurn,
+}
+
 /// Every key the config file takes, for the docs and their test.
 #[cfg(any(test, feature = "testing"))]
-pub const FILE_KEYS: &[&str] = &["engine", "model", "prompt", "render", "keep_warm", "standby"];
+pub const FILE_KEYS: &[&str] =
+    &["engine", "model", "prompt", "render", "keep_warm", "standby", "sync"];
 #[cfg(any(test, feature = "testing"))]
 pub const COMPACTION_KEYS: &[&str] = &["enabled", "threshold", "keep_recent", "warn_tokens"];
 #[cfg(any(test, feature = "testing"))]
@@ -218,6 +230,8 @@ pub struct File {
     pub keep_warm: Option<String>,
     /// How long an engine started for the next one-shot turn waits for it; off by default.
     pub standby: Option<String>,
+    /// When `cca sync` runs by itself.
+    pub sync: Option<SyncWhen>,
     #[serde(default)]
     pub compaction: CompactionFile,
     #[serde(default)]
@@ -337,6 +351,8 @@ pub struct Settings {
     pub color: bool,
     pub dumb_terminal: bool,
     pub render: Sourced<Render>,
+    /// `sync = "after-turn"`: a sync starts in the background after each answered turn.
+    pub sync_after_turn: bool,
     /// The terminal shows OSC 8 hyperlinks.
     pub hyperlinks: bool,
     /// MCP servers for the engine to start for each turn (an editor gives them per session).
@@ -541,6 +557,7 @@ pub fn resolve(
             (None, Some(value)) => Sourced { value, source: Source::File },
             (None, None) => Sourced { value: Render::default(), source: Source::Default },
         },
+        sync_after_turn: parsed.sync == Some(SyncWhen::AfterTurn),
         hyperlinks: hyperlinks(env),
         mcp_servers: Vec::new(),
     })

@@ -314,6 +314,51 @@ pub(crate) fn output_of(program: &Path, args: &[&std::ffi::OsStr]) -> Result<Vec
     Ok(out.stdout)
 }
 
+/// How a program run to its end ended, and what it printed.
+pub(crate) struct Ran {
+    pub success: bool,
+    pub status: String,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+/// Runs a program in `dir` to its end (`git` for `cca sync`), with `env` added and stdin
+/// empty, and returns what it printed, whether it succeeded or not. No shell; nothing of it
+/// outlives cca.
+pub(crate) fn run_in(
+    program: &Path,
+    dir: &Path,
+    args: &[&std::ffi::OsStr],
+    env: &[(&str, &str)],
+) -> Result<Ran> {
+    // Through the launcher, as an engine is, so that nothing of it outlives a killed cca (a
+    // git left running would write to the repository under the next sync); in a process
+    // group of its own, which the launcher ends whole.
+    let parent = std::process::id().to_string();
+    let mut command = match LAUNCHER.get() {
+        Some(launcher) => {
+            let mut command = Command::new(launcher);
+            command.args(["__engine", parent.as_str(), "--"]).arg(program);
+            command.process_group(0);
+            command
+        }
+        None => Command::new(program),
+    };
+    let out = command
+        .args(args)
+        .current_dir(dir)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {}", program.display()))?;
+    Ok(Ran {
+        success: out.status.success(),
+        status: describe_status(&out.status),
+        stdout: out.stdout,
+        stderr: out.stderr,
+    })
+}
+
 /// Starts a program and leaves it running, not waited for: in a process group of its own (so
 /// that a tool ending its own group, or a terminal hanging up, does not end it), with stdout
 /// and stderr to `log`, and stdin the caller's when `stdin` says so (a hook's JSON is read by
@@ -341,6 +386,11 @@ pub(crate) const ENGINE_RUN: &str = "CCA_ENGINE_RUN";
 /// The program engines are started through (cca itself, see [`launch`]), once the binary has
 /// said where it is; unit tests of the library start engines directly.
 static LAUNCHER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// cca's own binary, once it has said where it is.
+pub(crate) fn own_program() -> Option<&'static Path> {
+    LAUNCHER.get().map(PathBuf::as_path)
+}
 
 /// Starts engines through `exe`, cca's own binary, from now on.
 pub(crate) fn launch_through(exe: PathBuf) {

@@ -4,18 +4,15 @@
 //! cca wrote, so that `off` gives the user's bytes back exactly. Also the hooks' log, where a
 //! hook's import in the background says what it did.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
 use super::files::{make_private_dir, read_optional, replace_file, set_mode, sync_dir, temp_file};
 use super::{DIR_MODE, FILE_MODE, Store};
-
-/// Past this, the log starts again (the last one kept as `hooks.log.old`).
-const LOG_LIMIT: u64 = 1024 * 1024;
 
 impl Store {
     fn auto_dir(&self) -> PathBuf {
@@ -45,20 +42,11 @@ impl Store {
         remove_if_there(&self.auto_record_path(tool))
     }
 
-    /// The hooks' log, opened to append (private, and started again past [`LOG_LIMIT`]).
+    /// The hooks' log, opened to append ([`super::files::open_log`]).
     pub(crate) fn hook_log(&self) -> Result<File> {
         self.ensure()?;
         make_private_dir(&self.auto_dir())?;
-        let path = self.hook_log_path();
-        if fs::metadata(&path).is_ok_and(|m| m.len() > LOG_LIMIT) {
-            let _ = fs::rename(&path, path.with_extension("log.old"));
-        }
-        OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(FILE_MODE)
-            .open(&path)
-            .with_context(|| format!("cannot open {}", path.display()))
+        super::files::open_log(&self.hook_log_path())
     }
 }
 

@@ -94,6 +94,23 @@ pub(super) fn in_use(path: &Path) -> bool {
     File::open(path).is_ok_and(|f| matches!(f.try_lock(), Err(fs::TryLockError::WouldBlock)))
 }
 
+/// Past this, a log starts again (the last one kept as `NAME.log.old`).
+const LOG_LIMIT: u64 = 1024 * 1024;
+
+/// A log of what cca did in the background, opened to append: private, and started again
+/// past [`LOG_LIMIT`].
+pub(super) fn open_log(path: &Path) -> Result<File> {
+    if fs::metadata(path).is_ok_and(|m| m.len() > LOG_LIMIT) {
+        let _ = fs::rename(path, path.with_extension("log.old"));
+    }
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(FILE_MODE)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))
+}
+
 /// Replaces a file's contents atomically: temp file in the same folder, fsync, rename.
 pub(crate) fn replace_file(path: &Path, contents: &[u8]) -> Result<()> {
     let dir = path.parent().context("a file to replace has a folder")?;

@@ -157,6 +157,18 @@ impl Store {
         })
     }
 
+    /// One session file's [`Stamp`], `None` when it is not there.
+    pub(crate) fn session_stamp(&self, id: &str) -> Option<Stamp> {
+        let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY;
+        let dir = rustix::fs::open(
+            self.sessions_dir(),
+            flags | rustix::fs::OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()?;
+        stamp(&dir, id)
+    }
+
     /// A session id from an id, a unique prefix of one, or a session's name. This is the one
     /// place a user's words become a session, so names work wherever ids do.
     pub(crate) fn resolve_id(&self, wanted: &str) -> Result<String> {

@@ -13,7 +13,7 @@
 //! This file holds the layout of `CCA_HOME` and the small files in it; the rest is in rooms by
 //! idea: `files` (how one file is read, written and replaced), `ids` (session ids and names),
 //! `latest`, `lock`, `write` (appends and rewrites), `read` (summaries), `live_index`,
-//! `listing` (`index.json`) and `trash`.
+//! `listing` (`index.json`), `trash` and `sync` (what `cca sync` keeps).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
@@ -34,6 +34,7 @@ mod live_index;
 mod lock;
 mod read;
 pub(crate) mod socket;
+mod sync;
 mod trash;
 mod write;
 
@@ -47,6 +48,7 @@ pub(crate) use ids::{Stamp, sort_key, validate_id, validate_name};
 pub(crate) use latest::Repointed;
 pub(crate) use listing::{Listed, newest_first};
 pub(crate) use read::not_transcript;
+pub(crate) use sync::{append_log, read_log, write_repo_file};
 pub(crate) use trash::take_engine_session_file;
 pub(crate) use write::Appender;
 

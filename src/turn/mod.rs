@@ -238,9 +238,14 @@ fn ask_kept(
         // Still under the lock: the transcript as cca left it.
         warm.keep(store, &id, kept);
     }
-    if warm.is_none() && matches!(last.verdict, Verdict::Answered) {
+    let answered = matches!(last.verdict, Verdict::Answered);
+    if warm.is_none() && answered {
         // Still under the lock: the context as the next turn will find it.
         leave_standby(&session, &settled.prompt, observer);
+    }
+    drop(_lock);
+    if answered && settings.sync_after_turn {
+        crate::sync::after_turn(store);
     }
     Ok(TurnResult {
         session: id.clone(),

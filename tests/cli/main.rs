@@ -33,4 +33,5 @@ mod signals;
 mod standby;
 mod standby_faults;
 mod steer;
+mod sync;
 mod terminal;

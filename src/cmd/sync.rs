@@ -1,0 +1,164 @@
+//! `cca sync`, `cca sync init`, `cca sync status`, `cca sync key`: the terminal's side of
+//! `crate::sync`.
+
+use std::io::{IsTerminal, Read};
+
+use anyhow::{Context, Result};
+
+use crate::cli::{SyncAction, SyncArgs};
+use crate::config::Flags;
+use crate::error::{Failure, exit};
+use crate::front::terminal::say;
+use crate::human::counted;
+use crate::session::settings;
+use crate::store::Store;
+use crate::sync::{self, Report};
+
+/// `cca sync`
+pub(crate) fn run(args: &SyncArgs) -> Result<u8> {
+    let (_, store) = settings(&Flags::default())?;
+    match &args.action {
+        None => {
+            let bar = progress_bar(!args.quiet && !args.background);
+            let report = sync::sync(&store, args.background, &|done, of| {
+                if of >= 500 {
+                    bar.set_length(of as u64);
+                    bar.set_position(done as u64);
+                }
+            })?;
+            bar.finish_and_clear();
+            if !args.quiet {
+                tell(&store, &report);
+            }
+            Ok(exit::OK)
+        }
+        Some(SyncAction::Init(init)) => {
+            let key = init.key.as_deref().map(read_key).transpose()?;
+            let report =
+                sync::init(&store, &init.remote, key.as_deref(), init.plain, init.name.as_deref())?;
+            if !args.quiet {
+                say(&format!("cca: this machine now syncs with {}", init.remote));
+                if key.is_none() && !init.plain {
+                    say(&format!(
+                        "cca: records are encrypted with a new key, kept in {}; `cca sync key` prints it for your other machines",
+                        store.sync_dir().join("key").display()
+                    ));
+                }
+                tell(&store, &report);
+            }
+            Ok(exit::OK)
+        }
+        Some(SyncAction::Status) => {
+            let status = sync::status(&store)?;
+            let last = status.synced_at.as_deref().map_or("never".to_string(), |at| {
+                at.replace('T', " ").trim_end_matches('Z').to_string() + " UTC"
+            });
+            let text = format!(
+                "remote:   {}\nmachine:  {}\nrecords:  {}\nlast sync: {last}\nsessions: {} here, {} changed since the last sync\n",
+                status.remote,
+                status.name,
+                if status.encrypted { "encrypted (age)" } else { "plain" },
+                status.sessions,
+                status.changed,
+            );
+            super::print(&text)?;
+            Ok(exit::OK)
+        }
+        Some(SyncAction::Key) => match sync::key(&store)? {
+            Some(key) => {
+                super::print(&format!("{key}\n"))?;
+                if std::io::stdout().is_terminal() {
+                    say(
+                        "cca: on another machine: cca sync init REMOTE --key KEY (keep the key as secret as an SSH key)",
+                    );
+                }
+                Ok(exit::OK)
+            }
+            None => Err(Failure::usage("this machine's remote is plain: it has no key")
+                .hint("another machine joins it with `cca sync init REMOTE` alone")
+                .into()),
+        },
+    }
+}
+
+/// The key `--key` gives: the key itself, `-` for stdin, or a file holding it.
+fn read_key(given: &str) -> Result<String> {
+    if given.trim_start().starts_with(crate::sync::KEY_PREFIX) {
+        return Ok(given.to_string());
+    }
+    if given == "-" {
+        let mut key = String::new();
+        std::io::stdin().read_to_string(&mut key).context("cannot read the key from stdin")?;
+        return Ok(key);
+    }
+    std::fs::read_to_string(given).map_err(|e| {
+        Failure::usage(format!("--key {given}: not a key, and no file to read one from ({e})"))
+            .hint(format!(
+                "give the key itself ({}...), a file holding it, or - to read it from stdin",
+                crate::sync::KEY_PREFIX
+            ))
+            .into()
+    })
+}
+
+/// Says what a sync did, a line per kind of change.
+fn tell(store: &Store, report: &Report) {
+    let _ = store;
+    let list = |ids: &[String]| ids.join(", ");
+    if report.sent > 0 {
+        say(&format!("cca: sent {}", counted(report.sent as u64, "change", "changes")));
+    }
+    if !report.new.is_empty() {
+        say(&format!("cca: new here: {}", list(&report.new)));
+    }
+    if !report.continued.is_empty() {
+        let mut ids = report.continued.clone();
+        ids.dedup();
+        say(&format!("cca: continued elsewhere: {}", list(&ids)));
+    }
+    for (fork, session, machine) in &report.forks {
+        say(&format!(
+            "cca: {session} was continued both here and on {machine}: {machine}'s continuation is the fork {fork}"
+        ));
+    }
+    if !report.removed.is_empty() {
+        say(&format!("cca: moved to the trash elsewhere: {}", list(&report.removed)));
+    }
+    if !report.restored.is_empty() {
+        say(&format!("cca: restored elsewhere: {}", list(&report.restored)));
+    }
+    if !report.busy.is_empty() {
+        let mut ids = report.busy.clone();
+        ids.dedup();
+        say(&format!("cca: busy (a turn is running), left for the next sync: {}", list(&ids)));
+    }
+    for skipped in &report.skipped {
+        say(&format!("cca: warning: not synced: {skipped}"));
+    }
+    if let Some(latest) = &report.latest {
+        say(&format!("cca: `,` now continues {latest}, the conversation continued last"));
+    }
+    let quiet = report.sent == 0
+        && report.new.is_empty()
+        && report.continued.is_empty()
+        && report.forks.is_empty()
+        && report.removed.is_empty()
+        && report.restored.is_empty();
+    if quiet {
+        say("cca: up to date");
+    }
+}
+
+fn progress_bar(drawn: bool) -> indicatif::ProgressBar {
+    if !drawn || !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar =
+        indicatif::ProgressBar::with_draw_target(None, indicatif::ProgressDrawTarget::stderr());
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} sessions · {elapsed}")
+    {
+        bar.set_style(style);
+    }
+    bar
+}

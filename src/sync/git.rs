@@ -1,0 +1,211 @@
+//! The `git` program, driven for `cca sync`: the user's own git, so their remotes, SSH keys
+//! and credential helpers work unchanged. Only what sync needs: a clone of one branch, commits
+//! of this machine's logs, fetch, merge and push.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::error::{Failure, exit};
+use crate::run::{self, Ran};
+
+/// The branch of the remote that holds the logs: its own, so a repository on a forge can
+/// hold other things on its default branch.
+pub(crate) const BRANCH: &str = "cca";
+const REMOTE_BRANCH: &str = "refs/remotes/origin/cca";
+
+/// git, run in the sync repository.
+pub(crate) struct Git {
+    program: PathBuf,
+    dir: PathBuf,
+    /// Nobody is there to answer a password prompt: it fails instead of waiting.
+    background: bool,
+}
+
+/// What a push did.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Pushed {
+    Done,
+    /// Another machine pushed first: fetch, merge and push again.
+    Behind,
+}
+
+impl Git {
+    pub(crate) fn new(dir: &Path, background: bool) -> Result<Git> {
+        let program = which::which("git").map_err(|_| {
+            Failure::new(exit::ERROR, "git not found on PATH: cca sync drives git")
+                .hint("install git (https://git-scm.com), then run the command again")
+        })?;
+        Ok(Git { program, dir: dir.to_path_buf(), background })
+    }
+
+    /// Runs git with cca's settings for its own repository: commits by "cca" (no name or
+    /// address of the user's reaches the remote), no hooks, no signing, no maintenance left
+    /// running when cca is done.
+    fn run(&self, args: &[&str]) -> Result<Ran> {
+        let settings = [
+            "-c",
+            "user.name=cca",
+            "-c",
+            "user.email=cca@localhost",
+            "-c",
+            "commit.gpgsign=false",
+            "-c",
+            "core.hooksPath=.git/no-hooks",
+            "-c",
+            "gc.autoDetach=false",
+            "-c",
+            "maintenance.autoDetach=false",
+            "-c",
+            "core.autocrlf=false",
+        ];
+        let all: Vec<&OsStr> = settings.iter().chain(args).map(OsStr::new).collect();
+        let mut env = vec![("GIT_CONFIG_NOSYSTEM", "1"), ("LC_ALL", "C")];
+        if self.background {
+            env.push(("GIT_TERMINAL_PROMPT", "0"));
+            env.push(("GIT_SSH_COMMAND", "ssh -o BatchMode=yes"));
+        }
+        run::run_in(&self.program, &self.dir, &all, &env)
+    }
+
+    /// Runs git and fails, with what git said, when it does.
+    fn ok(&self, args: &[&str]) -> Result<String> {
+        let ran = self.run(args)?;
+        if !ran.success {
+            anyhow::bail!(
+                "git {} failed ({}): {}",
+                args.join(" "),
+                ran.status,
+                String::from_utf8_lossy(&ran.stderr).trim()
+            );
+        }
+        Ok(String::from_utf8_lossy(&ran.stdout).into_owned())
+    }
+
+    /// A new repository in the folder, with `remote` as its origin.
+    pub(crate) fn create(&self, remote: &str) -> Result<()> {
+        std::fs::create_dir_all(&self.dir)
+            .with_context(|| format!("cannot create {}", self.dir.display()))?;
+        self.ok(&["init", "-q", "-b", BRANCH])?;
+        self.ok(&["remote", "add", "origin", remote])?;
+        Ok(())
+    }
+
+    /// Fetches the remote's branch. An unreachable remote is an error saying so; nothing has
+    /// changed here.
+    pub(crate) fn fetch(&self) -> Result<()> {
+        let refspec = format!("+refs/heads/{BRANCH}:{REMOTE_BRANCH}");
+        let ran = self.run(&["fetch", "-q", "--no-tags", "origin", &refspec])?;
+        if ran.success {
+            return Ok(());
+        }
+        let said = String::from_utf8_lossy(&ran.stderr);
+        // A new, empty remote has no branch yet: nothing to take.
+        if said.contains("couldn't find remote ref") {
+            return Ok(());
+        }
+        let remote =
+            self.ok(&["remote", "get-url", "origin"]).unwrap_or_default().trim().to_string();
+        Err(Failure::new(exit::ERROR, format!("cannot reach the remote {remote}: {}", said.trim()))
+            .hint("check the address and your access to it (`git ls-remote REMOTE`); nothing here was changed, and the next `cca sync` sends and takes everything")
+            .into())
+    }
+
+    /// The commit the remote's branch was at when last fetched, if it has one.
+    pub(crate) fn remote_head(&self) -> Option<String> {
+        self.ok(&["rev-parse", "-q", "--verify", REMOTE_BRANCH])
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    }
+
+    /// This repository's own commit, if it has one.
+    pub(crate) fn head(&self) -> Option<String> {
+        self.ok(&["rev-parse", "-q", "--verify", "HEAD"])
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    }
+
+    /// Whether `commit` is in the history of `of`.
+    pub(crate) fn is_ancestor(&self, commit: &str, of: &str) -> bool {
+        self.run(&["merge-base", "--is-ancestor", commit, of]).is_ok_and(|ran| ran.success)
+    }
+
+    /// Starts this machine's branch at the remote's (joining a remote).
+    pub(crate) fn start_at_remote(&self) -> Result<()> {
+        self.ok(&["reset", "-q", "--hard", REMOTE_BRANCH]).map(drop)
+    }
+
+    /// Merges the remote's branch into this machine's. Each machine writes only its own
+    /// logs, so this never asks anyone: the merge is the union of the two.
+    pub(crate) fn merge(&self) -> Result<()> {
+        if self.dir.join(".git/MERGE_HEAD").exists() {
+            // A sync killed in the middle of a merge: start it again.
+            let _ = self.run(&["merge", "--abort"]);
+        }
+        if self.head().is_none() {
+            return self.start_at_remote();
+        }
+        self.ok(&["merge", "-q", "--no-edit", "--allow-unrelated-histories", REMOTE_BRANCH])
+            .map(drop)
+    }
+
+    /// Commits everything written to the repository; false when nothing was.
+    pub(crate) fn commit_all(&self, message: &str) -> Result<bool> {
+        // A git killed by a killed sync leaves its lock; no other git runs here (the sync
+        // lock is held).
+        let _ = std::fs::remove_file(self.dir.join(".git/index.lock"));
+        self.ok(&["add", "-A", "."])?;
+        if self.run(&["diff", "--cached", "--quiet"])?.success {
+            return Ok(false);
+        }
+        self.ok(&["commit", "-q", "--no-verify", "-m", message])?;
+        Ok(true)
+    }
+
+    /// Pushes this machine's branch to the remote's.
+    pub(crate) fn push(&self) -> Result<Pushed> {
+        let refspec = format!("HEAD:refs/heads/{BRANCH}");
+        let ran = self.run(&["push", "-q", "origin", &refspec])?;
+        if ran.success {
+            return Ok(Pushed::Done);
+        }
+        let said = String::from_utf8_lossy(&ran.stderr);
+        if said.contains("[rejected]")
+            || said.contains("fetch first")
+            || said.contains("non-fast-forward")
+        {
+            return Ok(Pushed::Behind);
+        }
+        Err(Failure::new(exit::ERROR, format!("cannot push to the remote: {}", said.trim()))
+            .hint("what was new here is kept and sent by the next `cca sync`")
+            .into())
+    }
+
+    /// Files under `folder` that changed between `since` and this machine's branch, or all of
+    /// them when there is no `since`.
+    pub(crate) fn changed(&self, since: Option<&str>, folder: &str) -> Result<Vec<String>> {
+        let listed = match since {
+            Some(commit) => {
+                self.ok(&["diff", "--name-only", "--no-renames", commit, "HEAD", "--", folder])?
+            }
+            None if self.head().is_some() => self.ok(&["ls-files", "--", folder])?,
+            None => String::new(),
+        };
+        Ok(listed.lines().map(str::to_string).collect())
+    }
+
+    /// Files written here and not yet committed (what a killed sync may have left).
+    pub(crate) fn uncommitted(&self, folder: &str) -> Result<Vec<String>> {
+        let listed = self.ok(&["status", "--porcelain", "-uall", "--no-renames", "--", folder])?;
+        Ok(listed.lines().filter_map(|l| l.get(3..)).map(str::to_string).collect())
+    }
+
+    /// Takes this machine's branch back to `commit` (undoing a merge whose records were
+    /// refused), keeping nothing written since: everything of this machine's is committed.
+    pub(crate) fn reset_to(&self, commit: &str) {
+        let _ = self.run(&["reset", "-q", "--hard", commit]);
+    }
+}

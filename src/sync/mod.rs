@@ -1,0 +1,968 @@
+//! `cca sync`: every conversation on every machine, over git, sealed for the user's key.
+//!
+//! The remote is a git repository whose branch `cca` holds, for each session, one log per
+//! machine that changed it: `sessions/BB/TOKEN/MACHINE.log`, a [`Record`] a line, each sealed
+//! ([`Seal`]). A machine only ever appends to its own logs, so two machines' commits touch
+//! different files and git merges them as a union, never asking anyone.
+//!
+//! A sync, holding the sync lock:
+//! 1. **Send**: what changed here since the last sync (a turn, a hand edit, a name, a removal,
+//!    a restore, a new session) becomes records appended to this machine's logs, committed.
+//! 2. **Fetch and merge** the remote's branch. A remote whose history no longer holds the
+//!    commit last merged was rewritten: an error, nothing here changed.
+//! 3. **Receive**: the other machines' new records, every one opened and read before any is
+//!    applied, are applied to the sessions here under each session's lock. A record continues
+//!    the local session whose `base` is its parent; one whose parent no local session is at was
+//!    a continuation made elsewhere of a session also continued here, and becomes a fork named
+//!    after that machine. Nothing is lost, and the session already here stays the session.
+//! 4. **Push**; if another machine pushed first, fetch, merge, receive and push again.
+//!
+//! The state (`$CCA_HOME/sync/state.json`) says where each local session stands and how many
+//! lines of each log were taken in. It is a cache of the logs in one sense only: a sync killed
+//! at any point is completed by the next one (the logs are written before the state, a log's
+//! cut last line is dropped, and applying a record whose result is already there adopts it).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Failure, exit};
+use crate::store::{self, Store};
+
+mod git;
+mod record;
+mod seal;
+
+pub(crate) use git::BRANCH;
+use git::{Git, Pushed};
+use record::{Change, Record, apply, change_since, hash};
+pub(crate) use seal::KEY_PREFIX;
+use seal::Seal;
+
+/// The file at the top of the remote saying what it is and which key seals it.
+const DESCRIPTION: &str = "cca-sync.json";
+/// The folder of the remote holding the logs.
+const LOGS: &str = "sessions";
+/// Pushes tried before giving up when other machines keep pushing first.
+const PUSHES: usize = 5;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Description {
+    format: u32,
+    /// The key's public half; absent on a plain remote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    recipient: Option<String>,
+}
+
+/// What this machine knows of the remote and of where each session stands against it.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct State {
+    /// The remote's address, as given to `cca sync init`.
+    remote: String,
+    /// This machine's id on the remote: random, so it says nothing of the machine.
+    machine: String,
+    /// This machine's name (its host name), in its records, for forks named after it.
+    name: String,
+    #[serde(default)]
+    plain: bool,
+    /// The number of this machine's next record.
+    #[serde(default)]
+    next: u64,
+    /// The remote commit last merged.
+    #[serde(default)]
+    merged: Option<String>,
+    /// When the last sync completed.
+    #[serde(default)]
+    synced_at: Option<String>,
+    /// A receive began and did not finish: the next sync completes it first.
+    #[serde(default)]
+    receiving: bool,
+    /// How many lines of each log (its path in the repository) were taken in.
+    #[serde(default)]
+    logs: BTreeMap<String, u64>,
+    /// Each local session (by its id here) kept in sync.
+    #[serde(default)]
+    sessions: BTreeMap<String, Local>,
+}
+
+/// Where a local session stands: which record its file is, and that file's size and hash.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Local {
+    /// The session it is on the remote (its id where it was created).
+    session: String,
+    /// The record its file is the result of.
+    base: String,
+    len: u64,
+    hash: String,
+    #[serde(default)]
+    removed: bool,
+    /// The file's stamp then: unchanged, the file is not read again.
+    #[serde(default)]
+    stamp: u64,
+}
+
+/// What a sync did, for the front end to say.
+#[derive(Debug, Default)]
+pub(crate) struct Report {
+    /// Records sent.
+    pub sent: usize,
+    /// Sessions that arrived, new here.
+    pub new: Vec<String>,
+    /// Sessions continued (or edited) elsewhere, brought up to date here.
+    pub continued: Vec<String>,
+    /// Forks made here: (the fork, the session, the machine whose continuation it holds).
+    pub forks: Vec<(String, String, String)>,
+    pub removed: Vec<String>,
+    pub restored: Vec<String>,
+    /// Sessions left for the next sync: a turn was running in them.
+    pub busy: Vec<String>,
+    /// Sessions that could not be sent, with why.
+    pub skipped: Vec<String>,
+    /// Where `latest` points now, when the sync moved it.
+    pub latest: Option<String>,
+}
+
+/// What `cca sync status` shows.
+#[derive(Debug)]
+pub(crate) struct Status {
+    pub remote: String,
+    pub name: String,
+    pub encrypted: bool,
+    pub synced_at: Option<String>,
+    /// Sessions changed here since the last sync.
+    pub changed: usize,
+    pub sessions: usize,
+}
+
+/// Sets this machine up to sync with `remote`: a new remote gets a new key (or none with
+/// `plain`), a remote in use is joined with its key. Then syncs once.
+pub(crate) fn init(
+    store: &Store,
+    remote: &str,
+    key: Option<&str>,
+    plain: bool,
+    name: Option<&str>,
+) -> Result<Report> {
+    if store.read_sync_state()?.is_some() {
+        let state = load(store)?;
+        bail!(Failure::usage(format!("this machine syncs with {} already", state.remote)).hint(
+            format!(
+                "`cca sync` syncs with it; to use another remote, move {} away first",
+                store.sync_dir().display()
+            )
+        ));
+    }
+    store.make_sync_dir()?;
+    let repo = store.sync_repo();
+    if repo.exists() {
+        // Left by an init that failed: nothing of it was used.
+        std::fs::remove_dir_all(&repo)
+            .with_context(|| format!("cannot remove {}", repo.display()))?;
+    }
+    let git = Git::new(&repo, false)?;
+    git.create(remote)?;
+    let made = (|| -> Result<Seal> {
+        git.fetch()?;
+        let seal = if git.remote_head().is_some() {
+            git.start_at_remote()?;
+            join(&repo, key, plain)?
+        } else {
+            let seal = match key {
+                _ if plain => Seal::Plain,
+                Some(key) => Seal::from_key(key)?,
+                None => Seal::generate(),
+            };
+            let description = Description { format: 1, recipient: seal.recipient() };
+            let text = serde_json::to_string_pretty(&description)? + "\n";
+            store::write_repo_file(&repo.join(DESCRIPTION), &text)?;
+            git.commit_all("cca sync: a new remote")?;
+            if git.push()? != Pushed::Done {
+                bail!(
+                    Failure::new(exit::ERROR, "another machine set up this remote just now").hint(
+                        "join it: `cca sync key` there, then `cca sync init REMOTE --key KEY` here"
+                    )
+                );
+            }
+            seal
+        };
+        Ok(seal)
+    })();
+    let seal = match made {
+        Ok(seal) => seal,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&repo);
+            return Err(e);
+        }
+    };
+    if let Some(key) = seal.key_text() {
+        store.write_sync_key(&key)?;
+    }
+    let state = State {
+        remote: remote.to_string(),
+        machine: new_machine_id(),
+        name: name.map_or_else(host_name, str::to_string),
+        plain: matches!(seal, Seal::Plain),
+        ..State::default()
+    };
+    save(store, &state)?;
+    sync(store, false, &|_, _| {})
+}
+
+/// The seal of a remote in use, from its description and the key given.
+fn join(repo: &Path, key: Option<&str>, plain: bool) -> Result<Seal> {
+    let text = std::fs::read_to_string(repo.join(DESCRIPTION)).map_err(|_| {
+        Failure::new(
+            exit::ERROR,
+            format!("the remote's branch `{BRANCH}` is not a cca sync remote"),
+        )
+        .hint("give an empty repository, or one another machine set up with `cca sync init`")
+    })?;
+    let description: Description = serde_json::from_str(&text).map_err(|e| {
+        Failure::new(exit::ERROR, format!("the remote's {DESCRIPTION} cannot be read: {e}"))
+    })?;
+    match (description.recipient, key) {
+        (None, None) => Ok(Seal::Plain),
+        (None, Some(_)) => Err(Failure::usage("this remote is plain (set up with --plain): it takes no key")
+            .hint("leave out --key")
+            .into()),
+        (Some(_), None) if plain => Err(Failure::usage("this remote is encrypted: --plain cannot join it")
+            .hint("run `cca sync key` on a machine that syncs with it, then `cca sync init REMOTE --key KEY`")
+            .into()),
+        (Some(_), None) => Err(Failure::usage("this remote is encrypted: joining it takes its key")
+            .hint("run `cca sync key` on a machine that syncs with it, then `cca sync init REMOTE --key KEY`")
+            .into()),
+        (Some(recipient), Some(key)) => {
+            let seal = Seal::from_key(key).map_err(|e| Failure::usage(e.to_string()))?;
+            if seal.recipient().as_deref() != Some(recipient.as_str()) {
+                bail!(Failure::usage("wrong key: this remote is sealed for another key")
+                    .hint("copy the key `cca sync key` prints on a machine that syncs with this remote"));
+            }
+            Ok(seal)
+        }
+    }
+}
+
+/// The key another machine needs to join (`cca sync key`); none for a plain remote.
+pub(crate) fn key(store: &Store) -> Result<Option<String>> {
+    let state = load(store)?;
+    if state.plain {
+        return Ok(None);
+    }
+    Ok(Some(opened_seal(store, &state)?.key_text().unwrap_or_default()))
+}
+
+/// Where this machine stands (`cca sync status`), without reaching the remote.
+pub(crate) fn status(store: &Store) -> Result<Status> {
+    let state = load(store)?;
+    let stamps = store.session_stamps()?;
+    let changed = stamps
+        .iter()
+        .filter(|(id, stamp)| state.sessions.get(id).is_none_or(|l| l.removed || l.stamp != *stamp))
+        .count()
+        + state
+            .sessions
+            .iter()
+            .filter(|(id, l)| !l.removed && !stamps.iter().any(|(s, _)| s == *id))
+            .count();
+    Ok(Status {
+        remote: state.remote.clone(),
+        name: state.name.clone(),
+        encrypted: !state.plain,
+        synced_at: state.synced_at.clone(),
+        changed,
+        sessions: stamps.len(),
+    })
+}
+
+/// Starts `cca sync --background` and leaves it running, for `sync = "after-turn"`: the turn
+/// does not wait for it, and it ends when done (or at once if another sync runs). What it
+/// says goes to `$CCA_HOME/sync/sync.log`. A machine not set up to sync starts nothing.
+pub(crate) fn after_turn(store: &Store) {
+    let Some(cca) = crate::run::own_program() else { return };
+    if !store.sync_dir().join("state.json").exists() {
+        return;
+    }
+    if let Ok(log) = store.sync_log() {
+        let args = ["sync", "--background", "-q"].map(std::ffi::OsString::from);
+        let _ = crate::run::detach(cca, &args, false, &log);
+    }
+}
+
+/// One sync: send what is new here, take what is new there. `background` (a sync started
+/// after a turn) gives up at once when another sync runs, and never prompts. `progress` is
+/// told (done, of) as sessions are sent and received.
+pub(crate) fn sync(
+    store: &Store,
+    background: bool,
+    progress: &dyn Fn(usize, usize),
+) -> Result<Report> {
+    let _lock = if background {
+        match store.lock(".sync", false, || {}) {
+            Ok(lock) => lock,
+            Err(_) => return Ok(Report::default()),
+        }
+    } else {
+        store.lock(".sync", true, || {
+            crate::front::terminal::say("cca: another cca sync is running here; waiting for it")
+        })?
+    };
+    let state = load(store)?;
+    let seal = opened_seal(store, &state)?;
+    let git = Git::new(&store.sync_repo(), background)?;
+    let mut syncing = Syncing {
+        store,
+        state,
+        seal,
+        git,
+        report: Report::default(),
+        progress,
+        newest: None,
+        background,
+    };
+    syncing.run()?;
+    Ok(syncing.report)
+}
+
+fn load(store: &Store) -> Result<State> {
+    let text = store.read_sync_state()?.ok_or_else(|| {
+        Failure::usage("this machine does not sync yet")
+            .hint("set it up with `cca sync init REMOTE` (a git remote: a bare repository over SSH, a private repository on a forge, a folder)")
+    })?;
+    serde_json::from_str(&text).with_context(|| {
+        format!("{} cannot be read", store.sync_dir().join("state.json").display())
+    })
+}
+
+fn save(store: &Store, state: &State) -> Result<()> {
+    store.write_sync_state(&serde_json::to_string(state)?)
+}
+
+fn opened_seal(store: &Store, state: &State) -> Result<Seal> {
+    if state.plain {
+        return Ok(Seal::Plain);
+    }
+    let key = store.read_sync_key()?.ok_or_else(|| {
+        Failure::new(exit::ERROR, format!("the sync key {} is missing", store.sync_dir().join("key").display()))
+            .hint("copy it from a machine that syncs with this remote (`cca sync key` there) into that file")
+    })?;
+    Seal::from_key(&key)
+}
+
+/// A sync under way.
+struct Syncing<'a> {
+    store: &'a Store,
+    state: State,
+    seal: Seal,
+    git: Git,
+    report: Report,
+    progress: &'a dyn Fn(usize, usize),
+    /// The session changed last by another machine's record, and when.
+    newest: Option<(String, String)>,
+    /// Started after a turn: no one waits for it, so it waits for sessions' locks.
+    background: bool,
+}
+
+impl Syncing<'_> {
+    fn run(&mut self) -> Result<()> {
+        self.recover()?;
+        if self.state.receiving {
+            // Killed while applying what it had merged: finish that before anything here is
+            // taken for a change of this machine's own.
+            self.receive()?;
+        }
+        self.send()?;
+        self.git.commit_all(&format!("cca sync from {}", self.state.machine))?;
+        for attempt in 1..=PUSHES {
+            self.git.fetch()?;
+            let before = self.git.head();
+            self.merge()?;
+            let incoming = match self.incoming() {
+                Ok(incoming) => incoming,
+                Err(e) => {
+                    // Refused whole: the merge is undone, and the next sync fetches it again.
+                    if let Some(before) = before {
+                        self.git.reset_to(&before);
+                    }
+                    return Err(e);
+                }
+            };
+            self.take(incoming)?;
+            let remote = self.git.remote_head();
+            if remote.is_some() && remote == self.git.head() {
+                break;
+            }
+            match self.git.push()? {
+                Pushed::Done => break,
+                Pushed::Behind if attempt < PUSHES => continue,
+                Pushed::Behind => bail!(
+                    Failure::new(
+                        exit::ERROR,
+                        "other machines kept pushing first: nothing was pushed"
+                    )
+                    .hint("what is new here is kept; run `cca sync` again")
+                ),
+            }
+        }
+        self.state.synced_at = Some(now());
+        save(self.store, &self.state)?;
+        self.point_latest();
+        Ok(())
+    }
+
+    /// Takes in this machine's own records that a killed sync wrote to its logs but not to
+    /// the state, so they are not sent twice.
+    fn recover(&mut self) -> Result<()> {
+        let own = format!("{}.log", self.state.machine);
+        let mut found = false;
+        for path in self.git.uncommitted(LOGS)? {
+            if !path.ends_with(&own) {
+                continue;
+            }
+            let records = self.read_log(&path)?;
+            *self.state.logs.entry(path).or_default() += records.len() as u64;
+            for record in records {
+                found = true;
+                self.took_own(&record);
+            }
+        }
+        if found {
+            save(self.store, &self.state)?;
+        }
+        Ok(())
+    }
+
+    /// Puts one of this machine's own records into the state, as sending it did.
+    fn took_own(&mut self, record: &Record) {
+        let id = match &record.parent {
+            Some(parent) => self.local_at(&record.session, Some(parent)),
+            None => Some(record.session.clone()),
+        };
+        let Some(id) = id else { return };
+        let before = self.state.sessions.get(&id).map_or(0, |l| l.len);
+        let len = match &record.change {
+            Change::Whole { text } => text.len() as u64,
+            Change::Append { text } => before + text.len() as u64,
+            Change::Remove | Change::Restore => before,
+        };
+        let removed = match &record.change {
+            Change::Remove => true,
+            Change::Restore => false,
+            _ => self.state.sessions.get(&id).is_some_and(|l| l.removed),
+        };
+        self.state.sessions.insert(
+            id,
+            Local {
+                session: record.session.clone(),
+                base: record.id.clone(),
+                len,
+                hash: record.hash.clone(),
+                removed,
+                stamp: 0,
+            },
+        );
+        let seq = record.id.rsplit(':').next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+        self.state.next = self.state.next.max(seq + 1);
+    }
+
+    /// The local session whose file is the record `parent` of `session`.
+    fn local_at(&self, session: &str, parent: Option<&str>) -> Option<String> {
+        let parent = parent?;
+        self.state
+            .sessions
+            .iter()
+            .find(|(_, l)| l.session == session && l.base == parent)
+            .map(|(id, _)| id.clone())
+    }
+
+    /// The records of a log not yet taken in, opened and read; any that cannot be is an error
+    /// naming it, before anything is applied.
+    fn read_log(&self, path: &str) -> Result<Vec<Record>> {
+        let bytes = store::read_log(&self.store.sync_repo().join(path))?;
+        let lines: Vec<&[u8]> =
+            bytes.split_inclusive(|&b| b == b'\n').filter(|l| l.ends_with(b"\n")).collect();
+        let seen = self.state.logs.get(path).copied().unwrap_or(0) as usize;
+        if lines.len() < seen {
+            bail!(rewritten(&format!("its log {path} is shorter than this machine read it")));
+        }
+        let machine = Path::new(path).file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+        let folder = Path::new(path)
+            .parent()
+            .and_then(|p| p.file_name())
+            .and_then(|s| s.to_str())
+            .unwrap_or_default();
+        let mut records = Vec::new();
+        for (n, line) in lines.iter().enumerate().skip(seen) {
+            let line = &line[..line.len() - 1];
+            let bad = |why: String| {
+                Failure::new(exit::ERROR, format!("record {} of the remote's {path} {why}", n + 1))
+                    .hint(
+                        "nothing here was changed; a wrong key, or a remote someone else wrote to",
+                    )
+            };
+            let opened = self.seal.open(line).map_err(bad)?;
+            let record = Record::from_line(&opened).map_err(bad)?;
+            if record.machine_id() != machine || self.seal.token(&record.session) != folder {
+                bail!(bad("is not where its machine wrote it".to_string()));
+            }
+            records.push(record);
+        }
+        Ok(records)
+    }
+
+    /// Records what changed here since the last sync in this machine's logs, then the state.
+    fn send(&mut self) -> Result<()> {
+        let stamps: HashMap<String, u64> = self.store.session_stamps()?.into_iter().collect();
+        let mut records = Vec::new();
+        let total = stamps.len();
+        for (done, (id, stamp)) in stamps.iter().enumerate() {
+            if done % 100 == 0 {
+                (self.progress)(done, total);
+            }
+            let known = self.state.sessions.get(id).cloned();
+            if known.as_ref().is_some_and(|l| !l.removed && l.stamp == *stamp) {
+                continue;
+            }
+            // After a turn, the sync started by it waits for the turn's lock to be let go.
+            let Ok(_lock) = self.store.lock(id, self.background, || {}) else {
+                self.report.busy.push(id.clone());
+                continue;
+            };
+            let text = match self.store.read_session_text(id, false) {
+                Ok(Some(text)) => text,
+                Ok(None) => continue,
+                Err(e) => {
+                    self.report.skipped.push(format!("{id}: {e:#}"));
+                    continue;
+                }
+            };
+            let mut local = match known {
+                Some(local) => local,
+                None => {
+                    let record = self.record(
+                        id,
+                        None,
+                        Change::Whole { text: text.clone() },
+                        hash(text.as_bytes()),
+                    );
+                    let local = Local {
+                        session: id.clone(),
+                        base: record.id.clone(),
+                        len: text.len() as u64,
+                        hash: record.hash.clone(),
+                        removed: false,
+                        stamp: *stamp,
+                    };
+                    records.push(record);
+                    self.state.sessions.insert(id.clone(), local);
+                    continue;
+                }
+            };
+            if local.removed {
+                let record = self.record(
+                    &local.session,
+                    Some(&local.base),
+                    Change::Restore,
+                    local.hash.clone(),
+                );
+                local.base = record.id.clone();
+                local.removed = false;
+                records.push(record);
+            }
+            if let Some(change) = change_since(local.len, &local.hash, &text) {
+                let record =
+                    self.record(&local.session, Some(&local.base), change, hash(text.as_bytes()));
+                local.base = record.id.clone();
+                local.len = text.len() as u64;
+                local.hash = record.hash.clone();
+                records.push(record);
+            }
+            local.stamp = *stamp;
+            self.state.sessions.insert(id.clone(), local);
+        }
+        // Sessions no longer here: in the trash, or deleted, which a machine that still has
+        // one takes as the trash (nothing is lost there).
+        let gone: Vec<String> = self
+            .state
+            .sessions
+            .iter()
+            .filter(|(id, l)| !l.removed && !stamps.contains_key(*id))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in gone {
+            let mut local = self.state.sessions[&id].clone();
+            let record =
+                self.record(&local.session, Some(&local.base), Change::Remove, local.hash.clone());
+            local.base = record.id.clone();
+            local.removed = true;
+            local.stamp = 0;
+            records.push(record);
+            self.state.sessions.insert(id, local);
+        }
+        self.write_records(&records)?;
+        self.report.sent += records.len();
+        save(self.store, &self.state)
+    }
+
+    /// A new record of this machine's.
+    fn record(
+        &mut self,
+        session: &str,
+        parent: Option<&str>,
+        change: Change,
+        hash: String,
+    ) -> Record {
+        let id = format!("{}:{}", self.state.machine, self.state.next);
+        self.state.next += 1;
+        Record {
+            id,
+            parent: parent.map(str::to_string),
+            session: session.to_string(),
+            machine: self.state.name.clone(),
+            at: now(),
+            change,
+            hash,
+        }
+    }
+
+    /// The path in the repository of a machine's log for a session.
+    fn log_path(&self, session: &str, machine: &str) -> String {
+        let token = self.seal.token(session);
+        let bucket = &hash(session.as_bytes())[..2];
+        format!("{LOGS}/{bucket}/{token}/{machine}.log")
+    }
+
+    /// Appends records to this machine's logs (each log once), counting them as read.
+    fn write_records(&mut self, records: &[Record]) -> Result<()> {
+        let mut by_log: BTreeMap<String, (String, u64)> = BTreeMap::new();
+        for record in records {
+            let path = self.log_path(&record.session, &self.state.machine);
+            let entry = by_log.entry(path).or_default();
+            entry.0.push_str(&self.seal.seal(&record.to_line()));
+            entry.0.push('\n');
+            entry.1 += 1;
+        }
+        let repo = self.store.sync_repo();
+        for (path, (lines, count)) in by_log {
+            store::append_log(&repo.join(&path), &lines)?;
+            *self.state.logs.entry(path).or_default() += count;
+        }
+        Ok(())
+    }
+
+    /// Fetched: merge, unless the remote was rewritten.
+    fn merge(&mut self) -> Result<()> {
+        let Some(remote) = self.git.remote_head() else { return Ok(()) };
+        if let Some(merged) = &self.state.merged
+            && !self.git.is_ancestor(merged, &remote)
+        {
+            bail!(rewritten(&format!(
+                "it no longer holds the commit {merged} this machine took from it"
+            )));
+        }
+        self.git.merge()
+    }
+
+    /// Applies the other machines' new records to the sessions here.
+    fn receive(&mut self) -> Result<()> {
+        let incoming = self.incoming()?;
+        self.take(incoming)
+    }
+
+    /// The other machines' records merged and not yet taken in, by session: every one opened
+    /// and read before any is applied.
+    fn incoming(&self) -> Result<BTreeMap<String, Vec<(String, Record)>>> {
+        let own = format!("{}.log", self.state.machine);
+        let changed = self.git.changed(self.state.merged.as_deref(), LOGS)?;
+        let mut by_session: BTreeMap<String, Vec<(String, Record)>> = BTreeMap::new();
+        for path in changed.iter().filter(|p| !p.ends_with(&own)) {
+            for record in self.read_log(path)? {
+                by_session.entry(record.session.clone()).or_default().push((path.clone(), record));
+            }
+        }
+        Ok(by_session)
+    }
+
+    /// Applies records [`Self::incoming`] read.
+    fn take(&mut self, by_session: BTreeMap<String, Vec<(String, Record)>>) -> Result<()> {
+        let merged = self.git.remote_head();
+        if !by_session.is_empty() {
+            self.state.receiving = true;
+            save(self.store, &self.state)?;
+        }
+        let total = by_session.len();
+        for (done, (session, records)) in by_session.into_iter().enumerate() {
+            if done % 100 == 0 {
+                (self.progress)(done, total);
+            }
+            for (path, record) in in_order(records) {
+                if !self.apply(&session, &record)? {
+                    self.report.busy.push(session.clone());
+                    break;
+                }
+                *self.state.logs.entry(path).or_default() += 1;
+            }
+        }
+        if total > 0 {
+            self.store.sync_sessions()?;
+        }
+        self.state.receiving = false;
+        self.state.merged = merged.or(self.state.merged.take());
+        save(self.store, &self.state)
+    }
+
+    /// Applies one record of another machine's; false when the session it changes is busy
+    /// (a turn is running in it, or changed it since this sync sent it): left for the next sync.
+    fn apply(&mut self, session: &str, record: &Record) -> Result<bool> {
+        if let Some(id) = self.local_at(session, record.parent.as_deref()) {
+            return self.continue_local(&id, record);
+        }
+        match &record.change {
+            // The branch it removes or restores is not here: nothing to do.
+            Change::Remove | Change::Restore => Ok(true),
+            Change::Whole { .. } | Change::Append { .. } => self.make_local(session, record),
+        }
+    }
+
+    /// Applies a record to the local session whose file its parent is.
+    fn continue_local(&mut self, id: &str, record: &Record) -> Result<bool> {
+        let Ok(_lock) = self.store.lock(id, self.background, || {}) else { return Ok(false) };
+        let local = self.state.sessions[id].clone();
+        let Some(text) = self.store.read_session_text(id, local.removed)? else { return Ok(false) };
+        let now = hash(text.as_bytes());
+        let removed = match record.change {
+            Change::Remove => true,
+            Change::Restore => false,
+            _ => local.removed,
+        };
+        if now == local.hash {
+            match &record.change {
+                Change::Append { text: added } if !local.removed => {
+                    self.store.append_to_session(id, added)?;
+                    self.report.continued.push(id.to_string());
+                    self.touched(id, record);
+                }
+                Change::Append { .. } | Change::Whole { .. } => {
+                    self.store.replace_session(id, &apply(&text, &record.change), local.removed)?;
+                    self.report.continued.push(id.to_string());
+                    self.touched(id, record);
+                }
+                Change::Remove if !local.removed => {
+                    self.store.remove(id, false)?;
+                    self.report.removed.push(id.to_string());
+                }
+                Change::Restore if local.removed => {
+                    self.store.restore(id)?;
+                    self.report.restored.push(id.to_string());
+                }
+                Change::Remove | Change::Restore => {}
+            }
+        } else if now != record.hash {
+            // Changed here since it was sent: sent next time, and this record then forks.
+            return Ok(false);
+        }
+        let len = apply(&text, &record.change).len() as u64;
+        let stamp = if removed { 0 } else { self.store.session_stamp(id).unwrap_or(0) };
+        self.state.sessions.insert(
+            id.to_string(),
+            Local {
+                session: local.session,
+                base: record.id.clone(),
+                len,
+                hash: record.hash.clone(),
+                removed,
+                stamp,
+            },
+        );
+        Ok(true)
+    }
+
+    /// A record no local session can take: a session new here, or a continuation made
+    /// elsewhere of one continued here too, which becomes a fork named after its machine.
+    fn make_local(&mut self, session: &str, record: &Record) -> Result<bool> {
+        let text = match &record.parent {
+            None => apply("", &record.change),
+            Some(parent) => apply(&self.text_at(session, parent)?, &record.change),
+        };
+        if hash(text.as_bytes()) != record.hash {
+            bail!(
+                Failure::new(exit::ERROR, format!("the remote's record {} of session {session} does not give the text it names", record.id))
+                    .hint("nothing here was changed by it; a remote someone else wrote to")
+            );
+        }
+        // Its own id, unless that is taken here by another session (two machines made one in
+        // the same second) or it continues a session already here in another way.
+        let own_id =
+            record.parent.is_none() && !self.state.sessions.values().any(|l| l.session == session);
+        let candidates = std::iter::once(session.to_string())
+            .filter(|_| own_id)
+            .chain((1..).map(|n| fork_name(session, &record.machine, n)));
+        let mut made = None;
+        for id in candidates.take(1000) {
+            if self.state.sessions.contains_key(&id) {
+                continue;
+            }
+            if self.store.id_taken(&id) {
+                // Made by a sync killed before it saved its state: the same text is that one.
+                let there = self.store.read_session_text(&id, false).ok().flatten();
+                if there.is_some_and(|t| hash(t.as_bytes()) == record.hash) {
+                    made = Some(id);
+                    break;
+                }
+                continue;
+            }
+            if self.store.create_session_as(&id, &text)? {
+                made = Some(id);
+                break;
+            }
+        }
+        let id = made.context("no free id for a session taken from the remote")?;
+        if id == session {
+            self.report.new.push(id.clone());
+        } else {
+            self.report.forks.push((id.clone(), session.to_string(), record.machine.clone()));
+        }
+        self.touched(&id, record);
+        let stamp = self.store.session_stamp(&id).unwrap_or(0);
+        self.state.sessions.insert(
+            id,
+            Local {
+                session: session.to_string(),
+                base: record.id.clone(),
+                len: text.len() as u64,
+                hash: record.hash.clone(),
+                removed: false,
+                stamp,
+            },
+        );
+        Ok(true)
+    }
+
+    /// A session's text as the record `at` left it, rebuilt from every log of the session.
+    fn text_at(&self, session: &str, at: &str) -> Result<String> {
+        let repo = self.store.sync_repo();
+        let folder = Path::new(&self.log_path(session, "x"))
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let mut records: HashMap<String, Record> = HashMap::new();
+        for entry in std::fs::read_dir(repo.join(&folder)).into_iter().flatten().flatten() {
+            let bytes = store::read_log(&entry.path())?;
+            for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                if let Ok(record) = self.seal.open(line).and_then(|o| Record::from_line(&o)) {
+                    records.insert(record.id.clone(), record);
+                }
+            }
+        }
+        let mut chain = Vec::new();
+        let mut next = Some(at.to_string());
+        while let Some(id) = next {
+            let record = records.get(&id).with_context(|| {
+                format!("the remote holds no record {id} of session {session}, which a later one follows")
+            })?;
+            chain.push(record);
+            if matches!(record.change, Change::Whole { .. }) || chain.len() > records.len() {
+                break;
+            }
+            next = record.parent.clone();
+        }
+        Ok(chain.iter().rev().fold(String::new(), |text, record| apply(&text, &record.change)))
+    }
+
+    /// Points `latest` at the session continued most recently elsewhere, when that was
+    /// after the last activity here: `,` then continues the conversation the user just left
+    /// on the other machine.
+    fn point_latest(&mut self) {
+        let Some((at, id)) = self.newest.clone() else { return };
+        let Ok(at) = chrono::DateTime::parse_from_rfc3339(&at) else { return };
+        let current = self.store.latest().ok().flatten();
+        if current.as_deref() == Some(id.as_str()) {
+            return;
+        }
+        let here = current
+            .and_then(|c| self.store.session_path(&c).metadata().ok()?.modified().ok())
+            .map(chrono::DateTime::<chrono::Utc>::from);
+        if here.is_none_or(|here| at > here) && self.store.set_latest(&id).is_ok() {
+            self.report.latest = Some(id);
+        }
+    }
+
+    /// Notes a session changed by another machine's record, for [`Self::point_latest`].
+    fn touched(&mut self, id: &str, record: &Record) {
+        if self.newest.as_ref().is_none_or(|(at, _)| record.at > *at) {
+            self.newest = Some((record.at.clone(), id.to_string()));
+        }
+    }
+}
+
+/// Records of several logs in an order where each comes after the one it follows (each
+/// log's own order kept).
+fn in_order(records: Vec<(String, Record)>) -> Vec<(String, Record)> {
+    let mut pending = records;
+    let mut ordered = Vec::with_capacity(pending.len());
+    while !pending.is_empty() {
+        let waiting: HashSet<String> = pending.iter().map(|(_, r)| r.id.clone()).collect();
+        let mut blocked_logs: HashSet<String> = HashSet::new();
+        let mut rest = Vec::new();
+        for (path, record) in pending {
+            let ready = !blocked_logs.contains(&path)
+                && record.parent.as_ref().is_none_or(|p| {
+                    !waiting.contains(p)
+                        || ordered.iter().any(|(_, r): &(String, Record)| &r.id == p)
+                });
+            if ready {
+                ordered.push((path, record));
+            } else {
+                blocked_logs.insert(path.clone());
+                rest.push((path, record));
+            }
+        }
+        if rest.len() == waiting.len() {
+            // A cycle, which no machine writes: taken as they are.
+            ordered.extend(rest);
+            break;
+        }
+        pending = rest;
+    }
+    ordered
+}
+
+/// The name of a fork holding another machine's continuation: the session's id and the
+/// machine's name, as an id allows it.
+fn fork_name(session: &str, machine: &str, n: u32) -> String {
+    let machine: String = machine
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '-' })
+        .take(40)
+        .collect();
+    let machine = if machine.is_empty() { "elsewhere".to_string() } else { machine };
+    let base: String = format!("{session}-{machine}").chars().take(120).collect();
+    if n == 1 { base } else { format!("{base}-{n}") }
+}
+
+fn rewritten(why: &str) -> Failure {
+    Failure::new(exit::ERROR, format!("the remote's history was rewritten: {why}"))
+        .hint("nothing here was changed; if that was meant, move $CCA_HOME/sync away and run `cca sync init` again")
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// A random id for this machine on the remote.
+fn new_machine_id() -> String {
+    let seed = format!(
+        "{}-{}-{:?}",
+        host_name(),
+        std::process::id(),
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default()
+    );
+    hash(seed.as_bytes())[..12].to_string()
+}
+
+/// This machine's host name.
+fn host_name() -> String {
+    let name = rustix::system::uname().nodename().to_string_lossy().into_owned();
+    if name.is_empty() { "this-machine".to_string() } else { name }
+}

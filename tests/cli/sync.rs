@@ -1,0 +1,373 @@
+//! `cca sync` with the real `git` against remotes the tests make: a bare repository in a
+//! folder stands for the remote, and each `TestEnv` (its own `CCA_HOME`) for a machine.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::common::*;
+
+/// A bare repository in a folder of its own, as a remote.
+fn bare_remote(env: &TestEnv) -> PathBuf {
+    let remote = env.root.path().join("remote.git");
+    let out = Command::new("git").args(["init", "-q", "--bare"]).arg(&remote).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    remote
+}
+
+/// A machine: its own home, with the fake engines, asking at `now`.
+struct Machine {
+    env: TestEnv,
+    name: &'static str,
+}
+
+impl Machine {
+    fn new(name: &'static str) -> Machine {
+        Machine { env: TestEnv::new(), name }
+    }
+
+    fn run(&self, args: &[&str]) -> Run {
+        self.env.run(args)
+    }
+
+    /// Asks a question at `now` (a new session unless `resume`).
+    fn ask(&self, now: &str, question: &str, resume: bool) {
+        let args: &[&str] =
+            if resume { &["search", "-q", "-r", question] } else { &["search", "-q", question] };
+        self.env.run_with(args, None, &[("CCA_NOW", now)]).ok();
+    }
+
+    fn init(&self, remote: &Path, key: Option<&str>) -> Run {
+        let remote = remote.to_str().unwrap();
+        let mut args = vec!["sync", "init", remote, "--name", self.name];
+        if let Some(key) = key {
+            args.extend(["--key", key]);
+        }
+        self.run(&args)
+    }
+
+    fn key(&self) -> String {
+        self.run(&["sync", "key"]).ok().stdout.trim().to_string()
+    }
+
+    fn sync(&self) -> Run {
+        self.run(&["sync"])
+    }
+
+    /// Every session file here (name and text), the trash apart.
+    fn sessions(&self) -> Vec<(String, String)> {
+        let mut found: Vec<(String, String)> = self
+            .env
+            .session_files()
+            .into_iter()
+            .map(|name| {
+                let text = std::fs::read_to_string(self.env.sessions_dir().join(&name)).unwrap();
+                (name, text)
+            })
+            .collect();
+        found.sort();
+        found
+    }
+
+    fn text(&self, id: &str) -> String {
+        std::fs::read_to_string(self.env.session_path(id)).unwrap()
+    }
+
+    fn trash(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.env.cca_home.join("trash"))
+            .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+}
+
+/// Two machines syncing through one encrypted remote, the first holding a session.
+fn two_machines() -> (Machine, Machine, PathBuf) {
+    let a = Machine::new("laptop");
+    let b = Machine::new("desktop");
+    let remote = bare_remote(&a.env);
+    a.ask("2026-11-21T10:15:00Z", "where does the retry live", false);
+    a.init(&remote, None).ok().stderr_has("now syncs with");
+    let key = a.key();
+    assert!(key.starts_with("AGE-SECRET-KEY-1"), "{key}");
+    b.init(&remote, Some(&key)).ok().stderr_has("new here: 20261121-101500");
+    (a, b, remote)
+}
+
+const ID: &str = "20261121-101500";
+
+#[test]
+fn a_session_started_on_one_machine_is_continued_on_another_and_back_again() {
+    let (a, b, _remote) = two_machines();
+    assert_eq!(a.sessions(), b.sessions());
+    // B continues it with `,` as a local one: the engine gets A's exchange as history.
+    b.run(&[",", "-q", "and who calls it"]).ok();
+    assert_eq!(b.env.last_users(), ["where does the retry live"]);
+    b.sync().ok().stderr_has("sent 1 change");
+    a.sync().ok().stderr_has(&format!("continued elsewhere: {ID}"));
+    assert_eq!(a.sessions(), b.sessions());
+    assert!(a.text(ID).contains("and who calls it"));
+    a.run(&[",", "-q", "move it into the client"]).ok();
+    assert_eq!(a.env.last_users(), ["where does the retry live", "and who calls it"]);
+    a.sync().ok();
+    b.sync().ok();
+    assert_eq!(a.sessions(), b.sessions());
+    b.sync().ok().stderr_has("up to date");
+}
+
+#[test]
+fn a_session_continued_on_two_machines_at_once_keeps_both_as_a_fork_named_after_the_other() {
+    let (a, b, _remote) = two_machines();
+    a.run(&[",", "-q", "asked on the laptop"]).ok();
+    b.run(&[",", "-q", "asked on the desktop"]).ok();
+    a.sync().ok();
+    b.sync()
+        .ok()
+        .stderr_has(&format!("{ID} was continued both here and on laptop"))
+        .stderr_has(&format!("{ID}-laptop"));
+    a.sync().ok().stderr_has(&format!("{ID}-desktop"));
+    // Each machine's own continuation stays the session; the other's is the fork.
+    assert!(
+        a.text(ID).contains("asked on the laptop") && !a.text(ID).contains("asked on the desktop")
+    );
+    assert!(
+        b.text(ID).contains("asked on the desktop") && !b.text(ID).contains("asked on the laptop")
+    );
+    assert_eq!(a.text(&format!("{ID}-desktop")), b.text(ID));
+    assert_eq!(b.text(&format!("{ID}-laptop")), a.text(ID));
+    // The fork goes on like any session, and its turns reach the machine whose it was.
+    b.run(&["search", "-q", "-s", &format!("{ID}-laptop"), "more on the fork"]).ok();
+    b.sync().ok();
+    a.sync().ok().stderr_has(&format!("continued elsewhere: {ID}"));
+    assert!(a.text(ID).contains("more on the fork"));
+    assert_eq!(a.text(ID), b.text(&format!("{ID}-laptop")));
+    b.sync().ok().stderr_has("up to date");
+    a.sync().ok().stderr_has("up to date");
+}
+
+#[test]
+fn a_removal_a_restore_a_name_and_a_hand_edit_reach_the_other_machine() {
+    let (a, b, _remote) = two_machines();
+    a.run(&["name", ID, "retry-talk"]).ok();
+    a.sync().ok();
+    b.sync().ok().stderr_has("continued elsewhere");
+    b.run(&["show", "retry-talk"]).ok();
+    // A hand edit, anywhere in the file.
+    let edited = a.text(ID).replace("where does the retry live", "where does the backoff live");
+    std::fs::write(a.env.session_path(ID), &edited).unwrap();
+    a.sync().ok();
+    b.sync().ok();
+    assert_eq!(b.text(ID), edited);
+    a.run(&["rm", ID]).ok();
+    a.sync().ok();
+    b.sync().ok().stderr_has(&format!("moved to the trash elsewhere: {ID}"));
+    assert!(b.sessions().is_empty());
+    assert_eq!(b.trash(), [format!("session_{ID}.md")]);
+    b.run(&["restore", ID]).ok();
+    b.sync().ok();
+    a.sync().ok().stderr_has(&format!("restored elsewhere: {ID}"));
+    assert_eq!(a.sessions(), b.sessions());
+}
+
+#[test]
+fn three_machines_converge_and_a_session_new_on_each_reaches_the_others() {
+    let (a, b, remote) = two_machines();
+    let c = Machine::new("server");
+    c.init(&remote, Some(&a.key())).ok();
+    b.ask("2026-11-22T09:00:00Z", "a question on the desktop", false);
+    c.ask("2026-11-23T09:00:00Z", "a question on the server", false);
+    for machine in [&b, &c, &a, &b, &c] {
+        machine.sync().ok();
+    }
+    assert_eq!(a.sessions().len(), 3);
+    assert_eq!(a.sessions(), b.sessions());
+    assert_eq!(b.sessions(), c.sessions());
+}
+
+#[test]
+fn with_a_key_no_question_or_answer_reaches_the_remote_and_plain_is_readable() {
+    let (a, b, remote) = two_machines();
+    b.run(&[",", "-q", "the secret plan for the migration"]).ok();
+    b.sync().ok();
+    let objects = all_objects(&remote);
+    assert!(!objects.contains("secret plan") && !objects.contains("where does the retry live"));
+    assert!(!objects.contains(ID), "session ids are not in the remote's names");
+    assert!(!objects.contains("laptop") && !objects.contains("desktop"));
+    let _ = a;
+    let plain = Machine::new("plain");
+    let open = bare_remote(&plain.env);
+    plain.ask("2026-11-21T10:15:00Z", "nothing to hide here", false);
+    plain.run(&["sync", "init", open.to_str().unwrap(), "--plain"]).ok();
+    assert!(all_objects(&open).contains("nothing to hide here"));
+    plain.run(&["sync", "key"]).code(2).stderr_has("plain");
+}
+
+/// Every object of a repository, as text.
+fn all_objects(repo: &Path) -> String {
+    let out = Command::new("git")
+        .args(["-C", repo.to_str().unwrap(), "cat-file", "--batch-all-objects", "--batch"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    // Packed objects are compressed in the pack, but `cat-file` prints them whole.
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_wrong_key_or_none_is_refused_before_anything_is_read() {
+    let (_a, _b, remote) = two_machines();
+    let c = Machine::new("server");
+    c.init(&remote, None).code(2).stderr_has("encrypted").stderr_has("cca sync key");
+    let other = Machine::new("other");
+    other
+        .run(&["sync", "init", "/nowhere/at/all.git"])
+        .code(1)
+        .stderr_has("cannot reach the remote");
+    let wrong = "AGE-SECRET-KEY-1QYQSZQGPQYQSZQGPQYQSZQGPQYQSZQGPQYQSZQGPQYQSZQGPQYQSHGFEQ9";
+    let run = c.init(&remote, Some(wrong));
+    assert_ne!(run.code, Some(0), "{run}");
+    assert!(c.sessions().is_empty());
+    // A failed init leaves nothing half set up: the next one works.
+    c.init(&remote, Some(&_a.key())).ok();
+    assert_eq!(c.sessions().len(), 1);
+}
+
+#[test]
+fn a_tampered_record_or_a_rewritten_remote_is_an_error_and_changes_nothing_here() {
+    let (a, b, remote) = two_machines();
+    a.run(&[",", "-q", "a second question"]).ok();
+    a.sync().ok();
+    // Someone with write access to the remote changes a byte of A's new record.
+    let work = a.env.root.path().join("tamper");
+    let work_dir = work.to_str().unwrap();
+    git(&["clone", "-q", "-b", "cca", remote.to_str().unwrap(), work_dir]);
+    let log = find_logs(&work)
+        .into_iter()
+        .find(|p| std::fs::read_to_string(p).unwrap().lines().count() == 2)
+        .unwrap();
+    let honest = std::fs::read_to_string(&log).unwrap();
+    let (first, second) = honest.trim_end().split_once('\n').unwrap();
+    let mut bytes = second.as_bytes().to_vec();
+    let middle = bytes.len() / 2;
+    bytes[middle] = if bytes[middle] == b'A' { b'B' } else { b'A' };
+    std::fs::write(&log, format!("{first}\n{}\n", String::from_utf8(bytes).unwrap())).unwrap();
+    let commit = |message: &str| {
+        git(&[
+            "-C",
+            work_dir,
+            "-c",
+            "user.name=x",
+            "-c",
+            "user.email=x@x",
+            "commit",
+            "-qam",
+            message,
+        ]);
+        git(&["-C", work_dir, "push", "-q", "-f", "origin", "cca"]);
+    };
+    commit("tampered");
+    let before = b.sessions();
+    b.sync().code(1).stderr_has("cannot be decrypted");
+    b.sync().code(1).stderr_has("cannot be decrypted");
+    assert_eq!(b.sessions(), before);
+    // Put right, the record is taken.
+    std::fs::write(&log, &honest).unwrap();
+    commit("put right");
+    b.sync().ok().stderr_has("continued elsewhere");
+    assert_eq!(a.sessions(), b.sessions());
+    // History forced over, dropping what B took: refused, nothing changed.
+    git(&["-C", work_dir, "reset", "-q", "--hard", "HEAD~3"]);
+    git(&["-C", work_dir, "push", "-q", "-f", "origin", "cca"]);
+    let before = b.sessions();
+    b.sync().code(1).stderr_has("rewritten");
+    assert_eq!(b.sessions(), before);
+}
+
+fn git(args: &[&str]) {
+    let out = Command::new("git").args(args).output().unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+fn find_logs(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() && entry.file_name() != ".git" {
+            found.extend(find_logs(&path));
+        } else if path.extension().is_some_and(|e| e == "log") {
+            found.push(path);
+        }
+    }
+    found
+}
+
+#[test]
+fn an_unreachable_remote_is_an_error_and_the_next_sync_completes() {
+    let (a, b, remote) = two_machines();
+    a.run(&[",", "-q", "asked while offline"]).ok();
+    let away = remote.with_extension("away");
+    std::fs::rename(&remote, &away).unwrap();
+    a.sync().code(1).stderr_has("cannot reach the remote");
+    std::fs::rename(&away, &remote).unwrap();
+    a.sync().ok();
+    b.sync().ok();
+    assert_eq!(a.sessions(), b.sessions());
+}
+
+#[test]
+fn syncs_killed_at_any_point_are_completed_by_the_next_and_race_without_loss() {
+    let (a, b, _remote) = two_machines();
+    for round in 0..6u64 {
+        a.run(&[",", "-q", &format!("laptop question {round}")]).ok();
+        b.ask(
+            &format!("2026-11-2{}T08:00:00Z", 2 + round % 7),
+            &format!("desktop session {round}"),
+            false,
+        );
+        // Both at once, one of them killed part way.
+        let start = |machine: &Machine| {
+            let mut command = machine.env.command();
+            command.args(["sync", "-q"]).stdout(Stdio::piped()).stderr(Stdio::piped());
+            Guard(command.spawn().unwrap())
+        };
+        let (killed, racing) = (start(&a), start(&b));
+        std::thread::sleep(std::time::Duration::from_millis(15 * round));
+        killed.signal(rustix::process::Signal::KILL);
+        let _ = killed.finish();
+        let _ = racing.finish();
+    }
+    for machine in [&a, &b, &a, &b] {
+        machine.sync().ok();
+    }
+    assert_eq!(a.sessions(), b.sessions());
+    let all: String = a.sessions().into_iter().map(|(_, t)| t).collect();
+    for round in 0..6 {
+        assert!(all.contains(&format!("laptop question {round}")), "round {round}");
+        assert!(all.contains(&format!("desktop session {round}")), "round {round}");
+    }
+    // Nothing was sent twice: no fork was made.
+    assert!(
+        a.sessions().iter().all(|(name, _)| !name.contains("laptop") && !name.contains("desktop"))
+    );
+}
+
+#[test]
+fn after_turn_syncs_in_the_background_and_status_says_where_this_machine_stands() {
+    let (a, b, _remote) = two_machines();
+    let status = a.run(&["sync", "status"]).ok().stdout.clone();
+    assert!(status.contains("0 changed since the last sync"), "{status}");
+    a.env.write_config("sync = \"after-turn\"\n");
+    a.run(&[",", "-q", "asked with sync after each turn"]).ok();
+    // The turn did not wait for the sync; the sync finishes on its own.
+    let arrived = wait_until(std::time::Duration::from_secs(30), || {
+        b.sync().ok();
+        b.text(ID).contains("asked with sync after each turn")
+    });
+    assert!(arrived, "the sync after the turn sent it");
+    let log = std::fs::read_to_string(a.env.cca_home.join("sync/sync.log")).unwrap_or_default();
+    assert!(!log.contains("error"), "{log}");
+    let status = a.run(&["sync", "status"]).ok().stdout.clone();
+    for said in ["encrypted (age)", "laptop", "0 changed since the last sync"] {
+        assert!(status.contains(said), "{status}");
+    }
+}
