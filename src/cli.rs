@@ -265,7 +265,8 @@ pub enum Command {
     /// policy, context_budget (tokens), model_budgets ({ "model" = tokens }), bytes_per_token.
     /// keep_warm ("10m"; "off"; top level or per engine): how long chat and acp keep an engine.
     /// standby ("10m"; "off", the default; top level or per engine): how long an engine left
-    /// started after a one-shot turn waits for the next (`cca standby`).
+    /// started after a one-shot turn waits for the next (`cca standby`). sync ("after-turn";
+    /// "off", the default): `cca sync` in the background after each answered turn.
     /// Under [compaction]: enabled, threshold (a share of the budget, 0.75), keep_recent (4),
     /// warn_tokens (30000).
     ///

@@ -207,7 +207,7 @@ pub(crate) fn init(
         ..State::default()
     };
     save(store, &state)?;
-    sync(store, false, &|_, _| {})
+    sync(store, false, || {}, &|_, _| {})
 }
 
 /// The seal of a remote in use, from its description and the key given.
@@ -291,11 +291,13 @@ pub(crate) fn after_turn(store: &Store) {
 }
 
 /// One sync: send what is new here, take what is new there. `background` (a sync started
-/// after a turn) gives up at once when another sync runs, and never prompts. `progress` is
-/// told (done, of) as sessions are sent and received.
+/// after a turn) gives up at once when another sync runs, and never prompts; otherwise
+/// `on_wait` is called when this waits for another sync. `progress` is told (done, of) as
+/// sessions are sent and received.
 pub(crate) fn sync(
     store: &Store,
     background: bool,
+    on_wait: impl FnOnce(),
     progress: &dyn Fn(usize, usize),
 ) -> Result<Report> {
     let _lock = if background {
@@ -304,9 +306,7 @@ pub(crate) fn sync(
             Err(_) => return Ok(Report::default()),
         }
     } else {
-        store.lock(".sync", true, || {
-            crate::front::terminal::say("cca: another cca sync is running here; waiting for it")
-        })?
+        store.lock(".sync", true, on_wait)?
     };
     let state = load(store)?;
     let seal = opened_seal(store, &state)?;
