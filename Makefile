@@ -21,6 +21,8 @@ AJV_VERSION := 8.17.1
 RIPGREP_VERSION := 15.2.0
 # codex, whose rollout files `cca import codex` is tested with (a native binary in the npm package).
 CODEX_VERSION := 0.169.0
+# The SSH server `cca sync` is tested over (asyncssh, from PyPI; the client is the system's ssh).
+ASYNCSSH_VERSION := 2.24.1
 # Seconds each fuzz target runs in `make test`: the transcript's four, and the four import
 # parsers' (shorter, to keep CI's time bounded).
 FUZZ_SECONDS ?= 60
@@ -28,6 +30,7 @@ FUZZ_IMPORT_SECONDS ?= 30
 
 ENGINES := $(BUILD)/engines
 LLM_VENV := $(BUILD)/llm-venv
+SSHD_VENV := $(BUILD)/sshd-venv
 TOOLS := $(BUILD)/tools
 ACP_CLIENTS := $(BUILD)/acp-clients
 MCP_CLIENTS := $(BUILD)/mcp-clients
@@ -45,16 +48,17 @@ export CCA_TEST_ACP_CLIENTS := $(abspath $(ACP_CLIENTS))
 export CCA_TEST_MCP_CLIENTS := $(abspath $(MCP_CLIENTS))
 export CCA_TEST_CODEX := $(abspath $(CODEX))/node_modules/.bin/codex
 export CCA_TEST_ACP_SCHEMA := $(abspath $(ACP_SCHEMA))
+export CCA_TEST_SSHD_PYTHON := $(abspath $(SSHD_VENV))/bin/python
 
 MSRV := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
 
-.PHONY: msrv docs build test engines llm acp-clients acp-schema mcp-clients codex fuzz install uninstall bench clean
+.PHONY: msrv docs build test engines llm acp-clients acp-schema mcp-clients codex sshd fuzz install uninstall bench clean
 
 build:
 	$(CARGO) build --release --locked
 
 ## The full test suite: unit, property and integration tests, the real engines, and fuzzing.
-test: engines llm acp-clients acp-schema mcp-clients codex
+test: engines llm acp-clients acp-schema mcp-clients codex sshd
 	$(CARGO) test --locked
 	$(MAKE) fuzz
 
@@ -127,6 +131,15 @@ $(CODEX)/.installed:
 	npm install --prefix $(CODEX) --no-save --no-audit --no-fund --loglevel=error \
 		@openai/codex@$(CODEX_VERSION)
 	$(CCA_TEST_CODEX) --version
+	touch $@
+
+## asyncssh from PyPI, in a virtual environment under build/: the SSH server on a loopback port
+## that tests/cli/sync.rs syncs through (tests/sync/sshd.py), with the system's ssh and git.
+sshd: $(SSHD_VENV)/.installed
+$(SSHD_VENV)/.installed:
+	python3 -m venv $(SSHD_VENV)
+	$(SSHD_VENV)/bin/pip install --quiet --disable-pip-version-check asyncssh==$(ASYNCSSH_VERSION)
+	$(SSHD_VENV)/bin/python -c "import asyncssh"
 	touch $@
 
 ## `llm` from PyPI with its echo plugin, in a virtual environment under build/.

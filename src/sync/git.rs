@@ -63,8 +63,12 @@ impl Git {
         let all: Vec<&OsStr> = settings.iter().chain(args).map(OsStr::new).collect();
         let mut env = vec![("GIT_CONFIG_NOSYSTEM", "1"), ("LC_ALL", "C")];
         if self.background {
+            // Nobody is there to answer: asking fails rather than waits. (The user's own
+            // GIT_SSH_COMMAND is theirs to make batch.)
             env.push(("GIT_TERMINAL_PROMPT", "0"));
-            env.push(("GIT_SSH_COMMAND", "ssh -o BatchMode=yes"));
+            if std::env::var_os("GIT_SSH_COMMAND").is_none() {
+                env.push(("GIT_SSH_COMMAND", "ssh -o BatchMode=yes"));
+            }
         }
         run::run_in(&self.program, &self.dir, &all, &env)
     }

@@ -18,26 +18,39 @@ fn bare_remote(env: &TestEnv) -> PathBuf {
 struct Machine {
     env: TestEnv,
     name: &'static str,
+    /// How git reaches the remote over SSH, when it does.
+    ssh: Option<String>,
 }
 
 impl Machine {
     fn new(name: &'static str) -> Machine {
-        Machine { env: TestEnv::new(), name }
+        Machine { env: TestEnv::new(), name, ssh: None }
     }
 
     fn run(&self, args: &[&str]) -> Run {
-        self.env.run(args)
+        self.run_at(args, crate::common::NOW)
+    }
+
+    fn run_at(&self, args: &[&str], now: &str) -> Run {
+        let mut vars = vec![("CCA_NOW", now)];
+        if let Some(ssh) = &self.ssh {
+            vars.push(("GIT_SSH_COMMAND", ssh.as_str()));
+        }
+        self.env.run_with(args, None, &vars)
     }
 
     /// Asks a question at `now` (a new session unless `resume`).
     fn ask(&self, now: &str, question: &str, resume: bool) {
         let args: &[&str] =
             if resume { &["search", "-q", "-r", question] } else { &["search", "-q", question] };
-        self.env.run_with(args, None, &[("CCA_NOW", now)]).ok();
+        self.run_at(args, now).ok();
     }
 
     fn init(&self, remote: &Path, key: Option<&str>) -> Run {
-        let remote = remote.to_str().unwrap();
+        self.init_at(remote.to_str().unwrap(), key)
+    }
+
+    fn init_at(&self, remote: &str, key: Option<&str>) -> Run {
         let mut args = vec!["sync", "init", remote, "--name", self.name];
         if let Some(key) = key {
             args.extend(["--key", key]);
@@ -370,4 +383,83 @@ fn after_turn_syncs_in_the_background_and_status_says_where_this_machine_stands(
     for said in ["encrypted (age)", "laptop", "0 changed since the last sync"] {
         assert!(status.contains(said), "{status}");
     }
+}
+
+/// An SSH server on a loopback port (tests/sync/sshd.py, asyncssh) letting in one throwaway
+/// key, and the `ssh` command line that reaches it as host `cca-test`.
+struct SshServer {
+    _server: Guard,
+    ssh: String,
+}
+
+impl SshServer {
+    fn start(dir: &Path) -> SshServer {
+        let python = real_program("CCA_TEST_SSHD_PYTHON", "sshd-venv/bin/python");
+        for key in ["host_key", "user_key"] {
+            let out = Command::new("ssh-keygen")
+                .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+                .arg(dir.join(key))
+                .output()
+                .expect("ssh-keygen, of OpenSSH's client, runs");
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        }
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sync/sshd.py");
+        let mut server = Command::new(python)
+            .arg(script)
+            .arg(dir.join("host_key"))
+            .arg(dir.join("user_key.pub"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = server.stdout.take().unwrap();
+        let server = Guard(server);
+        let (sender, port) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line);
+            let _ = sender.send(line);
+        });
+        let port =
+            port.recv_timeout(std::time::Duration::from_secs(30)).expect("the server starts");
+        let port: u16 = port.trim().parse().expect("the server prints its port");
+        let config = dir.join("ssh_config");
+        std::fs::write(
+            &config,
+            format!(
+                "Host cca-test\n  HostName 127.0.0.1\n  Port {port}\n  IdentityFile {}\n  \
+                 IdentitiesOnly yes\n  StrictHostKeyChecking no\n  UserKnownHostsFile /dev/null\n  \
+                 LogLevel ERROR\n  BatchMode yes\n",
+                dir.join("user_key").display()
+            ),
+        )
+        .unwrap();
+        SshServer { _server: server, ssh: format!("ssh -F {}", config.display()) }
+    }
+}
+
+#[test]
+fn over_ssh_a_session_goes_from_one_machine_to_another_and_back() {
+    let mut a = Machine::new("laptop");
+    let mut b = Machine::new("desktop");
+    let server = SshServer::start(a.env.root.path());
+    a.ssh = Some(server.ssh.clone());
+    b.ssh = Some(server.ssh.clone());
+    let remote = format!("cca-test:{}", bare_remote(&a.env).display());
+    a.ask("2026-11-21T10:15:00Z", "where does the retry live", false);
+    a.init_at(&remote, None).ok();
+    b.init_at(&remote, Some(&a.key())).ok().stderr_has(&format!("new here: {ID}"));
+    b.run(&[",", "-q", "asked over ssh"]).ok();
+    b.sync().ok();
+    a.sync().ok().stderr_has(&format!("continued elsewhere: {ID}"));
+    assert_eq!(a.sessions(), b.sessions());
+    // A sync started after a turn reaches the remote over SSH too, with no one to prompt.
+    a.env.write_config("sync = \"after-turn\"\n");
+    a.run(&[",", "-q", "asked with a sync after it"]).ok();
+    let arrived = wait_until(std::time::Duration::from_secs(30), || {
+        b.sync().ok();
+        b.text(ID).contains("asked with a sync after it")
+    });
+    assert!(arrived, "the sync after the turn sent it over ssh");
 }

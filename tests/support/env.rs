@@ -39,6 +39,7 @@ fn make_target(under_build: &str) -> &'static str {
         "acp-schema" => "acp-schema",
         "mcp-clients" => "mcp-clients",
         "codex" => "codex",
+        "sshd-venv" => "sshd",
         _ => "test",
     }
 }
