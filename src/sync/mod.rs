@@ -692,6 +692,7 @@ impl Syncing<'_> {
             save(self.store, &self.state)?;
         }
         let total = by_session.len();
+        let mut deferred = false;
         for (done, (session, records)) in by_session.into_iter().enumerate() {
             if done % 100 == 0 {
                 (self.progress)(done, total);
@@ -699,6 +700,7 @@ impl Syncing<'_> {
             for (path, record) in in_order(records) {
                 if !self.apply(&session, &record)? {
                     self.report.busy.push(session.clone());
+                    deferred = true;
                     break;
                 }
                 *self.state.logs.entry(path).or_default() += 1;
@@ -708,7 +710,10 @@ impl Syncing<'_> {
             self.store.sync_sessions()?;
         }
         self.state.receiving = false;
-        self.state.merged = merged.or(self.state.merged.take());
+        // Records left for the next sync are looked for from the same commit again.
+        if !deferred {
+            self.state.merged = merged.or(self.state.merged.take());
+        }
         save(self.store, &self.state)
     }
 

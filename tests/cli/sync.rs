@@ -463,3 +463,64 @@ fn over_ssh_a_session_goes_from_one_machine_to_another_and_back() {
     });
     assert!(arrived, "the sync after the turn sent it over ssh");
 }
+
+#[test]
+fn a_turn_running_in_a_session_holds_its_records_back_until_the_next_sync_and_loses_none() {
+    let (a, b, _remote) = two_machines();
+    a.run(&[",", "-q", "asked on the laptop"]).ok();
+    a.sync().ok();
+    // On the desktop a turn is running in the session while it syncs.
+    let go = b.env.root.path().join("go");
+    let mut turn = b.env.command();
+    turn.args([",", "-q", "asked on the desktop"])
+        .env("FAKE_SCRIPT", format!("await {};echo", go.display()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let turn = Guard(turn.spawn().unwrap());
+    assert!(
+        wait_until(TIMEOUT, || b.text(ID).contains("asked on the desktop")),
+        "the question is recorded"
+    );
+    b.sync().ok().stderr_has(&format!("busy (a turn is running), left for the next sync: {ID}"));
+    assert!(!b.text(ID).contains("asked on the laptop"), "nothing written under the turn");
+    std::fs::write(&go, "").unwrap();
+    assert!(turn.finish().status.success());
+    // Both continued it: the desktop's turn stays the session, the laptop's is the fork.
+    b.sync().ok().stderr_has(&format!("{ID}-laptop"));
+    assert!(b.text(ID).contains("ECHO: asked on the desktop"));
+    assert!(b.text(&format!("{ID}-laptop")).contains("ECHO: asked on the laptop"));
+    a.sync().ok();
+    assert_eq!(a.sessions().len(), 2);
+}
+
+/// `cca ARGS` on a machine whose files may not grow past `bytes`, as on a full disk.
+fn run_on_full_disk(machine: &Machine, bytes: u64, args: &[&str]) -> Run {
+    let base = machine.env.command();
+    let mut command = Command::new("prlimit");
+    command.env_clear().current_dir(base.get_current_dir().unwrap());
+    for (key, value) in base.get_envs() {
+        if let Some(value) = value {
+            command.env(key, value);
+        }
+    }
+    command.arg(format!("--fsize={bytes}")).arg(cca_exe()).args(args);
+    run_command(command, None)
+}
+
+#[test]
+fn a_full_disk_stops_a_sync_with_an_error_and_the_next_one_completes() {
+    let (a, b, _remote) = two_machines();
+    let long = "a long question ".repeat(2_000);
+    a.run(&[",", "-q", &long]).ok();
+    // Sending: the log cannot take the record.
+    let run = run_on_full_disk(&a, 4_000, &["sync"]);
+    assert_eq!(run.code, Some(1), "{run}");
+    a.sync().ok().stderr_has("sent 1 change");
+    // Taking: the transcript cannot take the text (nor git its objects).
+    let before = b.sessions();
+    let run = run_on_full_disk(&b, 4_000, &["sync"]);
+    assert_eq!(run.code, Some(1), "{run}");
+    assert_eq!(b.sessions(), before, "nothing half written");
+    b.sync().ok().stderr_has(&format!("continued elsewhere: {ID}"));
+    assert_eq!(a.sessions(), b.sessions());
+}
