@@ -540,6 +540,32 @@ fn materialize(
     inv: &Invocation,
 ) -> Result<(Vec<OsString>, EnvVars, Option<crate::store::EngineFiles>)> {
     let mut dir: Option<crate::store::EngineFiles> = None;
+    // The engine's home, made afresh; its path.
+    let make_home = |home: &crate::engine::home::Home,
+                     dir: &mut dyn FnMut() -> Result<PathBuf>|
+     -> Result<PathBuf> {
+        // In place of the user's: gemini's may be moved (`GEMINI_CLI_HOME`).
+        let user_home = match home.arg {
+            HomeArg::Home => settings.gemini_home.as_deref(),
+            HomeArg::ConfigDir => settings.user_home.as_deref(),
+        };
+        let over = |user: Option<&str>| home.settings.as_ref().map(|s| s.over(user));
+        let text = |user: Option<&str>| over(user).unwrap_or_default();
+        let linked = |name: &std::ffi::OsStr| home.links.linked(name);
+        let made = crate::store::EngineHome {
+            config_dir: home.config_dir,
+            linked: &linked,
+            home_files: home.home_files,
+            settings: home.settings.as_ref().map(|s| (s.file, &text as _)),
+        };
+        // The session's, so that its path stays the same from turn to turn (see
+        // `store::engine_home`); a run's own where there is no session.
+        let at = match session {
+            "" => dir()?.join("home"),
+            id => store.engine_home_dir(home.engine, id),
+        };
+        store.make_engine_home(&at, &made, user_home)
+    };
     let mut resolve = |arg: &Arg| -> Result<OsString> {
         let mut dir = || -> Result<PathBuf> {
             let dir = match &mut dir {
@@ -563,31 +589,16 @@ fn materialize(
                 Ok(arg)
             }
             Arg::Home(home) => {
-                // In place of the user's: gemini's may be moved (`GEMINI_CLI_HOME`).
-                let user_home = match home.arg {
-                    HomeArg::Home => settings.gemini_home.as_deref(),
-                    HomeArg::ConfigDir => settings.user_home.as_deref(),
-                };
-                let over = |user: Option<&str>| home.settings.as_ref().map(|s| s.over(user));
-                let text = |user: Option<&str>| over(user).unwrap_or_default();
-                let linked = |name: &std::ffi::OsStr| home.links.linked(name);
-                let made = crate::store::EngineHome {
-                    config_dir: home.config_dir,
-                    linked: &linked,
-                    home_files: home.home_files,
-                    settings: home.settings.as_ref().map(|s| (s.file, &text as _)),
-                };
-                // The session's, so that its path stays the same from turn to turn (see
-                // `store::engine_home`); a run's own where there is no session.
-                let at = match session {
-                    "" => dir()?.join("home"),
-                    id => store.engine_home_dir(home.engine, id),
-                };
-                let made = store.make_engine_home(&at, &made, user_home)?;
+                let made = make_home(home, &mut dir)?;
                 Ok(match home.arg {
                     HomeArg::Home => made.into_os_string(),
                     HomeArg::ConfigDir => made.join(home.config_dir).into_os_string(),
                 })
+            }
+            Arg::HomeFile { home, path, contents, value } => {
+                let at = make_home(home, &mut dir)?.join(home.config_dir).join(path);
+                store.write_beside(&at, contents.as_bytes())?;
+                Ok(OsString::from(value))
             }
         }
     };

@@ -200,7 +200,7 @@ pub(super) fn engines(
         }
         if f.history == Some(HistoryMode::Structured) {
             let message = format!(
-                "[engines.{name}] history = \"structured\" works only with claude and gemini"
+                "[engines.{name}] history = \"structured\" works only with claude, gemini and codex"
             );
             return Err(place.error(&section, Some("history"), message));
         }

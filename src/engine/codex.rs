@@ -14,11 +14,11 @@
 
 use std::path::PathBuf;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{
-    Arg, EngineConfig, Invocation, LineBuffer, Output, Paragraphs, Request, Spec, SystemPromptMode,
-    ToolCall, ToolCalls, ToolStatus, Usage, json_line,
+    Arg, EngineConfig, HistoryMode, Invocation, LineBuffer, Notes, Output, Paragraphs, Request,
+    Spec, SystemPromptMode, ToolCall, ToolCalls, ToolStatus, Usage, json_line,
 };
 use crate::frame;
 
@@ -32,6 +32,7 @@ pub(crate) const SPEC: Spec = Spec {
         "args",
         "model",
         "system_prompt",
+        "history",
         "max_input_bytes",
         "context_budget",
         "model_budgets",
@@ -69,7 +70,7 @@ pub(crate) const SPEC: Spec = Spec {
     takes_images: true,
     invocation,
     decoder: || Box::new(Decoder::default()),
-    tidy: |_| None,
+    tidy,
     reads_at_start,
     home: Some(|| (CODEX_HOME, home())),
     stderr_noise: Some(noise),
@@ -113,13 +114,12 @@ pub(crate) fn invocation(
     program: PathBuf,
     request: &Request,
 ) -> anyhow::Result<Invocation> {
+    let structured = engine.history == HistoryMode::Structured;
     let mut args: Vec<Arg> = [
         "exec",
         "--json",
         // cca asks in any folder, a repository or not.
         "--skip-git-repo-check",
-        // cca is the memory: no session file of codex's own.
-        "--ephemeral",
         // A search agent reads; it never writes or asks for approval (no one could answer:
         // stdin is the prompt). Later `-c` in the config's `args` override these.
         "-c",
@@ -130,6 +130,11 @@ pub(crate) fn invocation(
     .into_iter()
     .map(Arg::plain)
     .collect();
+    if !structured {
+        // cca is the memory: no session file of codex's own. (A structured history's run
+        // keeps one, which `tidy` reads and removes.)
+        args.push(Arg::plain("--ephemeral"));
+    }
     if let Some(model) = request.model {
         args.extend(super::model_args("--model", model)?);
     }
@@ -165,11 +170,126 @@ pub(crate) fn invocation(
     }
     args.extend(engine.args.iter().map(Arg::plain));
     // The prompt is stdin: `-`, after `--` so that nothing reads it as an option's value.
-    args.extend(["--", "-"].map(Arg::plain));
-    let stdin = frame::inline(inline_system, request.live, &request.attachments, request.query);
+    let stdin = match structured {
+        true if !request.live.exchanges.is_empty() => {
+            // The live context as a rollout in codex's home, resumed by its id.
+            let id = rollout_id(request.live.exchanges.len());
+            let contents = history_rollout(&id, request, inline_system)?;
+            let path = format!("sessions/{HISTORY_DAY}/rollout-{HISTORY_TIME}-{id}.jsonl");
+            args.extend([Arg::plain("resume"), Arg::plain("--")]);
+            args.push(Arg::HomeFile { home: home(), path, contents, value: id });
+            request.newest(inline_system)?
+        }
+        true => {
+            args.push(Arg::plain("--"));
+            request.newest(inline_system)?
+        }
+        false => {
+            args.push(Arg::plain("--"));
+            frame::inline(inline_system, request.live, &request.attachments, request.query)
+        }
+    };
+    args.push(Arg::plain("-"));
     let env = vec![(CODEX_HOME.to_string(), Arg::Home(home()))];
     let follow_up = frame::follow_up(&request.attachments, request.query);
     Ok(Invocation { program, args, env, stdin, images: Vec::new(), follow_up })
+}
+
+/// The folder (under `sessions`) and the time in the name of the rollouts cca writes: codex
+/// finds a rollout by the id in its name, wherever it is.
+const HISTORY_DAY: &str = "2026/01/01";
+const HISTORY_TIME: &str = "2026-01-01T00-00-00";
+/// The time of every line of them (codex requires one).
+const HISTORY_AT: &str = "2026-01-01T00:00:00.000Z";
+
+/// A fresh UUID-shaped id for a rollout cca writes: never one codex has seen (its databases in
+/// the home remember the threads it ran, and their files, which `tidy` removes).
+fn rollout_id(exchanges: usize) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let seed = format!("{exchanges}\0{now}\0{}", std::process::id());
+    let h1 = crate::prompt::hash(&format!("{seed}\0a"));
+    let h2 = crate::prompt::hash(&format!("{seed}\0b"));
+    let hex = format!("{}{}", &h1[h1.len() - 16..], &h2[h2.len() - 16..]);
+    format!("{}-{}-4{}-8{}-{}", &hex[0..8], &hex[8..12], &hex[13..16], &hex[17..20], &hex[20..32])
+}
+
+/// The `session_meta` line a rollout opens with (codex 0.169.0 resumes one with no more).
+pub(crate) fn rollout_meta(id: &str, at: &str, cwd: &str) -> Value {
+    let meta = json!({"id": id, "timestamp": at, "cwd": cwd, "originator": "cca",
+                      "cli_version": env!("CARGO_PKG_VERSION"), "source": "cli"});
+    json!({"timestamp": at, "type": "session_meta", "payload": meta})
+}
+
+/// A message of a rollout: the user's as `input_text`, the assistant's as `output_text`, as
+/// codex writes them and sends them again when it resumes.
+pub(crate) fn rollout_message(at: &str, role: &str, text: &str) -> Value {
+    let kind = if role == "assistant" { "output_text" } else { "input_text" };
+    let item = json!({"type": "message", "role": role, "content": [{"type": kind, "text": text}]});
+    json!({"timestamp": at, "type": "response_item", "payload": item})
+}
+
+/// The live exchanges as a rollout codex resumes: each question as it was sent, with what codex
+/// noted before it (its context messages, `world_state` and `turn_context`, see [`Notes`]) in
+/// front of it, and its answer. So codex adds nothing before the newest question, and each
+/// request repeats the previous one.
+fn history_rollout(id: &str, request: &Request, system: Option<&str>) -> std::io::Result<String> {
+    let notes = Notes::read(request.notes);
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let mut lines = vec![rollout_meta(id, HISTORY_AT, &cwd.to_string_lossy())];
+    for (i, exchange) in request.live.exchanges.iter().enumerate() {
+        lines.extend(notes.after(i).cloned());
+        lines.push(rollout_message(HISTORY_AT, "user", &request.user_message(i, system)?));
+        let answer = (request.stored)(&exchange.assistant)?;
+        lines.push(rollout_message(HISTORY_AT, "assistant", &answer));
+    }
+    Ok(lines.iter().map(|l| format!("{l}\n")).collect())
+}
+
+/// Removes the rollout codex kept of a structured-history run (in the session's home), and
+/// returns the notes to keep: what codex wrote before the run's question (the one after `newest`
+/// live exchanges), which replace any kept for that place or later.
+fn tidy(left: &super::Leftovers) -> Option<String> {
+    // A UUID, as codex names its threads: nothing read from its output may name another file.
+    let id = left.engine_session;
+    if id.is_empty() || !id.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+        return None;
+    }
+    let sessions = left.home?.join(home().config_dir).join("sessions");
+    let suffix = format!("-{id}.jsonl");
+    let text = crate::store::take_file_below(&sessions, 3, |name| name.ends_with(&suffix))?;
+    Some(Notes::replaced_from(left.notes, left.newest, notes_before_question(&text)))
+}
+
+/// What codex wrote in a run's rollout before the run's question: its context messages (its
+/// skills, `<environment_context>`), `world_state` and `turn_context`. The run starts at the
+/// last `task_started`; its question is the user message codex reports as a `UserMessage` item
+/// right after it.
+fn notes_before_question(rollout: &str) -> Vec<Value> {
+    let lines: Vec<Value> =
+        rollout.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).collect();
+    let started = lines
+        .iter()
+        .rposition(|l| l["type"] == "event_msg" && l["payload"]["type"] == "task_started")
+        .map_or(0, |at| at + 1);
+    let is_question = |at: usize| {
+        let next = &lines.get(at + 1).unwrap_or(&Value::Null)["payload"];
+        lines[at]["type"] == "response_item"
+            && lines[at]["payload"]["role"] == "user"
+            && next["type"] == "item_completed"
+            && next["item"]["type"] == "UserMessage"
+    };
+    let Some(question) = (started..lines.len()).find(|&at| is_question(at)) else {
+        return Vec::new();
+    };
+    lines[started..question]
+        .iter()
+        .filter(|l| {
+            matches!(l["type"].as_str(), Some("response_item" | "world_state" | "turn_context"))
+        })
+        .cloned()
+        .collect()
 }
 
 /// An MCP server as codex's `mcp_servers` table describes it, as a TOML inline table.
@@ -433,6 +553,29 @@ mod tests {
     }
 
     #[test]
+    fn the_notes_are_what_codex_wrote_before_the_run_s_question() {
+        // The shape of codex 0.169.0's rollout: an earlier turn resumed, then this run's.
+        let lines = [
+            r#"{"type":"session_meta","payload":{"id":"t"}}"#,
+            r#"{"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"old"}]}}"#,
+            r#"{"type":"event_msg","payload":{"type":"task_started"}}"#,
+            r#"{"type":"response_item","payload":{"type":"message","role":"developer","content":[{"type":"input_text","text":"<skills_instructions>"}]}}"#,
+            r#"{"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context>"}]}}"#,
+            r#"{"type":"world_state","payload":{"full":true}}"#,
+            r#"{"type":"turn_context","payload":{"cwd":"/w"}}"#,
+            r#"{"type":"event_msg","payload":{"type":"thread_settings_applied"}}"#,
+            r#"{"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"q"}]}}"#,
+            r#"{"type":"event_msg","payload":{"type":"item_completed","item":{"type":"UserMessage"}}}"#,
+            r#"{"type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"a"}]}}"#,
+        ];
+        let notes = notes_before_question(&lines.map(|l| format!("{l}\n")).concat());
+        let kinds: Vec<&str> = notes.iter().map(|n| n["type"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["response_item", "response_item", "world_state", "turn_context"]);
+        assert_eq!(notes[1]["payload"]["content"][0]["text"], "<environment_context>");
+        assert!(notes_before_question("not a rollout\n").is_empty());
+    }
+
+    #[test]
     fn mcp_servers_are_toml_inline_tables() {
         let stdio = crate::engine::McpServer::Stdio {
             name: "c c".into(),
@@ -512,6 +655,7 @@ mod tests {
                 Arg::File { name, .. } => format!("FILE:{name}"),
                 Arg::FileAfter { prefix, name, .. } => format!("{prefix}FILE:{name}"),
                 Arg::Home(_) => "HOME".into(),
+                Arg::HomeFile { path, value, .. } => format!("{value}:{path}"),
             })
             .collect();
         let image_arg = format!("--image=/h/.cca/files/{}", image.file_name());
@@ -519,11 +663,11 @@ mod tests {
             "exec",
             "--json",
             "--skip-git-repo-check",
-            "--ephemeral",
             "-c",
             "sandbox_mode=\"read-only\"",
             "-c",
             "approval_policy=\"never\"",
+            "--ephemeral",
             "--model=gpt-6-sol",
             "-c",
             "model_instructions_file=FILE:system-prompt.md",
@@ -541,5 +685,10 @@ mod tests {
         let inv = invocation(&engine, "codex".into(), &request).unwrap();
         let stdin = frame::to_string(&inv.stdin, &b""[..]).unwrap();
         assert!(stdin.contains("sys") && stdin.contains("q"), "{stdin}");
+        // Structured history (the default): codex keeps its rollout of the run for `tidy`.
+        engine.history = HistoryMode::Structured;
+        let inv = invocation(&engine, "codex".into(), &request).unwrap();
+        assert!(!inv.args.contains(&Arg::plain("--ephemeral")), "{:?}", inv.args);
+        assert_eq!(inv.args[inv.args.len() - 2..], [Arg::plain("--"), Arg::plain("-")]);
     }
 }

@@ -307,6 +307,15 @@ pub enum Arg {
     /// A home folder of the engine's own, in cca's folder (see [`home`]); the argument is its
     /// path.
     Home(home::Home),
+    /// A file written at `path` in the configuration folder of the engine's home (made as for
+    /// [`Arg::Home`]), replacing any there; the argument is `value` (codex's rollout, which
+    /// `codex exec resume` finds by its id).
+    HomeFile {
+        home: home::Home,
+        path: String,
+        contents: String,
+        value: String,
+    },
 }
 
 impl Arg {
@@ -682,6 +691,53 @@ impl Usage {
             keep("an output token count", self.output_tokens.map(transcript::tokens_figure), n);
         let cost = keep("a cost", self.cost_usd.map(transcript::cost_figure), n);
         (Usage { input_tokens: input, output_tokens: output, cost_usd: cost }, notes)
+    }
+}
+
+/// What an engine noted of its own in a session's runs (claude's environment notes, codex's
+/// context items): lines of its session file, each set with the number of live exchanges before
+/// the question they came with. Written back into the history at the same places, they make the
+/// engine add nothing after the newest question, so each request repeats the previous one
+/// (docs/DESIGN.md, Framing, Prompt caching). Kept by cca per session as JSON:
+/// `[{"after": N, "lines": [...]}]`.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Notes(pub(crate) Vec<(usize, Vec<Value>)>);
+
+impl Notes {
+    /// Kept notes; anything unreadable is no notes (the engine then writes them anew).
+    pub(crate) fn read(kept: Option<&str>) -> Notes {
+        let sets = kept.and_then(|text| serde_json::from_str::<Value>(text).ok());
+        let sets = sets.as_ref().and_then(Value::as_array).into_iter().flatten();
+        Notes(
+            sets.filter_map(|set| {
+                let after = set["after"].as_u64()? as usize;
+                Some((after, set["lines"].as_array()?.clone()))
+            })
+            .collect(),
+        )
+    }
+
+    /// The lines noted with the question after `exchanges` live exchanges.
+    pub(crate) fn after(&self, exchanges: usize) -> impl Iterator<Item = &Value> {
+        self.0.iter().filter(move |(after, _)| *after == exchanges).flat_map(|(_, lines)| lines)
+    }
+
+    /// The kept notes with those of the run's question (after `newest` exchanges) put in place
+    /// of any kept for that place or later, as JSON to keep.
+    pub(crate) fn replaced_from(kept: Option<&str>, newest: usize, found: Vec<Value>) -> String {
+        let mut notes = Notes::read(kept);
+        notes.0.retain(|(after, _)| *after < newest);
+        notes.0.push((newest, found));
+        notes.to_json()
+    }
+
+    pub(crate) fn to_json(&self) -> String {
+        let sets: Vec<Value> = self
+            .0
+            .iter()
+            .map(|(after, lines)| serde_json::json!({ "after": after, "lines": lines }))
+            .collect();
+        Value::Array(sets).to_string()
     }
 }
 

@@ -47,7 +47,7 @@ pub(crate) use ids::{Stamp, sort_key, validate_id, validate_name};
 pub(crate) use latest::Repointed;
 pub(crate) use listing::{Listed, newest_first};
 pub(crate) use read::not_transcript;
-pub(crate) use trash::take_engine_session_file;
+pub(crate) use trash::{take_engine_session_file, take_file_below};
 pub(crate) use write::Appender;
 
 pub(crate) const DIR_MODE: u32 = 0o700;
