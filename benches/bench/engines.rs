@@ -53,6 +53,15 @@ pub(crate) fn engine_vars(url: &str) -> Vec<(&'static str, String)> {
     .collect()
 }
 
+/// codex's `config.toml` pointing it at the loopback Responses API at `url`.
+pub(crate) fn codex_config(url: &str) -> String {
+    format!(
+        "model = \"gpt-mock\"\nmodel_provider = \"mock\"\n\n[model_providers.mock]\n\
+         name = \"mock\"\nbase_url = \"{url}/v1\"\nwire_api = \"responses\"\n\
+         request_max_retries = 0\nstream_max_retries = 0\n"
+    )
+}
+
 /// A real engine run by hand in `dir` (its home too), talking to the loopback server at `url`,
 /// on pipes.
 pub(crate) fn engine_command(program: &Path, dir: &Path, url: &str) -> Command {
@@ -137,27 +146,64 @@ impl Bench {
         println!(
             "Ten one-shot turns of `cca search -r` (a question of about 5.4 KB and an answer of about 5.6 KB: some 2,800 tokens a turn) through the real programs against the loopback server, beside the engine's own multi-turn session fed the same turns (`claude -p -c`, `gemini --resume latest -p`, one process a turn). Each pair of consecutive answer requests is scored by `mock_api::cacheable_share` (bytes of the blocks; Anthropic's breakpoint rules, gemini's common prefix); then requests 3 to 10 together, weighted by their size, and the kilobytes of them the cache could not serve (what is billed at the full price).\n"
         );
+        let native = "system_prompt = \"native\"\n";
+        let inline = "history = \"inline\"\n";
+        self.cache_rows(
+            "caching",
+            &[
+                ("claude, cca (default: structured history)", &claude, CacheRoute::Cca("")),
+                ("claude, one `cca chat` (claude kept warm)", &claude, CacheRoute::Chat),
+                ("claude, one `cca acp` session (claude kept warm)", &claude, CacheRoute::Acp),
+                ("claude, cca, native system prompt", &claude, CacheRoute::Cca(native)),
+                ("claude, cca, inline history", &claude, CacheRoute::Cca(inline)),
+                ("claude's own `claude -p -c`", &claude, CacheRoute::Own),
+                ("gemini, cca (default: structured history)", &gemini, CacheRoute::Cca("")),
+                ("gemini, one `cca chat`", &gemini, CacheRoute::Chat),
+                ("gemini, one `cca acp` session", &gemini, CacheRoute::Acp),
+                ("gemini, cca, native system prompt", &gemini, CacheRoute::Cca(native)),
+                ("gemini, cca, inline history", &gemini, CacheRoute::Cca(inline)),
+                ("gemini's own `gemini --resume latest -p`", &gemini, CacheRoute::Own),
+            ],
+        );
+    }
+
+    /// The caching section's measure for codex: cca's structured history (a rollout codex
+    /// resumes) and inline history, beside codex's own `codex exec resume --last`.
+    pub(crate) fn codex_caching(&self) {
+        println!("## Prompt caching through codex\n");
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let codex = std::env::var_os("CCA_TEST_CODEX")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root.join("build/codex/node_modules/.bin/codex"));
+        if !codex.is_file() {
+            println!("(skipped: `make codex` installs the pinned codex into build/)\n");
+            return;
+        }
+        println!(
+            "The same ten one-shot turns as the section above, through the real codex (`CCA_TEST_CODEX`) against the loopback Responses API, beside codex's own `codex exec resume --last` fed the same turns (one process a turn). Each pair of consecutive requests is scored by `mock_api::cacheable_share` (the common prefix of their input items, ids aside); then requests 3 to 10 together, weighted by their size, and the kilobytes of them the cache could not serve.\n"
+        );
+        self.cache_rows(
+            "codex-caching",
+            &[
+                ("codex, cca (default: structured history)", &codex, CacheRoute::Cca("")),
+                (
+                    "codex, cca, native system prompt",
+                    &codex,
+                    CacheRoute::Cca("system_prompt = \"native\"\n"),
+                ),
+                ("codex, cca, inline history", &codex, CacheRoute::Cca("history = \"inline\"\n")),
+                ("codex's own `codex exec resume --last`", &codex, CacheRoute::Own),
+            ],
+        );
+    }
+
+    /// A row of the caching table per route: each follow-up's share, then requests 3 to 10's.
+    fn cache_rows(&self, prefix: &str, routes: &[(&str, &Path, CacheRoute)]) {
         println!(
             "| engine, route | request 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10 | 3-10 | not cached, KB |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
         );
-        let native = "system_prompt = \"native\"\n";
-        let inline = "history = \"inline\"\n";
-        let routes: [(&str, &Path, CacheRoute); 12] = [
-            ("claude, cca (default: structured history)", &claude, CacheRoute::Cca("")),
-            ("claude, one `cca chat` (claude kept warm)", &claude, CacheRoute::Chat),
-            ("claude, one `cca acp` session (claude kept warm)", &claude, CacheRoute::Acp),
-            ("claude, cca, native system prompt", &claude, CacheRoute::Cca(native)),
-            ("claude, cca, inline history", &claude, CacheRoute::Cca(inline)),
-            ("claude's own `claude -p -c`", &claude, CacheRoute::Own),
-            ("gemini, cca (default: structured history)", &gemini, CacheRoute::Cca("")),
-            ("gemini, one `cca chat`", &gemini, CacheRoute::Chat),
-            ("gemini, one `cca acp` session", &gemini, CacheRoute::Acp),
-            ("gemini, cca, native system prompt", &gemini, CacheRoute::Cca(native)),
-            ("gemini, cca, inline history", &gemini, CacheRoute::Cca(inline)),
-            ("gemini's own `gemini --resume latest -p`", &gemini, CacheRoute::Own),
-        ];
         for (i, (label, program, route)) in routes.iter().enumerate() {
-            let bodies = self.cache_turns(&format!("caching-{i}"), program, route);
+            let bodies = self.cache_turns(&format!("{prefix}-{i}"), program, route);
             let shares: Vec<f64> = bodies
                 .windows(2)
                 .map(|pair| mock_api::cacheable_share(&pair[0], &pair[1]))
@@ -191,6 +237,9 @@ impl Bench {
             r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
         )
         .unwrap();
+        // codex reads its provider from its config file.
+        std::fs::create_dir_all(home.dir.join(".codex")).unwrap();
+        std::fs::write(home.dir.join(".codex/config.toml"), codex_config(&api.url())).unwrap();
         let work = home.dir.join("work");
         std::fs::create_dir_all(&work).unwrap();
         let vars = engine_vars(&api.url());
@@ -258,6 +307,10 @@ impl Bench {
                     if engine == "claude" {
                         cmd.args(["-p", "--tools=WebSearch,WebFetch"]);
                         cmd.args(if n > 0 { &["-c"][..] } else { &[] });
+                        cmd.arg(&question);
+                    } else if engine == "codex" {
+                        cmd.args(["exec", "--json", "--skip-git-repo-check"]);
+                        cmd.args(if n > 0 { &["resume", "--last"][..] } else { &[] });
                         cmd.arg(&question);
                     } else {
                         cmd.args(["--skip-trust", "-o", "text"]);

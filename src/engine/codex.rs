@@ -9,8 +9,11 @@
 //! It runs read-only and never asks for an approval (`sandbox_mode`, `approval_policy`), so a
 //! command that would write is refused by the sandbox and the model is told; codex 0.169.0 prints
 //! no item for it, or (on a loaded machine) the command's failure, which cca shows as refused.
-//! It runs with `--ephemeral` (no session file of its own) in a home of cca's (`CODEX_HOME`,
-//! see [`home`]).
+//! It runs in a home of cca's (`CODEX_HOME`, see [`home`]). With structured history (the
+//! default) the live exchanges are a rollout cca writes there and codex resumes (`exec resume
+//! ID -`), with what codex noted of its own in earlier runs where it put it, so that each request
+//! repeats the one before; codex's rollout of the run is read for those notes and removed
+//! ([`tidy`]). With inline history it runs `--ephemeral`, the history framed on stdin.
 
 use std::path::PathBuf;
 
