@@ -237,6 +237,7 @@ impl Decoder {
         if counts.is_object() {
             out.push(Output::Usage(Usage {
                 input_tokens: counts["input_tokens"].as_u64(),
+                cached_tokens: None,
                 output_tokens: counts["output_tokens"].as_u64(),
                 cost_usd: None,
             }));
@@ -369,7 +370,7 @@ mod tests {
                 Output::Usage(Usage {
                     input_tokens: Some(12),
                     output_tokens: Some(3),
-                    cost_usd: None
+                    ..Usage::default()
                 }),
                 Output::Model("gemini-2.5-flash".into()),
                 Output::AnswerEnd,

@@ -385,8 +385,16 @@ impl Decoder {
                 self.result_seen = true;
                 self.tools.flush(out);
                 let usage = &v["usage"];
+                // Anthropic's `input_tokens` leave out what the cache read and what it wrote:
+                // all three are the input (as `cca import claude` counts it).
+                let read = usage["cache_read_input_tokens"].as_u64();
+                let written = usage["cache_creation_input_tokens"].as_u64().unwrap_or(0);
+                let input = usage["input_tokens"]
+                    .as_u64()
+                    .map(|input| input.saturating_add(read.unwrap_or(0)).saturating_add(written));
                 out.push(Output::Usage(Usage {
-                    input_tokens: usage["input_tokens"].as_u64(),
+                    input_tokens: input,
+                    cached_tokens: read,
                     output_tokens: usage["output_tokens"].as_u64(),
                     // The total of the process so far (measured): this answer's share is what
                     // it added since the last `result`.
@@ -681,6 +689,15 @@ mod tests {
         let usage = usage.expect("the result line carries usage");
         assert_eq!((usage.input_tokens, usage.output_tokens), (Some(10), Some(4)));
         assert!((usage.cost_usd.unwrap() - 0.00012).abs() < 1e-12, "{usage:?}");
+    }
+
+    #[test]
+    fn the_input_counts_what_the_cache_read_and_wrote_too() {
+        let line = r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","usage":{"input_tokens":3,"cache_creation_input_tokens":20,"cache_read_input_tokens":100,"output_tokens":4}}"#;
+        let out = decode(&format!("{line}\n"));
+        let usage = out.iter().find_map(|o| if let Output::Usage(u) = o { Some(u) } else { None });
+        let usage = usage.expect("the result line carries usage");
+        assert_eq!((usage.input_tokens, usage.cached_tokens), (Some(123), Some(100)));
     }
 
     #[test]

@@ -391,7 +391,9 @@ impl Decoder {
             Some("turn.completed") => {
                 let usage = &v["usage"];
                 out.push(Output::Usage(Usage {
+                    // All of the input; `cached_input_tokens` are among them.
                     input_tokens: usage["input_tokens"].as_u64(),
+                    cached_tokens: usage["cached_input_tokens"].as_u64(),
                     output_tokens: usage["output_tokens"].as_u64(),
                     cost_usd: None,
                 }));
@@ -501,7 +503,12 @@ mod tests {
         assert!(
             matches!(&out[1], Output::Note(n) if n.starts_with("Model metadata for `gpt-mock`"))
         );
-        let usage = Usage { input_tokens: Some(100), output_tokens: Some(7), cost_usd: None };
+        let usage = Usage {
+            input_tokens: Some(100),
+            cached_tokens: Some(40),
+            output_tokens: Some(7),
+            cost_usd: None,
+        };
         assert!(out.contains(&Output::Usage(usage)), "{out:?}");
         assert!(!out.iter().any(|o| matches!(o, Output::Error(_))), "{out:?}");
     }

@@ -385,7 +385,9 @@ fn decode_line(v: &Value, out: &mut Vec<Output>) {
         Some("result") => {
             let stats = &v["stats"];
             out.push(Output::Usage(Usage {
+                // All of the prompt; `cached` are among them.
                 input_tokens: stats["input_tokens"].as_u64(),
+                cached_tokens: stats["cached"].as_u64(),
                 output_tokens: stats["output_tokens"].as_u64(),
                 cost_usd: None,
             }));

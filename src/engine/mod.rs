@@ -665,7 +665,10 @@ impl Paragraphs {
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Usage {
+    /// Every token of the request's input, those the cache served included.
     pub input_tokens: Option<u64>,
+    /// Of those, the ones the provider's prompt cache served (billed at a fraction).
+    pub cached_tokens: Option<u64>,
     pub output_tokens: Option<u64>,
     pub cost_usd: Option<f64>,
 }
@@ -687,10 +690,18 @@ impl Usage {
         let n = &mut notes;
         let input =
             keep("an input token count", self.input_tokens.map(transcript::tokens_figure), n);
+        let cached =
+            keep("a cached token count", self.cached_tokens.map(transcript::tokens_figure), n);
         let output =
             keep("an output token count", self.output_tokens.map(transcript::tokens_figure), n);
         let cost = keep("a cost", self.cost_usd.map(transcript::cost_figure), n);
-        (Usage { input_tokens: input, output_tokens: output, cost_usd: cost }, notes)
+        let usage = Usage {
+            input_tokens: input,
+            cached_tokens: cached,
+            output_tokens: output,
+            cost_usd: cost,
+        };
+        (usage, notes)
     }
 }
 
@@ -819,10 +830,15 @@ mod tests {
 
     #[test]
     fn usage_keeps_the_figures_that_make_sense_and_notes_the_rest() {
-        let usage =
-            Usage { input_tokens: Some(1 << 63), output_tokens: Some(7), cost_usd: Some(-3.0) };
+        let usage = Usage {
+            input_tokens: Some(1 << 63),
+            output_tokens: Some(7),
+            cost_usd: Some(-3.0),
+            cached_tokens: Some(2),
+        };
         let (kept, notes) = usage.checked();
-        assert_eq!(kept, Usage { input_tokens: None, output_tokens: Some(7), cost_usd: None });
+        let left = Usage { output_tokens: Some(7), cached_tokens: Some(2), ..Usage::default() };
+        assert_eq!(kept, left);
         assert_eq!(
             notes,
             [
@@ -830,7 +846,7 @@ mod tests {
                 "a cost that makes no sense (negative): left out"
             ]
         );
-        let fine = Usage { input_tokens: Some(1), output_tokens: None, cost_usd: Some(0.5) };
+        let fine = Usage { input_tokens: Some(1), cost_usd: Some(0.5), ..Usage::default() };
         assert_eq!(fine.clone().checked(), (fine, Vec::new()));
     }
 }

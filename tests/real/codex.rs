@@ -83,8 +83,8 @@ fn three_turns_and_a_resume_through_codex_keep_the_answers_and_the_history() {
     );
     let latest = r.env.latest();
     assert!(latest.contains("\"engine\":\"codex\""), "{latest}");
-    // The loopback server's usage (10 in, 3 out) for each answer.
-    assert!(latest.contains("\"input_tokens\":10"), "{latest}");
+    // The loopback server's usage (10 in, 4 of them cached, 3 out) for each answer.
+    assert!(latest.contains("\"input_tokens\":10,\"cached_tokens\":4"), "{latest}");
     assert!(latest.contains("\"output_tokens\":3"), "{latest}");
     // A session resumed by its id, after another one began, goes on from its own history.
     let id =
