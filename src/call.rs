@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use crate::engine::home::HomeArg;
+use crate::engine::home::{HomeArg, UserFolder};
 use crate::engine::{Arg, EngineConfig, Invocation, Keeping, Request};
 use crate::error::{Failure, exit};
 use crate::frame;
@@ -185,7 +185,9 @@ pub(crate) fn call(
 fn tidy(c: &Call, notes: Option<&str>, outcome: &run::EngineRun) {
     let s = c.session;
     if let Some(id) = &outcome.engine_session {
-        let home = s.engine.spec.home.map(|home| s.store.engine_home_dir(home().1.engine, s.id));
+        let program = std::path::Path::new(&s.engine.program);
+        let home = (s.engine.spec.home)(program)
+            .map(|(_, home)| s.store.engine_home_dir(home.engine, s.id));
         let left = crate::engine::Leftovers {
             home: home.as_deref(),
             claude_home: s.settings.claude_home.as_deref(),
@@ -507,21 +509,17 @@ fn last_line(text: &str) -> Option<String> {
 
 type EnvVars = Vec<(OsString, OsString)>;
 
-/// The environment a program is run with outside a turn (asked its version): gemini and codex
-/// in a home of their own, as for a turn, so that they leave nothing of their own behind (an
-/// ACP agent that is gemini too).
+/// The environment a program is run with outside a turn (asked its version): in the home its
+/// engine gives it for a turn (`Spec::home`), so that it leaves nothing of its own behind.
 pub(crate) fn home_env(
     settings: &crate::config::Settings,
     store: &Store,
     engine: &EngineConfig,
     program: &std::path::Path,
 ) -> Result<(EnvVars, Option<crate::store::EngineFiles>)> {
-    let gemini = crate::engine::gemini::is_gemini(program);
-    let spec = if gemini { &crate::engine::gemini::SPEC } else { engine.spec };
-    let Some(home) = spec.home else {
+    let Some((var, home)) = (engine.spec.home)(program) else {
         return Ok(Default::default());
     };
-    let (var, home) = home();
     let env = vec![(var.to_string(), Arg::Home(home))];
     let program = program.to_path_buf();
     let (stdin, images, follow_up) = (Vec::new(), Vec::new(), Vec::new());
@@ -544,10 +542,10 @@ fn materialize(
     let make_home = |home: &crate::engine::home::Home,
                      dir: &mut dyn FnMut() -> Result<PathBuf>|
      -> Result<PathBuf> {
-        // In place of the user's: gemini's may be moved (`GEMINI_CLI_HOME`).
-        let user_home = match home.arg {
-            HomeArg::Home => settings.gemini_home.as_deref(),
-            HomeArg::ConfigDir => settings.user_home.as_deref(),
+        // In place of the user's, where the engine says it is.
+        let user_home = match home.user {
+            UserFolder::Home => settings.user_home.as_deref(),
+            UserFolder::GeminiCliHome => settings.gemini_home.as_deref(),
         };
         let over = |user: Option<&str>| home.settings.as_ref().map(|s| s.over(user));
         let text = |user: Option<&str>| over(user).unwrap_or_default();

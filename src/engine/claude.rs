@@ -63,7 +63,7 @@ pub(crate) const SPEC: Spec = Spec {
     decoder: || Box::new(Decoder::default()),
     tidy,
     reads_at_start,
-    home: None,
+    home: |_| None,
     stderr_noise: None,
 };
 

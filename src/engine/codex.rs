@@ -75,7 +75,7 @@ pub(crate) const SPEC: Spec = Spec {
     decoder: || Box::new(Decoder::default()),
     tidy,
     reads_at_start,
-    home: Some(|| (CODEX_HOME, home())),
+    home: |_| Some((CODEX_HOME, home())),
     stderr_noise: Some(noise),
 };
 
@@ -109,6 +109,7 @@ pub(crate) fn home() -> super::home::Home {
         home_files: &[],
         settings: None,
         arg: super::home::HomeArg::ConfigDir,
+        user: super::home::UserFolder::Home,
     }
 }
 

@@ -62,7 +62,7 @@ pub(crate) const SPEC: Spec = Spec {
     decoder: || Box::new(Decoder::default()),
     tidy,
     reads_at_start,
-    home: Some(|| (crate::vars::GEMINI_CLI_HOME, home(None))),
+    home: |_| Some((crate::vars::GEMINI_CLI_HOME, home(None))),
     stderr_noise: Some(noise),
 };
 
@@ -113,6 +113,7 @@ pub(crate) fn home(settings: Option<super::home::Settings>) -> super::home::Home
         home_files: &[".env"],
         settings,
         arg: super::home::HomeArg::Home,
+        user: super::home::UserFolder::GeminiCliHome,
     }
 }
 

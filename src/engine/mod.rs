@@ -76,9 +76,10 @@ pub struct Spec {
     /// not: an engine started before one of them changed is not the one a cold start would
     /// be now, so a warm or waiting engine is used only while they are as they were.
     pub reads_at_start: fn(&StartPlace) -> Vec<PathBuf>,
-    /// The variable that gives the program its home, and the home cca gives it when it runs
-    /// outside a turn (asked its version): it writes there even then. `None`: it needs none.
-    pub home: Option<fn() -> (&'static str, home::Home)>,
+    /// The variable that gives the program (this path) its home, and the home cca gives it,
+    /// for a turn and when it runs outside one (asked its version): it writes there even then.
+    /// `None`: it needs none.
+    pub home: fn(&std::path::Path) -> Option<(&'static str, home::Home)>,
     /// Lines the program writes on stderr that tell the user nothing (gemini's start-up
     /// chatter): not shown, and not taken for its error. `None`: every line is shown as it comes.
     pub stderr_noise: Option<fn(&[u8]) -> bool>,
