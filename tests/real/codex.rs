@@ -126,6 +126,13 @@ fn the_model_and_a_native_system_prompt_reach_codex_s_request() {
     assert!(developer[0].starts_with("You are a web research assistant"), "{developer:?}");
     assert!(!developer.iter().any(|d| d.contains("Codex CLI")), "{developer:?}");
     assert_eq!(questions(body), ["which model?"]);
+    // A follow-up, which resumes the history, with the system prompt and another model.
+    run(&r, &codex, &["search", "-r", "-m", "gpt-other-model", "and now?"]).ok();
+    let body = &r.api.turns()[1].body;
+    assert_eq!(body["model"], "gpt-other-model");
+    let developer = texts(body, "developer");
+    assert!(developer[0].starts_with("You are a web research assistant"), "{developer:?}");
+    assert_eq!(questions(body), ["which model?", "and now?"]);
 }
 
 #[test]
@@ -181,6 +188,9 @@ fn an_image_reaches_codex_s_request_once() {
     assert!(sent[0].starts_with("data:image/png;base64,"), "{sent:?}");
     run(&r, &codex, &["search", "-q", "-r", "and its colour?"]).ok();
     assert_eq!(images(&r.api.turns()[1].body), Vec::<String>::new());
+    // On a follow-up, which resumes the history: the new image, once.
+    run(&r, &codex, &["search", "-q", "-r", "-f", "pic.png", "and this one?"]).ok();
+    assert_eq!(images(&r.api.turns()[2].body).len(), 1);
 }
 
 #[test]
