@@ -70,7 +70,7 @@ pub(crate) fn call(
     // one-shot turns do: gemini reads an image from the file its prompt names).
     let transport = s.engine.spec.keeps.filter(|transport| match transport {
         Keeping::StreamJson(_) => true,
-        Keeping::Acp => c.attachments.iter().all(|a| a.image.is_none()),
+        Keeping::Acp | Keeping::Rpc(_) => c.attachments.iter().all(|a| a.image.is_none()),
     });
     // An engine with no one-shot mode (an `acp` engine) is kept for this turn alone where no
     // front end keeps it.
@@ -135,6 +135,7 @@ pub(crate) fn call(
             Keeping::Acp => {
                 Box::new(crate::engine::acp_agent::Decoder::quiet(s.engine.spec.stderr_noise))
             }
+            Keeping::Rpc(rpc) => (rpc.decoder)(),
         };
         let (fresh, files) = match taken {
             // Its files are the standby's.
@@ -258,7 +259,8 @@ fn kept(
 /// start it cold (docs/DESIGN.md, "Standby"); nothing when the engine has none. Called as
 /// the turn ends, with the session's live context as the next turn will find it.
 pub(crate) fn leave_standby(s: &Session, system: &str, live: &std::sync::Arc<Live>) -> Result<()> {
-    let (Some(idle), Some(transport)) = (s.engine.standby, s.engine.spec.keeps) else {
+    let transport = s.engine.spec.keeps.and_then(opening);
+    let (Some(idle), Some(opening)) = (s.engine.standby, transport) else {
         return Ok(());
     };
     let transcript = s.store.open_session(s.id)?;
@@ -278,7 +280,7 @@ pub(crate) fn leave_standby(s: &Session, system: &str, live: &std::sync::Arc<Liv
         env,
         grace: s.settings.grace,
         idle,
-        opening: opening(transport),
+        opening,
         files: files.clone(),
         dir: s.store.standby_dir(),
         session: s.id.to_string(),
@@ -291,11 +293,13 @@ pub(crate) fn leave_standby(s: &Session, system: &str, live: &std::sync::Arc<Liv
     })
 }
 
-/// The start-up work an engine kept over `transport` does before it waits.
-fn opening(transport: Keeping) -> run::standby::Opening {
+/// The start-up work an engine kept over `transport` does before it waits; `None` for one no
+/// standby keeps waiting (an engine's own JSON-RPC session: its engine takes no `standby`).
+fn opening(transport: Keeping) -> Option<run::standby::Opening> {
     match transport {
-        Keeping::StreamJson(_) => run::standby::Opening::Initialize,
-        Keeping::Acp => run::standby::Opening::AcpSession,
+        Keeping::StreamJson(_) => Some(run::standby::Opening::Initialize),
+        Keeping::Acp => Some(run::standby::Opening::AcpSession),
+        Keeping::Rpc(_) => None,
     }
 }
 
@@ -306,7 +310,7 @@ pub(crate) fn time_start(
     store: &Store,
     engine: &EngineConfig,
 ) -> Option<Result<std::time::Duration>> {
-    let transport = engine.spec.keeps?;
+    let opening = engine.spec.keeps.and_then(opening)?;
     let measure = || {
         let nothing = |_: &std::ops::Range<u64>| -> io::Result<String> { Ok(String::new()) };
         let model = engine.model.as_deref();
@@ -315,7 +319,7 @@ pub(crate) fn time_start(
         let invocation = kept_start(&s, program, "", &Default::default(), &nothing, None)?;
         let (args, env, _files) = materialize(store, settings, "", &invocation)?;
         let limit = std::time::Duration::from_secs(20);
-        run::standby::time_start(&invocation.program, &args, &env, opening(transport), limit)
+        run::standby::time_start(&invocation.program, &args, &env, opening, limit)
     };
     Some(measure())
 }

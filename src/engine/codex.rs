@@ -36,6 +36,7 @@ pub(crate) const SPEC: Spec = Spec {
         "model",
         "system_prompt",
         "history",
+        "keep_warm",
         "max_input_bytes",
         "context_budget",
         "model_budgets",
@@ -66,8 +67,9 @@ pub(crate) const SPEC: Spec = Spec {
          again with `codex login`",
     ),
     streams_input: None,
-    // Its long-running modes (`app-server`, `mcp-server`) are not used yet.
-    keeps: None,
+    // Kept between turns (`cca chat`, `cca acp`), it runs as `codex app-server`. No standby
+    // (its key is not taken): a waiting app-server is not measured yet.
+    keeps: Some(super::Keeping::Rpc(&APP_SERVER)),
     one_shot: true,
     // `-i FILE` attaches an image to the prompt.
     takes_images: true,
@@ -118,29 +120,42 @@ pub(crate) fn invocation(
     program: PathBuf,
     request: &Request,
 ) -> anyhow::Result<Invocation> {
-    let structured = engine.history == HistoryMode::Structured;
-    let mut args: Vec<Arg> = [
-        "exec",
-        "--json",
+    let structured = engine.history == HistoryMode::Structured && !request.kept;
+    // Kept between turns, it runs as its app server (`Keeping::Rpc`), everything else as for
+    // one turn.
+    let mode: &[&str] = match request.kept {
+        true => &["app-server"],
         // cca asks in any folder, a repository or not.
-        "--skip-git-repo-check",
-        // A search agent reads; it never writes or asks for approval (no one could answer:
-        // stdin is the prompt). Later `-c` in the config's `args` override these.
-        "-c",
-        "sandbox_mode=\"read-only\"",
-        "-c",
-        "approval_policy=\"never\"",
-    ]
-    .into_iter()
-    .map(Arg::plain)
-    .collect();
-    if !structured {
+        false => &["exec", "--json", "--skip-git-repo-check"],
+    };
+    let mut args: Vec<Arg> = mode.iter().copied().map(Arg::plain).collect();
+    args.extend(
+        [
+            // A search agent reads; it never writes or asks for approval (no one could answer:
+            // stdin is the prompt). Later `-c` in the config's `args` override these.
+            "-c",
+            "sandbox_mode=\"read-only\"",
+            "-c",
+            "approval_policy=\"never\"",
+        ]
+        .map(Arg::plain),
+    );
+    if !structured && !request.kept {
         // cca is the memory: no session file of codex's own. (A structured history's run
         // keeps one, which `tidy` reads and removes.)
         args.push(Arg::plain("--ephemeral"));
     }
     if let Some(model) = request.model {
-        args.extend(super::model_args("--model", model)?);
+        match request.kept {
+            false => args.extend(super::model_args("--model", model)?),
+            true => {
+                super::check_model(model, "for the engine's command line")?;
+                args.extend([
+                    Arg::plain("-c"),
+                    Arg::plain(format!("model={}", toml_string(model))),
+                ]);
+            }
+        }
     }
     let inline_system = match engine.system_prompt {
         SystemPromptMode::Inline => Some(request.system),
@@ -173,6 +188,13 @@ pub(crate) fn invocation(
         args.push(Arg::plain(format!("--image={}", path.display())));
     }
     args.extend(engine.args.iter().map(Arg::plain));
+    if request.kept {
+        // The first message frames the live context; later ones are the question alone.
+        let stdin = frame::inline(inline_system, request.live, &request.attachments, request.query);
+        let env = vec![(CODEX_HOME.to_string(), Arg::Home(home()))];
+        let follow_up = frame::follow_up(&request.attachments, request.query);
+        return Ok(Invocation { program, args, env, stdin, images: Vec::new(), follow_up });
+    }
     // The prompt is stdin: `-`, after `--` so that nothing reads it as an option's value.
     let stdin = match structured {
         true if !request.live.exchanges.is_empty() => {
@@ -328,6 +350,154 @@ fn toml_string(text: &str) -> String {
 /// What codex reads as it starts: its `AGENTS.md` files (in this folder and each above it).
 fn reads_at_start(place: &super::StartPlace) -> Vec<PathBuf> {
     place.upward(&["AGENTS.md", "AGENTS.override.md"])
+}
+
+/// `codex app-server` (0.169.0, its `generate-json-schema`): JSON lines without `jsonrpc`;
+/// `initialize`, the `initialized` notification and `thread/start` open a thread (ephemeral:
+/// codex keeps no rollout of it), one `turn/start` per message.
+pub(crate) static APP_SERVER: super::RpcSession = super::RpcSession {
+    opening_lines: |cwd| {
+        let initialize = json!({"id": 0, "method": "initialize",
+            "params": {"clientInfo": {"name": "cca", "version": env!("CARGO_PKG_VERSION")}}});
+        let initialized = json!({"method": "initialized"});
+        let start = json!({"id": 1, "method": "thread/start",
+            "params": {"cwd": cwd, "ephemeral": true}});
+        [initialize, initialized, start].iter().map(|l| format!("{l}\n")).collect()
+    },
+    session_of: |line| {
+        let message: Value = serde_json::from_slice(line).ok()?;
+        if message["id"] != 1 || message.get("method").is_some() {
+            return None;
+        }
+        match message["result"]["thread"]["id"].as_str() {
+            Some(id) => Some(Ok(id.to_string())),
+            None => Some(Err(message["error"]["message"]
+                .as_str()
+                .unwrap_or("codex opened no thread")
+                .to_string())),
+        }
+    },
+    prompt_line: |id, thread, text, _images| {
+        let line = json!({"id": id, "method": "turn/start",
+            "params": {"threadId": thread, "input": [{"type": "text", "text": text}]}});
+        format!("{line}\n")
+    },
+    first_prompt_id: 2,
+    decoder: || Box::new(ServerDecoder::default()),
+};
+
+/// Decodes what `codex app-server` writes for a turn: the answer's deltas, web searches and
+/// commands as tool calls (as `exec --json` gives them, in its own names), the usage, and
+/// `turn/completed`, which ends the answer.
+#[derive(Debug, Default)]
+pub(crate) struct ServerDecoder {
+    lines: LineBuffer,
+    paragraphs: Paragraphs,
+    tools: ToolCalls,
+    usage: Option<Usage>,
+    /// The message of the last `error` notification codex does not retry.
+    error: Option<String>,
+}
+
+impl super::Decoder for ServerDecoder {
+    fn feed(&mut self, chunk: &[u8], out: &mut Vec<Output>) {
+        let mut lines = std::mem::take(&mut self.lines);
+        lines.feed(chunk, |line| self.line(line, out));
+        self.lines = lines;
+    }
+
+    fn finish(&mut self, out: &mut Vec<Output>) {
+        let mut lines = std::mem::take(&mut self.lines);
+        lines.finish(|line| self.line(line, out));
+        self.tools.flush(out);
+        if let Some(error) = self.error.take() {
+            out.push(Output::Error(error));
+        }
+    }
+
+    fn stderr_noise(&self) -> Option<fn(&[u8]) -> bool> {
+        SPEC.stderr_noise
+    }
+}
+
+impl ServerDecoder {
+    fn line(&mut self, line: &[u8], out: &mut Vec<Output>) {
+        let Some(v) = json_line(line, out) else { return };
+        let params = &v["params"];
+        let item = &params["item"];
+        match v["method"].as_str() {
+            Some("item/started") if item["type"] == "agentMessage" => self.paragraphs.new_message(),
+            Some("item/started") => {
+                if let Some(call) = server_tool_call(item) {
+                    self.tools.started(item["id"].as_str().unwrap_or(""), call, out);
+                }
+            }
+            Some("item/agentMessage/delta") => {
+                self.paragraphs.text(params["delta"].as_str().unwrap_or(""), out);
+            }
+            Some("item/completed") if server_tool_call(item).is_some() => {
+                let exec = json!({"status": item["status"], "exit_code": item["exitCode"],
+                                  "aggregated_output": item["aggregatedOutput"]});
+                let id = item["id"].as_str().unwrap_or("");
+                self.tools.settled(id, |call| settle(call, &exec), out);
+            }
+            Some("thread/tokenUsage/updated") => {
+                let last = &params["tokenUsage"]["last"];
+                self.usage = Some(Usage {
+                    input_tokens: last["inputTokens"].as_u64(),
+                    cached_tokens: last["cachedInputTokens"].as_u64(),
+                    output_tokens: last["outputTokens"].as_u64(),
+                    cost_usd: None,
+                });
+            }
+            Some("error") => {
+                let message =
+                    params["error"]["message"].as_str().unwrap_or("codex reported an error");
+                if params["willRetry"] == true {
+                    out.push(Output::Retry(message.to_string()));
+                } else if let Some(earlier) = self.error.replace(message.to_string()) {
+                    out.push(Output::Note(earlier));
+                }
+            }
+            Some("turn/completed") => {
+                self.tools.flush(out);
+                let turn = &params["turn"];
+                if turn["status"] == "failed" {
+                    let message = turn["error"]["message"]
+                        .as_str()
+                        .map(str::to_string)
+                        .or_else(|| self.error.clone())
+                        .unwrap_or_else(|| "codex reported a failed turn".to_string());
+                    if ["401 Unauthorized", "403 Forbidden"].iter().any(|s| message.contains(s)) {
+                        out.push(Output::Refused(message.clone()));
+                    }
+                    out.push(Output::Error(message));
+                }
+                self.error = None;
+                out.extend(self.usage.take().map(Output::Usage));
+                // The next turn's text starts afresh.
+                self.paragraphs = Paragraphs::default();
+                out.push(Output::AnswerEnd);
+            }
+            // A refused `turn/start`: no turn, so no `turn/completed`.
+            None if v.get("id").is_some() && v.get("error").is_some() => {
+                let message = v["error"]["message"].as_str().unwrap_or("codex refused the turn");
+                out.push(Output::Error(message.to_string()));
+                out.push(Output::AnswerEnd);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A web search or a command of the app server as a tool call; `None` for the other items.
+fn server_tool_call(item: &Value) -> Option<ToolCall> {
+    let (name, input) = match item["type"].as_str()? {
+        "webSearch" => ("web_search", json!({ "query": item["query"] })),
+        "commandExecution" => ("command", json!({ "command": item["command"] })),
+        _ => return None,
+    };
+    Some(ToolCall::new(name, &input))
 }
 
 /// Decodes `codex exec --json`.
@@ -584,6 +754,68 @@ mod tests {
         assert_eq!(kinds, ["response_item", "response_item", "world_state", "turn_context"]);
         assert_eq!(notes[1]["payload"]["content"][0]["text"], "<environment_context>");
         assert!(notes_before_question("not a rollout\n").is_empty());
+    }
+
+    #[test]
+    fn the_app_server_s_turn_is_an_answer_with_its_tools_and_usage_and_ends_the_answer() {
+        // The shapes codex 0.169.0's app server wrote against the loopback Responses API.
+        let lines = [
+            r#"{"id":2,"result":{"turn":{"id":"t1","status":"inProgress","items":[]}}}"#,
+            r#"{"method":"turn/started","params":{"threadId":"th","turn":{"id":"t1"}}}"#,
+            r#"{"method":"item/started","params":{"item":{"type":"webSearch","id":"ws","query":"rust 1.89"}}}"#,
+            r#"{"method":"item/completed","params":{"item":{"type":"webSearch","id":"ws","query":"rust 1.89"}}}"#,
+            r#"{"method":"item/started","params":{"item":{"type":"commandExecution","id":"c1","command":"touch x","status":"inProgress"}}}"#,
+            r#"{"method":"item/completed","params":{"item":{"type":"commandExecution","id":"c1","command":"touch x","status":"failed","exitCode":1,"aggregatedOutput":"touch: cannot touch 'x': Read-only file system\n"}}}"#,
+            r#"{"method":"item/started","params":{"item":{"type":"agentMessage","id":"m","text":""}}}"#,
+            r#"{"method":"item/agentMessage/delta","params":{"itemId":"m","delta":"ECHO: "}}"#,
+            r#"{"method":"item/agentMessage/delta","params":{"itemId":"m","delta":"q"}}"#,
+            r#"{"method":"thread/tokenUsage/updated","params":{"tokenUsage":{"last":{"inputTokens":10,"cachedInputTokens":4,"outputTokens":3}}}}"#,
+            r#"{"method":"turn/completed","params":{"threadId":"th","turn":{"id":"t1","status":"completed"}}}"#,
+        ];
+        let out = crate::engine::decoded(
+            ServerDecoder::default(),
+            &lines.map(|l| format!("{l}\n")).concat(),
+            17,
+        );
+        assert_eq!(text(&out), "ECHO: q");
+        let lines: Vec<String> = tools(&out).iter().map(|t| t.summary()).collect();
+        assert_eq!(
+            lines,
+            [
+                "web_search: rust 1.89",
+                "command (refused): touch x · the read-only sandbox kept it from writing"
+            ]
+        );
+        let usage = Usage {
+            input_tokens: Some(10),
+            cached_tokens: Some(4),
+            output_tokens: Some(3),
+            cost_usd: None,
+        };
+        assert_eq!(out[out.len() - 2..], [Output::Usage(usage), Output::AnswerEnd]);
+        let failed = r#"{"method":"turn/completed","params":{"turn":{"status":"failed","error":{"message":"unexpected status 401 Unauthorized"}}}}"#;
+        let out = crate::engine::decoded(ServerDecoder::default(), &format!("{failed}\n"), 9);
+        assert!(matches!(&out[0], Output::Refused(m) if m.contains("401")), "{out:?}");
+        assert!(matches!(&out[1], Output::Error(_)) && out[2] == Output::AnswerEnd, "{out:?}");
+    }
+
+    #[test]
+    fn the_app_server_opens_a_thread_and_takes_a_turn_per_message() {
+        let lines = (APP_SERVER.opening_lines)(std::path::Path::new("/w"));
+        let methods: Vec<Value> = lines
+            .iter()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap()["method"].clone())
+            .collect();
+        assert_eq!(methods, ["initialize", "initialized", "thread/start"]);
+        let opened = br#"{"id":1,"result":{"thread":{"id":"th-1"}}}"#;
+        assert_eq!((APP_SERVER.session_of)(opened), Some(Ok("th-1".to_string())));
+        assert_eq!((APP_SERVER.session_of)(br#"{"id":0,"result":{}}"#), None);
+        let refused = br#"{"id":1,"error":{"code":-1,"message":"no"}}"#;
+        assert_eq!((APP_SERVER.session_of)(refused), Some(Err("no".to_string())));
+        let prompt: Value =
+            serde_json::from_str(&(APP_SERVER.prompt_line)(2, "th-1", "q", &[])).unwrap();
+        assert_eq!(prompt["method"], "turn/start");
+        assert_eq!(prompt["params"]["input"][0]["text"], "q");
     }
 
     #[test]

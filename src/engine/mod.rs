@@ -350,6 +350,24 @@ pub enum Keeping {
     /// for a kept engine): `initialize` and `session/new` once, then one `session/prompt`
     /// request per message, whose response ends the answer ([`acp_agent`] decodes it).
     Acp,
+    /// A JSON-RPC session of the engine's own on stdio (codex's `app-server`), as the engine
+    /// describes it: opened once, then one prompt request per message.
+    Rpc(&'static RpcSession),
+}
+
+/// How to speak an engine's own JSON-RPC session on stdio ([`Keeping::Rpc`]).
+#[derive(Debug)]
+pub struct RpcSession {
+    /// The requests that open the session, for the folder it runs in.
+    pub opening_lines: fn(&std::path::Path) -> Vec<String>,
+    /// Whether a line answers the opening: then the session's id, or why it opened none.
+    pub session_of: fn(&[u8]) -> Option<Result<String, String>>,
+    /// The request that sends a message (its id, the session, the text, its images).
+    pub prompt_line: fn(u64, &str, &str, &[Image]) -> String,
+    /// The id of the first prompt request (those before are the opening's).
+    pub first_prompt_id: u64,
+    /// Decodes what the session writes; the answer ends with the engine's end of turn.
+    pub decoder: fn() -> Box<dyn Decoder>,
 }
 
 /// An MCP server the engine starts for a turn, with its tools for the model.

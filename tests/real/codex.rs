@@ -427,3 +427,40 @@ fn an_exported_session_is_resumed_by_codex_with_its_history() {
     assert_eq!(users, ["first question", "second question", "third question"]);
     assert_eq!(texts(body, "assistant"), ["ECHO: first question", "ECHO: second question"]);
 }
+
+#[test]
+fn cca_chat_keeps_codex_warm_as_its_app_server() {
+    let (r, codex) = codex_real();
+    // A wrapper that notes each start (its first argument) in a file.
+    let log = r.env.root.path().join("codex-starts.log");
+    let wrapper = r.env.root.path().join("codex-counted");
+    let script = format!(
+        "#!/bin/sh\necho \"$1\" >> '{}'\nexec '{}' \"$@\"\n",
+        log.display(),
+        codex.display()
+    );
+    std::fs::write(&wrapper, script).unwrap();
+    let mut perms = std::fs::metadata(&wrapper).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&wrapper, perms).unwrap();
+    r.env.write_config("engine = \"codex\"\n");
+    let mut cmd = r.command();
+    cmd.arg("chat").env("CCA_CODEX", &wrapper);
+    let chat = run_command(cmd, Some(b"c1\nc2\nc3\n"));
+    chat.ok();
+    for n in 1..=3 {
+        assert!(chat.stdout.contains(&format!("ECHO: c{n}")), "{chat}");
+    }
+    let starts = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(starts, "app-server\n", "three messages in one chat start codex once");
+    // The kept codex is sent only each new question: each request extends the one before.
+    let bodies: Vec<Value> = r.api.turns().into_iter().map(|t| t.body).collect();
+    assert_eq!(bodies.len(), 3);
+    for (n, pair) in bodies.windows(2).enumerate() {
+        assert!(extends(&pair[0], &pair[1]), "request {} does not extend the one before", n + 2);
+    }
+    assert_eq!(questions(&bodies[2]), ["c1", "c2", "c3"]);
+    assert_eq!(answers(&r.transcript()), ["ECHO: c1", "ECHO: c2", "ECHO: c3"]);
+    let latest = r.env.latest();
+    assert!(latest.contains("\"input_tokens\":10,\"cached_tokens\":4"), "{latest}");
+}
