@@ -259,7 +259,7 @@ fn kept(
 /// start it cold (docs/DESIGN.md, "Standby"); nothing when the engine has none. Called as
 /// the turn ends, with the session's live context as the next turn will find it.
 pub(crate) fn leave_standby(s: &Session, system: &str, live: &std::sync::Arc<Live>) -> Result<()> {
-    let transport = s.engine.spec.keeps.and_then(opening);
+    let transport = s.engine.spec.keeps.map(|transport| opening(transport, s.engine.spec));
     let (Some(idle), Some(opening)) = (s.engine.standby, transport) else {
         return Ok(());
     };
@@ -293,13 +293,12 @@ pub(crate) fn leave_standby(s: &Session, system: &str, live: &std::sync::Arc<Liv
     })
 }
 
-/// The start-up work an engine kept over `transport` does before it waits; `None` for one no
-/// standby keeps waiting (an engine's own JSON-RPC session: its engine takes no `standby`).
-fn opening(transport: Keeping) -> Option<run::standby::Opening> {
+/// The start-up work an engine of kind `spec` kept over `transport` does before it waits.
+fn opening(transport: Keeping, spec: &crate::engine::Spec) -> run::standby::Opening {
     match transport {
-        Keeping::StreamJson(_) => Some(run::standby::Opening::Initialize),
-        Keeping::Acp => Some(run::standby::Opening::AcpSession),
-        Keeping::Rpc(_) => None,
+        Keeping::StreamJson(_) => run::standby::Opening::Initialize,
+        Keeping::Acp => run::standby::Opening::AcpSession,
+        Keeping::Rpc(_) => run::standby::Opening::Rpc { kind: spec.name.to_string() },
     }
 }
 
@@ -310,7 +309,7 @@ pub(crate) fn time_start(
     store: &Store,
     engine: &EngineConfig,
 ) -> Option<Result<std::time::Duration>> {
-    let opening = engine.spec.keeps.and_then(opening)?;
+    let opening = opening(engine.spec.keeps?, engine.spec);
     let measure = || {
         let nothing = |_: &std::ops::Range<u64>| -> io::Result<String> { Ok(String::new()) };
         let model = engine.model.as_deref();

@@ -37,6 +37,7 @@ pub(crate) const SPEC: Spec = Spec {
         "system_prompt",
         "history",
         "keep_warm",
+        "standby",
         "max_input_bytes",
         "context_budget",
         "model_budgets",
@@ -67,8 +68,7 @@ pub(crate) const SPEC: Spec = Spec {
          again with `codex login`",
     ),
     streams_input: None,
-    // Kept between turns (`cca chat`, `cca acp`), it runs as `codex app-server`. No standby
-    // (its key is not taken): a waiting app-server is not measured yet.
+    // Kept between turns (`cca chat`, `cca acp`) and on standby, it runs as `codex app-server`.
     keeps: Some(super::Keeping::Rpc(&APP_SERVER)),
     one_shot: true,
     // `-i FILE` attaches an image to the prompt.

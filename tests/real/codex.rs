@@ -42,13 +42,17 @@ fn texts(body: &Value, role: &str) -> Vec<String> {
         .collect()
 }
 
-/// The questions a request holds, in order (a framed one's `<user_query>`), codex's own context
-/// messages (`<environment_context>`) aside.
+/// The questions a request holds, in order (a framed message's history and `<user_query>`),
+/// codex's own context messages (`<environment_context>`) aside.
 fn questions(body: &Value) -> Vec<String> {
-    texts(body, "user")
-        .iter()
-        .filter(|t| !t.starts_with("<environment_context>"))
-        .map(|t| tag(t, "user_query").unwrap_or(t).to_string())
+    let texts = texts(body, "user");
+    let asked = texts.iter().filter(|t| !t.starts_with("<environment_context>"));
+    asked
+        .flat_map(|t| {
+            let mut framed = history_users(t);
+            framed.push(tag(t, "user_query").unwrap_or(t).to_string());
+            framed
+        })
         .collect()
 }
 
@@ -428,10 +432,9 @@ fn an_exported_session_is_resumed_by_codex_with_its_history() {
     assert_eq!(texts(body, "assistant"), ["ECHO: first question", "ECHO: second question"]);
 }
 
-#[test]
-fn cca_chat_keeps_codex_warm_as_its_app_server() {
-    let (r, codex) = codex_real();
-    // A wrapper that notes each start (its first argument) in a file.
+/// A wrapper around codex that notes each start (its first argument) in a file: the wrapper,
+/// and the file.
+fn count_starts(r: &Real, codex: &Path) -> (PathBuf, PathBuf) {
     let log = r.env.root.path().join("codex-starts.log");
     let wrapper = r.env.root.path().join("codex-counted");
     let script = format!(
@@ -443,6 +446,13 @@ fn cca_chat_keeps_codex_warm_as_its_app_server() {
     let mut perms = std::fs::metadata(&wrapper).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
     std::fs::set_permissions(&wrapper, perms).unwrap();
+    (wrapper, log)
+}
+
+#[test]
+fn cca_chat_keeps_codex_warm_as_its_app_server() {
+    let (r, codex) = codex_real();
+    let (wrapper, log) = count_starts(&r, &codex);
     r.env.write_config("engine = \"codex\"\n");
     let mut cmd = r.command();
     cmd.arg("chat").env("CCA_CODEX", &wrapper);
@@ -463,4 +473,30 @@ fn cca_chat_keeps_codex_warm_as_its_app_server() {
     assert_eq!(answers(&r.transcript()), ["ECHO: c1", "ECHO: c2", "ECHO: c3"]);
     let latest = r.env.latest();
     assert!(latest.contains("\"input_tokens\":10,\"cached_tokens\":4"), "{latest}");
+}
+
+#[test]
+fn codex_follow_ups_take_the_app_server_on_standby() {
+    let (r, codex) = codex_real();
+    let (wrapper, log) = count_starts(&r, &codex);
+    r.env.write_config("engine = \"codex\"\nstandby = \"5m\"\n");
+    let ready = || {
+        let listed = || r.run(&["standby"]).stdout;
+        let waiting =
+            || listed().lines().any(|l| l.starts_with("codex") && !l.contains("starting"));
+        assert!(wait_until(Duration::from_secs(60), waiting), "{}", listed());
+    };
+    run(&r, &wrapper, &["search", "first question"]).ok();
+    for n in 1..=2 {
+        ready();
+        let asked = run(&r, &wrapper, &["search", "-r", &format!("follow-up {n}")]);
+        assert!(asked.ok().stdout.contains(&format!("ECHO: follow-up {n}")), "{asked}");
+    }
+    ready();
+    // The first turn's `exec`, then an app server left waiting after each turn, two taken.
+    let starts = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(starts, "exec\napp-server\napp-server\napp-server\n");
+    let bodies: Vec<Value> = r.api.turns().into_iter().map(|t| t.body).collect();
+    assert_eq!(questions(&bodies[2]), ["first question", "follow-up 1", "follow-up 2"]);
+    assert!(r.run(&["standby", "--end"]).ok().stdout.contains("codex"));
 }
