@@ -341,10 +341,28 @@ impl Bench {
         self.each_real_engine(Bench::warm_engine);
     }
 
+    /// The warm section's measure for codex, kept as its app server.
+    pub(crate) fn codex_warm(&self) {
+        println!("## Warm engines: a follow-up's first chunk through the real codex\n");
+        match std::env::var_os("CCA_TEST_CODEX").map(PathBuf::from).filter(|p| p.exists()) {
+            Some(codex) => {
+                println!(
+                    "codex (`CCA_TEST_CODEX`), kept as `codex app-server`; its own session is an app server spoken to directly, five `turn/start` in one thread, each timed to its first `item/agentMessage/delta`.\n"
+                );
+                self.warm_engine("codex", &codex);
+            }
+            None => println!("codex: skipped, not installed (`make codex`).\n"),
+        }
+    }
+
     pub(crate) fn warm_engine(&self, engine: &str, program: &Path) {
         let api = mock_api::MockApi::start();
         let home = |name: &str, keep: &str| {
-            self.engine_home(engine, name, &format!("keep_warm = \"{keep}\"\n"))
+            let dir = self.engine_home(engine, name, &format!("keep_warm = \"{keep}\"\n"));
+            // codex reads its provider from its config file.
+            std::fs::create_dir_all(dir.join(".codex")).unwrap();
+            std::fs::write(dir.join(".codex/config.toml"), codex_config(&api.url())).unwrap();
+            dir
         };
         let command =
             |dir: &Path, args: &[&str]| self.cca_on_engine(engine, program, &api.url(), dir, args);
@@ -464,7 +482,7 @@ impl Bench {
         cmd.args(args)
             .env("CCA_HOME", dir.join("cca"))
             .env("TERM", "dumb")
-            .env(if engine == "claude" { "CCA_CLAUDE" } else { "CCA_GEMINI" }, program);
+            .env(format!("CCA_{}", engine.to_uppercase()), program);
         cmd
     }
 
@@ -554,10 +572,11 @@ impl Bench {
         program: &Path,
         url: &str,
     ) -> (Vec<f64>, Vec<f64>) {
-        if engine == "gemini" {
-            return self.gemini_own_session(program, url);
+        match engine {
+            "gemini" => self.gemini_own_session(program, url),
+            "codex" => self.codex_own_session(program, url),
+            _ => self.claude_own_session(program, url),
         }
-        self.claude_own_session(program, url)
     }
 
     /// gemini's own multi-turn session: `gemini --acp` spoken to directly, five prompts in one
@@ -574,6 +593,58 @@ impl Bench {
             let mut acp = AcpClient::over(cmd);
             acp.time_prompts(&dir, 5, &mut first, &mut later);
             acp.finish();
+        }
+        (first, later)
+    }
+
+    /// codex's own multi-turn session: `codex app-server` spoken to directly, five `turn/start`
+    /// in one thread, each timed from writing it to the first delta of the answer.
+    pub(crate) fn codex_own_session(&self, codex: &Path, url: &str) -> (Vec<f64>, Vec<f64>) {
+        let dir = self.root.path().join("codex-own-session");
+        std::fs::create_dir_all(dir.join(".codex")).unwrap();
+        std::fs::write(dir.join(".codex/config.toml"), codex_config(url)).unwrap();
+        let (mut first, mut later) = (Vec::new(), Vec::new());
+        for _ in 0..4 {
+            let mut child = engine_command(codex, &dir, url).arg("app-server").spawn().unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+            let mut until = |wanted: &dyn Fn(&serde_json::Value) -> bool| loop {
+                let line = lines.next().expect("codex answers").unwrap();
+                let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+                if wanted(&v) {
+                    return v;
+                }
+            };
+            let client = json!({"name": "bench", "version": "0"});
+            writeln!(
+                stdin,
+                "{}",
+                json!({"id": 0, "method": "initialize", "params": {"clientInfo": client}})
+            )
+            .unwrap();
+            until(&|v| v["id"] == 0);
+            writeln!(stdin, "{}", json!({"method": "initialized"})).unwrap();
+            let start = json!({"id": 1, "method": "thread/start", "params": {"cwd": dir, "ephemeral": true}});
+            writeln!(stdin, "{start}").unwrap();
+            let thread = until(&|v| v["id"] == 1)["result"]["thread"]["id"].clone();
+            for n in 0..5 {
+                let input = [json!({"type": "text", "text": format!("message {n}")})];
+                let turn = json!({"id": 2 + n, "method": "turn/start",
+                                  "params": {"threadId": thread, "input": input}});
+                let start = Instant::now();
+                writeln!(stdin, "{turn}").unwrap();
+                until(&|v| v["method"] == "item/agentMessage/delta");
+                let ms = start.elapsed().as_secs_f64() * 1000.0;
+                if n == 0 {
+                    first.push(ms)
+                } else {
+                    later.push(ms)
+                }
+                until(&|v| v["method"] == "turn/completed");
+            }
+            drop(stdin);
+            let _ = child.kill();
+            child.wait().unwrap();
         }
         (first, later)
     }
