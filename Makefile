@@ -169,7 +169,7 @@ uninstall:
 		$(PREFIX)/share/fish/vendor_completions.d/cca.fish $(PREFIX)/share/man/man1/cca.1
 
 ## Benchmarks: prints markdown; BENCHMARKS.md holds a run of it.
-bench: engines llm $(RIPGREP)
+bench: engines llm codex $(RIPGREP)
 	$(CARGO) build --release --locked --examples
 	CCA_BENCH_RG=$(RIPGREP) $(CARGO) bench --locked --bench bench
 

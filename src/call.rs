@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use crate::engine::home::HomeArg;
+use crate::engine::home::{HomeArg, UserFolder};
 use crate::engine::{Arg, EngineConfig, Invocation, Keeping, Request};
 use crate::error::{Failure, exit};
 use crate::frame;
@@ -70,7 +70,7 @@ pub(crate) fn call(
     // one-shot turns do: gemini reads an image from the file its prompt names).
     let transport = s.engine.spec.keeps.filter(|transport| match transport {
         Keeping::StreamJson(_) => true,
-        Keeping::Acp => c.attachments.iter().all(|a| a.image.is_none()),
+        Keeping::Acp | Keeping::Rpc(_) => c.attachments.iter().all(|a| a.image.is_none()),
     });
     // An engine with no one-shot mode (an `acp` engine) is kept for this turn alone where no
     // front end keeps it.
@@ -135,6 +135,7 @@ pub(crate) fn call(
             Keeping::Acp => {
                 Box::new(crate::engine::acp_agent::Decoder::quiet(s.engine.spec.stderr_noise))
             }
+            Keeping::Rpc(rpc) => (rpc.decoder)(),
         };
         let (fresh, files) = match taken {
             // Its files are the standby's.
@@ -185,7 +186,9 @@ pub(crate) fn call(
 fn tidy(c: &Call, notes: Option<&str>, outcome: &run::EngineRun) {
     let s = c.session;
     if let Some(id) = &outcome.engine_session {
-        let home = s.engine.spec.home.map(|home| s.store.engine_home_dir(home().1.engine, s.id));
+        let program = std::path::Path::new(&s.engine.program);
+        let home = (s.engine.spec.home)(program)
+            .map(|(_, home)| s.store.engine_home_dir(home.engine, s.id));
         let left = crate::engine::Leftovers {
             home: home.as_deref(),
             claude_home: s.settings.claude_home.as_deref(),
@@ -256,7 +259,8 @@ fn kept(
 /// start it cold (docs/DESIGN.md, "Standby"); nothing when the engine has none. Called as
 /// the turn ends, with the session's live context as the next turn will find it.
 pub(crate) fn leave_standby(s: &Session, system: &str, live: &std::sync::Arc<Live>) -> Result<()> {
-    let (Some(idle), Some(transport)) = (s.engine.standby, s.engine.spec.keeps) else {
+    let transport = s.engine.spec.keeps.map(|transport| opening(transport, s.engine.spec));
+    let (Some(idle), Some(opening)) = (s.engine.standby, transport) else {
         return Ok(());
     };
     let transcript = s.store.open_session(s.id)?;
@@ -276,7 +280,7 @@ pub(crate) fn leave_standby(s: &Session, system: &str, live: &std::sync::Arc<Liv
         env,
         grace: s.settings.grace,
         idle,
-        opening: opening(transport),
+        opening,
         files: files.clone(),
         dir: s.store.standby_dir(),
         session: s.id.to_string(),
@@ -289,11 +293,12 @@ pub(crate) fn leave_standby(s: &Session, system: &str, live: &std::sync::Arc<Liv
     })
 }
 
-/// The start-up work an engine kept over `transport` does before it waits.
-fn opening(transport: Keeping) -> run::standby::Opening {
+/// The start-up work an engine of kind `spec` kept over `transport` does before it waits.
+fn opening(transport: Keeping, spec: &crate::engine::Spec) -> run::standby::Opening {
     match transport {
         Keeping::StreamJson(_) => run::standby::Opening::Initialize,
         Keeping::Acp => run::standby::Opening::AcpSession,
+        Keeping::Rpc(_) => run::standby::Opening::Rpc { kind: spec.name.to_string() },
     }
 }
 
@@ -304,7 +309,7 @@ pub(crate) fn time_start(
     store: &Store,
     engine: &EngineConfig,
 ) -> Option<Result<std::time::Duration>> {
-    let transport = engine.spec.keeps?;
+    let opening = opening(engine.spec.keeps?, engine.spec);
     let measure = || {
         let nothing = |_: &std::ops::Range<u64>| -> io::Result<String> { Ok(String::new()) };
         let model = engine.model.as_deref();
@@ -313,7 +318,7 @@ pub(crate) fn time_start(
         let invocation = kept_start(&s, program, "", &Default::default(), &nothing, None)?;
         let (args, env, _files) = materialize(store, settings, "", &invocation)?;
         let limit = std::time::Duration::from_secs(20);
-        run::standby::time_start(&invocation.program, &args, &env, opening(transport), limit)
+        run::standby::time_start(&invocation.program, &args, &env, opening, limit)
     };
     Some(measure())
 }
@@ -507,21 +512,17 @@ fn last_line(text: &str) -> Option<String> {
 
 type EnvVars = Vec<(OsString, OsString)>;
 
-/// The environment a program is run with outside a turn (asked its version): gemini and codex
-/// in a home of their own, as for a turn, so that they leave nothing of their own behind (an
-/// ACP agent that is gemini too).
+/// The environment a program is run with outside a turn (asked its version): in the home its
+/// engine gives it for a turn (`Spec::home`), so that it leaves nothing of its own behind.
 pub(crate) fn home_env(
     settings: &crate::config::Settings,
     store: &Store,
     engine: &EngineConfig,
     program: &std::path::Path,
 ) -> Result<(EnvVars, Option<crate::store::EngineFiles>)> {
-    let gemini = crate::engine::gemini::is_gemini(program);
-    let spec = if gemini { &crate::engine::gemini::SPEC } else { engine.spec };
-    let Some(home) = spec.home else {
+    let Some((var, home)) = (engine.spec.home)(program) else {
         return Ok(Default::default());
     };
-    let (var, home) = home();
     let env = vec![(var.to_string(), Arg::Home(home))];
     let program = program.to_path_buf();
     let (stdin, images, follow_up) = (Vec::new(), Vec::new(), Vec::new());
@@ -540,6 +541,32 @@ fn materialize(
     inv: &Invocation,
 ) -> Result<(Vec<OsString>, EnvVars, Option<crate::store::EngineFiles>)> {
     let mut dir: Option<crate::store::EngineFiles> = None;
+    // The engine's home, made afresh; its path.
+    let make_home = |home: &crate::engine::home::Home,
+                     dir: &mut dyn FnMut() -> Result<PathBuf>|
+     -> Result<PathBuf> {
+        // In place of the user's, where the engine says it is.
+        let user_home = match home.user {
+            UserFolder::Home => settings.user_home.as_deref(),
+            UserFolder::GeminiCliHome => settings.gemini_home.as_deref(),
+        };
+        let over = |user: Option<&str>| home.settings.as_ref().map(|s| s.over(user));
+        let text = |user: Option<&str>| over(user).unwrap_or_default();
+        let linked = |name: &std::ffi::OsStr| home.links.linked(name);
+        let made = crate::store::EngineHome {
+            config_dir: home.config_dir,
+            linked: &linked,
+            home_files: home.home_files,
+            settings: home.settings.as_ref().map(|s| (s.file, &text as _)),
+        };
+        // The session's, so that its path stays the same from turn to turn (see
+        // `store::engine_home`); a run's own where there is no session.
+        let at = match session {
+            "" => dir()?.join("home"),
+            id => store.engine_home_dir(home.engine, id),
+        };
+        store.make_engine_home(&at, &made, user_home)
+    };
     let mut resolve = |arg: &Arg| -> Result<OsString> {
         let mut dir = || -> Result<PathBuf> {
             let dir = match &mut dir {
@@ -563,31 +590,16 @@ fn materialize(
                 Ok(arg)
             }
             Arg::Home(home) => {
-                // In place of the user's: gemini's may be moved (`GEMINI_CLI_HOME`).
-                let user_home = match home.arg {
-                    HomeArg::Home => settings.gemini_home.as_deref(),
-                    HomeArg::ConfigDir => settings.user_home.as_deref(),
-                };
-                let over = |user: Option<&str>| home.settings.as_ref().map(|s| s.over(user));
-                let text = |user: Option<&str>| over(user).unwrap_or_default();
-                let linked = |name: &std::ffi::OsStr| home.links.linked(name);
-                let made = crate::store::EngineHome {
-                    config_dir: home.config_dir,
-                    linked: &linked,
-                    home_files: home.home_files,
-                    settings: home.settings.as_ref().map(|s| (s.file, &text as _)),
-                };
-                // The session's, so that its path stays the same from turn to turn (see
-                // `store::engine_home`); a run's own where there is no session.
-                let at = match session {
-                    "" => dir()?.join("home"),
-                    id => store.engine_home_dir(home.engine, id),
-                };
-                let made = store.make_engine_home(&at, &made, user_home)?;
+                let made = make_home(home, &mut dir)?;
                 Ok(match home.arg {
                     HomeArg::Home => made.into_os_string(),
                     HomeArg::ConfigDir => made.join(home.config_dir).into_os_string(),
                 })
+            }
+            Arg::HomeFile { home, path, contents, value } => {
+                let at = make_home(home, &mut dir)?.join(home.config_dir).join(path);
+                store.write_beside(&at, contents.as_bytes())?;
+                Ok(OsString::from(value))
             }
         }
     };

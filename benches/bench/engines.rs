@@ -53,6 +53,15 @@ pub(crate) fn engine_vars(url: &str) -> Vec<(&'static str, String)> {
     .collect()
 }
 
+/// codex's `config.toml` pointing it at the loopback Responses API at `url`.
+pub(crate) fn codex_config(url: &str) -> String {
+    format!(
+        "model = \"gpt-mock\"\nmodel_provider = \"mock\"\n\n[model_providers.mock]\n\
+         name = \"mock\"\nbase_url = \"{url}/v1\"\nwire_api = \"responses\"\n\
+         request_max_retries = 0\nstream_max_retries = 0\n"
+    )
+}
+
 /// A real engine run by hand in `dir` (its home too), talking to the loopback server at `url`,
 /// on pipes.
 pub(crate) fn engine_command(program: &Path, dir: &Path, url: &str) -> Command {
@@ -137,27 +146,64 @@ impl Bench {
         println!(
             "Ten one-shot turns of `cca search -r` (a question of about 5.4 KB and an answer of about 5.6 KB: some 2,800 tokens a turn) through the real programs against the loopback server, beside the engine's own multi-turn session fed the same turns (`claude -p -c`, `gemini --resume latest -p`, one process a turn). Each pair of consecutive answer requests is scored by `mock_api::cacheable_share` (bytes of the blocks; Anthropic's breakpoint rules, gemini's common prefix); then requests 3 to 10 together, weighted by their size, and the kilobytes of them the cache could not serve (what is billed at the full price).\n"
         );
+        let native = "system_prompt = \"native\"\n";
+        let inline = "history = \"inline\"\n";
+        self.cache_rows(
+            "caching",
+            &[
+                ("claude, cca (default: structured history)", &claude, CacheRoute::Cca("")),
+                ("claude, one `cca chat` (claude kept warm)", &claude, CacheRoute::Chat),
+                ("claude, one `cca acp` session (claude kept warm)", &claude, CacheRoute::Acp),
+                ("claude, cca, native system prompt", &claude, CacheRoute::Cca(native)),
+                ("claude, cca, inline history", &claude, CacheRoute::Cca(inline)),
+                ("claude's own `claude -p -c`", &claude, CacheRoute::Own),
+                ("gemini, cca (default: structured history)", &gemini, CacheRoute::Cca("")),
+                ("gemini, one `cca chat`", &gemini, CacheRoute::Chat),
+                ("gemini, one `cca acp` session", &gemini, CacheRoute::Acp),
+                ("gemini, cca, native system prompt", &gemini, CacheRoute::Cca(native)),
+                ("gemini, cca, inline history", &gemini, CacheRoute::Cca(inline)),
+                ("gemini's own `gemini --resume latest -p`", &gemini, CacheRoute::Own),
+            ],
+        );
+    }
+
+    /// The caching section's measure for codex: cca's structured history (a rollout codex
+    /// resumes) and inline history, beside codex's own `codex exec resume --last`.
+    pub(crate) fn codex_caching(&self) {
+        println!("## Prompt caching through codex\n");
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let codex = std::env::var_os("CCA_TEST_CODEX")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root.join("build/codex/node_modules/.bin/codex"));
+        if !codex.is_file() {
+            println!("(skipped: `make codex` installs the pinned codex into build/)\n");
+            return;
+        }
+        println!(
+            "The same ten one-shot turns as the section above, through the real codex (`CCA_TEST_CODEX`) against the loopback Responses API, beside codex's own `codex exec resume --last` fed the same turns (one process a turn). Each pair of consecutive requests is scored by `mock_api::cacheable_share` (the common prefix of their input items, ids aside); then requests 3 to 10 together, weighted by their size, and the kilobytes of them the cache could not serve.\n"
+        );
+        self.cache_rows(
+            "codex-caching",
+            &[
+                ("codex, cca (default: structured history)", &codex, CacheRoute::Cca("")),
+                (
+                    "codex, cca, native system prompt",
+                    &codex,
+                    CacheRoute::Cca("system_prompt = \"native\"\n"),
+                ),
+                ("codex, cca, inline history", &codex, CacheRoute::Cca("history = \"inline\"\n")),
+                ("codex's own `codex exec resume --last`", &codex, CacheRoute::Own),
+            ],
+        );
+    }
+
+    /// A row of the caching table per route: each follow-up's share, then requests 3 to 10's.
+    fn cache_rows(&self, prefix: &str, routes: &[(&str, &Path, CacheRoute)]) {
         println!(
             "| engine, route | request 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10 | 3-10 | not cached, KB |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
         );
-        let native = "system_prompt = \"native\"\n";
-        let inline = "history = \"inline\"\n";
-        let routes: [(&str, &Path, CacheRoute); 12] = [
-            ("claude, cca (default: structured history)", &claude, CacheRoute::Cca("")),
-            ("claude, one `cca chat` (claude kept warm)", &claude, CacheRoute::Chat),
-            ("claude, one `cca acp` session (claude kept warm)", &claude, CacheRoute::Acp),
-            ("claude, cca, native system prompt", &claude, CacheRoute::Cca(native)),
-            ("claude, cca, inline history", &claude, CacheRoute::Cca(inline)),
-            ("claude's own `claude -p -c`", &claude, CacheRoute::Own),
-            ("gemini, cca (default: structured history)", &gemini, CacheRoute::Cca("")),
-            ("gemini, one `cca chat`", &gemini, CacheRoute::Chat),
-            ("gemini, one `cca acp` session", &gemini, CacheRoute::Acp),
-            ("gemini, cca, native system prompt", &gemini, CacheRoute::Cca(native)),
-            ("gemini, cca, inline history", &gemini, CacheRoute::Cca(inline)),
-            ("gemini's own `gemini --resume latest -p`", &gemini, CacheRoute::Own),
-        ];
         for (i, (label, program, route)) in routes.iter().enumerate() {
-            let bodies = self.cache_turns(&format!("caching-{i}"), program, route);
+            let bodies = self.cache_turns(&format!("{prefix}-{i}"), program, route);
             let shares: Vec<f64> = bodies
                 .windows(2)
                 .map(|pair| mock_api::cacheable_share(&pair[0], &pair[1]))
@@ -191,6 +237,9 @@ impl Bench {
             r#"{"security":{"auth":{"selectedType":"gemini-api-key"}}}"#,
         )
         .unwrap();
+        // codex reads its provider from its config file.
+        std::fs::create_dir_all(home.dir.join(".codex")).unwrap();
+        std::fs::write(home.dir.join(".codex/config.toml"), codex_config(&api.url())).unwrap();
         let work = home.dir.join("work");
         std::fs::create_dir_all(&work).unwrap();
         let vars = engine_vars(&api.url());
@@ -259,6 +308,10 @@ impl Bench {
                         cmd.args(["-p", "--tools=WebSearch,WebFetch"]);
                         cmd.args(if n > 0 { &["-c"][..] } else { &[] });
                         cmd.arg(&question);
+                    } else if engine == "codex" {
+                        cmd.args(["exec", "--json", "--skip-git-repo-check"]);
+                        cmd.args(if n > 0 { &["resume", "--last"][..] } else { &[] });
+                        cmd.arg(&question);
                     } else {
                         cmd.args(["--skip-trust", "-o", "text"]);
                         cmd.args(if n > 0 { &["--resume", "latest"][..] } else { &[] });
@@ -288,10 +341,28 @@ impl Bench {
         self.each_real_engine(Bench::warm_engine);
     }
 
+    /// The warm section's measure for codex, kept as its app server.
+    pub(crate) fn codex_warm(&self) {
+        println!("## Warm engines: a follow-up's first chunk through the real codex\n");
+        match std::env::var_os("CCA_TEST_CODEX").map(PathBuf::from).filter(|p| p.exists()) {
+            Some(codex) => {
+                println!(
+                    "codex (`CCA_TEST_CODEX`), kept as `codex app-server`; its own session is an app server spoken to directly, five `turn/start` in one thread, each timed to its first `item/agentMessage/delta`.\n"
+                );
+                self.warm_engine("codex", &codex);
+            }
+            None => println!("codex: skipped, not installed (`make codex`).\n"),
+        }
+    }
+
     pub(crate) fn warm_engine(&self, engine: &str, program: &Path) {
         let api = mock_api::MockApi::start();
         let home = |name: &str, keep: &str| {
-            self.engine_home(engine, name, &format!("keep_warm = \"{keep}\"\n"))
+            let dir = self.engine_home(engine, name, &format!("keep_warm = \"{keep}\"\n"));
+            // codex reads its provider from its config file.
+            std::fs::create_dir_all(dir.join(".codex")).unwrap();
+            std::fs::write(dir.join(".codex/config.toml"), codex_config(&api.url())).unwrap();
+            dir
         };
         let command =
             |dir: &Path, args: &[&str]| self.cca_on_engine(engine, program, &api.url(), dir, args);
@@ -411,7 +482,7 @@ impl Bench {
         cmd.args(args)
             .env("CCA_HOME", dir.join("cca"))
             .env("TERM", "dumb")
-            .env(if engine == "claude" { "CCA_CLAUDE" } else { "CCA_GEMINI" }, program);
+            .env(format!("CCA_{}", engine.to_uppercase()), program);
         cmd
     }
 
@@ -501,10 +572,11 @@ impl Bench {
         program: &Path,
         url: &str,
     ) -> (Vec<f64>, Vec<f64>) {
-        if engine == "gemini" {
-            return self.gemini_own_session(program, url);
+        match engine {
+            "gemini" => self.gemini_own_session(program, url),
+            "codex" => self.codex_own_session(program, url),
+            _ => self.claude_own_session(program, url),
         }
-        self.claude_own_session(program, url)
     }
 
     /// gemini's own multi-turn session: `gemini --acp` spoken to directly, five prompts in one
@@ -521,6 +593,58 @@ impl Bench {
             let mut acp = AcpClient::over(cmd);
             acp.time_prompts(&dir, 5, &mut first, &mut later);
             acp.finish();
+        }
+        (first, later)
+    }
+
+    /// codex's own multi-turn session: `codex app-server` spoken to directly, five `turn/start`
+    /// in one thread, each timed from writing it to the first delta of the answer.
+    pub(crate) fn codex_own_session(&self, codex: &Path, url: &str) -> (Vec<f64>, Vec<f64>) {
+        let dir = self.root.path().join("codex-own-session");
+        std::fs::create_dir_all(dir.join(".codex")).unwrap();
+        std::fs::write(dir.join(".codex/config.toml"), codex_config(url)).unwrap();
+        let (mut first, mut later) = (Vec::new(), Vec::new());
+        for _ in 0..4 {
+            let mut child = engine_command(codex, &dir, url).arg("app-server").spawn().unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+            let mut until = |wanted: &dyn Fn(&serde_json::Value) -> bool| loop {
+                let line = lines.next().expect("codex answers").unwrap();
+                let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+                if wanted(&v) {
+                    return v;
+                }
+            };
+            let client = json!({"name": "bench", "version": "0"});
+            writeln!(
+                stdin,
+                "{}",
+                json!({"id": 0, "method": "initialize", "params": {"clientInfo": client}})
+            )
+            .unwrap();
+            until(&|v| v["id"] == 0);
+            writeln!(stdin, "{}", json!({"method": "initialized"})).unwrap();
+            let start = json!({"id": 1, "method": "thread/start", "params": {"cwd": dir, "ephemeral": true}});
+            writeln!(stdin, "{start}").unwrap();
+            let thread = until(&|v| v["id"] == 1)["result"]["thread"]["id"].clone();
+            for n in 0..5 {
+                let input = [json!({"type": "text", "text": format!("message {n}")})];
+                let turn = json!({"id": 2 + n, "method": "turn/start",
+                                  "params": {"threadId": thread, "input": input}});
+                let start = Instant::now();
+                writeln!(stdin, "{turn}").unwrap();
+                until(&|v| v["method"] == "item/agentMessage/delta");
+                let ms = start.elapsed().as_secs_f64() * 1000.0;
+                if n == 0 {
+                    first.push(ms)
+                } else {
+                    later.push(ms)
+                }
+                until(&|v| v["method"] == "turn/completed");
+            }
+            drop(stdin);
+            let _ = child.kill();
+            child.wait().unwrap();
         }
         (first, later)
     }

@@ -45,7 +45,7 @@ fn main() {
     println!("# cca benchmarks\n");
     println!("{}\n", machine());
     type Section = (&'static str, fn(&Bench));
-    let sections: [Section; 20] = [
+    let sections: [Section; 22] = [
         ("overhead", Bench::overhead),
         ("version", Bench::version),
         ("launcher", Bench::launcher),
@@ -63,7 +63,9 @@ fn main() {
         ("recall-speed", Bench::recall),
         ("import", Bench::import),
         ("caching", Bench::caching),
+        ("codex-caching", Bench::codex_caching),
         ("warm", Bench::warm),
+        ("codex-warm", Bench::codex_warm),
         ("standby", Bench::standby),
         ("recall-quality", Bench::recall_quality),
     ];

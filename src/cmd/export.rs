@@ -281,22 +281,16 @@ fn gemini_lines(uuid: &str, project_hash: &str, turns: &[Turn], updated: &str) -
     out
 }
 
-/// codex's rollout (0.169.0): a `session_meta` line, then a `response_item` per message (the
-/// user's `input_text`, the assistant's `output_text`); `codex resume UUID` (and `codex exec
+/// codex's rollout (0.169.0), as cca writes it for codex's own turns (`engine::codex`): a
+/// `session_meta` line, then a `response_item` per message; `codex resume UUID` (and `codex exec
 /// resume UUID`) sends them as the conversation's turns (measured). codex adds its own context
 /// after them when it resumes.
 fn codex_lines(uuid: &str, cwd: &str, turns: &[Turn]) -> String {
-    let first = js_time(&turns[0].asked);
-    let meta = json!({"id": uuid, "timestamp": first, "cwd": cwd, "originator": "cca",
-                      "cli_version": env!("CARGO_PKG_VERSION"), "source": "cli"});
-    let mut lines = vec![json!({"timestamp": first, "type": "session_meta", "payload": meta})];
+    use crate::engine::codex::{rollout_message, rollout_meta};
+    let mut lines = vec![rollout_meta(uuid, &js_time(&turns[0].asked), cwd)];
     for t in turns {
-        let message = |role: &str, kind: &str, text: &str| json!({"type": "message", "role": role, "content": [{"type": kind, "text": text}]});
-        let user = message("user", "input_text", &t.question);
-        let answer = message("assistant", "output_text", &t.answer);
-        for (at, item) in [(&t.asked, user), (&t.answered, answer)] {
-            lines.push(json!({"timestamp": js_time(at), "type": "response_item", "payload": item}));
-        }
+        lines.push(rollout_message(&js_time(&t.asked), "user", &t.question));
+        lines.push(rollout_message(&js_time(&t.answered), "assistant", &t.answer));
     }
     lines.iter().map(|l| format!("{l}\n")).collect()
 }

@@ -199,8 +199,14 @@ pub(super) fn engines(
             return Err(place.error(&section, Some("system_prompt"), message));
         }
         if f.history == Some(HistoryMode::Structured) {
+            let takers: Vec<&str> = crate::engine::KINDS
+                .iter()
+                .filter(|kind| kind.keys.contains(&"history"))
+                .map(|kind| kind.name)
+                .collect();
             let message = format!(
-                "[engines.{name}] history = \"structured\" works only with claude and gemini"
+                "[engines.{name}] history = \"structured\" works only with {}",
+                takers.join(", ")
             );
             return Err(place.error(&section, Some("history"), message));
         }

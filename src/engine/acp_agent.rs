@@ -53,7 +53,12 @@ pub(crate) const SPEC: Spec = Spec {
     invocation,
     decoder: || Box::<Decoder>::default(),
     tidy: |_| None,
-    home: None,
+    // gemini as an agent writes its own copy of each session as it runs: in a home of its own
+    // (its settings the user's, as they are), that copy goes with the home.
+    home: |program| {
+        super::gemini::is_gemini(program)
+            .then(|| (crate::vars::GEMINI_CLI_HOME, super::gemini::home(None)))
+    },
     stderr_noise: None,
     // Any program: what it reads is its own affair.
     reads_at_start: |_| Vec::new(),
@@ -77,13 +82,10 @@ fn invocation(
     let stdin =
         frame::inline(Some(request.system), request.live, &request.attachments, request.query);
     let follow_up = frame::follow_up(&request.attachments, request.query);
-    // gemini as an agent writes its own copy of each session as it runs: in a home of its own
-    // for the run (its settings the user's, as they are), that copy goes with the run.
-    let mut env = Vec::new();
-    if super::gemini::is_gemini(&program) {
-        let home = super::Arg::Home(super::gemini::home(None));
-        env.push((crate::vars::GEMINI_CLI_HOME.to_string(), home));
-    }
+    let env = (SPEC.home)(&program)
+        .map(|(var, home)| (var.to_string(), super::Arg::Home(home)))
+        .into_iter()
+        .collect();
     Ok(Invocation { program, args, env, stdin, images: Vec::new(), follow_up })
 }
 
@@ -237,6 +239,7 @@ impl Decoder {
         if counts.is_object() {
             out.push(Output::Usage(Usage {
                 input_tokens: counts["input_tokens"].as_u64(),
+                cached_tokens: None,
                 output_tokens: counts["output_tokens"].as_u64(),
                 cost_usd: None,
             }));
@@ -369,7 +372,7 @@ mod tests {
                 Output::Usage(Usage {
                     input_tokens: Some(12),
                     output_tokens: Some(3),
-                    cost_usd: None
+                    ..Usage::default()
                 }),
                 Output::Model("gemini-2.5-flash".into()),
                 Output::AnswerEnd,

@@ -14,8 +14,8 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 
 use super::{
-    Arg, EngineConfig, HistoryMode, Invocation, LineBuffer, Output, Paragraphs, Request, Source,
-    Spec, SystemPromptMode, ToolCall, ToolCalls, ToolStatus, Usage, json_line,
+    Arg, EngineConfig, HistoryMode, Invocation, LineBuffer, Notes, Output, Paragraphs, Request,
+    Source, Spec, SystemPromptMode, ToolCall, ToolCalls, ToolStatus, Usage, json_line,
 };
 use crate::frame;
 use crate::media::Image;
@@ -63,7 +63,7 @@ pub(crate) const SPEC: Spec = Spec {
     decoder: || Box::new(Decoder::default()),
     tidy,
     reads_at_start,
-    home: None,
+    home: |_| None,
     stderr_noise: None,
 };
 
@@ -208,7 +208,9 @@ pub(crate) fn initialized(line: &[u8]) -> bool {
 }
 
 /// The live exchanges as claude's own session file: one JSON object per message, and claude's
-/// notes after the question they followed when claude wrote them (see [`Notes`]).
+/// notes after the question they followed when claude wrote them (see [`Notes`]: claude's
+/// environment notes make claude add nothing after the newest question, so each request repeats
+/// the previous one; docs/DESIGN.md, Framing, Prompt caching).
 fn history_jsonl(
     session_id: &str,
     request: &Request,
@@ -246,40 +248,6 @@ fn history_jsonl(
     Ok(out)
 }
 
-/// claude's notes of a session: the `attachment` lines (environment, model identity, session
-/// context, date) claude writes after a question when it finds them missing or out of date in
-/// the history, each set with the number of live exchanges before that question. Resumed with
-/// the history, at the same places, they make claude add nothing after the newest question, so
-/// each request repeats the previous one (docs/DESIGN.md, Framing, Prompt caching). Kept by
-/// cca per session as JSON: `[{"after": N, "lines": [...]}]`.
-#[derive(Debug, Default, PartialEq)]
-struct Notes(Vec<(usize, Vec<Value>)>);
-
-impl Notes {
-    /// Kept notes; anything unreadable is no notes (claude then writes them anew).
-    fn read(kept: Option<&str>) -> Notes {
-        let sets = kept.and_then(|text| serde_json::from_str::<Value>(text).ok());
-        let sets = sets.as_ref().and_then(Value::as_array).into_iter().flatten();
-        Notes(
-            sets.filter_map(|set| {
-                let after = set["after"].as_u64()? as usize;
-                Some((after, set["lines"].as_array()?.clone()))
-            })
-            .collect(),
-        )
-    }
-
-    fn after(&self, exchanges: usize) -> impl Iterator<Item = &Value> {
-        self.0.iter().filter(move |(after, _)| *after == exchanges).flat_map(|(_, lines)| lines)
-    }
-
-    fn to_json(&self) -> String {
-        let sets: Vec<Value> =
-            self.0.iter().map(|(after, lines)| json!({ "after": after, "lines": lines })).collect();
-        Value::Array(sets).to_string()
-    }
-}
-
 /// What claude reads as it starts: its memory files (`CLAUDE.md` and `CLAUDE.local.md` in this
 /// folder and each above it, the user's and the managed ones) and its settings (the user's,
 /// the project's, the managed ones).
@@ -312,10 +280,7 @@ fn tidy(left: &super::Leftovers) -> Option<String> {
     if found.is_empty() {
         return None;
     }
-    let mut notes = Notes::read(left.notes);
-    notes.0.retain(|(after, _)| *after < left.newest);
-    notes.0.push((left.newest, found));
-    Some(notes.to_json())
+    Some(Notes::replaced_from(left.notes, left.newest, found))
 }
 
 /// The `attachment` lines claude's session file holds right after its question number
@@ -420,8 +385,16 @@ impl Decoder {
                 self.result_seen = true;
                 self.tools.flush(out);
                 let usage = &v["usage"];
+                // Anthropic's `input_tokens` leave out what the cache read and what it wrote:
+                // all three are the input (as `cca import claude` counts it).
+                let read = usage["cache_read_input_tokens"].as_u64();
+                let written = usage["cache_creation_input_tokens"].as_u64().unwrap_or(0);
+                let input = usage["input_tokens"]
+                    .as_u64()
+                    .map(|input| input.saturating_add(read.unwrap_or(0)).saturating_add(written));
                 out.push(Output::Usage(Usage {
-                    input_tokens: usage["input_tokens"].as_u64(),
+                    input_tokens: input,
+                    cached_tokens: read,
                     output_tokens: usage["output_tokens"].as_u64(),
                     // The total of the process so far (measured): this answer's share is what
                     // it added since the last `result`.
@@ -716,6 +689,15 @@ mod tests {
         let usage = usage.expect("the result line carries usage");
         assert_eq!((usage.input_tokens, usage.output_tokens), (Some(10), Some(4)));
         assert!((usage.cost_usd.unwrap() - 0.00012).abs() < 1e-12, "{usage:?}");
+    }
+
+    #[test]
+    fn the_input_counts_what_the_cache_read_and_wrote_too() {
+        let line = r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","usage":{"input_tokens":3,"cache_creation_input_tokens":20,"cache_read_input_tokens":100,"output_tokens":4}}"#;
+        let out = decode(&format!("{line}\n"));
+        let usage = out.iter().find_map(|o| if let Output::Usage(u) = o { Some(u) } else { None });
+        let usage = usage.expect("the result line carries usage");
+        assert_eq!((usage.input_tokens, usage.cached_tokens), (Some(123), Some(100)));
     }
 
     #[test]

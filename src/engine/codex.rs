@@ -9,16 +9,19 @@
 //! It runs read-only and never asks for an approval (`sandbox_mode`, `approval_policy`), so a
 //! command that would write is refused by the sandbox and the model is told; codex 0.169.0 prints
 //! no item for it, or (on a loaded machine) the command's failure, which cca shows as refused.
-//! It runs with `--ephemeral` (no session file of its own) in a home of cca's (`CODEX_HOME`,
-//! see [`home`]).
+//! It runs in a home of cca's (`CODEX_HOME`, see [`home`]). With structured history (the
+//! default) the live exchanges are a rollout cca writes there and codex resumes (`exec resume
+//! ID -`), with what codex noted of its own in earlier runs where it put it, so that each request
+//! repeats the one before; codex's rollout of the run is read for those notes and removed
+//! ([`tidy`]). With inline history it runs `--ephemeral`, the history framed on stdin.
 
 use std::path::PathBuf;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{
-    Arg, EngineConfig, Invocation, LineBuffer, Output, Paragraphs, Request, Spec, SystemPromptMode,
-    ToolCall, ToolCalls, ToolStatus, Usage, json_line,
+    Arg, EngineConfig, HistoryMode, Invocation, LineBuffer, Notes, Output, Paragraphs, Request,
+    Spec, SystemPromptMode, ToolCall, ToolCalls, ToolStatus, Usage, json_line,
 };
 use crate::frame;
 
@@ -32,6 +35,9 @@ pub(crate) const SPEC: Spec = Spec {
         "args",
         "model",
         "system_prompt",
+        "history",
+        "keep_warm",
+        "standby",
         "max_input_bytes",
         "context_budget",
         "model_budgets",
@@ -62,16 +68,16 @@ pub(crate) const SPEC: Spec = Spec {
          again with `codex login`",
     ),
     streams_input: None,
-    // Its long-running modes (`app-server`, `mcp-server`) are not used yet.
-    keeps: None,
+    // Kept between turns (`cca chat`, `cca acp`) and on standby, it runs as `codex app-server`.
+    keeps: Some(super::Keeping::Rpc(&APP_SERVER)),
     one_shot: true,
     // `-i FILE` attaches an image to the prompt.
     takes_images: true,
     invocation,
     decoder: || Box::new(Decoder::default()),
-    tidy: |_| None,
+    tidy,
     reads_at_start,
-    home: Some(|| (CODEX_HOME, home())),
+    home: |_| Some((CODEX_HOME, home())),
     stderr_noise: Some(noise),
 };
 
@@ -105,6 +111,7 @@ pub(crate) fn home() -> super::home::Home {
         home_files: &[],
         settings: None,
         arg: super::home::HomeArg::ConfigDir,
+        user: super::home::UserFolder::Home,
     }
 }
 
@@ -113,25 +120,42 @@ pub(crate) fn invocation(
     program: PathBuf,
     request: &Request,
 ) -> anyhow::Result<Invocation> {
-    let mut args: Vec<Arg> = [
-        "exec",
-        "--json",
+    let structured = engine.history == HistoryMode::Structured && !request.kept;
+    // Kept between turns, it runs as its app server (`Keeping::Rpc`), everything else as for
+    // one turn.
+    let mode: &[&str] = match request.kept {
+        true => &["app-server"],
         // cca asks in any folder, a repository or not.
-        "--skip-git-repo-check",
-        // cca is the memory: no session file of codex's own.
-        "--ephemeral",
-        // A search agent reads; it never writes or asks for approval (no one could answer:
-        // stdin is the prompt). Later `-c` in the config's `args` override these.
-        "-c",
-        "sandbox_mode=\"read-only\"",
-        "-c",
-        "approval_policy=\"never\"",
-    ]
-    .into_iter()
-    .map(Arg::plain)
-    .collect();
+        false => &["exec", "--json", "--skip-git-repo-check"],
+    };
+    let mut args: Vec<Arg> = mode.iter().copied().map(Arg::plain).collect();
+    args.extend(
+        [
+            // A search agent reads; it never writes or asks for approval (no one could answer:
+            // stdin is the prompt). Later `-c` in the config's `args` override these.
+            "-c",
+            "sandbox_mode=\"read-only\"",
+            "-c",
+            "approval_policy=\"never\"",
+        ]
+        .map(Arg::plain),
+    );
+    if !structured && !request.kept {
+        // cca is the memory: no session file of codex's own. (A structured history's run
+        // keeps one, which `tidy` reads and removes.)
+        args.push(Arg::plain("--ephemeral"));
+    }
     if let Some(model) = request.model {
-        args.extend(super::model_args("--model", model)?);
+        match request.kept {
+            false => args.extend(super::model_args("--model", model)?),
+            true => {
+                super::check_model(model, "for the engine's command line")?;
+                args.extend([
+                    Arg::plain("-c"),
+                    Arg::plain(format!("model={}", toml_string(model))),
+                ]);
+            }
+        }
     }
     let inline_system = match engine.system_prompt {
         SystemPromptMode::Inline => Some(request.system),
@@ -164,12 +188,134 @@ pub(crate) fn invocation(
         args.push(Arg::plain(format!("--image={}", path.display())));
     }
     args.extend(engine.args.iter().map(Arg::plain));
+    if request.kept {
+        // The first message frames the live context; later ones are the question alone.
+        let stdin = frame::inline(inline_system, request.live, &request.attachments, request.query);
+        let env = vec![(CODEX_HOME.to_string(), Arg::Home(home()))];
+        let follow_up = frame::follow_up(&request.attachments, request.query);
+        return Ok(Invocation { program, args, env, stdin, images: Vec::new(), follow_up });
+    }
     // The prompt is stdin: `-`, after `--` so that nothing reads it as an option's value.
-    args.extend(["--", "-"].map(Arg::plain));
-    let stdin = frame::inline(inline_system, request.live, &request.attachments, request.query);
+    let stdin = match structured {
+        true if !request.live.exchanges.is_empty() => {
+            // The live context as a rollout in codex's home, resumed by its id.
+            let id = rollout_id(request.live.exchanges.len());
+            let contents = history_rollout(&id, request, inline_system)?;
+            let path = format!("sessions/{HISTORY_DAY}/rollout-{HISTORY_TIME}-{id}.jsonl");
+            args.extend([Arg::plain("resume"), Arg::plain("--")]);
+            args.push(Arg::HomeFile { home: home(), path, contents, value: id });
+            request.newest(inline_system)?
+        }
+        true => {
+            args.push(Arg::plain("--"));
+            request.newest(inline_system)?
+        }
+        false => {
+            args.push(Arg::plain("--"));
+            frame::inline(inline_system, request.live, &request.attachments, request.query)
+        }
+    };
+    args.push(Arg::plain("-"));
     let env = vec![(CODEX_HOME.to_string(), Arg::Home(home()))];
     let follow_up = frame::follow_up(&request.attachments, request.query);
     Ok(Invocation { program, args, env, stdin, images: Vec::new(), follow_up })
+}
+
+/// The folder (under `sessions`) and the time in the name of the rollouts cca writes: codex
+/// finds a rollout by the id in its name, wherever it is.
+const HISTORY_DAY: &str = "2026/01/01";
+const HISTORY_TIME: &str = "2026-01-01T00-00-00";
+/// The time of every line of them (codex requires one).
+const HISTORY_AT: &str = "2026-01-01T00:00:00.000Z";
+
+/// A fresh UUID-shaped id for a rollout cca writes: never one codex has seen (its databases in
+/// the home remember the threads it ran, and their files, which `tidy` removes).
+fn rollout_id(exchanges: usize) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let seed = format!("{exchanges}\0{now}\0{}", std::process::id());
+    let h1 = crate::prompt::hash(&format!("{seed}\0a"));
+    let h2 = crate::prompt::hash(&format!("{seed}\0b"));
+    let hex = format!("{}{}", &h1[h1.len() - 16..], &h2[h2.len() - 16..]);
+    format!("{}-{}-4{}-8{}-{}", &hex[0..8], &hex[8..12], &hex[13..16], &hex[17..20], &hex[20..32])
+}
+
+/// The `session_meta` line a rollout opens with (codex 0.169.0 resumes one with no more).
+pub(crate) fn rollout_meta(id: &str, at: &str, cwd: &str) -> Value {
+    let meta = json!({"id": id, "timestamp": at, "cwd": cwd, "originator": "cca",
+                      "cli_version": env!("CARGO_PKG_VERSION"), "source": "cli"});
+    json!({"timestamp": at, "type": "session_meta", "payload": meta})
+}
+
+/// A message of a rollout: the user's as `input_text`, the assistant's as `output_text`, as
+/// codex writes them and sends them again when it resumes.
+pub(crate) fn rollout_message(at: &str, role: &str, text: &str) -> Value {
+    let kind = if role == "assistant" { "output_text" } else { "input_text" };
+    let item = json!({"type": "message", "role": role, "content": [{"type": kind, "text": text}]});
+    json!({"timestamp": at, "type": "response_item", "payload": item})
+}
+
+/// The live exchanges as a rollout codex resumes: each question as it was sent, with what codex
+/// noted before it (its context messages, `world_state` and `turn_context`, see [`Notes`]) in
+/// front of it, and its answer. So codex adds nothing before the newest question, and each
+/// request repeats the previous one.
+fn history_rollout(id: &str, request: &Request, system: Option<&str>) -> std::io::Result<String> {
+    let notes = Notes::read(request.notes);
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let mut lines = vec![rollout_meta(id, HISTORY_AT, &cwd.to_string_lossy())];
+    for (i, exchange) in request.live.exchanges.iter().enumerate() {
+        lines.extend(notes.after(i).cloned());
+        lines.push(rollout_message(HISTORY_AT, "user", &request.user_message(i, system)?));
+        let answer = (request.stored)(&exchange.assistant)?;
+        lines.push(rollout_message(HISTORY_AT, "assistant", &answer));
+    }
+    Ok(lines.iter().map(|l| format!("{l}\n")).collect())
+}
+
+/// Removes the rollout codex kept of a structured-history run (in the session's home), and
+/// returns the notes to keep: what codex wrote before the run's question (the one after `newest`
+/// live exchanges), which replace any kept for that place or later.
+fn tidy(left: &super::Leftovers) -> Option<String> {
+    // A UUID, as codex names its threads: nothing read from its output may name another file.
+    let id = left.engine_session;
+    if id.is_empty() || !id.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+        return None;
+    }
+    let sessions = left.home?.join(home().config_dir).join("sessions");
+    let suffix = format!("-{id}.jsonl");
+    let text = crate::store::take_file_below(&sessions, 3, |name| name.ends_with(&suffix))?;
+    Some(Notes::replaced_from(left.notes, left.newest, notes_before_question(&text)))
+}
+
+/// What codex wrote in a run's rollout before the run's question: its context messages (its
+/// skills, `<environment_context>`), `world_state` and `turn_context`. The run starts at the
+/// last `task_started`; its question is the user message codex reports as a `UserMessage` item
+/// right after it.
+fn notes_before_question(rollout: &str) -> Vec<Value> {
+    let lines: Vec<Value> =
+        rollout.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).collect();
+    let started = lines
+        .iter()
+        .rposition(|l| l["type"] == "event_msg" && l["payload"]["type"] == "task_started")
+        .map_or(0, |at| at + 1);
+    let is_question = |at: usize| {
+        let next = &lines.get(at + 1).unwrap_or(&Value::Null)["payload"];
+        lines[at]["type"] == "response_item"
+            && lines[at]["payload"]["role"] == "user"
+            && next["type"] == "item_completed"
+            && next["item"]["type"] == "UserMessage"
+    };
+    let Some(question) = (started..lines.len()).find(|&at| is_question(at)) else {
+        return Vec::new();
+    };
+    lines[started..question]
+        .iter()
+        .filter(|l| {
+            matches!(l["type"].as_str(), Some("response_item" | "world_state" | "turn_context"))
+        })
+        .cloned()
+        .collect()
 }
 
 /// An MCP server as codex's `mcp_servers` table describes it, as a TOML inline table.
@@ -204,6 +350,154 @@ fn toml_string(text: &str) -> String {
 /// What codex reads as it starts: its `AGENTS.md` files (in this folder and each above it).
 fn reads_at_start(place: &super::StartPlace) -> Vec<PathBuf> {
     place.upward(&["AGENTS.md", "AGENTS.override.md"])
+}
+
+/// `codex app-server` (0.169.0, its `generate-json-schema`): JSON lines without `jsonrpc`;
+/// `initialize`, the `initialized` notification and `thread/start` open a thread (ephemeral:
+/// codex keeps no rollout of it), one `turn/start` per message.
+pub(crate) static APP_SERVER: super::RpcSession = super::RpcSession {
+    opening_lines: |cwd| {
+        let initialize = json!({"id": 0, "method": "initialize",
+            "params": {"clientInfo": {"name": "cca", "version": env!("CARGO_PKG_VERSION")}}});
+        let initialized = json!({"method": "initialized"});
+        let start = json!({"id": 1, "method": "thread/start",
+            "params": {"cwd": cwd, "ephemeral": true}});
+        [initialize, initialized, start].iter().map(|l| format!("{l}\n")).collect()
+    },
+    session_of: |line| {
+        let message: Value = serde_json::from_slice(line).ok()?;
+        if message["id"] != 1 || message.get("method").is_some() {
+            return None;
+        }
+        match message["result"]["thread"]["id"].as_str() {
+            Some(id) => Some(Ok(id.to_string())),
+            None => Some(Err(message["error"]["message"]
+                .as_str()
+                .unwrap_or("codex opened no thread")
+                .to_string())),
+        }
+    },
+    prompt_line: |id, thread, text, _images| {
+        let line = json!({"id": id, "method": "turn/start",
+            "params": {"threadId": thread, "input": [{"type": "text", "text": text}]}});
+        format!("{line}\n")
+    },
+    first_prompt_id: 2,
+    decoder: || Box::new(ServerDecoder::default()),
+};
+
+/// Decodes what `codex app-server` writes for a turn: the answer's deltas, web searches and
+/// commands as tool calls (as `exec --json` gives them, in its own names), the usage, and
+/// `turn/completed`, which ends the answer.
+#[derive(Debug, Default)]
+pub(crate) struct ServerDecoder {
+    lines: LineBuffer,
+    paragraphs: Paragraphs,
+    tools: ToolCalls,
+    usage: Option<Usage>,
+    /// The message of the last `error` notification codex does not retry.
+    error: Option<String>,
+}
+
+impl super::Decoder for ServerDecoder {
+    fn feed(&mut self, chunk: &[u8], out: &mut Vec<Output>) {
+        let mut lines = std::mem::take(&mut self.lines);
+        lines.feed(chunk, |line| self.line(line, out));
+        self.lines = lines;
+    }
+
+    fn finish(&mut self, out: &mut Vec<Output>) {
+        let mut lines = std::mem::take(&mut self.lines);
+        lines.finish(|line| self.line(line, out));
+        self.tools.flush(out);
+        if let Some(error) = self.error.take() {
+            out.push(Output::Error(error));
+        }
+    }
+
+    fn stderr_noise(&self) -> Option<fn(&[u8]) -> bool> {
+        SPEC.stderr_noise
+    }
+}
+
+impl ServerDecoder {
+    fn line(&mut self, line: &[u8], out: &mut Vec<Output>) {
+        let Some(v) = json_line(line, out) else { return };
+        let params = &v["params"];
+        let item = &params["item"];
+        match v["method"].as_str() {
+            Some("item/started") if item["type"] == "agentMessage" => self.paragraphs.new_message(),
+            Some("item/started") => {
+                if let Some(call) = server_tool_call(item) {
+                    self.tools.started(item["id"].as_str().unwrap_or(""), call, out);
+                }
+            }
+            Some("item/agentMessage/delta") => {
+                self.paragraphs.text(params["delta"].as_str().unwrap_or(""), out);
+            }
+            Some("item/completed") if server_tool_call(item).is_some() => {
+                let exec = json!({"status": item["status"], "exit_code": item["exitCode"],
+                                  "aggregated_output": item["aggregatedOutput"]});
+                let id = item["id"].as_str().unwrap_or("");
+                self.tools.settled(id, |call| settle(call, &exec), out);
+            }
+            Some("thread/tokenUsage/updated") => {
+                let last = &params["tokenUsage"]["last"];
+                self.usage = Some(Usage {
+                    input_tokens: last["inputTokens"].as_u64(),
+                    cached_tokens: last["cachedInputTokens"].as_u64(),
+                    output_tokens: last["outputTokens"].as_u64(),
+                    cost_usd: None,
+                });
+            }
+            Some("error") => {
+                let message =
+                    params["error"]["message"].as_str().unwrap_or("codex reported an error");
+                if params["willRetry"] == true {
+                    out.push(Output::Retry(message.to_string()));
+                } else if let Some(earlier) = self.error.replace(message.to_string()) {
+                    out.push(Output::Note(earlier));
+                }
+            }
+            Some("turn/completed") => {
+                self.tools.flush(out);
+                let turn = &params["turn"];
+                if turn["status"] == "failed" {
+                    let message = turn["error"]["message"]
+                        .as_str()
+                        .map(str::to_string)
+                        .or_else(|| self.error.clone())
+                        .unwrap_or_else(|| "codex reported a failed turn".to_string());
+                    if ["401 Unauthorized", "403 Forbidden"].iter().any(|s| message.contains(s)) {
+                        out.push(Output::Refused(message.clone()));
+                    }
+                    out.push(Output::Error(message));
+                }
+                self.error = None;
+                out.extend(self.usage.take().map(Output::Usage));
+                // The next turn's text starts afresh.
+                self.paragraphs = Paragraphs::default();
+                out.push(Output::AnswerEnd);
+            }
+            // A refused `turn/start`: no turn, so no `turn/completed`.
+            None if v.get("id").is_some() && v.get("error").is_some() => {
+                let message = v["error"]["message"].as_str().unwrap_or("codex refused the turn");
+                out.push(Output::Error(message.to_string()));
+                out.push(Output::AnswerEnd);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A web search or a command of the app server as a tool call; `None` for the other items.
+fn server_tool_call(item: &Value) -> Option<ToolCall> {
+    let (name, input) = match item["type"].as_str()? {
+        "webSearch" => ("web_search", json!({ "query": item["query"] })),
+        "commandExecution" => ("command", json!({ "command": item["command"] })),
+        _ => return None,
+    };
+    Some(ToolCall::new(name, &input))
 }
 
 /// Decodes `codex exec --json`.
@@ -268,7 +562,9 @@ impl Decoder {
             Some("turn.completed") => {
                 let usage = &v["usage"];
                 out.push(Output::Usage(Usage {
+                    // All of the input; `cached_input_tokens` are among them.
                     input_tokens: usage["input_tokens"].as_u64(),
+                    cached_tokens: usage["cached_input_tokens"].as_u64(),
                     output_tokens: usage["output_tokens"].as_u64(),
                     cost_usd: None,
                 }));
@@ -378,7 +674,12 @@ mod tests {
         assert!(
             matches!(&out[1], Output::Note(n) if n.starts_with("Model metadata for `gpt-mock`"))
         );
-        let usage = Usage { input_tokens: Some(100), output_tokens: Some(7), cost_usd: None };
+        let usage = Usage {
+            input_tokens: Some(100),
+            cached_tokens: Some(40),
+            output_tokens: Some(7),
+            cost_usd: None,
+        };
         assert!(out.contains(&Output::Usage(usage)), "{out:?}");
         assert!(!out.iter().any(|o| matches!(o, Output::Error(_))), "{out:?}");
     }
@@ -430,6 +731,91 @@ mod tests {
             decode(&format!("{sample}\n")),
             [Output::Retry("Reconnecting... 1/5 (Connection failed)".into())]
         );
+    }
+
+    #[test]
+    fn the_notes_are_what_codex_wrote_before_the_run_s_question() {
+        // The shape of codex 0.169.0's rollout: an earlier turn resumed, then this run's.
+        let lines = [
+            r#"{"type":"session_meta","payload":{"id":"t"}}"#,
+            r#"{"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"old"}]}}"#,
+            r#"{"type":"event_msg","payload":{"type":"task_started"}}"#,
+            r#"{"type":"response_item","payload":{"type":"message","role":"developer","content":[{"type":"input_text","text":"<skills_instructions>"}]}}"#,
+            r#"{"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context>"}]}}"#,
+            r#"{"type":"world_state","payload":{"full":true}}"#,
+            r#"{"type":"turn_context","payload":{"cwd":"/w"}}"#,
+            r#"{"type":"event_msg","payload":{"type":"thread_settings_applied"}}"#,
+            r#"{"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"q"}]}}"#,
+            r#"{"type":"event_msg","payload":{"type":"item_completed","item":{"type":"UserMessage"}}}"#,
+            r#"{"type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"a"}]}}"#,
+        ];
+        let notes = notes_before_question(&lines.map(|l| format!("{l}\n")).concat());
+        let kinds: Vec<&str> = notes.iter().map(|n| n["type"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["response_item", "response_item", "world_state", "turn_context"]);
+        assert_eq!(notes[1]["payload"]["content"][0]["text"], "<environment_context>");
+        assert!(notes_before_question("not a rollout\n").is_empty());
+    }
+
+    #[test]
+    fn the_app_server_s_turn_is_an_answer_with_its_tools_and_usage_and_ends_the_answer() {
+        // The shapes codex 0.169.0's app server wrote against the loopback Responses API.
+        let lines = [
+            r#"{"id":2,"result":{"turn":{"id":"t1","status":"inProgress","items":[]}}}"#,
+            r#"{"method":"turn/started","params":{"threadId":"th","turn":{"id":"t1"}}}"#,
+            r#"{"method":"item/started","params":{"item":{"type":"webSearch","id":"ws","query":"rust 1.89"}}}"#,
+            r#"{"method":"item/completed","params":{"item":{"type":"webSearch","id":"ws","query":"rust 1.89"}}}"#,
+            r#"{"method":"item/started","params":{"item":{"type":"commandExecution","id":"c1","command":"touch x","status":"inProgress"}}}"#,
+            r#"{"method":"item/completed","params":{"item":{"type":"commandExecution","id":"c1","command":"touch x","status":"failed","exitCode":1,"aggregatedOutput":"touch: cannot touch 'x': Read-only file system\n"}}}"#,
+            r#"{"method":"item/started","params":{"item":{"type":"agentMessage","id":"m","text":""}}}"#,
+            r#"{"method":"item/agentMessage/delta","params":{"itemId":"m","delta":"ECHO: "}}"#,
+            r#"{"method":"item/agentMessage/delta","params":{"itemId":"m","delta":"q"}}"#,
+            r#"{"method":"thread/tokenUsage/updated","params":{"tokenUsage":{"last":{"inputTokens":10,"cachedInputTokens":4,"outputTokens":3}}}}"#,
+            r#"{"method":"turn/completed","params":{"threadId":"th","turn":{"id":"t1","status":"completed"}}}"#,
+        ];
+        let out = crate::engine::decoded(
+            ServerDecoder::default(),
+            &lines.map(|l| format!("{l}\n")).concat(),
+            17,
+        );
+        assert_eq!(text(&out), "ECHO: q");
+        let lines: Vec<String> = tools(&out).iter().map(|t| t.summary()).collect();
+        assert_eq!(
+            lines,
+            [
+                "web_search: rust 1.89",
+                "command (refused): touch x · the read-only sandbox kept it from writing"
+            ]
+        );
+        let usage = Usage {
+            input_tokens: Some(10),
+            cached_tokens: Some(4),
+            output_tokens: Some(3),
+            cost_usd: None,
+        };
+        assert_eq!(out[out.len() - 2..], [Output::Usage(usage), Output::AnswerEnd]);
+        let failed = r#"{"method":"turn/completed","params":{"turn":{"status":"failed","error":{"message":"unexpected status 401 Unauthorized"}}}}"#;
+        let out = crate::engine::decoded(ServerDecoder::default(), &format!("{failed}\n"), 9);
+        assert!(matches!(&out[0], Output::Refused(m) if m.contains("401")), "{out:?}");
+        assert!(matches!(&out[1], Output::Error(_)) && out[2] == Output::AnswerEnd, "{out:?}");
+    }
+
+    #[test]
+    fn the_app_server_opens_a_thread_and_takes_a_turn_per_message() {
+        let lines = (APP_SERVER.opening_lines)(std::path::Path::new("/w"));
+        let methods: Vec<Value> = lines
+            .iter()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap()["method"].clone())
+            .collect();
+        assert_eq!(methods, ["initialize", "initialized", "thread/start"]);
+        let opened = br#"{"id":1,"result":{"thread":{"id":"th-1"}}}"#;
+        assert_eq!((APP_SERVER.session_of)(opened), Some(Ok("th-1".to_string())));
+        assert_eq!((APP_SERVER.session_of)(br#"{"id":0,"result":{}}"#), None);
+        let refused = br#"{"id":1,"error":{"code":-1,"message":"no"}}"#;
+        assert_eq!((APP_SERVER.session_of)(refused), Some(Err("no".to_string())));
+        let prompt: Value =
+            serde_json::from_str(&(APP_SERVER.prompt_line)(2, "th-1", "q", &[])).unwrap();
+        assert_eq!(prompt["method"], "turn/start");
+        assert_eq!(prompt["params"]["input"][0]["text"], "q");
     }
 
     #[test]
@@ -512,6 +898,7 @@ mod tests {
                 Arg::File { name, .. } => format!("FILE:{name}"),
                 Arg::FileAfter { prefix, name, .. } => format!("{prefix}FILE:{name}"),
                 Arg::Home(_) => "HOME".into(),
+                Arg::HomeFile { path, value, .. } => format!("{value}:{path}"),
             })
             .collect();
         let image_arg = format!("--image=/h/.cca/files/{}", image.file_name());
@@ -519,11 +906,11 @@ mod tests {
             "exec",
             "--json",
             "--skip-git-repo-check",
-            "--ephemeral",
             "-c",
             "sandbox_mode=\"read-only\"",
             "-c",
             "approval_policy=\"never\"",
+            "--ephemeral",
             "--model=gpt-6-sol",
             "-c",
             "model_instructions_file=FILE:system-prompt.md",
@@ -541,5 +928,10 @@ mod tests {
         let inv = invocation(&engine, "codex".into(), &request).unwrap();
         let stdin = frame::to_string(&inv.stdin, &b""[..]).unwrap();
         assert!(stdin.contains("sys") && stdin.contains("q"), "{stdin}");
+        // Structured history (the default): codex keeps its rollout of the run for `tidy`.
+        engine.history = HistoryMode::Structured;
+        let inv = invocation(&engine, "codex".into(), &request).unwrap();
+        assert!(!inv.args.contains(&Arg::plain("--ephemeral")), "{:?}", inv.args);
+        assert_eq!(inv.args[inv.args.len() - 2..], [Arg::plain("--"), Arg::plain("-")]);
     }
 }

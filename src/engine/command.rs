@@ -40,7 +40,7 @@ pub(crate) const SPEC: Spec = Spec {
     invocation,
     decoder: || Box::new(TextDecoder::default()),
     tidy: |_| None,
-    home: None,
+    home: |_| None,
     stderr_noise: None,
     // Started for each turn, never kept.
     reads_at_start: |_| Vec::new(),

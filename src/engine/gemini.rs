@@ -62,7 +62,7 @@ pub(crate) const SPEC: Spec = Spec {
     decoder: || Box::new(Decoder::default()),
     tidy,
     reads_at_start,
-    home: Some(|| (crate::vars::GEMINI_CLI_HOME, home(None))),
+    home: |_| Some((crate::vars::GEMINI_CLI_HOME, home(None))),
     stderr_noise: Some(noise),
 };
 
@@ -113,6 +113,7 @@ pub(crate) fn home(settings: Option<super::home::Settings>) -> super::home::Home
         home_files: &[".env"],
         settings,
         arg: super::home::HomeArg::Home,
+        user: super::home::UserFolder::GeminiCliHome,
     }
 }
 
@@ -385,7 +386,9 @@ fn decode_line(v: &Value, out: &mut Vec<Output>) {
         Some("result") => {
             let stats = &v["stats"];
             out.push(Output::Usage(Usage {
+                // All of the prompt; `cached` are among them.
                 input_tokens: stats["input_tokens"].as_u64(),
+                cached_tokens: stats["cached"].as_u64(),
                 output_tokens: stats["output_tokens"].as_u64(),
                 cost_usd: None,
             }));

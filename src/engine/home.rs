@@ -33,6 +33,17 @@ pub struct Home {
     pub settings: Option<Settings>,
     /// What the argument names: the home, or the configuration folder in it.
     pub arg: HomeArg,
+    /// Where the user's own configuration folder is, whose entries the home links.
+    pub user: UserFolder,
+}
+
+/// The folder that holds the user's configuration folder (`.gemini`, `.codex`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum UserFolder {
+    /// The user's home folder.
+    Home,
+    /// gemini's: `GEMINI_CLI_HOME` when it is set, else the user's home folder.
+    GeminiCliHome,
 }
 
 /// Which entries of the user's configuration folder an engine's home links to.

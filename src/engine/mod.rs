@@ -76,9 +76,10 @@ pub struct Spec {
     /// not: an engine started before one of them changed is not the one a cold start would
     /// be now, so a warm or waiting engine is used only while they are as they were.
     pub reads_at_start: fn(&StartPlace) -> Vec<PathBuf>,
-    /// The variable that gives the program its home, and the home cca gives it when it runs
-    /// outside a turn (asked its version): it writes there even then. `None`: it needs none.
-    pub home: Option<fn() -> (&'static str, home::Home)>,
+    /// The variable that gives the program (this path) its home, and the home cca gives it,
+    /// for a turn and when it runs outside one (asked its version): it writes there even then.
+    /// `None`: it needs none.
+    pub home: fn(&std::path::Path) -> Option<(&'static str, home::Home)>,
     /// Lines the program writes on stderr that tell the user nothing (gemini's start-up
     /// chatter): not shown, and not taken for its error. `None`: every line is shown as it comes.
     pub stderr_noise: Option<fn(&[u8]) -> bool>,
@@ -307,6 +308,15 @@ pub enum Arg {
     /// A home folder of the engine's own, in cca's folder (see [`home`]); the argument is its
     /// path.
     Home(home::Home),
+    /// A file written at `path` in the configuration folder of the engine's home (made as for
+    /// [`Arg::Home`]), replacing any there; the argument is `value` (codex's rollout, which
+    /// `codex exec resume` finds by its id).
+    HomeFile {
+        home: home::Home,
+        path: String,
+        contents: String,
+        value: String,
+    },
 }
 
 impl Arg {
@@ -340,6 +350,24 @@ pub enum Keeping {
     /// for a kept engine): `initialize` and `session/new` once, then one `session/prompt`
     /// request per message, whose response ends the answer ([`acp_agent`] decodes it).
     Acp,
+    /// A JSON-RPC session of the engine's own on stdio (codex's `app-server`), as the engine
+    /// describes it: opened once, then one prompt request per message.
+    Rpc(&'static RpcSession),
+}
+
+/// How to speak an engine's own JSON-RPC session on stdio ([`Keeping::Rpc`]).
+#[derive(Debug)]
+pub struct RpcSession {
+    /// The requests that open the session, for the folder it runs in.
+    pub opening_lines: fn(&std::path::Path) -> Vec<String>,
+    /// Whether a line answers the opening: then the session's id, or why it opened none.
+    pub session_of: fn(&[u8]) -> Option<Result<String, String>>,
+    /// The request that sends a message (its id, the session, the text, its images).
+    pub prompt_line: fn(u64, &str, &str, &[Image]) -> String,
+    /// The id of the first prompt request (those before are the opening's).
+    pub first_prompt_id: u64,
+    /// Decodes what the session writes; the answer ends with the engine's end of turn.
+    pub decoder: fn() -> Box<dyn Decoder>,
 }
 
 /// An MCP server the engine starts for a turn, with its tools for the model.
@@ -656,7 +684,10 @@ impl Paragraphs {
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Usage {
+    /// Every token of the request's input, those the cache served included.
     pub input_tokens: Option<u64>,
+    /// Of those, the ones the provider's prompt cache served (billed at a fraction).
+    pub cached_tokens: Option<u64>,
     pub output_tokens: Option<u64>,
     pub cost_usd: Option<f64>,
 }
@@ -678,10 +709,65 @@ impl Usage {
         let n = &mut notes;
         let input =
             keep("an input token count", self.input_tokens.map(transcript::tokens_figure), n);
+        let cached =
+            keep("a cached token count", self.cached_tokens.map(transcript::tokens_figure), n);
         let output =
             keep("an output token count", self.output_tokens.map(transcript::tokens_figure), n);
         let cost = keep("a cost", self.cost_usd.map(transcript::cost_figure), n);
-        (Usage { input_tokens: input, output_tokens: output, cost_usd: cost }, notes)
+        let usage = Usage {
+            input_tokens: input,
+            cached_tokens: cached,
+            output_tokens: output,
+            cost_usd: cost,
+        };
+        (usage, notes)
+    }
+}
+
+/// What an engine noted of its own in a session's runs (claude's environment notes, codex's
+/// context items): lines of its session file, each set with the number of live exchanges before
+/// the question they came with. Written back into the history at the same places, they make the
+/// engine add nothing after the newest question, so each request repeats the previous one
+/// (docs/DESIGN.md, Framing, Prompt caching). Kept by cca per session as JSON:
+/// `[{"after": N, "lines": [...]}]`.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Notes(pub(crate) Vec<(usize, Vec<Value>)>);
+
+impl Notes {
+    /// Kept notes; anything unreadable is no notes (the engine then writes them anew).
+    pub(crate) fn read(kept: Option<&str>) -> Notes {
+        let sets = kept.and_then(|text| serde_json::from_str::<Value>(text).ok());
+        let sets = sets.as_ref().and_then(Value::as_array).into_iter().flatten();
+        Notes(
+            sets.filter_map(|set| {
+                let after = set["after"].as_u64()? as usize;
+                Some((after, set["lines"].as_array()?.clone()))
+            })
+            .collect(),
+        )
+    }
+
+    /// The lines noted with the question after `exchanges` live exchanges.
+    pub(crate) fn after(&self, exchanges: usize) -> impl Iterator<Item = &Value> {
+        self.0.iter().filter(move |(after, _)| *after == exchanges).flat_map(|(_, lines)| lines)
+    }
+
+    /// The kept notes with those of the run's question (after `newest` exchanges) put in place
+    /// of any kept for that place or later, as JSON to keep.
+    pub(crate) fn replaced_from(kept: Option<&str>, newest: usize, found: Vec<Value>) -> String {
+        let mut notes = Notes::read(kept);
+        notes.0.retain(|(after, _)| *after < newest);
+        notes.0.push((newest, found));
+        notes.to_json()
+    }
+
+    pub(crate) fn to_json(&self) -> String {
+        let sets: Vec<Value> = self
+            .0
+            .iter()
+            .map(|(after, lines)| serde_json::json!({ "after": after, "lines": lines }))
+            .collect();
+        Value::Array(sets).to_string()
     }
 }
 
@@ -763,10 +849,15 @@ mod tests {
 
     #[test]
     fn usage_keeps_the_figures_that_make_sense_and_notes_the_rest() {
-        let usage =
-            Usage { input_tokens: Some(1 << 63), output_tokens: Some(7), cost_usd: Some(-3.0) };
+        let usage = Usage {
+            input_tokens: Some(1 << 63),
+            output_tokens: Some(7),
+            cost_usd: Some(-3.0),
+            cached_tokens: Some(2),
+        };
         let (kept, notes) = usage.checked();
-        assert_eq!(kept, Usage { input_tokens: None, output_tokens: Some(7), cost_usd: None });
+        let left = Usage { output_tokens: Some(7), cached_tokens: Some(2), ..Usage::default() };
+        assert_eq!(kept, left);
         assert_eq!(
             notes,
             [
@@ -774,7 +865,7 @@ mod tests {
                 "a cost that makes no sense (negative): left out"
             ]
         );
-        let fine = Usage { input_tokens: Some(1), output_tokens: None, cost_usd: Some(0.5) };
+        let fine = Usage { input_tokens: Some(1), cost_usd: Some(0.5), ..Usage::default() };
         assert_eq!(fine.clone().checked(), (fine, Vec::new()));
     }
 }

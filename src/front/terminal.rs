@@ -150,6 +150,7 @@ impl Terminal {
                 "duration_ms": outcome.duration.as_millis() as u64,
                 "usage": {
                     "input_tokens": outcome.usage.input_tokens,
+                    "cached_tokens": outcome.usage.cached_tokens,
                     "output_tokens": outcome.usage.output_tokens,
                 },
                 "cost_usd": outcome.usage.cost_usd,

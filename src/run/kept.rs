@@ -76,9 +76,36 @@ pub(crate) struct Kept {
     decoder: Option<Box<dyn Decoder>>,
     /// The engine ended, or was told to.
     ended: bool,
-    /// An ACP agent's session, and the id of its next prompt request.
-    acp: Option<(String, u64)>,
+    /// A session's id (an ACP agent's, an engine's own JSON-RPC one), the id of its next prompt
+    /// request, and how to write one.
+    acp: Option<(String, u64, PromptLine)>,
 }
+
+/// How a session's prompt request is written: its id, the session, the text, the images.
+type PromptLine = fn(u64, &str, &str, &[crate::media::Image]) -> String;
+
+/// How a session is opened and spoken: its opening requests, how the answer to them is known,
+/// the first prompt's id, and how a prompt is written; `None` for a transport without one.
+fn session_protocol(transport: Keeping) -> Option<(Opening, SessionOf, u64, PromptLine)> {
+    match transport {
+        Keeping::StreamJson(_) => None,
+        Keeping::Acp => Some((
+            |cwd| acp_agent::opening_lines(cwd).to_vec(),
+            acp_agent::session_of,
+            acp_agent::FIRST_PROMPT_ID,
+            acp_agent::prompt_line,
+        )),
+        Keeping::Rpc(rpc) => {
+            Some((rpc.opening_lines, rpc.session_of, rpc.first_prompt_id, rpc.prompt_line))
+        }
+    }
+}
+
+/// Whether a line answers a session's opening: then its id, or why it opened none.
+type SessionOf = fn(&[u8]) -> Option<Result<String, String>>;
+
+/// The requests that open a session, for the folder the engine runs in.
+type Opening = fn(&std::path::Path) -> Vec<String>;
 
 impl Kept {
     /// Starts the engine, on a keeper thread that owns it and waits for it; an ACP agent has
@@ -118,9 +145,9 @@ impl Kept {
         let (mut kept, tx) = Kept::assemble(group, stdin, stdout, stderr, grace, transport);
         kept.decoder = Some(decoder);
         let _ = exited_tx.send(tx);
-        if let Keeping::Acp = transport {
-            let session = kept.open_session(&shown, cancel)?;
-            kept.acp = Some((session, acp_agent::FIRST_PROMPT_ID));
+        if let Some((opening, session_of, first, prompt_line)) = session_protocol(transport) {
+            let session = kept.open_session(&shown, opening, session_of, cancel)?;
+            kept.acp = Some((session, first, prompt_line));
         }
         Ok(kept)
     }
@@ -145,7 +172,9 @@ impl Kept {
         );
         kept.decoder = Some(decoder);
         kept.waiting.extend(said);
-        kept.acp = acp_session.map(|session| (session, acp_agent::FIRST_PROMPT_ID));
+        kept.acp = acp_session
+            .zip(session_protocol(transport))
+            .map(|(session, (_, _, first, prompt_line))| (session, first, prompt_line));
         thread::spawn(move || {
             let _ = tx.send(Pipe::Exited(exit()));
         });
@@ -184,7 +213,7 @@ impl Kept {
             Keeping::StreamJson(line) => Some(line),
             // A second prompt cannot go in while one is answered: a steer waits for the next
             // turn, as with an engine started for each.
-            Keeping::Acp => None,
+            Keeping::Acp | Keeping::Rpc(_) => None,
         };
         let engine = Engine {
             group,
@@ -202,15 +231,21 @@ impl Kept {
 
     /// Opens an ACP agent's session: writes `initialize` and `session/new`, and reads the agent
     /// until it answers the latter. What it wrote after that waits for the first turn.
-    fn open_session(&mut self, program: &std::path::Path, cancel: &Cancel) -> Result<String> {
+    fn open_session(
+        &mut self,
+        program: &std::path::Path,
+        opening: Opening,
+        session_of: SessionOf,
+        cancel: &Cancel,
+    ) -> Result<String> {
         let cwd = std::env::current_dir().context("cannot tell which folder this is")?;
-        for line in acp_agent::opening_lines(&cwd) {
+        for line in opening(&cwd) {
             self.send(line);
         }
         let name = program.file_name().unwrap_or(program.as_os_str()).to_string_lossy();
         let failed = |why: String| -> anyhow::Error {
             let hint = format!(
-                "kept between turns, {name} runs as an ACP agent; `keep_warm = \"off\"` under \
+                "kept between turns, {name} runs as a long-running agent; `keep_warm = \"off\"` under \
                  [engines.{name}] in config.toml starts it for each turn instead"
             );
             Failure::new(exit::ERROR, why).hint(hint).into()
@@ -224,7 +259,7 @@ impl Kept {
                     out.extend_from_slice(&chunk);
                     while let Some(end) = memchr::memchr(b'\n', &out) {
                         let line: Vec<u8> = out.drain(..=end).collect();
-                        if let Some(opened) = acp_agent::session_of(&line) {
+                        if let Some(opened) = session_of(&line) {
                             if !out.is_empty() {
                                 self.waiting.push_back(Pipe::Stdout(out));
                             }
@@ -318,9 +353,9 @@ impl Kept {
             .context("cannot read the transcript")?;
         let text = String::from_utf8_lossy(&framed);
         let line = match (&mut self.acp, self.engine.stream_line) {
-            (Some((session, next)), _) => {
+            (Some((session, next, prompt_line)), _) => {
                 *next += 1;
-                Some(acp_agent::prompt_line(*next - 1, session, &text, &message.images))
+                Some(prompt_line(*next - 1, session, &text, &message.images))
             }
             (None, Some(line)) => Some(line(&text, &message.images)),
             (None, None) => None,

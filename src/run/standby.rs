@@ -91,31 +91,48 @@ pub(crate) struct Order {
 }
 
 /// The start-up work an engine does before it waits, and how the standby knows it is done.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) enum Opening {
     /// claude: asked to initialize; done when it answers.
     Initialize,
     /// An ACP agent: done when its session is open.
     AcpSession,
+    /// The JSON-RPC session of the engine of this kind (`engine::Keeping::Rpc`, codex's app
+    /// server): done when it is open.
+    Rpc { kind: String },
 }
 
 impl Opening {
+    /// The session of the kind named, as its engine describes it.
+    fn rpc(kind: &str) -> Result<&'static crate::engine::RpcSession> {
+        let spec = crate::engine::KINDS.iter().find(|spec| spec.name == kind);
+        match spec.and_then(|spec| spec.keeps) {
+            Some(crate::engine::Keeping::Rpc(rpc)) => Ok(rpc),
+            _ => anyhow::bail!("{kind} has no session of its own to open"),
+        }
+    }
+
     /// The requests that start the work.
-    fn lines(self) -> Result<Vec<String>> {
+    fn lines(&self) -> Result<Vec<String>> {
         Ok(match self {
             Opening::Initialize => vec![claude::initialize_line()],
             Opening::AcpSession => acp_agent::opening_lines(&std::env::current_dir()?).to_vec(),
+            Opening::Rpc { kind } => (Opening::rpc(kind)?.opening_lines)(&std::env::current_dir()?),
         })
     }
 
     /// Whether a line the engine wrote says the work is done: then, an ACP agent's session (or
     /// why it opened none).
-    fn done(self, line: &[u8]) -> Option<Result<Option<String>>> {
-        match self {
-            Opening::Initialize => claude::initialized(line).then_some(Ok(None)),
-            Opening::AcpSession => acp_agent::session_of(line)
-                .map(|opened| opened.map(Some).map_err(anyhow::Error::msg)),
-        }
+    fn done(&self, line: &[u8]) -> Option<Result<Option<String>>> {
+        let session_of = match self {
+            Opening::Initialize => return claude::initialized(line).then_some(Ok(None)),
+            Opening::AcpSession => acp_agent::session_of,
+            Opening::Rpc { kind } => match Opening::rpc(kind) {
+                Ok(rpc) => rpc.session_of,
+                Err(e) => return Some(Err(e)),
+            },
+        };
+        session_of(line).map(|opened| opened.map(Some).map_err(anyhow::Error::msg))
     }
 }
 
@@ -362,7 +379,7 @@ fn start_engine(order: &Order) -> Result<(Waiting, Child, Group)> {
     let guard = Group { group, grace: order.grace };
     let mut engine = Waiting {
         group,
-        opening: order.opening,
+        opening: order.opening.clone(),
         stdin: child.stdin.take().expect("piped"),
         stdout: child.stdout.take().expect("piped"),
         stderr: child.stderr.take().expect("piped"),

@@ -173,3 +173,29 @@ pub(crate) fn take_engine_session_file(root: &Path, name: &str) -> Option<String
     }
     None
 }
+
+/// Reads and removes the first file whose name `wanted` accepts, `depth` folders below `root`
+/// (codex's `sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl`), if there is one.
+pub(crate) fn take_file_below(
+    root: &Path,
+    depth: usize,
+    wanted: impl Fn(&str) -> bool + Copy,
+) -> Option<String> {
+    for entry in fs::read_dir(root).ok()?.flatten() {
+        let path = entry.path();
+        let found = match depth {
+            0 => entry
+                .file_name()
+                .to_str()
+                .is_some_and(wanted)
+                .then(|| fs::read_to_string(&path).ok())
+                .flatten()
+                .inspect(|_| drop(fs::remove_file(&path))),
+            _ => take_file_below(&path, depth - 1, wanted),
+        };
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
+}

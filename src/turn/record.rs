@@ -309,6 +309,7 @@ fn record_outcome(
             Kind::Assistant,
             Meta {
                 input_tokens: ended.usage.input_tokens,
+                cached_tokens: ended.usage.cached_tokens,
                 output_tokens: ended.usage.output_tokens,
                 cost_usd: ended.usage.cost_usd,
                 ..base

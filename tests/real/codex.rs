@@ -42,6 +42,20 @@ fn texts(body: &Value, role: &str) -> Vec<String> {
         .collect()
 }
 
+/// The questions a request holds, in order (a framed message's history and `<user_query>`),
+/// codex's own context messages (`<environment_context>`) aside.
+fn questions(body: &Value) -> Vec<String> {
+    let texts = texts(body, "user");
+    let asked = texts.iter().filter(|t| !t.starts_with("<environment_context>"));
+    asked
+        .flat_map(|t| {
+            let mut framed = history_users(t);
+            framed.push(tag(t, "user_query").unwrap_or(t).to_string());
+            framed
+        })
+        .collect()
+}
+
 /// The question cca framed for codex: the last user message holding a `<user_query>`.
 fn framed(body: &Value) -> String {
     texts(body, "user").into_iter().rfind(|t| t.contains("<user_query>")).unwrap_or_default()
@@ -59,13 +73,13 @@ fn three_turns_and_a_resume_through_codex_keep_the_answers_and_the_history() {
     assert_eq!(third.stdout, "ECHO: third question");
     let turns = r.api.turns();
     assert_eq!(turns.len(), 3, "{turns:?}");
-    let message = framed(&turns[2].body);
-    let system = tag(&message, "system_instructions").expect("the system prompt, framed");
+    // The history as real turns (a rollout codex resumes), the system prompt in the first.
+    let body = &turns[2].body;
+    let opening = framed(body);
+    let system = tag(&opening, "system_instructions").expect("the system prompt, framed");
     assert!(system.starts_with("You are a web research assistant"), "{system}");
-    let history = tag(&message, "conversation_history").expect("the history, framed");
-    assert!(history.contains("<user_turn>\nfirst question\n</user_turn>\n<assistant_turn>\nECHO: first question\n</assistant_turn>"), "{history}");
-    assert!(history.contains("ECHO: second question"), "{history}");
-    assert_eq!(tag(&message, "user_query"), Some("third question"));
+    assert_eq!(questions(body), ["first question", "second question", "third question"]);
+    assert_eq!(texts(body, "assistant"), ["ECHO: first question", "ECHO: second question"]);
     let t = r.transcript();
     assert_eq!(
         answers(&t),
@@ -73,8 +87,8 @@ fn three_turns_and_a_resume_through_codex_keep_the_answers_and_the_history() {
     );
     let latest = r.env.latest();
     assert!(latest.contains("\"engine\":\"codex\""), "{latest}");
-    // The loopback server's usage (10 in, 3 out) for each answer.
-    assert!(latest.contains("\"input_tokens\":10"), "{latest}");
+    // The loopback server's usage (10 in, 4 of them cached, 3 out) for each answer.
+    assert!(latest.contains("\"input_tokens\":10,\"cached_tokens\":4"), "{latest}");
     assert!(latest.contains("\"output_tokens\":3"), "{latest}");
     // A session resumed by its id, after another one began, goes on from its own history.
     let id =
@@ -83,10 +97,9 @@ fn three_turns_and_a_resume_through_codex_keep_the_answers_and_the_history() {
     let resumed = run(&r, &codex, &["search", "-s", &id, "fourth question"]);
     resumed.ok();
     assert_eq!(resumed.stdout, "ECHO: fourth question");
-    let message = framed(&r.api.turns()[4].body);
-    let history = tag(&message, "conversation_history").unwrap();
-    assert!(history.contains("ECHO: third question"), "{history}");
-    assert!(!history.contains("another session"), "{history}");
+    let body = &r.api.turns()[4].body;
+    let asked = ["first question", "second question", "third question", "fourth question"];
+    assert_eq!(questions(body), asked);
     let file = r.env.sessions_dir().join(format!("session_{id}.md"));
     let kept = std::fs::read_to_string(&file).unwrap();
     assert!(kept.contains("ECHO: fourth question"), "{kept}");
@@ -98,6 +111,11 @@ fn three_turns_and_a_resume_through_codex_keep_the_answers_and_the_history() {
     assert_eq!(users, ["config.toml"]);
     let own = r.env.cca_home.join("engines/codex").join(&id).join(".codex");
     assert!(own.join("config.toml").is_symlink(), "{}", own.display());
+    // The rollouts of the turns were read and removed.
+    let mut find = std::process::Command::new("find");
+    let found = find.arg(own.join("sessions")).args(["-type", "f"]).output().unwrap();
+    let left = String::from_utf8(found.stdout).unwrap();
+    assert_eq!(left, "", "rollouts left in the session's home");
 }
 
 #[test]
@@ -111,9 +129,14 @@ fn the_model_and_a_native_system_prompt_reach_codex_s_request() {
     let developer = texts(body, "developer");
     assert!(developer[0].starts_with("You are a web research assistant"), "{developer:?}");
     assert!(!developer.iter().any(|d| d.contains("Codex CLI")), "{developer:?}");
-    let message = framed(body);
-    assert_eq!(tag(&message, "system_instructions"), None, "{message}");
-    assert_eq!(tag(&message, "user_query"), Some("which model?"));
+    assert_eq!(questions(body), ["which model?"]);
+    // A follow-up, which resumes the history, with the system prompt and another model.
+    run(&r, &codex, &["search", "-r", "-m", "gpt-other-model", "and now?"]).ok();
+    let body = &r.api.turns()[1].body;
+    assert_eq!(body["model"], "gpt-other-model");
+    let developer = texts(body, "developer");
+    assert!(developer[0].starts_with("You are a web research assistant"), "{developer:?}");
+    assert_eq!(questions(body), ["which model?", "and now?"]);
 }
 
 #[test]
@@ -169,6 +192,9 @@ fn an_image_reaches_codex_s_request_once() {
     assert!(sent[0].starts_with("data:image/png;base64,"), "{sent:?}");
     run(&r, &codex, &["search", "-q", "-r", "and its colour?"]).ok();
     assert_eq!(images(&r.api.turns()[1].body), Vec::<String>::new());
+    // On a follow-up, which resumes the history: the new image, once.
+    run(&r, &codex, &["search", "-q", "-r", "-f", "pic.png", "and this one?"]).ok();
+    assert_eq!(images(&r.api.turns()[2].body).len(), 1);
 }
 
 #[test]
@@ -281,10 +307,25 @@ fn shares(bodies: &[Value]) -> Vec<f64> {
     bodies.windows(2).skip(1).map(|pair| mock_api::cacheable_share(&pair[0], &pair[1])).collect()
 }
 
+/// A request's input items, their ids aside (codex gives each a new one).
+fn items(body: &Value) -> Vec<Value> {
+    let mut items = body["input"].as_array().cloned().unwrap_or_default();
+    for item in &mut items {
+        item.as_object_mut().map(|o| o.remove("id"));
+    }
+    items
+}
+
+/// Whether `later` repeats every input item of `earlier` exactly, then adds to them.
+fn extends(earlier: &Value, later: &Value) -> bool {
+    let (earlier, later) = (items(earlier), items(later));
+    later.len() > earlier.len() && later[..earlier.len()] == earlier[..]
+}
+
 #[test]
-fn codex_follow_ups_repeat_the_previous_request_up_to_its_question() {
-    // Five turns of about 2,800 tokens each, through cca (the history framed inline), then the
-    // same conversation through codex's own `exec resume --last`.
+fn codex_follow_ups_extend_the_previous_request_and_a_hand_edit_reaches_the_next() {
+    // Five turns of about 2,800 tokens each through cca (the history as a rollout codex
+    // resumes), then the same conversation through codex's own `exec resume --last`.
     let (r, codex) = codex_real();
     for n in 0..5 {
         r.api.set(Behavior { answer: Some(filler(n, "Answer", 110)), ..Behavior::default() });
@@ -293,8 +334,7 @@ fn codex_follow_ups_repeat_the_previous_request_up_to_its_question() {
         run(&r, &codex, &[&["search", "-q"], resume, &[question.as_str()]].concat()).ok();
     }
     let ours: Vec<Value> = r.api.turns().into_iter().map(|t| t.body).collect();
-    let (own_home, _) = codex_real();
-    let r2 = own_home;
+    let (r2, _) = codex_real();
     for n in 0..5 {
         r2.api.set(Behavior { answer: Some(filler(n, "Answer", 110)), ..Behavior::default() });
         let question = filler(n, "Question", 105);
@@ -310,28 +350,35 @@ fn codex_follow_ups_repeat_the_previous_request_up_to_its_question() {
         run_command(cmd, None).ok();
     }
     let theirs: Vec<Value> = r2.api.turns().into_iter().map(|t| t.body).collect();
-    // Each of cca's requests repeats the one before up to its question: codex's context, and
-    // the framed history the same to the byte, the newest exchange after it.
-    let items = |body: &Value| -> Vec<Value> {
-        let mut items = body["input"].as_array().cloned().unwrap_or_default();
-        for item in &mut items {
-            item.as_object_mut().map(|o| o.remove("id"));
-        }
-        items.pop();
-        items
-    };
-    for pair in ours.windows(2) {
-        assert_eq!(items(&pair[0]), items(&pair[1]), "codex's context changed");
-        let before = framed(&pair[0]);
-        let end = before.find("\n</conversation_history>").or(before.find("<user_query>")).unwrap();
-        assert!(framed(&pair[1]).starts_with(&before[..end]), "{before}");
+    // Each follow-up repeats the request before it, codex's context included, and adds the
+    // answer and the new question: as codex's own resume does.
+    for (n, pair) in ours.windows(2).enumerate() {
+        assert!(extends(&pair[0], &pair[1]), "request {} does not extend the one before", n + 2);
     }
-    // Measured, not asserted (docs/DESIGN.md, "codex"): inline framing leaves the previous
-    // question out of the cached prefix, which codex's own resume keeps.
     let (ours, theirs) = (shares(&ours), shares(&theirs));
     eprintln!(
         "cached share from the third request on: cca {ours:.3?}, codex's own resume {theirs:.3?}"
     );
+    for (n, (ours, theirs)) in ours.iter().zip(&theirs).enumerate() {
+        assert!(ours + 0.005 >= *theirs, "request {}: cca {ours:.3}, codex {theirs:.3}", n + 3);
+    }
+    // An answer edited by hand reaches the next request, which then starts afresh from the
+    // edit; the one after it extends it again.
+    let file = r.env.sessions_dir().join("latest");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let old = filler(3, "Answer", 110);
+    let edited = text.replacen(old.trim_end(), "An answer edited by hand.", 1);
+    assert_ne!(edited, text, "the fourth answer is in the transcript");
+    std::fs::write(&file, edited).unwrap();
+    for n in 5..7 {
+        r.api.set(Behavior { answer: Some(filler(n, "Answer", 110)), ..Behavior::default() });
+        run(&r, &codex, &["search", "-q", "-r", &filler(n, "Question", 105)]).ok();
+    }
+    let bodies: Vec<Value> = r.api.turns().into_iter().map(|t| t.body).collect();
+    let answers = texts(&bodies[5], "assistant");
+    assert_eq!(answers[3].trim_end(), "An answer edited by hand.");
+    assert!(!extends(&bodies[4], &bodies[5]), "the edit changed what was sent before");
+    assert!(extends(&bodies[5], &bodies[6]), "the request after the edit extends it");
 }
 
 #[test]
@@ -346,10 +393,9 @@ fn codex_answers_a_steer_as_the_next_turn() {
     // A second codex, sent the whole conversation.
     let turns = r.api.turns();
     assert_eq!(turns.len(), 2, "{turns:?}");
-    let message = framed(&turns[1].body);
-    let history = tag(&message, "conversation_history").expect("the history, framed");
-    assert!(history.contains("review the auth module"), "{history}");
-    assert_eq!(tag(&message, "user_query"), Some("focus on JWT"));
+    let body = &turns[1].body;
+    assert_eq!(questions(body), ["review the auth module", "focus on JWT"]);
+    assert_eq!(texts(body, "assistant"), ["ECHO: review the auth module"]);
     assert_eq!(
         records_of(&r),
         [
@@ -384,4 +430,73 @@ fn an_exported_session_is_resumed_by_codex_with_its_history() {
         texts(body, "user").into_iter().filter(|t| !t.starts_with('<')).collect();
     assert_eq!(users, ["first question", "second question", "third question"]);
     assert_eq!(texts(body, "assistant"), ["ECHO: first question", "ECHO: second question"]);
+}
+
+/// A wrapper around codex that notes each start (its first argument) in a file: the wrapper,
+/// and the file.
+fn count_starts(r: &Real, codex: &Path) -> (PathBuf, PathBuf) {
+    let log = r.env.root.path().join("codex-starts.log");
+    let wrapper = r.env.root.path().join("codex-counted");
+    let script = format!(
+        "#!/bin/sh\necho \"$1\" >> '{}'\nexec '{}' \"$@\"\n",
+        log.display(),
+        codex.display()
+    );
+    std::fs::write(&wrapper, script).unwrap();
+    let mut perms = std::fs::metadata(&wrapper).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&wrapper, perms).unwrap();
+    (wrapper, log)
+}
+
+#[test]
+fn cca_chat_keeps_codex_warm_as_its_app_server() {
+    let (r, codex) = codex_real();
+    let (wrapper, log) = count_starts(&r, &codex);
+    r.env.write_config("engine = \"codex\"\n");
+    let mut cmd = r.command();
+    cmd.arg("chat").env("CCA_CODEX", &wrapper);
+    let chat = run_command(cmd, Some(b"c1\nc2\nc3\n"));
+    chat.ok();
+    for n in 1..=3 {
+        assert!(chat.stdout.contains(&format!("ECHO: c{n}")), "{chat}");
+    }
+    let starts = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(starts, "app-server\n", "three messages in one chat start codex once");
+    // The kept codex is sent only each new question: each request extends the one before.
+    let bodies: Vec<Value> = r.api.turns().into_iter().map(|t| t.body).collect();
+    assert_eq!(bodies.len(), 3);
+    for (n, pair) in bodies.windows(2).enumerate() {
+        assert!(extends(&pair[0], &pair[1]), "request {} does not extend the one before", n + 2);
+    }
+    assert_eq!(questions(&bodies[2]), ["c1", "c2", "c3"]);
+    assert_eq!(answers(&r.transcript()), ["ECHO: c1", "ECHO: c2", "ECHO: c3"]);
+    let latest = r.env.latest();
+    assert!(latest.contains("\"input_tokens\":10,\"cached_tokens\":4"), "{latest}");
+}
+
+#[test]
+fn codex_follow_ups_take_the_app_server_on_standby() {
+    let (r, codex) = codex_real();
+    let (wrapper, log) = count_starts(&r, &codex);
+    r.env.write_config("engine = \"codex\"\nstandby = \"5m\"\n");
+    let ready = || {
+        let listed = || r.run(&["standby"]).stdout;
+        let waiting =
+            || listed().lines().any(|l| l.starts_with("codex") && !l.contains("starting"));
+        assert!(wait_until(Duration::from_secs(60), waiting), "{}", listed());
+    };
+    run(&r, &wrapper, &["search", "first question"]).ok();
+    for n in 1..=2 {
+        ready();
+        let asked = run(&r, &wrapper, &["search", "-r", &format!("follow-up {n}")]);
+        assert!(asked.ok().stdout.contains(&format!("ECHO: follow-up {n}")), "{asked}");
+    }
+    ready();
+    // The first turn's `exec`, then an app server left waiting after each turn, two taken.
+    let starts = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(starts, "exec\napp-server\napp-server\napp-server\n");
+    let bodies: Vec<Value> = r.api.turns().into_iter().map(|t| t.body).collect();
+    assert_eq!(questions(&bodies[2]), ["first question", "follow-up 1", "follow-up 2"]);
+    assert!(r.run(&["standby", "--end"]).ok().stdout.contains("codex"));
 }

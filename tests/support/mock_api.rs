@@ -674,7 +674,7 @@ fn responses(out: &mut TcpStream, body: &Value, behavior: &Behavior) -> std::io:
         };
         events.push(json!({"type": "response.output_item.done", "output_index": n, "item": done}));
     }
-    events.push(json!({"type": "response.completed", "response": {"id": "resp_mock", "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 3, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 13}}}));
+    events.push(json!({"type": "response.completed", "response": {"id": "resp_mock", "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 4}, "output_tokens": 3, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 13}}}));
     for event in events {
         if event["type"] == "response.completed" {
             // The response stays open after its items until the test says so.
