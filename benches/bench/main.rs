@@ -2,7 +2,8 @@
 //! compaction), many sessions, memory, a side-by-side with `llm`, the bytes compaction saves,
 //! rendering, `cca acp` against the command line, `cca grep` beside ripgrep, and a search through
 //! `cca mcp` beside `cca grep`, the share of a follow-up's input a prompt cache could serve, and
-//! how often `cca recall` finds the exchange that answers a question (beside plain BM25).
+//! how often `cca recall` finds the exchange that answers a question (beside plain BM25), and
+//! `cca sync` of 10,000 sessions through a git remote.
 //! Prints markdown for BENCHMARKS.md.
 //!
 //! Runs the release `cca` against the release fake engine (tests/support/fake_engine.rs); the
@@ -26,6 +27,7 @@ mod recall_quality;
 mod recall_rank;
 mod recall_semantic;
 mod support;
+mod sync;
 mod turns;
 
 use support::*;
@@ -45,7 +47,7 @@ fn main() {
     println!("# cca benchmarks\n");
     println!("{}\n", machine());
     type Section = (&'static str, fn(&Bench));
-    let sections: [Section; 22] = [
+    let sections: [Section; 23] = [
         ("overhead", Bench::overhead),
         ("version", Bench::version),
         ("launcher", Bench::launcher),
@@ -68,6 +70,7 @@ fn main() {
         ("codex-warm", Bench::codex_warm),
         ("standby", Bench::standby),
         ("recall-quality", Bench::recall_quality),
+        ("sync", Bench::sync),
     ];
     for (name, run) in sections {
         if wanted(name) {

@@ -16,7 +16,7 @@ const QUESTIONS: [&str; 6] = [
     "kalo mine rune error",
 ];
 
-fn dir_bytes(dir: &Path) -> u64 {
+pub(crate) fn dir_bytes(dir: &Path) -> u64 {
     std::fs::read_dir(dir)
         .map(|entries| {
             entries
@@ -31,7 +31,7 @@ fn dir_bytes(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-fn ms(start: Instant) -> f64 {
+pub(crate) fn ms(start: Instant) -> f64 {
     start.elapsed().as_secs_f64() * 1000.0
 }
 

@@ -104,7 +104,6 @@ fn read_key(given: &str) -> Result<String> {
 
 /// Says what a sync did, a line per kind of change.
 fn tell(store: &Store, report: &Report) {
-    let _ = store;
     let list = |ids: &[String]| ids.join(", ");
     if report.sent > 0 {
         say(&format!("cca: sent {}", counted(report.sent as u64, "change", "changes")));
@@ -135,6 +134,28 @@ fn tell(store: &Store, report: &Report) {
     }
     for skipped in &report.skipped {
         say(&format!("cca: warning: not synced: {skipped}"));
+    }
+    // Names are unique here; one given on two machines (or carried by a fork) is now on two.
+    let arrived: Vec<&String> = report
+        .new
+        .iter()
+        .chain(&report.continued)
+        .chain(report.forks.iter().map(|f| &f.0))
+        .collect();
+    if !arrived.is_empty()
+        && let Ok(listed) = store.listing()
+    {
+        for one in listed.iter().filter(|l| arrived.contains(&&l.id)) {
+            let Some(name) = &one.name else { continue };
+            if let Some(other) =
+                listed.iter().find(|l| l.id != one.id && l.name.as_ref() == Some(name))
+            {
+                say(&format!(
+                    "cca: warning: {} and {} are both named {name}; the name finds neither until one is renamed",
+                    other.id, one.id
+                ));
+            }
+        }
     }
     if let Some(latest) = &report.latest {
         say(&format!("cca: `,` now continues {latest}, the conversation continued last"));

@@ -79,6 +79,12 @@ impl Store {
         self.create_file_as(id, contents, true)
     }
 
+    /// [`Store::create_session_as`] without waiting for the disk, for many sessions at once
+    /// (`cca sync` taking another machine's): [`Store::sync_sessions`] then makes them durable.
+    pub(crate) fn create_session_as_unsynced(&self, id: &str, contents: &str) -> Result<bool> {
+        self.create_file_as(id, contents, false)
+    }
+
     /// [`Store::create_session_as`], synced to the disk or not (`sync`).
     fn create_file_as(&self, id: &str, contents: &str, sync: bool) -> Result<bool> {
         self.ensure()?;

@@ -42,6 +42,28 @@ impl Store {
         make_private_dir(&self.sync_dir())
     }
 
+    fn sync_writing_path(&self) -> PathBuf {
+        self.sync_dir().join("writing")
+    }
+
+    /// Marks that records are being written to this machine's logs, until they are committed:
+    /// a sync that finds the mark knows one before it was killed in between.
+    pub(crate) fn mark_sync_writing(&self) -> Result<()> {
+        replace_file(&self.sync_writing_path(), b"")
+    }
+
+    pub(crate) fn sync_writing(&self) -> bool {
+        self.sync_writing_path().exists()
+    }
+
+    pub(crate) fn clear_sync_writing(&self) -> Result<()> {
+        match fs::remove_file(self.sync_writing_path()) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e)
+                .with_context(|| format!("cannot remove {}", self.sync_writing_path().display())),
+            _ => Ok(()),
+        }
+    }
+
     pub(crate) fn read_sync_key(&self) -> Result<Option<String>> {
         read_optional(&self.sync_key_path())
     }

@@ -45,6 +45,10 @@ use seal::Seal;
 const DESCRIPTION: &str = "cca-sync.json";
 /// The folder of the remote holding the logs.
 const LOGS: &str = "sessions";
+/// Bytes of records gathered before they are written to the logs.
+const WRITE_BATCH: usize = 64 << 20;
+/// Records sent in one sync past which git is told they are many ([`Git::bulk`]).
+const BULK: usize = 500;
 /// Pushes tried before giving up when other machines keep pushing first.
 const PUSHES: usize = 5;
 
@@ -320,6 +324,7 @@ pub(crate) fn sync(
         progress,
         newest: None,
         background,
+        written: Default::default(),
     };
     syncing.run()?;
     Ok(syncing.report)
@@ -362,35 +367,41 @@ struct Syncing<'a> {
     newest: Option<(String, String)>,
     /// Started after a turn: no one waits for it, so it waits for sessions' locks.
     background: bool,
+    /// The logs written in this sync, to commit.
+    written: std::collections::BTreeSet<String>,
 }
 
 impl Syncing<'_> {
     fn run(&mut self) -> Result<()> {
-        self.recover()?;
+        // Killed between writing records and committing them: look at what it left.
+        let unfinished = self.store.sync_writing();
+        if unfinished {
+            self.recover()?;
+        }
         if self.state.receiving {
             // Killed while applying what it had merged: finish that before anything here is
             // taken for a change of this machine's own.
             self.receive()?;
         }
         self.send()?;
-        self.git.commit_all(&format!("cca sync from {}", self.state.machine))?;
+        self.git.bulk = self.report.sent > BULK;
+        let message = format!("cca sync from {}", self.state.machine);
+        if unfinished {
+            self.git.commit_all(&message)?;
+        } else if !self.written.is_empty() {
+            let paths: Vec<&str> = self.written.iter().map(String::as_str).collect();
+            self.git.commit(&paths, &message)?;
+        }
+        self.store.clear_sync_writing()?;
         for attempt in 1..=PUSHES {
             self.git.fetch()?;
-            let before = self.git.head();
-            self.merge()?;
-            let incoming = match self.incoming() {
-                Ok(incoming) => incoming,
-                Err(e) => {
-                    // Refused whole: the merge is undone, and the next sync fetches it again.
-                    if let Some(before) = before {
-                        self.git.reset_to(&before);
-                    }
-                    return Err(e);
-                }
-            };
-            self.take(incoming)?;
             let remote = self.git.remote_head();
-            if remote.is_some() && remote == self.git.head() {
+            if remote != self.state.merged || self.state.receiving {
+                self.merge_and_take()?;
+            }
+            let head = self.git.head();
+            if head.is_none() || head == remote {
+                // Nothing here the remote lacks.
                 break;
             }
             match self.git.push()? {
@@ -409,6 +420,24 @@ impl Syncing<'_> {
         save(self.store, &self.state)?;
         self.point_latest();
         Ok(())
+    }
+
+    /// Merges what was fetched and applies the other machines' new records; records that
+    /// cannot all be read undo the merge.
+    fn merge_and_take(&mut self) -> Result<()> {
+        let before = self.git.head();
+        self.merge()?;
+        let incoming = match self.incoming() {
+            Ok(incoming) => incoming,
+            Err(e) => {
+                // Refused whole: the merge is undone, and the next sync fetches it again.
+                if let Some(before) = before {
+                    self.git.reset_to(&before);
+                }
+                return Err(e);
+            }
+        };
+        self.take(incoming)
     }
 
     /// Takes in this machine's own records that a killed sync wrote to its logs but not to
@@ -537,25 +566,24 @@ impl Syncing<'_> {
                     continue;
                 }
             };
+            let text_hash = hash(text.as_bytes());
             let mut local = match known {
                 Some(local) => local,
                 None => {
-                    let record = self.record(
-                        id,
-                        None,
-                        Change::Whole { text: text.clone() },
-                        hash(text.as_bytes()),
-                    );
+                    // New here: its first record is its whole text.
+                    let len = text.len() as u64;
+                    let record = self.record(id, None, Change::Whole { text }, text_hash.clone());
                     let local = Local {
                         session: id.clone(),
                         base: record.id.clone(),
-                        len: text.len() as u64,
-                        hash: record.hash.clone(),
+                        len,
+                        hash: text_hash,
                         removed: false,
                         stamp: *stamp,
                     };
-                    records.push(record);
                     self.state.sessions.insert(id.clone(), local);
+                    records.push(record);
+                    self.flush_if_large(&mut records)?;
                     continue;
                 }
             };
@@ -571,8 +599,7 @@ impl Syncing<'_> {
                 records.push(record);
             }
             if let Some(change) = change_since(local.len, &local.hash, &text) {
-                let record =
-                    self.record(&local.session, Some(&local.base), change, hash(text.as_bytes()));
+                let record = self.record(&local.session, Some(&local.base), change, text_hash);
                 local.base = record.id.clone();
                 local.len = text.len() as u64;
                 local.hash = record.hash.clone();
@@ -580,6 +607,7 @@ impl Syncing<'_> {
             }
             local.stamp = *stamp;
             self.state.sessions.insert(id.clone(), local);
+            self.flush_if_large(&mut records)?;
         }
         // Sessions no longer here: in the trash, or deleted, which a machine that still has
         // one takes as the trash (nothing is lost there).
@@ -602,7 +630,20 @@ impl Syncing<'_> {
         }
         self.write_records(&records)?;
         self.report.sent += records.len();
-        save(self.store, &self.state)
+        // The records written are in the state before they are committed; new stamps alone
+        // are saved at the end.
+        if self.report.sent > 0 { save(self.store, &self.state) } else { Ok(()) }
+    }
+
+    /// Writes the records gathered once they hold [`WRITE_BATCH`] bytes: a first sync of a
+    /// large store is not held in memory whole.
+    fn flush_if_large(&mut self, records: &mut Vec<Record>) -> Result<()> {
+        if records.iter().map(Record::size).sum::<usize>() > WRITE_BATCH {
+            self.write_records(records)?;
+            self.report.sent += records.len();
+            records.clear();
+        }
+        Ok(())
     }
 
     /// A new record of this machine's.
@@ -635,6 +676,10 @@ impl Syncing<'_> {
 
     /// Appends records to this machine's logs (each log once), counting them as read.
     fn write_records(&mut self, records: &[Record]) -> Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        self.store.mark_sync_writing()?;
         let mut by_log: BTreeMap<String, (String, u64)> = BTreeMap::new();
         for record in records {
             let path = self.log_path(&record.session, &self.state.machine);
@@ -646,7 +691,8 @@ impl Syncing<'_> {
         let repo = self.store.sync_repo();
         for (path, (lines, count)) in by_log {
             store::append_log(&repo.join(&path), &lines)?;
-            *self.state.logs.entry(path).or_default() += count;
+            *self.state.logs.entry(path.clone()).or_default() += count;
+            self.written.insert(path);
         }
         Ok(())
     }
@@ -817,7 +863,8 @@ impl Syncing<'_> {
                 }
                 continue;
             }
-            if self.store.create_session_as(&id, &text)? {
+            // Made durable with the others at the end of the receive (`sync_sessions`).
+            if self.store.create_session_as_unsynced(&id, &text)? {
                 made = Some(id);
                 break;
             }

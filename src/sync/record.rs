@@ -88,6 +88,14 @@ impl Record {
         serde_json::from_slice(line).map_err(|e| format!("not a record: {e}"))
     }
 
+    /// About how many bytes it holds.
+    pub(crate) fn size(&self) -> usize {
+        match &self.change {
+            Change::Whole { text } | Change::Append { text } => text.len(),
+            Change::Remove | Change::Restore => 0,
+        }
+    }
+
     /// The machine id its id starts with.
     pub(crate) fn machine_id(&self) -> &str {
         self.id.split_once(':').map_or(self.id.as_str(), |(machine, _)| machine)

@@ -524,3 +524,25 @@ fn a_full_disk_stops_a_sync_with_an_error_and_the_next_one_completes() {
     b.sync().ok().stderr_has(&format!("continued elsewhere: {ID}"));
     assert_eq!(a.sessions(), b.sessions());
 }
+
+#[test]
+fn two_syncs_at_once_on_one_machine_take_turns_and_one_not_set_up_says_how() {
+    let (a, b, _remote) = two_machines();
+    for round in 0..3 {
+        a.ask(&format!("2026-11-2{}T09:00:00Z", 2 + round), &format!("question {round}"), false);
+    }
+    let start = || {
+        let mut command = a.env.command();
+        command.args(["sync"]).stdout(Stdio::piped()).stderr(Stdio::piped());
+        Guard(command.spawn().unwrap())
+    };
+    let (first, second) = (start(), start());
+    assert!(first.finish().status.success() && second.finish().status.success());
+    b.sync().ok();
+    assert_eq!(a.sessions(), b.sessions());
+    assert_eq!(a.sessions().len(), 4);
+    let lone = Machine::new("lone");
+    lone.sync().code(2).stderr_has("does not sync yet").stderr_has("cca sync init REMOTE");
+    lone.run(&["sync", "status"]).code(2);
+    lone.run(&["sync", "key"]).code(2);
+}
