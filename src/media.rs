@@ -52,6 +52,16 @@ impl Image {
 }
 
 /// A name made safe as a markdown link's text: no brackets, backslashes or control characters.
+/// Whether `name` is one [`Image::file_name`] gives: 64 hex digits and an image's extension
+/// (what `cca sync` takes from another machine into `files/`, never a path).
+pub(crate) fn is_copy_name(name: &str) -> bool {
+    name.split_once('.').is_some_and(|(hex, ext)| {
+        hex.len() == 64
+            && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            && ["png", "jpg", "gif", "webp"].contains(&ext)
+    })
+}
+
 pub(crate) fn link_label(name: &str) -> String {
     let label: String = name
         .chars()

@@ -116,6 +116,36 @@ impl Store {
     }
 }
 
+impl Store {
+    /// The names of the images kept in `files/` (see [`Store::save_image`]).
+    pub(crate) fn image_names(&self) -> Vec<String> {
+        let Ok(entries) = fs::read_dir(self.image_dir()) else { return Vec::new() };
+        entries
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|name| crate::media::is_copy_name(name))
+            .collect()
+    }
+
+    pub(crate) fn read_image(&self, name: &str) -> Result<Vec<u8>> {
+        let path = self.image_dir().join(name);
+        read_regular(&path).with_context(|| format!("cannot read {}", path.display()))
+    }
+
+    /// Keeps an image another machine's session links to, under the name it has there (a
+    /// copy's name is its content's hash, so one already here is the same image).
+    pub(crate) fn keep_image_copy(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        anyhow::ensure!(crate::media::is_copy_name(name), "not an image copy's name: {name}");
+        let path = self.image_dir().join(name);
+        if path.exists() {
+            return Ok(());
+        }
+        make_private_dir(&self.image_dir())?;
+        replace_file(&path, bytes)
+    }
+}
+
 /// A log of the sync repository, whole (empty when it is not there yet).
 pub(crate) fn read_log(path: &Path) -> Result<Vec<u8>> {
     match read_regular(path) {
@@ -145,7 +175,10 @@ pub(crate) fn append_log(path: &Path, lines: &str) -> Result<()> {
         .with_context(|| format!("cannot write {}", path.display()))
 }
 
-/// Writes a small file of the sync repository whole (its description of itself).
+/// Writes a file of the sync repository whole (its description of itself, an image),
+/// making its folders.
 pub(crate) fn write_repo_file(path: &Path, text: &str) -> Result<()> {
+    let dir = path.parent().context("a file has a folder")?;
+    fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     replace_file(path, text.as_bytes())
 }

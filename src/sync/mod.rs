@@ -37,7 +37,7 @@ mod seal;
 
 pub(crate) use git::BRANCH;
 use git::{Git, Pushed};
-use record::{Change, Record, apply, change_since, hash};
+use record::{Change, ImageCopy, Record, apply, change_since, hash};
 pub(crate) use seal::KEY_PREFIX;
 use seal::Seal;
 
@@ -45,6 +45,8 @@ use seal::Seal;
 const DESCRIPTION: &str = "cca-sync.json";
 /// The folder of the remote holding the logs.
 const LOGS: &str = "sessions";
+/// The folder of the remote holding the images sessions link to.
+const IMAGES: &str = "files";
 /// Bytes of records gathered before they are written to the logs.
 const WRITE_BATCH: usize = 64 << 20;
 /// Records sent in one sync past which git is told they are many ([`Git::bulk`]).
@@ -89,6 +91,9 @@ struct State {
     /// Each local session (by its id here) kept in sync.
     #[serde(default)]
     sessions: BTreeMap<String, Local>,
+    /// The images (their names in `files/`) sent or taken.
+    #[serde(default)]
+    images: std::collections::BTreeSet<String>,
 }
 
 /// Where a local session stands: which record its file is, and that file's size and hash.
@@ -427,7 +432,7 @@ impl Syncing<'_> {
     fn merge_and_take(&mut self) -> Result<()> {
         let before = self.git.head();
         self.merge()?;
-        let incoming = match self.incoming() {
+        let incoming = match self.take_new_images().and_then(|()| self.incoming()) {
             Ok(incoming) => incoming,
             Err(e) => {
                 // Refused whole: the merge is undone, and the next sync fetches it again.
@@ -630,9 +635,60 @@ impl Syncing<'_> {
         }
         self.write_records(&records)?;
         self.report.sent += records.len();
+        self.send_images()?;
         // The records written are in the state before they are committed; new stamps alone
         // are saved at the end.
         if self.report.sent > 0 { save(self.store, &self.state) } else { Ok(()) }
+    }
+
+    /// Writes the images kept here that the remote does not have yet, each to its own file.
+    fn send_images(&mut self) -> Result<()> {
+        let repo = self.store.sync_repo();
+        for name in self.store.image_names() {
+            if self.state.images.contains(&name) {
+                continue;
+            }
+            use base64::Engine as _;
+            let bytes = self.store.read_image(&name)?;
+            let base64 = base64::engine::general_purpose::STANDARD.encode(bytes);
+            let line = serde_json::to_string(&ImageCopy { name: name.clone(), base64 })?;
+            let path = format!("{IMAGES}/{}", self.seal.token(&name));
+            self.store.mark_sync_writing()?;
+            store::write_repo_file(&repo.join(&path), &(self.seal.seal(&line) + "\n"))?;
+            self.written.insert(path);
+            self.state.images.insert(name);
+            self.report.sent += 1;
+        }
+        Ok(())
+    }
+
+    /// Takes the images other machines sent since the last merge, before the sessions that
+    /// link to them.
+    fn take_new_images(&mut self) -> Result<()> {
+        use base64::Engine as _;
+        let repo = self.store.sync_repo();
+        let changed = self.git.changed(self.state.merged.as_deref(), IMAGES)?;
+        for path in changed.iter().filter(|p| !self.written.contains(*p)) {
+            let bytes = store::read_log(&repo.join(path))?;
+            let bad = |why: String| {
+                Failure::new(exit::ERROR, format!("the remote's {path} {why}")).hint(
+                    "nothing here was changed; a wrong key, or a remote someone else wrote to",
+                )
+            };
+            let line = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
+            let opened = self.seal.open(line).map_err(bad)?;
+            let image: ImageCopy = serde_json::from_slice(&opened)
+                .map_err(|e| bad(format!("is not an image: {e}")))?;
+            if self.seal.token(&image.name) != path.rsplit('/').next().unwrap_or_default() {
+                bail!(bad("is not where its image belongs".to_string()));
+            }
+            let data = base64::engine::general_purpose::STANDARD
+                .decode(&image.base64)
+                .map_err(|_| bad("is not base64".to_string()))?;
+            self.store.keep_image_copy(&image.name, &data)?;
+            self.state.images.insert(image.name);
+        }
+        Ok(())
     }
 
     /// Writes the records gathered once they hold [`WRITE_BATCH`] bytes: a first sync of a
@@ -712,6 +768,7 @@ impl Syncing<'_> {
 
     /// Applies the other machines' new records to the sessions here.
     fn receive(&mut self) -> Result<()> {
+        self.take_new_images()?;
         let incoming = self.incoming()?;
         self.take(incoming)
     }

@@ -45,6 +45,15 @@ pub(crate) enum Change {
     Restore,
 }
 
+/// An image a session links to (`$CCA_HOME/files/NAME`), as the remote keeps it: one sealed
+/// line in `files/TOKEN`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ImageCopy {
+    pub name: String,
+    /// The image's bytes, base64.
+    pub base64: String,
+}
+
 /// The SHA-256 of a transcript, as records name it.
 pub(crate) fn hash(text: &[u8]) -> String {
     let digest = Sha256::digest(text);

@@ -546,3 +546,28 @@ fn two_syncs_at_once_on_one_machine_take_turns_and_one_not_set_up_says_how() {
     lone.run(&["sync", "status"]).code(2);
     lone.run(&["sync", "key"]).code(2);
 }
+
+#[test]
+fn an_image_a_question_attached_reaches_the_other_machine_sealed() {
+    let (a, b, remote) = two_machines();
+    let picture = a.env.work.join("picture.gif");
+    std::fs::write(&picture, b"GIF89a\x01\x00\x01\x00 a small picture").unwrap();
+    a.run(&[",", "-q", "-f", picture.to_str().unwrap(), "what is in it"]).ok();
+    a.sync().ok();
+    b.sync().ok();
+    let copies = |m: &Machine| -> Vec<(String, Vec<u8>)> {
+        let mut found: Vec<_> = std::fs::read_dir(m.env.cca_home.join("files"))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        found.sort();
+        found
+    };
+    assert_eq!(copies(&a).len(), 1);
+    assert_eq!(copies(&a), copies(&b), "the copy the transcript links to is there");
+    assert_eq!(a.sessions(), b.sessions());
+    assert!(!all_objects(&remote).contains("a small picture"));
+}
