@@ -498,3 +498,52 @@ fn stamps_path(dir: &Path) -> PathBuf {
 pub(crate) fn seconds(at: &str) -> Option<i64> {
     chrono::DateTime::parse_from_rfc3339(at).ok().map(|t| t.timestamp())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exchange(number: u64, question: &str, answer: &str) -> Exchange {
+        Exchange { number, at: None, question: question.into(), answer: answer.into(), span: 0..0 }
+    }
+
+    #[test]
+    fn an_exchange_scores_with_what_its_whole_session_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path().join("index");
+        let (index, stamps) = Index::create(&dir).unwrap();
+        let mut writer = index.writer(0).unwrap();
+        let billing = [
+            exchange(
+                1,
+                "Priya wants the double charges gone",
+                "We agreed to make charges idempotent.",
+            ),
+            exchange(2, "where should the retry live?", "In the shared client."),
+        ];
+        let other = [exchange(1, "where should the retry live?", "In the shared client.")];
+        for (id, title, exchanges) in [("a", "billing", &billing[..]), ("b", "client", &other[..])]
+        {
+            let session =
+                Session { id, title, name: None, engine: "claude", folder: "/w", exchanges };
+            index.add(&writer, &session).unwrap();
+        }
+        index.commit(&mut writer, &dir, &stamps).unwrap();
+        let hits = index
+            .search(
+                &super::super::question::parse("retry after Priya's charges"),
+                &Filter::default(),
+                10,
+            )
+            .unwrap();
+        let hit = |session: &str, number: u64| {
+            hits.iter().find(|h| h.session == session && h.number == number).unwrap().clone()
+        };
+        // The same exchange in two sessions: the one whose other exchange names Priya and
+        // the charges scores more as a whole.
+        let (ours, theirs) = (hit("a", 2), hit("b", 1));
+        assert!(ours.session_score > theirs.session_score, "{ours:?} {theirs:?}");
+        assert!(theirs.session_score > 0.0);
+        assert_eq!(hit("a", 1).session_score, ours.session_score);
+    }
+}
