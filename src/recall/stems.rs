@@ -17,8 +17,13 @@ const REMEMBERED: usize = 100_000;
 
 /// FNV-1a: words are short, and the standard library's SipHash was about 5% of a build's CPU
 /// time in this filter; nothing here needs a hash that resists chosen keys.
-#[derive(Default)]
-pub(crate) struct Fnv(u64);
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+}
 
 impl Hasher for Fnv {
     fn finish(&self) -> u64 {
@@ -26,11 +31,9 @@ impl Hasher for Fnv {
     }
 
     fn write(&mut self, bytes: &[u8]) {
-        let mut hash = if self.0 == 0 { 0xcbf2_9ce4_8422_2325 } else { self.0 };
         for byte in bytes {
-            hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+            self.0 = (self.0 ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
         }
-        self.0 = hash;
     }
 }
 
