@@ -8,33 +8,32 @@
 //! the format version: a search compares the store's stamps with that digest alone, and a
 //! stamps file that is not the last commit's (a crash between the two writes) is not trusted.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
 use serde::{Deserialize, Serialize};
 use tantivy::collector::TopDocs;
-use tantivy::query::{
-    Bm25StatisticsProvider, BooleanQuery, BoostQuery, Occur, PhraseQuery, Query, RangeQuery,
-    TermQuery, TermSetQuery,
-};
+use tantivy::query::{BooleanQuery, BoostQuery, Occur, PhraseQuery, Query, RangeQuery, TermQuery};
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing,
     TextOptions, Value,
 };
 use tantivy::tokenizer::{
-    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
+    LowerCaser, RemoveLongFilter, SimpleTokenizer, StopWordFilter, TextAnalyzer,
 };
-use tantivy::{IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
+use tantivy::{IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
 use super::directory::Unflushed;
 use super::exchanges::Exchange;
 use super::question::Question;
+use super::sessions::{self, SessionFields};
+use super::stems::RememberingStemmer;
 use crate::store::Stamp;
 
 /// The index's layout and analysis; an index of another is rebuilt (with a note).
-pub(crate) const VERSION: u32 = 3;
+pub(crate) const VERSION: u32 = 4;
 const ANALYZER: &str = "cca_english";
 /// Memory for the writer's buffers, per thread (tantivy's least is 15 MB).
 const WRITER_HEAP: usize = 48 << 20;
@@ -74,12 +73,8 @@ struct Fields {
     title: Field,
     /// The question of the exchange before.
     context: Field,
-    /// A whole session as one document: its title, name and every exchange's question and
-    /// answer. Only on a session's own document (one per session, beside its exchanges'), and
-    /// with frequencies only, no positions, to keep the index small.
-    body: Field,
-    /// "session" on a session's own document; absent on an exchange's. A session's own
-    /// document has no other field but `session`: it is found only through its exchanges.
+    /// "first" on the first exchange of each session: how many sessions there are, for their
+    /// scores ([`super::sessions`]).
     kind: Field,
     session: Field,
     number: Field,
@@ -103,26 +98,20 @@ fn merge_policy() -> tantivy::indexer::LogMergePolicy {
 
 fn schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
-    let text = TextOptions::default().set_indexing_options(
-        TextFieldIndexing::default()
-            .set_tokenizer(ANALYZER)
-            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
-    );
+    let text = |record| {
+        TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default().set_tokenizer(ANALYZER).set_index_option(record),
+        )
+    };
+    // Positions only where a quoted phrase is looked for.
+    let (phrases, words) = (IndexRecordOption::WithFreqsAndPositions, IndexRecordOption::WithFreqs);
     let fields = Fields {
-        question: b.add_text_field("question", text.clone()),
-        answer: b.add_text_field("answer", text.clone()),
-        title: b.add_text_field("title", text.clone()),
-        context: b.add_text_field("context", text),
-        body: b.add_text_field(
-            "body",
-            TextOptions::default().set_indexing_options(
-                TextFieldIndexing::default()
-                    .set_tokenizer(ANALYZER)
-                    .set_index_option(IndexRecordOption::WithFreqs),
-            ),
-        ),
+        question: b.add_text_field("question", text(phrases)),
+        answer: b.add_text_field("answer", text(phrases)),
+        title: b.add_text_field("title", text(words)),
+        context: b.add_text_field("context", text(words)),
         kind: b.add_text_field("kind", STRING),
-        session: b.add_text_field("session", STRING | STORED | FAST),
+        session: b.add_text_field("session", STRING | STORED),
         number: b.add_u64_field("exchange", STORED),
         at: b.add_i64_field("at", INDEXED | FAST | STORED),
         engine: b.add_text_field("engine", STRING),
@@ -140,7 +129,7 @@ fn analyzer() -> TextAnalyzer {
         .filter(RemoveLongFilter::limit(40))
         .filter(LowerCaser)
         .filter(StopWordFilter::remove(STOP_WORDS.iter().map(|w| w.to_string())))
-        .filter(Stemmer::new(Language::English))
+        .filter(RememberingStemmer)
         .build()
 }
 
@@ -202,34 +191,13 @@ pub(crate) struct Hit {
     pub number: u64,
     pub at: Option<i64>,
     pub score: f32,
-    /// Its session's BM25 score as one document (title, name, every exchange).
+    /// Its session's BM25 score as one document (title, name, every exchange), computed from
+    /// the exchanges ([`super::sessions`]).
     pub session_score: f32,
 }
 
-/// What a session's own document says it is ([`Fields::kind`]).
-const SESSION_KIND: &str = "session";
-
-/// BM25's statistics with the number of documents of one kind: exchanges and sessions share
-/// the index, and each is scored as if the other were not there (its fields' average length
-/// is over its own documents).
-struct Statistics<'a> {
-    searcher: &'a Searcher,
-    docs: u64,
-}
-
-impl Bm25StatisticsProvider for Statistics<'_> {
-    fn total_num_tokens(&self, field: Field) -> tantivy::Result<u64> {
-        self.searcher.total_num_tokens(field)
-    }
-
-    fn total_num_docs(&self) -> tantivy::Result<u64> {
-        Ok(self.docs)
-    }
-
-    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
-        Ok(self.searcher.doc_freq(term)?.min(self.docs))
-    }
-}
+/// What the first exchange of a session says it is ([`Fields::kind`]).
+const FIRST_KIND: &str = "first";
 
 /// An open index.
 pub(crate) struct Index {
@@ -322,8 +290,11 @@ impl Index {
             None => session.title.to_string(),
         };
         let mut before: Option<&str> = None;
-        for exchange in session.exchanges {
+        for (i, exchange) in session.exchanges.iter().enumerate() {
             let mut doc = TantivyDocument::default();
+            if i == 0 {
+                doc.add_text(f.kind, FIRST_KIND);
+            }
             doc.add_text(f.question, &exchange.question);
             if let Some(before) = before.filter(|b| *b != exchange.question) {
                 doc.add_text(f.context, before);
@@ -342,18 +313,6 @@ impl Index {
             }
             writer.add_document(doc)?;
         }
-        if session.exchanges.is_empty() {
-            return Ok(());
-        }
-        let mut doc = TantivyDocument::default();
-        doc.add_text(f.kind, SESSION_KIND);
-        doc.add_text(f.session, session.id);
-        doc.add_text(f.body, &about);
-        for exchange in session.exchanges {
-            doc.add_text(f.body, &exchange.question);
-            doc.add_text(f.body, &exchange.answer);
-        }
-        writer.add_document(doc)?;
         Ok(())
     }
 
@@ -388,21 +347,13 @@ impl Index {
             (f.title, TITLE_BOOST),
             (f.context, CONTEXT_BOOST),
         ];
-        let Some(query) = self.query(question, &fields, true, filter) else {
+        let Some(query) = self.query(question, &fields, filter) else {
             return Ok(Vec::new());
         };
         // Read once, by this process: no watching for later commits.
         let reader = self.index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
         let searcher = reader.searcher();
-        let all: u64 = searcher.segment_readers().iter().map(|s| u64::from(s.max_doc())).sum();
-        let sessions = searcher.doc_freq(&Term::from_field_text(f.kind, SESSION_KIND))?;
-        let statistics =
-            Statistics { searcher: &searcher, docs: all.saturating_sub(sessions).max(1) };
-        let top = searcher.search_with_statistics_provider(
-            &query,
-            &TopDocs::with_limit(limit).order_by_score(),
-            &statistics,
-        )?;
+        let top = searcher.search(&query, &TopDocs::with_limit(limit).order_by_score())?;
         let mut hits = Vec::with_capacity(top.len());
         for (score, address) in top {
             let doc: TantivyDocument = searcher.doc(address)?;
@@ -426,28 +377,14 @@ impl Index {
         let mut ids: Vec<&str> = hits.iter().map(|h| h.session.as_str()).collect();
         ids.sort_unstable();
         ids.dedup();
-        let Some(words) = self.query(question, &[(f.body, 1.0)], false, &Filter::default()) else {
-            return Ok(hits);
+        let sessions = searcher.doc_freq(&Term::from_field_text(f.kind, FIRST_KIND))?;
+        let fields = SessionFields {
+            question: f.question,
+            answer: f.answer,
+            title: f.title,
+            session: f.session,
         };
-        let among = TermSetQuery::new(ids.iter().map(|id| Term::from_field_text(f.session, id)));
-        let query = BooleanQuery::new(vec![(Occur::Must, Box::new(among)), (Occur::Must, words)]);
-        let statistics = Statistics { searcher: &searcher, docs: sessions.max(1) };
-        let top = searcher.search_with_statistics_provider(
-            &query,
-            &TopDocs::with_limit(ids.len()).order_by_score(),
-            &statistics,
-        )?;
-        let mut scores: HashMap<String, f32> = HashMap::new();
-        let mut id = String::new();
-        for (score, address) in top {
-            let segment = searcher.segment_reader(address.segment_ord);
-            let Some(column) = segment.fast_fields().str("session")? else { continue };
-            let Some(ord) = column.term_ords(address.doc_id).next() else { continue };
-            id.clear();
-            if column.ord_to_str(ord, &mut id)? {
-                scores.insert(id.clone(), score);
-            }
-        }
+        let scores = sessions::scores(&searcher, fields, &self.weighed(question), &ids, sessions)?;
         for hit in &mut hits {
             hit.session_score = scores.get(&hit.session).copied().unwrap_or(0.0);
         }
@@ -465,17 +402,9 @@ impl Index {
         terms
     }
 
-    /// Any word may match (none is required); a word scores by field (`fields`, with their
-    /// weights), a related word at [`RELATED_WEIGHT`], and with `phrases` a quoted phrase found
-    /// as written scores again.
-    fn query(
-        &self,
-        question: &Question,
-        fields: &[(Field, f32)],
-        phrases: bool,
-        filter: &Filter,
-    ) -> Option<Box<dyn Query>> {
-        let f = self.fields;
+    /// The question's words as the index holds them, each once, with its weight: 1, or
+    /// [`RELATED_WEIGHT`] for a related word that is not one of them.
+    fn weighed(&self, question: &Question) -> Vec<(String, f32)> {
         let stems = |words: &[String]| {
             let mut stems: Vec<String> =
                 self.terms(&words.join(" ")).into_iter().map(|(_, t)| t).collect();
@@ -486,13 +415,25 @@ impl Index {
         let words = stems(&question.words);
         let related: Vec<String> =
             stems(&question.related).into_iter().filter(|w| !words.contains(w)).collect();
+        let related = related.into_iter().map(|w| (w, RELATED_WEIGHT));
+        words.into_iter().map(|w| (w, 1.0)).chain(related).collect()
+    }
+
+    /// Any word may match (none is required); a word scores by field (`fields`, with their
+    /// weights), a related word at [`RELATED_WEIGHT`], and a quoted phrase found as written
+    /// scores again.
+    fn query(
+        &self,
+        question: &Question,
+        fields: &[(Field, f32)],
+        filter: &Filter,
+    ) -> Option<Box<dyn Query>> {
+        let f = self.fields;
         let mut any: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-        let weighed =
-            words.iter().map(|w| (w, 1.0)).chain(related.iter().map(|w| (w, RELATED_WEIGHT)));
-        for (word, weight) in weighed {
+        for (word, weight) in self.weighed(question) {
             for &(field, boost) in fields {
                 let term = TermQuery::new(
-                    Term::from_field_text(field, word),
+                    Term::from_field_text(field, &word),
                     IndexRecordOption::WithFreqs,
                 );
                 any.push((
@@ -501,7 +442,7 @@ impl Index {
                 ));
             }
         }
-        for phrase in question.phrases.iter().filter(|_| phrases) {
+        for phrase in &question.phrases {
             let terms = self.terms(&phrase.join(" "));
             if terms.len() < 2 {
                 continue;
@@ -556,4 +497,53 @@ fn stamps_path(dir: &Path) -> PathBuf {
 /// An RFC 3339 time as seconds since the epoch.
 pub(crate) fn seconds(at: &str) -> Option<i64> {
     chrono::DateTime::parse_from_rfc3339(at).ok().map(|t| t.timestamp())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exchange(number: u64, question: &str, answer: &str) -> Exchange {
+        Exchange { number, at: None, question: question.into(), answer: answer.into(), span: 0..0 }
+    }
+
+    #[test]
+    fn an_exchange_scores_with_what_its_whole_session_says() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path().join("index");
+        let (index, stamps) = Index::create(&dir).unwrap();
+        let mut writer = index.writer(0).unwrap();
+        let billing = [
+            exchange(
+                1,
+                "Priya wants the double charges gone",
+                "We agreed to make charges idempotent.",
+            ),
+            exchange(2, "where should the retry live?", "In the shared client."),
+        ];
+        let other = [exchange(1, "where should the retry live?", "In the shared client.")];
+        for (id, title, exchanges) in [("a", "billing", &billing[..]), ("b", "client", &other[..])]
+        {
+            let session =
+                Session { id, title, name: None, engine: "claude", folder: "/w", exchanges };
+            index.add(&writer, &session).unwrap();
+        }
+        index.commit(&mut writer, &dir, &stamps).unwrap();
+        let hits = index
+            .search(
+                &super::super::question::parse("retry after Priya's charges"),
+                &Filter::default(),
+                10,
+            )
+            .unwrap();
+        let hit = |session: &str, number: u64| {
+            hits.iter().find(|h| h.session == session && h.number == number).unwrap().clone()
+        };
+        // The same exchange in two sessions: the one whose other exchange names Priya and
+        // the charges scores more as a whole.
+        let (ours, theirs) = (hit("a", 2), hit("b", 1));
+        assert!(ours.session_score > theirs.session_score, "{ours:?} {theirs:?}");
+        assert!(theirs.session_score > 0.0);
+        assert_eq!(hit("a", 1).session_score, ours.session_score);
+    }
 }

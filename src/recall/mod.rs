@@ -12,6 +12,7 @@
 //!
 //! This file is the driver; the rooms are `exchanges` (what one exchange is), `question` (how a
 //! question is read), `index` (tantivy, and every file effect but the folder and the lock),
+//! `sessions` (a whole session's score, from its exchanges), `stems` (stemming that remembers),
 //! `directory` (where tantivy writes, without flushing) and `excerpt` (the words shown around
 //! what was found).
 
@@ -29,6 +30,8 @@ mod excerpt;
 mod exchanges;
 mod index;
 mod question;
+mod sessions;
+mod stems;
 
 pub(crate) use index::Filter;
 use index::{Index, Session, Stamps};
@@ -42,9 +45,9 @@ const INDEX_DIR: &str = "index";
 const COMMIT_EVERY: usize = 2_000;
 /// How many of the best by words are weighed again with their session and their age.
 const CANDIDATES: usize = 50;
-/// How much of its session's score, the whole session scored as one document, is added to an
-/// exchange's: a question often names what the conversation was about (its project, the
-/// people in it) while the exchange that answers it does not. Chosen on half the evaluation's
+/// How much of its session's score, the whole session scored as one document (`sessions`), is
+/// added to an exchange's: a question often names what the conversation was about (its
+/// project, the people in it) while the exchange that answers it does not. Chosen on half the evaluation's
 /// questions (benches/recall; 1, 2 and 3 tried, 2 and 3 tied there), see BENCHMARKS.md.
 const SESSION_SHARE: f32 = 2.0;
 /// Recency as a mild prior: an exchange from today scores up to this much more than one from
