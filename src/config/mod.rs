@@ -796,7 +796,11 @@ mod tests {
 
     #[test]
     fn the_documented_keys_are_the_keys() {
-        let value = |k: &str| if k == "render" { "auto" } else { "x" };
+        let value = |k: &str| match k {
+            "render" => "auto",
+            "sync" => "after-turn",
+            _ => "x",
+        };
         let mut file =
             FILE_KEYS.iter().map(|k| format!("{k} = \"{}\"\n", value(k))).collect::<String>();
         file.push_str("[compaction]\n");

@@ -559,7 +559,12 @@ fn an_image_a_question_attached_reaches_the_other_machine_sealed() {
         let mut found: Vec<_> = std::fs::read_dir(m.env.cca_home.join("files"))
             .map(|d| {
                 d.flatten()
-                    .map(|e| (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap()))
+                    .map(|e| {
+                        (
+                            e.file_name().to_string_lossy().into_owned(),
+                            std::fs::read(e.path()).unwrap(),
+                        )
+                    })
                     .collect()
             })
             .unwrap_or_default();
