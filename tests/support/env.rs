@@ -283,10 +283,10 @@ impl TestEnv {
 }
 
 /// `text` with what the fake engines need, last in their sections (the lines a test's error
-/// messages name stay where they are), each unless set there or the text is no TOML: claude and
-/// gemini frame their history inline (the tests read the framing), and gemini is started for
-/// each turn (kept, gemini runs as an ACP agent, which the fake is not; tests/real keeps the
-/// real one).
+/// messages name stay where they are), each unless set there or the text is no TOML: claude,
+/// gemini and codex frame their history inline (the tests read the framing), and gemini and
+/// codex are started for each turn (kept, gemini runs as an ACP agent and codex as its app
+/// server, which the fake is not; tests/real keeps the real ones).
 fn with_fake_defaults(text: &str) -> String {
     let mut out = text.to_string();
     if text.parse::<toml::Table>().is_err() {
@@ -294,7 +294,9 @@ fn with_fake_defaults(text: &str) -> String {
         return out;
     }
     let history = ("history", "\"inline\"");
-    let defaults = [("claude", &[history][..]), ("gemini", &[history, ("keep_warm", "\"off\"")])];
+    let cold = ("keep_warm", "\"off\"");
+    let defaults =
+        [("claude", &[history][..]), ("gemini", &[history, cold]), ("codex", &[history, cold])];
     for (engine, keys) in defaults {
         let header = format!("[engines.{engine}]\n");
         if !out.contains(&header) {

@@ -1,0 +1,331 @@
+//! Receiving: the other machines' new records (and images) applied to the sessions here.
+//! Every record is opened and read before any is applied; each continues the local session
+//! whose file its parent is, or becomes a session of its own: new here, or a continuation made
+//! elsewhere of a session continued here too (a fork named after that machine).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+
+use anyhow::{Context, Result, bail};
+
+use super::record::{Change, ImageCopy, Record, apply, hash};
+use super::{IMAGES, LOGS, Local, Syncing, save};
+use crate::error::{Failure, exit};
+use crate::store;
+
+impl Syncing<'_> {
+    /// Takes the images other machines sent since the last merge, before the sessions that
+    /// link to them.
+    pub(super) fn take_new_images(&mut self) -> Result<()> {
+        use base64::Engine as _;
+        let repo = self.store.sync_repo();
+        let changed = self.git.changed(self.state.merged.as_deref(), IMAGES)?;
+        for path in changed.iter().filter(|p| !self.written.contains(*p)) {
+            let bytes = store::read_log(&repo.join(path))?;
+            let bad = |why: String| {
+                Failure::new(exit::ERROR, format!("the remote's {path} {why}")).hint(
+                    "nothing here was changed; a wrong key, or a remote someone else wrote to",
+                )
+            };
+            let line = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
+            let opened = self.seal.open(line).map_err(bad)?;
+            let image: ImageCopy = serde_json::from_slice(&opened)
+                .map_err(|e| bad(format!("is not an image: {e}")))?;
+            if self.seal.token(&image.name) != path.rsplit('/').next().unwrap_or_default() {
+                bail!(bad("is not where its image belongs".to_string()));
+            }
+            let data = base64::engine::general_purpose::STANDARD
+                .decode(&image.base64)
+                .map_err(|_| bad("is not base64".to_string()))?;
+            self.store.keep_image_copy(&image.name, &data)?;
+            self.state.images.insert(image.name);
+        }
+        Ok(())
+    }
+
+    /// Applies the other machines' new records to the sessions here.
+    pub(super) fn receive(&mut self) -> Result<()> {
+        self.take_new_images()?;
+        let incoming = self.incoming()?;
+        self.take(incoming)
+    }
+
+    /// The other machines' records merged and not yet taken in, by session: every one opened
+    /// and read before any is applied.
+    pub(super) fn incoming(&self) -> Result<BTreeMap<String, Vec<(String, Record)>>> {
+        let own = format!("{}.log", self.state.machine);
+        let changed = self.git.changed(self.state.merged.as_deref(), LOGS)?;
+        let mut by_session: BTreeMap<String, Vec<(String, Record)>> = BTreeMap::new();
+        for path in changed.iter().filter(|p| !p.ends_with(&own)) {
+            for record in self.read_log(path)? {
+                by_session.entry(record.session.clone()).or_default().push((path.clone(), record));
+            }
+        }
+        Ok(by_session)
+    }
+
+    /// Applies records [`Self::incoming`] read.
+    pub(super) fn take(
+        &mut self,
+        by_session: BTreeMap<String, Vec<(String, Record)>>,
+    ) -> Result<()> {
+        let merged = self.git.remote_head();
+        if !by_session.is_empty() {
+            self.state.receiving = true;
+            save(self.store, &self.state)?;
+        }
+        let total = by_session.len();
+        let mut deferred = false;
+        for (done, (session, records)) in by_session.into_iter().enumerate() {
+            if done % 100 == 0 {
+                (self.progress)(done, total);
+            }
+            for (path, record) in in_order(records) {
+                if !self.apply(&session, &record)? {
+                    self.report.busy.push(session.clone());
+                    deferred = true;
+                    break;
+                }
+                *self.state.logs.entry(path).or_default() += 1;
+            }
+        }
+        if total > 0 {
+            self.store.sync_sessions()?;
+        }
+        self.state.receiving = false;
+        // Records left for the next sync are looked for from the same commit again.
+        if !deferred {
+            self.state.merged = merged.or(self.state.merged.take());
+        }
+        save(self.store, &self.state)
+    }
+
+    /// Applies one record of another machine's; false when the session it changes is busy
+    /// (a turn is running in it, or changed it since this sync sent it): left for the next sync.
+    fn apply(&mut self, session: &str, record: &Record) -> Result<bool> {
+        if let Some(id) = self.local_at(session, record.parent.as_deref()) {
+            return self.continue_local(&id, record);
+        }
+        match &record.change {
+            // The branch it removes or restores is not here: nothing to do.
+            Change::Remove | Change::Restore => Ok(true),
+            Change::Whole { .. } | Change::Append { .. } => self.make_local(session, record),
+        }
+    }
+
+    /// Applies a record to the local session whose file its parent is.
+    fn continue_local(&mut self, id: &str, record: &Record) -> Result<bool> {
+        let Ok(_lock) = self.store.lock(id, self.background, || {}) else { return Ok(false) };
+        let local = self.state.sessions[id].clone();
+        let Some(text) = self.store.read_session_text(id, local.removed)? else { return Ok(false) };
+        let now = hash(text.as_bytes());
+        let removed = match record.change {
+            Change::Remove => true,
+            Change::Restore => false,
+            _ => local.removed,
+        };
+        if now == local.hash {
+            match &record.change {
+                Change::Append { text: added } if !local.removed => {
+                    self.store.append_to_session(id, added)?;
+                    self.report.continued.push(id.to_string());
+                    self.touched(id, record);
+                }
+                Change::Append { .. } | Change::Whole { .. } => {
+                    self.store.replace_session(id, &apply(&text, &record.change), local.removed)?;
+                    self.report.continued.push(id.to_string());
+                    self.touched(id, record);
+                }
+                Change::Remove if !local.removed => {
+                    self.store.remove(id, false)?;
+                    self.report.removed.push(id.to_string());
+                }
+                Change::Restore if local.removed => {
+                    self.store.restore(id)?;
+                    self.report.restored.push(id.to_string());
+                }
+                Change::Remove | Change::Restore => {}
+            }
+        } else if now != record.hash {
+            // Changed here since it was sent: sent next time, and this record then forks.
+            return Ok(false);
+        }
+        let len = apply(&text, &record.change).len() as u64;
+        let stamp = if removed { 0 } else { self.store.session_stamp(id).unwrap_or(0) };
+        self.state.sessions.insert(
+            id.to_string(),
+            Local {
+                session: local.session,
+                base: record.id.clone(),
+                len,
+                hash: record.hash.clone(),
+                removed,
+                stamp,
+            },
+        );
+        Ok(true)
+    }
+
+    /// A record no local session can take: a session new here, or a continuation made
+    /// elsewhere of one continued here too, which becomes a fork named after its machine.
+    fn make_local(&mut self, session: &str, record: &Record) -> Result<bool> {
+        let text = match &record.parent {
+            None => apply("", &record.change),
+            Some(parent) => apply(&self.text_at(session, parent)?, &record.change),
+        };
+        if hash(text.as_bytes()) != record.hash {
+            bail!(
+                Failure::new(exit::ERROR, format!("the remote's record {} of session {session} does not give the text it names", record.id))
+                    .hint("nothing here was changed by it; a remote someone else wrote to")
+            );
+        }
+        // Its own id, unless that is taken here by another session (two machines made one in
+        // the same second) or it continues a session already here in another way.
+        let own_id =
+            record.parent.is_none() && !self.state.sessions.values().any(|l| l.session == session);
+        let candidates = std::iter::once(session.to_string())
+            .filter(|_| own_id)
+            .chain((1..).map(|n| fork_name(session, &record.machine, n)));
+        let mut made = None;
+        for id in candidates.take(1000) {
+            if self.state.sessions.contains_key(&id) {
+                continue;
+            }
+            if self.store.id_taken(&id) {
+                // Made by a sync killed before it saved its state: the same text is that one.
+                let there = self.store.read_session_text(&id, false).ok().flatten();
+                if there.is_some_and(|t| hash(t.as_bytes()) == record.hash) {
+                    made = Some(id);
+                    break;
+                }
+                continue;
+            }
+            // Made durable with the others at the end of the receive (`sync_sessions`).
+            if self.store.create_session_as_unsynced(&id, &text)? {
+                made = Some(id);
+                break;
+            }
+        }
+        let id = made.context("no free id for a session taken from the remote")?;
+        if id == session {
+            self.report.new.push(id.clone());
+        } else {
+            self.report.forks.push((id.clone(), session.to_string(), record.machine.clone()));
+        }
+        self.touched(&id, record);
+        let stamp = self.store.session_stamp(&id).unwrap_or(0);
+        self.state.sessions.insert(
+            id,
+            Local {
+                session: session.to_string(),
+                base: record.id.clone(),
+                len: text.len() as u64,
+                hash: record.hash.clone(),
+                removed: false,
+                stamp,
+            },
+        );
+        Ok(true)
+    }
+
+    /// A session's text as the record `at` left it, rebuilt from every log of the session.
+    fn text_at(&self, session: &str, at: &str) -> Result<String> {
+        let repo = self.store.sync_repo();
+        let folder = Path::new(&self.log_path(session, "x"))
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let mut records: HashMap<String, Record> = HashMap::new();
+        for entry in std::fs::read_dir(repo.join(&folder)).into_iter().flatten().flatten() {
+            let bytes = store::read_log(&entry.path())?;
+            for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                if let Ok(record) = self.seal.open(line).and_then(|o| Record::from_line(&o)) {
+                    records.insert(record.id.clone(), record);
+                }
+            }
+        }
+        let mut chain = Vec::new();
+        let mut next = Some(at.to_string());
+        while let Some(id) = next {
+            let record = records.get(&id).with_context(|| {
+                format!("the remote holds no record {id} of session {session}, which a later one follows")
+            })?;
+            chain.push(record);
+            if matches!(record.change, Change::Whole { .. }) || chain.len() > records.len() {
+                break;
+            }
+            next = record.parent.clone();
+        }
+        Ok(chain.iter().rev().fold(String::new(), |text, record| apply(&text, &record.change)))
+    }
+
+    /// Points `latest` at the session continued most recently elsewhere, when that was
+    /// after the last activity here: `,` then continues the conversation the user just left
+    /// on the other machine.
+    pub(super) fn point_latest(&mut self) {
+        let Some((at, id)) = self.newest.clone() else { return };
+        let Ok(at) = chrono::DateTime::parse_from_rfc3339(&at) else { return };
+        let current = self.store.latest().ok().flatten();
+        if current.as_deref() == Some(id.as_str()) {
+            return;
+        }
+        let here = current
+            .and_then(|c| self.store.session_path(&c).metadata().ok()?.modified().ok())
+            .map(chrono::DateTime::<chrono::Utc>::from);
+        if here.is_none_or(|here| at > here) && self.store.set_latest(&id).is_ok() {
+            self.report.latest = Some(id);
+        }
+    }
+
+    /// Notes a session changed by another machine's record, for [`Self::point_latest`].
+    fn touched(&mut self, id: &str, record: &Record) {
+        if self.newest.as_ref().is_none_or(|(at, _)| record.at > *at) {
+            self.newest = Some((record.at.clone(), id.to_string()));
+        }
+    }
+}
+
+/// Records of several logs in an order where each comes after the one it follows (each
+/// log's own order kept).
+fn in_order(records: Vec<(String, Record)>) -> Vec<(String, Record)> {
+    let mut pending = records;
+    let mut ordered = Vec::with_capacity(pending.len());
+    while !pending.is_empty() {
+        let waiting: HashSet<String> = pending.iter().map(|(_, r)| r.id.clone()).collect();
+        let mut blocked_logs: HashSet<String> = HashSet::new();
+        let mut rest = Vec::new();
+        for (path, record) in pending {
+            let ready = !blocked_logs.contains(&path)
+                && record.parent.as_ref().is_none_or(|p| {
+                    !waiting.contains(p)
+                        || ordered.iter().any(|(_, r): &(String, Record)| &r.id == p)
+                });
+            if ready {
+                ordered.push((path, record));
+            } else {
+                blocked_logs.insert(path.clone());
+                rest.push((path, record));
+            }
+        }
+        if rest.len() == waiting.len() {
+            // A cycle, which no machine writes: taken as they are.
+            ordered.extend(rest);
+            break;
+        }
+        pending = rest;
+    }
+    ordered
+}
+
+/// The name of a fork holding another machine's continuation: the session's id and the
+/// machine's name, as an id allows it.
+fn fork_name(session: &str, machine: &str, n: u32) -> String {
+    let machine: String = machine
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '-' })
+        .take(40)
+        .collect();
+    let machine = if machine.is_empty() { "elsewhere".to_string() } else { machine };
+    let base: String = format!("{session}-{machine}").chars().take(120).collect();
+    if n == 1 { base } else { format!("{base}-{n}") }
+}
