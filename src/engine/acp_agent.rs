@@ -150,15 +150,11 @@ impl Decoder {
 
 impl super::Decoder for Decoder {
     fn feed(&mut self, chunk: &[u8], out: &mut Vec<Output>) {
-        let mut lines = std::mem::take(&mut self.lines);
-        lines.feed(chunk, |line| self.line(line, out));
-        self.lines = lines;
+        LineBuffer::feed_to(self, |d| &mut d.lines, chunk, Self::line, out);
     }
 
     fn finish(&mut self, out: &mut Vec<Output>) {
-        let mut lines = std::mem::take(&mut self.lines);
-        lines.finish(|line| self.line(line, out));
-        self.lines = lines;
+        LineBuffer::finish_to(self, |d| &mut d.lines, Self::line, out);
     }
 
     fn stderr_noise(&self) -> Option<fn(&[u8]) -> bool> {

@@ -401,14 +401,11 @@ pub(crate) struct ServerDecoder {
 
 impl super::Decoder for ServerDecoder {
     fn feed(&mut self, chunk: &[u8], out: &mut Vec<Output>) {
-        let mut lines = std::mem::take(&mut self.lines);
-        lines.feed(chunk, |line| self.line(line, out));
-        self.lines = lines;
+        LineBuffer::feed_to(self, |d| &mut d.lines, chunk, Self::line, out);
     }
 
     fn finish(&mut self, out: &mut Vec<Output>) {
-        let mut lines = std::mem::take(&mut self.lines);
-        lines.finish(|line| self.line(line, out));
+        LineBuffer::finish_to(self, |d| &mut d.lines, Self::line, out);
         self.tools.flush(out);
         if let Some(error) = self.error.take() {
             out.push(Output::Error(error));
@@ -514,14 +511,11 @@ pub(crate) struct Decoder {
 
 impl super::Decoder for Decoder {
     fn feed(&mut self, chunk: &[u8], out: &mut Vec<Output>) {
-        let mut lines = std::mem::take(&mut self.lines);
-        lines.feed(chunk, |line| self.line(line, out));
-        self.lines = lines;
+        LineBuffer::feed_to(self, |d| &mut d.lines, chunk, Self::line, out);
     }
 
     fn finish(&mut self, out: &mut Vec<Output>) {
-        let mut lines = std::mem::take(&mut self.lines);
-        lines.finish(|line| self.line(line, out));
+        LineBuffer::finish_to(self, |d| &mut d.lines, Self::line, out);
         self.tools.flush(out);
         if let Some(error) = self.error.take() {
             out.push(Output::Note(error));

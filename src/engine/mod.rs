@@ -827,7 +827,34 @@ impl LineBuffer {
             each(&std::mem::take(&mut self.pending));
         }
     }
+
+    /// [`Self::feed`] for a decoder that keeps its buffer in itself (`lines` finds it) and
+    /// decodes each line with `line`: the buffer is out of the decoder meanwhile.
+    pub(crate) fn feed_to<D>(
+        decoder: &mut D,
+        lines: Field<D>,
+        chunk: &[u8],
+        line: Line<D>,
+        out: Out,
+    ) {
+        let mut buffer = std::mem::take(lines(decoder));
+        buffer.feed(chunk, |l| line(decoder, l, out));
+        *lines(decoder) = buffer;
+    }
+
+    /// [`Self::finish`], as [`Self::feed_to`] feeds.
+    pub(crate) fn finish_to<D>(decoder: &mut D, lines: Field<D>, line: Line<D>, out: Out) {
+        let mut buffer = std::mem::take(lines(decoder));
+        buffer.finish(|l| line(decoder, l, out));
+        *lines(decoder) = buffer;
+    }
 }
+
+/// Where a decoder keeps its [`LineBuffer`].
+type Field<D> = fn(&mut D) -> &mut LineBuffer;
+/// How a decoder decodes one line.
+type Line<D> = fn(&mut D, &[u8], &mut Vec<Output>);
+type Out<'a> = &'a mut Vec<Output>;
 
 /// A line of a JSON-lines engine, parsed; a line that is not JSON is shown to the user as they
 /// would have seen it (a [`Output::Note`]), and gives `None`.
