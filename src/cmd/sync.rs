@@ -104,33 +104,32 @@ fn read_key(given: &str) -> Result<String> {
 
 /// Says what a sync did, a line per kind of change.
 fn tell(store: &Store, report: &Report) {
-    let list = |ids: &[String]| ids.join(", ");
     if report.sent > 0 {
         say(&format!("cca: sent {}", counted(report.sent as u64, "change", "changes")));
     }
-    if !report.new.is_empty() {
-        say(&format!("cca: new here: {}", list(&report.new)));
-    }
-    if !report.continued.is_empty() {
-        let mut ids = report.continued.clone();
-        ids.dedup();
-        say(&format!("cca: continued elsewhere: {}", list(&ids)));
+    let lists = [
+        ("new here", &report.new),
+        ("continued elsewhere", &report.continued),
+        ("moved to the trash elsewhere", &report.removed),
+        ("restored elsewhere", &report.restored),
+        ("busy (a turn is running), left for the next sync", &report.busy),
+    ];
+    for (what, ids) in lists {
+        // A session continued twice (a push another machine beat) is named once.
+        let mut once: Vec<&str> = Vec::new();
+        for id in ids {
+            if !once.contains(&id.as_str()) {
+                once.push(id);
+            }
+        }
+        if !once.is_empty() {
+            say(&format!("cca: {what}: {}", once.join(", ")));
+        }
     }
     for (fork, session, machine) in &report.forks {
         say(&format!(
             "cca: {session} was continued both here and on {machine}: {machine}'s continuation is the fork {fork}"
         ));
-    }
-    if !report.removed.is_empty() {
-        say(&format!("cca: moved to the trash elsewhere: {}", list(&report.removed)));
-    }
-    if !report.restored.is_empty() {
-        say(&format!("cca: restored elsewhere: {}", list(&report.restored)));
-    }
-    if !report.busy.is_empty() {
-        let mut ids = report.busy.clone();
-        ids.dedup();
-        say(&format!("cca: busy (a turn is running), left for the next sync: {}", list(&ids)));
     }
     for skipped in &report.skipped {
         say(&format!("cca: warning: not synced: {skipped}"));
