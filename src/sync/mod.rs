@@ -266,16 +266,14 @@ pub(crate) fn key(store: &Store) -> Result<Option<String>> {
 /// Where this machine stands (`cca sync status`), without reaching the remote.
 pub(crate) fn status(store: &Store) -> Result<Status> {
     let state = load(store)?;
-    let stamps = store.session_stamps()?;
+    let stamps: HashMap<String, u64> = store.session_stamps()?.into_iter().collect();
     let changed = stamps
         .iter()
-        .filter(|(id, stamp)| state.sessions.get(id).is_none_or(|l| l.removed || l.stamp != *stamp))
+        .filter(|(id, stamp)| {
+            state.sessions.get(*id).is_none_or(|l| l.removed || l.stamp != **stamp)
+        })
         .count()
-        + state
-            .sessions
-            .iter()
-            .filter(|(id, l)| !l.removed && !stamps.iter().any(|(s, _)| s == *id))
-            .count();
+        + state.sessions.iter().filter(|(id, l)| !l.removed && !stamps.contains_key(*id)).count();
     Ok(Status {
         remote: state.remote.clone(),
         name: state.name.clone(),
