@@ -364,19 +364,26 @@ fn syncs_killed_at_any_point_are_completed_by_the_next_and_race_without_loss() {
     );
 }
 
+/// With `sync = "after-turn"` on `a`, a question asked there reaches `b` (which syncs until it
+/// does, for at most 30 s): the turn did not wait for the sync, which finishes on its own.
+fn arrives_after_turn(a: &Machine, b: &Machine, question: &str) -> bool {
+    a.env.write_config("sync = \"after-turn\"\n");
+    a.run(&[",", "-q", question]).ok();
+    wait_until(std::time::Duration::from_secs(30), || {
+        b.sync().ok();
+        b.text(ID).contains(question)
+    })
+}
+
 #[test]
 fn after_turn_syncs_in_the_background_and_status_says_where_this_machine_stands() {
     let (a, b, _remote) = two_machines();
     let status = a.run(&["sync", "status"]).ok().stdout.clone();
     assert!(status.contains("0 changed since the last sync"), "{status}");
-    a.env.write_config("sync = \"after-turn\"\n");
-    a.run(&[",", "-q", "asked with sync after each turn"]).ok();
-    // The turn did not wait for the sync; the sync finishes on its own.
-    let arrived = wait_until(std::time::Duration::from_secs(30), || {
-        b.sync().ok();
-        b.text(ID).contains("asked with sync after each turn")
-    });
-    assert!(arrived, "the sync after the turn sent it");
+    assert!(
+        arrives_after_turn(&a, &b, "asked with sync after each turn"),
+        "the sync after the turn sent it"
+    );
     let log = std::fs::read_to_string(a.env.cca_home.join("sync/sync.log")).unwrap_or_default();
     assert!(!log.contains("error"), "{log}");
     let status = a.run(&["sync", "status"]).ok().stdout.clone();
@@ -455,13 +462,10 @@ fn over_ssh_a_session_goes_from_one_machine_to_another_and_back() {
     a.sync().ok().stderr_has(&format!("continued elsewhere: {ID}"));
     assert_eq!(a.sessions(), b.sessions());
     // A sync started after a turn reaches the remote over SSH too, with no one to prompt.
-    a.env.write_config("sync = \"after-turn\"\n");
-    a.run(&[",", "-q", "asked with a sync after it"]).ok();
-    let arrived = wait_until(std::time::Duration::from_secs(30), || {
-        b.sync().ok();
-        b.text(ID).contains("asked with a sync after it")
-    });
-    assert!(arrived, "the sync after the turn sent it over ssh");
+    assert!(
+        arrives_after_turn(&a, &b, "asked with a sync after it"),
+        "the sync after the turn sent it over ssh"
+    );
 }
 
 #[test]
