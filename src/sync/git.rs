@@ -92,6 +92,27 @@ impl Git {
         Ok(String::from_utf8_lossy(&ran.stdout).into_owned())
     }
 
+    /// Removes the lock files a git killed with a killed sync left (`index.lock`,
+    /// `HEAD.lock`, a branch's `.lock`...), which would fail every git after it. Call it
+    /// holding the sync lock: then no other git of cca's runs here, and the launcher ended
+    /// the killed one's.
+    pub(crate) fn clear_stale_locks(&self) {
+        fn clear(dir: &Path, depth: usize) {
+            let Ok(entries) = std::fs::read_dir(dir) else { return };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.extension().is_some_and(|e| e == "lock") {
+                    let _ = std::fs::remove_file(&path);
+                } else if depth > 0 && entry.file_type().is_ok_and(|t| t.is_dir()) {
+                    clear(&path, depth - 1);
+                }
+            }
+        }
+        let git = self.dir.join(".git");
+        clear(&git, 0);
+        clear(&git.join("refs"), 3);
+    }
+
     /// A new repository in the folder, with `remote` as its origin.
     pub(crate) fn create(&self, remote: &str) -> Result<()> {
         std::fs::create_dir_all(&self.dir)
@@ -168,9 +189,6 @@ impl Git {
 
     /// Commits the files `paths` (all that changed when empty); false when nothing changed.
     pub(crate) fn commit(&self, paths: &[&str], message: &str) -> Result<bool> {
-        // A git killed by a killed sync leaves its lock; no other git runs here (the sync
-        // lock is held).
-        let _ = std::fs::remove_file(self.dir.join(".git/index.lock"));
         // Naming the files spares git a look at every file of the work tree; past a few
         // thousand, one look is cheaper than the command line.
         if paths.is_empty() || paths.len() > 2_000 {

@@ -377,6 +377,7 @@ struct Syncing<'a> {
 
 impl Syncing<'_> {
     fn run(&mut self) -> Result<()> {
+        self.git.clear_stale_locks();
         // Killed between writing records and committing them: look at what it left.
         let unfinished = self.store.sync_writing();
         if unfinished {
