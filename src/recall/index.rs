@@ -209,7 +209,7 @@ impl Index {
     /// Opens the index in `dir`, checking that it is one this cca wrote; `Err` says why not.
     /// With it, the digest of the stamps its last commit holds.
     pub(crate) fn open(dir: &Path) -> Result<(Index, u64)> {
-        let mut index = tantivy::Index::open(Unflushed::open(dir)?)?;
+        let index = tantivy::Index::open(Unflushed::open(dir)?)?;
         let (schema, fields) = schema();
         if index.schema() != schema {
             return Err(anyhow!("it was built by another version of cca"));
@@ -220,7 +220,6 @@ impl Index {
         if head.version != VERSION {
             return Err(anyhow!("it was built by another version of cca"));
         }
-        index.set_default_multithread_executor()?;
         index.tokenizers().register(ANALYZER, analyzer());
         Ok((Index { index, fields }, head.digest))
     }

@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{Result, anyhow};
 use chrono::{DateTime, Utc};
 
 use crate::store::{Stamp, Store};
@@ -35,6 +35,7 @@ mod stems;
 
 pub(crate) use index::Filter;
 use index::{Index, Session, Stamps};
+use question::Question;
 #[cfg(any(test, feature = "testing"))]
 pub(crate) use question::SYNONYMS;
 
@@ -97,15 +98,46 @@ pub(crate) fn recall(
     if !store.recall_dir().exists() && store.session_stamps()?.is_empty() {
         return Ok(Vec::new());
     }
-    let index = fresh_index(store, progress)?;
-    let hits = match index.search(&question, filter, limit.max(CANDIDATES)) {
-        Ok(hits) => hits,
+    let dir = index_dir(store);
+    // Stamping the store (a stat of every session) is most of what a search over thousands of
+    // sessions costs, so the index is searched as it is meanwhile: most searches find nothing
+    // changed, and then what was found stands.
+    let (stamps, early) = std::thread::scope(|scope| {
+        let stamping = scope.spawn(|| store.session_stamps());
+        let early = Index::open(&dir).ok().and_then(|(index, digest)| {
+            Some((digest, found(store, &index, &question, filter, limit, now).ok()?))
+        });
+        let stamps = stamping.join().map_err(|_| anyhow!("cannot stat the sessions"))?;
+        anyhow::Ok((stamps?, early))
+    })?;
+    let store_digest = index::digest(stamps.iter().map(|(id, s)| (id.as_str(), *s)));
+    if let Some((digest, found)) = early
+        && digest == store_digest
+    {
+        return Ok(found);
+    }
+    let index = fresh_index(store, &stamps, store_digest, progress)?;
+    match found(store, &index, &question, filter, limit, now) {
+        Ok(found) => Ok(found),
         Err(e) => {
             // Unreadable past what opening checks (a damaged segment): never trusted.
             let index = rebuild(store, &format!("{e:#}"), progress)?;
-            index.search(&question, filter, limit.max(CANDIDATES))?
+            found(store, &index, &question, filter, limit, now)
         }
-    };
+    }
+}
+
+/// The `limit` exchanges of `index` that best answer `question`, weighed with their session
+/// and their age, each with its excerpt from the session's file.
+fn found(
+    store: &Store,
+    index: &Index,
+    question: &Question,
+    filter: &Filter,
+    limit: usize,
+    now: DateTime<Utc>,
+) -> Result<Vec<Found>> {
+    let hits = index.search(question, filter, limit.max(CANDIDATES))?;
     let mut weighed: Vec<(f32, index::Hit)> = hits
         .into_iter()
         .map(|hit| ((hit.score + SESSION_SHARE * hit.session_score) * prior(hit.at, now), hit))
@@ -161,14 +193,18 @@ fn index_dir(store: &Store) -> PathBuf {
     store.recall_dir().join(INDEX_DIR)
 }
 
-/// The index, with every change to the store since it was last brought up to date.
-fn fresh_index(store: &Store, progress: &dyn Progress) -> Result<Index> {
+/// The index, with every change to the store (`stamps`, whose digest is `store_digest`) since
+/// it was last brought up to date.
+fn fresh_index(
+    store: &Store,
+    stamps: &[(String, Stamp)],
+    store_digest: u64,
+    progress: &dyn Progress,
+) -> Result<Index> {
     let dir = index_dir(store);
-    let stamps = store.session_stamps()?;
-    let now = index::digest(stamps.iter().map(|(id, s)| (id.as_str(), *s)));
-    // Most searches find nothing changed, and take no lock at all.
+    // Another search may have brought it up to date meanwhile: then no lock is taken.
     if let Ok((index, digest)) = Index::open(&dir)
-        && digest == now
+        && digest == store_digest
     {
         return Ok(index);
     }
@@ -189,7 +225,7 @@ fn fresh_index(store: &Store, progress: &dyn Progress) -> Result<Index> {
             Index::create(&dir)?
         }
     };
-    update(store, &dir, index, known, &stamps, progress)
+    update(store, &dir, index, known, stamps, progress)
 }
 
 /// Starts the index again from nothing, under the lock.
