@@ -124,6 +124,17 @@ pub(crate) fn replace_file(path: &Path, contents: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// [`replace_file`] without waiting for the disk: for a cache that checks itself when read, so
+/// that a file a system crash cut short is rebuilt rather than trusted.
+pub(crate) fn replace_cache_file(path: &Path, contents: &[u8]) -> Result<()> {
+    let dir = path.parent().context("a file to replace has a folder")?;
+    let mut temp = temp_file(dir, ".replace-")?;
+    temp.write_all(contents).with_context(|| format!("cannot write {}", path.display()))?;
+    set_mode(temp.path(), FILE_MODE)?;
+    temp.persist(path).with_context(|| format!("cannot replace {}", path.display()))?;
+    Ok(())
+}
+
 /// Makes a rename or creation in `dir` durable. Best effort: not every file system allows it.
 pub(super) fn sync_dir(dir: &Path) {
     if let Ok(d) = File::open(dir) {

@@ -255,7 +255,7 @@ fn a_damaged_or_foreign_index_is_rebuilt_with_a_note() {
     assert_eq!(run.ok().stderr, "");
 
     // Stamps that are not the last commit's (a crash between the two writes): rebuilt.
-    std::fs::remove_file(env.cca_home.join("recall/index.stamps.json")).unwrap();
+    std::fs::remove_file(env.cca_home.join("recall/index.stamps")).unwrap();
     env.run_with(&["search", "-q", "-r", "and BSD?"], None, &[("FAKE_SCRIPT", "say flock.")]).ok();
     let run = env.run(&["recall", "--json", "flock"]);
     run.ok().stderr_has("rebuilding");
