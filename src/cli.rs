@@ -115,9 +115,6 @@ pub enum Command {
     /// nothing an agent does through it changes a transcript. stdout carries protocol messages
     /// only. Exits 0 when the client closes stdin.
     Mcp(McpArgs),
-    /// Runs an engine for cca, ending it with cca (internal: cca starts engines this way)
-    #[command(name = "__engine", hide = true)]
-    Engine(EngineArgs),
     /// Keeps an engine on standby for the next one-shot turn (internal: cca starts it so)
     #[command(name = "__standby", hide = true)]
     StandbyServe(StandbyServeArgs),
@@ -318,16 +315,6 @@ pub struct SteerArgs {
 /// `cca mcp` takes no options: its arguments are this empty struct, as every command's are.
 #[derive(Debug, Args)]
 pub struct McpArgs {}
-
-/// `cca __engine`'s arguments.
-#[derive(Debug, Args)]
-pub struct EngineArgs {
-    /// The cca process the engine must not outlive
-    pub parent: u32,
-    /// The engine's program and its arguments, after `--`
-    #[arg(last = true, required = true)]
-    pub command: Vec<std::ffi::OsString>,
-}
 
 /// `cca sessions`'s options.
 #[derive(Debug, Args)]

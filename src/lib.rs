@@ -8,7 +8,8 @@
 //! `turn` ties one turn together as a library call; the front ends (`front`, and `cmd`, which
 //! runs each command) are the only code that prints.
 
-#![forbid(unsafe_code)]
+// No unsafe code, but for the guard between fork and exec (src/run/guard.rs), with its reasons.
+#![deny(unsafe_code)]
 // What only the crate uses is not public: the library's outside is its tests, benchmarks and
 // fuzz targets (and what only they call sits behind the `testing` feature, see Cargo.toml).
 #![warn(unreachable_pub)]
@@ -59,14 +60,6 @@ use clap::Parser as _;
 
 /// Parses the command line, runs the command, and turns the result into an exit code.
 pub fn main() -> ExitCode {
-    // The launcher runs before every engine start, so it skips what only a person's command
-    // needs (the completion check, clap's whole command tree): most of its cost.
-    if let Some((parent, command)) = cmd::engine::launcher_args(std::env::args_os()) {
-        return ExitCode::from(match run::launch(parent, &command) {
-            Ok(code) => code,
-            Err(err) => front::terminal::report(&err),
-        });
-    }
     // A completion request from the shell (see `cca completions`) is answered and exits here.
     clap_complete::CompleteEnv::with_factory(<cli::Cli as clap::CommandFactory>::command)
         .var(cli::COMPLETE_VAR)
@@ -78,9 +71,9 @@ pub fn main() -> ExitCode {
         signal_hook::consts::SIGXFSZ,
         std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
     );
-    // Engines are started through cca itself, so that none outlives it (see `run::launch`).
+    // `cca __standby` and a sync after a turn are started from cca's own binary.
     if let Ok(exe) = std::env::current_exe() {
-        run::launch_through(exe);
+        run::set_own_program(exe);
     }
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,

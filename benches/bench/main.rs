@@ -50,7 +50,7 @@ fn main() {
     let sections: [Section; 23] = [
         ("overhead", Bench::overhead),
         ("version", Bench::version),
-        ("launcher", Bench::launcher),
+        ("turn-costs", Bench::turn_costs),
         ("streaming", Bench::streaming),
         ("long-transcripts", Bench::long_transcripts),
         ("after-clear", Bench::after_clear),

@@ -30,40 +30,35 @@ impl Bench {
         );
     }
 
-    /// Where cca's share of a turn goes: starting a cca process at all (`--version`), the
-    /// launcher every engine starts through (`cca __engine`, which keeps any engine from
-    /// outliving cca), and the rest, the turn's own work (the overhead section's figure less
-    /// these two).
-    pub(crate) fn launcher(&self) {
+    /// Where cca's share of a turn goes: starting a cca process at all (`--version`), and the
+    /// rest, the turn's own work, the guard that keeps the engine from outliving cca among it.
+    pub(crate) fn turn_costs(&self) {
         println!("## Where a turn's milliseconds go\n");
-        let home = self.home("launcher");
-        let input = b"hi";
-        let engine = || {
+        let home = self.home("turn-costs");
+        home.cca(&["search", "-q", "first"], "say hi").checked();
+        let input = framed_input(&home);
+        let direct = time_runs(100, || {
             let mut engine = Command::new(home.dir.join("bin/plain-engine"));
             engine.env("FAKE_SCRIPT", "say hi");
-            engine
-        };
-        let direct = time_runs(100, || run_with_input(engine(), input));
-        let parent = std::process::id().to_string();
-        let launched = time_runs(100, || {
-            let mut cmd = Command::new(&self.cca);
-            cmd.args(["__engine", &parent, "--"]).arg(home.dir.join("bin/plain-engine"));
-            cmd.env("FAKE_SCRIPT", "say hi");
-            run_with_input(cmd, input)
+            run_with_input(engine, input.as_bytes());
         });
         let version = time_runs(100, || {
             let status =
                 Command::new(&self.cca).arg("--version").stdout(Stdio::null()).status().unwrap();
             assert!(status.success());
         });
+        let turn = time_runs(100, || {
+            home.cca(&["search", "-q", "-r", "--no-compact", "next"], "say hi").checked()
+        });
         println!("{TABLE}");
         println!("{}", direct.row("the engine alone"));
-        println!("{}", launched.row("the engine through `cca __engine`"));
         println!("{}", version.row("`cca --version` (a cca process, start to end)"));
+        println!("{}", turn.row("`cca search -r` (a short session)"));
+        let added = turn.median() - direct.median();
         println!(
-            "\nThe launcher adds {:.2} ms at the median; starting any cca process takes {:.2} ms.\n",
-            launched.median() - direct.median(),
-            version.median()
+            "\nA turn adds {added:.2} ms to the engine at the median: {:.2} ms starting a cca process, {:.2} ms the rest (the guard's fork, the turn's own work).\n",
+            version.median(),
+            added - version.median()
         );
     }
 

@@ -44,7 +44,6 @@ pub(crate) fn run(cli: Cli) -> Result<u8> {
         Command::Steer(args) => steer::run(args),
         Command::Acp(args) => acp::run(args),
         Command::Mcp(args) => mcp::run(args),
-        Command::Engine(args) => engine::run(args),
         Command::StandbyServe(_) => engine::standby().map(|()| crate::error::exit::OK),
         Command::Sessions(args) => sessions::run(args),
         Command::Grep(args) => grep::run(args),

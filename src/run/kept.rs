@@ -2,10 +2,10 @@
 //! each turn's new message on its stdin, and read until that message's answer ends, not until
 //! the process does. This is part of `run`, the only place that spawns.
 //!
-//! The launcher's parent-death signal fires when the *thread* that started it ends, so a kept
-//! engine is started by a keeper thread of its own that waits for it: the thread lives exactly as
-//! long as the engine, whatever thread runs its turns. When cca ends, however it ends, the
-//! thread ends with it and the launcher kills the engine's group.
+//! The guard's parent-death signal (`run::guard`) fires when the *thread* that started it ends,
+//! so a kept engine is started by a keeper thread of its own that waits for it: the thread lives
+//! exactly as long as the engine, whatever thread runs its turns. When cca ends, however it ends,
+//! the thread ends with it and the guard kills the engine's group.
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -417,7 +417,7 @@ impl Kept {
         }
     }
 
-    /// Closes the engine's stdin and asks its group to end; the launcher's parent-death signal
+    /// Closes the engine's stdin and asks its group to end; the guard's parent-death signal
     /// and [`stop_leftovers`] see to the rest.
     fn end(&mut self) {
         if std::mem::replace(&mut self.ended, true) {

@@ -34,6 +34,9 @@ use crate::frame::{self, Piece};
 use crate::media::Image;
 
 mod decoding;
+// fork, and signals waited for, between fork and exec: no safe call does either.
+#[allow(unsafe_code)]
+mod guard;
 pub(crate) mod kept;
 mod pager;
 pub(crate) mod standby;
@@ -331,19 +334,12 @@ pub(crate) fn run_in(
     args: &[&std::ffi::OsStr],
     env: &[(&str, &str)],
 ) -> Result<Ran> {
-    // Through the launcher, as an engine is, so that nothing of it outlives a killed cca (a
-    // git left running would write to the repository under the next sync); in a process
-    // group of its own, which the launcher ends whole.
-    let parent = std::process::id().to_string();
-    let mut command = match LAUNCHER.get() {
-        Some(launcher) => {
-            let mut command = Command::new(launcher);
-            command.args(["__engine", parent.as_str(), "--"]).arg(program);
-            command.process_group(0);
-            command
-        }
-        None => Command::new(program),
-    };
+    // Guarded, as an engine is, so that nothing of it outlives a killed cca (a git left
+    // running would write to the repository under the next sync); in a process group of its
+    // own, which the guard ends whole.
+    let mut command = Command::new(program);
+    command.process_group(0);
+    guard::guard(&mut command);
     let out = command
         .args(args)
         .current_dir(dir)
@@ -383,99 +379,38 @@ pub(crate) fn detach(program: &Path, args: &[OsString], stdin: bool, log: &File)
 /// cca's own (its turns are in cca already).
 pub(crate) const ENGINE_RUN: &str = "CCA_ENGINE_RUN";
 
-/// The program engines are started through (cca itself, see [`launch`]), once the binary has
-/// said where it is; unit tests of the library start engines directly.
-static LAUNCHER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+/// cca's own binary, once the binary has said where it is (`cca __standby` and a sync after
+/// a turn are started from it); unit tests of the library have none.
+static OWN_PROGRAM: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
 /// cca's own binary, once it has said where it is.
 pub(crate) fn own_program() -> Option<&'static Path> {
-    LAUNCHER.get().map(PathBuf::as_path)
+    OWN_PROGRAM.get().map(PathBuf::as_path)
 }
 
-/// Starts engines through `exe`, cca's own binary, from now on.
-pub(crate) fn launch_through(exe: PathBuf) {
-    let _ = LAUNCHER.set(exe);
+/// Says where cca's own binary is.
+pub(crate) fn set_own_program(exe: PathBuf) {
+    let _ = OWN_PROGRAM.set(exe);
 }
 
-/// The engine's process, in a group of its own with its pipes: started through the launcher
-/// when there is one (a launcher that cannot be run at all is skipped), else directly.
+/// The engine's process, in a group of its own with its pipes, under a guard
+/// ([`guard`]) so that nothing of it outlives cca.
 fn spawn_engine(
     program: &Path,
     args: &[OsString],
     env: &[(OsString, OsString)],
 ) -> io::Result<std::process::Child> {
-    let command = |program: &Path, args: &mut dyn Iterator<Item = &std::ffi::OsStr>| {
-        let mut command = Command::new(program);
-        command
-            .args(args)
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .env(ENGINE_RUN, "1")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0);
-        command
-    };
-    if let Some(launcher) = LAUNCHER.get() {
-        let parent = std::process::id().to_string();
-        let head = ["__engine", parent.as_str(), "--"].map(std::ffi::OsStr::new);
-        let mut args = head
-            .into_iter()
-            .chain(std::iter::once(program.as_os_str()))
-            .chain(args.iter().map(OsString::as_os_str));
-        match command(launcher, &mut args).spawn() {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            other => return other,
-        }
-    }
-    command(program, &mut args.iter().map(OsString::as_os_str)).spawn()
-}
-
-/// `cca __engine PARENT -- PROGRAM ARGS...`: runs the engine so that nothing of it outlives
-/// cca, even when cca is killed (SIGKILL gives it no chance to stop anything).
-///
-/// The launcher is the first process of the engine's group. The system sends it SIGUSR1 when
-/// the thread of cca that started it ends (Linux's parent-death signal, which survives nothing
-/// cca does), and it then kills the whole group: the engine and whatever the engine started (gemini
-/// restarts itself as a child process). Otherwise it waits for the engine and ends as the engine
-/// did, with its exit code or by its signal; the signals cca sends the group to stop a turn
-/// reach the engine and leave the launcher waiting for it.
-pub(crate) fn launch(parent: u32, command: &[OsString]) -> Result<u8> {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
-    let (program, args) = command.split_first().context("no engine to run")?;
-    let mut orphaned =
-        signal_hook::iterator::Signals::new([SIGUSR1]).context("cannot install signal handlers")?;
-    #[cfg(target_os = "linux")]
-    rustix::process::set_parent_process_death_signal(Some(Signal::USR1))
-        .context("cannot ask to be told when cca ends")?;
-    // cca may have ended before the death signal was asked for: then nothing tells, so look.
-    if rustix::process::getppid().map(Pid::as_raw_nonzero).map(|p| p.get() as u32) != Some(parent) {
-        return Ok(signal_exit_code(signal_hook::consts::SIGKILL));
-    }
-    // These stop the engine; the launcher waits for it to end rather than leave it.
-    for signal in [SIGTERM, SIGINT, SIGHUP] {
-        signal_hook::flag::register(signal, Arc::new(AtomicBool::new(false)))
-            .context("cannot install signal handlers")?;
-    }
-    let mut child = Command::new(program)
+    let mut command = Command::new(program);
+    command
         .args(args)
-        .spawn()
-        .with_context(|| format!("cannot run {}", Path::new(program).display()))?;
-    thread::spawn(move || {
-        if orphaned.forever().next().is_some() {
-            // The group is this process's own: everything in it ends now, this process too.
-            signal_group(rustix::process::getpgrp(), Signal::KILL);
-        }
-    });
-    let status = child.wait().context("cannot wait for the engine")?;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => Ok(code.clamp(0, 255) as u8),
-        (None, Some(signal)) => {
-            let _ = signal_hook::low_level::emulate_default_handler(signal);
-            Ok(signal_exit_code(signal))
-        }
-        _ => Ok(exit::ERROR),
-    }
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env(ENGINE_RUN, "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    guard::guard(&mut command);
+    command.spawn()
 }
 
 /// Runs one turn through the engine, reporting what it shows to `progress`: starts it, pumps

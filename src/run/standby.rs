@@ -39,7 +39,7 @@ use serde::{Deserialize, Serialize};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 
 use super::kept::{Adopted, OPEN_TIMEOUT};
-use super::{Cancel, LAUNCHER, Pipe, group_members, spawn_engine, stop_leftovers, terminate};
+use super::{Cancel, Pipe, group_members, own_program, spawn_engine, stop_leftovers, terminate};
 use crate::engine::{acp_agent, claude};
 use crate::store::socket::{self, Socket, peer_allowed};
 
@@ -181,7 +181,7 @@ pub(crate) struct Status {
     pub kind: String,
     pub program: PathBuf,
     pub folder: PathBuf,
-    /// Its process group (the launcher's pid); 0 before the engine is started.
+    /// Its process group (the guard's pid); 0 before the engine is started.
     pub group: i32,
     /// The session whose conversation it holds.
     pub session: String,
@@ -199,7 +199,7 @@ pub(crate) struct Status {
 /// and handed to it as its stdout: from now on `cca standby`, `--end` and the next turn reach
 /// it, and the one before, finding its socket replaced, ends.
 pub(crate) fn launch(mut order: Order) -> Result<()> {
-    let Some(cca) = LAUNCHER.get() else { return Ok(()) };
+    let Some(cca) = own_program() else { return Ok(()) };
     let name = socket_name(&order.kind);
     let socket = Socket::listen(&order.dir, &name)?;
     order.socket = socket_inode(&order.dir.join(&name)).unwrap_or_default();

@@ -94,7 +94,7 @@ impl Git {
 
     /// Removes the lock files a git killed with a killed sync left (`index.lock`,
     /// `HEAD.lock`, a branch's `.lock`...), which would fail every git after it. Call it
-    /// holding the sync lock: then no other git of cca's runs here, and the launcher ended
+    /// holding the sync lock: then no other git of cca's runs here, and the guard ended
     /// the killed one's.
     pub(crate) fn clear_stale_locks(&self) {
         fn clear(dir: &Path, depth: usize) {

@@ -122,3 +122,21 @@ fn leftovers_of_a_finished_engine_are_stopped() {
     assert_eq!(run.stdout, "ECHO: q");
     assert!(!alive(pid_in(&grandchild_pid)));
 }
+
+/// The guard between cca and the engine (`run::guard`) is forked from cca, so it starts with
+/// copies of cca's descriptors: it keeps none (a copy of a lock's would hold the lock, a copy
+/// of `spawn`'s pipe would hold up the turn), and the engine's exit and signal come through it.
+#[test]
+fn the_engine_s_guard_holds_nothing_of_cca_s_and_ends_as_the_engine_did() {
+    let env = TestEnv::new();
+    let fds = env.root.path().join("guard.fds");
+    let script = format!("parent-fds {};say ok", fds.display());
+    env.run_with(&["search", "q"], None, &[("FAKE_SCRIPT", &script)]).ok();
+    assert_eq!(std::fs::read_to_string(&fds).unwrap(), "", "the guard's descriptors");
+
+    let run = env.run_with(&["search", "-r", "q2"], None, &[("FAKE_SCRIPT", "say half;exit 3")]);
+    assert!(run.stderr.contains("exit status 3"), "{run}");
+    let run =
+        env.run_with(&["search", "-r", "q3"], None, &[("FAKE_SCRIPT", "say half;kill-self 9")]);
+    assert!(run.stderr.contains("killed by signal 9"), "{run}");
+}

@@ -273,7 +273,7 @@ fn a_killed_cca_leaves_a_stale_endpoint_that_is_ignored_then_removed() {
     );
     cca.signal(Signal::KILL);
     drop(cca);
-    // The engine dies with cca (see `run::launch`).
+    // The engine dies with cca (see `run::guard`).
     let engine: i32 = std::fs::read_to_string(&engine_pid).unwrap().trim().parse().unwrap();
     assert!(wait_until(TIMEOUT, || !crate::common::alive(engine)), "the engine outlived cca");
     assert_eq!(sockets(&env).len(), 1, "kill -9 leaves the socket");

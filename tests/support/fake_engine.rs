@@ -208,6 +208,11 @@ fn main() {
                 }
                 std::process::exit(code);
             }
+            // Dies by signal N, as a crashed engine does.
+            "kill-self" => {
+                let signal: i32 = arg.parse().expect("kill-self N");
+                signal_hook::low_level::raise(signal).expect("raise");
+            }
             "tty" => {
                 let Ok(mut tty) =
                     std::fs::OpenOptions::new().read(true).write(true).open("/dev/tty")
@@ -243,6 +248,16 @@ fn main() {
                 });
             }
             "pid" => std::fs::write(arg, std::process::id().to_string()).expect("write pid"),
+            // The descriptors the process that started this one holds open, a line each.
+            "parent-fds" => {
+                let parent = std::os::unix::process::parent_id();
+                let fds: Vec<String> = std::fs::read_dir(format!("/proc/{parent}/fd"))
+                    .expect("the parent's descriptors")
+                    .flatten()
+                    .map(|entry| entry.file_name().to_string_lossy().into_owned())
+                    .collect();
+                std::fs::write(arg, fds.join("\n")).expect("write the descriptors");
+            }
             "grandchild" => {
                 let me = std::env::current_exe().expect("current exe");
                 let child = std::process::Command::new(me)

@@ -88,7 +88,7 @@ type Incoming = futures::stream::TakeUntil<wire::Incoming, futures::channel::one
 /// Editors end their agent with SIGTERM or SIGHUP (a closed terminal), and Ctrl-C where it runs
 /// in one is SIGINT: each stops every running turn at once (recorded as interrupted, with what
 /// arrived), and ends serving as a closed stdin does, through `end`. Returns the signal, once
-/// one came. (SIGKILL cannot be caught: then the engines end with cca, see `run::launch`.)
+/// one came. (SIGKILL cannot be caught: then the engines end with cca, see `run::guard`.)
 fn stop_on_signals(
     agent: Arc<Acp>,
     end: futures::channel::oneshot::Sender<()>,
