@@ -662,7 +662,7 @@ mod tests {
     #[test]
     fn an_answer_its_id_and_usage_and_a_warning_that_fails_nothing() {
         // Printed by codex 0.169.0 against the loopback Responses API, for an unknown model.
-        let out = decode(include_str!("../../tests/fixtures/codex-exec-json-answer.jsonl"));
+        let out = decode(include_str!("../../../tests/fixtures/codex-exec-json-answer.jsonl"));
         assert_eq!(text(&out), "ECHO: hello there");
         assert_eq!(out[0], Output::Session("01a21f72-40b4-7920-972e-14668d6938df".into()));
         assert!(
@@ -681,7 +681,7 @@ mod tests {
     #[test]
     fn searches_and_commands_are_tool_calls() {
         // Three turns of codex 0.169.0: a web search, a command that ran, one that failed.
-        let out = decode(include_str!("../../tests/fixtures/codex-exec-json-tools.jsonl"));
+        let out = decode(include_str!("../../../tests/fixtures/codex-exec-json-tools.jsonl"));
         let lines: Vec<String> = tools(&out).iter().map(|t| t.summary()).collect();
         assert_eq!(
             lines,
@@ -715,7 +715,7 @@ mod tests {
 
     #[test]
     fn a_refused_key_fails_the_turn_once_and_a_reconnect_is_a_retry() {
-        let out = decode(include_str!("../../tests/fixtures/codex-exec-json-401.jsonl"));
+        let out = decode(include_str!("../../../tests/fixtures/codex-exec-json-401.jsonl"));
         let errors: Vec<&Output> =
             out.iter().filter(|o| matches!(o, Output::Error(_) | Output::Note(_))).collect();
         assert_eq!(errors.len(), 2, "the warning, and the failure once: {out:?}");
