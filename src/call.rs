@@ -131,11 +131,11 @@ pub(crate) fn call(
     }
     if let (Some(transport), true) = (transport, keeps || taken.is_some()) {
         let decoder: Box<dyn crate::engine::Decoder> = match transport {
-            Keeping::StreamJson(_) => (s.engine.spec.decoder)(),
+            Keeping::StreamJson(_) => (s.engine.spec.decoder)(s.model),
             Keeping::Acp => {
                 Box::new(crate::engine::acp_agent::Decoder::quiet(s.engine.spec.stderr_noise))
             }
-            Keeping::Rpc(rpc) => (rpc.decoder)(),
+            Keeping::Rpc(rpc) => (rpc.decoder)(s.model),
         };
         let (fresh, files) = match taken {
             // Its files are the standby's.
@@ -174,7 +174,7 @@ pub(crate) fn call(
         images: invocation.images.clone(),
         inbox: c.inbox.cloned(),
     };
-    let decoder = (s.engine.spec.decoder)();
+    let decoder = (s.engine.spec.decoder)(s.model);
     let outcome = run::run(spawn, decoder, s.store.scratch_file()?, cancel, progress)?;
     drop(scratch);
     tidy(c, notes.as_deref(), &outcome);

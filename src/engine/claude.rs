@@ -60,7 +60,7 @@ pub(crate) const SPEC: Spec = Spec {
     // request as they are.
     takes_images: true,
     invocation,
-    decoder: || Box::new(Decoder::default()),
+    decoder: |_| Box::new(Decoder::default()),
     tidy,
     reads_at_start,
     home: |_| None,

@@ -59,7 +59,7 @@ pub(crate) const SPEC: Spec = Spec {
     // inline data in the model request (measured, gemini-cli 0.61.0).
     takes_images: true,
     invocation,
-    decoder: || Box::new(Decoder::default()),
+    decoder: |_| Box::new(Decoder::default()),
     tidy,
     reads_at_start,
     home: |_| Some((crate::vars::GEMINI_CLI_HOME, home(None))),

@@ -67,7 +67,9 @@ pub struct Spec {
     /// with an image for one that cannot is refused before anything is recorded.
     pub takes_images: bool,
     pub invocation: fn(&EngineConfig, PathBuf, &Request) -> anyhow::Result<Invocation>,
-    pub decoder: fn() -> Box<dyn Decoder>,
+    /// Makes the decoder of a run, given the model cca asked for, if it named one (codex
+    /// prices its usage by it).
+    pub decoder: fn(Option<&str>) -> Box<dyn Decoder>,
     /// Removes the files the program left for a run (its own session copy), given the id it
     /// reported for the run; returns the session's engine notes to keep, when they changed
     /// (claude's environment notes, [`Request::notes`]).
@@ -366,8 +368,9 @@ pub struct RpcSession {
     pub prompt_line: fn(u64, &str, &str, &[Image]) -> String,
     /// The id of the first prompt request (those before are the opening's).
     pub first_prompt_id: u64,
-    /// Decodes what the session writes; the answer ends with the engine's end of turn.
-    pub decoder: fn() -> Box<dyn Decoder>,
+    /// Decodes what the session writes, given the model cca asked for (as [`Spec::decoder`]);
+    /// the answer ends with the engine's end of turn.
+    pub decoder: fn(Option<&str>) -> Box<dyn Decoder>,
 }
 
 /// An MCP server the engine starts for a turn, with its tools for the model.

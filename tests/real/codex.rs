@@ -139,6 +139,37 @@ fn the_model_and_a_native_system_prompt_reach_codex_s_request() {
     assert_eq!(questions(body), ["which model?", "and now?"]);
 }
 
+/// The cost each answer of the latest session records, in order.
+fn costs(r: &Real) -> Vec<Option<f64>> {
+    let records = r.transcript().records.into_iter();
+    records
+        .filter(|rec| rec.kind == cca::transcript::Kind::Assistant)
+        .map(|rec| rec.meta.cost_usd)
+        .collect()
+}
+
+#[test]
+fn a_turn_on_a_model_with_a_price_records_its_cost_and_one_without_records_none() {
+    let (r, codex) = codex_real();
+    // The loopback server's usage: 10 in, 4 of them cached, 3 out.
+    run(&r, &codex, &["search", "-q", "-e", "codex", "-m", "gpt-5", "priced?"]).ok();
+    let gpt_5 = (6.0 * 1.25 + 4.0 * 0.125 + 3.0 * 10.0) / 1e6;
+    assert_eq!(costs(&r), [Some(gpt_5)]);
+    // codex's own default (`gpt-mock`, in its config) is on no price list: no cost.
+    run(&r, &codex, &["search", "-q", "-e", "codex", "unpriced?"]).ok();
+    assert_eq!(costs(&r), [None]);
+    // Kept in `cca chat`, codex's app server names its thread's model: codex's default here.
+    let config = r.env.home.join(".codex/config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace("\"gpt-mock\"", "\"gpt-5-mini\"")).unwrap();
+    r.env.write_config("engine = \"codex\"\n");
+    let mut cmd = r.command();
+    cmd.arg("chat").env("CCA_CODEX", &codex);
+    run_command(cmd, Some(b"c1\nc2\n")).ok();
+    let mini = (6.0 * 0.25 + 4.0 * 0.025 + 3.0 * 2.0) / 1e6;
+    assert_eq!(costs(&r), [Some(mini), Some(mini)]);
+}
+
 #[test]
 fn codex_is_the_default_engine_when_it_is_the_only_one_and_doctor_lists_it() {
     let (r, codex) = codex_real();

@@ -25,6 +25,8 @@ use super::{
 };
 use crate::frame;
 
+mod price;
+
 /// Measured with codex 0.169.0 (docs/DESIGN.md, "codex").
 pub(crate) const SPEC: Spec = Spec {
     name: "codex",
@@ -74,7 +76,7 @@ pub(crate) const SPEC: Spec = Spec {
     // `-i FILE` attaches an image to the prompt.
     takes_images: true,
     invocation,
-    decoder: || Box::new(Decoder::default()),
+    decoder: |model| Box::new(Decoder::priced(model)),
     tidy,
     reads_at_start,
     home: |_| Some((CODEX_HOME, home())),
@@ -383,7 +385,7 @@ pub(crate) static APP_SERVER: super::RpcSession = super::RpcSession {
         format!("{line}\n")
     },
     first_prompt_id: 2,
-    decoder: || Box::new(ServerDecoder::default()),
+    decoder: |model| Box::new(ServerDecoder::priced(model)),
 };
 
 /// Decodes what `codex app-server` writes for a turn: the answer's deltas, web searches and
@@ -397,6 +399,8 @@ pub(crate) struct ServerDecoder {
     usage: Option<Usage>,
     /// The message of the last `error` notification codex does not retry.
     error: Option<String>,
+    /// The model its usage is priced by: the one cca asked for, else the one the thread runs.
+    model: Option<String>,
 }
 
 impl super::Decoder for ServerDecoder {
@@ -418,11 +422,20 @@ impl super::Decoder for ServerDecoder {
 }
 
 impl ServerDecoder {
+    /// A decoder pricing the usage by `model`, if cca names one.
+    fn priced(model: Option<&str>) -> ServerDecoder {
+        ServerDecoder { model: model.map(str::to_string), ..ServerDecoder::default() }
+    }
+
     fn line(&mut self, line: &[u8], out: &mut Vec<Output>) {
         let Some(v) = json_line(line, out) else { return };
         let params = &v["params"];
         let item = &params["item"];
         match v["method"].as_str() {
+            // The thread's model: codex's default when cca names none.
+            Some("thread/started") if self.model.is_none() => {
+                self.model = params["thread"]["model"].as_str().map(str::to_string);
+            }
             Some("item/started") if item["type"] == "agentMessage" => self.paragraphs.new_message(),
             Some("item/started") => {
                 if let Some(call) = server_tool_call(item) {
@@ -440,12 +453,13 @@ impl ServerDecoder {
             }
             Some("thread/tokenUsage/updated") => {
                 let last = &params["tokenUsage"]["last"];
-                self.usage = Some(Usage {
+                let usage = Usage {
                     input_tokens: last["inputTokens"].as_u64(),
                     cached_tokens: last["cachedInputTokens"].as_u64(),
                     output_tokens: last["outputTokens"].as_u64(),
                     cost_usd: None,
-                });
+                };
+                self.usage = Some(price::priced(self.model.as_deref(), usage));
             }
             Some("error") => {
                 let message =
@@ -507,6 +521,8 @@ pub(crate) struct Decoder {
     open: Vec<String>,
     /// The message of the last top-level `error`: `turn.failed` repeats it, so it is shown once.
     error: Option<String>,
+    /// The model cca asked for, which its usage is priced by: `exec --json` names none.
+    model: Option<String>,
 }
 
 impl super::Decoder for Decoder {
@@ -528,6 +544,11 @@ impl super::Decoder for Decoder {
 }
 
 impl Decoder {
+    /// A decoder pricing the usage by `model`, if cca names one.
+    fn priced(model: Option<&str>) -> Decoder {
+        Decoder { model: model.map(str::to_string), ..Decoder::default() }
+    }
+
     fn line(&mut self, line: &[u8], out: &mut Vec<Output>) {
         let Some(v) = json_line(line, out) else { return };
         let item = &v["item"];
@@ -555,13 +576,14 @@ impl Decoder {
             }
             Some("turn.completed") => {
                 let usage = &v["usage"];
-                out.push(Output::Usage(Usage {
+                let usage = Usage {
                     // All of the input; `cached_input_tokens` are among them.
                     input_tokens: usage["input_tokens"].as_u64(),
                     cached_tokens: usage["cached_input_tokens"].as_u64(),
                     output_tokens: usage["output_tokens"].as_u64(),
                     cost_usd: None,
-                }));
+                };
+                out.push(Output::Usage(price::priced(self.model.as_deref(), usage)));
             }
             Some("turn.failed") => {
                 let message = v["error"]["message"]
@@ -676,6 +698,33 @@ mod tests {
         };
         assert!(out.contains(&Output::Usage(usage)), "{out:?}");
         assert!(!out.iter().any(|o| matches!(o, Output::Error(_))), "{out:?}");
+    }
+
+    #[test]
+    fn usage_is_priced_by_the_model_cca_named_else_by_the_thread_s() {
+        let usage = |out: &[Output]| {
+            out.iter().find_map(|o| if let Output::Usage(u) = o { Some(u.clone()) } else { None })
+        };
+        let sample = include_str!("../../../tests/fixtures/codex-exec-json-answer.jsonl");
+        let out = crate::engine::decoded(Decoder::priced(Some("gpt-5")), sample, 23);
+        // 60 uncached, 40 cached, 7 out, at 1.25, 0.125 and 10 dollars a million.
+        let expected = (60.0 * 1.25 + 40.0 * 0.125 + 7.0 * 10.0) / 1e6;
+        assert_eq!(usage(&out).unwrap().cost_usd, Some(expected));
+        let out = crate::engine::decoded(Decoder::priced(Some("gpt-mock")), sample, 23);
+        assert_eq!(usage(&out).unwrap().cost_usd, None, "not on the price list");
+        // The app server names its thread's model; the one cca named comes first.
+        let lines = [
+            r#"{"method":"thread/started","params":{"thread":{"id":"th","model":"gpt-5-mini"}}}"#,
+            r#"{"method":"thread/tokenUsage/updated","params":{"tokenUsage":{"last":{"inputTokens":10,"cachedInputTokens":4,"outputTokens":3}}}}"#,
+            r#"{"method":"turn/completed","params":{"threadId":"th","turn":{"id":"t1","status":"completed"}}}"#,
+        ]
+        .map(|l| format!("{l}\n"))
+        .concat();
+        let mini = (6.0 * 0.25 + 4.0 * 0.025 + 3.0 * 2.0) / 1e6;
+        let out = crate::engine::decoded(ServerDecoder::priced(None), &lines, 17);
+        assert_eq!(usage(&out).unwrap().cost_usd, Some(mini));
+        let out = crate::engine::decoded(ServerDecoder::priced(Some("o3")), &lines, 17);
+        assert_eq!(usage(&out).unwrap().cost_usd, Some((6.0 * 2.0 + 4.0 * 0.5 + 3.0 * 8.0) / 1e6));
     }
 
     #[test]
