@@ -86,7 +86,7 @@ fn invocation(
         .map(|(var, home)| (var.to_string(), super::Arg::Home(home)))
         .into_iter()
         .collect();
-    Ok(Invocation { program, args, env, stdin, images: Vec::new(), follow_up })
+    Ok(Invocation { program, args, env, stdin, images: Vec::new(), follow_up, resume: None })
 }
 
 /// The first request id `run::kept` gives to prompts (0 and 1 are `initialize` and

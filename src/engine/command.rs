@@ -84,6 +84,7 @@ pub(crate) fn invocation(
         stdin,
         images: Vec::new(),
         follow_up: Vec::new(),
+        resume: None,
     })
 }
 

@@ -214,7 +214,7 @@ pub(crate) fn invocation(
     let follow_up = std::iter::once(frame::Piece::EscapeAtSigns)
         .chain(frame::follow_up(&request.attachments, request.query))
         .collect();
-    Ok(Invocation { program, args, env, stdin, images: Vec::new(), follow_up })
+    Ok(Invocation { program, args, env, stdin, images: Vec::new(), follow_up, resume: None })
 }
 
 /// A line after the question naming each image as `@PATH`, which gemini replaces by the file's

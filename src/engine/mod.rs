@@ -339,6 +339,9 @@ pub struct Invocation {
     /// What a kept engine that already holds the live context is sent: the newest question
     /// alone, as the engine takes it (docs/DESIGN.md, "Warm engines").
     pub follow_up: Vec<Piece>,
+    /// A kept engine's own session its opening resumes, holding the live context (codex's
+    /// rollout, [`RpcSession::opening_lines`]); `None`: it opens a new one.
+    pub resume: Option<String>,
 }
 
 /// How a kept engine takes a message and tells that its answer ended. One variant per way.
@@ -360,8 +363,9 @@ pub enum Keeping {
 /// How to speak an engine's own JSON-RPC session on stdio ([`Keeping::Rpc`]).
 #[derive(Debug)]
 pub struct RpcSession {
-    /// The requests that open the session, for the folder it runs in.
-    pub opening_lines: fn(&std::path::Path) -> Vec<String>,
+    /// The requests that open the session, for the folder it runs in, resuming the engine's own
+    /// session of that id if there is one ([`Invocation::resume`]).
+    pub opening_lines: fn(&std::path::Path, Option<&str>) -> Vec<String>,
     /// Whether a line answers the opening: then the session's id, or why it opened none.
     pub session_of: fn(&[u8]) -> Option<Result<String, String>>,
     /// The request that sends a message (its id, the session, the text, its images).

@@ -507,6 +507,44 @@ fn cca_chat_keeps_codex_warm_as_its_app_server() {
 }
 
 #[test]
+fn a_kept_codex_resumes_the_history_so_its_first_request_extends_the_cold_one_before() {
+    let (r, codex) = codex_real();
+    let (wrapper, log) = count_starts(&r, &codex);
+    run(&r, &wrapper, &["search", "-q", "-e", "codex", "first question"]).ok();
+    run(&r, &wrapper, &["search", "-q", "-r", "second question"]).ok();
+    r.env.write_config("engine = \"codex\"\n");
+    let mut cmd = r.command();
+    cmd.args(["chat", "--resume"]).env("CCA_CODEX", &wrapper);
+    let chat = run_command(cmd, Some(b"c1\nc2\n"));
+    chat.ok();
+    assert!(chat.stdout.contains("ECHO: c1") && chat.stdout.contains("ECHO: c2"), "{chat}");
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "exec\nexec\napp-server\n");
+    // The kept codex's first request repeats the cold one before it, then adds its answer and
+    // the new question; the next extends it in turn.
+    let bodies: Vec<Value> = r.api.turns().into_iter().map(|t| t.body).collect();
+    assert_eq!(bodies.len(), 4);
+    for (n, pair) in bodies.windows(2).enumerate() {
+        assert!(extends(&pair[0], &pair[1]), "request {} does not extend the one before", n + 2);
+    }
+    assert_eq!(questions(&bodies[3]), ["first question", "second question", "c1", "c2"]);
+    let asked = ["first question", "second question", "c1", "c2"].map(|q| format!("ECHO: {q}"));
+    assert_eq!(answers(&r.transcript()), asked);
+    // What codex kept of the resumed thread was removed, as after a cold turn.
+    let id =
+        r.env.session_files()[0].trim_start_matches("session_").trim_end_matches(".md").to_string();
+    let own = r.env.cca_home.join("engines/codex").join(&id).join(".codex/sessions");
+    let found = std::process::Command::new("find").arg(&own).args(["-type", "f"]).output().unwrap();
+    assert_eq!(String::from_utf8(found.stdout).unwrap(), "", "rollouts left in the session's home");
+    // A cold turn after it goes on from the whole conversation.
+    run(&r, &wrapper, &["search", "-q", "-r", "third question"]).ok();
+    let last = &r.api.turns()[4].body;
+    assert_eq!(
+        questions(last),
+        ["first question", "second question", "c1", "c2", "third question"]
+    );
+}
+
+#[test]
 fn codex_follow_ups_take_the_app_server_on_standby() {
     let (r, codex) = codex_real();
     let (wrapper, log) = count_starts(&r, &codex);
@@ -529,5 +567,9 @@ fn codex_follow_ups_take_the_app_server_on_standby() {
     assert_eq!(starts, "exec\napp-server\napp-server\napp-server\n");
     let bodies: Vec<Value> = r.api.turns().into_iter().map(|t| t.body).collect();
     assert_eq!(questions(&bodies[2]), ["first question", "follow-up 1", "follow-up 2"]);
+    // Each started from the history as the cold turn before it would resume it.
+    for (n, pair) in bodies.windows(2).enumerate() {
+        assert!(extends(&pair[0], &pair[1]), "request {} does not extend the one before", n + 2);
+    }
     assert!(r.run(&["standby", "--end"]).ok().stdout.contains("codex"));
 }
