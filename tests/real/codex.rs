@@ -572,4 +572,17 @@ fn codex_follow_ups_take_the_app_server_on_standby() {
         assert!(extends(&pair[0], &pair[1]), "request {} does not extend the one before", n + 2);
     }
     assert!(r.run(&["standby", "--end"]).ok().stdout.contains("codex"));
+    // The rollout the ended standby forked stays until the session's next turn.
+    let id =
+        r.env.session_files()[0].trim_start_matches("session_").trim_end_matches(".md").to_string();
+    let own = r.env.cca_home.join("engines/codex").join(&id).join(".codex/sessions");
+    let files = || {
+        let found = std::process::Command::new("find").arg(&own).args(["-type", "f"]).output();
+        String::from_utf8(found.unwrap().stdout).unwrap()
+    };
+    let left = files();
+    assert_eq!(left.lines().count(), 1, "{left}");
+    run(&r, &wrapper, &["search", "-q", "-r", "after the end"]).ok();
+    assert!(!Path::new(left.trim()).exists(), "{left} stays after the next turn");
+    assert!(r.run(&["standby", "--end"]).ok().stdout.contains("codex"));
 }

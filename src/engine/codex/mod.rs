@@ -331,7 +331,8 @@ fn history_rollout(id: &str, request: &Request, system: Option<&str>) -> std::io
 /// Removes the rollout codex kept of a structured-history run (in the session's home), and
 /// returns the notes to keep: what codex wrote before the run's question (the one after `newest`
 /// live exchanges), which replace any kept for that place or later. The rollout a kept codex
-/// forked from is cca's alone, with no run of codex's in it: nothing new to keep.
+/// forked from is cca's alone, with no run of codex's in it: nothing new to keep. Any other
+/// rollout cca wrote goes too.
 fn tidy(left: &super::Leftovers) -> Option<String> {
     // A UUID, as codex names its threads: nothing read from its output may name another file.
     let id = left.engine_session;
@@ -340,8 +341,12 @@ fn tidy(left: &super::Leftovers) -> Option<String> {
     }
     let sessions = left.home?.join(home().config_dir).join("sessions");
     let suffix = format!("-{id}.jsonl");
-    let text = crate::store::take_file_below(&sessions, 3, |name| name.ends_with(&suffix))?;
-    let found = notes_before_question(&text)?;
+    let text = crate::store::take_file_below(&sessions, 3, |name| name.ends_with(&suffix));
+    // And cca's rollouts no run took: one a standby forked and ended untaken. A kept codex
+    // forks its rollout as it starts, so none still needs one once a turn has ended.
+    let ours = |name: &str| name.starts_with("rollout-") && name.ends_with(".jsonl");
+    crate::store::remove_files_in(&sessions.join(HISTORY_DAY), ours);
+    let found = notes_before_question(&text?)?;
     Some(Notes::replaced_from(left.notes, left.newest, found))
 }
 
