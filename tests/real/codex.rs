@@ -545,6 +545,22 @@ fn a_kept_codex_resumes_the_history_so_its_first_request_extends_the_cold_one_be
 }
 
 #[test]
+fn a_kept_codex_forked_from_the_history_keeps_cca_s_native_system_prompt() {
+    let (r, codex) = codex_real();
+    r.env.write_config("engine = \"codex\"\n[engines.codex]\nsystem_prompt = \"native\"\n");
+    run(&r, &codex, &["search", "-q", "first question"]).ok();
+    let mut cmd = r.command();
+    cmd.args(["chat", "--resume"]).env("CCA_CODEX", &codex);
+    run_command(cmd, Some(b"c1\n")).ok();
+    let bodies: Vec<Value> = r.api.turns().into_iter().map(|t| t.body).collect();
+    assert!(extends(&bodies[0], &bodies[1]), "the kept codex's request extends the cold one");
+    let developer = texts(&bodies[1], "developer");
+    assert!(developer[0].starts_with("You are a web research assistant"), "{developer:?}");
+    assert!(!developer.iter().any(|d| d.contains("Codex CLI")), "{developer:?}");
+    assert_eq!(bodies[0]["instructions"], bodies[1]["instructions"]);
+}
+
+#[test]
 fn codex_follow_ups_take_the_app_server_on_standby() {
     let (r, codex) = codex_real();
     let (wrapper, log) = count_starts(&r, &codex);

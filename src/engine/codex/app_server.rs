@@ -10,7 +10,7 @@ use crate::engine::{LineBuffer, Output, Paragraphs, ToolCall, ToolCalls, Usage, 
 /// `initialize`, the `initialized` notification and `thread/start` open a thread (ephemeral:
 /// codex keeps no rollout of it), or `thread/fork` opens one as a copy of the rollout cca wrote
 /// of the live context (found by its id, as `exec resume` finds it; ephemeral too), which
-/// [`tidy`] removes after the first turn; one `turn/start` per message. Not `thread/resume`: it
+/// [`super::tidy`] removes after the first turn; one `turn/start` per message. Not `thread/resume`: it
 /// runs the thread on the model provider its rollout names, and cca does not know the user's.
 pub(crate) static APP_SERVER: crate::engine::RpcSession = crate::engine::RpcSession {
     opening_lines: |cwd, resume| {

@@ -225,9 +225,8 @@ pub(crate) fn invocation(
 /// codex kept as its app server. With structured history and exchanges in the live context, its
 /// thread is a copy of the rollout a cold turn would resume (`thread/fork`, [`APP_SERVER`]), so
 /// that its first request extends the cold one before it, and its first message is the newest
-/// question alone;
-/// else it opens a new thread, whose first message frames the live context. Later messages are
-/// the question alone.
+/// question alone; else it opens a new thread, whose first message frames the live context.
+/// Later messages are the question alone.
 fn kept(
     engine: &EngineConfig,
     program: PathBuf,
@@ -259,17 +258,17 @@ fn kept(
 }
 
 /// The event that ends a rollout's last turn: `task_complete` with the turn's id (that of the
-/// last `turn_context` codex noted, else any: measured, codex 0.169.0 takes one without an id
-/// for an unfinished turn).
+/// last `turn_context` codex noted, else any: measured with codex 0.169.0, one without an id
+/// leaves the turn unfinished).
 fn turn_complete(rollout: &str, id: &str) -> Value {
-    let lines = rollout.lines().rev().filter_map(|l| serde_json::from_str::<Value>(l).ok());
-    let last = lines.into_iter().find(|l| l["type"] == "turn_context");
+    let mut lines = rollout.lines().rev().filter_map(|l| serde_json::from_str::<Value>(l).ok());
+    let last = lines.find(|l| l["type"] == "turn_context");
     let turn = last.and_then(|l| l["payload"]["turn_id"].as_str().map(str::to_string));
     let done = json!({"type": "task_complete", "turn_id": turn.as_deref().unwrap_or(id)});
     json!({"timestamp": HISTORY_AT, "type": "event_msg", "payload": done})
 }
 
-/// The variable a kept codex is given the id of the rollout it resumes in (see [`kept`]).
+/// The variable a kept codex is given the id of the rollout it forks in (see [`kept`]).
 const RESUMED_VAR: &str = "CCA_CODEX_RESUMES";
 
 /// The folder (under `sessions`) and the time in the name of the rollouts cca writes: codex
