@@ -131,25 +131,19 @@ pub(crate) fn call(
     }
     if let (Some(transport), true) = (transport, keeps || taken.is_some()) {
         let decoder: Box<dyn crate::engine::Decoder> = match transport {
-            Keeping::StreamJson(_) => (s.engine.spec.decoder)(),
+            Keeping::StreamJson(_) => (s.engine.spec.decoder)(s.model),
             Keeping::Acp => {
                 Box::new(crate::engine::acp_agent::Decoder::quiet(s.engine.spec.stderr_noise))
             }
-            Keeping::Rpc(rpc) => (rpc.decoder)(),
+            Keeping::Rpc(rpc) => (rpc.decoder)(s.model),
         };
-        let (fresh, files) = match taken {
+        let fresh = match taken {
             // Its files are the standby's.
             Some(engine) => {
                 let grace = s.settings.grace;
-                (Fresh::Taken(run::kept::Kept::adopt(engine, grace, transport, decoder)), None)
+                Fresh::Taken(Box::new(run::kept::Kept::adopt(engine, grace, transport, decoder)))
             }
-            None => {
-                let (args, env, files) = materialize(s.store, s.settings, s.id, &invocation)?;
-                let program = invocation.program.clone();
-                let grace = s.settings.grace;
-                let start = run::kept::Start { program, args, env, grace, transport, decoder };
-                (Fresh::Start(start), files)
-            }
+            None => Fresh::Start { transport, decoder },
         };
         // Kept for this turn alone (dropped, and so ended, when the call returns) where no
         // front end keeps it.
@@ -159,7 +153,7 @@ pub(crate) fn call(
             _ => &this_turn,
         };
         let idle = s.engine.keep_warm.unwrap_or_default();
-        let cold = Cold { invocation, fresh, files, idle };
+        let cold = Cold { invocation, fresh, idle };
         return kept(c, slot, cold, transcript, notes.as_deref(), cancel, progress);
     }
     let (args, env, scratch) = materialize(s.store, s.settings, s.id, &invocation)?;
@@ -174,7 +168,7 @@ pub(crate) fn call(
         images: invocation.images.clone(),
         inbox: c.inbox.cloned(),
     };
-    let decoder = (s.engine.spec.decoder)();
+    let decoder = (s.engine.spec.decoder)(s.model);
     let outcome = run::run(spawn, decoder, s.store.scratch_file()?, cancel, progress)?;
     drop(scratch);
     tidy(c, notes.as_deref(), &outcome);
@@ -206,15 +200,15 @@ fn tidy(c: &Call, notes: Option<&str>, outcome: &run::EngineRun) {
 struct Cold {
     invocation: Invocation,
     fresh: Fresh,
-    files: Option<crate::store::EngineFiles>,
     idle: std::time::Duration,
 }
 
-/// An engine for the turn when the session has none kept that fits: one to start, or one taken
-/// from standby that was started so.
+/// An engine for the turn when the session has none kept that fits: one to start (its files
+/// made only then: a rollout written for a start not made would stay), or one taken from
+/// standby that was started so.
 enum Fresh {
-    Start(run::kept::Start),
-    Taken(run::kept::Kept),
+    Start { transport: Keeping, decoder: Box<dyn crate::engine::Decoder> },
+    Taken(Box<run::kept::Kept>),
 }
 
 /// The call on the session's kept engine: only the new message when the kept engine was started
@@ -238,11 +232,14 @@ fn kept(
     let (mut kept, pieces) = match (fitting, cold.fresh) {
         (Some(kept), _) => (kept, cold.invocation.follow_up),
         (None, fresh) => {
-            let engine = match fresh {
-                Fresh::Taken(engine) => engine,
-                Fresh::Start(start) => run::kept::Kept::start(start, cancel)?,
+            let (engine, files) = match fresh {
+                Fresh::Taken(engine) => (*engine, None),
+                Fresh::Start { transport, decoder } => {
+                    let (how, files) = start(s, &cold.invocation, transport, decoder)?;
+                    (run::kept::Kept::start(how, cancel)?, files)
+                }
             };
-            (warm::Slot::new(engine, key, cold.idle, cold.files), cold.invocation.stdin)
+            (warm::Slot::new(engine, key, cold.idle, files), cold.invocation.stdin)
         }
     };
     let message = run::kept::Message { pieces, transcript, images };
@@ -255,12 +252,31 @@ fn kept(
     Ok(outcome)
 }
 
+/// How to start the engine kept for `invocation`, with the files made for it.
+fn start(
+    s: &Session,
+    invocation: &Invocation,
+    transport: Keeping,
+    decoder: Box<dyn crate::engine::Decoder>,
+) -> Result<(run::kept::Start, Option<crate::store::EngineFiles>)> {
+    let (args, env, files) = materialize(s.store, s.settings, s.id, invocation)?;
+    let start = run::kept::Start {
+        program: invocation.program.clone(),
+        args,
+        env,
+        grace: s.settings.grace,
+        transport,
+        decoder,
+        resume: invocation.resume.clone(),
+    };
+    Ok((start, files))
+}
+
 /// Leaves an engine on standby for the session's next one-shot turn, started as that turn would
 /// start it cold (docs/DESIGN.md, "Standby"); nothing when the engine has none. Called as
 /// the turn ends, with the session's live context as the next turn will find it.
 pub(crate) fn leave_standby(s: &Session, system: &str, live: &std::sync::Arc<Live>) -> Result<()> {
-    let transport = s.engine.spec.keeps.map(|transport| opening(transport, s.engine.spec));
-    let (Some(idle), Some(opening)) = (s.engine.standby, transport) else {
+    let (Some(idle), Some(transport)) = (s.engine.standby, s.engine.spec.keeps) else {
         return Ok(());
     };
     let transcript = s.store.open_session(s.id)?;
@@ -269,6 +285,7 @@ pub(crate) fn leave_standby(s: &Session, system: &str, live: &std::sync::Arc<Liv
     let program = locate(s.settings, s.engine)?;
     let invocation = kept_start(s, program, system, live, &stored, notes.as_deref())?;
     let key = invocation_key(s, &invocation, system);
+    let opening = opening(transport, s.engine.spec, invocation.resume.clone());
     let (args, env, files) = materialize(s.store, s.settings, s.id, &invocation)?;
     // The standby removes them when it ends.
     let files = files.map(crate::store::EngineFiles::keep);
@@ -293,12 +310,17 @@ pub(crate) fn leave_standby(s: &Session, system: &str, live: &std::sync::Arc<Liv
     })
 }
 
-/// The start-up work an engine of kind `spec` kept over `transport` does before it waits.
-fn opening(transport: Keeping, spec: &crate::engine::Spec) -> run::standby::Opening {
+/// The start-up work an engine of kind `spec` kept over `transport` does before it waits,
+/// resuming the engine's own session `resume` if given ([`Invocation::resume`]).
+fn opening(
+    transport: Keeping,
+    spec: &crate::engine::Spec,
+    resume: Option<String>,
+) -> run::standby::Opening {
     match transport {
         Keeping::StreamJson(_) => run::standby::Opening::Initialize,
         Keeping::Acp => run::standby::Opening::AcpSession,
-        Keeping::Rpc(_) => run::standby::Opening::Rpc { kind: spec.name.to_string() },
+        Keeping::Rpc(_) => run::standby::Opening::Rpc { kind: spec.name.to_string(), resume },
     }
 }
 
@@ -309,7 +331,7 @@ pub(crate) fn time_start(
     store: &Store,
     engine: &EngineConfig,
 ) -> Option<Result<std::time::Duration>> {
-    let opening = opening(engine.spec.keeps?, engine.spec);
+    let opening = opening(engine.spec.keeps?, engine.spec, None);
     let measure = || {
         let nothing = |_: &std::ops::Range<u64>| -> io::Result<String> { Ok(String::new()) };
         let model = engine.model.as_deref();
@@ -526,7 +548,7 @@ pub(crate) fn home_env(
     let env = vec![(var.to_string(), Arg::Home(home))];
     let program = program.to_path_buf();
     let (stdin, images, follow_up) = (Vec::new(), Vec::new(), Vec::new());
-    let inv = Invocation { program, args: Vec::new(), env, stdin, images, follow_up };
+    let inv = Invocation { program, args: Vec::new(), env, stdin, images, follow_up, resume: None };
     let (_, env, files) = materialize(store, settings, "", &inv)?;
     Ok((env, files))
 }

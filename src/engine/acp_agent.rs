@@ -51,7 +51,7 @@ pub(crate) const SPEC: Spec = Spec {
     // An agent says in `initialize` whether it takes images; cca does not ask.
     takes_images: false,
     invocation,
-    decoder: || Box::<Decoder>::default(),
+    decoder: |_| Box::<Decoder>::default(),
     tidy: |_| None,
     // gemini as an agent writes its own copy of each session as it runs: in a home of its own
     // (its settings the user's, as they are), that copy goes with the home.
@@ -86,7 +86,7 @@ fn invocation(
         .map(|(var, home)| (var.to_string(), super::Arg::Home(home)))
         .into_iter()
         .collect();
-    Ok(Invocation { program, args, env, stdin, images: Vec::new(), follow_up })
+    Ok(Invocation { program, args, env, stdin, images: Vec::new(), follow_up, resume: None })
 }
 
 /// The first request id `run::kept` gives to prompts (0 and 1 are `initialize` and

@@ -60,7 +60,7 @@ pub(crate) const SPEC: Spec = Spec {
     // request as they are.
     takes_images: true,
     invocation,
-    decoder: || Box::new(Decoder::default()),
+    decoder: |_| Box::new(Decoder::default()),
     tidy,
     reads_at_start,
     home: |_| None,
@@ -151,7 +151,7 @@ pub(crate) fn invocation(
     }
     let images = request.images.iter().map(|i| (*i).clone()).collect();
     let follow_up = frame::follow_up(&request.attachments, request.query);
-    Ok(Invocation { program, args, env, stdin, images, follow_up })
+    Ok(Invocation { program, args, env, stdin, images, follow_up, resume: None })
 }
 
 /// An MCP server as claude's `--mcp-config` describes it.

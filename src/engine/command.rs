@@ -38,7 +38,7 @@ pub(crate) const SPEC: Spec = Spec {
     one_shot: true,
     takes_images: false,
     invocation,
-    decoder: || Box::new(TextDecoder::default()),
+    decoder: |_| Box::new(TextDecoder::default()),
     tidy: |_| None,
     home: |_| None,
     stderr_noise: None,
@@ -84,6 +84,7 @@ pub(crate) fn invocation(
         stdin,
         images: Vec::new(),
         follow_up: Vec::new(),
+        resume: None,
     })
 }
 

@@ -59,7 +59,7 @@ pub(crate) const SPEC: Spec = Spec {
     // inline data in the model request (measured, gemini-cli 0.61.0).
     takes_images: true,
     invocation,
-    decoder: || Box::new(Decoder::default()),
+    decoder: |_| Box::new(Decoder::default()),
     tidy,
     reads_at_start,
     home: |_| Some((crate::vars::GEMINI_CLI_HOME, home(None))),
@@ -214,7 +214,7 @@ pub(crate) fn invocation(
     let follow_up = std::iter::once(frame::Piece::EscapeAtSigns)
         .chain(frame::follow_up(&request.attachments, request.query))
         .collect();
-    Ok(Invocation { program, args, env, stdin, images: Vec::new(), follow_up })
+    Ok(Invocation { program, args, env, stdin, images: Vec::new(), follow_up, resume: None })
 }
 
 /// A line after the question naming each image as `@PATH`, which gemini replaces by the file's

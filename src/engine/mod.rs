@@ -67,7 +67,9 @@ pub struct Spec {
     /// with an image for one that cannot is refused before anything is recorded.
     pub takes_images: bool,
     pub invocation: fn(&EngineConfig, PathBuf, &Request) -> anyhow::Result<Invocation>,
-    pub decoder: fn() -> Box<dyn Decoder>,
+    /// Makes the decoder of a run, given the model cca asked for, if it named one (codex
+    /// prices its usage by it).
+    pub decoder: fn(Option<&str>) -> Box<dyn Decoder>,
     /// Removes the files the program left for a run (its own session copy), given the id it
     /// reported for the run; returns the session's engine notes to keep, when they changed
     /// (claude's environment notes, [`Request::notes`]).
@@ -337,6 +339,9 @@ pub struct Invocation {
     /// What a kept engine that already holds the live context is sent: the newest question
     /// alone, as the engine takes it (docs/DESIGN.md, "Warm engines").
     pub follow_up: Vec<Piece>,
+    /// A kept engine's own session its opening resumes, holding the live context (codex's
+    /// rollout, [`RpcSession::opening_lines`]); `None`: it opens a new one.
+    pub resume: Option<String>,
 }
 
 /// How a kept engine takes a message and tells that its answer ended. One variant per way.
@@ -358,16 +363,18 @@ pub enum Keeping {
 /// How to speak an engine's own JSON-RPC session on stdio ([`Keeping::Rpc`]).
 #[derive(Debug)]
 pub struct RpcSession {
-    /// The requests that open the session, for the folder it runs in.
-    pub opening_lines: fn(&std::path::Path) -> Vec<String>,
+    /// The requests that open the session, for the folder it runs in, resuming the engine's own
+    /// session of that id if there is one ([`Invocation::resume`]).
+    pub opening_lines: fn(&std::path::Path, Option<&str>) -> Vec<String>,
     /// Whether a line answers the opening: then the session's id, or why it opened none.
     pub session_of: fn(&[u8]) -> Option<Result<String, String>>,
     /// The request that sends a message (its id, the session, the text, its images).
     pub prompt_line: fn(u64, &str, &str, &[Image]) -> String,
     /// The id of the first prompt request (those before are the opening's).
     pub first_prompt_id: u64,
-    /// Decodes what the session writes; the answer ends with the engine's end of turn.
-    pub decoder: fn() -> Box<dyn Decoder>,
+    /// Decodes what the session writes, given the model cca asked for (as [`Spec::decoder`]);
+    /// the answer ends with the engine's end of turn.
+    pub decoder: fn(Option<&str>) -> Box<dyn Decoder>,
 }
 
 /// An MCP server the engine starts for a turn, with its tools for the model.

@@ -43,6 +43,8 @@ pub(crate) struct Start {
     pub grace: Duration,
     pub transport: Keeping,
     pub decoder: Box<dyn Decoder>,
+    /// The engine's own session its opening resumes ([`crate::engine::Invocation::resume`]).
+    pub resume: Option<String>,
 }
 
 /// An engine started elsewhere, handed over with what [`Kept::adopt`] needs.
@@ -90,7 +92,7 @@ fn session_protocol(transport: Keeping) -> Option<(Opening, SessionOf, u64, Prom
     match transport {
         Keeping::StreamJson(_) => None,
         Keeping::Acp => Some((
-            |cwd| acp_agent::opening_lines(cwd).to_vec(),
+            |cwd, _| acp_agent::opening_lines(cwd).to_vec(),
             acp_agent::session_of,
             acp_agent::FIRST_PROMPT_ID,
             acp_agent::prompt_line,
@@ -104,14 +106,15 @@ fn session_protocol(transport: Keeping) -> Option<(Opening, SessionOf, u64, Prom
 /// Whether a line answers a session's opening: then its id, or why it opened none.
 type SessionOf = fn(&[u8]) -> Option<Result<String, String>>;
 
-/// The requests that open a session, for the folder the engine runs in.
-type Opening = fn(&std::path::Path) -> Vec<String>;
+/// The requests that open a session, for the folder the engine runs in, resuming one of the
+/// engine's own if given.
+type Opening = fn(&std::path::Path, Option<&str>) -> Vec<String>;
 
 impl Kept {
     /// Starts the engine, on a keeper thread that owns it and waits for it; an ACP agent has
     /// opened its session when this returns (so a question never waits for its start-up).
     pub(crate) fn start(start: Start, cancel: &Cancel) -> Result<Kept> {
-        let Start { program, args, env, grace, transport, decoder } = start;
+        let Start { program, args, env, grace, transport, decoder, resume } = start;
         let (ready_tx, ready) = mpsc::channel();
         let (exited_tx, exited) = mpsc::channel::<SyncSender<Pipe>>();
         let shown = program.clone();
@@ -146,6 +149,8 @@ impl Kept {
         kept.decoder = Some(decoder);
         let _ = exited_tx.send(tx);
         if let Some((opening, session_of, first, prompt_line)) = session_protocol(transport) {
+            let cwd = std::env::current_dir().context("cannot tell which folder this is")?;
+            let opening = opening(&cwd, resume.as_deref());
             let session = kept.open_session(&shown, opening, session_of, cancel)?;
             kept.acp = Some((session, first, prompt_line));
         }
@@ -234,12 +239,11 @@ impl Kept {
     fn open_session(
         &mut self,
         program: &std::path::Path,
-        opening: Opening,
+        opening: Vec<String>,
         session_of: SessionOf,
         cancel: &Cancel,
     ) -> Result<String> {
-        let cwd = std::env::current_dir().context("cannot tell which folder this is")?;
-        for line in opening(&cwd) {
+        for line in opening {
             self.send(line);
         }
         let name = program.file_name().unwrap_or(program.as_os_str()).to_string_lossy();

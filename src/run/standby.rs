@@ -98,8 +98,12 @@ pub(crate) enum Opening {
     /// An ACP agent: done when its session is open.
     AcpSession,
     /// The JSON-RPC session of the engine of this kind (`engine::Keeping::Rpc`, codex's app
-    /// server): done when it is open.
-    Rpc { kind: String },
+    /// server): done when it is open. It resumes the engine's own session `resume`, if given.
+    Rpc {
+        kind: String,
+        #[serde(default)]
+        resume: Option<String>,
+    },
 }
 
 impl Opening {
@@ -117,7 +121,9 @@ impl Opening {
         Ok(match self {
             Opening::Initialize => vec![claude::initialize_line()],
             Opening::AcpSession => acp_agent::opening_lines(&std::env::current_dir()?).to_vec(),
-            Opening::Rpc { kind } => (Opening::rpc(kind)?.opening_lines)(&std::env::current_dir()?),
+            Opening::Rpc { kind, resume } => {
+                (Opening::rpc(kind)?.opening_lines)(&std::env::current_dir()?, resume.as_deref())
+            }
         })
     }
 
@@ -127,7 +133,7 @@ impl Opening {
         let session_of = match self {
             Opening::Initialize => return claude::initialized(line).then_some(Ok(None)),
             Opening::AcpSession => acp_agent::session_of,
-            Opening::Rpc { kind } => match Opening::rpc(kind) {
+            Opening::Rpc { kind, .. } => match Opening::rpc(kind) {
                 Ok(rpc) => rpc.session_of,
                 Err(e) => return Some(Err(e)),
             },

@@ -49,7 +49,7 @@ pub(crate) use latest::Repointed;
 pub(crate) use listing::{Listed, newest_first};
 pub(crate) use read::not_transcript;
 pub(crate) use sync::{append_log, read_log, write_repo_file};
-pub(crate) use trash::{take_engine_session_file, take_file_below};
+pub(crate) use trash::{remove_files_in, take_engine_session_file, take_file_below};
 pub(crate) use write::Appender;
 
 pub(crate) const DIR_MODE: u32 = 0o700;

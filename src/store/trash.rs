@@ -199,3 +199,13 @@ pub(crate) fn take_file_below(
     }
     None
 }
+
+/// Removes the files directly in `dir` whose names `wanted` accepts (the rollouts cca wrote for
+/// codex that no run took), if there are any.
+pub(crate) fn remove_files_in(dir: &Path, wanted: impl Fn(&str) -> bool) {
+    for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+        if entry.file_name().to_str().is_some_and(&wanted) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}

@@ -139,6 +139,37 @@ fn the_model_and_a_native_system_prompt_reach_codex_s_request() {
     assert_eq!(questions(body), ["which model?", "and now?"]);
 }
 
+/// The cost each answer of the latest session records, in order.
+fn costs(r: &Real) -> Vec<Option<f64>> {
+    let records = r.transcript().records.into_iter();
+    records
+        .filter(|rec| rec.kind == cca::transcript::Kind::Assistant)
+        .map(|rec| rec.meta.cost_usd)
+        .collect()
+}
+
+#[test]
+fn a_turn_on_a_model_with_a_price_records_its_cost_and_one_without_records_none() {
+    let (r, codex) = codex_real();
+    // The loopback server's usage: 10 in, 4 of them cached, 3 out.
+    run(&r, &codex, &["search", "-q", "-e", "codex", "-m", "gpt-5", "priced?"]).ok();
+    let gpt_5 = (6.0 * 1.25 + 4.0 * 0.125 + 3.0 * 10.0) / 1e6;
+    assert_eq!(costs(&r), [Some(gpt_5)]);
+    // codex's own default (`gpt-mock`, in its config) is on no price list: no cost.
+    run(&r, &codex, &["search", "-q", "-e", "codex", "unpriced?"]).ok();
+    assert_eq!(costs(&r), [None]);
+    // Kept in `cca chat`, codex's app server names its thread's model: codex's default here.
+    let config = r.env.home.join(".codex/config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, text.replace("\"gpt-mock\"", "\"gpt-5-mini\"")).unwrap();
+    r.env.write_config("engine = \"codex\"\n");
+    let mut cmd = r.command();
+    cmd.arg("chat").env("CCA_CODEX", &codex);
+    run_command(cmd, Some(b"c1\nc2\n")).ok();
+    let mini = (6.0 * 0.25 + 4.0 * 0.025 + 3.0 * 2.0) / 1e6;
+    assert_eq!(costs(&r), [Some(mini), Some(mini)]);
+}
+
 #[test]
 fn codex_is_the_default_engine_when_it_is_the_only_one_and_doctor_lists_it() {
     let (r, codex) = codex_real();
@@ -476,6 +507,60 @@ fn cca_chat_keeps_codex_warm_as_its_app_server() {
 }
 
 #[test]
+fn a_kept_codex_resumes_the_history_so_its_first_request_extends_the_cold_one_before() {
+    let (r, codex) = codex_real();
+    let (wrapper, log) = count_starts(&r, &codex);
+    run(&r, &wrapper, &["search", "-q", "-e", "codex", "first question"]).ok();
+    run(&r, &wrapper, &["search", "-q", "-r", "second question"]).ok();
+    r.env.write_config("engine = \"codex\"\n");
+    let mut cmd = r.command();
+    cmd.args(["chat", "--resume"]).env("CCA_CODEX", &wrapper);
+    let chat = run_command(cmd, Some(b"c1\nc2\n"));
+    chat.ok();
+    assert!(chat.stdout.contains("ECHO: c1") && chat.stdout.contains("ECHO: c2"), "{chat}");
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), "exec\nexec\napp-server\n");
+    // The kept codex's first request repeats the cold one before it, then adds its answer and
+    // the new question; the next extends it in turn.
+    let bodies: Vec<Value> = r.api.turns().into_iter().map(|t| t.body).collect();
+    assert_eq!(bodies.len(), 4);
+    for (n, pair) in bodies.windows(2).enumerate() {
+        assert!(extends(&pair[0], &pair[1]), "request {} does not extend the one before", n + 2);
+    }
+    assert_eq!(questions(&bodies[3]), ["first question", "second question", "c1", "c2"]);
+    let asked = ["first question", "second question", "c1", "c2"].map(|q| format!("ECHO: {q}"));
+    assert_eq!(answers(&r.transcript()), asked);
+    // What codex kept of the resumed thread was removed, as after a cold turn.
+    let id =
+        r.env.session_files()[0].trim_start_matches("session_").trim_end_matches(".md").to_string();
+    let own = r.env.cca_home.join("engines/codex").join(&id).join(".codex/sessions");
+    let found = std::process::Command::new("find").arg(&own).args(["-type", "f"]).output().unwrap();
+    assert_eq!(String::from_utf8(found.stdout).unwrap(), "", "rollouts left in the session's home");
+    // A cold turn after it goes on from the whole conversation.
+    run(&r, &wrapper, &["search", "-q", "-r", "third question"]).ok();
+    let last = &r.api.turns()[4].body;
+    assert_eq!(
+        questions(last),
+        ["first question", "second question", "c1", "c2", "third question"]
+    );
+}
+
+#[test]
+fn a_kept_codex_forked_from_the_history_keeps_cca_s_native_system_prompt() {
+    let (r, codex) = codex_real();
+    r.env.write_config("engine = \"codex\"\n[engines.codex]\nsystem_prompt = \"native\"\n");
+    run(&r, &codex, &["search", "-q", "first question"]).ok();
+    let mut cmd = r.command();
+    cmd.args(["chat", "--resume"]).env("CCA_CODEX", &codex);
+    run_command(cmd, Some(b"c1\n")).ok();
+    let bodies: Vec<Value> = r.api.turns().into_iter().map(|t| t.body).collect();
+    assert!(extends(&bodies[0], &bodies[1]), "the kept codex's request extends the cold one");
+    let developer = texts(&bodies[1], "developer");
+    assert!(developer[0].starts_with("You are a web research assistant"), "{developer:?}");
+    assert!(!developer.iter().any(|d| d.contains("Codex CLI")), "{developer:?}");
+    assert_eq!(bodies[0]["instructions"], bodies[1]["instructions"]);
+}
+
+#[test]
 fn codex_follow_ups_take_the_app_server_on_standby() {
     let (r, codex) = codex_real();
     let (wrapper, log) = count_starts(&r, &codex);
@@ -498,5 +583,22 @@ fn codex_follow_ups_take_the_app_server_on_standby() {
     assert_eq!(starts, "exec\napp-server\napp-server\napp-server\n");
     let bodies: Vec<Value> = r.api.turns().into_iter().map(|t| t.body).collect();
     assert_eq!(questions(&bodies[2]), ["first question", "follow-up 1", "follow-up 2"]);
+    // Each started from the history as the cold turn before it would resume it.
+    for (n, pair) in bodies.windows(2).enumerate() {
+        assert!(extends(&pair[0], &pair[1]), "request {} does not extend the one before", n + 2);
+    }
+    assert!(r.run(&["standby", "--end"]).ok().stdout.contains("codex"));
+    // The rollout the ended standby forked stays until the session's next turn.
+    let id =
+        r.env.session_files()[0].trim_start_matches("session_").trim_end_matches(".md").to_string();
+    let own = r.env.cca_home.join("engines/codex").join(&id).join(".codex/sessions");
+    let files = || {
+        let found = std::process::Command::new("find").arg(&own).args(["-type", "f"]).output();
+        String::from_utf8(found.unwrap().stdout).unwrap()
+    };
+    let left = files();
+    assert_eq!(left.lines().count(), 1, "{left}");
+    run(&r, &wrapper, &["search", "-q", "-r", "after the end"]).ok();
+    assert!(!Path::new(left.trim()).exists(), "{left} stays after the next turn");
     assert!(r.run(&["standby", "--end"]).ok().stdout.contains("codex"));
 }

@@ -25,6 +25,11 @@ use super::{
 };
 use crate::frame;
 
+mod app_server;
+mod price;
+
+pub(crate) use app_server::APP_SERVER;
+
 /// Measured with codex 0.169.0 (docs/DESIGN.md, "codex").
 pub(crate) const SPEC: Spec = Spec {
     name: "codex",
@@ -74,7 +79,7 @@ pub(crate) const SPEC: Spec = Spec {
     // `-i FILE` attaches an image to the prompt.
     takes_images: true,
     invocation,
-    decoder: || Box::new(Decoder::default()),
+    decoder: |model| Box::new(Decoder::priced(model)),
     tidy,
     reads_at_start,
     home: |_| Some((CODEX_HOME, home())),
@@ -189,17 +194,13 @@ pub(crate) fn invocation(
     }
     args.extend(engine.args.iter().map(Arg::plain));
     if request.kept {
-        // The first message frames the live context; later ones are the question alone.
-        let stdin = frame::inline(inline_system, request.live, &request.attachments, request.query);
-        let env = vec![(CODEX_HOME.to_string(), Arg::Home(home()))];
-        let follow_up = frame::follow_up(&request.attachments, request.query);
-        return Ok(Invocation { program, args, env, stdin, images: Vec::new(), follow_up });
+        return kept(engine, program, args, request, inline_system);
     }
     // The prompt is stdin: `-`, after `--` so that nothing reads it as an option's value.
     let stdin = match structured {
         true if !request.live.exchanges.is_empty() => {
             // The live context as a rollout in codex's home, resumed by its id.
-            let id = rollout_id(request.live.exchanges.len());
+            let id = fresh_rollout_id(request.live.exchanges.len());
             let contents = history_rollout(&id, request, inline_system)?;
             let path = format!("sessions/{HISTORY_DAY}/rollout-{HISTORY_TIME}-{id}.jsonl");
             args.extend([Arg::plain("resume"), Arg::plain("--")]);
@@ -218,8 +219,57 @@ pub(crate) fn invocation(
     args.push(Arg::plain("-"));
     let env = vec![(CODEX_HOME.to_string(), Arg::Home(home()))];
     let follow_up = frame::follow_up(&request.attachments, request.query);
-    Ok(Invocation { program, args, env, stdin, images: Vec::new(), follow_up })
+    Ok(Invocation { program, args, env, stdin, images: Vec::new(), follow_up, resume: None })
 }
+
+/// codex kept as its app server. With structured history and exchanges in the live context, its
+/// thread is a copy of the rollout a cold turn would resume (`thread/fork`, [`APP_SERVER`]), so
+/// that its first request extends the cold one before it, and its first message is the newest
+/// question alone; else it opens a new thread, whose first message frames the live context.
+/// Later messages are the question alone.
+fn kept(
+    engine: &EngineConfig,
+    program: PathBuf,
+    args: Vec<Arg>,
+    request: &Request,
+    system: Option<&str>,
+) -> anyhow::Result<Invocation> {
+    let mut env = vec![(CODEX_HOME.to_string(), Arg::Home(home()))];
+    let follow_up = frame::follow_up(&request.attachments, request.query);
+    let images = Vec::new();
+    if engine.history == HistoryMode::Inline || request.live.exchanges.is_empty() {
+        let stdin = frame::inline(system, request.live, &request.attachments, request.query);
+        return Ok(Invocation { program, args, env, stdin, images, follow_up, resume: None });
+    }
+    // Named by its contents, so that a standby started with it serves the turn that would
+    // start it so (the start's key holds the rollout).
+    let id = rollout_id(&history_rollout("", request, system)?);
+    let mut contents = history_rollout(&id, request, system)?;
+    // Its last turn complete: else the fork takes it for one the user interrupted, and tells the
+    // model so (a `<turn_aborted>` message after the history).
+    contents.push_str(&format!("{}\n", turn_complete(&contents, &id)));
+    let path = format!("sessions/{HISTORY_DAY}/rollout-{HISTORY_TIME}-{id}.jsonl");
+    // The app server takes no file on its command line: the rollout is written as the value of
+    // a variable codex does not read, which names it for whoever looks.
+    let file = Arg::HomeFile { home: home(), path, contents, value: id.clone() };
+    env.push((RESUMED_VAR.to_string(), file));
+    let stdin = request.newest(system)?;
+    Ok(Invocation { program, args, env, stdin, images, follow_up, resume: Some(id) })
+}
+
+/// The event that ends a rollout's last turn: `task_complete` with the turn's id (that of the
+/// last `turn_context` codex noted, else any: measured with codex 0.169.0, one without an id
+/// leaves the turn unfinished).
+fn turn_complete(rollout: &str, id: &str) -> Value {
+    let mut lines = rollout.lines().rev().filter_map(|l| serde_json::from_str::<Value>(l).ok());
+    let last = lines.find(|l| l["type"] == "turn_context");
+    let turn = last.and_then(|l| l["payload"]["turn_id"].as_str().map(str::to_string));
+    let done = json!({"type": "task_complete", "turn_id": turn.as_deref().unwrap_or(id)});
+    json!({"timestamp": HISTORY_AT, "type": "event_msg", "payload": done})
+}
+
+/// The variable a kept codex is given the id of the rollout it forks in (see [`kept`]).
+const RESUMED_VAR: &str = "CCA_CODEX_RESUMES";
 
 /// The folder (under `sessions`) and the time in the name of the rollouts cca writes: codex
 /// finds a rollout by the id in its name, wherever it is.
@@ -230,11 +280,15 @@ const HISTORY_AT: &str = "2026-01-01T00:00:00.000Z";
 
 /// A fresh UUID-shaped id for a rollout cca writes: never one codex has seen (its databases in
 /// the home remember the threads it ran, and their files, which `tidy` removes).
-fn rollout_id(exchanges: usize) -> String {
+fn fresh_rollout_id(exchanges: usize) -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
-    let seed = format!("{exchanges}\0{now}\0{}", std::process::id());
+    rollout_id(&format!("{exchanges}\0{now}\0{}", std::process::id()))
+}
+
+/// A UUID-shaped id made from `seed`.
+fn rollout_id(seed: &str) -> String {
     let h1 = crate::prompt::hash(&format!("{seed}\0a"));
     let h2 = crate::prompt::hash(&format!("{seed}\0b"));
     let hex = format!("{}{}", &h1[h1.len() - 16..], &h2[h2.len() - 16..]);
@@ -275,7 +329,9 @@ fn history_rollout(id: &str, request: &Request, system: Option<&str>) -> std::io
 
 /// Removes the rollout codex kept of a structured-history run (in the session's home), and
 /// returns the notes to keep: what codex wrote before the run's question (the one after `newest`
-/// live exchanges), which replace any kept for that place or later.
+/// live exchanges), which replace any kept for that place or later. The rollout a kept codex
+/// forked from is cca's alone, with no run of codex's in it: nothing new to keep. Any other
+/// rollout cca wrote goes too.
 fn tidy(left: &super::Leftovers) -> Option<String> {
     // A UUID, as codex names its threads: nothing read from its output may name another file.
     let id = left.engine_session;
@@ -284,21 +340,26 @@ fn tidy(left: &super::Leftovers) -> Option<String> {
     }
     let sessions = left.home?.join(home().config_dir).join("sessions");
     let suffix = format!("-{id}.jsonl");
-    let text = crate::store::take_file_below(&sessions, 3, |name| name.ends_with(&suffix))?;
-    Some(Notes::replaced_from(left.notes, left.newest, notes_before_question(&text)))
+    let text = crate::store::take_file_below(&sessions, 3, |name| name.ends_with(&suffix));
+    // And cca's rollouts no run took: one a standby forked and ended untaken. A kept codex
+    // forks its rollout as it starts, so none still needs one once a turn has ended.
+    let ours = |name: &str| name.starts_with("rollout-") && name.ends_with(".jsonl");
+    crate::store::remove_files_in(&sessions.join(HISTORY_DAY), ours);
+    let found = notes_before_question(&text?)?;
+    Some(Notes::replaced_from(left.notes, left.newest, found))
 }
 
 /// What codex wrote in a run's rollout before the run's question: its context messages (its
 /// skills, `<environment_context>`), `world_state` and `turn_context`. The run starts at the
 /// last `task_started`; its question is the user message codex reports as a `UserMessage` item
-/// right after it.
-fn notes_before_question(rollout: &str) -> Vec<Value> {
+/// right after it. `None` for a rollout with no run in it.
+fn notes_before_question(rollout: &str) -> Option<Vec<Value>> {
     let lines: Vec<Value> =
         rollout.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).collect();
     let started = lines
         .iter()
-        .rposition(|l| l["type"] == "event_msg" && l["payload"]["type"] == "task_started")
-        .map_or(0, |at| at + 1);
+        .rposition(|l| l["type"] == "event_msg" && l["payload"]["type"] == "task_started")?
+        + 1;
     let is_question = |at: usize| {
         let next = &lines.get(at + 1).unwrap_or(&Value::Null)["payload"];
         lines[at]["type"] == "response_item"
@@ -307,15 +368,12 @@ fn notes_before_question(rollout: &str) -> Vec<Value> {
             && next["item"]["type"] == "UserMessage"
     };
     let Some(question) = (started..lines.len()).find(|&at| is_question(at)) else {
-        return Vec::new();
+        return Some(Vec::new());
     };
-    lines[started..question]
-        .iter()
-        .filter(|l| {
-            matches!(l["type"].as_str(), Some("response_item" | "world_state" | "turn_context"))
-        })
-        .cloned()
-        .collect()
+    let noted = lines[started..question].iter().filter(|l| {
+        matches!(l["type"].as_str(), Some("response_item" | "world_state" | "turn_context"))
+    });
+    Some(noted.cloned().collect())
 }
 
 /// An MCP server as codex's `mcp_servers` table describes it, as a TOML inline table.
@@ -352,151 +410,6 @@ fn reads_at_start(place: &super::StartPlace) -> Vec<PathBuf> {
     place.upward(&["AGENTS.md", "AGENTS.override.md"])
 }
 
-/// `codex app-server` (0.169.0, its `generate-json-schema`): JSON lines without `jsonrpc`;
-/// `initialize`, the `initialized` notification and `thread/start` open a thread (ephemeral:
-/// codex keeps no rollout of it), one `turn/start` per message.
-pub(crate) static APP_SERVER: super::RpcSession = super::RpcSession {
-    opening_lines: |cwd| {
-        let initialize = json!({"id": 0, "method": "initialize",
-            "params": {"clientInfo": {"name": "cca", "version": env!("CARGO_PKG_VERSION")}}});
-        let initialized = json!({"method": "initialized"});
-        let start = json!({"id": 1, "method": "thread/start",
-            "params": {"cwd": cwd, "ephemeral": true}});
-        [initialize, initialized, start].iter().map(|l| format!("{l}\n")).collect()
-    },
-    session_of: |line| {
-        let message: Value = serde_json::from_slice(line).ok()?;
-        if message["id"] != 1 || message.get("method").is_some() {
-            return None;
-        }
-        match message["result"]["thread"]["id"].as_str() {
-            Some(id) => Some(Ok(id.to_string())),
-            None => Some(Err(message["error"]["message"]
-                .as_str()
-                .unwrap_or("codex opened no thread")
-                .to_string())),
-        }
-    },
-    prompt_line: |id, thread, text, _images| {
-        let line = json!({"id": id, "method": "turn/start",
-            "params": {"threadId": thread, "input": [{"type": "text", "text": text}]}});
-        format!("{line}\n")
-    },
-    first_prompt_id: 2,
-    decoder: || Box::new(ServerDecoder::default()),
-};
-
-/// Decodes what `codex app-server` writes for a turn: the answer's deltas, web searches and
-/// commands as tool calls (as `exec --json` gives them, in its own names), the usage, and
-/// `turn/completed`, which ends the answer.
-#[derive(Debug, Default)]
-pub(crate) struct ServerDecoder {
-    lines: LineBuffer,
-    paragraphs: Paragraphs,
-    tools: ToolCalls,
-    usage: Option<Usage>,
-    /// The message of the last `error` notification codex does not retry.
-    error: Option<String>,
-}
-
-impl super::Decoder for ServerDecoder {
-    fn feed(&mut self, chunk: &[u8], out: &mut Vec<Output>) {
-        LineBuffer::feed_to(self, |d| &mut d.lines, chunk, Self::line, out);
-    }
-
-    fn finish(&mut self, out: &mut Vec<Output>) {
-        LineBuffer::finish_to(self, |d| &mut d.lines, Self::line, out);
-        self.tools.flush(out);
-        if let Some(error) = self.error.take() {
-            out.push(Output::Error(error));
-        }
-    }
-
-    fn stderr_noise(&self) -> Option<fn(&[u8]) -> bool> {
-        SPEC.stderr_noise
-    }
-}
-
-impl ServerDecoder {
-    fn line(&mut self, line: &[u8], out: &mut Vec<Output>) {
-        let Some(v) = json_line(line, out) else { return };
-        let params = &v["params"];
-        let item = &params["item"];
-        match v["method"].as_str() {
-            Some("item/started") if item["type"] == "agentMessage" => self.paragraphs.new_message(),
-            Some("item/started") => {
-                if let Some(call) = server_tool_call(item) {
-                    self.tools.started(item["id"].as_str().unwrap_or(""), call, out);
-                }
-            }
-            Some("item/agentMessage/delta") => {
-                self.paragraphs.text(params["delta"].as_str().unwrap_or(""), out);
-            }
-            Some("item/completed") if server_tool_call(item).is_some() => {
-                let exec = json!({"status": item["status"], "exit_code": item["exitCode"],
-                                  "aggregated_output": item["aggregatedOutput"]});
-                let id = item["id"].as_str().unwrap_or("");
-                self.tools.settled(id, |call| settle(call, &exec), out);
-            }
-            Some("thread/tokenUsage/updated") => {
-                let last = &params["tokenUsage"]["last"];
-                self.usage = Some(Usage {
-                    input_tokens: last["inputTokens"].as_u64(),
-                    cached_tokens: last["cachedInputTokens"].as_u64(),
-                    output_tokens: last["outputTokens"].as_u64(),
-                    cost_usd: None,
-                });
-            }
-            Some("error") => {
-                let message =
-                    params["error"]["message"].as_str().unwrap_or("codex reported an error");
-                if params["willRetry"] == true {
-                    out.push(Output::Retry(message.to_string()));
-                } else if let Some(earlier) = self.error.replace(message.to_string()) {
-                    out.push(Output::Note(earlier));
-                }
-            }
-            Some("turn/completed") => {
-                self.tools.flush(out);
-                let turn = &params["turn"];
-                if turn["status"] == "failed" {
-                    let message = turn["error"]["message"]
-                        .as_str()
-                        .map(str::to_string)
-                        .or_else(|| self.error.clone())
-                        .unwrap_or_else(|| "codex reported a failed turn".to_string());
-                    if ["401 Unauthorized", "403 Forbidden"].iter().any(|s| message.contains(s)) {
-                        out.push(Output::Refused(message.clone()));
-                    }
-                    out.push(Output::Error(message));
-                }
-                self.error = None;
-                out.extend(self.usage.take().map(Output::Usage));
-                // The next turn's text starts afresh.
-                self.paragraphs = Paragraphs::default();
-                out.push(Output::AnswerEnd);
-            }
-            // A refused `turn/start`: no turn, so no `turn/completed`.
-            None if v.get("id").is_some() && v.get("error").is_some() => {
-                let message = v["error"]["message"].as_str().unwrap_or("codex refused the turn");
-                out.push(Output::Error(message.to_string()));
-                out.push(Output::AnswerEnd);
-            }
-            _ => {}
-        }
-    }
-}
-
-/// A web search or a command of the app server as a tool call; `None` for the other items.
-fn server_tool_call(item: &Value) -> Option<ToolCall> {
-    let (name, input) = match item["type"].as_str()? {
-        "webSearch" => ("web_search", json!({ "query": item["query"] })),
-        "commandExecution" => ("command", json!({ "command": item["command"] })),
-        _ => return None,
-    };
-    Some(ToolCall::new(name, &input))
-}
-
 /// Decodes `codex exec --json`.
 #[derive(Debug, Default)]
 pub(crate) struct Decoder {
@@ -507,6 +420,8 @@ pub(crate) struct Decoder {
     open: Vec<String>,
     /// The message of the last top-level `error`: `turn.failed` repeats it, so it is shown once.
     error: Option<String>,
+    /// The model cca asked for, which its usage is priced by: `exec --json` names none.
+    model: Option<String>,
 }
 
 impl super::Decoder for Decoder {
@@ -528,6 +443,11 @@ impl super::Decoder for Decoder {
 }
 
 impl Decoder {
+    /// A decoder pricing the usage by `model`, if cca names one.
+    fn priced(model: Option<&str>) -> Decoder {
+        Decoder { model: model.map(str::to_string), ..Decoder::default() }
+    }
+
     fn line(&mut self, line: &[u8], out: &mut Vec<Output>) {
         let Some(v) = json_line(line, out) else { return };
         let item = &v["item"];
@@ -555,13 +475,14 @@ impl Decoder {
             }
             Some("turn.completed") => {
                 let usage = &v["usage"];
-                out.push(Output::Usage(Usage {
+                let usage = Usage {
                     // All of the input; `cached_input_tokens` are among them.
                     input_tokens: usage["input_tokens"].as_u64(),
                     cached_tokens: usage["cached_input_tokens"].as_u64(),
                     output_tokens: usage["output_tokens"].as_u64(),
                     cost_usd: None,
-                }));
+                };
+                out.push(Output::Usage(price::priced(self.model.as_deref(), usage)));
             }
             Some("turn.failed") => {
                 let message = v["error"]["message"]
@@ -662,7 +583,7 @@ mod tests {
     #[test]
     fn an_answer_its_id_and_usage_and_a_warning_that_fails_nothing() {
         // Printed by codex 0.169.0 against the loopback Responses API, for an unknown model.
-        let out = decode(include_str!("../../tests/fixtures/codex-exec-json-answer.jsonl"));
+        let out = decode(include_str!("../../../tests/fixtures/codex-exec-json-answer.jsonl"));
         assert_eq!(text(&out), "ECHO: hello there");
         assert_eq!(out[0], Output::Session("01a21f72-40b4-7920-972e-14668d6938df".into()));
         assert!(
@@ -679,9 +600,36 @@ mod tests {
     }
 
     #[test]
+    fn usage_is_priced_by_the_model_cca_named_else_by_the_thread_s() {
+        let usage = |out: &[Output]| {
+            out.iter().find_map(|o| if let Output::Usage(u) = o { Some(u.clone()) } else { None })
+        };
+        let sample = include_str!("../../../tests/fixtures/codex-exec-json-answer.jsonl");
+        let out = crate::engine::decoded(Decoder::priced(Some("gpt-5")), sample, 23);
+        // 60 uncached, 40 cached, 7 out, at 1.25, 0.125 and 10 dollars a million.
+        let expected = (60.0 * 1.25 + 40.0 * 0.125 + 7.0 * 10.0) / 1e6;
+        assert_eq!(usage(&out).unwrap().cost_usd, Some(expected));
+        let out = crate::engine::decoded(Decoder::priced(Some("gpt-mock")), sample, 23);
+        assert_eq!(usage(&out).unwrap().cost_usd, None, "not on the price list");
+        // The app server names its thread's model; the one cca named comes first.
+        let lines = [
+            r#"{"method":"thread/started","params":{"thread":{"id":"th","model":"gpt-5-mini"}}}"#,
+            r#"{"method":"thread/tokenUsage/updated","params":{"tokenUsage":{"last":{"inputTokens":10,"cachedInputTokens":4,"outputTokens":3}}}}"#,
+            r#"{"method":"turn/completed","params":{"threadId":"th","turn":{"id":"t1","status":"completed"}}}"#,
+        ]
+        .map(|l| format!("{l}\n"))
+        .concat();
+        let mini = (6.0 * 0.25 + 4.0 * 0.025 + 3.0 * 2.0) / 1e6;
+        let out = crate::engine::decoded(app_server::ServerDecoder::priced(None), &lines, 17);
+        assert_eq!(usage(&out).unwrap().cost_usd, Some(mini));
+        let out = crate::engine::decoded(app_server::ServerDecoder::priced(Some("o3")), &lines, 17);
+        assert_eq!(usage(&out).unwrap().cost_usd, Some((6.0 * 2.0 + 4.0 * 0.5 + 3.0 * 8.0) / 1e6));
+    }
+
+    #[test]
     fn searches_and_commands_are_tool_calls() {
         // Three turns of codex 0.169.0: a web search, a command that ran, one that failed.
-        let out = decode(include_str!("../../tests/fixtures/codex-exec-json-tools.jsonl"));
+        let out = decode(include_str!("../../../tests/fixtures/codex-exec-json-tools.jsonl"));
         let lines: Vec<String> = tools(&out).iter().map(|t| t.summary()).collect();
         assert_eq!(
             lines,
@@ -715,7 +663,7 @@ mod tests {
 
     #[test]
     fn a_refused_key_fails_the_turn_once_and_a_reconnect_is_a_retry() {
-        let out = decode(include_str!("../../tests/fixtures/codex-exec-json-401.jsonl"));
+        let out = decode(include_str!("../../../tests/fixtures/codex-exec-json-401.jsonl"));
         let errors: Vec<&Output> =
             out.iter().filter(|o| matches!(o, Output::Error(_) | Output::Note(_))).collect();
         assert_eq!(errors.len(), 2, "the warning, and the failure once: {out:?}");
@@ -743,73 +691,14 @@ mod tests {
             r#"{"type":"event_msg","payload":{"type":"item_completed","item":{"type":"UserMessage"}}}"#,
             r#"{"type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"a"}]}}"#,
         ];
-        let notes = notes_before_question(&lines.map(|l| format!("{l}\n")).concat());
+        let notes = notes_before_question(&lines.map(|l| format!("{l}\n")).concat()).unwrap();
         let kinds: Vec<&str> = notes.iter().map(|n| n["type"].as_str().unwrap()).collect();
         assert_eq!(kinds, ["response_item", "response_item", "world_state", "turn_context"]);
         assert_eq!(notes[1]["payload"]["content"][0]["text"], "<environment_context>");
-        assert!(notes_before_question("not a rollout\n").is_empty());
-    }
-
-    #[test]
-    fn the_app_server_s_turn_is_an_answer_with_its_tools_and_usage_and_ends_the_answer() {
-        // The shapes codex 0.169.0's app server wrote against the loopback Responses API.
-        let lines = [
-            r#"{"id":2,"result":{"turn":{"id":"t1","status":"inProgress","items":[]}}}"#,
-            r#"{"method":"turn/started","params":{"threadId":"th","turn":{"id":"t1"}}}"#,
-            r#"{"method":"item/started","params":{"item":{"type":"webSearch","id":"ws","query":"rust 1.89"}}}"#,
-            r#"{"method":"item/completed","params":{"item":{"type":"webSearch","id":"ws","query":"rust 1.89"}}}"#,
-            r#"{"method":"item/started","params":{"item":{"type":"commandExecution","id":"c1","command":"touch x","status":"inProgress"}}}"#,
-            r#"{"method":"item/completed","params":{"item":{"type":"commandExecution","id":"c1","command":"touch x","status":"failed","exitCode":1,"aggregatedOutput":"touch: cannot touch 'x': Read-only file system\n"}}}"#,
-            r#"{"method":"item/started","params":{"item":{"type":"agentMessage","id":"m","text":""}}}"#,
-            r#"{"method":"item/agentMessage/delta","params":{"itemId":"m","delta":"ECHO: "}}"#,
-            r#"{"method":"item/agentMessage/delta","params":{"itemId":"m","delta":"q"}}"#,
-            r#"{"method":"thread/tokenUsage/updated","params":{"tokenUsage":{"last":{"inputTokens":10,"cachedInputTokens":4,"outputTokens":3}}}}"#,
-            r#"{"method":"turn/completed","params":{"threadId":"th","turn":{"id":"t1","status":"completed"}}}"#,
-        ];
-        let out = crate::engine::decoded(
-            ServerDecoder::default(),
-            &lines.map(|l| format!("{l}\n")).concat(),
-            17,
-        );
-        assert_eq!(text(&out), "ECHO: q");
-        let lines: Vec<String> = tools(&out).iter().map(|t| t.summary()).collect();
-        assert_eq!(
-            lines,
-            [
-                "web_search: rust 1.89",
-                "command (refused): touch x · the read-only sandbox kept it from writing"
-            ]
-        );
-        let usage = Usage {
-            input_tokens: Some(10),
-            cached_tokens: Some(4),
-            output_tokens: Some(3),
-            cost_usd: None,
-        };
-        assert_eq!(out[out.len() - 2..], [Output::Usage(usage), Output::AnswerEnd]);
-        let failed = r#"{"method":"turn/completed","params":{"turn":{"status":"failed","error":{"message":"unexpected status 401 Unauthorized"}}}}"#;
-        let out = crate::engine::decoded(ServerDecoder::default(), &format!("{failed}\n"), 9);
-        assert!(matches!(&out[0], Output::Refused(m) if m.contains("401")), "{out:?}");
-        assert!(matches!(&out[1], Output::Error(_)) && out[2] == Output::AnswerEnd, "{out:?}");
-    }
-
-    #[test]
-    fn the_app_server_opens_a_thread_and_takes_a_turn_per_message() {
-        let lines = (APP_SERVER.opening_lines)(std::path::Path::new("/w"));
-        let methods: Vec<Value> = lines
-            .iter()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap()["method"].clone())
-            .collect();
-        assert_eq!(methods, ["initialize", "initialized", "thread/start"]);
-        let opened = br#"{"id":1,"result":{"thread":{"id":"th-1"}}}"#;
-        assert_eq!((APP_SERVER.session_of)(opened), Some(Ok("th-1".to_string())));
-        assert_eq!((APP_SERVER.session_of)(br#"{"id":0,"result":{}}"#), None);
-        let refused = br#"{"id":1,"error":{"code":-1,"message":"no"}}"#;
-        assert_eq!((APP_SERVER.session_of)(refused), Some(Err("no".to_string())));
-        let prompt: Value =
-            serde_json::from_str(&(APP_SERVER.prompt_line)(2, "th-1", "q", &[])).unwrap();
-        assert_eq!(prompt["method"], "turn/start");
-        assert_eq!(prompt["params"]["input"][0]["text"], "q");
+        // cca's own rollout, with no run of codex's in it, notes nothing new.
+        assert_eq!(notes_before_question("not a rollout\n"), None);
+        let no_question = r#"{"type":"event_msg","payload":{"type":"task_started"}}"#;
+        assert_eq!(notes_before_question(no_question), Some(Vec::new()));
     }
 
     #[test]
