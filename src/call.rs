@@ -169,15 +169,16 @@ pub(crate) fn call(
         inbox: c.inbox.cloned(),
     };
     let decoder = (s.engine.spec.decoder)(s.model);
-    let outcome = run::run(spawn, decoder, s.store.scratch_file()?, cancel, progress)?;
+    let mut outcome = run::run(spawn, decoder, s.store.scratch_file()?, cancel, progress)?;
     drop(scratch);
-    tidy(c, notes.as_deref(), &outcome);
+    tidy(c, notes.as_deref(), &mut outcome);
     Ok(outcome)
 }
 
 /// cca is the memory: an engine's own copy of the turn must not pile up; what the engine noted
-/// in it is kept for the next turn's history (a cache: failing to keep it is no error).
-fn tidy(c: &Call, notes: Option<&str>, outcome: &run::EngineRun) {
+/// in it is kept for the next turn's history (a cache: failing to keep it is no error), and the
+/// model and cost it names join the outcome where the engine's output did not say them.
+fn tidy(c: &Call, notes: Option<&str>, outcome: &mut run::EngineRun) {
     let s = c.session;
     if let Some(id) = &outcome.engine_session {
         let program = std::path::Path::new(&s.engine.program);
@@ -189,10 +190,14 @@ fn tidy(c: &Call, notes: Option<&str>, outcome: &run::EngineRun) {
             engine_session: id,
             notes,
             newest: c.live.exchanges.len(),
+            usage: &outcome.usage,
         };
-        if let Some(kept) = (s.engine.spec.tidy)(&left) {
+        let tidied = (s.engine.spec.tidy)(&left);
+        if let Some(kept) = tidied.notes {
             let _ = s.store.keep_engine_notes(s.id, &s.engine.name, &kept);
         }
+        outcome.model = outcome.model.take().or(tidied.model);
+        outcome.usage.cost_usd = outcome.usage.cost_usd.or(tidied.cost_usd);
     }
 }
 
@@ -244,8 +249,8 @@ fn kept(
     };
     let message = run::kept::Message { pieces, transcript, images };
     let answer = s.store.scratch_file()?;
-    let outcome = kept.kept().turn(message, c.inbox, answer, cancel, progress)?;
-    tidy(c, notes, &outcome);
+    let mut outcome = kept.kept().turn(message, c.inbox, answer, cancel, progress)?;
+    tidy(c, notes, &mut outcome);
     if matches!(verdict(s.engine, &outcome), Verdict::Answered) {
         *slot.borrow_mut() = Some(kept);
     }

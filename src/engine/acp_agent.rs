@@ -52,7 +52,7 @@ pub(crate) const SPEC: Spec = Spec {
     takes_images: false,
     invocation,
     decoder: |_| Box::<Decoder>::default(),
-    tidy: |_| None,
+    tidy: |_| super::Tidied::default(),
     // gemini as an agent writes its own copy of each session as it runs: in a home of its own
     // (its settings the user's, as they are), that copy goes with the home.
     home: |program| {

@@ -267,7 +267,12 @@ fn reads_at_start(place: &super::StartPlace) -> Vec<PathBuf> {
 /// Removes the session file claude kept of a structured-history run, and returns the notes to
 /// keep when claude wrote new ones after the run's question (the one after `newest` live
 /// exchanges): those replace any kept for that place or later.
-fn tidy(left: &super::Leftovers) -> Option<String> {
+fn tidy(left: &super::Leftovers) -> super::Tidied {
+    super::Tidied { notes: take_session(left), ..Default::default() }
+}
+
+/// [`tidy`]'s work: the notes to keep, if any.
+fn take_session(left: &super::Leftovers) -> Option<String> {
     // A UUID, as claude names its sessions: nothing read from its output may name another file.
     let id = left.engine_session;
     if id.is_empty() || !id.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
@@ -931,12 +936,25 @@ mod tests {
         let old = json!([{"after": 0, "lines": [{"old": 0}]}, {"after": 2, "lines": [{"old": 2}]}]);
         let old = old.to_string();
         fn left<'a>(home: &'a Path, notes: Option<&'a str>, newest: usize) -> Leftovers<'a> {
-            Leftovers { home: None, claude_home: Some(home), engine_session: "abc", notes, newest }
+            let usage = &crate::engine::Usage {
+                input_tokens: None,
+                cached_tokens: None,
+                output_tokens: None,
+                cost_usd: None,
+            };
+            Leftovers {
+                home: None,
+                claude_home: Some(home),
+                engine_session: "abc",
+                notes,
+                newest,
+                usage,
+            }
         }
         let home_dir = home.path();
         // Notes after the run's question (the second): they replace those kept from there on.
         std::fs::write(&file, session_file(&[user.clone(), user.clone(), note.clone()])).unwrap();
-        let kept = tidy(&left(home_dir, Some(&old), 1)).expect("new notes");
+        let kept = take_session(&left(home_dir, Some(&old), 1)).expect("new notes");
         assert!(!file.exists(), "claude's copy is removed");
         assert_eq!(
             serde_json::from_str::<Value>(&kept).unwrap(),
@@ -944,14 +962,14 @@ mod tests {
         );
         // None written after the question: the kept notes stand.
         std::fs::write(&file, session_file(&[user.clone(), note.clone(), user])).unwrap();
-        assert_eq!(tidy(&left(home_dir, Some(&old), 1)), None);
+        assert_eq!(take_session(&left(home_dir, Some(&old), 1)), None);
         assert!(!file.exists());
         // No file (inline history runs keep none): nothing to do.
-        assert_eq!(tidy(&left(home_dir, None, 0)), None);
+        assert_eq!(take_session(&left(home_dir, None, 0)), None);
         // An id that is not a UUID names no file.
         std::fs::write(folder.join("x.jsonl"), session_file(std::slice::from_ref(&note))).unwrap();
         let odd = Leftovers { engine_session: "../-some-folder/x", ..left(home_dir, None, 0) };
-        assert_eq!(tidy(&odd), None);
+        assert_eq!(take_session(&odd), None);
         assert!(folder.join("x.jsonl").exists());
     }
 }

@@ -39,7 +39,7 @@ pub(crate) const SPEC: Spec = Spec {
     takes_images: false,
     invocation,
     decoder: |_| Box::new(TextDecoder::default()),
-    tidy: |_| None,
+    tidy: |_| super::Tidied::default(),
     home: |_| None,
     stderr_noise: None,
     // Started for each turn, never kept.

@@ -76,14 +76,14 @@ fn noise(line: &[u8]) -> bool {
 /// gemini records its own copy of every run (it has no switch), in the home cca gives it for the
 /// session; cca is the memory, so the one file each turn leaves is removed, found by the id
 /// gemini reported.
-fn tidy(left: &super::Leftovers) -> Option<String> {
+fn tidy(left: &super::Leftovers) -> super::Tidied {
     if let Some(home) = left.home {
         let root = home.join(".gemini").join("tmp");
         crate::store::remove_engine_session_files(&root, |path| {
             session_file_matches(path, left.engine_session)
         });
     }
-    None
+    super::Tidied::default()
 }
 
 /// Where gemini writes its copy of a run: `<home>/.gemini/tmp/<project>/chats/`, named

@@ -71,9 +71,8 @@ pub struct Spec {
     /// prices its usage by it).
     pub decoder: fn(Option<&str>) -> Box<dyn Decoder>,
     /// Removes the files the program left for a run (its own session copy), given the id it
-    /// reported for the run; returns the session's engine notes to keep, when they changed
-    /// (claude's environment notes, [`Request::notes`]).
-    pub tidy: fn(&Leftovers) -> Option<String>,
+    /// reported for the run; says what they told that its output did not ([`Tidied`]).
+    pub tidy: fn(&Leftovers) -> Tidied,
     /// The files the program reads as it starts (its context files, its settings), found or
     /// not: an engine started before one of them changed is not the one a cold start would
     /// be now, so a warm or waiting engine is used only while they are as they were.
@@ -117,6 +116,20 @@ pub struct Leftovers<'a> {
     pub notes: Option<&'a str>,
     /// How many live exchanges the run's history held: the run's question comes after them.
     pub newest: usize,
+    /// What the run used, as its output said.
+    pub usage: &'a Usage,
+}
+
+/// What the files a run left told ([`Spec::tidy`]).
+#[derive(Debug, Default, PartialEq)]
+pub struct Tidied {
+    /// The session's engine notes to keep, when they changed (claude's environment notes,
+    /// [`Request::notes`]).
+    pub notes: Option<String>,
+    /// The model the run used, when its output did not say (`codex exec` does not).
+    pub model: Option<String>,
+    /// What the run cost, when its output did not say and the model's price is known.
+    pub cost_usd: Option<f64>,
 }
 
 impl Spec {

@@ -168,6 +168,10 @@ fn a_turn_on_a_model_with_a_price_records_its_cost_and_one_without_records_none(
     run_command(cmd, Some(b"c1\nc2\n")).ok();
     let mini = (6.0 * 0.25 + 4.0 * 0.025 + 3.0 * 2.0) / 1e6;
     assert_eq!(costs(&r), [Some(mini), Some(mini)]);
+    // A one-shot turn on codex's default: `codex exec` does not say the model, the rollout it
+    // keeps of the run does.
+    run(&r, &codex, &["search", "-q", "-e", "codex", "priced by the rollout?"]).ok();
+    assert_eq!(costs(&r), [Some(mini)]);
 }
 
 #[test]

@@ -332,7 +332,35 @@ fn history_rollout(id: &str, request: &Request, system: Option<&str>) -> std::io
 /// live exchanges), which replace any kept for that place or later. The rollout a kept codex
 /// forked from is cca's alone, with no run of codex's in it: nothing new to keep. Any other
 /// rollout cca wrote goes too.
-fn tidy(left: &super::Leftovers) -> Option<String> {
+///
+/// The rollout also says which model the run used, which `codex exec --json` does not: with it,
+/// what the run cost when its output had no price.
+fn tidy(left: &super::Leftovers) -> super::Tidied {
+    let Some(rollout) = take_rollout(left) else { return super::Tidied::default() };
+    let model = run_model(&rollout);
+    let cost_usd = match (&model, left.usage.cost_usd) {
+        (Some(model), None) => price::cost(model, left.usage),
+        _ => None,
+    };
+    let notes = notes_before_question(&rollout)
+        .map(|found| Notes::replaced_from(left.notes, left.newest, found));
+    super::Tidied { notes, model, cost_usd }
+}
+
+/// The model of the run a rollout ends with: its last `turn_context`'s.
+fn run_model(rollout: &str) -> Option<String> {
+    rollout
+        .lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|l| l["type"] == "turn_context")
+        .and_then(|l| l["payload"]["model"].as_str().map(str::to_string))
+        .filter(|m| !m.is_empty())
+}
+
+/// [`tidy`]'s files: takes codex's rollout of the run (its text) and any rollout of cca's that
+/// no run took.
+fn take_rollout(left: &super::Leftovers) -> Option<String> {
     // A UUID, as codex names its threads: nothing read from its output may name another file.
     let id = left.engine_session;
     if id.is_empty() || !id.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
@@ -345,8 +373,7 @@ fn tidy(left: &super::Leftovers) -> Option<String> {
     // forks its rollout as it starts, so none still needs one once a turn has ended.
     let ours = |name: &str| name.starts_with("rollout-") && name.ends_with(".jsonl");
     crate::store::remove_files_in(&sessions.join(HISTORY_DAY), ours);
-    let found = notes_before_question(&text?)?;
-    Some(Notes::replaced_from(left.notes, left.newest, found))
+    text
 }
 
 /// What codex wrote in a run's rollout before the run's question: its context messages (its
@@ -673,6 +700,51 @@ mod tests {
             decode(&format!("{sample}\n")),
             [Output::Retry("Reconnecting... 1/5 (Connection failed)".into())]
         );
+    }
+
+    #[test]
+    fn tidy_takes_the_run_s_rollout_and_prices_the_run_by_the_model_it_names() {
+        let home = tempfile::tempdir().unwrap();
+        let id = "0199aa-bb";
+        let day = home.path().join(super::home().config_dir).join("sessions/2026/11/28");
+        std::fs::create_dir_all(&day).unwrap();
+        let rollout = day.join(format!("rollout-2026-11-28T08-00-00-{id}.jsonl"));
+        let context = |model: &str| {
+            format!(
+                "{{\"type\":\"turn_context\",\"payload\":{{\"cwd\":\"/w\",\"model\":\"{model}\"}}}}\n"
+            )
+        };
+        let usage = Usage {
+            input_tokens: Some(1000),
+            cached_tokens: Some(200),
+            output_tokens: Some(100),
+            cost_usd: None,
+        };
+        let left = |usage| super::super::Leftovers {
+            home: Some(home.path()),
+            claude_home: None,
+            engine_session: id,
+            notes: None,
+            newest: 0,
+            usage,
+        };
+        // An earlier run's model, then this run's: this run's prices it.
+        std::fs::write(&rollout, context("o3") + &context("gpt-5-mini")).unwrap();
+        let tidied = tidy(&left(&usage));
+        assert!(!rollout.exists(), "codex's copy is removed");
+        assert_eq!(tidied.model.as_deref(), Some("gpt-5-mini"));
+        let cost = tidied.cost_usd.unwrap();
+        assert!((cost - (800.0 * 0.25 + 200.0 * 0.025 + 100.0 * 2.0) / 1e6).abs() < 1e-12);
+        // A model not on the price list: named, not priced.
+        std::fs::write(&rollout, context("gpt-99")).unwrap();
+        let tidied = tidy(&left(&usage));
+        assert_eq!((tidied.model.as_deref(), tidied.cost_usd), (Some("gpt-99"), None));
+        // A cost the output gave stands.
+        std::fs::write(&rollout, context("gpt-5")).unwrap();
+        let priced = Usage { cost_usd: Some(0.5), ..usage.clone() };
+        assert_eq!(tidy(&left(&priced)).cost_usd, None);
+        // No rollout: nothing told.
+        assert_eq!(tidy(&left(&usage)), super::super::Tidied::default());
     }
 
     #[test]
