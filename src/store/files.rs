@@ -113,25 +113,28 @@ pub(super) fn open_log(path: &Path) -> Result<File> {
 
 /// Replaces a file's contents atomically: temp file in the same folder, fsync, rename.
 pub(crate) fn replace_file(path: &Path, contents: &[u8]) -> Result<()> {
-    let dir = path.parent().context("a file to replace has a folder")?;
-    let mut temp = temp_file(dir, ".replace-")?;
-    temp.write_all(contents)
-        .and_then(|()| temp.as_file().sync_data())
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    set_mode(temp.path(), FILE_MODE)?;
-    temp.persist(path).with_context(|| format!("cannot replace {}", path.display()))?;
-    sync_dir(dir);
-    Ok(())
+    replace(path, contents, true)
 }
 
 /// [`replace_file`] without waiting for the disk: for a cache that checks itself when read, so
 /// that a file a system crash cut short is rebuilt rather than trusted.
 pub(crate) fn replace_cache_file(path: &Path, contents: &[u8]) -> Result<()> {
+    replace(path, contents, false)
+}
+
+/// A temp file in the same folder, renamed over `path`; flushed to the disk, and the rename
+/// with it, when `durable`.
+fn replace(path: &Path, contents: &[u8], durable: bool) -> Result<()> {
     let dir = path.parent().context("a file to replace has a folder")?;
     let mut temp = temp_file(dir, ".replace-")?;
-    temp.write_all(contents).with_context(|| format!("cannot write {}", path.display()))?;
+    temp.write_all(contents)
+        .and_then(|()| if durable { temp.as_file().sync_data() } else { Ok(()) })
+        .with_context(|| format!("cannot write {}", path.display()))?;
     set_mode(temp.path(), FILE_MODE)?;
     temp.persist(path).with_context(|| format!("cannot replace {}", path.display()))?;
+    if durable {
+        sync_dir(dir);
+    }
     Ok(())
 }
 
