@@ -245,7 +245,10 @@ impl<S: Source> Source for Windowed<S> {
         let (start, bytes) = &mut *window;
         let inside = offset >= *start && offset + buf.len() as u64 <= *start + bytes.len() as u64;
         if !inside {
-            bytes.resize(SIZE, 0);
+            // Doubled at each refill, up to SIZE: a short history is read into a few pages,
+            // not into a quarter of a megabyte zeroed first.
+            let size = (2 * bytes.capacity()).clamp(16 * 1024, SIZE).max(buf.len());
+            bytes.resize(size, 0);
             let n = self.inner.read_at(bytes, offset)?;
             bytes.truncate(n);
             *start = offset;
@@ -267,7 +270,7 @@ pub fn write(
         source,
         out,
         written: 0,
-        buf: vec![0u8; 64 * 1024],
+        buf: Vec::new(),
         unescaped: Vec::with_capacity(64 * 1024),
         escaped: Vec::with_capacity(70 * 1024),
         at_signs: None,
@@ -342,7 +345,10 @@ impl<S: Source + ?Sized, W: Write> PieceWriter<'_, S, W> {
         let mut framing = FrameEscaper::default();
         let mut at = range.start;
         while at < range.end {
-            let want = ((range.end - at) as usize).min(self.buf.len());
+            let want = ((range.end - at) as usize).min(64 * 1024);
+            if self.buf.len() < want {
+                self.buf.resize(want, 0);
+            }
             let n = self.source.read_at(&mut self.buf[..want], at)?;
             if n == 0 {
                 return Err(io::Error::new(

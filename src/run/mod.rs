@@ -745,13 +745,18 @@ fn pump(
     end: Pipe,
 ) {
     thread::spawn(move || {
-        let mut buf = vec![0u8; 64 * 1024];
+        // Doubled whenever a read fills it, up to a pipe's 64 KB: a short answer costs a page,
+        // not sixteen zeroed first.
+        let mut buf = vec![0u8; 4 * 1024];
         loop {
             match from.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => {
                     if tx.send(data(buf[..n].to_vec())).is_err() {
                         return;
+                    }
+                    if n == buf.len() && n < 64 * 1024 {
+                        buf.resize(2 * n, 0);
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,

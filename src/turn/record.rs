@@ -337,7 +337,8 @@ fn record_outcome(
                 file.write_all(&out)?;
             }
             if let Some(answer) = answer {
-                let mut buf = vec![0u8; 64 * 1024];
+                // Doubled whenever a read fills it, up to 64 KB: a short answer costs a page.
+                let mut buf = vec![0u8; 4 * 1024];
                 loop {
                     let n = answer.read(&mut buf)?;
                     if n == 0 {
@@ -346,6 +347,9 @@ fn record_outcome(
                     out.clear();
                     body.push(&buf[..n], &mut out);
                     file.write_all(&out)?;
+                    if n == buf.len() && n < 64 * 1024 {
+                        buf.resize(2 * n, 0);
+                    }
                 }
             }
             out.clear();
