@@ -1,10 +1,9 @@
 //! Links the `cca` program as a position-dependent executable on Linux.
 //!
-//! A turn starts two cca processes (cca itself, and `cca __engine`, the launcher every engine
-//! runs under), and a position-independent cca spends about a millisecond of each start
-//! applying its 37,000 relocations and taking the page faults they cause: measured in
-//! BENCHMARKS.md ("Where a turn's milliseconds go"). Linked at a fixed address the program
-//! has almost none. The libraries it loads (the C library) still load at random addresses.
+//! A position-independent cca spends about a millisecond of each start applying its 37,000
+//! relocations and taking the page faults they cause: measured in BENCHMARKS.md ("Where a
+//! turn's milliseconds go"). Linked at a fixed address the program has almost none. The
+//! libraries it loads (the C library) still load at random addresses.
 
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");

@@ -8,7 +8,8 @@
 //! `turn` ties one turn together as a library call; the front ends (`front`, and `cmd`, which
 //! runs each command) are the only code that prints.
 
-// No unsafe code, but for the guard between fork and exec (src/run/guard.rs), with its reasons.
+// No unsafe code, but for the guard that keeps engines from outliving cca (src/run/guard.rs),
+// with its reasons.
 #![deny(unsafe_code)]
 // What only the crate uses is not public: the library's outside is its tests, benchmarks and
 // fuzz targets (and what only they call sits behind the `testing` feature, see Cargo.toml).

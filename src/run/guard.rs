@@ -1,115 +1,196 @@
 //! The guard: what keeps an engine (or git, for `cca sync`) from outliving cca, even when cca
 //! is killed (SIGKILL gives it no chance to stop anything).
 //!
-//! The process cca starts is the guard, first of the engine's process group; the engine is its
-//! child, forked from it. The system sends the guard SIGUSR1 when the thread of cca that
-//! started it ends (Linux's parent-death signal, which survives nothing cca does), and the
-//! guard then kills the whole group: the engine and whatever the engine started (gemini
-//! restarts itself as a child process). Otherwise it waits for the engine and ends as the
-//! engine did, with its exit code or by its signal; the signals cca sends the group to stop a
-//! turn reach the engine and leave the guard waiting for it.
+//! The guard is a process of cca's that leads a process group and only waits; the engine is
+//! started into that group, as cca's own child. The system sends the guard SIGUSR1 when the
+//! thread of cca that started it ends (Linux's parent-death signal, which survives nothing cca
+//! does), and the guard then kills its whole group: the engine and whatever the engine
+//! started (gemini restarts itself as a child process). Otherwise cca ends it once the engine
+//! has exited and been waited for ([`Guard`]'s drop): until then the group's id, which is the
+//! guard's process id, cannot be taken by another group, so the guard's kill and cca's own
+//! signals to the group reach only the engine's processes.
 //!
-//! The guard is forked from cca rather than started as a program: starting a second cca
-//! process for each turn was most of cca's own share of a turn (BENCHMARKS.md, "Where a turn's
-//! milliseconds go"). So it runs between `fork` and `exec`, in a copy of a process whose other
-//! threads are gone, and makes only async-signal-safe system calls: no allocation, no lock,
-//! nothing printed.
+//! The guard shares cca's memory and descriptor table (`clone` with `CLONE_VM` and
+//! `CLONE_FILES`) and runs on a small stack of its own: a forked copy of cca cost a turn about
+//! a millisecond, its page tables copied and every page cca wrote while it lived copied again
+//! (BENCHMARKS.md, "Where a turn's milliseconds go"), and a copy of the descriptors would hold
+//! cca's locks and pipes. Sharing makes its code strict: it touches only its own stack, every
+//! signal is blocked in it from its first instruction (none of cca's handlers may run there),
+//! and it makes its four system calls directly, without the C library, whose wrappers would
+//! write `errno` in the thread-local storage of the thread that started it.
 
 use std::io;
-use std::process::Command;
 
-/// Makes the process `command` starts a guard, and the program the guard's child.
-pub(super) fn guard(command: &mut Command) {
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::unix::process::CommandExt;
-        let parent = std::process::id();
-        // SAFETY: `become_guard` runs in the forked child and makes only async-signal-safe
-        // system calls (see the module's comment).
-        unsafe {
-            command.pre_exec(move || become_guard(parent));
-        }
-    }
-    // Elsewhere there is no parent-death signal: the program is started as it is.
-    #[cfg(not(target_os = "linux"))]
-    let _ = command;
+/// A running guard, leading the process group it was started with. Dropping it kills it and
+/// waits for it; drop it once the processes it guards were waited for.
+pub(crate) struct Guard {
+    pid: libc::pid_t,
+    /// The guard's stack, unmapped once it has ended.
+    stack: usize,
 }
 
-/// In the child `Command` forked (its pipes, folder and process group set): forks the engine,
-/// which returns to `exec` the program, while this process stays as the guard and never
-/// returns. `parent` is cca's process id.
+impl Guard {
+    /// The process group of `child`, started in [`Guard::group`].
+    pub(crate) fn group_of(&self, child: &std::process::Child) -> rustix::process::Pid {
+        rustix::process::Pid::from_raw(self.group())
+            .unwrap_or_else(|| rustix::process::Pid::from_child(child))
+    }
+}
+
+/// The guard's stack: its code is a few calls deep and keeps nothing.
+const STACK: usize = 64 * 1024;
+
 #[cfg(target_os = "linux")]
-fn become_guard(parent: u32) -> io::Result<()> {
-    use libc::{SIG_BLOCK, SIG_SETMASK, SIGCHLD, SIGHUP, SIGINT, SIGTERM, SIGUSR1};
-    // SAFETY: plain system calls on values of this stack; see the module's comment.
-    unsafe {
-        // What the guard waits for is blocked before the fork, so that nothing is lost between.
-        let mut waited: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut waited);
-        for signal in [SIGCHLD, SIGUSR1, SIGTERM, SIGINT, SIGHUP] {
-            libc::sigaddset(&mut waited, signal);
-        }
-        let mut before: libc::sigset_t = std::mem::zeroed();
-        libc::sigprocmask(SIG_BLOCK, &waited, &mut before);
-        let engine = libc::fork();
-        if engine < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if engine == 0 {
-            libc::sigprocmask(SIG_SETMASK, &before, std::ptr::null_mut());
-            return Ok(());
-        }
-        libc::prctl(libc::PR_SET_PDEATHSIG, SIGUSR1 as libc::c_ulong);
-        // Nothing of cca's is kept open here: not its locks (a lock held by a copy of its
-        // descriptor would outlive it), not the pipe by which `spawn` learns whether the
-        // program started, not the engine's own pipes.
-        // (Before Linux 5.9 there is no `close_range`: one by one, as far as the limit says;
-        // `spawn` would otherwise wait on its pipe for as long as the engine runs.)
-        if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
-            let mut limit: libc::rlimit = std::mem::zeroed();
-            libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
-            for fd in 0..limit.rlim_cur.min(1 << 20) as libc::c_int {
-                libc::close(fd);
+impl Guard {
+    /// Starts a guard in a process group of its own.
+    pub(crate) fn start() -> io::Result<Guard> {
+        // SAFETY: the stack is fresh memory only the guard uses, unmapped after it has ended;
+        // `guarding` keeps to the rules of the module's comment.
+        unsafe {
+            let stack = libc::mmap(
+                std::ptr::null_mut(),
+                STACK,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            );
+            if stack == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
             }
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            let mut before: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut before);
+            let parent = libc::getpid() as usize;
+            let pid = libc::clone(
+                guarding,
+                stack.cast::<u8>().add(STACK).cast(),
+                libc::CLONE_VM | libc::CLONE_FILES | libc::SIGCHLD,
+                parent as *mut libc::c_void,
+            );
+            let error = io::Error::last_os_error();
+            libc::pthread_sigmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
+            if pid < 0 {
+                libc::munmap(stack, STACK);
+                return Err(error);
+            }
+            let guard = Guard { pid, stack: stack as usize };
+            if libc::setpgid(pid, pid) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(guard)
         }
-        // cca may have ended before the death signal was asked for: then nothing tells.
-        if libc::getppid() as u32 != parent {
-            libc::kill(0, libc::SIGKILL);
+    }
+
+    /// The process group it leads, to start the guarded program in.
+    pub(crate) fn group(&self) -> i32 {
+        self.pid
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for Guard {
+    fn drop(&mut self) {
+        // SAFETY: the guard is this process's child, waited for here and nowhere else; its
+        // stack is unmapped only once it has ended.
+        unsafe {
+            libc::kill(self.pid, libc::SIGKILL);
+            while libc::waitpid(self.pid, std::ptr::null_mut(), 0) < 0
+                && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted
+            {}
+            libc::munmap(self.stack as *mut libc::c_void, STACK);
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+/// The guard's code, on its own stack: asks for SIGUSR1 when cca's thread ends, and kills its
+/// group, itself included, when that comes (or when cca ended before it could ask).
+extern "C" fn guarding(parent: *mut libc::c_void) -> libc::c_int {
+    // The kernel's signal set: one bit a signal.
+    let death: u64 = 1 << (libc::SIGUSR1 - 1);
+    // SAFETY: system calls on values of this stack (see the module's comment). None of them
+    // can fail here, so none would have written `errno` even through the C library.
+    unsafe {
+        syscall(libc::SYS_prctl, libc::PR_SET_PDEATHSIG as usize, libc::SIGUSR1 as usize, 0, 0);
+        if syscall(libc::SYS_getppid, 0, 0, 0, 0) as usize != parent as usize {
+            syscall(libc::SYS_kill, 0, libc::SIGKILL as usize, 0, 0);
         }
         loop {
-            match libc::sigwaitinfo(&waited, std::ptr::null_mut()) {
+            let signal = syscall(
+                libc::SYS_rt_sigtimedwait,
+                &death as *const u64 as usize,
+                0,
+                0,
+                std::mem::size_of::<u64>(),
+            );
+            if signal == libc::SIGUSR1 as isize {
                 // The whole group, this process too.
-                SIGUSR1 => {
-                    libc::kill(0, libc::SIGKILL);
-                }
-                SIGCHLD => {
-                    let mut status = 0;
-                    if libc::waitpid(engine, &mut status, libc::WNOHANG) == engine {
-                        end_as(status);
-                    }
-                }
-                // SIGTERM, SIGINT, SIGHUP are for the engine, which got them too.
-                _ => {}
+                syscall(libc::SYS_kill, 0, libc::SIGKILL as usize, 0, 0);
             }
         }
     }
 }
 
-/// Ends this process as the engine ended (`status`, from `waitpid`).
-#[cfg(target_os = "linux")]
-unsafe fn end_as(status: libc::c_int) -> ! {
-    // SAFETY: as `become_guard`.
+/// A system call made directly: the C library's `syscall` writes `errno` when one fails.
+#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
+unsafe fn syscall(number: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
+    let result: isize;
+    // SAFETY: the x86-64 Linux system call convention; the caller answers for the call.
     unsafe {
-        if libc::WIFSIGNALED(status) {
-            let signal = libc::WTERMSIG(status);
-            libc::signal(signal, libc::SIG_DFL);
-            let mut only: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut only);
-            libc::sigaddset(&mut only, signal);
-            libc::sigprocmask(libc::SIG_UNBLOCK, &only, std::ptr::null_mut());
-            libc::kill(libc::getpid(), signal);
-            libc::_exit(128 + signal);
-        }
-        libc::_exit(if libc::WIFEXITED(status) { libc::WEXITSTATUS(status) } else { 1 })
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") number as isize => result,
+            in("rdi") a,
+            in("rsi") b,
+            in("rdx") c,
+            in("r10") d,
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    result
+}
+
+/// A system call made directly: the C library's `syscall` writes `errno` when one fails.
+#[cfg(all(target_os = "linux", target_arch = "aarch64"))]
+unsafe fn syscall(number: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
+    let result: isize;
+    // SAFETY: the AArch64 Linux system call convention; the caller answers for the call.
+    unsafe {
+        std::arch::asm!(
+            "svc 0",
+            in("x8") number as usize,
+            inlateout("x0") a => result,
+            in("x1") b,
+            in("x2") c,
+            in("x3") d,
+            options(nostack),
+        );
+    }
+    result
+}
+
+/// Elsewhere, through the C library: its `errno` is written only by a call that fails, and
+/// these do not.
+#[cfg(all(target_os = "linux", not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
+unsafe fn syscall(number: libc::c_long, a: usize, b: usize, c: usize, d: usize) -> isize {
+    // SAFETY: the caller answers for the call.
+    unsafe { libc::syscall(number, a, b, c, d) as isize }
+}
+
+/// Elsewhere there is no parent-death signal: the program leads a group of its own, unguarded.
+#[cfg(not(target_os = "linux"))]
+impl Guard {
+    pub(crate) fn start() -> io::Result<Guard> {
+        Ok(Guard { pid: 0, stack: 0 })
+    }
+
+    /// 0: the program's own group.
+    pub(crate) fn group(&self) -> i32 {
+        let _ = self.stack;
+        self.pid
     }
 }

@@ -121,21 +121,22 @@ impl Kept {
         thread::Builder::new()
             .name("kept engine".into())
             .spawn(move || {
-                let mut child = match spawn_engine(&program, &args, &env) {
-                    Ok(child) => child,
+                let (mut child, guard) = match spawn_engine(&program, &args, &env) {
+                    Ok(started) => started,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
                         return;
                     }
                 };
                 let pipes = (
-                    Pid::from_child(&child),
+                    guard.group_of(&child),
                     child.stdin.take().expect("piped"),
                     child.stdout.take().expect("piped"),
                     child.stderr.take().expect("piped"),
                 );
                 let _ = ready_tx.send(Ok(pipes));
                 let status = child.wait();
+                drop(guard);
                 if let Ok(tx) = exited.recv() {
                     let _ = tx.send(Pipe::Exited(status));
                 }

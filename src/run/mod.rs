@@ -34,9 +34,10 @@ use crate::frame::{self, Piece};
 use crate::media::Image;
 
 mod decoding;
-// fork, and signals waited for, between fork and exec: no safe call does either.
+// A process sharing cca's memory, and signals waited for: no safe call does either.
 #[allow(unsafe_code)]
 mod guard;
+pub(crate) use guard::Guard;
 pub(crate) mod kept;
 mod pager;
 pub(crate) mod standby;
@@ -337,16 +338,16 @@ pub(crate) fn run_in(
     // Guarded, as an engine is, so that nothing of it outlives a killed cca (a git left
     // running would write to the repository under the next sync); in a process group of its
     // own, which the guard ends whole.
-    let mut command = Command::new(program);
-    command.process_group(0);
-    guard::guard(&mut command);
-    let out = command
+    let guard = Guard::start().context("cannot start the guard of a process")?;
+    let out = Command::new(program)
+        .process_group(guard.group())
         .args(args)
         .current_dir(dir)
         .envs(env.iter().copied())
         .stdin(Stdio::null())
         .output()
         .with_context(|| format!("cannot run {}", program.display()))?;
+    drop(guard);
     Ok(Ran {
         success: out.status.success(),
         status: describe_status(&out.status),
@@ -399,18 +400,18 @@ fn spawn_engine(
     program: &Path,
     args: &[OsString],
     env: &[(OsString, OsString)],
-) -> io::Result<std::process::Child> {
-    let mut command = Command::new(program);
-    command
+) -> io::Result<(std::process::Child, Guard)> {
+    let guard = Guard::start()?;
+    let child = Command::new(program)
         .args(args)
         .envs(env.iter().map(|(k, v)| (k, v)))
         .env(ENGINE_RUN, "1")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0);
-    guard::guard(&mut command);
-    command.spawn()
+        .process_group(guard.group())
+        .spawn()?;
+    Ok((child, guard))
 }
 
 /// Runs one turn through the engine, reporting what it shows to `progress`: starts it, pumps
@@ -451,9 +452,9 @@ impl Engine {
     /// Spawns the engine, with a thread to feed its stdin, one to pump each of stdout and
     /// stderr, and one to wait for it, all reporting on one channel.
     fn start(spawn: Spawn) -> Result<Engine> {
-        let mut child = spawn_engine(&spawn.program, &spawn.args, &spawn.env)
+        let (mut child, guard) = spawn_engine(&spawn.program, &spawn.args, &spawn.env)
             .map_err(|error| SpawnError { program: spawn.program.clone(), error })?;
-        let group = Pid::from_child(&child);
+        let group = guard.group_of(&child);
         // Bounded: an engine that writes faster than the front end reads waits, instead of its
         // output piling up in memory.
         let (tx, rx) = mpsc::sync_channel(16);
@@ -468,7 +469,9 @@ impl Engine {
         pump(child.stdout.take().expect("piped"), tx.clone(), Pipe::Stdout, Pipe::StdoutEnd);
         pump(child.stderr.take().expect("piped"), tx.clone(), Pipe::Stderr, Pipe::StderrEnd);
         thread::spawn(move || {
-            let _ = tx.send(Pipe::Exited(child.wait()));
+            let status = child.wait();
+            drop(guard);
+            let _ = tx.send(Pipe::Exited(status));
         });
         Ok(Engine {
             group,
@@ -806,10 +809,24 @@ fn group_members(group: Pid) -> Vec<(u32, String)> {
         .collect()
 }
 
+/// Whether anything of the group still runs: a process of it other than its guard (on Linux
+/// the group's leader, [`Guard`], which only ends when cca ends it) and the dead that were not
+/// waited for yet. Only a group that answers a signal is looked for in /proc.
+fn group_running(group: Pid) -> bool {
+    if rustix::process::test_kill_process_group(group).is_err() {
+        return false;
+    }
+    if !cfg!(target_os = "linux") {
+        return true;
+    }
+    let guard = group.as_raw_nonzero().get() as u32;
+    group_members(group).iter().any(|(pid, state)| *pid != guard && state != "Z")
+}
+
 /// After the engine exits, nothing it started may keep running: TERM what is left of its
 /// group, and KILL it after the grace period.
 fn stop_leftovers(group: Pid, already_termed: bool, grace: Duration) {
-    if rustix::process::test_kill_process_group(group).is_err() {
+    if !group_running(group) {
         return;
     }
     if !already_termed {
@@ -817,7 +834,7 @@ fn stop_leftovers(group: Pid, already_termed: bool, grace: Duration) {
     }
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline {
-        if rustix::process::test_kill_process_group(group).is_err() {
+        if !group_running(group) {
             return;
         }
         thread::sleep(Duration::from_millis(20));

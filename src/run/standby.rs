@@ -39,7 +39,9 @@ use serde::{Deserialize, Serialize};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
 
 use super::kept::{Adopted, OPEN_TIMEOUT};
-use super::{Cancel, Pipe, group_members, own_program, spawn_engine, stop_leftovers, terminate};
+use super::{
+    Cancel, Guard, Pipe, group_members, own_program, spawn_engine, stop_leftovers, terminate,
+};
 use crate::engine::{acp_agent, claude};
 use crate::store::socket::{self, Socket, peer_allowed};
 
@@ -250,10 +252,11 @@ pub(crate) fn serve_stdin() -> Result<()> {
     served
 }
 
-/// The engine's group, ended however the standby ends.
+/// The engine's group, ended however the standby ends, and then its guard.
 struct Group {
     group: Pid,
     grace: Duration,
+    _guard: Guard,
 }
 
 impl Drop for Group {
@@ -379,10 +382,10 @@ fn try_lock_kind(order: &Order) -> Result<Option<File>> {
 
 /// Starts the engine and sends it its opening requests.
 fn start_engine(order: &Order) -> Result<(Waiting, Child, Group)> {
-    let mut child = spawn_engine(&order.program, &order.args, &order.env)
+    let (mut child, guard) = spawn_engine(&order.program, &order.args, &order.env)
         .with_context(|| format!("cannot run {}", order.program.display()))?;
-    let group = Pid::from_child(&child);
-    let guard = Group { group, grace: order.grace };
+    let group = guard.group_of(&child);
+    let guard = Group { group, grace: order.grace, _guard: guard };
     let mut engine = Waiting {
         group,
         opening: order.opening.clone(),
@@ -587,9 +590,9 @@ pub(crate) fn time_start(
     limit: Duration,
 ) -> Result<Duration> {
     let started = Instant::now();
-    let mut child = spawn_engine(program, args, env)
+    let (mut child, guard) = spawn_engine(program, args, env)
         .with_context(|| format!("cannot run {}", program.display()))?;
-    let _group = Group { group: Pid::from_child(&child), grace: Duration::ZERO };
+    let _group = Group { group: guard.group_of(&child), grace: Duration::ZERO, _guard: guard };
     let mut stdin = child.stdin.take().expect("piped");
     for line in opening.lines()? {
         stdin.write_all(line.as_bytes())?;

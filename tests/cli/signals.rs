@@ -123,16 +123,22 @@ fn leftovers_of_a_finished_engine_are_stopped() {
     assert!(!alive(pid_in(&grandchild_pid)));
 }
 
-/// The guard between cca and the engine (`run::guard`) is forked from cca, so it starts with
-/// copies of cca's descriptors: it keeps none (a copy of a lock's would hold the lock, a copy
-/// of `spawn`'s pipe would hold up the turn), and the engine's exit and signal come through it.
+/// The guard (`run::guard`) leads the engine's process group, a child of cca as the engine
+/// is, and is gone once the turn is: nothing of the turn is left running. The engine's exit
+/// and signal reach cca.
 #[test]
-fn the_engine_s_guard_holds_nothing_of_cca_s_and_ends_as_the_engine_did() {
+fn the_engine_s_guard_leads_its_group_and_ends_with_the_turn() {
     let env = TestEnv::new();
-    let fds = env.root.path().join("guard.fds");
-    let script = format!("parent-fds {};say ok", fds.display());
+    let file = env.root.path().join("group");
+    let script = format!("group-leader {};say ok", file.display());
     env.run_with(&["search", "q"], None, &[("FAKE_SCRIPT", &script)]).ok();
-    assert_eq!(std::fs::read_to_string(&fds).unwrap(), "", "the guard's descriptors");
+    let line = std::fs::read_to_string(&file).unwrap();
+    let [engine, group, leader_parent, parent] = line.split(' ').collect::<Vec<_>>()[..] else {
+        panic!("{line}")
+    };
+    assert_ne!(engine, group, "the engine leads no group: {line}");
+    assert_eq!(leader_parent, parent, "the group's leader is a child of cca: {line}");
+    assert!(!std::path::Path::new(&format!("/proc/{group}")).exists(), "the guard is gone: {line}");
 
     let run = env.run_with(&["search", "-r", "q2"], None, &[("FAKE_SCRIPT", "say half;exit 3")]);
     assert!(run.stderr.contains("exit status 3"), "{run}");

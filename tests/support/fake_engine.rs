@@ -249,14 +249,18 @@ fn main() {
             }
             "pid" => std::fs::write(arg, std::process::id().to_string()).expect("write pid"),
             // The descriptors the process that started this one holds open, a line each.
-            "parent-fds" => {
-                let parent = std::os::unix::process::parent_id();
-                let fds: Vec<String> = std::fs::read_dir(format!("/proc/{parent}/fd"))
-                    .expect("the parent's descriptors")
-                    .flatten()
-                    .map(|entry| entry.file_name().to_string_lossy().into_owned())
-                    .collect();
-                std::fs::write(arg, fds.join("\n")).expect("write the descriptors");
+            "group-leader" => {
+                // This process's group, and the parents of its leader and of this process.
+                let parent_of = |pid: &str| {
+                    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+                    let rest = stat.rsplit_once(')').unwrap().1.to_string();
+                    let fields: Vec<String> = rest.split_whitespace().map(String::from).collect();
+                    (fields[1].clone(), fields[2].clone())
+                };
+                let (parent, group) = parent_of("self");
+                let (leader_parent, _) = parent_of(&group);
+                let line = format!("{} {group} {leader_parent} {parent}", std::process::id());
+                std::fs::write(arg, line).expect("write the group");
             }
             "grandchild" => {
                 let me = std::env::current_exe().expect("current exe");
