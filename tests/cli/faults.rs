@@ -198,6 +198,8 @@ fn doctor_does_not_wait_for_a_helper_of_the_version_probe() {
     let script = format!("nostdin;detach {};raw 9.9.9\\n", helper.0.display());
     let run = env.run_with(&["doctor"], None, &[("FAKE_SCRIPT", &script)]);
     assert!(run.stdout.contains("claude"), "{run}");
+    // Waited for, so that `Helper` finds it to end (doctor may return before it writes).
+    pid_in(&helper.0);
 }
 
 /// Makes a FIFO at `path` (nothing ever writes to it).
