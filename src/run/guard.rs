@@ -16,7 +16,7 @@
 //! (BENCHMARKS.md, "Where a turn's milliseconds go"), and a copy of the descriptors would hold
 //! cca's locks and pipes. Sharing makes its code strict: it touches only its own stack, every
 //! signal is blocked in it from its first instruction (none of cca's handlers may run there),
-//! and it makes its four system calls directly, without the C library, whose wrappers would
+//! and it makes its five system calls directly, without the C library, whose wrappers would
 //! write `errno` in the thread-local storage of the thread that started it.
 
 use std::io;
@@ -113,6 +113,10 @@ extern "C" fn guarding(parent: *mut libc::c_void) -> libc::c_int {
     // SAFETY: system calls on values of this stack (see the module's comment). None of them
     // can fail here, so none would have written `errno` even through the C library.
     unsafe {
+        // Its own group before anything is killed: until `start` has moved it, it is in cca's,
+        // with whatever else the shell runs there (`cca ... | less`). Both set it, so that
+        // neither waits for the other.
+        syscall(libc::SYS_setpgid, 0, 0, 0, 0);
         syscall(libc::SYS_prctl, libc::PR_SET_PDEATHSIG as usize, libc::SIGUSR1 as usize, 0, 0);
         if syscall(libc::SYS_getppid, 0, 0, 0, 0) as usize != parent as usize {
             syscall(libc::SYS_kill, 0, libc::SIGKILL as usize, 0, 0);
