@@ -394,8 +394,8 @@ pub(crate) fn set_own_program(exe: PathBuf) {
     let _ = OWN_PROGRAM.set(exe);
 }
 
-/// The engine's process, in a group of its own with its pipes, under a guard
-/// ([`guard`]) so that nothing of it outlives cca.
+/// The engine's process with its pipes, in the process group its [`Guard`] leads, so that
+/// nothing of it outlives cca; keep the guard until the process has been waited for.
 fn spawn_engine(
     program: &Path,
     args: &[OsString],
