@@ -78,6 +78,8 @@ pub(crate) struct Kept {
     decoder: Option<Box<dyn Decoder>>,
     /// The engine ended, or was told to.
     ended: bool,
+    /// A second handle on the engine's stdout, to see it hang up before its reader says so.
+    output: Option<OwnedFd>,
     /// A session's id (an ACP agent's, an engine's own JSON-RPC one), the id of its next prompt
     /// request, and how to write one.
     acp: Option<(String, u64, PromptLine)>,
@@ -131,7 +133,7 @@ impl Kept {
                 let pipes = (
                     guard.group_of(&child),
                     child.stdin.take().expect("piped"),
-                    child.stdout.take().expect("piped"),
+                    OwnedFd::from(child.stdout.take().expect("piped")),
                     child.stderr.take().expect("piped"),
                 );
                 let _ = ready_tx.send(Ok(pipes));
@@ -168,14 +170,8 @@ impl Kept {
         decoder: Box<dyn Decoder>,
     ) -> Kept {
         let Adopted { group, stdin, stdout, stderr, said, acp_session, exit } = adopted;
-        let (mut kept, tx) = Kept::assemble(
-            group,
-            File::from(stdin),
-            File::from(stdout),
-            File::from(stderr),
-            grace,
-            transport,
-        );
+        let (mut kept, tx) =
+            Kept::assemble(group, File::from(stdin), stdout, File::from(stderr), grace, transport);
         kept.decoder = Some(decoder);
         kept.waiting.extend(said);
         kept.acp = acp_session
@@ -192,7 +188,7 @@ impl Kept {
     fn assemble(
         group: Pid,
         mut stdin: impl Write + Send + 'static,
-        stdout: impl io::Read + Send + 'static,
+        stdout: OwnedFd,
         stderr: impl io::Read + Send + 'static,
         grace: Duration,
         transport: Keeping,
@@ -200,7 +196,8 @@ impl Kept {
         // Bounded, as for a cold run: between turns nothing reads, and an engine has nothing
         // to say then.
         let (tx, pipes) = mpsc::sync_channel(16);
-        pump(stdout, tx.clone(), Pipe::Stdout, Pipe::StdoutEnd);
+        let output = stdout.try_clone().ok();
+        pump(File::from(stdout), tx.clone(), Pipe::Stdout, Pipe::StdoutEnd);
         pump(stderr, tx.clone(), Pipe::Stderr, Pipe::StderrEnd);
         let (lines, feed) = mpsc::channel::<String>();
         let feed_tx = tx.clone();
@@ -230,8 +227,14 @@ impl Kept {
             inbox: None,
             ending: Ending::default(),
         };
-        let kept =
-            Kept { engine, waiting: VecDeque::new(), decoder: None, ended: false, acp: None };
+        let kept = Kept {
+            engine,
+            waiting: VecDeque::new(),
+            decoder: None,
+            ended: false,
+            output,
+            acp: None,
+        };
         (kept, tx)
     }
 
@@ -305,6 +308,11 @@ impl Kept {
                 self.end();
             }
             self.waiting.push_back(pipe);
+        }
+        // An engine that died a moment ago has closed its output before its reader thread
+        // has said so: ask the pipe itself.
+        if !self.ended && self.output.as_ref().is_some_and(hung_up) {
+            self.end();
         }
         !self.ended
     }
@@ -433,6 +441,15 @@ impl Kept {
     }
 }
 
+/// Whether every writer of a pipe has closed it (what it holds may still wait to be read).
+fn hung_up(pipe: &OwnedFd) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec};
+    let mut fds = [PollFd::new(pipe, PollFlags::IN)];
+    let now = Timespec { tv_sec: 0, tv_nsec: 0 };
+    rustix::event::poll(&mut fds, Some(&now)).is_ok_and(|n| n > 0)
+        && fds[0].revents().contains(PollFlags::HUP)
+}
+
 impl Drop for Kept {
     fn drop(&mut self) {
         if self.ended {
@@ -441,5 +458,23 @@ impl Drop for Kept {
         self.end();
         let (group, grace) = (self.engine.group, self.engine.grace);
         thread::spawn(move || stop_leftovers(group, true, grace));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pipe_hangs_up_once_its_last_writer_closes_it_even_with_bytes_unread() {
+        let (reader, mut writer) = io::pipe().unwrap();
+        let reader = OwnedFd::from(reader);
+        let second_writer = writer.try_clone().unwrap();
+        writer.write_all(b"unread").unwrap();
+        assert!(!hung_up(&reader));
+        drop(writer);
+        assert!(!hung_up(&reader), "another writer holds it");
+        drop(second_writer);
+        assert!(hung_up(&reader));
     }
 }

@@ -159,7 +159,7 @@ fn a_kept_claude_that_died_while_it_waited_is_replaced_by_a_fresh_one() {
                     rustix::process::Signal::KILL,
                 );
             }
-            assert!(wait_until(TIMEOUT, || engine.iter().all(|p| !alive(*p))), "claude died");
+            assert!(wait_until(TIMEOUT, || engine.iter().all(|p| wholly_ended(*p))), "claude died");
         }
         super::acp_send(
             &mut stdin,

@@ -465,6 +465,19 @@ pub fn alive(pid: i32) -> bool {
     }
 }
 
+/// Whether a process has wholly ended: reaped, or a zombie none of whose threads still runs.
+/// A killed multithreaded program (node) shows its first thread as a zombie while the others
+/// are still closing its files, such as the pipes its parent reads.
+pub fn wholly_ended(pid: i32) -> bool {
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|stat| stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'));
+    match zombie {
+        Err(_) => true,
+        Ok(false) => false,
+        Ok(true) => std::fs::read_dir(format!("/proc/{pid}/task")).map_or(true, |t| t.count() <= 1),
+    }
+}
+
 /// The text of a call's stdin between `<tag>` and `</tag>` (the first such part).
 pub fn tag<'a>(stdin: &'a str, name: &str) -> Option<&'a str> {
     let open = format!("<{name}>\n");
