@@ -134,18 +134,18 @@ fn json_with_a_cca_home_that_is_not_utf8() {
 /// The pid a fake engine wrote to `path`, once it is there.
 fn pid_in(path: &std::path::Path) -> i32 {
     assert!(wait_until(TIMEOUT, || std::fs::read_to_string(path).is_ok_and(|s| !s.is_empty())));
-    std::fs::read_to_string(path).unwrap().trim().parse().unwrap()
+    let pids = std::fs::read_to_string(path).unwrap();
+    pids.lines().next().unwrap().parse().unwrap()
 }
 
-/// Kills a helper that a fake engine left behind, when the test ends.
+/// Kills the helpers a fake engine left behind (their pids a line each), when the test ends.
 struct Helper(std::path::PathBuf);
 
 impl Drop for Helper {
     fn drop(&mut self) {
-        if let Some(pid) = std::fs::read_to_string(&self.0)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .and_then(rustix::process::Pid::from_raw)
+        let pids = std::fs::read_to_string(&self.0).unwrap_or_default();
+        for pid in
+            pids.lines().filter_map(|l| l.parse().ok()).filter_map(rustix::process::Pid::from_raw)
         {
             let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
         }
@@ -198,8 +198,6 @@ fn doctor_does_not_wait_for_a_helper_of_the_version_probe() {
     let script = format!("nostdin;detach {};raw 9.9.9\\n", helper.0.display());
     let run = env.run_with(&["doctor"], None, &[("FAKE_SCRIPT", &script)]);
     assert!(run.stdout.contains("claude"), "{run}");
-    // Waited for, so that `Helper` finds it to end (doctor may return before it writes).
-    pid_in(&helper.0);
 }
 
 /// Makes a FIFO at `path` (nothing ever writes to it).

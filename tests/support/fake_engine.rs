@@ -30,7 +30,7 @@
 //! pid FILE          write this process's pid to FILE
 //! grandchild FILE   start a child that ignores SIGTERM and hangs, holding stdout; its pid goes to FILE
 //! detach FILE       start a helper outside the engine's process group (as `setsid` would) that
-//!                   hangs holding stdout and stderr; its pid goes to FILE
+//!                   hangs holding stdout and stderr; its pid is added to FILE as a line
 //! nostdin           do not read stdin (by default it is read whole before the first step)
 //! drain             read stdin to its end in small pieces, keeping none of it (implies nostdin)
 //! eof-stamp FILE    write the wall-clock time (ns) to FILE: after `drain`, when stdin ended
@@ -280,15 +280,19 @@ fn main() {
                 use std::os::unix::process::CommandExt;
                 let me = std::env::current_exe().expect("current exe");
                 let child = std::process::Command::new(me)
-                    .env("FAKE_SCRIPT", format!("nostdin;pid {arg};hang"))
+                    .env("FAKE_SCRIPT", "nostdin;hang")
                     .env_remove("FAKE_LOG_DIR")
                     .stdin(std::process::Stdio::null())
                     .process_group(0)
                     .spawn()
                     .expect("spawn a helper");
-                while !Path::new(arg).exists() {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
+                // Added, not written over: an engine started twice leaves two helpers to end.
+                let mut pids = std::fs::OpenOptions::new()
+                    .append(true)
+                    .create(true)
+                    .open(arg)
+                    .expect("open the helpers' pid file");
+                pids.write_all(format!("{}\n", child.id()).as_bytes()).expect("add a pid");
                 std::mem::forget(child);
             }
             "no-summary" => {
