@@ -457,24 +457,27 @@ pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     check()
 }
 
+/// Whether a process is a zombie; `None` when it is gone.
+fn zombie(pid: i32) -> Option<bool> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    Some(stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'))
+}
+
 /// Whether a process exists (and is not a zombie).
 pub fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'),
-        Err(_) => false,
-    }
+    zombie(pid) == Some(false)
 }
 
 /// Whether a process has wholly ended: reaped, or a zombie none of whose threads still runs.
 /// A killed multithreaded program (node) shows its first thread as a zombie while the others
 /// are still closing its files, such as the pipes its parent reads.
 pub fn wholly_ended(pid: i32) -> bool {
-    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|stat| stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z'));
-    match zombie {
-        Err(_) => true,
-        Ok(false) => false,
-        Ok(true) => std::fs::read_dir(format!("/proc/{pid}/task")).map_or(true, |t| t.count() <= 1),
+    match zombie(pid) {
+        None => true,
+        Some(false) => false,
+        Some(true) => {
+            std::fs::read_dir(format!("/proc/{pid}/task")).map_or(true, |t| t.count() <= 1)
+        }
     }
 }
 
