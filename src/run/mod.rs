@@ -748,18 +748,13 @@ fn pump(
     end: Pipe,
 ) {
     thread::spawn(move || {
-        // Doubled whenever a read fills it, up to a pipe's 64 KB: a short answer costs a page,
-        // not sixteen zeroed first.
-        let mut buf = vec![0u8; 4 * 1024];
+        let mut buf = ReadBuf::new();
         loop {
-            match from.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => {
-                    if tx.send(data(buf[..n].to_vec())).is_err() {
+            match buf.read_from(&mut from) {
+                Ok([]) => break,
+                Ok(read) => {
+                    if tx.send(data(read.to_vec())).is_err() {
                         return;
-                    }
-                    if n == buf.len() && n < 64 * 1024 {
-                        buf.resize(2 * n, 0);
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -768,6 +763,32 @@ fn pump(
         }
         let _ = tx.send(end);
     });
+}
+
+/// A buffer to read a stream through: a page at first, doubled whenever a read fills it, up to
+/// a pipe's 64 KB. A short answer costs a page, not sixteen zeroed first.
+pub(crate) struct ReadBuf {
+    buf: Vec<u8>,
+    filled: bool,
+}
+
+impl ReadBuf {
+    const LEAST: usize = 4 * 1024;
+    const MOST: usize = 64 * 1024;
+
+    pub(crate) fn new() -> ReadBuf {
+        ReadBuf { buf: vec![0; Self::LEAST], filled: false }
+    }
+
+    /// One read from `from`: what it gave, empty at the end.
+    pub(crate) fn read_from(&mut self, from: &mut (impl Read + ?Sized)) -> io::Result<&[u8]> {
+        if self.filled && self.buf.len() < Self::MOST {
+            self.buf.resize(2 * self.buf.len(), 0);
+        }
+        let n = from.read(&mut self.buf)?;
+        self.filled = n == self.buf.len();
+        Ok(&self.buf[..n])
+    }
 }
 
 fn signal_group(group: Pid, signal: Signal) {
@@ -899,5 +920,34 @@ pub(crate) fn first_line_of(
                 return None;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_buffer_gives_every_byte_and_grows_from_a_page_to_64_kb_only_when_filled() {
+        let stream: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
+        let mut from = &stream[..];
+        let mut buf = ReadBuf::new();
+        let (mut got, mut sizes) = (Vec::new(), Vec::new());
+        loop {
+            let read = buf.read_from(&mut from).unwrap();
+            if read.is_empty() {
+                break;
+            }
+            sizes.push(read.len());
+            got.extend_from_slice(read);
+        }
+        assert_eq!(got, stream);
+        assert_eq!(sizes[..6], [4096, 8192, 16384, 32768, 65536, 65536]);
+
+        let mut short = &b"hi"[..];
+        let mut buf = ReadBuf::new();
+        assert_eq!(buf.read_from(&mut short).unwrap(), b"hi");
+        assert!(buf.read_from(&mut short).unwrap().is_empty());
+        assert_eq!(buf.buf.len(), 4096, "a read that did not fill it leaves it a page");
     }
 }

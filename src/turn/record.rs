@@ -337,19 +337,15 @@ fn record_outcome(
                 file.write_all(&out)?;
             }
             if let Some(answer) = answer {
-                // Doubled whenever a read fills it, up to 64 KB: a short answer costs a page.
-                let mut buf = vec![0u8; 4 * 1024];
+                let mut buf = run::ReadBuf::new();
                 loop {
-                    let n = answer.read(&mut buf)?;
-                    if n == 0 {
+                    let read = buf.read_from(answer)?;
+                    if read.is_empty() {
                         break;
                     }
                     out.clear();
-                    body.push(&buf[..n], &mut out);
+                    body.push(read, &mut out);
                     file.write_all(&out)?;
-                    if n == buf.len() && n < 64 * 1024 {
-                        buf.resize(2 * n, 0);
-                    }
                 }
             }
             out.clear();
