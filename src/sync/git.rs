@@ -80,16 +80,7 @@ impl Git {
 
     /// Runs git and fails, with what git said, when it does.
     fn ok(&self, args: &[&str]) -> Result<String> {
-        let ran = self.run(args)?;
-        if !ran.success {
-            anyhow::bail!(
-                "git {} failed ({}): {}",
-                args.join(" "),
-                ran.status,
-                String::from_utf8_lossy(&ran.stderr).trim()
-            );
-        }
-        Ok(String::from_utf8_lossy(&ran.stdout).into_owned())
+        succeeded(args, self.run(args)?)
     }
 
     /// Removes the lock files a git killed with a killed sync left (`index.lock`,
@@ -178,8 +169,19 @@ impl Git {
         if self.head().is_none() {
             return self.start_at_remote();
         }
-        self.ok(&["merge", "-q", "--no-edit", "--allow-unrelated-histories", REMOTE_BRANCH])
-            .map(drop)
+        let merge = ["merge", "-q", "--no-edit", "--allow-unrelated-histories", REMOTE_BRANCH];
+        let ran = self.run(&merge)?;
+        if ran.success || !String::from_utf8_lossy(&ran.stderr).contains("would be overwritten") {
+            return succeeded(&merge, ran).map(drop);
+        }
+        // A merge killed part way writes the other machines' files before it records them
+        // (a fast-forward moves the branch last), and they stop the next one as untracked
+        // files or local changes. They are in the commits fetched, and everything of this
+        // machine's own was committed before a merge: the work tree is put back to this
+        // machine's commit and the merge made again.
+        self.ok(&["reset", "-q", "--hard", "HEAD"])?;
+        self.ok(&["clean", "-f", "-q", "--", "."])?;
+        self.ok(&merge).map(drop)
     }
 
     /// Commits everything written to the repository; false when nothing was.
@@ -248,4 +250,17 @@ impl Git {
     pub(crate) fn reset_to(&self, commit: &str) {
         let _ = self.run(&["reset", "-q", "--hard", commit]);
     }
+}
+
+/// What git printed, when it succeeded; else an error with its command line and what it said.
+fn succeeded(args: &[&str], ran: Ran) -> Result<String> {
+    if !ran.success {
+        anyhow::bail!(
+            "git {} failed ({}): {}",
+            args.join(" "),
+            ran.status,
+            String::from_utf8_lossy(&ran.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&ran.stdout).into_owned())
 }

@@ -364,6 +364,51 @@ fn syncs_killed_at_any_point_are_completed_by_the_next_and_race_without_loss() {
     );
 }
 
+/// A merge killed part way leaves the other machine's newer logs in the work tree, unrecorded:
+/// a new one untracked, a grown one as a local change. The next sync merges all the same.
+#[test]
+fn a_sync_merges_over_what_a_killed_merge_left_in_the_work_tree() {
+    let (a, b, _remote) = two_machines();
+    b.ask("2026-11-22T08:00:00Z", "desktop first", false);
+    b.sync().ok();
+    a.sync().ok();
+    b.ask("2026-11-22T09:00:00Z", "desktop grown", true);
+    b.ask("2026-11-22T10:00:00Z", "desktop new", false);
+    b.sync().ok();
+    let repo = a.env.cca_home.join("sync/repo");
+    let repo = repo.to_str().unwrap();
+    git(&["-C", repo, "fetch", "-q", "origin", "+refs/heads/cca:refs/remotes/origin/cca"]);
+    // What a fast-forward writes before it moves the branch: the fetched files, unrecorded.
+    let out = Command::new("git")
+        .args(["-C", repo, "diff", "--name-only", "HEAD", "refs/remotes/origin/cca"])
+        .output()
+        .unwrap();
+    let changed: Vec<String> =
+        String::from_utf8(out.stdout).unwrap().lines().map(String::from).collect();
+    let tracked = |path: &str| {
+        Command::new("git")
+            .args(["-C", repo, "cat-file", "-e", &format!("HEAD:{path}")])
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(changed.iter().any(|p| tracked(p)), "a grown log: {changed:?}");
+    assert!(changed.iter().any(|p| !tracked(p)), "a new log: {changed:?}");
+    for path in &changed {
+        let out = Command::new("git")
+            .args(["-C", repo, "show", &format!("refs/remotes/origin/cca:{path}")])
+            .output()
+            .unwrap();
+        let file = Path::new(repo).join(path);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, out.stdout).unwrap();
+    }
+    a.sync().ok();
+    assert_eq!(a.sessions(), b.sessions());
+    let all: String = a.sessions().into_iter().map(|(_, t)| t).collect();
+    assert!(all.contains("desktop grown") && all.contains("desktop new"), "{all}");
+}
+
 /// With `sync = "after-turn"` on `a`, a question asked there reaches `b` (which syncs until it
 /// does, for at most 30 s): the turn did not wait for the sync, which finishes on its own.
 fn arrives_after_turn(a: &Machine, b: &Machine, question: &str) -> bool {
