@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::cli::RecallArgs;
 use crate::config::Flags;
-use crate::error::exit;
+use crate::error::{Failure, exit};
 use crate::front::terminal::say;
 use crate::recall::{self, Filter, Found, Progress};
 use crate::render::clean_text;
@@ -16,6 +16,12 @@ use crate::session::settings;
 
 /// `cca recall`
 pub(crate) fn run(args: &RecallArgs) -> Result<u8> {
+    if args.limit == 0 {
+        anyhow::bail!(
+            Failure::usage("`-n 0` shows no exchanges")
+                .hint("`-n N` shows the best N (10 without it)")
+        );
+    }
     let (settings, store) = settings(&Flags::default())?;
     let now = settings.now();
     let date = |d: &Option<String>, end: bool| -> Result<Option<i64>> {
@@ -35,6 +41,13 @@ pub(crate) fn run(args: &RecallArgs) -> Result<u8> {
         until: date(&args.until, true)?,
     };
     let question = args.question.join(" ");
+    if question.trim().is_empty() {
+        anyhow::bail!(
+            Failure::usage("the question is empty").hint(
+                "give words to find: cca recall \"when did we move the retry into the client\""
+            )
+        );
+    }
     let bar = Bar::new(!args.json && std::io::stderr().is_terminal() && !settings.dumb_terminal);
     let found = recall::recall(&store, &question, &filter, args.limit, now, &bar)?;
     if args.json {

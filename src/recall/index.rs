@@ -386,6 +386,8 @@ impl Index {
         // Read once, by this process: no watching for later commits.
         let reader = self.index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
         let searcher = reader.searcher();
+        // No more than there are: a limit from outside (`-n`) sizes tantivy's buffers.
+        let limit = limit.min(usize::try_from(searcher.num_docs()).unwrap_or(usize::MAX)).max(1);
         let top = searcher.search(&query, &TopDocs::with_limit(limit).order_by_score())?;
         let mut hits = Vec::with_capacity(top.len());
         for (score, address) in top {

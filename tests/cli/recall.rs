@@ -77,6 +77,22 @@ fn plain_words_find_the_right_exchange_and_the_index_is_a_cache() {
 }
 
 #[test]
+fn a_limit_of_nothing_or_an_empty_question_is_a_usage_error_and_any_larger_limit_is_all() {
+    let env = TestEnv::new();
+    two_sessions(&env);
+    env.run(&["recall", "-n", "0", "lock"]).code(2).stderr_has("`-n 0` shows no exchanges");
+    for empty in ["", "   "] {
+        env.run(&["recall", empty]).code(2).stderr_has("the question is empty");
+    }
+    // A limit past every exchange there is gives them all, not a failed allocation.
+    for huge in ["1000000000000", &u64::MAX.to_string()] {
+        let run = env.run(&["recall", "--json", "-n", huge, "lock"]);
+        let found: Vec<Value> = serde_json::from_str(run.ok().stdout.trim()).unwrap();
+        assert_eq!(found.len(), 3, "{run}");
+    }
+}
+
+#[test]
 fn filters_narrow_by_engine_time_and_folder() {
     let env = TestEnv::new();
     two_sessions(&env);
