@@ -17,7 +17,7 @@ fn bytes_per_token(engine: &str, value: Option<f64>, place: &Place) -> Result<f6
         Some(v) => Err(place.error(
             &format!("engines.{engine}"),
             Some("bytes_per_token"),
-            format!("[engines.{engine}] bytes_per_token must be between 0.5 and 20, not {v}"),
+            format!("[engines.{engine}] bytes_per_token must be between 0.5 and 20, not {v:?}"),
         )),
     }
 }

@@ -486,7 +486,7 @@ pub fn resolve(
         return Err(place.error(
             "compaction",
             Some("threshold"),
-            format!("threshold is a share of the budget, between 0.05 and 1, not {threshold}"),
+            format!("threshold is a share of the budget, between 0.05 and 1, not {threshold:?}"),
         ));
     }
     let enabled = match (flags.no_compact, c.enabled) {
@@ -785,6 +785,15 @@ mod tests {
                 .is_err()
         );
         assert!(settings(&[], Flags::default(), Some("[compaction]\nthreshold = 2\n")).is_err());
+        // A number far out of range is named as written, not in hundreds of digits.
+        for (config, named) in [
+            ("[engines.claude]\nbytes_per_token = 1e-300\n", "not 1e-300"),
+            ("[compaction]\nthreshold = 1e300\n", "not 1e300"),
+        ] {
+            let e = settings(&[], Flags::default(), Some(config)).unwrap_err();
+            let e = format!("{e:#}");
+            assert!(e.contains(named) && e.len() < 300, "{e}");
+        }
         let s = settings(
             &[],
             Flags { no_compact: true, ..Flags::default() },
