@@ -220,7 +220,8 @@ pub(crate) fn load_prompt(
         PromptChoice::File(path) => {
             let path = std::path::absolute(&path).unwrap_or(path);
             let Some(h) = from_header else {
-                let text = crate::store::read_text(&path).map_err(|e| {
+                let cap = settings.input_cap();
+                let text = crate::store::read_text_at_most(&path, cap).map_err(|e| {
                     Failure::usage(format!("the prompt file {} cannot be used: {e:#}", path.display()))
                         .hint("--prompt-file takes the path of a text file: `--prompt-file ./reviewer.md`")
                 })?;
@@ -238,7 +239,7 @@ pub(crate) fn load_prompt(
                 )
                 .into()
             };
-            let text = crate::store::read_text(&path)
+            let text = crate::store::read_text_at_most(&path, settings.input_cap())
                 .map_err(|e| refuse(&format!("which cannot be read ({e:#})")))?;
             let prompt = Prompt { name: path.display().to_string(), text };
             if prompt.hash() != h.prompt_hash {

@@ -9,7 +9,7 @@
 //! terminal front end shows on a line of its own (`steer queued: ...`).
 
 use std::collections::VecDeque;
-use std::io::IsTerminal;
+use std::io::{BufRead, IsTerminal, Read};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -70,9 +70,14 @@ pub(crate) fn run(args: &ChatArgs) -> Result<u8> {
     let warm = crate::warm::Warm::new();
     // Commands typed while an answer streamed, run once it is saved.
     let mut deferred: VecDeque<String> = VecDeque::new();
+    let (piped, cap) = (!std::io::stdin().is_terminal(), settings.input_cap());
     loop {
         let line = match deferred.pop_front() {
             Some(line) => line,
+            None if piped => match piped_message(&mut std::io::stdin().lock(), cap)? {
+                Some(message) => message,
+                None => break,
+            },
             None => match editor.readline("> ") {
                 Ok(line) => line,
                 Err(ReadlineError::Interrupted) => continue,
@@ -355,14 +360,51 @@ struct MultiLine;
 
 impl Validator for MultiLine {
     fn validate(&self, ctx: &mut ValidationContext) -> rustyline::Result<ValidationResult> {
-        let input = ctx.input();
-        let open_quotes = input.trim_start().starts_with("\"\"\"")
-            && (input.trim().len() < 6 || !input.trim_end().ends_with("\"\"\""));
-        if input.ends_with('\\') || open_quotes {
+        if asks_for_more(ctx.input()) {
             Ok(ValidationResult::Incomplete)
         } else {
             Ok(ValidationResult::Valid(None))
         }
+    }
+}
+
+/// Whether what was typed so far goes on: a trailing `\`, or an open `"""`.
+fn asks_for_more(input: &str) -> bool {
+    let open_quotes = input.trim_start().starts_with("\"\"\"")
+        && (input.trim().len() < 6 || !input.trim_end().ends_with("\"\"\""));
+    input.ends_with('\\') || open_quotes
+}
+
+/// The next message from stdin when it is not a terminal, read here rather than by the line
+/// editor, which reads a line of any length whole and drops a message still open when the
+/// input ends: lines joined while one asks for more, as the editor joins them; at most `cap`
+/// bytes, more refused before it is read; a message left open at the end sent as typed.
+/// `None` at the end of the input.
+fn piped_message(input: &mut impl BufRead, cap: u64) -> Result<Option<String>> {
+    let mut message = String::new();
+    loop {
+        let mut line = Vec::new();
+        let room = (cap + 1).saturating_sub(message.len() as u64);
+        input.take(room).read_until(b'\n', &mut line).context("cannot read stdin")?;
+        if line.is_empty() {
+            return Ok((!message.trim().is_empty()).then_some(message));
+        }
+        if (message.len() + line.len()) as u64 > cap {
+            return Err(Failure::usage(format!(
+                "a message on stdin is over {}, more than any engine takes",
+                crate::human::human_bytes(cap)
+            ))
+            .hint("send a long text as one turn: `cca search < FILE`")
+            .into());
+        }
+        let line = String::from_utf8(line)
+            .map_err(|_| Failure::usage("stdin is not UTF-8 text").hint(turn::BINARY_HINT))?;
+        let line = line.strip_suffix('\n').unwrap_or(&line);
+        message.push_str(line.strip_suffix('\r').unwrap_or(line));
+        if !asks_for_more(&message) {
+            return Ok(Some(message));
+        }
+        message.push('\n');
     }
 }
 
@@ -380,7 +422,7 @@ impl rustyline::Helper for MultiLine {}
 
 #[cfg(test)]
 mod tests {
-    use super::{Input, command_or_message, unfold};
+    use super::{Input, command_or_message, piped_message, unfold};
 
     #[test]
     fn a_message_may_start_with_a_slash() {
@@ -414,5 +456,38 @@ mod tests {
         assert_eq!(unfold("one\\\ntwo"), "one\ntwo");
         assert_eq!(unfold("\"\"\"\nline 1\nline 2\n\"\"\""), "line 1\nline 2");
         assert_eq!(unfold("plain"), "plain");
+    }
+
+    #[test]
+    fn piped_messages_join_as_typed_end_open_as_typed_and_stop_at_the_cap() {
+        let messages = |text: &str, cap: u64| {
+            let mut input = std::io::Cursor::new(text.as_bytes().to_vec());
+            let mut all = Vec::new();
+            loop {
+                match piped_message(&mut input, cap) {
+                    Ok(Some(m)) => all.push(m),
+                    Ok(None) => return Ok(all),
+                    Err(e) => return Err(format!("{e:#}")),
+                }
+            }
+        };
+        assert_eq!(
+            messages("one\r\ntwo \\\nthree\n", 100),
+            Ok(vec!["one".into(), "two \\\nthree".into()])
+        );
+        assert_eq!(
+            messages("\"\"\"\na\n\"\"\"\nnext\n", 100),
+            Ok(vec!["\"\"\"\na\n\"\"\"".into(), "next".into()])
+        );
+        // Left open when the input ends: sent as typed, not dropped.
+        assert_eq!(messages("\"\"\"\nmulti line\nnever closed\n", 100).unwrap().len(), 1);
+        assert_eq!(messages("cont \\\n", 100), Ok(vec!["cont \\\n".into()]));
+        // Empty lines are empty messages, as from the editor (the loop skips them).
+        assert_eq!(messages("\n\n", 100), Ok(vec![String::new(), String::new()]));
+        // A line past the cap is refused after reading one byte more than it, never whole.
+        let refused = messages(&"x".repeat(11), 10).unwrap_err();
+        assert!(refused.contains("over 10 bytes"), "{refused}");
+        assert_eq!(messages(&"x".repeat(10), 10), Ok(vec!["x".repeat(10)]));
+        assert!(messages("caf\u{e9}\n", 100).is_ok());
     }
 }

@@ -8,7 +8,7 @@ use anyhow::Result;
 use crate::cli::{AskArgs, SearchArgs};
 use crate::config::{Flags, Render};
 use crate::error::Failure;
-use crate::front::content::{file, input_cap, read_text};
+use crate::front::content::{file, read_text};
 use crate::front::signals;
 use crate::front::terminal::{Mode, Terminal};
 use crate::run::Cancel;
@@ -38,7 +38,7 @@ fn ask(args: &AskArgs, target: Target) -> Result<u8> {
     let render = args.raw.then_some(Render::Never);
     let flags = Flags { render, ..super::flags(&args.answering) };
     let (settings, store) = session::settings(&flags)?;
-    let cap = input_cap(&settings);
+    let cap = settings.input_cap();
     let (query, stdin) = question(&args.query, cap)?;
     let mut attachments: Vec<Attachment> =
         stdin.map(|text| Attachment::text("stdin", text)).into_iter().collect();

@@ -45,7 +45,9 @@ fn message(words: &[String]) -> Result<String> {
                 .into());
         }
         let mut bytes = Vec::new();
-        stdin.lock().read_to_end(&mut bytes).context("cannot read stdin")?;
+        // One byte past the most a steer takes is enough to refuse it: never all of stdin.
+        let most = steer::MAX_BYTES as u64 + 1;
+        stdin.lock().take(most).read_to_end(&mut bytes).context("cannot read stdin")?;
         bytes
     } else {
         words.join(" ").into_bytes()

@@ -82,6 +82,9 @@ pub(crate) fn run(args: &SyncArgs) -> Result<u8> {
     }
 }
 
+/// The most of a file or stdin read for a key: a key is one line of under a hundred bytes.
+const KEY_FILE_BYTES: u64 = 64 << 10;
+
 /// The key `--key` gives: the key itself, `-` for stdin, or a file holding it.
 fn read_key(given: &str) -> Result<String> {
     if given.trim_start().starts_with(crate::sync::KEY_PREFIX) {
@@ -89,10 +92,13 @@ fn read_key(given: &str) -> Result<String> {
     }
     if given == "-" {
         let mut key = String::new();
-        std::io::stdin().read_to_string(&mut key).context("cannot read the key from stdin")?;
+        std::io::stdin()
+            .take(KEY_FILE_BYTES)
+            .read_to_string(&mut key)
+            .context("cannot read the key from stdin")?;
         return Ok(key);
     }
-    std::fs::read_to_string(given).map_err(|e| {
+    crate::store::read_text_at_most(std::path::Path::new(given), KEY_FILE_BYTES).map_err(|e| {
         Failure::usage(format!("--key {given}: not a key, and no file to read one from ({e})"))
             .hint(format!(
                 "give the key itself ({}...), a file holding it, or - to read it from stdin",

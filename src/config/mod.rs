@@ -359,7 +359,19 @@ pub struct Settings {
     pub mcp_servers: Vec<crate::engine::McpServer>,
 }
 
+/// What cca reads for a turn of an engine that sets no `max_input_bytes`.
+const UNLIMITED_ENGINE_INPUT: u64 = 256 << 20;
+
 impl Settings {
+    /// The most input one turn can bring: as much as the engine taking the most takes
+    /// (`max_input_bytes`; [`UNLIMITED_ENGINE_INPUT`] for one without a limit). Input past it
+    /// is refused before it is read whole: a 3 GB file is refused by its size alone.
+    pub(crate) fn input_cap(&self) -> u64 {
+        let most =
+            self.engines.values().map(|e| e.max_input_bytes.unwrap_or(UNLIMITED_ENGINE_INPUT));
+        most.max().unwrap_or(UNLIMITED_ENGINE_INPUT)
+    }
+
     /// The time now (`CCA_NOW` in tests).
     pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
         self.now.unwrap_or_else(chrono::Utc::now)

@@ -247,18 +247,6 @@ fn image_file(
     Ok(Attachment::image(path.display().to_string(), image))
 }
 
-/// The most input one turn can bring: as much as the engine taking the most takes
-/// (`max_input_bytes`; [`UNLIMITED_ENGINE_INPUT`] for one without a limit). Input past it is
-/// refused before it is read whole: a 3 GB file is refused by its size alone.
-pub(crate) fn input_cap(settings: &crate::config::Settings) -> u64 {
-    let most =
-        settings.engines.values().map(|e| e.max_input_bytes.unwrap_or(UNLIMITED_ENGINE_INPUT));
-    most.max().unwrap_or(UNLIMITED_ENGINE_INPUT)
-}
-
-/// What cca reads for a turn of an engine that sets no `max_input_bytes`.
-const UNLIMITED_ENGINE_INPUT: u64 = 256 << 20;
-
 fn too_large(what: &str, size: Option<u64>, cap: u64) -> anyhow::Error {
     let size = size.map_or("more".into(), |n| format!("{}, more", human_bytes(n)));
     Failure::usage(format!(

@@ -55,14 +55,35 @@ pub(super) fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Reads a text file the user named (a prompt file).
+/// Reads a whole text file: a transcript, or a file the user named (a prompt file, a key).
 pub(crate) fn read_text(path: &Path) -> Result<String> {
-    let mut bytes = Vec::new();
-    File::open(path)
-        .and_then(|mut f| f.read_to_end(&mut bytes))
-        .with_context(|| format!("cannot read {}", path.display()))?;
+    read_text_at_most(path, u64::MAX)
+}
+
+/// [`read_text`], refusing a file of more than `cap` bytes before reading it.
+pub(crate) fn read_text_at_most(path: &Path, cap: u64) -> Result<String> {
+    let bytes =
+        read_at_most(path, cap).with_context(|| format!("cannot read {}", path.display()))?;
     String::from_utf8(bytes)
         .map_err(|_| Failure::usage(format!("{} is not UTF-8 text", path.display())).into())
+}
+
+/// A whole file the user named, refused when over `cap` bytes before it is read; only a
+/// regular file, as [`open_regular`] says (a FIFO named by mistake would wait forever,
+/// /dev/zero never end).
+pub(crate) fn read_at_most(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
+    let file = open_regular(path, OpenOptions::new().read(true))?;
+    let size = file.metadata()?.len();
+    if size > cap {
+        return Err(io::Error::other(format!(
+            "it is {}, more than cca takes ({})",
+            crate::human::human_bytes(size),
+            crate::human::human_bytes(cap)
+        )));
+    }
+    let mut bytes = Vec::new();
+    file.take(cap).read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 pub(crate) fn make_private_dir(dir: &Path) -> Result<()> {

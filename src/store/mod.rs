@@ -42,8 +42,10 @@ pub(crate) use auto::{read_settings, remove_settings, write_settings};
 pub(crate) use engine_home::{EngineHome, remove_engine_session_files};
 pub(crate) use files::make_private_dir;
 pub(crate) use files::set_mode;
+pub(crate) use files::{
+    read_at_most, read_text, read_text_at_most, replace_cache_file, replace_file,
+};
 use files::{read_optional, sync_dir};
-pub(crate) use files::{read_text, replace_cache_file, replace_file};
 pub(crate) use ids::{Stamp, sort_key, validate_id, validate_name};
 pub(crate) use latest::Repointed;
 pub(crate) use listing::{Listed, newest_first};

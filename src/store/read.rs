@@ -38,7 +38,8 @@ impl Store {
     /// index); `None` when the file is not a transcript.
     pub(crate) fn header_of(&self, id: &str) -> Option<transcript::Header> {
         let mut head = Vec::new();
-        let file = File::open(self.session_path(id)).ok()?;
+        let file =
+            super::files::open_regular(&self.session_path(id), File::options().read(true)).ok()?;
         io::Read::take(file, HEAD_BYTES).read_to_end(&mut head).ok()?;
         let text = String::from_utf8_lossy(&head);
         let end = text.find("\n<!-- cca:end -->")? + "\n<!-- cca:end -->\n".len();

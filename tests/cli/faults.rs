@@ -226,6 +226,8 @@ fn fifos_and_devices_named_like_sessions_are_reported_not_read() {
     env.run(&["show", "fifo"]).code(1).stderr_has("FIFO");
     env.run(&["show", "zero"]).code(1).stderr_has("device");
     env.run(&["search", "-q", "-s", "fifo", "more"]).code(1).stderr_has("not a regular file");
+    let doctor = env.run(&["doctor"]);
+    assert!(doctor.stdout.contains("it is a FIFO, not a regular file"), "{doctor}");
     // `latest` as a FIFO: reported, never read.
     std::fs::remove_file(dir.join("latest")).unwrap();
     fifo(&dir.join("latest"));

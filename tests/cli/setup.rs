@@ -81,6 +81,56 @@ fn endless_stdin_is_read_only_up_to_the_limit() {
     drop(yes);
     run.code(2).stderr_has("stdin is more than any engine takes (97.7 KiB)");
     nothing_recorded(&env);
+    // The same for every command that reads stdin: chat's messages (one line that never
+    // ends), and a steer (read before the running turn is looked for).
+    for (args, refused) in [
+        (&["chat"][..], "a message on stdin is over 97.7 KiB"),
+        (&["steer"][..], "there is no session to continue yet"),
+    ] {
+        let mut zeros = Command::new("tr")
+            .args(["\\0", "x"])
+            .stdin(std::fs::File::open("/dev/zero").unwrap())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut cmd = env.command();
+        cmd.args(args).stdin(zeros.stdout.take().unwrap());
+        let zeros = Guard(zeros);
+        let run = run_with_stdin_set(cmd, None);
+        drop(zeros);
+        run.code(2).stderr_has(refused);
+    }
+    nothing_recorded(&env);
+}
+
+#[test]
+fn a_file_named_for_the_prompt_or_an_import_is_read_only_when_regular_and_not_too_large() {
+    let env = TestEnv::new();
+    env.write_config(
+        "[engines.claude]\nmax_input_bytes = 100000\n[engines.gemini]\nmax_input_bytes = 100000\n\
+         [engines.codex]\nmax_input_bytes = 100000\n",
+    );
+    let fifo = env.root.path().join("fifo");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    let huge = env.root.path().join("huge.md");
+    std::fs::File::create(&huge).unwrap().set_len(3 << 30).unwrap();
+    // A FIFO would wait for a writer forever, /dev/zero never end, a 3 GB file fill the memory.
+    for (path, why) in [
+        (fifo.to_str().unwrap(), "it is a FIFO, not a regular file"),
+        ("/dev/zero", "it is a device, not a regular file"),
+        (huge.to_str().unwrap(), "it is 3.0 GiB, more than cca takes ("),
+    ] {
+        env.run(&["search", "--prompt-file", path, "q"]).code(2).stderr_has(why);
+        env.run(&["import", "claude", path]).code(1).stderr_has(why);
+    }
+    nothing_recorded(&env);
 }
 
 #[test]

@@ -31,6 +31,9 @@ use crate::transcript::{self, ForkedFrom, Header, Imported};
 
 /// Above this many files, a progress bar shows on a terminal.
 const PROGRESS_FROM: usize = 50;
+/// The largest file read as one conversation: far past any session the tools write (the
+/// largest seen are tens of megabytes), short of what would exhaust the memory.
+const MAX_IMPORT_FILE: u64 = 1 << 30;
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Index {
@@ -424,7 +427,8 @@ fn read(
         let json = crate::run::output_of(program, &args)?;
         return Ok(import::llm::parse(&json));
     }
-    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let bytes = crate::store::read_at_most(file, MAX_IMPORT_FILE)
+        .with_context(|| format!("cannot read {}", file.display()))?;
     let mut conv = match tool {
         Tool::Claude => import::claude::parse(&bytes),
         Tool::Gemini => {

@@ -22,7 +22,7 @@ impl Acp {
         };
         let mut shared =
             std::mem::take(&mut self.sessions().entry(id.to_string()).or_default().shared);
-        let cap = content::input_cap(&self.settings);
+        let cap = self.settings.input_cap();
         let read = content::read(blocks, std::path::Path::new(&cwd), &mut shared, cap);
         self.sessions().entry(id.to_string()).or_default().shared = shared;
         read
