@@ -99,7 +99,7 @@ fn read_key(given: &str) -> Result<String> {
         return Ok(key);
     }
     crate::store::read_text_at_most(std::path::Path::new(given), KEY_FILE_BYTES).map_err(|e| {
-        Failure::usage(format!("--key {given}: not a key, and no file to read one from ({e})"))
+        Failure::usage(format!("--key {given}: not a key, and no file to read one from ({e:#})"))
             .hint(format!(
                 "give the key itself ({}...), a file holding it, or - to read it from stdin",
                 crate::sync::KEY_PREFIX
