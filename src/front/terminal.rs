@@ -175,7 +175,7 @@ impl Terminal {
             );
             if let Some(line) = cost_line(&this, &outcome.session_totals) {
                 let (dim, off) = if self.color { ("\x1b[2m", "\x1b[0m") } else { ("", "") };
-                say(&format!("{dim}{line}{off}"));
+                say_styled(&format!("{dim}{}{off}", render::clean_text(&line)));
             }
         }
         if let Some((reason, hint)) = error {
@@ -576,9 +576,17 @@ fn print_error<'a>(message: &str, hints: impl IntoIterator<Item = &'a str>) {
     say(&text);
 }
 
-/// Writes a line to stderr. A closed or failing stderr (a closed terminal, `2>/dev/full`) must
-/// not stop cca in the middle of its work, so errors are ignored: stderr is where they would go.
+/// Writes a line to stderr, its control characters shown as U+FFFD (`render::clean_text`): a
+/// line often names what the user typed or a file held (an id, a path, a name), and an escape
+/// sequence in it must not reach the terminal. A closed or failing stderr (a closed terminal,
+/// `2>/dev/full`) must not stop cca in the middle of its work, so errors are ignored: stderr is
+/// where they would go.
 pub(crate) fn say(line: &str) {
+    say_styled(&render::clean_text(line));
+}
+
+/// [`say`] for a line cca styled itself (its escape sequences are its own), as it is.
+fn say_styled(line: &str) {
     let mut err = io::stderr().lock();
     let _ = err.write_all(format!("{line}\n").as_bytes()).and_then(|()| err.flush());
 }

@@ -312,6 +312,18 @@ fn hostile_ids_names_and_links_get_clear_errors() {
     }
     env.run(&["search", "-p", "/etc/passwd", "q"]).code(2).stderr_has("is not a prompt name");
     env.run(&["search", "-s", "nope", "q"]).code(2).stderr_has("no session `nope`");
+    // What the user typed comes back in the message, but never an escape sequence of it.
+    let typed: [&[&str]; 3] = [
+        &["show", "\x1b[31mred"],
+        &["name", "\x1b]0;title\x07"],
+        &["search", "-s", "\x1b[2J", "q"],
+    ];
+    for args in typed {
+        let run = env.run(args);
+        assert_ne!(run.code, Some(0), "{run}");
+        assert!(!run.stderr.contains('\x1b') && !run.stderr.contains('\x07'), "{run:?}");
+        assert!(run.stderr.contains('\u{fffd}'), "{run}");
+    }
 
     env.run(&["search", "first"]).ok();
     let latest = env.sessions_dir().join("latest");
