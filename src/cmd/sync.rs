@@ -137,8 +137,13 @@ fn tell(store: &Store, report: &Report) {
             "cca: {session} was continued both here and on {machine}: {machine}'s continuation is the fork {fork}"
         ));
     }
-    for skipped in &report.skipped {
-        say(&format!("cca: warning: not synced: {skipped}"));
+    for (id, why) in &report.skipped {
+        say(&format!("cca: warning: not synced: {id}: {why}"));
+    }
+    if !report.skipped.is_empty() {
+        say(
+            "hint: mend the file by hand (`cca show --raw ID`, `\"$EDITOR\" \"$(cca path ID)\"`); the next sync takes it up",
+        );
     }
     // Names are unique here; one given on two machines (or carried by a fork) is now on two.
     let arrived: Vec<&String> = report

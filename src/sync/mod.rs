@@ -128,10 +128,19 @@ pub(crate) struct Report {
     pub restored: Vec<String>,
     /// Sessions left for the next sync: a turn was running in them.
     pub busy: Vec<String>,
-    /// Sessions that could not be sent, with why.
-    pub skipped: Vec<String>,
+    /// Sessions whose file could not be read, so not sent nor brought up to date: (id, why).
+    pub skipped: Vec<(String, String)>,
     /// Where `latest` points now, when the sync moved it.
     pub latest: Option<String>,
+}
+
+impl Report {
+    /// `id`'s file cannot be read (`why`): said once, however many of its changes wait.
+    fn skip(&mut self, id: &str, why: &anyhow::Error) {
+        if !self.skipped.iter().any(|(skipped, _)| skipped == id) {
+            self.skipped.push((id.to_string(), format!("{why:#}")));
+        }
+    }
 }
 
 /// What `cca sync status` shows.
@@ -567,7 +576,7 @@ impl Syncing<'_> {
                 Ok(Some(text)) => text,
                 Ok(None) => continue,
                 Err(e) => {
-                    self.report.skipped.push(format!("{id}: {e:#}"));
+                    self.report.skip(id, &e);
                     continue;
                 }
             };

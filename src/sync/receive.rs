@@ -82,7 +82,9 @@ impl Syncing<'_> {
             }
             for (path, record) in in_order(records) {
                 if !self.apply(&session, &record)? {
-                    self.report.busy.push(session.clone());
+                    if !self.report.skipped.iter().any(|(id, _)| *id == session) {
+                        self.report.busy.push(session.clone());
+                    }
                     deferred = true;
                     break;
                 }
@@ -117,7 +119,16 @@ impl Syncing<'_> {
     fn continue_local(&mut self, id: &str, record: &Record) -> Result<bool> {
         let Ok(_lock) = self.store.lock(id, self.background, || {}) else { return Ok(false) };
         let local = self.state.sessions[id].clone();
-        let Some(text) = self.store.read_session_text(id, local.removed)? else { return Ok(false) };
+        // A file that cannot be read (hand-edited into another encoding, say) waits with its
+        // records for the next sync; every other session goes on.
+        let text = match self.store.read_session_text(id, local.removed) {
+            Ok(Some(text)) => text,
+            Ok(None) => return Ok(false),
+            Err(e) => {
+                self.report.skip(id, &e);
+                return Ok(false);
+            }
+        };
         let now = hash(text.as_bytes());
         let removed = match record.change {
             Change::Remove => true,

@@ -638,3 +638,27 @@ fn an_image_a_question_attached_reaches_the_other_machine_sealed() {
     assert_eq!(a.sessions(), b.sessions());
     assert!(!all_objects(&remote).contains("a small picture"));
 }
+
+#[test]
+fn a_file_that_cannot_be_read_waits_and_every_other_session_syncs() {
+    let (a, b, _remote) = two_machines();
+    // B's copy of the shared session is saved in another encoding; A continues it, and each
+    // machine starts a session of its own.
+    let good = b.text(ID);
+    std::fs::write(b.env.session_path(ID), [good.as_bytes(), b"caf\xe9\n"].concat()).unwrap();
+    a.ask("2026-11-22T09:00:00Z", "and the backoff?", true);
+    a.ask("2026-11-22T09:05:00Z", "a new one on A", false);
+    a.sync().ok();
+    b.ask("2026-11-22T10:00:00Z", "a new one on B", false);
+    let run = b.sync();
+    run.ok().stderr_has(&format!("not synced: {ID}")).stderr_has("mend the file by hand");
+    assert!(!run.stderr.contains("busy"), "{run}");
+    // Everything else went both ways.
+    assert!(b.env.session_path("20261122-090500").exists(), "{run}");
+    a.sync().ok();
+    assert!(a.env.session_path("20261122-100000").exists());
+    // Mended, the waiting change arrives.
+    std::fs::write(b.env.session_path(ID), &good).unwrap();
+    b.sync().ok();
+    assert!(b.text(ID).contains("and the backoff?"));
+}
