@@ -258,7 +258,10 @@ impl<S: Source + ?Sized> Search<'_, S> {
         if let Err(e) = self.settle(end)? {
             return Ok(Err(e));
         }
-        let Some(place) = self.places.last.as_ref().filter(|p| contains(p, start, end)) else {
+        // In a file saved with CRLF endings the `\r` ends the line, not the record's content:
+        // the last line of a question is its content and a `\r` past it.
+        let text_end = end - u64::from(self.buf[line.clone()].last() == Some(&b'\r'));
+        let Some(place) = self.places.last.as_ref().filter(|p| contains(p, start, text_end)) else {
             return Ok(Ok(true));
         };
         if !self.wanted(place) {

@@ -38,6 +38,21 @@ fn json_lines(run: &Run) -> Vec<Value> {
 }
 
 #[test]
+fn a_transcript_saved_with_crlf_endings_is_searched_as_it_was() {
+    let env = TestEnv::new();
+    two_sessions(&env);
+    let lf = env.run(&["grep", "lock|windows"]);
+    lf.ok();
+    // An editor saves it with CRLF line endings: the same lines match, questions included.
+    let path = env.session_path(STAMP);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace('\n', "\r\n")).unwrap();
+    let crlf = env.run(&["grep", "lock|windows"]);
+    assert_eq!(crlf.ok().stdout, lf.stdout, "{crlf}");
+    assert!(crlf.stdout.contains("2. You: and on Windows?"), "{crlf}");
+}
+
+#[test]
 fn matches_are_grouped_by_session_with_the_exchange_and_who_said_it() {
     let env = TestEnv::new();
     two_sessions(&env);
