@@ -125,13 +125,26 @@ enum Keep {
 pub(crate) fn not_transcript(path: &Path, id: &str, e: NotTranscript) -> anyhow::Error {
     let message = format!("{} is not a transcript cca can read ({e})", path.display());
     let hint = if e.not_utf8 {
-        format!(
-            "cca reads UTF-8 only; if the file was saved as Latin-1, convert it with\n\
-             `iconv -f LATIN1 -t UTF-8 \"{p}\" > \"{p}.utf8\" && mv \"{p}.utf8\" \"{p}\"`,\n\
-             or fix line {line} by hand; `cca show --raw {id}` prints the file as it is",
+        // Converting the whole file suits one saved as Latin-1; one that holds UTF-8 beside a
+        // stray byte would have its UTF-8 converted twice (café to cafÃ©).
+        let has_utf8 = super::files::read_regular(path).is_ok_and(|bytes| {
+            String::from_utf8_lossy(&bytes).chars().any(|c| !c.is_ascii() && c != '\u{fffd}')
+        });
+        let fix = format!(
+            "cca reads UTF-8 only: fix line {line} by hand (`\"$EDITOR\" \"{p}\"`); `cca show --raw \
+             {id}` prints the file as it is",
             p = path.display(),
             line = e.line,
-        )
+        );
+        if has_utf8 {
+            fix
+        } else {
+            format!(
+                "{fix}; or, the whole file saved as Latin-1, convert it in place:\n\
+                 `iconv -f LATIN1 -t UTF-8 \"{p}\" > \"{p}.utf8\" && cat \"{p}.utf8\" > \"{p}\" && rm \"{p}.utf8\"`",
+                p = path.display(),
+            )
+        }
     } else {
         format!(
             "repair it by hand (`$EDITOR \"{}\"`), or start a new session; the id was {id}",
