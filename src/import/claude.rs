@@ -78,7 +78,15 @@ pub(crate) fn parse(bytes: &[u8]) -> Conversation {
         at = parent.and_then(|p| by_uuid.get(p).copied());
     }
     chain.reverse();
-    conv.id = values.iter().find_map(|(_, v)| v["sessionId"].as_str()).unwrap_or("").to_string();
+    // The conversation's own id: a stray line of another session elsewhere in the file does
+    // not name it.
+    conv.id = chain
+        .iter()
+        .map(|&i| &values[i].1)
+        .chain(values.iter().map(|(_, v)| v))
+        .find_map(|v| v["sessionId"].as_str())
+        .unwrap_or("")
+        .to_string();
     conv.cwd = chain.iter().find_map(|&i| values[i].1["cwd"].as_str()).map(str::to_string);
     conv.created = chain
         .iter()
@@ -295,6 +303,15 @@ mod tests {
             assistant("a1", "u1", "m1", json!([{"type": "text", "text": "a"}])),
         ]));
         assert_eq!(c.exchanges.len(), 1);
+        // A stray line of another session first in the file: the conversation keeps its id.
+        let mut stray = user("x1", Some("x1"), json!("loop"));
+        stray["sessionId"] = json!("s2");
+        let c = parse(&file(&[
+            stray,
+            user("u1", None, json!("q")),
+            assistant("a1", "u1", "m1", json!([{"type": "text", "text": "a"}])),
+        ]));
+        assert_eq!((c.id.as_str(), c.exchanges.len()), ("s1", 1));
     }
 
     #[test]
