@@ -200,24 +200,12 @@ fn doctor_does_not_wait_for_a_helper_of_the_version_probe() {
     assert!(run.stdout.contains("claude"), "{run}");
 }
 
-/// Makes a FIFO at `path` (nothing ever writes to it).
-fn fifo(path: &std::path::Path) {
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        path,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-        0,
-    )
-    .expect("mkfifo");
-}
-
 #[test]
 fn fifos_and_devices_named_like_sessions_are_reported_not_read() {
     let env = TestEnv::new();
     env.run(&["search", "-q", "real one"]).ok();
     let dir = env.sessions_dir();
-    fifo(&dir.join("session_fifo.md"));
+    make_fifo(dir.join("session_fifo.md"));
     std::os::unix::fs::symlink("/dev/zero", dir.join("session_zero.md")).unwrap();
     let run = env.run(&["sessions"]);
     run.ok();
@@ -230,7 +218,7 @@ fn fifos_and_devices_named_like_sessions_are_reported_not_read() {
     assert!(doctor.stdout.contains("it is a FIFO, not a regular file"), "{doctor}");
     // `latest` as a FIFO: reported, never read.
     std::fs::remove_file(dir.join("latest")).unwrap();
-    fifo(&dir.join("latest"));
+    make_fifo(dir.join("latest"));
     env.run(&["search", "-q", "-r", "more"]).code(1).stderr_has("not a regular file");
 }
 
@@ -239,10 +227,10 @@ fn a_fifo_config_or_index_does_not_hang() {
     let env = TestEnv::new();
     env.run(&["search", "-q", "one"]).ok();
     std::fs::remove_file(env.cca_home.join("index.json")).ok();
-    fifo(&env.cca_home.join("index.json"));
+    make_fifo(env.cca_home.join("index.json"));
     env.run(&["sessions"]).ok();
     std::fs::remove_file(env.cca_home.join("config.toml")).unwrap();
-    fifo(&env.cca_home.join("config.toml"));
+    make_fifo(env.cca_home.join("config.toml"));
     env.run(&["sessions"]).code(1).stderr_has("not a regular file");
 }
 

@@ -149,14 +149,7 @@ fn unreadable_transcripts_are_reported_and_skipped() {
 fn fifos_and_devices_named_like_sessions_are_skipped_not_read() {
     let env = TestEnv::new();
     two_sessions(&env);
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        env.session_path("20261120-000000"),
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-        0,
-    )
-    .expect("mkfifo");
+    make_fifo(env.session_path("20261120-000000"));
     std::os::unix::fs::symlink("/dev/zero", env.session_path("20261120-000001")).unwrap();
     // Without the check, opening the FIFO waits for a writer and /dev/zero never ends: the
     // run outlives its timeout.

@@ -111,14 +111,7 @@ fn a_file_named_for_the_prompt_or_an_import_is_read_only_when_regular_and_not_to
          [engines.codex]\nmax_input_bytes = 100000\n",
     );
     let fifo = env.root.path().join("fifo");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        &fifo,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-        0,
-    )
-    .unwrap();
+    make_fifo(&fifo);
     let huge = env.root.path().join("huge.md");
     std::fs::File::create(&huge).unwrap().set_len(3 << 30).unwrap();
     // A FIFO would wait for a writer forever, /dev/zero never end, a 3 GB file fill the memory.

@@ -238,14 +238,7 @@ fn a_wrong_key_or_none_is_refused_before_anything_is_read() {
         .stderr_has("cannot reach the remote");
     // A key file that is a FIFO or a device is refused, never waited on or read without end.
     let fifo = c.env.root.path().join("key.fifo");
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        &fifo,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o600),
-        0,
-    )
-    .unwrap();
+    make_fifo(&fifo);
     for (file, why) in [(fifo.to_str().unwrap(), "FIFO"), ("/dev/zero", "device")] {
         c.init(&remote, Some(file)).code(2).stderr_has(why);
     }

@@ -468,6 +468,19 @@ pub fn alive(pid: i32) -> bool {
     zombie(pid) == Some(false)
 }
 
+/// Makes a FIFO at `path` (nothing ever writes to it): what a reader without a check waits on
+/// forever.
+pub fn make_fifo(path: impl AsRef<Path>) {
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        path.as_ref(),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .expect("mkfifo");
+}
+
 /// Whether a process has wholly ended: reaped, or a zombie none of whose threads still runs.
 /// A killed multithreaded program (node) shows its first thread as a zombie while the others
 /// are still closing its files, such as the pipes its parent reads.
