@@ -262,6 +262,38 @@ fn ask_kept(
     })
 }
 
+/// Keeps a question that was stopped before its turn recorded it, not by the user (an editor's
+/// prompt still in line when the client went, or a signal came): recorded as asked and
+/// interrupted for `why`, the engine never run, so nothing a user sent is lost. Waits for the
+/// session's lock at most `patience` (a turn elsewhere may hold it for minutes).
+pub(crate) fn keep_unasked(
+    settings: &Settings,
+    store: &Store,
+    ask: &Ask,
+    why: run::Stop,
+    patience: Duration,
+    observer: &mut dyn Observer,
+) -> Result<()> {
+    let now = settings.now();
+    let (id, created) = open_session(settings, store, ask, &now)?;
+    let deadline = std::time::Instant::now() + patience;
+    let _lock = store.lock_unless(
+        &id,
+        true,
+        || observer.event(Event::Waiting { session: &id }),
+        || match std::time::Instant::now() < deadline {
+            true => Ok(()),
+            false => Err(Failure::new(exit::BUSY, format!("session {id} stayed busy")).into()),
+        },
+    )?;
+    let settled = settle(settings, store, &id, created, ask, observer)?;
+    let (engine, model) = (settled.engine, settled.model.as_deref());
+    let session = Session { settings, store, id: &id, engine, model };
+    let mut recorder = Recorder::start(session, ask, &now, &settled)?;
+    let stopped = Attempt::error(&run::Interrupted(why).into(), Duration::ZERO);
+    recorder.answers(None, &[], &stopped, observer)
+}
+
 /// Leaves an engine on standby for the next one-shot turn, where the engine has one configured
 /// (docs/DESIGN.md, "Standby"). It only saves time: failing to leave one is a detail.
 fn leave_standby(session: &Session, prompt: &Prompt, observer: &mut dyn Observer) {

@@ -104,6 +104,54 @@ fn a_queued_prompt_cancelled_before_its_turn_records_nothing() {
     assert_eq!(env.calls().len(), 2, "the engine ran for the first and the third");
 }
 
+/// A client that goes (closes stdin) takes back nothing it asked: a prompt still in line, and
+/// one sent just before the close, are kept in the transcript as interrupted, as the running
+/// one is.
+#[test]
+fn prompts_in_line_or_sent_as_the_client_goes_are_kept_as_interrupted() {
+    let env = TestEnv::new();
+    let out = sdk(
+        &env,
+        &[
+            new_session("s", &env.work),
+            new_session("t", &env.work),
+            async_prompt("p1", "$s.sessionId", "first"),
+            async_prompt("p2", "$s.sessionId", "second"),
+            json!({"until": "agent_thought_chunk", "session": "$s.sessionId", "containing": "Queued"}),
+            json!({"until": "agent_message_chunk", "session": "$s.sessionId"}),
+            // Sent with nothing between it and the close.
+            async_prompt("q", "$t.sessionId", "last words"),
+            json!({"close": true}),
+        ],
+        &[("FAKE_SCRIPT_1", "say started; hang"), ("FAKE_SCRIPT_2", "hang")],
+    );
+    let (s, t) = (id_of(&out, "s"), id_of(&out, "t"));
+    let first = std::fs::read_to_string(env.session_path(&s)).unwrap();
+    let (records, _) = cca::transcript::parse(&first).unwrap();
+    let users: Vec<&str> = records
+        .records
+        .iter()
+        .filter(|r| r.kind == cca::transcript::Kind::User)
+        .map(|r| r.content.as_str())
+        .collect();
+    assert_eq!(users, ["first", "second"], "{first}");
+    assert_eq!(first.matches("Interrupted (not sent again): client gone").count(), 2, "{first}");
+    let last = std::fs::read_to_string(env.session_path(&t))
+        .unwrap_or_else(|e| panic!("the last prompt's session was never written: {e}"));
+    assert!(last.contains("last words"), "{last}");
+    assert!(last.contains("Interrupted (not sent again): client gone"), "{last}");
+
+    // The same on the bare wire: the prompt's line, then stdin closed at once.
+    let mut raw = Raw::start_with(&env, &[("FAKE_SCRIPT", "hang")]);
+    let prompt = json!({"jsonrpc": "2.0", "id": 1, "method": "session/prompt",
+                        "params": {"sessionId": t, "prompt": [{"type": "text", "text": "bare"}]}});
+    raw.send(&prompt.to_string());
+    assert_eq!(raw.finish(), Some(0));
+    let last = std::fs::read_to_string(env.session_path(&t)).unwrap();
+    assert!(last.contains("bare"), "{last}");
+    assert_eq!(last.matches("Interrupted (not sent again): client gone").count(), 2, "{last}");
+}
+
 #[test]
 fn a_prompt_on_a_session_busy_in_a_terminal_waits_and_says_so() {
     let env = TestEnv::new();

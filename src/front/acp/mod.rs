@@ -9,7 +9,8 @@
 //! for a turn, so several sessions answer at once and a cancel arrives while a turn runs.
 //!
 //! stdout carries protocol messages only; diagnostics and the engines' stderr go to stderr. When
-//! the client closes stdin, running turns are stopped (recorded as interrupted) and cca exits 0.
+//! the client closes stdin, running turns are stopped (recorded as interrupted), prompts still in
+//! line are kept as interrupted, and cca exits 0.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;

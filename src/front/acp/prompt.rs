@@ -67,11 +67,16 @@ impl Acp {
                 Forward::new(&cx, &id)
                     .note(format!("Queued: {ahead} in this session {are} answered first.\n"));
             }
+            let ask = Ask { target: Target::Session(id.clone()), query, attachments, wait: true };
             let answer = if line.wait(number, &cancel) {
-                agent.answer(&id, query, attachments, &cx, &cancel)
+                agent.answer(&id, &ask, &cx, &cancel)
             } else {
-                // Cancelled before its turn came: nothing was recorded, nothing ran.
-                Ok(acp::PromptResponse::new(acp::StopReason::Cancelled))
+                // Stopped before its turn came. Unless the client cancelled this prompt alone,
+                // every prompt ahead is stopping too: its place comes soon, and keeps the order.
+                if cancel.requested() != Some(Stop::Request) {
+                    line.wait(number, &Cancel::new());
+                }
+                Ok(agent.keep_unless_withdrawn(&id, &ask, &cx, &cancel))
             };
             line.answered(number);
             watch.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -106,29 +111,27 @@ impl Acp {
     pub(super) fn answer(
         &self,
         id: &str,
-        query: String,
-        attachments: Vec<Attachment>,
+        ask: &Ask,
         cx: &ConnectionTo<Client>,
         cancel: &Cancel,
     ) -> Result<acp::PromptResponse, RpcError> {
         let settings = self.settings_for(id);
         let mut forward = Forward::new(cx, id);
-        if let Some(reply) = self.command(&settings, id, &query, &mut forward, cancel) {
+        if let Some(reply) = self.command(&settings, id, &ask.query, &mut forward, cancel) {
             let text = reply.map_err(|e| rpc_error(&e))?;
             forward
                 .send(acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(text.into())));
             return Ok(acp::PromptResponse::new(stop_reason(cancel)));
         }
-        match self.title_if_untitled(id, &query, &mut forward, cancel) {
+        match self.title_if_untitled(id, &ask.query, &mut forward, cancel) {
             Ok(()) => {}
             Err(e) if e.downcast_ref::<Interrupted>().is_some() => {
-                return Ok(acp::PromptResponse::new(acp::StopReason::Cancelled));
+                return Ok(self.keep_unless_withdrawn(id, ask, cx, cancel));
             }
             Err(e) => return Err(rpc_error(&e)),
         }
-        let ask = Ask { target: Target::Session(id.to_string()), query, attachments, wait: true };
         let inbox = crate::steer::Inbox::new();
-        match turn::ask_warm(&settings, &self.store, &ask, &inbox, &self.warm, &mut forward, cancel)
+        match turn::ask_warm(&settings, &self.store, ask, &inbox, &self.warm, &mut forward, cancel)
         {
             Ok(outcome) => {
                 if let Some(engine) = settings.engines.get(&outcome.engine) {
@@ -150,11 +153,41 @@ impl Acp {
                         }))),
                 }
             }
+            // Stopped before the question was recorded.
             Err(e) if e.downcast_ref::<Interrupted>().is_some() => {
-                Ok(acp::PromptResponse::new(acp::StopReason::Cancelled))
+                Ok(self.keep_unless_withdrawn(id, ask, cx, cancel))
             }
             Err(e) => Err(rpc_error(&e)),
         }
+    }
+
+    /// A prompt stopped before its question was recorded. One the client cancelled is
+    /// withdrawn: nothing is kept. One stopped because the client went or a signal came is kept
+    /// as asked and interrupted (the engine never runs): nothing a user sent is lost.
+    pub(super) fn keep_unless_withdrawn(
+        &self,
+        id: &str,
+        ask: &Ask,
+        cx: &ConnectionTo<Client>,
+        cancel: &Cancel,
+    ) -> acp::PromptResponse {
+        let cancelled = acp::PromptResponse::new(acp::StopReason::Cancelled);
+        let Some(why) = cancel.requested().filter(|why| *why != Stop::Request) else {
+            return cancelled;
+        };
+        if is_command(&ask.query) {
+            return cancelled;
+        }
+        let settings = self.settings_for(id);
+        let mut forward = Forward::new(cx, id);
+        // Long enough for the turns ahead of it to record their own ends; a turn in a
+        // terminal may hold the session far longer.
+        let patience = Duration::from_secs(10);
+        if let Err(e) = turn::keep_unasked(&settings, &self.store, ask, why, patience, &mut forward)
+        {
+            say(&format!("cca: a prompt to session {id} was lost as the client went: {e:#}"));
+        }
+        cancelled
     }
 
     /// The session's figures as ACP means them: `used` the tokens of its live context as cca
@@ -171,7 +204,8 @@ impl Acp {
             .cost(cost)
     }
 
-    /// `/clear`, `/compact`, `/fork [N]`: what happened, in a sentence; `None` for a question.
+    /// `/clear`, `/compact`, `/fork [N]` ([`is_command`]): what happened, in a sentence; `None`
+    /// for a question.
     pub(super) fn command(
         &self,
         settings: &Settings,
@@ -257,6 +291,14 @@ impl Acp {
         }
         Ok(())
     }
+}
+
+/// Whether a prompt is one of the slash commands [`Acp::command`] takes, not a question.
+fn is_command(query: &str) -> bool {
+    query
+        .split_whitespace()
+        .next()
+        .is_some_and(|word| ["/clear", "/compact", "/fork"].contains(&word))
 }
 
 /// `$/cancel_request` for a prompt stops it as `session/cancel` does. The crate marks the
