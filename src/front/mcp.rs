@@ -137,6 +137,14 @@ fn handle(tools: &tools::Tools, line: &[u8]) -> Option<Value> {
         ));
     };
     let id = object.get("id").cloned();
+    // MCP's ids are strings or integers (never null); another is not echoed back.
+    if id.as_ref().is_some_and(|id| !(id.is_string() || id.is_i64() || id.is_u64())) {
+        return Some(error(
+            Value::Null,
+            INVALID_REQUEST,
+            "a message's `id` must be a string or an integer".into(),
+        ));
+    }
     let Some(method) = object.get("method").and_then(Value::as_str) else {
         // A response to a request cca never sends, or not a message at all.
         return id.map(|id| error(id, INVALID_REQUEST, "a request needs a `method`".into()));

@@ -343,7 +343,8 @@ impl Raw {
         message
     }
 
-    fn call(&mut self, id: u64, method: &str, params: Value) -> Value {
+    fn call(&mut self, id: impl Into<Value>, method: &str, params: Value) -> Value {
+        let id = id.into();
         let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         self.send(request.to_string().as_bytes());
         let response = self.next();
@@ -378,6 +379,14 @@ fn malformed_and_huge_lines_are_errors_and_the_server_keeps_serving() {
     assert_eq!(raw.next()["error"]["code"], -32700);
     raw.send(br#"[{"jsonrpc":"2.0","id":4,"method":"ping"}]"#);
     assert_eq!(raw.next()["error"]["code"], -32600);
+    // MCP ids are strings or integers: any other is refused, and not echoed back.
+    for id in [r#"{"a":1}"#, "true", "null", "[1]", "1.5"] {
+        raw.send(format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#).as_bytes());
+        let refused = raw.next();
+        assert_eq!(refused["error"]["code"], -32600, "{id}: {refused}");
+        assert_eq!(refused["id"], Value::Null, "{id}: {refused}");
+    }
+    assert_eq!(raw.call("s-1", "ping", json!({}))["result"], json!({}));
     // 8 MB of arguments: refused without being read into memory, and only a short answer.
     let huge = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
         "params": {"name": "search", "arguments": {"query": "x".repeat(8 << 20)}}});
