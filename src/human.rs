@@ -1,7 +1,7 @@
 //! Numbers and names as people read them: sizes, signals, turn ranges; and dates as people
 //! write them (`--since 3d`). Pure.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::error::Failure;
 
@@ -38,6 +38,36 @@ pub(crate) fn signal_name(signal: i32) -> String {
         signal_hook::consts::SIGTSTP => "Ctrl-Z".into(),
         n => format!("signal {n}"),
     }
+}
+
+/// From when, until when: either open.
+pub(crate) type Span =
+    (Option<chrono::DateTime<chrono::Utc>>, Option<chrono::DateTime<chrono::Utc>>);
+
+/// The span between two points in time as a person types them ([`parse_date`]): the start of
+/// `since`, the end of `until`, each open when not given. A span that ends before it starts is
+/// a usage error rather than a search that finds nothing; `names` are the two as the front end
+/// calls them (`--since`, or `since` for an agent).
+pub(crate) fn parse_span(
+    since: Option<&str>,
+    until: Option<&str>,
+    now: chrono::DateTime<chrono::Utc>,
+    names: [&str; 2],
+) -> Result<Span> {
+    let [s, u] = names;
+    let start = since.map(|d| parse_date(d, now, false).context(s.to_string())).transpose()?;
+    let end = until.map(|d| parse_date(d, now, true).context(u.to_string())).transpose()?;
+    if let (Some(start), Some(end), Some(since), Some(until)) = (start, end, since, until)
+        && start > end
+    {
+        anyhow::bail!(
+            Failure::usage(format!(
+                "{s} `{since}` is later than {u} `{until}`: nothing said could be in between"
+            ))
+            .hint(format!("swap them: {s} {until} {u} {since}"))
+        );
+    }
+    Ok((start, end))
 }
 
 /// A point in time as a person types it: `2026-11-21` (local time; the day's start, or its end

@@ -72,18 +72,20 @@ fn grep(args: &GrepArgs) -> Result<u8> {
         )
     })?;
     let now = settings.now();
+    let (since, until) = crate::human::parse_span(
+        args.since.as_deref(),
+        args.until.as_deref(),
+        now,
+        ["--since", "--until"],
+    )?;
     let opts = Options {
         context: args.context.unwrap_or(0),
         role: args.role.map(|r| match r {
             GrepRole::User => Role::User,
             GrepRole::Assistant => Role::Assistant,
         }),
-        since: args
-            .since
-            .as_deref()
-            .map(|d| crate::human::parse_date(d, now, false))
-            .transpose()?,
-        until: args.until.as_deref().map(|d| crate::human::parse_date(d, now, true)).transpose()?,
+        since,
+        until,
         first_only: args.list,
         positions: false,
     };

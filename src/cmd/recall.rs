@@ -24,11 +24,12 @@ pub(crate) fn run(args: &RecallArgs) -> Result<u8> {
     }
     let (settings, store) = settings(&Flags::default())?;
     let now = settings.now();
-    let date = |d: &Option<String>, end: bool| -> Result<Option<i64>> {
-        d.as_deref()
-            .map(|d| crate::human::parse_date(d, now, end).map(|t| t.timestamp()))
-            .transpose()
-    };
+    let (since, until) = crate::human::parse_span(
+        args.since.as_deref(),
+        args.until.as_deref(),
+        now,
+        ["--since", "--until"],
+    )?;
     let folder = match (&args.folder, args.here) {
         (_, true) => Some(crate::session::current_dir()?),
         (Some(dir), false) => Some(std::path::absolute(dir)?),
@@ -37,8 +38,8 @@ pub(crate) fn run(args: &RecallArgs) -> Result<u8> {
     let filter = Filter {
         folder,
         engine: args.engine.clone(),
-        since: date(&args.since, false)?,
-        until: date(&args.until, true)?,
+        since: since.map(|t| t.timestamp()),
+        until: until.map(|t| t.timestamp()),
     };
     let question = args.question.join(" ");
     if question.trim().is_empty() {

@@ -34,7 +34,9 @@ pub(crate) fn run(args: &RestoreArgs) -> Result<u8> {
         }
         return Ok(exit::OK);
     }
-    for id in ids {
+    // A session named twice is restored once.
+    let mut seen = std::collections::HashSet::new();
+    for id in ids.iter().filter(|id| seen.insert(id.as_str())) {
         store.restore(id)?;
         say(&format!("cca: restored {id}"));
         // Names are unique; one taken while this session was in the trash is now on two.

@@ -15,7 +15,7 @@ pub(crate) fn run(args: &RmArgs) -> Result<u8> {
     let (settings, store) = settings(&Flags::default())?;
     // Resolve all first: one bad id removes nothing. With --purge, a session in the trash is
     // found there.
-    let found: Vec<(String, bool)> = ids
+    let mut found: Vec<(String, bool)> = ids
         .iter()
         .map(|id| match store.resolve_id(id) {
             Ok(id) => Ok((id, false)),
@@ -23,6 +23,9 @@ pub(crate) fn run(args: &RmArgs) -> Result<u8> {
             Err(e) => Err(e),
         })
         .collect::<Result<_>>()?;
+    // A session named twice (its id and its name, or the same id again) is removed once.
+    let mut seen = std::collections::HashSet::new();
+    found.retain(|(id, _)| seen.insert(id.clone()));
     for (id, trashed) in &found {
         // An engine on standby holds the conversation (its history, in its memory): it ends
         // with it.

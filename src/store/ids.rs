@@ -19,7 +19,8 @@ impl Store {
     }
 
     /// Creates a new session file holding `contents(id)`, named after `stamp`; a second session
-    /// in the same second gets `-2`, `-3`, ... The file appears whole or not at all.
+    /// in the same second gets `-2`, `-3`, ... An id in the trash is taken too: `restore` brings
+    /// it back, and sync knows it as that session. The file appears whole or not at all.
     pub(crate) fn create_session(
         &self,
         stamp: &str,
@@ -57,7 +58,7 @@ impl Store {
         for n in 1u32.. {
             let id = if n == 1 { stamp.to_string() } else { format!("{stamp}-{n}") };
             // Taken names are skipped cheaply; the no-clobber rename settles any race.
-            if !self.session_path(&id).exists() && self.create_file_as(&id, &contents(&id), sync)? {
+            if !self.id_taken(&id) && self.create_file_as(&id, &contents(&id), sync)? {
                 return Ok(id);
             }
         }
@@ -69,7 +70,7 @@ impl Store {
     pub(crate) fn free_id(&self, stamp: &str, reserved: impl Fn(&str) -> bool) -> String {
         (1u32..)
             .map(|n| if n == 1 { stamp.to_string() } else { format!("{stamp}-{n}") })
-            .find(|id| !reserved(id) && !self.session_path(id).exists())
+            .find(|id| !reserved(id) && !self.id_taken(id))
             .expect("some name is free")
     }
 

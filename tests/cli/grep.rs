@@ -109,6 +109,13 @@ fn exit_codes_are_greps() {
     env.run(&["grep", "("]).code(2).stderr_has("cannot search for `(`").stderr_has("hint: ");
     env.run(&["grep"]).code(2);
     env.run(&["grep", "lock", "--since", "someday"]).code(2).stderr_has("not a date");
+    // A span that ends before it starts finds nothing by construction: said, as recall says it.
+    for command in ["grep", "recall"] {
+        env.run(&[command, "lock", "--since", "2026-11-22", "--until", "2026-11-21"])
+            .code(2)
+            .stderr_has("--since `2026-11-22` is later than --until `2026-11-21`")
+            .stderr_has("hint: swap them");
+    }
     env.run(&["grep", "lock", "nosuchname"]).code(2).stderr_has("no session `nosuchname`");
     // No sessions at all: nothing matched.
     TestEnv::new().run(&["grep", "x"]).code(1);

@@ -208,6 +208,8 @@ fn bad_arguments_unknown_tools_and_ids_get_answers_a_model_can_act_on() {
             call("read", json!({"id": STAMP, "from": 3, "to": 2})),
             call("list", json!({"since": "tomorrow"})),
             call("list", json!({"cwd": "relative/path"})),
+            call("search", json!({"query": "lock", "since": "2026-11-22", "until": "2026-11-21"})),
+            call("search", json!({"query": "lock", "regex": true, "since": "1d", "until": "3d"})),
             // Still serving.
             call("list", json!({})),
         ],
@@ -228,13 +230,15 @@ fn bad_arguments_unknown_tools_and_ids_get_answers_a_model_can_act_on() {
         (10, "before `from`"),
         (11, "not a date cca understands"),
         (12, "not an absolute path"),
+        (13, "since `2026-11-22` is later than until `2026-11-21`"),
+        (14, "since `1d` is later than until `3d`"),
     ];
     for (i, says) in expected {
         let (message, error) = text(&results[i]);
         assert!(error, "result {i} is an error: {message}");
         assert!(message.contains(says), "result {i} says {says:?}: {message}");
     }
-    let (list, error) = text(&results[13]);
+    let (list, error) = text(&results[15]);
     assert!(!error && list.contains(STAMP), "{list}");
 }
 

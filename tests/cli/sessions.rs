@@ -268,6 +268,27 @@ fn rm_moves_to_the_trash_and_restore_brings_back() {
     env.run(&["restore"]).ok().stderr_has("the trash is empty");
 }
 
+/// An id in the trash is still that session's: a new session in the same second takes
+/// another, so `restore` and sync never meet two conversations under one id. A session named
+/// twice is removed, or restored, once.
+#[test]
+fn an_id_in_the_trash_is_never_given_again_and_a_session_named_twice_is_taken_once() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "old conversation"]).ok();
+    let old = "20261121-101500";
+    env.run(&["rm", old, old]).ok();
+    // The same second (CCA_NOW), a new conversation.
+    env.run(&["search", "-q", "new conversation"]).ok();
+    let new = format!("{old}-2");
+    assert!(env.session_path(&new).is_file(), "{:?}", env.session_files());
+    assert!(!env.session_path(old).exists());
+    env.run(&["restore", old, old]).ok();
+    assert!(std::fs::read_to_string(env.session_path(old)).unwrap().contains("old conversation"));
+    assert!(std::fs::read_to_string(env.session_path(&new)).unwrap().contains("new conversation"));
+    env.run(&["rm", &new]).ok();
+    assert!(env.cca_home.join(format!("trash/session_{new}.md")).is_file());
+}
+
 #[test]
 fn chat_in_a_terminal_with_ctrl_c_in_the_middle() {
     let env = TestEnv::new();

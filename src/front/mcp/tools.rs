@@ -169,11 +169,8 @@ impl Tools {
         }
         let matcher = Matcher::new(query, &PatternOptions { case: Case::Smart, fixed: false, word: false })
             .map_err(|why| format!("search: cannot search for `{query}`: {why}. Patterns are Rust regular expressions; or leave out \"regex\" to search for the words"))?;
-        let opts = Options {
-            since: self.date("since", a.since.as_deref(), false)?,
-            until: self.date("until", a.until.as_deref(), true)?,
-            ..Options::default()
-        };
+        let (since, until) = self.span(&a)?;
+        let opts = Options { since, until, ..Options::default() };
         let filter = Filter { cwd: cwd(a.cwd.as_deref())?, engine: a.engine };
         let mut ids = self.store.session_ids().map_err(|e| format!("search: {e:#}"))?;
         // Newest first: what was said last is likeliest to be what the agent needs.
@@ -193,12 +190,12 @@ impl Tools {
     /// A search in plain words: the best exchanges by `crate::recall`'s rank, each with its
     /// rank and score, as many as fit.
     fn ranked(&self, query: String, a: SearchArgs, limit: usize) -> Result<String, String> {
-        let day = |t: Option<DateTime<Utc>>| t.map(|t| t.timestamp());
+        let (since, until) = self.span(&a)?;
         let filter = recall::Filter {
             folder: cwd(a.cwd.as_deref())?,
             engine: a.engine,
-            since: day(self.date("since", a.since.as_deref(), false)?),
-            until: day(self.date("until", a.until.as_deref(), true)?),
+            since: since.map(|t| t.timestamp()),
+            until: until.map(|t| t.timestamp()),
         };
         // One more than asked, to tell whether there were more.
         let found =
@@ -534,6 +531,13 @@ impl Tools {
             );
         }
         Ok(out)
+    }
+
+    /// A search's `since` and `until` ([`crate::human::parse_span`]).
+    fn span(&self, a: &SearchArgs) -> Result<crate::human::Span, String> {
+        let (since, until) = (a.since.as_deref(), a.until.as_deref());
+        crate::human::parse_span(since, until, self.settings.now(), ["since", "until"])
+            .map_err(|e| format!("search: {}", message(&e)))
     }
 
     fn date(
