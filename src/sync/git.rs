@@ -171,6 +171,9 @@ impl Git {
         }
         let merge = ["merge", "-q", "--no-edit", "--allow-unrelated-histories", REMOTE_BRANCH];
         let ran = self.run(&merge)?;
+        if !ran.success && self.dir.join(".git/MERGE_HEAD").exists() {
+            return Err(self.conflict());
+        }
         if ran.success || !String::from_utf8_lossy(&ran.stderr).contains("would be overwritten") {
             return succeeded(&merge, ran).map(drop);
         }
@@ -182,6 +185,29 @@ impl Git {
         self.ok(&["reset", "-q", "--hard", "HEAD"])?;
         self.ok(&["clean", "-f", "-q", "--", "."])?;
         self.ok(&merge).map(drop)
+    }
+
+    /// A merge that stopped on a conflict, taken back (the clone is left as it was) and said
+    /// with the files in it. Each log has one writer, so a conflict means one was changed
+    /// elsewhere, by hand or by another program.
+    fn conflict(&self) -> anyhow::Error {
+        let files = self.ok(&["diff", "--name-only", "--diff-filter=U"]).unwrap_or_default();
+        let _ = self.run(&["merge", "--abort"]);
+        let files: Vec<&str> = files.lines().collect();
+        Failure::new(
+            exit::ERROR,
+            format!(
+                "the remote's copy of {} differs from the one this machine wrote: a log has \
+                 one writer, so it was changed there by hand or by another program",
+                files.join(", ")
+            ),
+        )
+        .hint(format!(
+            "nothing here was changed; put the remote's copy back as it was (this machine's is \
+             in {}), then `cca sync` again",
+            self.dir.display()
+        ))
+        .into()
     }
 
     /// Commits everything written to the repository; false when nothing was.
@@ -215,10 +241,7 @@ impl Git {
             return Ok(Pushed::Done);
         }
         let said = String::from_utf8_lossy(&ran.stderr);
-        if said.contains("[rejected]")
-            || said.contains("fetch first")
-            || said.contains("non-fast-forward")
-        {
+        if beaten(&said) {
             return Ok(Pushed::Behind);
         }
         Err(Failure::new(exit::ERROR, format!("cannot push to the remote: {}", said.trim()))
@@ -253,14 +276,51 @@ impl Git {
 }
 
 /// What git printed, when it succeeded; else an error with its command line and what it said.
+/// Whether a push was refused because another machine's push came first: the branch moved on
+/// (`[rejected]`, `fetch first`, `non-fast-forward`), or moved while the remote was updating it
+/// (`cannot lock ref`, `[remote rejected] ... (failed to update ref)`).
+fn beaten(said: &str) -> bool {
+    ["[rejected]", "fetch first", "non-fast-forward", "cannot lock ref", "failed to update ref"]
+        .iter()
+        .any(|sign| said.contains(sign))
+}
+
 fn succeeded(args: &[&str], ran: Ran) -> Result<String> {
     if !ran.success {
-        anyhow::bail!(
-            "git {} failed ({}): {}",
-            args.join(" "),
-            ran.status,
-            String::from_utf8_lossy(&ran.stderr).trim()
-        );
+        // git says some failures on stdout only.
+        let said = match String::from_utf8_lossy(&ran.stderr).trim() {
+            "" => String::from_utf8_lossy(&ran.stdout).trim().to_string(),
+            said => said.to_string(),
+        };
+        anyhow::bail!("git {} failed ({}): {said}", args.join(" "), ran.status);
     }
     Ok(String::from_utf8_lossy(&ran.stdout).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What git 2.x says when a push loses to another (the last two: both pushed at the same
+    /// moment, and the remote's ref moved while it was updating it), and when it fails
+    /// otherwise.
+    #[test]
+    fn a_push_another_machine_beat_is_told_from_other_failures() {
+        let beaten_by = [
+            " ! [rejected]        HEAD -> cca (fetch first)\nerror: failed to push some refs",
+            " ! [rejected]        HEAD -> cca (non-fast-forward)",
+            "remote: error: cannot lock ref 'refs/heads/cca': is at 1a2b but expected 3c4d\n \
+             ! [remote rejected] HEAD -> cca (failed to update ref)",
+        ];
+        for said in beaten_by {
+            assert!(beaten(said), "{said}");
+        }
+        for said in [
+            "fatal: '/nowhere' does not appear to be a git repository",
+            " ! [remote rejected] HEAD -> cca (pre-receive hook declined)",
+            "error: RPC failed; curl 22 The requested URL returned error: 403",
+        ] {
+            assert!(!beaten(said), "{said}");
+        }
+    }
 }

@@ -302,6 +302,37 @@ fn a_tampered_record_or_a_rewritten_remote_is_an_error_and_changes_nothing_here(
     assert_eq!(b.sessions(), before);
 }
 
+/// A log changed on the remote by someone else, as this machine adds to it: the merge stops on
+/// the conflict, which is named, and is taken back; put right, the next sync sends everything.
+#[test]
+fn a_log_changed_on_the_remote_by_hand_is_named_and_the_clone_is_left_clean() {
+    let (a, b, remote) = two_machines();
+    let work = a.env.root.path().join("by-hand");
+    let work_dir = work.to_str().unwrap();
+    git(&["clone", "-q", "-b", "cca", remote.to_str().unwrap(), work_dir]);
+    let log = find_logs(&work).into_iter().next().expect("the laptop's log");
+    let honest = std::fs::read_to_string(&log).unwrap();
+    std::fs::write(&log, format!("{honest}a line no machine wrote\n")).unwrap();
+    let commit = |message: &str| {
+        let who = ["-c", "user.name=x", "-c", "user.email=x@x"];
+        git(&[&["-C", work_dir], &who[..], &["commit", "-qam", message]].concat());
+        git(&["-C", work_dir, "push", "-q", "origin", "cca"]);
+    };
+    commit("by hand");
+    a.run(&[",", "-q", "a second question"]).ok();
+    let name = log.file_name().unwrap().to_string_lossy().into_owned();
+    a.sync().code(1).stderr_has(&name).stderr_has("changed there by hand").stderr_has("hint: ");
+    let repo = a.env.cca_home.join("sync/repo");
+    assert!(!repo.join(".git/MERGE_HEAD").exists(), "the merge was taken back");
+    // Put right: the turn held back goes out, and reaches the other machine.
+    std::fs::write(&log, &honest).unwrap();
+    commit("put right");
+    a.sync().ok();
+    b.sync().ok();
+    assert_eq!(a.sessions(), b.sessions());
+    assert!(b.text(ID).contains("a second question"));
+}
+
 fn git(args: &[&str]) {
     let out = Command::new("git").args(args).output().unwrap();
     assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
