@@ -95,11 +95,23 @@ pub(crate) fn followed(settings: &Settings, store: &Store) -> Result<String> {
                 .into()
         });
     }
-    store.latest()?.ok_or_else(|| {
-        Failure::usage("there is no session to continue yet")
-            .hint("start one with `cca search \"your question\"`")
-            .into()
-    })
+    if let Some(id) = store.latest()? {
+        return Ok(id);
+    }
+    // Sessions without `latest`: it was deleted. Never a silent pick of another conversation.
+    let newest = store.session_ids()?.into_iter().max_by_key(|id| crate::store::sort_key(id));
+    Err(match newest {
+        None => Failure::usage("there is no session to continue yet")
+            .hint("start one with `cca search \"your question\"`"),
+        Some(newest) => Failure::usage(format!(
+            "there is no `latest` link in {}, so cca does not know which session to continue",
+            store.sessions_dir().display()
+        ))
+        .hint(format!(
+            "continue the newest with `cca search -s {newest} ...`, or choose one from `cca sessions`; the next session started makes `latest` again"
+        )),
+    }
+    .into())
 }
 
 /// What to tell a terminal that follows a session through `CCA_SESSION` when another session

@@ -287,6 +287,14 @@ fn an_id_in_the_trash_is_never_given_again_and_a_session_named_twice_is_taken_on
     assert!(std::fs::read_to_string(env.session_path(&new)).unwrap().contains("new conversation"));
     env.run(&["rm", &new]).ok();
     assert!(env.cca_home.join(format!("trash/session_{new}.md")).is_file());
+
+    // `latest` deleted by hand: `,` does not guess which conversation to go on with.
+    std::fs::remove_file(env.sessions_dir().join("latest")).unwrap();
+    env.run(&["search", "-r", "q"])
+        .code(2)
+        .stderr_has("no `latest` link")
+        .stderr_has(&format!("cca search -s {old}"));
+    assert_eq!(env.calls().len(), 2, "nothing was asked");
 }
 
 #[test]
