@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use super::files::{make_private_dir, read_optional, replace_file, set_mode, sync_dir, temp_file};
+use super::files::{
+    make_private_dir, read_optional, replace_file, set_mode, sync_dir, temp_file, through_links,
+};
 use super::{DIR_MODE, FILE_MODE, Store};
 
 impl Store {
@@ -59,7 +61,7 @@ pub(crate) fn read_settings(path: &Path) -> Result<Option<String>> {
 /// the one replaced, so a dotfiles repository keeps its link), the file keeps its permissions
 /// (a new one is private), and folders are made as needed.
 pub(crate) fn write_settings(path: &Path, text: &str) -> Result<()> {
-    let target = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let target = through_links(path);
     let mode = fs::metadata(&target).map_or(FILE_MODE, |m| m.permissions().mode() & 0o7777);
     let dir = target.parent().context("a settings file has a folder")?;
     fs::DirBuilder::new()
@@ -77,9 +79,10 @@ pub(crate) fn write_settings(path: &Path, text: &str) -> Result<()> {
     Ok(())
 }
 
-/// Removes another tool's settings file that cca made (and the user never had).
+/// Removes another tool's settings file that cca made (and the user never had): the file a
+/// link points at, not the link, which the user had.
 pub(crate) fn remove_settings(path: &Path) -> Result<()> {
-    remove_if_there(path)
+    remove_if_there(&through_links(path))
 }
 
 fn remove_if_there(path: &Path) -> Result<()> {

@@ -5,7 +5,7 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
@@ -141,6 +141,21 @@ pub(crate) fn replace_file(path: &Path, contents: &[u8]) -> Result<()> {
 /// that a file a system crash cut short is rebuilt rather than trusted.
 pub(crate) fn replace_cache_file(path: &Path, contents: &[u8]) -> Result<()> {
     replace(path, contents, false)
+}
+
+/// The file a path names once every link on the way to it is followed, whether or not that
+/// file exists yet: writing there keeps a link (a dotfiles repository's, even one whose file is
+/// not made yet) a link. A chain of links longer than the kernel follows ends at its last link.
+pub(super) fn through_links(path: &Path) -> PathBuf {
+    let mut at = path.to_path_buf();
+    for _ in 0..40 {
+        let Ok(target) = fs::read_link(&at) else { break };
+        at = match at.parent() {
+            Some(dir) => dir.join(target),
+            None => target,
+        };
+    }
+    at
 }
 
 /// A temp file in the same folder, renamed over `path`; flushed to the disk, and the rename

@@ -245,8 +245,10 @@ impl Store {
     }
 
     /// Writes a file where another tool keeps its own (`cca export`): folders made as needed,
-    /// the file replaced whole (temp file, fsync, rename) and private.
+    /// the file replaced whole (temp file, fsync, rename) and private; a link is followed, and
+    /// stays a link ([`files::through_links`]).
     pub(crate) fn write_beside(&self, path: &Path, contents: &[u8]) -> Result<()> {
+        let path = &files::through_links(path);
         let dir = path.parent().context("a file to write has a folder")?;
         fs::DirBuilder::new()
             .recursive(true)

@@ -285,4 +285,14 @@ fn a_settings_file_that_is_a_link_stays_a_link_and_its_target_gets_the_hook() {
     env.run(&["import", "--auto", "off"]).ok();
     assert!(std::fs::symlink_metadata(&claude).unwrap().file_type().is_symlink());
     assert_eq!(std::fs::read_to_string(&dotfiles).unwrap(), CLAUDE);
+
+    // A link to a file the dotfiles repository has not made yet: made there, and taken away
+    // again, the link left as it was.
+    std::fs::remove_file(&dotfiles).unwrap();
+    env.run(&["import", "--auto", "on"]).ok();
+    assert!(std::fs::symlink_metadata(&claude).unwrap().file_type().is_symlink());
+    assert!(std::fs::read_to_string(&dotfiles).unwrap().contains("--hook claude"));
+    env.run(&["import", "--auto", "off"]).ok();
+    assert!(std::fs::symlink_metadata(&claude).unwrap().file_type().is_symlink());
+    assert!(!dotfiles.exists());
 }

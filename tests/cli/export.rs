@@ -55,6 +55,24 @@ fn a_gemini_projects_file_of_the_wrong_shape_is_an_error_and_nothing_is_written(
     }
 }
 
+/// gemini's list of projects kept in a dotfiles repository, as a link (its file there made
+/// yet or not): the export registers the folder in that file and the link stays.
+#[test]
+fn a_gemini_projects_file_that_is_a_link_stays_a_link() {
+    let env = TestEnv::new();
+    answered(&env);
+    let registry = env.home.join(".gemini/projects.json");
+    std::fs::create_dir_all(registry.parent().unwrap()).unwrap();
+    let dotfiles = env.home.join("dotfiles/projects.json");
+    std::os::unix::fs::symlink("../dotfiles/projects.json", &registry).unwrap();
+    for made in [false, true] {
+        env.run(&["export", "gemini"]).ok();
+        assert!(std::fs::symlink_metadata(&registry).unwrap().file_type().is_symlink(), "{made}");
+        let text = std::fs::read_to_string(&dotfiles).unwrap();
+        assert!(text.contains(env.work.to_str().unwrap()), "{made}: {text}");
+    }
+}
+
 #[test]
 fn names_from_files_that_would_leave_the_folder_are_refused() {
     let env = TestEnv::new();
