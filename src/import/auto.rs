@@ -103,23 +103,26 @@ pub(crate) fn codex_on(text: Option<&str>, ours: &[String]) -> Result<Option<Str
         let without = codex_off(text.unwrap_or(""))?.unwrap_or_default();
         return codex_on(Some(&without), ours);
     }
-    let mut argv: Vec<String> = ours.to_vec();
-    argv.push("--".into());
-    if let Some(item) = doc.get("notify") {
-        argv.extend(notify_argv(item)?);
-    }
-    let value: toml_edit::Array = argv.iter().map(String::as_str).collect();
-    match doc.get_mut("notify").and_then(toml_edit::Item::as_value_mut) {
-        // In place: the key keeps its spot and its comments.
-        Some(old) => {
-            let decor = old.decor().clone();
-            *old = toml_edit::Value::Array(value);
-            *old.decor_mut() = decor;
+    let head = ours.iter().map(String::as_str).chain(["--"]);
+    match doc.get_mut("notify") {
+        // In place, cca's words put before the user's: the key keeps its spot, and each of the
+        // user's words its own line and comments.
+        Some(item) => {
+            notify_argv(item)?;
+            let array = item.as_array_mut().ok_or(Refusal::Shape("notify is not a list"))?;
+            if let Some(first) = array.get_mut(0)
+                && first.decor().prefix().is_none_or(|p| p.as_str() == Some(""))
+            {
+                first.decor_mut().set_prefix(" ");
+            }
+            for (i, word) in head.enumerate() {
+                array.insert(i, word);
+            }
         }
         None => {
             // A key added to the root table is written after the root's other keys and before
             // any [table], where codex reads top-level keys.
-            doc.insert("notify", toml_edit::value(value));
+            doc.insert("notify", toml_edit::value(head.collect::<toml_edit::Array>()));
         }
     }
     Ok(Some(doc.to_string()))
@@ -136,13 +139,18 @@ pub(crate) fn codex_off(text: &str) -> Result<Option<String>, Refusal> {
     let Some(cut) = head.filter(|&i| is_ours(&argv[..i].join(" "), "codex")) else {
         return Ok(None);
     };
-    let theirs = &argv[cut + 1..];
-    if theirs.is_empty() {
+    if cut + 1 == argv.len() {
         doc.remove("notify");
-    } else if let Some(old) = doc.get_mut("notify").and_then(toml_edit::Item::as_value_mut) {
-        let decor = old.decor().clone();
-        *old = toml_edit::Value::Array(theirs.iter().map(String::as_str).collect());
-        *old.decor_mut() = decor;
+    } else if let Some(array) = doc.get_mut("notify").and_then(toml_edit::Item::as_array_mut) {
+        // cca's words taken out; the user's stay as they are written.
+        for _ in 0..=cut {
+            array.remove(0);
+        }
+        if let Some(first) = array.get_mut(0)
+            && first.decor().prefix().and_then(|p| p.as_str()) == Some(" ")
+        {
+            first.decor_mut().set_prefix("");
+        }
     }
     Ok(Some(doc.to_string()))
 }
@@ -490,6 +498,13 @@ mod tests {
         assert!(with.ends_with("# desktop\nmodel = \"o3\"\n"), "{with}");
         assert_eq!(codex_off(&with).unwrap().as_deref(), Some(theirs));
         assert_eq!(codex_off(theirs).unwrap(), None);
+        // A notify over several lines, with comments: the user's words keep theirs, whatever
+        // else changed in the file meanwhile.
+        let lines = "notify = [\n  \"a\", # the program\n  \"b\",\n]\n";
+        let with = codex_on(Some(lines), &ours()).unwrap().unwrap();
+        assert!(with.contains("\"--\",\n  \"a\", # the program\n  \"b\",\n]"), "{with}");
+        let edited = format!("model = \"o3\"\n{with}");
+        assert_eq!(codex_off(&edited).unwrap().unwrap(), format!("model = \"o3\"\n{lines}"));
         assert_eq!(codex_on(None, &ours()).unwrap().unwrap().lines().count(), 1);
         assert!(matches!(codex_on(Some("notify = 1"), &ours()), Err(Refusal::Shape(_))));
         assert!(matches!(codex_on(Some("= ="), &ours()), Err(Refusal::NotParsed(_))));
