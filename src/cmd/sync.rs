@@ -112,6 +112,8 @@ fn read_key(given: &str) -> Result<String> {
 fn tell(store: &Store, report: &Report) {
     if report.sent > 0 {
         say(&format!("cca: sent {}", counted(report.sent as u64, "change", "changes")));
+    } else if report.sent_earlier {
+        say("cca: sent what an earlier sync had ready and could not send");
     }
     let lists = [
         ("new here", &report.new),
@@ -171,6 +173,7 @@ fn tell(store: &Store, report: &Report) {
         say(&format!("cca: `,` now continues {latest}, the conversation continued last"));
     }
     let quiet = report.sent == 0
+        && !report.sent_earlier
         && report.new.is_empty()
         && report.continued.is_empty()
         && report.forks.is_empty()

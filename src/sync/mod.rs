@@ -118,6 +118,8 @@ struct Local {
 pub(crate) struct Report {
     /// Records sent.
     pub sent: usize,
+    /// Records an earlier sync wrote and could not push were pushed by this one.
+    pub sent_earlier: bool,
     /// Sessions that arrived, new here.
     pub new: Vec<String>,
     /// Sessions continued (or edited) elsewhere, brought up to date here.
@@ -419,7 +421,10 @@ impl Syncing<'_> {
                 break;
             }
             match self.git.push()? {
-                Pushed::Done => break,
+                Pushed::Done => {
+                    self.report.sent_earlier = self.report.sent == 0;
+                    break;
+                }
                 Pushed::Behind if attempt < PUSHES => continue,
                 Pushed::Behind => bail!(
                     Failure::new(

@@ -327,7 +327,7 @@ fn a_log_changed_on_the_remote_by_hand_is_named_and_the_clone_is_left_clean() {
     // Put right: the turn held back goes out, and reaches the other machine.
     std::fs::write(&log, &honest).unwrap();
     commit("put right");
-    a.sync().ok();
+    a.sync().ok().stderr_has("sent what an earlier sync had ready");
     b.sync().ok();
     assert_eq!(a.sessions(), b.sessions());
     assert!(b.text(ID).contains("a second question"));
