@@ -13,8 +13,8 @@ use crate::store::Store;
 
 /// `cca doctor`
 pub(crate) fn run(_: &DoctorArgs) -> Result<u8> {
-    let (settings, store) = session::settings(&Flags::default())?;
-    let mut problems: Vec<String> = Vec::new();
+    let (settings, store, broken) = settings()?;
+    let mut problems: Vec<String> = broken.iter().cloned().collect();
     let mut suggestions: Vec<String> = Vec::new();
     let mut out = format!("cca {}\n\nengines:\n", env!("CARGO_PKG_VERSION"));
 
@@ -78,7 +78,9 @@ pub(crate) fn run(_: &DoctorArgs) -> Result<u8> {
     out.push_str(&format!("\nhome: {} ({})\n", store.home.display(), settings.home.source));
     home_report(&store, &mut out, &mut problems);
     let config = store.config_path();
-    if settings.config_loaded {
+    if broken.is_some() {
+        out.push_str(&format!("  config: {} (not used: see problems)\n", config.display()));
+    } else if settings.config_loaded {
         out.push_str(&format!("  config: {}\n", config.display()));
         check_mode(&config, 0o077, &mut problems);
     } else {
@@ -103,7 +105,34 @@ pub(crate) fn run(_: &DoctorArgs) -> Result<u8> {
         }
     }
     super::print(&out)?;
-    Ok(if usable == 0 { exit::ERROR } else { exit::OK })
+    Ok(if usable == 0 || broken.is_some() { exit::ERROR } else { exit::OK })
+}
+
+/// The settings, as any command has them; when config.toml cannot be read or is wrong, the
+/// settings without it and the problem, so that the doctor still looks at everything else.
+fn settings() -> Result<(crate::config::Settings, Store, Option<String>)> {
+    use crate::config::{self, Env};
+    let env = Env::from_process();
+    let home = config::home(&env)?;
+    let store = Store::new(home.value.clone());
+    store.check_home()?;
+    let (flags, path) = (Flags::default(), store.config_path());
+    let file = store.read_config();
+    match file
+        .and_then(|file| config::resolve(&env, &flags, home.clone(), path.clone(), file.as_deref()))
+    {
+        Ok(settings) => Ok((settings, store, None)),
+        Err(e) => {
+            let hint = e
+                .chain()
+                .find_map(|c| c.downcast_ref::<crate::error::Failure>())
+                .and_then(|f| f.hint.clone())
+                .map_or(String::new(), |hint| format!(" ({hint})"));
+            let problem = format!("{e:#}{hint}; everything else here is as with no config.toml");
+            let settings = config::resolve(&env, &flags, home, path, None)?;
+            Ok((settings, store, Some(problem)))
+        }
+    }
 }
 
 /// Which tools' conversations arrive as they end (`cca import --auto`).

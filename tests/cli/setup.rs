@@ -206,14 +206,15 @@ fn one_exit_code_for_bad_settings_with_the_line_of_every_config_error() {
     let env = TestEnv::new();
     let config = env.cca_home.join("config.toml");
     let config = config.display();
-    for (text, at) in [
+    let faults = [
         ("colour = true\n", ":1:1"),
         ("engine = \"claude\"\n\n[compaction]\nthreshold = 1.5\n", ":4: threshold is a share"),
         ("[engines.claude]\nbytes_per_token = 0.1\n", ":2: [engines.claude] bytes_per_token"),
         ("engine = \"nope\"\n", ":1: unknown engine `nope`"),
         ("prompt = \"../x\"\n", ":1:"),
         ("[engines.mine]\nmodel_arg = \"-m\"\n", ":1: [engines.mine] needs `command`"),
-    ] {
+    ];
+    for (text, at) in faults {
         env.write_config(text);
         env.run(&["search", "q"]).code(2).stderr_has(&format!("{config}{at}"));
     }
@@ -225,6 +226,17 @@ fn one_exit_code_for_bad_settings_with_the_line_of_every_config_error() {
         .code(2)
         .stderr_has("the prompt file /no/such/prompt.md cannot be used");
     nothing_recorded(&env);
+
+    // The doctor still looks at everything else, and names the file's fault first.
+    for (text, at) in faults {
+        env.write_config(text);
+        let doctor = env.run(&["doctor"]);
+        doctor.code(1);
+        assert!(doctor.stdout.contains(&format!("config: {config} (not used")), "{doctor}");
+        let problems = doctor.stdout.split("problems:\n").nth(1).unwrap_or_default();
+        assert!(problems.starts_with(&format!("  - {config}{at}")), "{doctor}");
+        assert!(doctor.stdout.contains("engines:\n  claude "), "{doctor}");
+    }
 }
 
 #[test]
