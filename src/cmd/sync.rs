@@ -139,6 +139,11 @@ fn tell(store: &Store, report: &Report) {
             "cca: {session} was continued both here and on {machine}: {machine}'s continuation is the fork {fork}"
         ));
     }
+    for (here, id, machine) in &report.same_id {
+        say(&format!(
+            "cca: {machine} started another conversation in the same second as {id} here, under the same id: it is {here} here"
+        ));
+    }
     for (id, why) in &report.skipped {
         say(&format!("cca: warning: not synced: {id}: {why}"));
     }
@@ -152,7 +157,7 @@ fn tell(store: &Store, report: &Report) {
         .new
         .iter()
         .chain(&report.continued)
-        .chain(report.forks.iter().map(|f| &f.0))
+        .chain(report.forks.iter().chain(&report.same_id).map(|f| &f.0))
         .collect();
     if !arrived.is_empty()
         && let Ok(listed) = store.listing()
@@ -177,6 +182,7 @@ fn tell(store: &Store, report: &Report) {
         && report.new.is_empty()
         && report.continued.is_empty()
         && report.forks.is_empty()
+        && report.same_id.is_empty()
         && report.removed.is_empty()
         && report.restored.is_empty();
     if quiet {

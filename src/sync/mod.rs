@@ -126,6 +126,9 @@ pub(crate) struct Report {
     pub continued: Vec<String>,
     /// Forks made here: (the fork, the session, the machine whose continuation it holds).
     pub forks: Vec<(String, String, String)>,
+    /// Sessions another machine started under an id taken here by another conversation (both
+    /// started in the same second): (the id it has here, the id, that machine).
+    pub same_id: Vec<(String, String, String)>,
     pub removed: Vec<String>,
     pub restored: Vec<String>,
     /// Sessions left for the next sync: a turn was running in them.

@@ -218,10 +218,12 @@ impl Syncing<'_> {
             }
         }
         let id = made.context("no free id for a session taken from the remote")?;
-        if id == session {
-            self.report.new.push(id.clone());
-        } else {
-            self.report.forks.push((id.clone(), session.to_string(), record.machine.clone()));
+        let named = (id.clone(), session.to_string(), record.machine.clone());
+        match () {
+            _ if id == session => self.report.new.push(id.clone()),
+            // Not a continuation: a conversation of its own that only shares the id.
+            _ if record.parent.is_none() => self.report.same_id.push(named),
+            _ => self.report.forks.push(named),
         }
         self.touched(&id, record);
         let stamp = self.store.session_stamp(&id).unwrap_or(0);

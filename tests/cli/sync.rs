@@ -333,6 +333,23 @@ fn a_log_changed_on_the_remote_by_hand_is_named_and_the_clone_is_left_clean() {
     assert!(b.text(ID).contains("a second question"));
 }
 
+/// Two machines that each start a conversation in the same second give both one id: neither
+/// is taken for a continuation of the other, and each machine keeps both.
+#[test]
+fn conversations_started_in_the_same_second_on_two_machines_are_both_kept_and_said_so() {
+    let (a, b, _) = two_machines();
+    a.ask("2026-11-21T11:00:00Z", "only on the laptop", false);
+    b.ask("2026-11-21T11:00:00Z", "only on the desktop", false);
+    a.sync().ok();
+    let run = b.sync();
+    run.ok()
+        .stderr_has("laptop started another conversation in the same second as 20261121-110000")
+        .stderr_has("it is 20261121-110000-laptop here");
+    assert!(!run.stderr.contains("continued both"), "{run}");
+    assert!(b.text("20261121-110000").contains("only on the desktop"));
+    assert!(b.text("20261121-110000-laptop").contains("only on the laptop"));
+}
+
 fn git(args: &[&str]) {
     let out = Command::new("git").args(args).output().unwrap();
     assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
