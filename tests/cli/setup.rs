@@ -68,48 +68,43 @@ fn a_huge_file_is_refused_by_its_size_before_it_is_read() {
 #[test]
 fn endless_stdin_is_read_only_up_to_the_limit() {
     let env = TestEnv::new();
-    env.write_config(
-        "[engines.claude]\nmax_input_bytes = 100000\n[engines.gemini]\nmax_input_bytes = 100000\n\
-         [engines.codex]\nmax_input_bytes = 100000\n",
-    );
-    // `yes` never ends: a reader without a bound never returns.
-    let mut yes = Command::new("yes").stdout(Stdio::piped()).spawn().unwrap();
-    let mut cmd = env.command();
-    cmd.args(["search", "what is this?"]).stdin(yes.stdout.take().unwrap());
-    let yes = Guard(yes);
-    let run = run_with_stdin_set(cmd, None);
-    drop(yes);
-    run.code(2).stderr_has("stdin is more than any engine takes (97.7 KiB)");
-    nothing_recorded(&env);
-    // The same for every command that reads stdin: chat's messages (one line that never
-    // ends), and a steer (read before the running turn is looked for).
+    cap_every_engine_at_100_000(&env);
+    // Input that never ends: a reader without a bound never returns. For every command that
+    // reads stdin: a question (lines), chat's messages (one line that never ends), and a steer
+    // (read before the running turn is looked for).
     for (args, refused) in [
+        (&["search", "what is this?"][..], "stdin is more than any engine takes (97.7 KiB)"),
         (&["chat"][..], "a message on stdin is over 97.7 KiB"),
         (&["steer"][..], "there is no session to continue yet"),
     ] {
-        let mut zeros = Command::new("tr")
+        let mut endless = Command::new("tr")
             .args(["\\0", "x"])
             .stdin(std::fs::File::open("/dev/zero").unwrap())
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
         let mut cmd = env.command();
-        cmd.args(args).stdin(zeros.stdout.take().unwrap());
-        let zeros = Guard(zeros);
+        cmd.args(args).stdin(endless.stdout.take().unwrap());
+        let endless = Guard(endless);
         let run = run_with_stdin_set(cmd, None);
-        drop(zeros);
+        drop(endless);
         run.code(2).stderr_has(refused);
     }
     nothing_recorded(&env);
 }
 
-#[test]
-fn a_file_named_for_the_prompt_or_an_import_is_read_only_when_regular_and_not_too_large() {
-    let env = TestEnv::new();
+/// Turns of at most 100,000 bytes, whichever engine answers.
+fn cap_every_engine_at_100_000(env: &TestEnv) {
     env.write_config(
         "[engines.claude]\nmax_input_bytes = 100000\n[engines.gemini]\nmax_input_bytes = 100000\n\
          [engines.codex]\nmax_input_bytes = 100000\n",
     );
+}
+
+#[test]
+fn a_file_named_for_the_prompt_or_an_import_is_read_only_when_regular_and_not_too_large() {
+    let env = TestEnv::new();
+    cap_every_engine_at_100_000(&env);
     let fifo = env.root.path().join("fifo");
     make_fifo(&fifo);
     let huge = env.root.path().join("huge.md");
