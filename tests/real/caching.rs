@@ -29,7 +29,7 @@ pub(crate) fn long_turns(r: &Real, engine: &str, turns: usize) -> Vec<Value> {
         args.push(&question);
         r.run(&args).ok();
     }
-    r.api.turns().into_iter().map(|t| t.body).collect()
+    r.api.answer_requests()
 }
 
 /// Whether `later` repeats `earlier` as its prefix, block by block, as the API reads them: the
@@ -71,13 +71,13 @@ fn gemini_follow_ups_extend_the_previous_request() {
     r.run(&["search", "-q", "-r", "-e", "claude", "a word from claude"]).ok();
     r.run(&["search", "-q", "-r", "-e", "gemini", "gemini again"]).ok();
     r.run(&["search", "-q", "-r", "and gemini once more"]).ok();
-    let later: Vec<Value> = r.api.turns().into_iter().skip(5).map(|t| t.body).collect();
+    let later: Vec<Value> = r.api.answer_requests().into_iter().skip(5).collect();
     assert!(later[0]["messages"].is_array(), "claude answered the sixth turn");
     let text = serde_json::to_string(&later[1]["contents"]).unwrap();
     assert!(text.contains("a word from claude"), "{text}");
     assert!(extends(&later[1], &later[2]), "after claude's turn");
     assert_eq!(answers_of(&r).len(), 8);
-    let bodies: Vec<Value> = r.api.turns().into_iter().take(5).map(|t| t.body).collect();
+    let bodies: Vec<Value> = r.api.answer_requests().into_iter().take(5).collect();
     assert_eq!(bodies.len(), 5);
     for (n, pair) in bodies.windows(2).enumerate() {
         let share = mock_api::cacheable_share(&pair[0], &pair[1]);

@@ -35,7 +35,7 @@ pub(super) fn starts(log: &Path) -> usize {
 }
 
 pub(super) fn bodies(r: &Real) -> Vec<Value> {
-    r.api.turns().into_iter().map(|t| t.body).collect()
+    r.api.answer_requests()
 }
 
 /// Each follow-up's request extends the one before it, and the prompt cache could serve most of

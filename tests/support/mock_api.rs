@@ -135,6 +135,19 @@ impl MockApi {
         })
     }
 
+    /// The bodies of [`MockApi::turns`], a request the engine sent again just as it was (its
+    /// own retry, say of a stream that came too slowly on a loaded machine) counted once: what
+    /// each answer asked, for the tests that compare one request with the next.
+    pub fn answer_requests(&self) -> Vec<Value> {
+        let mut bodies: Vec<Value> = Vec::new();
+        for turn in self.turns() {
+            if bodies.last() != Some(&turn.body) {
+                bodies.push(turn.body);
+            }
+        }
+        bodies
+    }
+
     /// The queries of the engines' own search requests (claude's WebSearch, gemini's
     /// google_web_search), in order.
     pub fn searches(&self) -> Vec<String> {
