@@ -133,6 +133,28 @@ fn analyzer() -> TextAnalyzer {
         .build()
 }
 
+/// Runs `f`, a reading of the index, with a panic inside it made an error: tantivy checks no
+/// sums, and a segment damaged in a way its reader does not look for (random bytes in a term
+/// dictionary) panics in its FST. The error makes the index rebuilt, as any other that cannot
+/// be read; the panic is not printed.
+fn contained<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    use std::cell::Cell;
+    thread_local!(static QUIET: Cell<bool> = const { Cell::new(false) });
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let earlier = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !QUIET.with(Cell::get) {
+                earlier(info);
+            }
+        }));
+    });
+    let quiet = QUIET.with(|q| q.replace(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    QUIET.with(|q| q.set(quiet));
+    result.unwrap_or_else(|_| Err(anyhow!("{what} failed inside the index: it is damaged")))
+}
+
 /// What the index holds of each session: its file's stamp when it was read.
 pub(crate) type Stamps = BTreeMap<String, Stamp>;
 
@@ -240,6 +262,10 @@ impl Index {
     /// Opens the index in `dir`, checking that it is one this cca wrote; `Err` says why not.
     /// With it, the digest of the stamps its last commit holds.
     pub(crate) fn open(dir: &Path) -> Result<(Index, u64)> {
+        contained("opening it", || Index::open_unguarded(dir))
+    }
+
+    fn open_unguarded(dir: &Path) -> Result<(Index, u64)> {
         let index = tantivy::Index::open(Unflushed::open(dir)?)?;
         let (schema, fields) = schema();
         if index.schema() != schema {
@@ -272,7 +298,10 @@ impl Index {
     /// Makes a new, empty index in `dir`, in place of whatever was there, committed so that it
     /// opens. Called under the update lock.
     pub(crate) fn create(dir: &Path) -> Result<(Index, Stamps)> {
-        match std::fs::remove_dir_all(dir) {
+        // Anything there goes, a file put where the folder should be included: it is a cache.
+        let is_dir = std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir());
+        let removed = if is_dir { std::fs::remove_dir_all(dir) } else { std::fs::remove_file(dir) };
+        match removed {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 return Err(e).with_context(|| format!("cannot remove {}", dir.display()));
             }
@@ -368,6 +397,15 @@ impl Index {
     /// The `limit` best exchanges for `question` among those `filter` lets through, each with
     /// its session's score as one document.
     pub(crate) fn search(
+        &self,
+        question: &Question,
+        filter: &Filter,
+        limit: usize,
+    ) -> Result<Vec<Hit>> {
+        contained("a search", || self.search_unguarded(question, filter, limit))
+    }
+
+    fn search_unguarded(
         &self,
         question: &Question,
         filter: &Filter,

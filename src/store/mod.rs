@@ -159,6 +159,11 @@ impl Store {
     pub(crate) fn make_recall_dir(&self) -> Result<PathBuf> {
         self.ensure()?;
         let dir = self.recall_dir();
+        // What recall keeps is a cache of the transcripts: a file where its folder should be
+        // is not the user's to keep.
+        if fs::symlink_metadata(&dir).is_ok_and(|m| !m.is_dir()) {
+            fs::remove_file(&dir).with_context(|| format!("cannot remove {}", dir.display()))?;
+        }
         make_private_dir(&dir)?;
         Ok(dir)
     }
