@@ -173,10 +173,13 @@ fn write_readable(
         };
         let written = match kind {
             Some(Kind::User) => flush(&mut waiting, false).map(|()| waiting.push(item)),
-            Some(Kind::Attachment) | None if !waiting.is_empty() => {
+            // An automatic compaction is written between a question and its answer.
+            Some(Kind::Attachment | Kind::Compaction) | None if !waiting.is_empty() => {
                 waiting.push(item);
                 Ok(())
             }
+            // An answer with no question before it: no exchange's (see `record_title`).
+            Some(Kind::Assistant) if waiting.is_empty() => flush(&mut vec![item], false),
             Some(Kind::Assistant) => {
                 flush(&mut waiting, true).and_then(|()| flush(&mut vec![item], true))
             }
@@ -331,7 +334,10 @@ fn readable_head(
     out
 }
 
-/// A record's title in `cca show`; `done` counts the answers so far, for turn numbers.
+/// A record's title in `cca show`; `done` counts the answers so far, for turn numbers. A
+/// question is `answered` when an answer follows it; an answer that is not `answered` has no
+/// question before it: it belongs to no exchange and is never sent, as the live context reads
+/// the file.
 /// Marker fields are any text a file holds: each is flattened to one line (no control
 /// character), as the header's are.
 fn record_title(kind: Kind, meta: &Meta, done: &mut u64, answered: bool) -> String {
@@ -342,6 +348,9 @@ fn record_title(kind: Kind, meta: &Meta, done: &mut u64, answered: bool) -> Stri
         Kind::User => "You (not answered)".to_string(),
         Kind::Attachment => {
             format!("attached: {}", field(meta.name.as_deref().unwrap_or("context")))
+        }
+        Kind::Assistant if !answered => {
+            "an answer with no question before it: not an exchange, never sent".to_string()
         }
         Kind::Assistant => {
             *done += 1;
@@ -469,12 +478,23 @@ mod tests {
         let tokens = (live_bytes as f64 / crate::engine::BYTES_PER_TOKEN).ceil() as u64;
         let live = (live_bytes, tokens);
         let mut out = readable_head(&t.header, live, text.len() as u64, &summary.totals);
-        let mut done = 0;
+        let (mut done, mut asked) = (0, false);
         for (i, r) in t.records.iter().enumerate() {
-            // A question is answered unless what follows it (past its attachments) is not an
-            // answer; one at the end may still be.
-            let outcome = t.records[i + 1..].iter().find(|next| next.kind != Kind::Attachment);
-            let answered = outcome.is_none_or(|next| next.kind == Kind::Assistant);
+            // A question is answered unless what follows it (past its attachments and a
+            // compaction) is not an answer; one at the end may still be. An answer is one
+            // when a question waits for it.
+            let outcome = t.records[i + 1..]
+                .iter()
+                .find(|next| !matches!(next.kind, Kind::Attachment | Kind::Compaction));
+            let answered = match r.kind {
+                Kind::Assistant => asked,
+                _ => outcome.is_none_or(|next| next.kind == Kind::Assistant),
+            };
+            asked = match r.kind {
+                Kind::User => true,
+                Kind::Attachment | Kind::Compaction => asked,
+                _ => false,
+            };
             let title = record_title(r.kind, &r.meta, &mut done, answered);
             let (on, off) = if bold { ("\x1b[1m", "\x1b[0m") } else { ("", "") };
             out.push_str(&format!("\n{on}── {title} ──{off}\n"));
@@ -623,6 +643,33 @@ mod tests {
                 ),
             }
         }
+    }
+
+    /// Titles as the live context counts exchanges: a question with an automatic compaction
+    /// written before its answer is answered; an answer with no question is no exchange.
+    #[test]
+    fn a_compaction_before_an_answer_or_an_answer_alone_keeps_the_numbers() {
+        let record = |kind, content: &str| Record {
+            kind,
+            meta: Meta { through: Some(1), ..Meta::default() },
+            content: content.into(),
+        };
+        let records = vec![
+            record(Kind::User, "q1"),
+            record(Kind::Assistant, "a1"),
+            record(Kind::Assistant, "stray"),
+            record(Kind::User, "q2"),
+            record(Kind::Compaction, "summary"),
+            record(Kind::Assistant, "a2"),
+        ];
+        let text = transcript::render(&Transcript { header: header(), records });
+        let shown = streamed(&text, false).unwrap();
+        assert_eq!(Some(&shown), shown_from_memory(&text, false).as_ref());
+        let titles: Vec<&str> = shown.lines().filter(|l| l.starts_with("── ")).collect();
+        assert_eq!(titles.len(), 6, "{shown}");
+        assert!(titles[2].contains("no question before it"), "{shown}");
+        assert_eq!(titles[3], "── 2. You ──", "{shown}");
+        assert!(titles[5].starts_with("── 2. "), "{shown}");
     }
 
     #[test]

@@ -40,6 +40,17 @@ impl Numbering {
     pub(crate) fn problem(&mut self) {
         self.pending_user = false;
     }
+
+    /// Whether a record of this kind, next, would be an answer with no question before it: no
+    /// exchange's, and never sent (the live context ignores it).
+    pub(crate) fn stray(&self, kind: Kind) -> bool {
+        kind == Kind::Assistant && !self.pending_user
+    }
+
+    /// The exchanges so far.
+    pub(crate) fn exchanges(&self) -> u64 {
+        self.exchanges
+    }
 }
 
 /// What the skim has told of the records so far.

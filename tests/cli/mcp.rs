@@ -434,3 +434,33 @@ fn a_turn_running_in_a_terminal_does_not_hold_up_search_or_read() {
     let (read, _) = text(&out["results"][1]);
     assert!(read.contains("── 3. Question") && read.contains("and what about NFS?"), "{read}");
 }
+
+/// An answer added by hand with no question before it is no exchange, as the live context
+/// reads the file: `cca show`, `read` and `fork` number the exchanges around it alike, and the
+/// next turn's heading agrees with them.
+#[test]
+fn an_answer_with_no_question_is_no_exchange_wherever_exchanges_are_counted() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "the first question"]).ok();
+    let path = env.session_path(STAMP);
+    let mut file = std::fs::read_to_string(&path).unwrap();
+    file.push_str(
+        "\n<!-- cca:assistant {\"engine\":\"claude\"} -->\n## 2. claude\n\nan orphan answer\n<!-- cca:end -->\n",
+    );
+    std::fs::write(&path, &file).unwrap();
+    env.run(&["search", "-q", "-r", "the second question"]).ok();
+    assert!(std::fs::read_to_string(&path).unwrap().contains("## 2. You"));
+
+    let shown = env.run(&["show", STAMP]).ok().stdout.clone();
+    assert!(shown.contains("── 2. You ──") && shown.contains("── 2. claude"), "{shown}");
+    assert!(!shown.contains("── 3."), "{shown}");
+    assert!(shown.contains("an answer with no question before it"), "{shown}");
+
+    let out = sdk(&env, &[call("read", json!({"id": STAMP}))]);
+    let (read, error) = text(&out["results"][0]);
+    assert!(!error && read.contains("2 exchanges"), "{read}");
+    assert!(!read.contains("an orphan answer"), "{read}");
+    assert!(read.contains("── 2. Question") && read.contains("the second question"), "{read}");
+
+    env.run(&["fork", STAMP, "--at", "2"]).ok();
+}

@@ -443,17 +443,15 @@ impl Tools {
         let mut numbering = Numbering::default();
         let mut header = None;
         let mut spans = Vec::new();
-        let mut exchanges = 0;
         let scanned =
             Scanner::scan(BufReader::with_capacity(256 * 1024, &file), |event| match event {
                 Event::Header(h, _) => header = Some(h),
                 Event::Problem(_) => numbering.problem(),
                 Event::Note { .. } => {}
+                // An answer with no question is no exchange's, and never sent: left out.
+                Event::Record(span) if numbering.stray(span.kind) => {}
                 Event::Record(span) => {
                     let turn = numbering.record(span.kind);
-                    if span.kind == Kind::Assistant {
-                        exchanges = exchanges.max(turn);
-                    }
                     if wanted(turn) {
                         spans.push((turn, span.kind, span.meta, span.content));
                     }
@@ -464,6 +462,7 @@ impl Tools {
             return Err(store::not_transcript(&path, id, e));
         }
         let header = header.expect("a scan that succeeded saw the header");
+        let exchanges = numbering.exchanges();
         let mut out = Vec::with_capacity(spans.len());
         for (turn, kind, meta, content) in spans {
             let text = read_content(&file, &content, cap)
