@@ -75,7 +75,11 @@ pub(crate) fn run(args: &ChatArgs) -> Result<u8> {
         let line = match deferred.pop_front() {
             Some(line) => line,
             None if piped => match piped_message(&mut std::io::stdin().lock(), cap)? {
-                Some(message) => message,
+                Some(Piped::Message(message)) => message,
+                Some(Piped::Refused(e)) => {
+                    crate::front::terminal::report_in_chat(&e);
+                    continue;
+                }
                 None => break,
             },
             None => match editor.readline("> ") {
@@ -375,19 +379,35 @@ fn asks_for_more(input: &str) -> bool {
     input.ends_with('\\') || open_quotes
 }
 
+/// A message read from piped stdin, or one refused whole: the chat goes on after it.
+enum Piped {
+    Message(String),
+    Refused(anyhow::Error),
+}
+
 /// The next message from stdin when it is not a terminal, read here rather than by the line
 /// editor, which reads a line of any length whole and drops a message still open when the
 /// input ends: lines joined while one asks for more, as the editor joins them; at most `cap`
-/// bytes, more refused before it is read; a message left open at the end sent as typed.
+/// bytes, more refused before it is read (that ends the chat: the rest of it is not read); a
+/// message left open at the end sent as if closed; one that is not UTF-8 refused alone.
 /// `None` at the end of the input.
-fn piped_message(input: &mut impl BufRead, cap: u64) -> Result<Option<String>> {
+fn piped_message(input: &mut impl BufRead, cap: u64) -> Result<Option<Piped>> {
     let mut message = String::new();
+    let mut not_text = false;
     loop {
         let mut line = Vec::new();
         let room = (cap + 1).saturating_sub(message.len() as u64);
         input.take(room).read_until(b'\n', &mut line).context("cannot read stdin")?;
         if line.is_empty() {
-            return Ok((!message.trim().is_empty()).then_some(message));
+            if asks_for_more(&message) && message.trim_start().starts_with("\"\"\"") {
+                // An open `"""` closed, so that its fence is not taken for words.
+                message.push_str("\"\"\"");
+            }
+            return Ok(match () {
+                _ if not_text => Some(refused_not_text()),
+                _ if message.trim().is_empty() => None,
+                _ => Some(Piped::Message(message)),
+            });
         }
         if (message.len() + line.len()) as u64 > cap {
             return Err(Failure::usage(format!(
@@ -397,15 +417,25 @@ fn piped_message(input: &mut impl BufRead, cap: u64) -> Result<Option<String>> {
             .hint("send a long text as one turn: `cca search < FILE`")
             .into());
         }
-        let line = String::from_utf8(line)
-            .map_err(|_| Failure::usage("stdin is not UTF-8 text").hint(turn::BINARY_HINT))?;
+        // Bytes that are not text stand in as U+FFFD until the message ends, so that its end is
+        // found as for any other; then it is refused.
+        not_text |= std::str::from_utf8(&line).is_err();
+        let line = String::from_utf8_lossy(&line);
         let line = line.strip_suffix('\n').unwrap_or(&line);
         message.push_str(line.strip_suffix('\r').unwrap_or(line));
         if !asks_for_more(&message) {
-            return Ok(Some(message));
+            return Ok(Some(if not_text { refused_not_text() } else { Piped::Message(message) }));
         }
         message.push('\n');
     }
+}
+
+fn refused_not_text() -> Piped {
+    Piped::Refused(
+        Failure::usage("a message on stdin is not UTF-8 text: it was not sent")
+            .hint("the chat goes on with the next message; send a file with `cca search -f FILE`")
+            .into(),
+    )
 }
 
 impl rustyline::completion::Completer for MultiLine {
@@ -422,7 +452,7 @@ impl rustyline::Helper for MultiLine {}
 
 #[cfg(test)]
 mod tests {
-    use super::{Input, command_or_message, piped_message, unfold};
+    use super::{Input, Piped, command_or_message, piped_message, unfold};
 
     #[test]
     fn a_message_may_start_with_a_slash() {
@@ -460,17 +490,20 @@ mod tests {
 
     #[test]
     fn piped_messages_join_as_typed_end_open_as_typed_and_stop_at_the_cap() {
-        let messages = |text: &str, cap: u64| {
-            let mut input = std::io::Cursor::new(text.as_bytes().to_vec());
+        let messages = |text: &[u8], cap: u64| {
+            let mut input = std::io::Cursor::new(text.to_vec());
             let mut all = Vec::new();
             loop {
                 match piped_message(&mut input, cap) {
-                    Ok(Some(m)) => all.push(m),
+                    Ok(Some(Piped::Message(m))) => all.push(m),
+                    Ok(Some(Piped::Refused(e))) => all.push(format!("refused: {e:#}")),
                     Ok(None) => return Ok(all),
                     Err(e) => return Err(format!("{e:#}")),
                 }
             }
         };
+        let messages_of = |bytes: &[u8]| messages(bytes, 100).unwrap();
+        let messages = |text: &str, cap: u64| messages(text.as_bytes(), cap);
         assert_eq!(
             messages("one\r\ntwo \\\nthree\n", 100),
             Ok(vec!["one".into(), "two \\\nthree".into()])
@@ -479,8 +512,10 @@ mod tests {
             messages("\"\"\"\na\n\"\"\"\nnext\n", 100),
             Ok(vec!["\"\"\"\na\n\"\"\"".into(), "next".into()])
         );
-        // Left open when the input ends: sent as typed, not dropped.
-        assert_eq!(messages("\"\"\"\nmulti line\nnever closed\n", 100).unwrap().len(), 1);
+        // Left open when the input ends: sent as if closed, not dropped, its fence not words.
+        let open = messages("\"\"\"\nmulti line\nnever closed \\\n", 100).unwrap();
+        assert_eq!(open.len(), 1);
+        assert_eq!(unfold(&open[0]), "multi line\nnever closed ");
         assert_eq!(messages("cont \\\n", 100), Ok(vec!["cont \\\n".into()]));
         // Empty lines are empty messages, as from the editor (the loop skips them).
         assert_eq!(messages("\n\n", 100), Ok(vec![String::new(), String::new()]));
@@ -489,5 +524,10 @@ mod tests {
         assert!(refused.contains("over 10 bytes"), "{refused}");
         assert_eq!(messages(&"x".repeat(10), 10), Ok(vec!["x".repeat(10)]));
         assert!(messages("caf\u{e9}\n", 100).is_ok());
+        // A message that is not text is refused alone: the next one is read as ever.
+        let mixed = messages_of(b"one \xff\\\ntwo\nthree\n");
+        assert_eq!(mixed.len(), 2, "{mixed:?}");
+        assert!(mixed[0].starts_with("refused: a message on stdin is not UTF-8"), "{mixed:?}");
+        assert_eq!(mixed[1], "three");
     }
 }

@@ -439,6 +439,26 @@ fn a_kept_gemini_that_opens_no_acp_session_fails_the_turn_with_a_hint() {
     assert!(env.latest().contains("hello"), "the question is kept");
 }
 
+/// Piped into chat: a message that is not UTF-8 is refused alone and the chat goes on; a
+/// `"""` left open at the end is sent without its fence.
+#[test]
+fn a_piped_chat_refuses_a_message_that_is_not_text_alone_and_sends_an_open_block_unfenced() {
+    let env = TestEnv::new();
+    env.write_config("[engines.claude]\nkeep_warm = \"off\"\n");
+    let mut cmd = env.command();
+    cmd.args(["chat"]);
+    let run = run_command(cmd, Some(b"hello \xff\xfe world\nsecond\n\"\"\"\nopen block\n"));
+    run.ok().stderr_has("a message on stdin is not UTF-8 text: it was not sent");
+    let (t, _) = cca::transcript::parse(&env.latest()).unwrap();
+    let asked: Vec<&str> = t
+        .records
+        .iter()
+        .filter(|r| r.kind == cca::transcript::Kind::User)
+        .map(|r| r.content.as_str())
+        .collect();
+    assert_eq!(asked, ["second", "open block"]);
+}
+
 /// With `CCA_SESSION` set, a new session or a fork becomes `latest` while `,` in that terminal
 /// still continues the variable's: the terminal is told so, and how to follow the new one.
 #[test]
