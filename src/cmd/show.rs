@@ -47,6 +47,7 @@ pub(crate) fn run(args: &ShowArgs) -> Result<u8> {
             });
         }
         Err(e) => return Err(e).with_context(cannot_read),
+        Ok(Some(Err(e))) if e.newer => return Err(store::not_transcript(&path, &id, e)),
         Ok(Some(Err(e))) => {
             return Err(Failure::new(
                 exit::ERROR,

@@ -78,7 +78,12 @@ pub(crate) fn exchanges(bytes: &[u8]) -> Result<(Header, Vec<Exchange>), NotTran
     }
     match header {
         Some(header) => Ok((header, found)),
-        None => Err(NotTranscript { line: 1, message: "no header".into(), not_utf8: false }),
+        None => Err(NotTranscript {
+            line: 1,
+            message: "no header".into(),
+            not_utf8: false,
+            newer: false,
+        }),
     }
 }
 

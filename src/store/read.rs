@@ -124,7 +124,10 @@ enum Keep {
 /// The error for a file that is not a transcript, with what to do about it.
 pub(crate) fn not_transcript(path: &Path, id: &str, e: NotTranscript) -> anyhow::Error {
     let message = format!("{} is not a transcript cca can read ({e})", path.display());
-    let hint = if e.not_utf8 {
+    let hint = if e.newer {
+        "a newer cca wrote it: update cca (`cca --version` says which this is) to use it"
+            .to_string()
+    } else if e.not_utf8 {
         // Converting the whole file suits one saved as Latin-1; one that holds UTF-8 beside a
         // stray byte would have its UTF-8 converted twice (café to cafÃ©).
         let has_utf8 = super::files::read_regular(path).is_ok_and(|bytes| {

@@ -58,11 +58,13 @@ pub struct NotTranscript {
     pub message: String,
     /// The line is not UTF-8 text (a file saved in another encoding): converting it is the fix.
     pub not_utf8: bool,
+    /// The header names a format this cca does not write (a newer cca's): updating is the fix.
+    pub newer: bool,
 }
 
 impl NotTranscript {
     fn new(line: u64, message: impl Into<String>) -> NotTranscript {
-        NotTranscript { line, message: message.into(), not_utf8: false }
+        NotTranscript { line, message: message.into(), not_utf8: false, newer: false }
     }
 }
 
@@ -345,6 +347,7 @@ impl Scanner {
                 message: "this line is not UTF-8 text (was the file saved in another encoding?)"
                     .into(),
                 not_utf8: true,
+                newer: false,
             });
         }
         // A byte-order mark, which some editors put at the start of a UTF-8 file, is not part
@@ -385,6 +388,21 @@ impl Scanner {
         let state = std::mem::replace(&mut self.state, State::Between);
         self.state = match state {
             State::BeforeHeader => match marker {
+                // Another format is read as it says, or not at all: never appended to as this
+                // one.
+                Some(Marker::Session(header)) if header.format != super::FORMAT => {
+                    return Err(NotTranscript {
+                        newer: header.format > super::FORMAT,
+                        ..NotTranscript::new(
+                            no,
+                            format!(
+                                "the header says format {}; this cca reads format {}",
+                                header.format,
+                                super::FORMAT
+                            ),
+                        )
+                    });
+                }
                 Some(Marker::Session(header)) => State::InHeader { header, line: no },
                 Some(Marker::Bad(why)) => {
                     return Err(NotTranscript::new(no, format!("bad header: {why}")));

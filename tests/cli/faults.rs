@@ -320,6 +320,26 @@ fn a_latin1_byte_is_named_by_line_and_show_raw_shows_the_bytes() {
     assert_eq!(output.stdout, bytes, "show --raw prints the file's bytes");
 }
 
+/// A header naming another format is not this cca's to read or append to: a newer one says to
+/// update cca, and nothing is written.
+#[test]
+fn a_transcript_of_another_format_is_refused_and_a_newer_one_says_to_update() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "first"]).ok();
+    let path = env.sessions_dir().join("latest").canonicalize().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    for (format, hint, shown) in [("2", "update cca", "update cca"), ("0", "by hand", "--raw")] {
+        let other = text.replacen("\"format\":1", &format!("\"format\":{format}"), 1);
+        std::fs::write(&path, &other).unwrap();
+        env.run(&["search", "-q", "-r", "more"])
+            .code(1)
+            .stderr_has(&format!("the header says format {format}; this cca reads format 1"))
+            .stderr_has(hint);
+        env.run(&["show"]).code(1).stderr_has(shown);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), other, "nothing written");
+    }
+}
+
 #[test]
 fn latest_as_an_absolute_link_into_the_folder_is_followed() {
     let env = TestEnv::new();
