@@ -294,6 +294,9 @@ pub(super) fn tool_calls_resources_and_slash_commands() {
             prompt("fork", "$s.sessionId", "/fork 1"),
             prompt("clear", "$s.sessionId", "/clear"),
             prompt("after", "$s.sessionId", "after the clear"),
+            // A mistyped command is refused as chat refuses it, never asked; `//` sends a `/`.
+            prompt("typo", "$s.sessionId", "/cleaar"),
+            prompt("slash", "$s.sessionId", "//cleaar is not a command"),
             json!({"call": "session/fork", "as": "forked",
                    "params": {"sessionId": "$s.sessionId", "cwd": env.work, "mcpServers": []}}),
             json!({"call": "session/prompt", "as": "image", "params": {"sessionId": "$s.sessionId", "prompt": [
@@ -322,6 +325,20 @@ pub(super) fn tool_calls_resources_and_slash_commands() {
     assert_ne!(forked, id);
     assert!(env.session_path(&forked).is_file());
     assert_eq!(out["results"]["image"]["error"]["code"], -32602);
+    let typo = &out["results"]["typo"]["error"];
+    assert_eq!(typo["code"], -32602, "{typo}");
+    assert!(typo["message"].as_str().unwrap().contains("no command `/cleaar`"), "{typo}");
+    assert!(typo["data"]["hint"].as_str().unwrap().contains("/clear, /compact"), "{typo}");
+    let text = std::fs::read_to_string(env.session_path(&id)).unwrap();
+    let (t, _) = cca::transcript::parse(&text).unwrap();
+    let asked: Vec<&str> = t
+        .records
+        .iter()
+        .filter(|r| r.kind == cca::transcript::Kind::User)
+        .map(|r| r.content.as_str())
+        .collect();
+    assert_eq!(asked.last(), Some(&"/cleaar is not a command"), "{asked:?}");
+    assert!(!asked.contains(&"/cleaar"), "{asked:?}");
     // The /fork made a session of its own, from the first exchange.
     assert_eq!(env.session_files().len(), 3, "{:?}", env.session_files());
 }

@@ -2,6 +2,7 @@
 //! thread of its own, and its events forwarded to the client as `session/update`s; slash commands.
 
 use super::*;
+use crate::front::slash::{Input, command_or_message};
 
 impl Acp {
     /// A prompt's question and attachments; the files it links are read here (see `content`).
@@ -117,12 +118,19 @@ impl Acp {
     ) -> Result<acp::PromptResponse, RpcError> {
         let settings = self.settings_for(id);
         let mut forward = Forward::new(cx, id);
-        if let Some(reply) = self.command(&settings, id, &ask.query, &mut forward, cancel) {
-            let text = reply.map_err(|e| rpc_error(&e))?;
-            forward
-                .send(acp::SessionUpdate::AgentMessageChunk(acp::ContentChunk::new(text.into())));
-            return Ok(acp::PromptResponse::new(stop_reason(cancel)));
-        }
+        let message = match command_or_message(ask.query.clone()) {
+            Input::Command(command) => {
+                let text = self
+                    .command(&settings, id, &command, &mut forward, cancel)
+                    .map_err(|e| rpc_error(&e))?;
+                let text = acp::ContentChunk::new(text.into());
+                forward.send(acp::SessionUpdate::AgentMessageChunk(text));
+                return Ok(acp::PromptResponse::new(stop_reason(cancel)));
+            }
+            Input::Message(message) => message,
+        };
+        // `//` at the start stands for one `/`.
+        let ask = &Ask { query: message, ..ask.clone() };
         match self.title_if_untitled(id, &ask.query, &mut forward, cancel) {
             Ok(()) => {}
             Err(e) if e.downcast_ref::<Interrupted>().is_some() => {
@@ -204,19 +212,19 @@ impl Acp {
             .cost(cost)
     }
 
-    /// `/clear`, `/compact`, `/fork [N]` ([`is_command`]): what happened, in a sentence; `None`
-    /// for a question.
+    /// `/clear`, `/compact`, `/fork [N]` (`command` without its `/`): what happened, in a
+    /// sentence. Another word is refused as chat refuses it, never sent as a question.
     pub(super) fn command(
         &self,
         settings: &Settings,
         id: &str,
-        query: &str,
+        command: &str,
         forward: &mut Forward,
         cancel: &Cancel,
-    ) -> Option<Result<String>> {
-        let mut words = query.split_whitespace();
-        let reply = match words.next()? {
-            "/clear" => session::clear(
+    ) -> Result<String> {
+        let mut words = command.split_whitespace();
+        match words.next().unwrap_or("") {
+            "clear" => session::clear(
                 settings,
                 &self.store,
                 id,
@@ -228,15 +236,13 @@ impl Acp {
                  transcript keeps them)."
                     .to_string()
             }),
-            "/compact" => self.compact(settings, id, forward, cancel),
-            "/fork" => {
+            "compact" => self.compact(settings, id, forward, cancel),
+            "fork" => {
                 let at = match words.next().map(str::parse::<u64>) {
                     None => None,
                     Some(Ok(n)) => Some(n),
                     Some(Err(_)) => {
-                        return Some(Err(
-                            Failure::usage("`/fork N` takes a number of exchanges").into()
-                        ));
+                        return Err(Failure::usage("`/fork N` takes a number of exchanges").into());
                     }
                 };
                 session::fork(settings, &self.store, id, at, || say_waiting(id)).map(|new| {
@@ -244,9 +250,10 @@ impl Acp {
                     format!("Forked into session {new}; load it to continue there.")
                 })
             }
-            _ => return None,
-        };
-        Some(reply)
+            other => Err(Failure::usage(format!("cca has no command `/{other}`"))
+                .hint("its commands are /clear, /compact and /fork [N]; start a message with // to send one that begins with /")
+                .into()),
+        }
     }
 
     pub(super) fn compact(
@@ -293,12 +300,9 @@ impl Acp {
     }
 }
 
-/// Whether a prompt is one of the slash commands [`Acp::command`] takes, not a question.
+/// Whether a prompt is a slash command ([`Acp::command`]), not a question.
 fn is_command(query: &str) -> bool {
-    query
-        .split_whitespace()
-        .next()
-        .is_some_and(|word| ["/clear", "/compact", "/fork"].contains(&word))
+    matches!(command_or_message(query.to_string()), Input::Command(_))
 }
 
 /// `$/cancel_request` for a prompt stops it as `session/cancel` does. The crate marks the
