@@ -10,13 +10,22 @@ use super::TAB;
 /// The one rule for text from a transcript (or an engine) that cca shows on a terminal: a
 /// control character other than newline and tab, which could start an escape sequence
 /// (ESC ] 52 writes the clipboard, ESC ] 0 the window title, ESC ] 8 hides a link, CSI moves
-/// the cursor or clears the screen; C1 controls such as U+009B too), is shown as U+FFFD; a
+/// the cursor or clears the screen; C1 controls such as U+009B too), or that reorders the line
+/// ([`moves_the_terminal`]), is shown as U+FFFD; a
 /// carriage return is one only before a newline (CRLF), and is then dropped. Rendering applies
 /// it to every line; what is shown without rendering goes through [`clean_text`]; one-line
 /// titles are flattened by `transcript::one_line`, control characters becoming spaces.
 /// Output that is not a terminal is never cleaned: piped, it is the exact text.
 fn harmless(c: char) -> bool {
-    !c.is_control() || c == '\n' || c == '\t'
+    !moves_the_terminal(c) || c == '\n' || c == '\t'
+}
+
+/// Whether a character changes how a terminal shows what follows it: a control character (an
+/// escape sequence starts with one), or one of Unicode's bidirectional embeddings, overrides
+/// and isolates (U+202A to U+202E, U+2066 to U+2069), which reorder the rest of the line as
+/// shown: a title could pass for another, or a column of ids read backwards.
+pub fn moves_the_terminal(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
 /// Text cleaned by `harmless`'s rule, whole lines or not. A carriage return at the very end is
@@ -52,7 +61,7 @@ pub fn shown_id(id: &str) -> Cow<'_, str> {
 /// A line (without its newline) cleaned by [`harmless`]'s rule, with tabs expanded, so that
 /// nothing in it can move the cursor and every column is counted.
 pub(super) fn clean(line: &str) -> Cow<'_, str> {
-    if !line.chars().any(char::is_control) {
+    if !line.chars().any(moves_the_terminal) {
         return Cow::Borrowed(line);
     }
     let mut out = String::with_capacity(line.len() + 8);

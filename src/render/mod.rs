@@ -28,7 +28,7 @@ use std::fmt::Write as _;
 use unicode_width::UnicodeWidthChar;
 
 use clean::clean;
-pub use clean::{clean_text, shown_id};
+pub use clean::{clean_text, moves_the_terminal, shown_id};
 use inline::{Attr, Span, inline, spans_width, write_line};
 pub(crate) use table::cells;
 use table::{Table, delimiter_row, render_table};
@@ -577,6 +577,12 @@ mod tests {
              \u{fffd}2Je\nf\u{fffd}g\th\n\u{fffd}\u{fffd}"
         );
         assert!(matches!(clean_text("plain\ttext\n"), Cow::Borrowed(_)));
+        // Bidirectional overrides reorder what follows them as shown.
+        assert_eq!(
+            clean_text("id \u{202e}txt.exe\u{2066}x\u{2069}"),
+            "id \u{fffd}txt.exe\u{fffd}x\u{fffd}"
+        );
+        assert!(matches!(clean_text("שלום \u{200f}hello"), Cow::Borrowed(_)));
     }
 
     #[test]

@@ -129,10 +129,14 @@ fn to_json<T: Serialize>(value: &T) -> String {
     json.replace("--", "-\\u002d")
 }
 
-/// Text made safe for a one-line heading: control characters become spaces, long text is cut.
+/// Text made safe for a one-line heading: control characters, and bidirectional overrides that
+/// would reorder the line as shown (`render::moves_the_terminal`), become spaces; long text is
+/// cut.
 pub fn one_line(text: &str, max_chars: usize) -> String {
-    let flat: String =
-        text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect::<String>();
+    let flat: String = text
+        .chars()
+        .map(|c| if crate::render::moves_the_terminal(c) { ' ' } else { c })
+        .collect::<String>();
     let flat = flat.split_whitespace().collect::<Vec<_>>().join(" ");
     if flat.chars().count() > max_chars {
         let cut: String = flat.chars().take(max_chars.saturating_sub(1)).collect();

@@ -360,6 +360,26 @@ fn a_transcript_edited_into_nonsense_is_refused_clearly() {
     assert_eq!(env.calls().len(), 1, "nothing was sent");
 }
 
+/// A title edited by hand (or imported) with bidirectional overrides, which reorder the rest of
+/// a line as a terminal shows it, is shown without them, on one line, wherever titles are.
+#[test]
+fn a_title_that_would_reorder_its_line_is_shown_without_the_overrides() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "first"]).ok();
+    let path = env.session_path(STAMP);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let hostile =
+        text.replacen("\"title\":\"first\"", "\"title\":\"a \u{202e}gnp.exe\u{2066}\"", 1);
+    assert_ne!(hostile, text);
+    std::fs::write(&path, hostile).unwrap();
+    for args in [&["sessions"][..], &["show"], &["recall", "first"]] {
+        let run = env.run(args);
+        run.ok();
+        assert!(!run.stdout.contains(['\u{202e}', '\u{2066}']), "{args:?}: {run}");
+        assert!(run.stdout.contains("a gnp.exe"), "{args:?}: {run}");
+    }
+}
+
 #[test]
 fn inputs_too_large_for_the_engine_are_refused_before_sending() {
     let env = TestEnv::new();

@@ -147,7 +147,8 @@ impl Acp {
             .iter()
             .map(|l| {
                 acp::SessionInfo::new(l.id.clone(), PathBuf::from(&l.cwd))
-                    .title((!l.title.is_empty()).then(|| l.title.clone()))
+                    // A title edited by hand or imported is shown on one line, as cca writes one.
+                    .title((!l.title.is_empty()).then(|| transcript::one_line(&l.title, 200)))
                     .updated_at((!l.last_activity.is_empty()).then(|| l.last_activity.clone()))
             })
             .collect();
