@@ -84,6 +84,8 @@ impl Store {
     /// not there, an error when it is not UTF-8 (which no sync can carry as a transcript).
     pub(crate) fn read_session_text(&self, id: &str, trashed: bool) -> Result<Option<String>> {
         let path = if trashed { self.trashed_path(id) } else { self.session_path(id) };
+        // A session file that is a link stays one: the file it points at is replaced.
+        let path = super::files::through_links(&path);
         match read_regular(&path) {
             Ok(bytes) => String::from_utf8(bytes)
                 .map(Some)
@@ -97,6 +99,8 @@ impl Store {
     /// or the trash. Call it holding the session's lock.
     pub(crate) fn replace_session(&self, id: &str, text: &str, trashed: bool) -> Result<()> {
         let path = if trashed { self.trashed_path(id) } else { self.session_path(id) };
+        // A session file that is a link stays one: the file it points at is replaced.
+        let path = super::files::through_links(&path);
         if trashed {
             make_private_dir(&self.trash_dir())?;
         }

@@ -164,8 +164,9 @@ impl Store {
         header_end: u64,
         tail: &[u8],
     ) -> Result<()> {
-        let path = self.session_path(id);
-        let dir = self.sessions_dir();
+        // A session file that is a link stays one: the file it points at is replaced.
+        let path = super::files::through_links(&self.session_path(id));
+        let dir = path.parent().map_or_else(|| self.sessions_dir(), Path::to_path_buf);
         let mut temp = super::files::temp_file(&dir, ".replace-")?;
         let mut old = self.open_session(id)?;
         temp.write_all(transcript::render_header(header).as_bytes())
@@ -183,7 +184,7 @@ impl Store {
     /// Gives a session that has none a title (a session an editor opened before its first
     /// question). The caller holds the session's lock; the file is replaced atomically.
     pub(crate) fn set_title(&self, id: &str, title: &str) -> Result<()> {
-        let path = self.session_path(id);
+        let path = super::files::through_links(&self.session_path(id));
         let text = read_text(&path)?;
         let summary = self.summarize(id)?;
         let header = Header { title: transcript::one_line(title, 80), ..summary.header };

@@ -340,6 +340,25 @@ fn a_transcript_of_another_format_is_refused_and_a_newer_one_says_to_update() {
     }
 }
 
+/// A transcript kept elsewhere (a synced folder) behind a link in sessions/: every change goes
+/// to that file, and the link stays a link.
+#[test]
+fn a_session_file_that_is_a_link_stays_a_link_through_every_change() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "first"]).ok();
+    let path = env.session_path(STAMP);
+    let elsewhere = env.root.path().join("elsewhere.md");
+    std::fs::rename(&path, &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
+    env.run(&["name", STAMP, "kept-elsewhere"]).ok();
+    env.run(&["search", "-q", "-s", STAMP, "second"]).ok();
+    env.run(&["clear", STAMP]).ok();
+    assert!(std::fs::symlink_metadata(&path).unwrap().file_type().is_symlink());
+    let text = std::fs::read_to_string(&elsewhere).unwrap();
+    assert!(text.contains("\"name\":\"kept-elsewhere\"") && text.contains("second"), "{text}");
+    assert!(text.contains("cca:clear"), "{text}");
+}
+
 #[test]
 fn latest_as_an_absolute_link_into_the_folder_is_followed() {
     let env = TestEnv::new();
