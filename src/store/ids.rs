@@ -256,10 +256,11 @@ pub(crate) type Stamp = u64;
 /// Sessions one thread stats before another is worth starting.
 const STAMPS_PER_THREAD: usize = 1_000;
 
-/// The session file's stamp, `None` when it is gone; not following a link, as listing does not.
+/// The session file's stamp, `None` when it is gone; a link is followed (a session file may be
+/// one), so a change to the file it points at changes the stamp.
 fn stamp(dir: &rustix::fd::OwnedFd, id: &str) -> Option<Stamp> {
     let name = format!("{PREFIX}{id}{SUFFIX}");
-    let m = rustix::fs::statat(dir, name.as_str(), rustix::fs::AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    let m = rustix::fs::statat(dir, name.as_str(), rustix::fs::AtFlags::empty()).ok()?;
     let fields = [
         m.st_size as u64,
         m.st_mtime as u64,

@@ -82,7 +82,12 @@ impl Store {
         for entry in entries {
             let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
             let Some(id) = entry.file_name().to_str().and_then(id_from_file_name) else { continue };
-            let Ok(meta) = entry.metadata() else { continue };
+            // A session file that is a link is listed as the file it points at.
+            let meta = match entry.file_type() {
+                Ok(t) if t.is_symlink() => fs::metadata(entry.path()),
+                _ => entry.metadata(),
+            };
+            let Ok(meta) = meta else { continue };
             let mtime_ns = meta
                 .modified()
                 .ok()

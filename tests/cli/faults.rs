@@ -350,12 +350,17 @@ fn a_session_file_that_is_a_link_stays_a_link_through_every_change() {
     let elsewhere = env.root.path().join("elsewhere.md");
     std::fs::rename(&path, &elsewhere).unwrap();
     std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
+    // Listed and found before and after a turn: what reads the file's stamp follows the link.
+    assert!(env.run(&["sessions"]).ok().stdout.contains("1 turn"));
+    env.run(&["recall", "first"]).ok();
     env.run(&["name", STAMP, "kept-elsewhere"]).ok();
-    env.run(&["search", "-q", "-s", STAMP, "second"]).ok();
+    env.run(&["search", "-q", "-s", STAMP, "zebrafish"]).ok();
+    assert!(env.run(&["sessions"]).ok().stdout.contains("2 turns"));
+    assert!(env.run(&["recall", "zebrafish"]).ok().stdout.contains(STAMP));
     env.run(&["clear", STAMP]).ok();
     assert!(std::fs::symlink_metadata(&path).unwrap().file_type().is_symlink());
     let text = std::fs::read_to_string(&elsewhere).unwrap();
-    assert!(text.contains("\"name\":\"kept-elsewhere\"") && text.contains("second"), "{text}");
+    assert!(text.contains("\"name\":\"kept-elsewhere\"") && text.contains("zebrafish"), "{text}");
     assert!(text.contains("cca:clear"), "{text}");
 }
 
