@@ -133,27 +133,69 @@ fn analyzer() -> TextAnalyzer {
         .build()
 }
 
-/// Runs `f`, a reading of the index, with a panic inside it made an error: tantivy checks no
-/// sums, and a segment damaged in a way its reader does not look for (random bytes in a term
-/// dictionary) panics in its FST. The error makes the index rebuilt, as any other that cannot
-/// be read; the panic is not printed.
-fn contained<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
-    use std::cell::Cell;
-    thread_local!(static QUIET: Cell<bool> = const { Cell::new(false) });
+/// Runs `f`, a reading of the index (a search, or an update, which reads it too), with a panic
+/// inside it made an error: tantivy checks no sums, and a segment damaged in a way its reader
+/// does not look for (random bytes in a term dictionary) panics in its FST. The error makes the
+/// index rebuilt, as any other that cannot be read; the panic is not printed.
+pub(crate) fn contained<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    // How many readings run; meanwhile no panic is printed, on any thread: tantivy's own
+    // (an update's writer and merger) read the same damaged files.
+    static QUIET: AtomicUsize = AtomicUsize::new(0);
     static HOOK: std::sync::Once = std::sync::Once::new();
     HOOK.call_once(|| {
         let earlier = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if !QUIET.with(Cell::get) {
+            if QUIET.load(Ordering::SeqCst) == 0 {
                 earlier(info);
             }
         }));
     });
-    let quiet = QUIET.with(|q| q.replace(true));
+    QUIET.fetch_add(1, Ordering::SeqCst);
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-    QUIET.with(|q| q.set(quiet));
-    result.unwrap_or_else(|_| Err(anyhow!("{what} failed inside the index: it is damaged")))
+    QUIET.fetch_sub(1, Ordering::SeqCst);
+    result.unwrap_or_else(|_| Err(Damaged(format!("{what} failed inside the index")).into()))
 }
+
+/// Whether a failure of the index's own says it is damaged (a panic [`contained`] caught, data
+/// that does not read, a thread of tantivy's that died) rather than that the disk is full,
+/// read-only or not ours: the one is mended by a rebuild, the other would fail it as well.
+/// tantivy reports much damage as I/O errors (a term dictionary that is not one), so every
+/// failure of its counts but those the machine causes.
+pub(crate) fn is_damage(e: &anyhow::Error) -> bool {
+    use std::io::ErrorKind as K;
+    use tantivy::TantivyError as T;
+    e.chain().any(|c| {
+        c.is::<Damaged>()
+            || c.downcast_ref::<T>().is_some_and(|t| match t {
+                T::IoError(io) => !matches!(
+                    io.kind(),
+                    K::StorageFull
+                        | K::QuotaExceeded
+                        | K::FileTooLarge
+                        | K::ReadOnlyFilesystem
+                        | K::PermissionDenied
+                        | K::OutOfMemory
+                        | K::WriteZero
+                        | K::Interrupted
+                ),
+                T::OpenWriteError(_) | T::OpenDirectoryError(_) | T::LockFailure(..) => false,
+                _ => true,
+            })
+    })
+}
+
+/// What [`contained`] makes of a panic: the index is damaged, and is rebuilt.
+#[derive(Debug)]
+pub(crate) struct Damaged(String);
+
+impl std::fmt::Display for Damaged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: it is damaged", self.0)
+    }
+}
+
+impl std::error::Error for Damaged {}
 
 /// What the index holds of each session: its file's stamp when it was read.
 pub(crate) type Stamps = BTreeMap<String, Stamp>;

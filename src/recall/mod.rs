@@ -225,7 +225,20 @@ fn fresh_index(
             Index::create(&dir)?
         }
     };
-    update(store, &dir, index, known, stamps, progress)
+    // An update reads the index too (the terms of what it takes out): one that fails on
+    // damage the opening did not see starts again from nothing, as a search that fails does.
+    // (Any other failure, a full disk say, would fail a rebuild as well: it is said.)
+    match index::contained("an update", || update(store, &dir, index, known, stamps, progress)) {
+        Err(e) if index::is_damage(&e) => {
+            progress.note(&format!(
+                "recall: the index in {} cannot be used ({e:#}); rebuilding it from the transcripts",
+                dir.display()
+            ));
+            let (index, known) = Index::create(&dir)?;
+            update(store, &dir, index, known, stamps, progress)
+        }
+        updated => updated,
+    }
 }
 
 /// Starts the index again from nothing, under the lock.

@@ -160,8 +160,9 @@ impl Store {
         self.ensure()?;
         let dir = self.recall_dir();
         // What recall keeps is a cache of the transcripts: a file where its folder should be
-        // is not the user's to keep.
-        if fs::symlink_metadata(&dir).is_ok_and(|m| !m.is_dir()) {
+        // (or a link to none) is not the user's to keep; a link to a folder is.
+        let a_folder = fs::metadata(&dir).is_ok_and(|m| m.is_dir());
+        if !a_folder && fs::symlink_metadata(&dir).is_ok() {
             fs::remove_file(&dir).with_context(|| format!("cannot remove {}", dir.display()))?;
         }
         make_private_dir(&dir)?;

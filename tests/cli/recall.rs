@@ -286,14 +286,15 @@ fn a_damaged_or_foreign_index_is_rebuilt_with_a_note() {
 fn an_index_damaged_past_what_opening_checks_or_a_file_in_its_place_is_rebuilt() {
     let env = TestEnv::new();
     two_sessions(&env);
-    let right = recall(&env, "locking on windows");
     let index = env.cca_home.join("recall/index");
     // 200 bytes of noise at each eighth of the term dictionary in turn, in an index built
-    // afresh: some windows fail opening, some pass unseen, and some made tantivy panic
-    // mid-search.
-    for eighth in 0..8 {
-        std::fs::remove_dir_all(&index).unwrap();
-        assert_eq!(recall(&env, "locking on windows"), right);
+    // afresh, then a search with nothing changed and one after a new turn (which updates the
+    // index first): some windows fail opening, some pass unseen, and some made tantivy panic
+    // mid-search or mid-update.
+    let mut rebuilt = 0;
+    for (eighth, turn) in (0..8).flat_map(|e| [(e, false), (e, true)]) {
+        let _ = std::fs::remove_dir_all(&index);
+        recall(&env, "locking on windows");
         let term = std::fs::read_dir(&index)
             .unwrap()
             .flatten()
@@ -311,14 +312,28 @@ fn an_index_damaged_past_what_opening_checks_or_a_file_in_its_place_is_rebuilt()
             *byte = seed as u8;
         }
         std::fs::write(&term, bytes).unwrap();
+        if turn {
+            let script = format!("say zebrafish {eighth}");
+            env.run_with(
+                &["search", "-q", "-s", STAMP, "and fish?"],
+                None,
+                &[("FAKE_SCRIPT", &script)],
+            )
+            .ok();
+        }
         let run = env.run(&["recall", "--json", "-n", "5", "locking on windows"]);
         run.ok();
-        assert!(!run.stderr.contains("panicked"), "eighth {eighth}: {run}");
+        assert!(!run.stderr.contains("panicked"), "eighth {eighth}, turn {turn}: {run}");
         if run.stderr.contains("rebuilding") {
+            rebuilt += 1;
             let found: Vec<Value> = serde_json::from_str(run.stdout.trim()).unwrap();
-            assert_eq!(results(&found), results(&right), "eighth {eighth}: {run}");
+            std::fs::remove_dir_all(&index).unwrap();
+            let fresh = recall(&env, "locking on windows");
+            assert_eq!(results(&found), results(&fresh), "eighth {eighth}, turn {turn}: {run}");
         }
     }
+    assert!(rebuilt > 0, "no damage was seen: the test damages nothing any more");
+    let right = recall(&env, "locking on windows");
 
     for (place, file) in [(&index, "index"), (&env.cca_home.join("recall"), "recall")] {
         std::fs::remove_dir_all(place).unwrap();
@@ -328,6 +343,16 @@ fn an_index_damaged_past_what_opening_checks_or_a_file_in_its_place_is_rebuilt()
         assert_eq!(results(&found), results(&right), "{file}: {run}");
         assert!(place.is_dir(), "{file}");
     }
+    // recall/ as a link to a folder elsewhere (a faster disk): kept, and used.
+    let recall_dir = env.cca_home.join("recall");
+    let elsewhere = env.root.path().join("fast-disk");
+    std::fs::rename(&recall_dir, &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &recall_dir).unwrap();
+    env.run(&["search", "-q", "-s", STAMP, "one more"]).ok();
+    let found = recall(&env, "one more");
+    assert_eq!(found[0]["session"], STAMP, "{found:?}");
+    assert!(std::fs::symlink_metadata(&recall_dir).unwrap().file_type().is_symlink());
+    assert!(elsewhere.join("index/meta.json").is_file());
 }
 
 #[test]
