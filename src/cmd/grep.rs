@@ -252,13 +252,17 @@ impl Output<'_, '_> {
     }
 
     /// Who said a line: You, or the engine that answered.
-    fn who<'m>(&'m self, kind: Kind, meta: &'m crate::transcript::Meta) -> Cow<'m, str> {
+    fn who<'m>(&'m self, place: &'m crate::grep::Place) -> Cow<'m, str> {
+        let meta = &place.meta;
         let engine = meta
             .engine
             .as_deref()
             .or(self.header.as_ref().map(|h| h.engine.as_str()))
             .unwrap_or("answer");
-        match kind {
+        match place.kind {
+            Kind::Assistant if place.stray => {
+                format!("{engine} (no question: not an exchange)").into()
+            }
             Kind::User => Cow::Borrowed("You"),
             Kind::Attachment => {
                 format!("You ({})", meta.name.as_deref().unwrap_or("attached")).into()
@@ -307,7 +311,7 @@ impl Sink for Output<'_, '_> {
                     "turn": line.place.turn,
                     "role": Role::of(line.place.kind).word(),
                     "kind": line.place.kind.word(),
-                    "who": self.who(line.place.kind, &line.place.meta),
+                    "who": self.who(line.place),
                     "at": line.place.meta.at.as_deref().unwrap_or(header.created.as_str()),
                     "line": line.number,
                     "text": String::from_utf8_lossy(line.text),
@@ -335,7 +339,7 @@ impl Sink for Output<'_, '_> {
                 }
                 let sep = if line.context { '-' } else { ':' };
                 let (on, off) = paint("\x1b[32m");
-                let who = field(&self.who(line.place.kind, &line.place.meta));
+                let who = field(&self.who(line.place));
                 let _ = write!(buf, "{on}{}. {who}{sep}{off} ", line.place.turn);
                 let (on, off) = paint("\x1b[1;31m");
                 // A CRLF line's CR is not shown on a terminal.

@@ -115,6 +115,9 @@ pub(crate) struct Place {
     pub meta: Meta,
     /// The exchange it belongs to, as its heading numbers it.
     pub turn: u64,
+    /// An answer with no question before it: no exchange's, though numbered as the next one
+    /// ([`Numbering::stray`]).
+    pub stray: bool,
     /// Where the record's content is in the file (stored form).
     content: Range<u64>,
 }

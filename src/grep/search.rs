@@ -69,8 +69,10 @@ impl Places {
             Event::Problem(_) => self.numbering.problem(),
             Event::Note { .. } => {}
             Event::Record(span) => {
+                let stray = self.numbering.stray(span.kind);
                 let turn = self.numbering.record(span.kind);
-                let place = Place { kind: span.kind, meta: span.meta, turn, content: span.content };
+                let (kind, meta, content) = (span.kind, span.meta, span.content);
+                let place = Place { kind, meta, turn, stray, content };
                 self.last = Some(Rc::new(place));
             }
         }

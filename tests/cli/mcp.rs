@@ -456,11 +456,27 @@ fn an_answer_with_no_question_is_no_exchange_wherever_exchanges_are_counted() {
     assert!(!shown.contains("── 3."), "{shown}");
     assert!(shown.contains("an answer with no question before it"), "{shown}");
 
-    let out = sdk(&env, &[call("read", json!({"id": STAMP}))]);
+    let out = sdk(
+        &env,
+        &[
+            call("read", json!({"id": STAMP})),
+            call("search", json!({"query": "orphan", "regex": true})),
+        ],
+    );
     let (read, error) = text(&out["results"][0]);
     assert!(!error && read.contains("2 exchanges"), "{read}");
     assert!(!read.contains("an orphan answer"), "{read}");
     assert!(read.contains("── 2. Question") && read.contains("the second question"), "{read}");
+    // Found by a pattern, it points at no exchange (there is none to read).
+    let (found, _) = text(&out["results"][1]);
+    assert!(!found.contains("Exchange 2"), "{found}");
+    // grep finds it where it is, and says it is no exchange.
+    let grep = env.run(&["grep", "orphan", STAMP]);
+    assert!(grep.ok().stdout.contains("(no question: not an exchange)"), "{grep}");
 
     env.run(&["fork", STAMP, "--at", "2"]).ok();
+    // The fork holds both exchanges (and the file's stray record, as the file had it).
+    let forked = env.latest();
+    assert!(forked.contains("\"turn\":2") && forked.contains("the second question"), "{forked}");
+    assert!(forked.contains("ECHO: the second question"), "{forked}");
 }

@@ -160,6 +160,10 @@ impl Sink for Collect<'_, '_> {
     }
 
     fn line(&mut self, line: &Shown) -> bool {
+        // An answer with no question is no exchange: there is none to point at.
+        if line.place.stray {
+            return true;
+        }
         let turn = line.place.turn;
         if self.hits.last().is_none_or(|h| h.turn != turn) {
             self.hits.push(Hit { turn, at: None, lines: Vec::new(), words: 0 });
