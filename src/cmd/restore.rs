@@ -8,6 +8,7 @@ use crate::config::Flags;
 use crate::error::exit;
 use crate::front::terminal::say;
 use crate::session::settings;
+use crate::transcript::one_line;
 
 /// `cca restore`
 pub(crate) fn run(args: &RestoreArgs) -> Result<u8> {
@@ -24,8 +25,10 @@ pub(crate) fn run(args: &RestoreArgs) -> Result<u8> {
                 .rev()
                 .map(|id| match store.trashed_header(id) {
                     Some(h) => {
+                        // Fields of a file, any text: one line each, as `sessions` shows them.
                         let when = h.created.replace('T', " ").trim_end_matches('Z').to_string();
-                        format!("{id}  {when}  {}\n", h.title)
+                        let (when, title) = (one_line(&when, 40), one_line(&h.title, 70));
+                        format!("{id}  {when}  {title}\n")
                     }
                     None => format!("{id}  (cannot be read)\n"),
                 })

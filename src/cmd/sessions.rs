@@ -119,7 +119,8 @@ fn describe(l: &store::Listed) -> String {
         text.push_str(&format!("{} · ", transcript::one_line(name, 40)));
     }
     if let Some(from) = &l.forked_from {
-        text.push_str(&format!("(fork of {} at {}) ", from.session, from.turn));
+        let from_session = crate::render::shown_id(&from.session);
+        text.push_str(&format!("(fork of {from_session} at {}) ", from.turn));
     }
     text + &transcript::one_line(&l.title, 70)
 }

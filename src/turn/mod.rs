@@ -264,8 +264,9 @@ fn ask_kept(
 
 /// Keeps a question that was stopped before its turn recorded it, not by the user (an editor's
 /// prompt still in line when the client went, or a signal came): recorded as asked and
-/// interrupted for `why`, the engine never run, so nothing a user sent is lost. Waits for the
-/// session's lock at most `patience` (a turn elsewhere may hold it for minutes).
+/// interrupted for `why`, the engine never run, so nothing a user sent is lost; a session with
+/// no title yet takes the question's first line. Waits for the session's lock at most
+/// `patience` (a turn elsewhere may hold it for minutes).
 pub(crate) fn keep_unasked(
     settings: &Settings,
     store: &Store,
@@ -287,6 +288,10 @@ pub(crate) fn keep_unasked(
         },
     )?;
     let settled = settle(settings, store, &id, created, ask, observer)?;
+    if settled.summary.header.title.is_empty() {
+        // An editor's new session is titled by its first question, asked or not.
+        store.set_title(&id, ask.query.lines().next().unwrap_or(""))?;
+    }
     let (engine, model) = (settled.engine, settled.model.as_deref());
     let session = Session { settings, store, id: &id, engine, model };
     let mut recorder = Recorder::start(session, ask, &now, &settled)?;

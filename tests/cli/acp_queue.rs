@@ -116,7 +116,7 @@ fn prompts_in_line_or_sent_as_the_client_goes_are_kept_as_interrupted() {
             new_session("s", &env.work),
             new_session("t", &env.work),
             async_prompt("p1", "$s.sessionId", "first"),
-            async_prompt("p2", "$s.sessionId", "second"),
+            async_prompt("p2", "$s.sessionId", "//second"),
             json!({"until": "agent_thought_chunk", "session": "$s.sessionId", "containing": "Queued"}),
             json!({"until": "agent_message_chunk", "session": "$s.sessionId"}),
             // Sent with nothing between it and the close.
@@ -134,12 +134,14 @@ fn prompts_in_line_or_sent_as_the_client_goes_are_kept_as_interrupted() {
         .filter(|r| r.kind == cca::transcript::Kind::User)
         .map(|r| r.content.as_str())
         .collect();
-    assert_eq!(users, ["first", "second"], "{first}");
+    // `//` stands for a `/`, kept as it would have been asked.
+    assert_eq!(users, ["first", "/second"], "{first}");
     assert_eq!(first.matches("Interrupted (not sent again): client gone").count(), 2, "{first}");
     let last = std::fs::read_to_string(env.session_path(&t))
         .unwrap_or_else(|e| panic!("the last prompt's session was never written: {e}"));
     assert!(last.contains("last words"), "{last}");
     assert!(last.contains("Interrupted (not sent again): client gone"), "{last}");
+    assert!(last.contains("\"title\":\"last words\""), "a new session takes its title: {last}");
 
     // The same on the bare wire: the prompt's line, then stdin closed at once.
     let mut raw = Raw::start_with(&env, &[("FAKE_SCRIPT", "hang")]);

@@ -378,6 +378,15 @@ fn a_title_that_would_reorder_its_line_is_shown_without_the_overrides() {
         assert!(!run.stdout.contains(['\u{202e}', '\u{2066}']), "{args:?}: {run}");
         assert!(run.stdout.contains("a gnp.exe"), "{args:?}: {run}");
     }
+    // The same in the trash's list, with an escape sequence besides.
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replacen("a \u{202e}gnp.exe", "a \u{202e}gnp\\u001b[2J.exe", 1))
+        .unwrap();
+    env.run(&["rm", STAMP]).ok();
+    let run = env.run(&["restore"]);
+    run.ok();
+    assert!(!run.stdout.contains(['\u{202e}', '\u{1b}']), "{run}");
+    assert!(run.stdout.contains("a gnp [2J.exe"), "{run}");
 }
 
 #[test]

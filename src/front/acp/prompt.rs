@@ -183,9 +183,11 @@ impl Acp {
         let Some(why) = cancel.requested().filter(|why| *why != Stop::Request) else {
             return cancelled;
         };
-        if is_command(&ask.query) {
+        let Input::Message(message) = command_or_message(ask.query.clone()) else {
             return cancelled;
-        }
+        };
+        // `//` at the start stands for one `/`, as when it is asked.
+        let ask = &Ask { query: message, ..ask.clone() };
         let settings = self.settings_for(id);
         let mut forward = Forward::new(cx, id);
         // Long enough for the turns ahead of it to record their own ends; a turn in a
@@ -298,11 +300,6 @@ impl Acp {
         }
         Ok(())
     }
-}
-
-/// Whether a prompt is a slash command ([`Acp::command`]), not a question.
-fn is_command(query: &str) -> bool {
-    matches!(command_or_message(query.to_string()), Input::Command(_))
 }
 
 /// `$/cancel_request` for a prompt stops it as `session/cancel` does. The crate marks the
