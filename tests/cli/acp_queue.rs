@@ -146,11 +146,11 @@ fn prompts_in_line_or_sent_as_the_client_goes_are_kept_as_interrupted() {
     // The same on the bare wire: the prompt's line, then stdin closed at once.
     let mut raw = Raw::start_with(&env, &[("FAKE_SCRIPT", "hang")]);
     let prompt = json!({"jsonrpc": "2.0", "id": 1, "method": "session/prompt",
-                        "params": {"sessionId": t, "prompt": [{"type": "text", "text": "bare"}]}});
+                        "params": {"sessionId": t, "prompt": [{"type": "text", "text": "//bare"}]}});
     raw.send(&prompt.to_string());
     assert_eq!(raw.finish(), Some(0));
     let last = std::fs::read_to_string(env.session_path(&t)).unwrap();
-    assert!(last.contains("bare"), "{last}");
+    assert!(last.contains("\n/bare\n"), "{last}");
     assert_eq!(last.matches("Interrupted (not sent again): client gone").count(), 2, "{last}");
 }
 

@@ -77,7 +77,14 @@ impl Acp {
                 if cancel.requested() != Some(Stop::Request) {
                     line.wait(number, &Cancel::new());
                 }
-                Ok(agent.keep_unless_withdrawn(&id, &ask, &cx, &cancel))
+                Ok(match command_or_message(ask.query.clone()) {
+                    // A command stopped before it ran is not run later.
+                    Input::Command(_) => acp::PromptResponse::new(acp::StopReason::Cancelled),
+                    // `//` at the start stands for one `/`, as when it is asked.
+                    Input::Message(query) => {
+                        agent.keep_unless_withdrawn(&id, &Ask { query, ..ask }, &cx, &cancel)
+                    }
+                })
             };
             line.answered(number);
             watch.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -169,9 +176,10 @@ impl Acp {
         }
     }
 
-    /// A prompt stopped before its question was recorded. One the client cancelled is
-    /// withdrawn: nothing is kept. One stopped because the client went or a signal came is kept
-    /// as asked and interrupted (the engine never runs): nothing a user sent is lost.
+    /// A prompt stopped before its question (`ask`, a message, not a command) was recorded.
+    /// One the client cancelled is withdrawn: nothing is kept. One stopped because the client
+    /// went or a signal came is kept as asked and interrupted (the engine never runs): nothing
+    /// a user sent is lost.
     pub(super) fn keep_unless_withdrawn(
         &self,
         id: &str,
@@ -183,11 +191,6 @@ impl Acp {
         let Some(why) = cancel.requested().filter(|why| *why != Stop::Request) else {
             return cancelled;
         };
-        let Input::Message(message) = command_or_message(ask.query.clone()) else {
-            return cancelled;
-        };
-        // `//` at the start stands for one `/`, as when it is asked.
-        let ask = &Ask { query: message, ..ask.clone() };
         let settings = self.settings_for(id);
         let mut forward = Forward::new(cx, id);
         // Long enough for the turns ahead of it to record their own ends; a turn in a
