@@ -632,6 +632,27 @@ Examples:
   cca recall --here --engine claude flaky test fix
   cca recall --json -n 5 release checklist | jq -r '.[].session'";
 
+/// From when until when, as `grep` and `recall` take it.
+#[derive(Debug, Args)]
+pub struct SpanArgs {
+    /// Only what was said since DATE: 2026-11-21, today, yesterday, "2026-11-21 10:15", RFC
+    /// 3339, or a time ago such as 3d, 12h, 2w
+    #[arg(long, value_name = "DATE")]
+    pub since: Option<String>,
+
+    /// Only what was said until DATE (a day alone counts to its end)
+    #[arg(long, value_name = "DATE")]
+    pub until: Option<String>,
+}
+
+impl SpanArgs {
+    /// The span as points in time ([`crate::human::parse_span`]).
+    pub fn parse(&self, now: chrono::DateTime<chrono::Utc>) -> anyhow::Result<crate::human::Span> {
+        let (since, until) = (self.since.as_deref(), self.until.as_deref());
+        crate::human::parse_span(since, until, now, ["--since", "--until"])
+    }
+}
+
 /// `cca recall`'s options.
 #[derive(Debug, Args)]
 pub struct RecallArgs {
@@ -652,14 +673,8 @@ pub struct RecallArgs {
     #[arg(long, value_name = "NAME", add = engine_candidates())]
     pub engine: Option<String>,
 
-    /// Only what was said since DATE: 2026-11-21, today, yesterday, "2026-11-21 10:15", RFC
-    /// 3339, or a time ago such as 3d, 12h, 2w
-    #[arg(long, value_name = "DATE")]
-    pub since: Option<String>,
-
-    /// Only what was said until DATE (a day alone counts to its end)
-    #[arg(long, value_name = "DATE")]
-    pub until: Option<String>,
+    #[command(flatten)]
+    pub span: SpanArgs,
 
     /// Only sessions started in this folder or below it
     #[arg(long, value_name = "DIR", conflicts_with = "here")]
@@ -723,14 +738,8 @@ pub struct GrepArgs {
     #[arg(long, value_name = "NAME", add = engine_candidates())]
     pub engine: Option<String>,
 
-    /// Only what was said since DATE: 2026-11-21, today, yesterday, "2026-11-21 10:15", RFC
-    /// 3339, or a time ago such as 3d, 12h, 2w
-    #[arg(long, value_name = "DATE")]
-    pub since: Option<String>,
-
-    /// Only what was said until DATE (a day alone counts to its end)
-    #[arg(long, value_name = "DATE")]
-    pub until: Option<String>,
+    #[command(flatten)]
+    pub span: SpanArgs,
 
     /// Only sessions started in this folder or below it
     #[arg(long)]

@@ -72,12 +72,7 @@ fn grep(args: &GrepArgs) -> Result<u8> {
         )
     })?;
     let now = settings.now();
-    let (since, until) = crate::human::parse_span(
-        args.since.as_deref(),
-        args.until.as_deref(),
-        now,
-        ["--since", "--until"],
-    )?;
+    let (since, until) = args.span.parse(now)?;
     let opts = Options {
         context: args.context.unwrap_or(0),
         role: args.role.map(|r| match r {

@@ -24,12 +24,7 @@ pub(crate) fn run(args: &RecallArgs) -> Result<u8> {
     }
     let (settings, store) = settings(&Flags::default())?;
     let now = settings.now();
-    let (since, until) = crate::human::parse_span(
-        args.since.as_deref(),
-        args.until.as_deref(),
-        now,
-        ["--since", "--until"],
-    )?;
+    let (since, until) = args.span.parse(now)?;
     let folder = match (&args.folder, args.here) {
         (_, true) => Some(crate::session::current_dir()?),
         (Some(dir), false) => Some(std::path::absolute(dir)?),

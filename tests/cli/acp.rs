@@ -329,16 +329,9 @@ pub(super) fn tool_calls_resources_and_slash_commands() {
     assert_eq!(typo["code"], -32602, "{typo}");
     assert!(typo["message"].as_str().unwrap().contains("no command `/cleaar`"), "{typo}");
     assert!(typo["data"]["hint"].as_str().unwrap().contains("/clear, /compact"), "{typo}");
-    let text = std::fs::read_to_string(env.session_path(&id)).unwrap();
-    let (t, _) = cca::transcript::parse(&text).unwrap();
-    let asked: Vec<&str> = t
-        .records
-        .iter()
-        .filter(|r| r.kind == cca::transcript::Kind::User)
-        .map(|r| r.content.as_str())
-        .collect();
-    assert_eq!(asked.last(), Some(&"/cleaar is not a command"), "{asked:?}");
-    assert!(!asked.contains(&"/cleaar"), "{asked:?}");
+    let asked = common::questions(&std::fs::read_to_string(env.session_path(&id)).unwrap());
+    assert_eq!(asked.last().map(String::as_str), Some("/cleaar is not a command"), "{asked:?}");
+    assert!(!asked.iter().any(|q| q == "/cleaar"), "{asked:?}");
     // The /fork made a session of its own, from the first exchange.
     assert_eq!(env.session_files().len(), 3, "{:?}", env.session_files());
 }

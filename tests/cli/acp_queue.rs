@@ -127,15 +127,8 @@ fn prompts_in_line_or_sent_as_the_client_goes_are_kept_as_interrupted() {
     );
     let (s, t) = (id_of(&out, "s"), id_of(&out, "t"));
     let first = std::fs::read_to_string(env.session_path(&s)).unwrap();
-    let (records, _) = cca::transcript::parse(&first).unwrap();
-    let users: Vec<&str> = records
-        .records
-        .iter()
-        .filter(|r| r.kind == cca::transcript::Kind::User)
-        .map(|r| r.content.as_str())
-        .collect();
     // `//` stands for a `/`, kept as it would have been asked.
-    assert_eq!(users, ["first", "/second"], "{first}");
+    assert_eq!(common::questions(&first), ["first", "/second"], "{first}");
     assert_eq!(first.matches("Interrupted (not sent again): client gone").count(), 2, "{first}");
     let last = std::fs::read_to_string(env.session_path(&t))
         .unwrap_or_else(|e| panic!("the last prompt's session was never written: {e}"));

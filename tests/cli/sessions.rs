@@ -449,14 +449,7 @@ fn a_piped_chat_refuses_a_message_that_is_not_text_alone_and_sends_an_open_block
     cmd.args(["chat"]);
     let run = run_command(cmd, Some(b"hello \xff\xfe world\nsecond\n\"\"\"\nopen block\n"));
     run.ok().stderr_has("a message on stdin is not UTF-8 text: it was not sent");
-    let (t, _) = cca::transcript::parse(&env.latest()).unwrap();
-    let asked: Vec<&str> = t
-        .records
-        .iter()
-        .filter(|r| r.kind == cca::transcript::Kind::User)
-        .map(|r| r.content.as_str())
-        .collect();
-    assert_eq!(asked, ["second", "open block"]);
+    assert_eq!(questions(&env.latest()), ["second", "open block"]);
 }
 
 /// With `CCA_SESSION` set, a new session or a fork becomes `latest` while `,` in that terminal

@@ -504,6 +504,16 @@ pub fn tag<'a>(stdin: &'a str, name: &str) -> Option<&'a str> {
 }
 
 /// The user turns a call's stdin carried as history, oldest first.
+/// The questions a transcript holds, in order (a user record each, asked or not).
+pub fn questions(transcript: &str) -> Vec<String> {
+    let (t, _) = cca::transcript::parse(transcript).expect("a transcript");
+    t.records
+        .into_iter()
+        .filter(|r| r.kind == cca::transcript::Kind::User)
+        .map(|r| r.content)
+        .collect()
+}
+
 pub fn history_users(stdin: &str) -> Vec<String> {
     let Some(history) = tag(stdin, "conversation_history") else { return Vec::new() };
     history
