@@ -646,7 +646,7 @@ pub struct SpanArgs {
 }
 
 impl SpanArgs {
-    /// The span as points in time ([`crate::human::parse_span`]).
+    /// The span as points in time (`human::parse_span`).
     pub fn parse(&self, now: chrono::DateTime<chrono::Utc>) -> anyhow::Result<crate::human::Span> {
         let (since, until) = (self.since.as_deref(), self.until.as_deref());
         crate::human::parse_span(since, until, now, ["--since", "--until"])
