@@ -37,6 +37,11 @@ pub(crate) fn long_turns(r: &Real, engine: &str, turns: usize) -> Vec<Value> {
 /// `cache_control` aside (claude moves it to the newest message), and a string content the same
 /// as one text block of it (claude sends a message as either).
 pub(crate) fn extends(earlier: &Value, later: &Value) -> bool {
+    differences(earlier, later).is_empty()
+}
+
+/// What keeps `later` from extending `earlier` ([`extends`]), in words; empty when it does.
+pub(crate) fn differences(earlier: &Value, later: &Value) -> String {
     let list = |body: &Value| -> Vec<Value> {
         let key = if body["messages"].is_array() { "messages" } else { "contents" };
         let mut messages = body[key].as_array().cloned().unwrap_or_default();
@@ -51,11 +56,18 @@ pub(crate) fn extends(earlier: &Value, later: &Value) -> bool {
         messages
     };
     let (old, new) = (list(earlier), list(later));
-    earlier["system"] == later["system"]
-        && earlier["systemInstruction"] == later["systemInstruction"]
-        && earlier["tools"] == later["tools"]
-        && new.len() > old.len()
-        && new[..old.len()] == old[..]
+    let mut why: Vec<String> = ["system", "systemInstruction", "tools"]
+        .iter()
+        .filter(|k| earlier[**k] != later[**k])
+        .map(|k| format!("{k} changed"))
+        .collect();
+    if new.len() <= old.len() {
+        why.push(format!("{} messages after {}", new.len(), old.len()));
+    } else if let Some(at) = (0..old.len()).find(|&i| new[i] != old[i]) {
+        let shown = |v: &Value| v.to_string().chars().take(300).collect::<String>();
+        why.push(format!("message {at} changed: {} became {}", shown(&old[at]), shown(&new[at])));
+    }
+    why.join("; ")
 }
 
 #[test]
@@ -75,7 +87,11 @@ fn gemini_follow_ups_extend_the_previous_request() {
     assert!(later[0]["messages"].is_array(), "claude answered the sixth turn");
     let text = serde_json::to_string(&later[1]["contents"]).unwrap();
     assert!(text.contains("a word from claude"), "{text}");
-    assert!(extends(&later[1], &later[2]), "after claude's turn");
+    assert!(
+        extends(&later[1], &later[2]),
+        "after claude's turn: {}",
+        differences(&later[1], &later[2])
+    );
     assert_eq!(answers_of(&r).len(), 8);
     let bodies: Vec<Value> = r.api.answer_requests().into_iter().take(5).collect();
     assert_eq!(bodies.len(), 5);
@@ -87,7 +103,8 @@ fn gemini_follow_ups_extend_the_previous_request() {
             let text = serde_json::to_string(&pair[1]["contents"]).unwrap();
             assert!(!text.contains("Question 2"), "{text}");
         } else {
-            assert!(extends(&pair[0], &pair[1]), "request {} changed the one before it", n + 2);
+            let why = differences(&pair[0], &pair[1]);
+            assert!(why.is_empty(), "request {} changed the one before it: {why}", n + 2);
             assert!(share > 0.5, "request {}: {share:.2} cacheable", n + 2);
         }
     }

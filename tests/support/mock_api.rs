@@ -135,15 +135,23 @@ impl MockApi {
         })
     }
 
-    /// The bodies of [`MockApi::turns`], a request the engine sent again just as it was (its
-    /// own retry, say of a stream that came too slowly on a loaded machine) counted once: what
-    /// each answer asked, for the tests that compare one request with the next.
+    /// The bodies of [`MockApi::turns`], a request the engine sent again with the same
+    /// conversation (its own retry, say of a stream that came too slowly on a loaded machine,
+    /// whose settings may differ) counted once, as the last of them: what each answer asked,
+    /// for the tests that compare one request with the next.
     pub fn answer_requests(&self) -> Vec<Value> {
+        let conversation = |body: &Value| {
+            ["contents", "messages", "input"].iter().find_map(|k| body.get(*k).cloned())
+        };
         let mut bodies: Vec<Value> = Vec::new();
         for turn in self.turns() {
-            if bodies.last() != Some(&turn.body) {
-                bodies.push(turn.body);
+            let again = bodies.last().is_some_and(|last| {
+                conversation(last).is_some() && conversation(last) == conversation(&turn.body)
+            });
+            if again {
+                bodies.pop();
             }
+            bodies.push(turn.body);
         }
         bodies
     }
