@@ -42,6 +42,20 @@ impl Failure {
     }
 }
 
+/// The hint an error carries: that of the first [`Failure`] in its chain, if it has one.
+pub(crate) fn hint_of(e: &anyhow::Error) -> Option<String> {
+    e.chain().find_map(|c| c.downcast_ref::<Failure>()).and_then(|f| f.hint.clone())
+}
+
+/// An error and its hint as one line of text: `message (hint)`, for a reader with no room for a
+/// hint line of its own (a model, a list of problems).
+pub(crate) fn with_hint(e: &anyhow::Error) -> String {
+    match hint_of(e) {
+        Some(hint) => format!("{e:#} ({hint})"),
+        None => format!("{e:#}"),
+    }
+}
+
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.message)

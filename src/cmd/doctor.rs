@@ -47,11 +47,7 @@ pub(crate) fn run(_: &DoctorArgs) -> Result<u8> {
                 ));
             }
             Err(e) => {
-                let hint = e
-                    .chain()
-                    .find_map(|c| c.downcast_ref::<crate::error::Failure>())
-                    .and_then(|f| f.hint.clone())
-                    .unwrap_or_default();
+                let hint = crate::error::hint_of(&e).unwrap_or_default();
                 out.push_str(&format!("  {:<8} not found{mark}\n", engine.name));
                 if engine.name == default
                     || settings.engine.as_ref().is_some_and(|e| e.value == engine.name)
@@ -123,12 +119,10 @@ fn settings() -> Result<(crate::config::Settings, Store, Option<String>)> {
     {
         Ok(settings) => Ok((settings, store, None)),
         Err(e) => {
-            let hint = e
-                .chain()
-                .find_map(|c| c.downcast_ref::<crate::error::Failure>())
-                .and_then(|f| f.hint.clone())
-                .map_or(String::new(), |hint| format!(" ({hint})"));
-            let problem = format!("{e:#}{hint}; everything else here is as with no config.toml");
+            let problem = format!(
+                "{}; everything else here is as with no config.toml",
+                crate::error::with_hint(&e)
+            );
             let settings = config::resolve(&env, &flags, home, path, None)?;
             Ok((settings, store, Some(problem)))
         }

@@ -33,7 +33,7 @@ const PARKED: usize = 8 << 20;
 pub(crate) fn run(args: &GrepArgs) -> Result<u8> {
     grep(args).map_err(|e| {
         // grep's convention: an error is exit 2, whatever it is.
-        let hint = e.chain().find_map(|c| c.downcast_ref::<Failure>()).and_then(|f| f.hint.clone());
+        let hint = crate::error::hint_of(&e);
         let failure = Failure::new(exit::USAGE, format!("{e:#}"));
         match hint {
             Some(hint) => failure.hint(hint).into(),

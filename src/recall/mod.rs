@@ -218,10 +218,7 @@ fn fresh_index(
         Ok(opened) => opened,
         Err(_) if !dir.join("meta.json").exists() => Index::create(&dir)?,
         Err(e) => {
-            progress.note(&format!(
-                "recall: the index in {} cannot be used ({e:#}); rebuilding it from the transcripts",
-                dir.display()
-            ));
+            note_rebuilding(progress, &dir, &e);
             Index::create(&dir)?
         }
     };
@@ -230,10 +227,7 @@ fn fresh_index(
     // (Any other failure, a full disk say, would fail a rebuild as well: it is said.)
     match index::contained("an update", || update(store, &dir, index, known, stamps, progress)) {
         Err(e) if index::is_damage(&e) => {
-            progress.note(&format!(
-                "recall: the index in {} cannot be used ({e:#}); rebuilding it from the transcripts",
-                dir.display()
-            ));
+            note_rebuilding(progress, &dir, &e);
             let (index, known) = Index::create(&dir)?;
             update(store, &dir, index, known, stamps, progress)
         }
@@ -244,13 +238,18 @@ fn fresh_index(
 /// Starts the index again from nothing, under the lock.
 fn rebuild(store: &Store, why: &str, progress: &dyn Progress) -> Result<Index> {
     let dir = index_dir(store);
-    progress.note(&format!(
-        "recall: the index in {} cannot be used ({why}); rebuilding it from the transcripts",
-        dir.display()
-    ));
+    note_rebuilding(progress, &dir, &why);
     let _lock = store.lock(".recall", true, || {})?;
     let (index, known) = Index::create(&dir)?;
     update(store, &dir, index, known, &store.session_stamps()?, progress)
+}
+
+/// The one line a search says when the index in `dir` is rebuilt, and why.
+fn note_rebuilding(progress: &dyn Progress, dir: &std::path::Path, why: &dyn std::fmt::Display) {
+    progress.note(&format!(
+        "recall: the index in {} cannot be used ({why:#}); rebuilding it from the transcripts",
+        dir.display()
+    ));
 }
 
 /// Sessions whose file is not what was indexed: new, changed, or gone.

@@ -603,14 +603,7 @@ fn cwd(asked: Option<&str>) -> Result<Option<PathBuf>, String> {
 
 /// An error's message and hint, as one text for a model.
 fn message(e: &anyhow::Error) -> String {
-    let hint = e
-        .chain()
-        .find_map(|c| c.downcast_ref::<crate::error::Failure>())
-        .and_then(|f| f.hint.clone());
-    match hint {
-        Some(hint) => format!("{e:#} ({hint})"),
-        None => format!("{e:#}"),
-    }
+    crate::error::with_hint(e)
 }
 
 /// Reads at most `cap` bytes of a record's content, unescaped, cut at a character.
