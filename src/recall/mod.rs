@@ -252,17 +252,38 @@ fn note_rebuilding(progress: &dyn Progress, dir: &std::path::Path, why: &dyn std
     ));
 }
 
-/// Sessions whose file is not what was indexed: new, changed, or gone.
-fn stale(known: &Stamps, stamps: &[(String, Stamp)]) -> Vec<String> {
-    let mut stale: Vec<String> = stamps
-        .iter()
-        .filter(|(id, stamp)| known.get(id) != Some(stamp))
-        .map(|(id, _)| id.clone())
-        .collect();
-    let present: std::collections::HashSet<&str> =
-        stamps.iter().map(|(id, _)| id.as_str()).collect();
-    stale.extend(known.keys().filter(|id| !present.contains(id.as_str())).cloned());
-    stale
+/// Sessions whose file is not what was indexed: new, changed (with their stamp now), or gone
+/// (`None`). Both lists are walked once in the order of their ids: at 10,000 sessions, a
+/// lookup of each in the other was milliseconds of the search after a turn.
+fn stale(known: &Stamps, stamps: &[(String, Stamp)]) -> Vec<(String, Option<Stamp>)> {
+    let mut now: Vec<(&str, Stamp)> = stamps.iter().map(|(id, s)| (id.as_str(), *s)).collect();
+    now.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mut stale = Vec::new();
+    let (mut now, mut known) = (now.into_iter().peekable(), known.iter().peekable());
+    loop {
+        use std::cmp::Ordering::{Equal, Greater, Less};
+        let order = match (now.peek(), known.peek()) {
+            (None, None) => return stale,
+            (Some(_), None) => Less,
+            (None, Some(_)) => Greater,
+            (Some((id, _)), Some((known_id, _))) => (*id).cmp(known_id.as_str()),
+        };
+        match order {
+            // New, or changed.
+            Less | Equal => {
+                let Some((id, stamp)) = now.next() else { return stale };
+                let was = if order == Equal { known.next().map(|(_, s)| *s) } else { None };
+                if was != Some(stamp) {
+                    stale.push((id.to_string(), Some(stamp)));
+                }
+            }
+            // Gone.
+            Greater => {
+                let Some((id, _)) = known.next() else { return stale };
+                stale.push((id.clone(), None));
+            }
+        }
+    }
 }
 
 /// Reads again each session that changed since `known` (the store's `stamps`, listed before
@@ -280,11 +301,10 @@ fn update(
     if stale.is_empty() {
         return Ok(index);
     }
-    let stamp_of: BTreeMap<&str, Stamp> = stamps.iter().map(|(id, s)| (id.as_str(), *s)).collect();
     let mut writer = index.writer(stale.len())?;
     let shown = stale.len() >= PROGRESS_FROM;
     for (done, chunk) in stale.chunks(COMMIT_EVERY).enumerate() {
-        read_sessions(store, &index, &writer, chunk, &stamp_of, &mut known, |n| {
+        read_sessions(store, &index, &writer, chunk, &mut known, |n| {
             if shown {
                 progress.reading(done * COMMIT_EVERY + n, stale.len());
             }
@@ -298,15 +318,14 @@ fn update(
     Ok(index)
 }
 
-/// Takes each of `ids` out of the index and, if it is still a session, puts its exchanges back
-/// in as its file now holds them; the stamp recorded is the one taken before the read, so a
-/// file that changes meanwhile is read again next time.
+/// Takes each of `sessions` out of the index and, if it is still a session (it has a stamp),
+/// puts its exchanges back in as its file now holds them; the stamp recorded is the one taken
+/// before the read, so a file that changes meanwhile is read again next time.
 fn read_sessions(
     store: &Store,
     index: &Index,
     writer: &tantivy::IndexWriter,
-    ids: &[String],
-    stamp_of: &BTreeMap<&str, Stamp>,
+    sessions: &[(String, Option<Stamp>)],
     known: &mut Stamps,
     on_read: impl Fn(usize) + Sync,
 ) -> Result<()> {
@@ -315,14 +334,13 @@ fn read_sessions(
     let failed: std::sync::Mutex<Option<anyhow::Error>> = Default::default();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
     std::thread::scope(|scope| {
-        for _ in 0..threads.min(ids.len()) {
+        for _ in 0..threads.min(sessions.len()) {
             scope.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(id) = ids.get(i) else { return };
+                    let Some((id, stamp)) = sessions.get(i) else { return };
                     index.remove(writer, id);
-                    let stamp = stamp_of.get(id.as_str()).copied();
-                    let added = match &stamp {
+                    let added = match stamp {
                         Some(_) => add_session(store, index, writer, id),
                         None => Ok(()),
                     };
@@ -331,7 +349,7 @@ fn read_sessions(
                         return;
                     }
                     let mut read = read.lock().unwrap_or_else(|e| e.into_inner());
-                    read.push((id.clone(), stamp));
+                    read.push((id.clone(), *stamp));
                     on_read(read.len());
                 }
             });
@@ -370,4 +388,35 @@ fn add_session(
             exchanges: &exchanges,
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_sessions_are_the_new_the_changed_and_the_gone() {
+        let known: Stamps =
+            [("b", 2), ("c", 3), ("e", 5), ("g", 7)].map(|(id, s)| (id.to_string(), s)).into();
+        // The store's stamps come in the order the folder lists them.
+        let stamps: Vec<(String, Stamp)> = [("f", 6), ("c", 30), ("a", 1), ("b", 2), ("h", 8)]
+            .map(|(id, s)| (id.to_string(), s))
+            .into();
+        let mut found = stale(&known, &stamps);
+        found.sort();
+        let want = [
+            ("a", Some(1)),
+            ("c", Some(30)),
+            ("e", None),
+            ("f", Some(6)),
+            ("g", None),
+            ("h", Some(8)),
+        ]
+        .map(|(id, s)| (id.to_string(), s));
+        assert_eq!(found, want);
+        assert_eq!(stale(&known, &[]).len(), 4);
+        assert_eq!(stale(&Stamps::new(), &stamps).len(), 5);
+        let same: Vec<(String, Stamp)> = known.iter().map(|(id, s)| (id.clone(), *s)).collect();
+        assert!(stale(&known, &same).is_empty());
+    }
 }
