@@ -212,16 +212,23 @@ impl Store {
                 }
             }
         }
+        if could_be_id && self.trashed_path(wanted).is_file() {
+            bail!(
+                Failure::usage(format!("`{wanted}` is in the trash"))
+                    .hint(format!("bring it back with `cca restore {wanted}`"))
+            );
+        }
         let mut matches: Vec<String> = match could_be_id {
             true => self.session_ids()?.into_iter().filter(|id| id.starts_with(wanted)).collect(),
             false => Vec::new(),
         };
         matches.sort();
+        if is_whole_id(wanted) {
+            return Err(no_session_but(wanted, &matches));
+        }
         match matches.len() {
             1 => Ok(matches.remove(0)),
-            0 => Err(Failure::usage(format!("no session `{wanted}`"))
-                .hint("list sessions with `cca sessions`")
-                .into()),
+            0 => Err(no_session_but(wanted, &matches)),
             n => {
                 let shown: Vec<&str> = matches.iter().take(10).map(String::as_str).collect();
                 let more = if n > 10 { format!(" and {} more", n - 10) } else { String::new() };
@@ -231,6 +238,32 @@ impl Store {
             }
         }
     }
+}
+
+/// Whether `wanted` is an id as cca makes them, whole (`20261121-101500`, or with what tells
+/// sessions of one second apart: `-2`, `-laptop`), rather than the start of one. A whole id
+/// names that session only, never another it begins (the `-2` of the same second): `cca rm
+/// --purge ID` of a session in the trash once deleted its live namesake of that second.
+pub(crate) fn is_whole_id(wanted: &str) -> bool {
+    let (stamp, rest) = wanted.split_at(wanted.len().min(15));
+    let bytes = stamp.as_bytes();
+    bytes.len() == 15
+        && bytes
+            .iter()
+            .enumerate()
+            .all(|(i, b)| if i == 8 { *b == b'-' } else { b.is_ascii_digit() })
+        && (rest.is_empty() || rest.len() > 1 && rest.starts_with('-'))
+}
+
+/// "No session `wanted`", naming the sessions whose ids it begins (`matches`) if any.
+fn no_session_but(wanted: &str, matches: &[String]) -> anyhow::Error {
+    let hint = match matches {
+        [] => "list sessions with `cca sessions`".to_string(),
+        some => {
+            format!("did you mean {}?", some.iter().take(5).cloned().collect::<Vec<_>>().join(", "))
+        }
+    };
+    Failure::usage(format!("no session `{wanted}`")).hint(hint).into()
 }
 
 /// Orders ids by time, then by their same-second counter (`-2` before `-10`).

@@ -29,7 +29,8 @@ impl Store {
         if let Some(exact) = matches.iter().position(|id| id == wanted) {
             return Ok(matches.swap_remove(exact));
         }
-        match matches.len() {
+        // A whole id is that session's only (`ids::is_whole_id`).
+        match if super::ids::is_whole_id(wanted) { 0 } else { matches.len() } {
             1 => Ok(matches.remove(0)),
             0 => Err(Failure::usage(format!("the trash holds no session `{wanted}`"))
                 .hint("see what it holds with `cca restore` (no id)")

@@ -298,6 +298,38 @@ fn an_id_in_the_trash_is_never_given_again_and_a_session_named_twice_is_taken_on
 }
 
 #[test]
+fn a_whole_id_names_that_session_only_never_the_one_of_the_same_second_after_it() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "old conversation"]).ok();
+    let old = "20261121-101500";
+    let fork = format!("{old}-2");
+    env.run(&["fork", old]).ok();
+    env.run(&["rm", old]).ok();
+    // Its id, in the trash: said so, and the fork it begins is not taken in its place.
+    for words in
+        [&["rm", old][..], &["show", old], &["search", "-s", old, "q"], &["name", old, "x"]]
+    {
+        env.run(words)
+            .code(2)
+            .stderr_has(&format!("`{old}` is in the trash"))
+            .stderr_has("cca restore");
+    }
+    env.run(&["rm", "--purge", old])
+        .ok()
+        .stderr_has(&format!("deleted {old} (it was in the trash)"));
+    assert!(env.session_path(&fork).is_file(), "the live fork is kept");
+    // Gone for good, the whole id still names nothing else; the start of one is a prefix.
+    env.run(&["rm", "--purge", old]).code(2).stderr_has(&format!("did you mean {fork}?"));
+    env.run(&["show", old]).code(2).stderr_has(&format!("no session `{old}`"));
+    assert!(env.run(&["show", "20261121-1015"]).ok().stdout.contains(&format!("session {fork}")));
+    // So in the trash: with the fork moved there, `--purge` of the whole id finds nothing.
+    env.run(&["rm", &fork]).ok();
+    env.run(&["rm", "--purge", old]).code(2);
+    assert!(env.cca_home.join(format!("trash/session_{fork}.md")).is_file());
+    assert_eq!(env.calls().len(), 1, "nothing else was asked");
+}
+
+#[test]
 fn chat_in_a_terminal_with_ctrl_c_in_the_middle() {
     let env = TestEnv::new();
     // One engine run per turn, each checked: a kept claude would take them all.
