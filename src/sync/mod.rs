@@ -332,6 +332,7 @@ pub(crate) fn sync(
     };
     let state = load(store)?;
     let seal = opened_seal(store, &state)?;
+    key_fits(store, &seal)?;
     let git = Git::new(&store.sync_repo(), background)?;
     let mut syncing = Syncing {
         store,
@@ -370,7 +371,34 @@ fn opened_seal(store: &Store, state: &State) -> Result<Seal> {
         Failure::new(exit::ERROR, format!("the sync key {} is missing", store.sync_dir().join("key").display()))
             .hint("copy it from a machine that syncs with this remote (`cca sync key` there) into that file")
     })?;
-    Seal::from_key(&key)
+    let path = store.sync_dir().join("key");
+    Seal::from_key(&key).map_err(|e| {
+        Failure::new(exit::ERROR, format!("{}: {e}", path.display()))
+            .hint("copy the key `cca sync key` prints on a machine that syncs with this remote into that file")
+            .into()
+    })
+}
+
+/// The key kept here must be the one the remote is sealed for (its description, as the clone
+/// holds it): records sealed for another key would stop every other machine's sync, so
+/// nothing is sent with it. A clone that cannot say is not checked here.
+fn key_fits(store: &Store, seal: &Seal) -> Result<()> {
+    let text = std::fs::read_to_string(store.sync_repo().join(DESCRIPTION));
+    let Some(description) = text.ok().and_then(|t| serde_json::from_str::<Description>(&t).ok())
+    else {
+        return Ok(());
+    };
+    if description.recipient == seal.recipient() {
+        return Ok(());
+    }
+    let key = store.sync_dir().join("key");
+    let failure = match seal {
+        Seal::Plain => Failure::usage("this machine syncs plain, but the remote is sealed with a key")
+            .hint(format!("put the remote's key (`cca sync key` on a machine that syncs with it) in {}", key.display())),
+        Seal::Key(_) => Failure::usage(format!("the sync key in {} is not the key this remote is sealed for", key.display()))
+            .hint("copy the key `cca sync key` prints on a machine that syncs with this remote into that file; nothing was sent"),
+    };
+    Err(failure.into())
 }
 
 /// A sync under way.

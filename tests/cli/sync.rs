@@ -252,6 +252,34 @@ fn a_wrong_key_or_none_is_refused_before_anything_is_read() {
 }
 
 #[test]
+fn a_key_that_is_not_the_remotes_sends_nothing_and_the_other_machines_go_on() {
+    let (a, b, _remote) = two_machines();
+    // Another remote's key copied into the wrong machine's key file.
+    let other = Machine::new("other");
+    other.init(&bare_remote(&other.env), None).ok();
+    let right = a.key();
+    let key_file = a.env.cca_home.join("sync/key");
+    std::fs::write(&key_file, format!("{}\n", other.key())).unwrap();
+    a.run(&[",", "-q", "asked with the wrong key"]).ok();
+    a.sync()
+        .code(2)
+        .stderr_has("is not the key this remote is sealed for")
+        .stderr_has("nothing was sent");
+    // Nothing reached the remote: the other machine syncs as before.
+    b.run(&[",", "-q", "asked on the desktop"]).ok();
+    b.sync().ok().stderr_has("sent 1 change");
+    // Junk in the key file is named with its file.
+    std::fs::write(&key_file, "not a key\n").unwrap();
+    a.sync().code(1).stderr_has(&key_file.display().to_string()).stderr_has("cca sync key");
+    // The right key back: what waited is sent, and the two meet.
+    std::fs::write(&key_file, format!("{right}\n")).unwrap();
+    a.sync().ok();
+    b.sync().ok();
+    assert!(b.text(&format!("{ID}-laptop")).contains("asked with the wrong key"));
+    assert!(a.text(ID).contains("asked with the wrong key"));
+}
+
+#[test]
 fn a_tampered_record_or_a_rewritten_remote_is_an_error_and_changes_nothing_here() {
     let (a, b, remote) = two_machines();
     a.run(&[",", "-q", "a second question"]).ok();
