@@ -68,7 +68,7 @@ pub(crate) fn run(args: &ShowArgs) -> Result<u8> {
             Some(summary) => {
                 let tokens =
                     estimate_tokens(&settings, &summary.header.engine, summary.live.bytes());
-                write_readable(&file, size, summary, tokens, shown, out, &cannot_read)
+                write_readable(&id, &file, size, summary, tokens, shown, out, &cannot_read)
             }
         }
     };
@@ -111,7 +111,9 @@ fn copy(file: &File, range: Range<u64>, out: &mut dyn Write) -> Result<()> {
 
 /// The conversation for a person: no markers, clear separators, every record visible. Reads
 /// the records, and their content, from the file as it writes them.
+#[allow(clippy::too_many_arguments)]
 fn write_readable(
+    id: &str,
     file: &File,
     size: u64,
     summary: &Summary,
@@ -121,7 +123,7 @@ fn write_readable(
     cannot_read: &dyn Fn() -> String,
 ) -> Result<()> {
     let live = (summary.live.bytes(), live_tokens);
-    let head = readable_head(&summary.header, live, size, &summary.totals);
+    let head = readable_head(id, &summary.header, live, size, &summary.totals);
     out.write_all(head.as_bytes())?;
     // Once writing fails (the reader quit), reading stops too.
     let stop = std::cell::Cell::new(false);
@@ -300,8 +302,11 @@ fn local_time(rfc3339: &str) -> String {
     local_time_with(rfc3339, &when)
 }
 
-/// What `cca show` prints above the records.
+/// What `cca show` prints above the records of session `id`. The id is the file's: a copy of
+/// another's transcript (a fork `cca sync` made of another machine's continuation) keeps that
+/// session's id in its header, and giving that one would continue the other branch.
 fn readable_head(
+    id: &str,
     h: &Header,
     (live_bytes, live_tokens): (u64, u64),
     full_bytes: u64,
@@ -312,8 +317,9 @@ fn readable_head(
     let title = if h.title.is_empty() { "(untitled)".to_string() } else { field(&h.title) };
     let mut out = format!("{title}\n");
     out.push_str(&format!(
-        "session {}{} · {}{} · prompt {} · started {}\n",
-        field(&h.id),
+        "session {}{}{} · {}{} · prompt {} · started {}\n",
+        field(id),
+        if h.id == id { String::new() } else { format!(" (from {})", field(&h.id)) },
         h.name.as_ref().map(|n| format!(" ({})", field(n))).unwrap_or_default(),
         field(&h.engine),
         h.model.as_ref().map(|m| format!(" ({})", field(m))).unwrap_or_default(),
@@ -478,7 +484,8 @@ mod tests {
         let live_bytes = summary.live.bytes();
         let tokens = (live_bytes as f64 / crate::engine::BYTES_PER_TOKEN).ceil() as u64;
         let live = (live_bytes, tokens);
-        let mut out = readable_head(&t.header, live, text.len() as u64, &summary.totals);
+        let mut out =
+            readable_head(&t.header.id, &t.header, live, text.len() as u64, &summary.totals);
         let (mut done, mut asked) = (0, false);
         for (i, r) in t.records.iter().enumerate() {
             // A question is answered unless what follows it (past its attachments and a
@@ -534,8 +541,11 @@ mod tests {
         let mut out = Vec::new();
         let tokens = (summary.live.bytes() as f64 / crate::engine::BYTES_PER_TOKEN).ceil() as u64;
         let shown = Shown { bold, style: None, clean: false };
-        write_readable(&file, size, &summary, tokens, shown, &mut out, &|| "cannot read".into())
-            .unwrap();
+        let id = summary.header.id.clone();
+        write_readable(&id, &file, size, &summary, tokens, shown, &mut out, &|| {
+            "cannot read".into()
+        })
+        .unwrap();
         Some(String::from_utf8(out).unwrap())
     }
 

@@ -199,6 +199,20 @@ impl Store {
                 .map(|l| l.id)
                 .collect();
             named.sort();
+            // A session `cca sync` forked from another machine's continuation keeps that
+            // session's header, its name too: the name stays the session's whose id it is.
+            if named.len() > 1 {
+                let own: Vec<String> = named
+                    .iter()
+                    .filter(|id| {
+                        self.summarize_unlocked(id).is_ok_and(|s| s.header.id == id.as_str())
+                    })
+                    .cloned()
+                    .collect();
+                if own.len() == 1 {
+                    named = own;
+                }
+            }
             match named.len() {
                 0 => {}
                 1 => return Ok(named.remove(0)),

@@ -131,6 +131,9 @@ fn a_session_started_on_one_machine_is_continued_on_another_and_back_again() {
 #[test]
 fn a_session_continued_on_two_machines_at_once_keeps_both_as_a_fork_named_after_the_other() {
     let (a, b, _remote) = two_machines();
+    a.run(&["name", ID, "retry"]).ok();
+    a.sync().ok();
+    b.sync().ok();
     a.run(&[",", "-q", "asked on the laptop"]).ok();
     b.run(&[",", "-q", "asked on the desktop"]).ok();
     a.sync().ok();
@@ -148,6 +151,14 @@ fn a_session_continued_on_two_machines_at_once_keeps_both_as_a_fork_named_after_
     );
     assert_eq!(a.text(&format!("{ID}-desktop")), b.text(ID));
     assert_eq!(b.text(&format!("{ID}-laptop")), a.text(ID));
+    // The fork holds the other machine's transcript, its header too: it is shown under its
+    // own id, and the session's name still names the session here, not the fork.
+    let shown = b.run(&["show", &format!("{ID}-laptop")]).ok().stdout.clone();
+    assert!(shown.contains(&format!("session {ID}-laptop (from {ID}) (retry)")), "{shown}");
+    for machine in [&a, &b] {
+        let shown = machine.run(&["show", "retry"]).ok().stdout.clone();
+        assert!(shown.contains(&format!("session {ID} (retry)")), "{shown}");
+    }
     // The fork goes on like any session, and its turns reach the machine whose it was.
     b.run(&["search", "-q", "-s", &format!("{ID}-laptop"), "more on the fork"]).ok();
     b.sync().ok();
