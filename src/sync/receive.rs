@@ -123,6 +123,7 @@ impl Syncing<'_> {
         // records for the next sync; every other session goes on.
         let text = match self.store.read_session_text(id, local.removed) {
             Ok(Some(text)) => text,
+            Ok(None) if !self.store.id_taken(id) => return self.revive(id, local, record),
             Ok(None) => return Ok(false),
             Err(e) => {
                 self.report.skip(id, &e);
@@ -177,6 +178,21 @@ impl Syncing<'_> {
         Ok(true)
     }
 
+    /// A record of a session deleted here for good (`rm --purge`, or its file deleted by hand)
+    /// that another machine goes on with: a removal is noted; anything else makes the session
+    /// here again from the remote's records, as one new here, where it waited for a file that
+    /// would never come back.
+    fn revive(&mut self, id: &str, local: Local, record: &Record) -> Result<bool> {
+        if matches!(record.change, Change::Remove) {
+            let base = record.id.clone();
+            let noted = Local { base, hash: record.hash.clone(), removed: true, ..local };
+            self.state.sessions.insert(id.to_string(), noted);
+            return Ok(true);
+        }
+        self.state.sessions.remove(id);
+        self.make_local(&local.session, record)
+    }
+
     /// A record no local session can take: a session new here, or a continuation made
     /// elsewhere of one continued here too, which becomes a fork named after its machine.
     fn make_local(&mut self, session: &str, record: &Record) -> Result<bool> {
@@ -192,8 +208,9 @@ impl Syncing<'_> {
         }
         // Its own id, unless that is taken here by another session (two machines made one in
         // the same second) or it continues a session already here in another way.
-        let own_id =
-            record.parent.is_none() && !self.state.sessions.values().any(|l| l.session == session);
+        // (A continuation is made under the session's own id too when no session here holds
+        // it: one deleted here for good, that another machine went on with.)
+        let own_id = !self.state.sessions.values().any(|l| l.session == session);
         let candidates = std::iter::once(session.to_string())
             .filter(|_| own_id)
             .chain((1..).map(|n| fork_name(session, &record.machine, n)));

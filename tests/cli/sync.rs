@@ -170,6 +170,34 @@ fn a_session_continued_on_two_machines_at_once_keeps_both_as_a_fork_named_after_
 }
 
 #[test]
+fn a_session_deleted_here_for_good_and_continued_elsewhere_comes_back_here() {
+    let (a, b, _remote) = two_machines();
+    a.run(&["rm", "--purge", ID]).ok();
+    a.sync().ok();
+    b.sync().ok();
+    assert!(b.trash().iter().any(|name| name.contains(ID)), "{:?}", b.trash());
+    b.run(&["restore", ID]).ok();
+    b.run(&["search", "-q", "-s", ID, "asked after the restore"]).ok();
+    b.sync().ok();
+    // It was waiting for a file that would never come back: "busy" at every sync.
+    let run = a.sync();
+    run.ok().stderr_has(&format!("new here: {ID}"));
+    assert!(!run.stderr.contains("busy"), "{run}");
+    assert_eq!(a.sessions(), b.sessions());
+    assert!(a.text(ID).contains("asked after the restore"));
+    a.sync().ok().stderr_has("up to date");
+    b.sync().ok().stderr_has("up to date");
+    // Deleted for good here again, and removed there: nothing comes back.
+    a.run(&["rm", "--purge", ID]).ok();
+    a.sync().ok();
+    b.sync().ok();
+    b.run(&["rm", "--purge", ID]).ok();
+    b.sync().ok();
+    a.sync().ok();
+    assert!(a.sessions().is_empty() && b.sessions().is_empty());
+}
+
+#[test]
 fn a_removal_a_restore_a_name_and_a_hand_edit_reach_the_other_machine() {
     let (a, b, _remote) = two_machines();
     a.run(&["name", ID, "retry-talk"]).ok();
