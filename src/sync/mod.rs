@@ -22,7 +22,7 @@
 //! at any point is completed by the next one (the logs are written before the state, a log's
 //! cut last line is dropped, and applying a record whose result is already there adopts it).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
 use anyhow::{Context, Result, bail};
@@ -332,8 +332,9 @@ pub(crate) fn sync(
     };
     let state = load(store)?;
     let seal = opened_seal(store, &state)?;
-    key_fits(store, &seal)?;
     let git = Git::new(&store.sync_repo(), background)?;
+    let recloned = reclone_if_lost(store, &git, &state.remote)?;
+    key_fits(store, &seal)?;
     let mut syncing = Syncing {
         store,
         state,
@@ -345,6 +346,9 @@ pub(crate) fn sync(
         background,
         written: Default::default(),
     };
+    if recloned {
+        syncing.forget_unpushed()?;
+    }
     syncing.run()?;
     Ok(syncing.report)
 }
@@ -377,6 +381,26 @@ fn opened_seal(store: &Store, state: &State) -> Result<Seal> {
             .hint("copy the key `cca sync key` prints on a machine that syncs with this remote into that file")
             .into()
     })
+}
+
+/// The clone of the remote (`sync/repo`) is a cache of it: one deleted, or left without its
+/// git folder, is made again from the remote (`true`), where every git command failed on it
+/// for good.
+fn reclone_if_lost(store: &Store, git: &Git, remote: &str) -> Result<bool> {
+    let repo = store.sync_repo();
+    if repo.join(".git/HEAD").is_file() {
+        return Ok(false);
+    }
+    if repo.exists() {
+        std::fs::remove_dir_all(&repo)
+            .with_context(|| format!("cannot remove {}", repo.display()))?;
+    }
+    git.create(remote)?;
+    git.fetch()?;
+    if git.remote_head().is_some() {
+        git.start_at_remote()?;
+    }
+    Ok(true)
 }
 
 /// The key kept here must be the one the remote is sealed for (its description, as the clone
@@ -418,6 +442,35 @@ struct Syncing<'a> {
 }
 
 impl Syncing<'_> {
+    /// After the clone was made again: what this machine wrote and never pushed went with the
+    /// old one. A session whose last record is among it is forgotten, to be found on the
+    /// remote as it is or sent again as new (no record may follow one the remote lacks: no
+    /// other machine could apply it), and so is an image; this machine's own logs are read as
+    /// the remote holds them.
+    fn forget_unpushed(&mut self) -> Result<()> {
+        let repo = self.store.sync_repo();
+        let own = format!("{}.log", self.state.machine);
+        self.state.logs.retain(|path, _| !path.ends_with(&own));
+        let mut pushed = HashSet::new();
+        let folders = |dir: &Path| -> Vec<String> {
+            let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+            entries.flatten().filter_map(|e| e.file_name().into_string().ok()).collect()
+        };
+        for bucket in folders(&repo.join(LOGS)) {
+            for token in folders(&repo.join(LOGS).join(&bucket)) {
+                let path = format!("{LOGS}/{bucket}/{token}/{own}");
+                if repo.join(&path).is_file() {
+                    pushed.extend(self.read_log(&path)?.into_iter().map(|r| r.id));
+                }
+            }
+        }
+        let ours = format!("{}:", self.state.machine);
+        self.state.sessions.retain(|_, l| !l.base.starts_with(&ours) || pushed.contains(&l.base));
+        let seal = &self.seal;
+        self.state.images.retain(|name| repo.join(IMAGES).join(seal.token(name)).is_file());
+        save(self.store, &self.state)
+    }
+
     fn run(&mut self) -> Result<()> {
         self.git.clear_stale_locks();
         // Killed between writing records and committing them: look at what it left.
@@ -619,6 +672,7 @@ impl Syncing<'_> {
             let text_hash = hash(text.as_bytes());
             let mut local = match known {
                 Some(local) => local,
+                None if let Some(local) = self.already_there(id, &text, *stamp) => local,
                 None => {
                     // New here: its first record is its whole text.
                     let len = text.len() as u64;
@@ -737,6 +791,23 @@ impl Syncing<'_> {
             change,
             hash,
         }
+    }
+
+    /// A session here, unknown to this machine's sync, that the remote holds already (a
+    /// machine set up again after its `sync` folder was lost, a clone lost with turns it never
+    /// pushed, sessions copied from another machine): it continues the record whose text is
+    /// the longest start of its own, and what it has beyond is sent as an addition, where it
+    /// was sent again whole and came back from every other machine as a fork.
+    fn already_there(&self, id: &str, text: &str, stamp: u64) -> Option<Local> {
+        let (record, len) = self.longest_start(id, text)?;
+        Some(Local {
+            session: id.to_string(),
+            base: record.id,
+            len: len as u64,
+            hash: record.hash,
+            removed: matches!(record.change, Change::Remove),
+            stamp: if len == text.len() { stamp } else { 0 },
+        })
     }
 
     /// The path in the repository of a machine's log for a session.

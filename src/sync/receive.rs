@@ -80,7 +80,12 @@ impl Syncing<'_> {
             if done % 100 == 0 {
                 (self.progress)(done, total);
             }
+            let here = self.already_here(&session, &records);
             for (path, record) in in_order(records) {
+                if here.contains(&record.id) {
+                    *self.state.logs.entry(path).or_default() += 1;
+                    continue;
+                }
                 if !self.apply(&session, &record)? {
                     if !self.report.skipped.iter().any(|(id, _)| *id == session) {
                         self.report.busy.push(session.clone());
@@ -100,6 +105,26 @@ impl Syncing<'_> {
             self.state.merged = merged.or(self.state.merged.take());
         }
         save(self.store, &self.state)
+    }
+
+    /// Of a session's records, those a session here holds already: the one it continues
+    /// (its base) and every one before it. Normally none, as each is counted taken when
+    /// applied; a session found on the remote as it is here (`Syncing::already_there`) has
+    /// them all.
+    fn already_here(&self, session: &str, records: &[(String, Record)]) -> HashSet<String> {
+        let parent: HashMap<&str, Option<&str>> =
+            records.iter().map(|(_, r)| (r.id.as_str(), r.parent.as_deref())).collect();
+        let mut here = HashSet::new();
+        for local in self.state.sessions.values().filter(|l| l.session == session) {
+            let mut at = Some(local.base.as_str());
+            while let Some(id) = at.filter(|id| parent.contains_key(id)) {
+                if !here.insert(id.to_string()) {
+                    break;
+                }
+                at = parent[id];
+            }
+        }
+        here
     }
 
     /// Applies one record of another machine's; false when the session it changes is busy
@@ -260,20 +285,11 @@ impl Syncing<'_> {
 
     /// A session's text as the record `at` left it, rebuilt from every log of the session.
     fn text_at(&self, session: &str, at: &str) -> Result<String> {
-        let repo = self.store.sync_repo();
-        let folder = Path::new(&self.log_path(session, "x"))
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default();
-        let mut records: HashMap<String, Record> = HashMap::new();
-        for entry in std::fs::read_dir(repo.join(&folder)).into_iter().flatten().flatten() {
-            let bytes = store::read_log(&entry.path())?;
-            for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-                if let Ok(record) = self.seal.open(line).and_then(|o| Record::from_line(&o)) {
-                    records.insert(record.id.clone(), record);
-                }
-            }
-        }
+        let records: HashMap<String, Record> = self
+            .session_records(session)?
+            .into_iter()
+            .map(|(_, record)| (record.id.clone(), record))
+            .collect();
         let mut chain = Vec::new();
         let mut next = Some(at.to_string());
         while let Some(id) = next {
@@ -287,6 +303,61 @@ impl Syncing<'_> {
             next = record.parent.clone();
         }
         Ok(chain.iter().rev().fold(String::new(), |text, record| apply(&text, &record.change)))
+    }
+
+    /// Every record the remote holds of a session, every machine's, with its log.
+    pub(super) fn session_records(&self, session: &str) -> Result<Vec<(String, Record)>> {
+        let repo = self.store.sync_repo();
+        let folder = Path::new(&self.log_path(session, "x"))
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        let mut records = Vec::new();
+        for entry in std::fs::read_dir(repo.join(&folder)).into_iter().flatten().flatten() {
+            let path = folder.join(entry.file_name()).to_string_lossy().into_owned();
+            let bytes = store::read_log(&entry.path())?;
+            for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                if let Ok(record) = self.seal.open(line).and_then(|o| Record::from_line(&o)) {
+                    records.push((path.clone(), record));
+                }
+            }
+        }
+        Ok(records)
+    }
+
+    /// The record of `session` on the remote whose text is the longest start of `text`, with
+    /// that text's length; none when no record's is.
+    pub(super) fn longest_start(&self, session: &str, text: &str) -> Option<(Record, usize)> {
+        let records = self.session_records(session).ok()?;
+        // Each record's text as a length of `text`, when it is a start of it: nothing copied.
+        let mut start: HashMap<String, usize> = HashMap::new();
+        let mut best: Option<(Record, usize)> = None;
+        for (_, record) in in_order(records) {
+            let before = match &record.parent {
+                None => Some(0),
+                Some(parent) => start.get(parent).copied(),
+            };
+            let len = match (&record.change, before) {
+                (Change::Whole { text: whole }, _) => {
+                    text.starts_with(whole.as_str()).then_some(whole.len())
+                }
+                (Change::Append { text: added }, Some(at)) => text
+                    .get(at..)
+                    .is_some_and(|rest| rest.starts_with(added.as_str()))
+                    .then(|| at + added.len()),
+                (Change::Remove | Change::Restore, at) => at,
+                (Change::Append { .. }, None) => None,
+            };
+            let Some(len) = len else { continue };
+            if hash(&text.as_bytes()[..len]) != record.hash {
+                continue;
+            }
+            start.insert(record.id.clone(), len);
+            if best.as_ref().is_none_or(|(_, longest)| len >= *longest) {
+                best = Some((record, len));
+            }
+        }
+        best
     }
 
     /// Points `latest` at the session continued most recently elsewhere, when that was

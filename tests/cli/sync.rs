@@ -198,6 +198,51 @@ fn a_session_deleted_here_for_good_and_continued_elsewhere_comes_back_here() {
 }
 
 #[test]
+fn a_lost_clone_is_made_again_and_a_machine_set_up_again_finds_its_sessions_on_the_remote() {
+    let (a, b, remote) = two_machines();
+    let clone = a.env.cca_home.join("sync/repo");
+    // Deleted after a sync: made again from the remote, and the turn since goes out.
+    std::fs::remove_dir_all(&clone).unwrap();
+    a.run(&[",", "-q", "asked after the clone went"]).ok();
+    a.sync().ok().stderr_has("sent 1 change");
+    b.sync().ok().stderr_has(&format!("continued elsewhere: {ID}"));
+    assert_eq!(a.sessions(), b.sessions());
+    // Deleted with a turn written to it and never pushed (the remote was away): that turn
+    // is sent again, and no record reaches the remote after one it lacks.
+    let away = remote.with_extension("away");
+    std::fs::rename(&remote, &away).unwrap();
+    a.run(&[",", "-q", "asked while the remote was away"]).ok();
+    a.sync().code(1).stderr_has("cannot reach the remote");
+    std::fs::rename(&away, &remote).unwrap();
+    std::fs::remove_dir_all(&clone).unwrap();
+    a.sync().ok();
+    b.sync().ok();
+    let everywhere = |text: &str| {
+        b.sessions().iter().any(|(_, t)| t.contains(text))
+            && a.sessions().iter().any(|(_, t)| t.contains(text))
+    };
+    assert!(everywhere("asked while the remote was away"), "{:?}", b.sessions());
+    // Sent as what it adds to the turn the remote has: the same one session on both.
+    assert_eq!(a.sessions(), b.sessions());
+    a.sync().ok();
+    b.sync().ok().stderr_has("up to date");
+    // The sync folder moved away and the machine set up again with the key: its sessions
+    // are the remote's as they are, not new ones that come back as copies.
+    a.sync().ok();
+    let (before_a, before_b) = (a.sessions(), b.sessions());
+    std::fs::rename(a.env.cca_home.join("sync"), a.env.root.path().join("old-sync")).unwrap();
+    a.init(&remote, Some(&b.key())).ok();
+    b.sync().ok();
+    a.sync().ok();
+    assert_eq!(a.sessions(), before_a);
+    assert_eq!(b.sessions(), before_b);
+    a.run(&[",", "-q", "asked after setting up again"]).ok();
+    a.sync().ok().stderr_has("sent 1 change");
+    b.sync().ok();
+    assert!(everywhere("asked after setting up again"));
+}
+
+#[test]
 fn a_removal_a_restore_a_name_and_a_hand_edit_reach_the_other_machine() {
     let (a, b, _remote) = two_machines();
     a.run(&["name", ID, "retry-talk"]).ok();
