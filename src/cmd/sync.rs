@@ -164,6 +164,10 @@ fn tell(store: &Store, report: &Report) {
     {
         for one in listed.iter().filter(|l| arrived.contains(&&l.id)) {
             let Some(name) = &one.name else { continue };
+            // A fork sync made carries the name of the session it forked from, which keeps it.
+            if store.resolve_id(name).is_ok() {
+                continue;
+            }
             if let Some(other) =
                 listed.iter().find(|l| l.id != one.id && l.name.as_ref() == Some(name))
             {
@@ -177,7 +181,9 @@ fn tell(store: &Store, report: &Report) {
     if let Some(latest) = &report.latest {
         say(&format!("cca: `,` now continues {latest}, the conversation continued last"));
     }
-    let quiet = report.sent == 0
+    let quiet = report.skipped.is_empty()
+        && report.busy.is_empty()
+        && report.sent == 0
         && !report.sent_earlier
         && report.new.is_empty()
         && report.continued.is_empty()

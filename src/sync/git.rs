@@ -292,7 +292,10 @@ fn succeeded(args: &[&str], ran: Ran) -> Result<String> {
             "" => String::from_utf8_lossy(&ran.stdout).trim().to_string(),
             said => said.to_string(),
         };
-        anyhow::bail!("git {} failed ({}): {said}", args.join(" "), ran.status);
+        anyhow::bail!(
+            Failure::new(exit::ERROR, format!("git {} failed ({}): {said}", args.join(" "), ran.status))
+                .hint("nothing of this machine's is lost: what git could not do is done by the next `cca sync`; if it fails the same way, the clone in $CCA_HOME/sync/repo may be removed, and the next sync makes it again")
+        );
     }
     Ok(String::from_utf8_lossy(&ran.stdout).into_owned())
 }

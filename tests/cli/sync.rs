@@ -141,7 +141,9 @@ fn a_session_continued_on_two_machines_at_once_keeps_both_as_a_fork_named_after_
         .ok()
         .stderr_has(&format!("{ID} was continued both here and on laptop"))
         .stderr_has(&format!("{ID}-laptop"));
-    a.sync().ok().stderr_has(&format!("{ID}-desktop"));
+    let run = a.sync();
+    run.ok().stderr_has(&format!("{ID}-desktop"));
+    assert!(!run.stderr.contains("both named"), "the name still finds the session\n{run}");
     // Each machine's own continuation stays the session; the other's is the fork.
     assert!(
         a.text(ID).contains("asked on the laptop") && !a.text(ID).contains("asked on the desktop")
