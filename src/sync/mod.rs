@@ -433,8 +433,9 @@ struct Syncing<'a> {
     git: Git,
     report: Report,
     progress: &'a dyn Fn(usize, usize),
-    /// The session changed last by another machine's record, and when.
-    newest: Option<(String, String)>,
+    /// The sessions changed last by other machines' records (those sent at that moment), and
+    /// when.
+    newest: Option<(String, Vec<String>)>,
     /// Started after a turn: no one waits for it, so it waits for sessions' locks.
     background: bool,
     /// The logs written in this sync, to commit.

@@ -364,7 +364,21 @@ impl Syncing<'_> {
     /// after the last activity here: `,` then continues the conversation the user just left
     /// on the other machine.
     pub(super) fn point_latest(&mut self) {
-        let Some((at, id)) = self.newest.clone() else { return };
+        let Some((at, ids)) = self.newest.clone() else { return };
+        // Sent at the same moment (a machine's first sync sends every session at once): the
+        // one of them held last.
+        let id = match ids.as_slice() {
+            [one] => one.clone(),
+            [first, rest @ ..] if rest.iter().all(|id| id == first) => first.clone(),
+            _ => {
+                let Ok(mut listed) = self.store.listing() else { return };
+                let ids: HashSet<&String> = ids.iter().collect();
+                listed.retain(|l| ids.contains(&l.id));
+                crate::store::newest_first(&mut listed);
+                let Some(newest) = listed.into_iter().next() else { return };
+                newest.id
+            }
+        };
         let Ok(at) = chrono::DateTime::parse_from_rfc3339(&at) else { return };
         let current = self.store.latest().ok().flatten();
         if current.as_deref() == Some(id.as_str()) {
@@ -380,8 +394,10 @@ impl Syncing<'_> {
 
     /// Notes a session changed by another machine's record, for [`Self::point_latest`].
     fn touched(&mut self, id: &str, record: &Record) {
-        if self.newest.as_ref().is_none_or(|(at, _)| record.at > *at) {
-            self.newest = Some((record.at.clone(), id.to_string()));
+        match &mut self.newest {
+            Some((at, ids)) if record.at == *at => ids.push(id.to_string()),
+            Some((at, _)) if record.at < *at => {}
+            _ => self.newest = Some((record.at.clone(), vec![id.to_string()])),
         }
     }
 }

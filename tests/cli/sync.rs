@@ -245,6 +245,26 @@ fn a_lost_clone_is_made_again_and_a_machine_set_up_again_finds_its_sessions_on_t
 }
 
 #[test]
+fn a_machine_joining_continues_the_conversation_held_last_not_the_first_sent() {
+    let (a, b) = (Machine::new("laptop"), Machine::new("desktop"));
+    let remote = bare_remote(&a.env);
+    for (now, question) in [
+        ("2026-11-21T10:15:00Z", "the oldest"),
+        ("2026-11-21T10:20:00Z", "the middle one"),
+        ("2026-11-21T10:25:00Z", "the newest started"),
+    ] {
+        a.ask(now, question, false);
+    }
+    // Neither the first sent (the oldest) nor the newest started: the one continued last.
+    let middle = "20261121-102000";
+    a.run_at(&["search", "-q", "-s", middle, "continued last"], "2026-11-21T10:30:00Z").ok();
+    a.init(&remote, None).ok();
+    b.init(&remote, Some(&a.key())).ok().stderr_has(&format!("`,` now continues {middle},"));
+    b.run(&[",", "-q", "and then"]).ok();
+    assert_eq!(b.env.last_users(), ["the middle one", "continued last"]);
+}
+
+#[test]
 fn a_removal_a_restore_a_name_and_a_hand_edit_reach_the_other_machine() {
     let (a, b, _remote) = two_machines();
     a.run(&["name", ID, "retry-talk"]).ok();
