@@ -3,7 +3,7 @@
 //! the operations on a session every front end offers (clear, fork, the repair of a cut-off
 //! record). Shared by every front end; prints nothing: the front end words what happened.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
@@ -290,6 +290,30 @@ pub(crate) fn named_prompt(store: &Store, name: &str) -> Result<Prompt> {
 /// The folder cca runs in, for `--here` and an MCP client's `cwd`.
 pub(crate) fn current_dir() -> Result<PathBuf> {
     std::env::current_dir().context("cannot tell which folder this is")
+}
+
+/// A folder a user names to narrow a search to (`--folder`, an MCP client's `cwd`), as
+/// sessions record theirs (the folder they started in, every link followed: what
+/// [`current_dir`] gives): `.` and `..`, a trailing slash, a relative path and links all name
+/// the folder they lead to. One that is not there (gone since) is taken as written, made
+/// absolute, with `.` and `..` worked out.
+pub(crate) fn named_folder(path: &Path) -> Result<PathBuf> {
+    if let Ok(real) = std::fs::canonicalize(path) {
+        return Ok(real);
+    }
+    let absolute = std::path::absolute(path)
+        .with_context(|| format!("cannot tell which folder {} is", path.display()))?;
+    let mut folder = PathBuf::new();
+    for part in absolute.components() {
+        match part {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                folder.pop();
+            }
+            part => folder.push(part),
+        }
+    }
+    Ok(folder)
 }
 
 /// Clears a session's context: appends the marker after which nothing before is sent again.

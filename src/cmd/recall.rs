@@ -27,7 +27,7 @@ pub(crate) fn run(args: &RecallArgs) -> Result<u8> {
     let (since, until) = args.span.parse(now)?;
     let folder = match (&args.folder, args.here) {
         (_, true) => Some(crate::session::current_dir()?),
-        (Some(dir), false) => Some(std::path::absolute(dir)?),
+        (Some(dir), false) => Some(crate::session::named_folder(dir)?),
         (None, false) => None,
     };
     let filter = Filter {

@@ -186,6 +186,29 @@ fn a_question_in_plain_words_gets_the_right_exchange_first() {
     assert!(first.contains("\n#1 · score "), "{found}");
     assert!(first.contains(&format!("Conversation {STAMP}")), "{found}");
     assert!(first.contains("Exchange 2 (") && first.contains("LockFileEx"), "{found}");
+    // A folder given with a trailing slash, `..` or through a link: the same for the ranked
+    // search as for the pattern search and the list.
+    let link = env.root.path().join("link-to-work");
+    std::os::unix::fs::symlink(&env.work, &link).unwrap();
+    let work = env.work.display().to_string();
+    for cwd in [
+        format!("{work}/"),
+        format!("{work}/../{}/", env.work.file_name().unwrap().to_string_lossy()),
+        link.display().to_string(),
+    ] {
+        let out = sdk(
+            &env,
+            &[
+                call("search", json!({"query": "file locking on Windows", "cwd": cwd})),
+                call("search", json!({"query": "LockFileEx", "regex": true, "cwd": cwd})),
+                call("list", json!({"cwd": cwd})),
+            ],
+        );
+        for result in out["results"].as_array().unwrap() {
+            let (found, error) = text(result);
+            assert!(!error && found.contains(STAMP), "{cwd}: {found}");
+        }
+    }
 }
 
 #[test]

@@ -109,6 +109,17 @@ fn filters_narrow_by_engine_time_and_folder() {
     assert_eq!(found.len(), 3, "{run}");
     let run = env.run(&["recall", "--json", "--folder", "/nowhere", "lock"]);
     assert_eq!(run.ok().stdout.trim(), "[]");
+    // The folder as a person names it: a trailing slash, `.`, `..`, a link to it.
+    std::fs::create_dir_all(env.work.join("sub")).unwrap();
+    let link = env.root.path().join("link-to-work");
+    std::os::unix::fs::symlink(&env.work, &link).unwrap();
+    let work = env.work.display().to_string();
+    let link = link.display().to_string();
+    for folder in [format!("{work}/"), ".".into(), format!("{work}/sub/.."), format!("{link}/.")] {
+        let run = env.run(&["recall", "--json", "--folder", &folder, "lock"]);
+        let found: Vec<Value> = serde_json::from_str(run.ok().stdout.trim()).unwrap();
+        assert_eq!(found.len(), 3, "{folder}: {run}");
+    }
 }
 
 #[test]

@@ -594,7 +594,11 @@ fn cwd(asked: Option<&str>) -> Result<Option<PathBuf>, String> {
         Some("here" | ".") => {
             crate::session::current_dir().map(Some).map_err(|e| format!("`cwd`: {e:#}"))
         }
-        Some(path) if Path::new(path).is_absolute() => Ok(Some(PathBuf::from(path))),
+        Some(path) if Path::new(path).is_absolute() => {
+            crate::session::named_folder(Path::new(path))
+                .map(Some)
+                .map_err(|e| format!("`cwd`: {e:#}"))
+        }
         Some(path) => {
             Err(format!("`cwd`: `{path}` is not an absolute path; give one, or \"here\""))
         }
