@@ -32,8 +32,22 @@ pub(crate) struct Unflushed {
 
 impl Unflushed {
     pub(crate) fn open(root: &Path) -> Result<Unflushed, OpenDirectoryError> {
-        Ok(Unflushed { root: root.to_path_buf(), mapped: MmapDirectory::open(root)? })
+        let mapped = MmapDirectory::open(root)?;
+        // tantivy makes its lock files with the umask's mode: made here first, private, as
+        // every other file of the index is.
+        for lock in [".tantivy-meta.lock", ".tantivy-writer.lock"] {
+            let _ = private_file().write(true).open(root.join(lock));
+        }
+        Ok(Unflushed { root: root.to_path_buf(), mapped })
     }
+}
+
+/// Options that make a file readable by its owner alone (0600), whatever the umask.
+fn private_file() -> OpenOptions {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut options = OpenOptions::new();
+    options.create(true).mode(0o600);
+    options
 }
 
 /// A new file of the index: written straight to the file (a `BufWriter` is around it), and
@@ -70,7 +84,7 @@ impl Directory for Unflushed {
     }
 
     fn open_write(&self, path: &Path) -> Result<WritePtr, OpenWriteError> {
-        let file = OpenOptions::new().write(true).create_new(true).open(self.root.join(path));
+        let file = private_file().write(true).create_new(true).open(self.root.join(path));
         let file = file.map_err(|e| match e.kind() {
             io::ErrorKind::AlreadyExists => OpenWriteError::FileAlreadyExists(path.to_path_buf()),
             _ => OpenWriteError::wrap_io_error(e, path.to_path_buf()),

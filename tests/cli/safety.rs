@@ -239,7 +239,7 @@ fn files_are_private_whatever_the_umask() {
     std::os::unix::fs::symlink(cca_exe(), env.bin.join("cca")).unwrap();
     let cca = env.command();
     let mut cmd = std::process::Command::new("bash");
-    cmd.args(["--noprofile", "--norc", "-c", "umask 000; exec cca search q"]);
+    cmd.args(["--noprofile", "--norc", "-c", "umask 000; cca search q && exec cca recall q"]);
     cmd.env_clear()
         .envs(cca.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
         .current_dir(&env.work);
@@ -250,6 +250,16 @@ fn files_are_private_whatever_the_umask() {
     assert_eq!(mode(&env.cca_home.join("locks")), 0o700);
     assert_eq!(mode(&env.session_path(STAMP)), 0o600);
     assert_eq!(mode(&env.cca_home.join(format!("locks/{STAMP}.lock"))), 0o600);
+    // The recall index: its folders, and every file in them, tantivy's own included.
+    let recall = env.cca_home.join("recall");
+    assert_eq!(mode(&recall), 0o700);
+    let mut files = 0;
+    for entry in walk(&recall) {
+        let want = if entry.is_dir() { 0o700 } else { 0o600 };
+        assert_eq!(mode(&entry), want, "{}", entry.display());
+        files += 1;
+    }
+    assert!(files > 5, "the index was made");
 
     env.run(&["doctor"])
         .ok()
@@ -444,4 +454,17 @@ fn odd_engine_output_gives_a_correct_result() {
     let run = env.run_with(&["search", "q"], None, &[("FAKE_SCRIPT", "raw not json\\n;say fine")]);
     run.ok().stderr_has("not json");
     assert_eq!(run.stdout, "fine");
+}
+
+/// Every file and folder under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(walk(&path));
+        }
+        found.push(path);
+    }
+    found
 }
