@@ -133,6 +133,18 @@ fn analyzer() -> TextAnalyzer {
         .build()
 }
 
+/// The index's analysis of one word a question's words were cut into already
+/// ([`super::question::words`], as the tokenizer cuts them): cut again after lower-casing, a
+/// word could come apart where the text's did not (`İ` lower-cases to `i` and a combining dot).
+fn word_analyzer() -> TextAnalyzer {
+    TextAnalyzer::builder(tantivy::tokenizer::RawTokenizer::default())
+        .filter(RemoveLongFilter::limit(40))
+        .filter(LowerCaser)
+        .filter(StopWordFilter::remove(STOP_WORDS.iter().map(|w| w.to_string())))
+        .filter(RememberingStemmer)
+        .build()
+}
+
 /// Runs `f`, a reading of the index (a search, or an update, which reads it too), with a panic
 /// inside it made an error: tantivy checks no sums, and a segment damaged in a way its reader
 /// does not look for (random bytes in a term dictionary) panics in its FST. The error makes the
@@ -507,12 +519,14 @@ impl Index {
     }
 
     /// The question's words as the index holds them (stemmed, stop words out).
-    fn terms(&self, text: &str) -> Vec<(usize, String)> {
-        let mut analyzer = analyzer();
-        let mut stream = analyzer.token_stream(text);
+    fn terms(&self, words: &[String]) -> Vec<(usize, String)> {
+        let mut analyzer = word_analyzer();
         let mut terms = Vec::new();
-        while let Some(token) = stream.next() {
-            terms.push((token.position, token.text.clone()));
+        for (at, word) in words.iter().enumerate() {
+            let mut stream = analyzer.token_stream(word);
+            while let Some(token) = stream.next() {
+                terms.push((at, token.text.clone()));
+            }
         }
         terms
     }
@@ -521,8 +535,7 @@ impl Index {
     /// [`RELATED_WEIGHT`] for a related word that is not one of them.
     fn weighed(&self, question: &Question) -> Vec<(String, f32)> {
         let stems = |words: &[String]| {
-            let mut stems: Vec<String> =
-                self.terms(&words.join(" ")).into_iter().map(|(_, t)| t).collect();
+            let mut stems: Vec<String> = self.terms(words).into_iter().map(|(_, t)| t).collect();
             stems.sort();
             stems.dedup();
             stems
@@ -558,7 +571,7 @@ impl Index {
             }
         }
         for phrase in &question.phrases {
-            let terms = self.terms(&phrase.join(" "));
+            let terms = self.terms(phrase);
             if terms.len() < 2 {
                 continue;
             }
@@ -660,6 +673,37 @@ mod tests {
         assert!(ours.session_score > theirs.session_score, "{ours:?} {theirs:?}");
         assert!(theirs.session_score > 0.0);
         assert_eq!(hit("a", 1).session_score, ours.session_score);
+    }
+
+    #[test]
+    fn a_word_is_found_however_it_is_cased_as_the_index_cut_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let dir = dir.path().join("index");
+        let (index, stamps) = Index::create(&dir).unwrap();
+        let mut writer = index.writer(0).unwrap();
+        let exchanges = [exchange(
+            1,
+            "Which office opens next?",
+            "The İSTANBUL office, then \"Grüße Straße\".",
+        )];
+        let session = Session {
+            id: "a",
+            title: "offices",
+            name: None,
+            engine: "claude",
+            folder: "/w",
+            exchanges: &exchanges,
+        };
+        index.add(&writer, &session).unwrap();
+        index.commit(&mut writer, &dir, &stamps).unwrap();
+        // `İ` lower-cases to `i` and a combining dot: cut again, the question's word came
+        // apart where the answer's did not.
+        for question in ["İstanbul", "İSTANBUL", "Straße"] {
+            let hits = index
+                .search(&super::super::question::parse(question), &Filter::default(), 5)
+                .unwrap();
+            assert_eq!(hits.len(), 1, "{question}");
+        }
     }
 
     #[test]
