@@ -303,19 +303,41 @@ fn update(
     }
     let mut writer = index.writer(stale.len())?;
     let shown = stale.len() >= PROGRESS_FROM;
+    let mut unread = Vec::new();
     for (done, chunk) in stale.chunks(COMMIT_EVERY).enumerate() {
-        read_sessions(store, &index, &writer, chunk, &mut known, |n| {
+        unread.extend(read_sessions(store, &index, &writer, chunk, &mut known, |n| {
             if shown {
                 progress.reading(done * COMMIT_EVERY + n, stale.len());
             }
-        })?;
+        })?);
         index.commit(&mut writer, dir, &known)?;
     }
     writer.wait_merging_threads()?;
     if shown {
         progress.finished();
     }
+    note_unread(progress, unread);
     Ok(index)
+}
+
+/// Says which sessions could not be read (a hand edit into another encoding, a file cut
+/// short, one not readable by this user): they are not searched until mended, and a search
+/// that finds nothing should not pass for a store that holds nothing. Said once, by the search
+/// that read them.
+fn note_unread(progress: &dyn Progress, mut unread: Vec<(String, String)>) {
+    const NAMED: usize = 5;
+    unread.sort();
+    for (id, why) in unread.iter().take(NAMED) {
+        progress.note(&format!(
+            "recall: session {id} cannot be read ({why}), so it is not searched; look at it with `cca show --raw {id}` or `cca doctor`"
+        ));
+    }
+    if unread.len() > NAMED {
+        progress.note(&format!(
+            "recall: {} more sessions cannot be read; `cca doctor` lists them",
+            unread.len() - NAMED
+        ));
+    }
 }
 
 /// Takes each of `sessions` out of the index and, if it is still a session (it has a stamp),
@@ -328,9 +350,10 @@ fn read_sessions(
     sessions: &[(String, Option<Stamp>)],
     known: &mut Stamps,
     on_read: impl Fn(usize) + Sync,
-) -> Result<()> {
+) -> Result<Vec<(String, String)>> {
     let next = std::sync::atomic::AtomicUsize::new(0);
     let read: std::sync::Mutex<Vec<(String, Option<Stamp>)>> = Default::default();
+    let unread: std::sync::Mutex<Vec<(String, String)>> = Default::default();
     let failed: std::sync::Mutex<Option<anyhow::Error>> = Default::default();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
     std::thread::scope(|scope| {
@@ -342,11 +365,18 @@ fn read_sessions(
                     index.remove(writer, id);
                     let added = match stamp {
                         Some(_) => add_session(store, index, writer, id),
-                        None => Ok(()),
+                        None => Ok(None),
                     };
-                    if let Err(e) = added {
-                        *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
-                        return;
+                    match added {
+                        Ok(None) => {}
+                        Ok(Some(why)) => {
+                            let mut unread = unread.lock().unwrap_or_else(|e| e.into_inner());
+                            unread.push((id.clone(), why));
+                        }
+                        Err(e) => {
+                            *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                            return;
+                        }
                     }
                     let mut read = read.lock().unwrap_or_else(|e| e.into_inner());
                     read.push((id.clone(), *stamp));
@@ -364,19 +394,27 @@ fn read_sessions(
             None => known.remove(&id),
         };
     }
-    Ok(())
+    Ok(unread.into_inner().unwrap_or_else(|e| e.into_inner()))
 }
 
-/// One session's exchanges into the index. A file that is not a transcript (or went away) has
-/// none: it is recorded with its stamp all the same, so it is not read at every search.
+/// One session's exchanges into the index. A file that is not a transcript, or cannot be
+/// read, has none (`Some` says why): it is recorded with its stamp all the same, so it is not
+/// read at every search. One that went away meanwhile is not said.
 fn add_session(
     store: &Store,
     index: &Index,
     writer: &tantivy::IndexWriter,
     id: &str,
-) -> Result<()> {
-    let Ok(bytes) = store.read_session_bytes(id) else { return Ok(()) };
-    let Ok((header, exchanges)) = exchanges::exchanges(&bytes) else { return Ok(()) };
+) -> Result<Option<String>> {
+    let bytes = match store.read_session_bytes(id) {
+        Ok(bytes) => bytes,
+        Err(e) if e.chain().any(is_not_found) => return Ok(None),
+        Err(e) => return Ok(Some(format!("{e:#}"))),
+    };
+    let (header, exchanges) = match exchanges::exchanges(&bytes) {
+        Ok(read) => read,
+        Err(e) => return Ok(Some(format!("{e:#}"))),
+    };
     index.add(
         writer,
         &Session {
@@ -387,7 +425,12 @@ fn add_session(
             folder: &header.cwd,
             exchanges: &exchanges,
         },
-    )
+    )?;
+    Ok(None)
+}
+
+fn is_not_found(e: &(dyn std::error::Error + 'static)) -> bool {
+    e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound)
 }
 
 #[cfg(test)]

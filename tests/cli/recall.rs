@@ -123,6 +123,30 @@ fn filters_narrow_by_engine_time_and_folder() {
 }
 
 #[test]
+fn a_session_that_cannot_be_read_is_said_once_and_found_again_when_mended() {
+    let env = TestEnv::new();
+    two_sessions(&env);
+    assert!(!recall(&env, "locks on windows").is_empty());
+    let path = env.session_path(STAMP);
+    let whole = std::fs::read(&path).unwrap();
+    let mut damaged = whole.clone();
+    damaged.extend_from_slice(b"caf\xe9\n");
+    std::fs::write(&path, &damaged).unwrap();
+    let run = env.run(&["recall", "--json", "locks on windows"]);
+    run.ok()
+        .stderr_has(&format!("session {STAMP} cannot be read"))
+        .stderr_has(&format!("cca show --raw {STAMP}"));
+    assert!(run.stdout.contains(LATER_ID) || run.stdout.trim() == "[]", "{run}");
+    assert!(!run.stdout.contains(STAMP), "{run}");
+    // Said by the search that read it; the next is quiet.
+    let run = env.run(&["recall", "--json", "locks on windows"]);
+    assert!(run.ok().stderr.is_empty(), "{run}");
+    std::fs::write(&path, &whole).unwrap();
+    assert_eq!(first(&recall(&env, "locks on windows")).0, STAMP);
+    assert_eq!(std::fs::read(&path).unwrap(), whole, "a search never writes a transcript");
+}
+
+#[test]
 fn every_change_to_the_store_is_in_the_next_search() {
     let env = TestEnv::new();
     two_sessions(&env);
