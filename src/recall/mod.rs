@@ -111,18 +111,47 @@ pub(crate) fn recall(
         anyhow::Ok((stamps?, early))
     })?;
     let store_digest = index::digest(stamps.iter().map(|(id, s)| (id.as_str(), *s)));
-    if let Some((digest, found)) = early
-        && digest == store_digest
-    {
-        return Ok(found);
-    }
-    let index = fresh_index(store, &stamps, store_digest, progress)?;
+    let early = match early {
+        Some((digest, found)) if digest == store_digest => return Ok(found),
+        Some((_, found)) => Some(found),
+        None => None,
+    };
+    let index = match fresh_index(store, &stamps, store_digest, progress) {
+        Ok(index) => index,
+        Err(e) => return cannot_update(&dir, e, early, progress),
+    };
     match found(store, &index, &question, filter, limit, now) {
         Ok(found) => Ok(found),
         Err(e) => {
             // Unreadable past what opening checks (a damaged segment): never trusted.
             let index = rebuild(store, &format!("{e:#}"), progress)?;
             found(store, &index, &question, filter, limit, now)
+        }
+    }
+}
+
+/// An index that cannot be brought up to date (a folder made read-only, a full disk): what it
+/// held is found all the same, with a note that the latest changes are not in it; with
+/// nothing to search, the error says what to do.
+fn cannot_update(
+    dir: &std::path::Path,
+    e: anyhow::Error,
+    early: Option<Vec<Found>>,
+    progress: &dyn Progress,
+) -> Result<Vec<Found>> {
+    let what = format!("the recall index in {} cannot be brought up to date", dir.display());
+    let hint = "check that folder's permissions and the disk's free space; removing it loses nothing (the next search rebuilds it from the transcripts)";
+    match early {
+        Some(found) => {
+            progress.note(&format!(
+                "recall: {what} ({e:#}); these results leave out the latest changes. Hint: {hint}"
+            ));
+            Ok(found)
+        }
+        None => {
+            Err(crate::error::Failure::new(crate::error::exit::ERROR, format!("{what}: {e:#}"))
+                .hint(hint)
+                .into())
         }
     }
 }
