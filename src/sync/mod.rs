@@ -358,8 +358,14 @@ fn load(store: &Store) -> Result<State> {
         Failure::usage("this machine does not sync yet")
             .hint("set it up with `cca sync init REMOTE` (a git remote: a bare repository over SSH, a private repository on a forge, a folder)")
     })?;
-    serde_json::from_str(&text).with_context(|| {
-        format!("{} cannot be read", store.sync_dir().join("state.json").display())
+    serde_json::from_str(&text).map_err(|e| {
+        let path = store.sync_dir().join("state.json");
+        Failure::new(exit::ERROR, format!("{} cannot be read: {e}", path.display()))
+            .hint(format!(
+                "it is this machine's place in the sync, not a conversation: move {} away and set this machine up again (`cca sync key` on another machine, then `cca sync init REMOTE --key KEY`); the sessions here are found on the remote as they are",
+                store.sync_dir().display()
+            ))
+            .into()
     })
 }
 

@@ -89,6 +89,11 @@ fn what_cannot_be_imported_is_said() {
     let run = env.run(&["import", "claude", bad.to_str().unwrap()]);
     run.code(1).stderr_has(&format!("{}: line 1: not JSON", bad.display()));
     assert_eq!(env.session_files(), Vec::<String>::new());
+    // A file of another kind altogether: a few lines named, the rest counted.
+    std::fs::write(&bad, "not json\n".repeat(300)).unwrap();
+    let run = env.run(&["import", "claude", bad.to_str().unwrap()]);
+    run.code(1).stderr_has("line 5: not JSON").stderr_has("295 more lines could not be read");
+    assert!(run.stderr.lines().count() < 10, "{run}");
 }
 
 /// A progress bar for many files, on a terminal only.

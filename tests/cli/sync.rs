@@ -377,6 +377,15 @@ fn a_key_that_is_not_the_remotes_sends_nothing_and_the_other_machines_go_on() {
     // Junk in the key file is named with its file.
     std::fs::write(&key_file, "not a key\n").unwrap();
     a.sync().code(1).stderr_has(&key_file.display().to_string()).stderr_has("cca sync key");
+    // A sync state that cannot be read says what it is and how to start again.
+    let state = a.env.cca_home.join("sync/state.json");
+    let kept = std::fs::read(&state).unwrap();
+    std::fs::write(&state, "{\"remote\": 7}").unwrap();
+    a.sync()
+        .code(1)
+        .stderr_has("state.json cannot be read")
+        .stderr_has("cca sync init REMOTE --key KEY");
+    std::fs::write(&state, kept).unwrap();
     // The right key back: what waited is sent, and the two meet.
     std::fs::write(&key_file, format!("{right}\n")).unwrap();
     a.sync().ok();

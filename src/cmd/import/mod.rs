@@ -145,9 +145,16 @@ fn import(source: ImportSource, paths: &[PathBuf], dry_run: bool) -> Result<u8> 
             };
             if !problems.is_empty() {
                 tally.files_with_problems += 1;
+                // A file that is not the tool's at all (a binary one) would give a warning a
+                // line: a few name the kind of trouble, a count says the rest.
+                const SHOWN: usize = 5;
                 bar.suspend(|| {
-                    for p in &problems {
+                    for p in problems.iter().take(SHOWN) {
                         warn(file, &format!("line {}: {}", p.line, p.message));
+                    }
+                    if problems.len() > SHOWN {
+                        let more = problems.len() - SHOWN;
+                        warn(file, &format!("{more} more lines could not be read"));
                     }
                 });
             }

@@ -204,7 +204,7 @@ impl Tools {
         let mut out = String::new();
         if found.is_empty() {
             let sessions = self.store.session_ids().map_or(0, |ids| ids.len());
-            let _ = writeln!(out, "Nothing found for \"{query}\" in {sessions} conversations.");
+            let _ = writeln!(out, "Nothing found for \"{query}\" in {}.", conversations(sessions));
             out.push_str(
                 "Try other words, a regular expression (\"regex\": true), or fewer filters.\n",
             );
@@ -267,7 +267,7 @@ impl Tools {
     ) -> String {
         let mut out = String::new();
         if found.is_empty() {
-            let _ = writeln!(out, "Nothing found for {what} in {} conversations.", searched.done);
+            let _ = writeln!(out, "Nothing found for {what} in {}.", conversations(searched.done));
             out.push_str("Try fewer or other words, a regular expression (\"regex\": true), or fewer filters.\n");
         } else {
             let _ = writeln!(out, "Matching exchanges for {what}, newest first:");
@@ -324,8 +324,9 @@ impl Tools {
         if searched.unreadable > 0 {
             let _ = writeln!(
                 out,
-                "[{} conversations could not be read and were skipped.]",
-                searched.unreadable
+                "[{} could not be read and {} skipped.]",
+                conversations(searched.unreadable),
+                if searched.unreadable == 1 { "was" } else { "were" }
             );
         }
         out
@@ -603,6 +604,11 @@ fn cwd(asked: Option<&str>) -> Result<Option<PathBuf>, String> {
             Err(format!("`cwd`: `{path}` is not an absolute path; give one, or \"here\""))
         }
     }
+}
+
+/// "1 conversation", "2 conversations".
+fn conversations(n: usize) -> String {
+    if n == 1 { "1 conversation".into() } else { format!("{n} conversations") }
 }
 
 /// An error's message and hint, as one text for a model.
