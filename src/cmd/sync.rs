@@ -164,12 +164,11 @@ fn tell(store: &Store, report: &Report) {
     {
         for one in listed.iter().filter(|l| arrived.contains(&&l.id)) {
             let Some(name) = &one.name else { continue };
-            // A fork sync made carries the name of the session it forked from, which keeps it.
-            if store.resolve_id(name).is_ok() {
-                continue;
-            }
             if let Some(other) =
                 listed.iter().find(|l| l.id != one.id && l.name.as_ref() == Some(name))
+                // A fork sync made carries the name of the session it forked from, which
+                // keeps it.
+                && store.resolve_id(name).is_err()
             {
                 say(&format!(
                     "cca: warning: {} and {} are both named {name}; the name finds neither until one is renamed",

@@ -36,7 +36,11 @@ impl Unflushed {
         // tantivy makes its lock files with the umask's mode: made here first, private, as
         // every other file of the index is.
         for lock in [".tantivy-meta.lock", ".tantivy-writer.lock"] {
-            let _ = private_file().write(true).open(root.join(lock));
+            if let Ok(file) = private_file().write(true).open(root.join(lock)) {
+                // One an older cca let tantivy make.
+                use std::os::unix::fs::PermissionsExt;
+                let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
+            }
         }
         Ok(Unflushed { root: root.to_path_buf(), mapped })
     }

@@ -254,19 +254,21 @@ impl Store {
     }
 }
 
-/// Whether `wanted` is an id as cca makes them, whole (`20261121-101500`, or with what tells
-/// sessions of one second apart: `-2`, `-laptop`), rather than the start of one. A whole id
-/// names that session only, never another it begins (the `-2` of the same second): `cca rm
-/// --purge ID` of a session in the trash once deleted its live namesake of that second.
+/// Whether `wanted` is an id as cca makes them, whole (`20261121-101500`, or the `-2` of the
+/// same second), rather than the start of one. A whole id names that session only, never
+/// another it begins (the `-2` of the same second): `cca rm --purge ID` of a session in the
+/// trash once deleted its live namesake of that second. (A fork sync names after a machine,
+/// `-laptop`, may still be given by its start.)
 pub(crate) fn is_whole_id(wanted: &str) -> bool {
-    let (stamp, rest) = wanted.split_at(wanted.len().min(15));
-    let bytes = stamp.as_bytes();
-    bytes.len() == 15
-        && bytes
-            .iter()
-            .enumerate()
-            .all(|(i, b)| if i == 8 { *b == b'-' } else { b.is_ascii_digit() })
-        && (rest.is_empty() || rest.len() > 1 && rest.starts_with('-'))
+    let (Some(stamp), Some(rest)) = (wanted.get(..15), wanted.get(15..)) else { return false };
+    if !stamp.is_ascii() {
+        return false;
+    }
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let (day, time) = stamp.split_at(8);
+    digits(day)
+        && time.strip_prefix('-').is_some_and(digits)
+        && (rest.is_empty() || rest.strip_prefix('-').is_some_and(digits))
 }
 
 /// "No session `wanted`", naming the sessions whose ids it begins (`matches`) if any.
@@ -359,6 +361,26 @@ pub(crate) fn validate_name(name: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_whole_id_is_a_second_with_its_count_and_nothing_less() {
+        for whole in ["20261121-101500", "20261121-101500-2", "20261121-101500-12"] {
+            assert!(is_whole_id(whole), "{whole}");
+        }
+        for start in [
+            "20261121-1015",
+            "20261121-101500-",
+            "20261121-101500-lap",
+            "20261121-101500-laptop",
+            "2026112a-101500",
+            "20261121_101500",
+            "20261121-10150é",
+            "é20261121-101500",
+            "",
+        ] {
+            assert!(!is_whole_id(start), "{start}");
+        }
+    }
 
     #[test]
     fn ids_are_never_paths() {

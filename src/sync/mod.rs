@@ -86,6 +86,10 @@ struct State {
     /// A receive began and did not finish: the next sync completes it first.
     #[serde(default)]
     receiving: bool,
+    /// The clone is being made again ([`reclone_if_lost`]) and what went with the old one is
+    /// not yet forgotten: until it is, the next sync makes it again from the start.
+    #[serde(default)]
+    recloning: bool,
     /// How many lines of each log (its path in the repository) were taken in.
     #[serde(default)]
     logs: BTreeMap<String, u64>,
@@ -330,10 +334,10 @@ pub(crate) fn sync(
     } else {
         store.lock(".sync", true, on_wait)?
     };
-    let state = load(store)?;
+    let mut state = load(store)?;
     let seal = opened_seal(store, &state)?;
     let git = Git::new(&store.sync_repo(), background)?;
-    let recloned = reclone_if_lost(store, &git, &state.remote)?;
+    let recloned = reclone_if_lost(store, &git, &mut state)?;
     key_fits(store, &seal)?;
     let mut syncing = Syncing {
         store,
@@ -392,21 +396,33 @@ fn opened_seal(store: &Store, state: &State) -> Result<Seal> {
 /// The clone of the remote (`sync/repo`) is a cache of it: one deleted, or left without its
 /// git folder, is made again from the remote (`true`), where every git command failed on it
 /// for good.
-fn reclone_if_lost(store: &Store, git: &Git, remote: &str) -> Result<bool> {
+fn reclone_if_lost(store: &Store, git: &Git, state: &mut State) -> Result<bool> {
     let repo = store.sync_repo();
-    if repo.join(".git/HEAD").is_file() {
+    if repo.join(".git/HEAD").is_file() && !state.recloning {
         return Ok(false);
     }
+    // Said before the old one goes: a clone made part-way (a fetch that failed, a kill) is
+    // never taken for a whole one.
+    state.recloning = true;
+    save(store, state)?;
     if repo.exists() {
         std::fs::remove_dir_all(&repo)
             .with_context(|| format!("cannot remove {}", repo.display()))?;
     }
-    git.create(remote)?;
+    git.create(&state.remote)?;
     git.fetch()?;
     if git.remote_head().is_some() {
         git.start_at_remote()?;
     }
     Ok(true)
+}
+
+/// The id a transcript's header gives (its first line), without reading the rest.
+fn header_id(text: &str) -> Option<String> {
+    let line = text.lines().next()?;
+    let json = line.strip_prefix("<!-- cca:session ")?.strip_suffix(" -->")?;
+    let header: serde_json::Value = serde_json::from_str(json).ok()?;
+    Some(header.get("id")?.as_str()?.to_string())
 }
 
 /// The key kept here must be the one the remote is sealed for (its description, as the clone
@@ -475,6 +491,7 @@ impl Syncing<'_> {
         self.state.sessions.retain(|_, l| !l.base.starts_with(&ours) || pushed.contains(&l.base));
         let seal = &self.seal;
         self.state.images.retain(|name| repo.join(IMAGES).join(seal.token(name)).is_file());
+        self.state.recloning = false;
         save(self.store, &self.state)
     }
 
@@ -806,9 +823,12 @@ impl Syncing<'_> {
     /// the longest start of its own, and what it has beyond is sent as an addition, where it
     /// was sent again whole and came back from every other machine as a fork.
     fn already_there(&self, id: &str, text: &str, stamp: u64) -> Option<Local> {
-        let (record, len) = self.longest_start(id, text)?;
+        // The session it is on the remote: its header's id, which a fork sync made keeps
+        // from the machine it came from.
+        let session = header_id(text).unwrap_or_else(|| id.to_string());
+        let (record, len) = self.longest_start(&session, text)?;
         Some(Local {
-            session: id.to_string(),
+            session,
             base: record.id,
             len: len as u64,
             hash: record.hash,

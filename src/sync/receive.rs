@@ -112,16 +112,40 @@ impl Syncing<'_> {
     /// applied; a session found on the remote as it is here (`Syncing::already_there`) has
     /// them all.
     fn already_here(&self, session: &str, records: &[(String, Record)]) -> HashSet<String> {
-        let parent: HashMap<&str, Option<&str>> =
-            records.iter().map(|(_, r)| (r.id.as_str(), r.parent.as_deref())).collect();
+        let mut parent: HashMap<String, Option<String>> =
+            records.iter().map(|(_, r)| (r.id.clone(), r.parent.clone())).collect();
+        let bases: Vec<&str> = self
+            .state
+            .sessions
+            .values()
+            .filter(|l| l.session == session)
+            .map(|l| l.base.as_str())
+            .collect();
+        // A base of this machine's own (a turn sent on top of a session found on the remote)
+        // leads through its own records, which are not among those taken in: read them.
+        let own = format!("{}:", self.state.machine);
+        if bases.iter().any(|base| base.starts_with(&own)) {
+            let path = self.log_path(session, &self.state.machine);
+            let log = store::read_log(&self.store.sync_repo().join(&path)).unwrap_or_default();
+            for line in log.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                if let Ok(record) = self.seal.open(line).and_then(|o| Record::from_line(&o)) {
+                    parent.insert(record.id, record.parent);
+                }
+            }
+        }
+        let incoming: HashSet<&str> = records.iter().map(|(_, r)| r.id.as_str()).collect();
         let mut here = HashSet::new();
-        for local in self.state.sessions.values().filter(|l| l.session == session) {
-            let mut at = Some(local.base.as_str());
+        for base in bases {
+            let mut at = Some(base.to_string());
+            let mut walked = HashSet::new();
             while let Some(id) = at.filter(|id| parent.contains_key(id)) {
-                if !here.insert(id.to_string()) {
+                if !walked.insert(id.clone()) {
                     break;
                 }
-                at = parent[id];
+                at = parent[&id].clone();
+                if incoming.contains(id.as_str()) {
+                    here.insert(id);
+                }
             }
         }
         here
@@ -331,7 +355,7 @@ impl Syncing<'_> {
         let records = self.session_records(session).ok()?;
         // Each record's text as a length of `text`, when it is a start of it: nothing copied.
         let mut start: HashMap<String, usize> = HashMap::new();
-        let mut best: Option<(Record, usize)> = None;
+        let mut found: Vec<(Record, usize)> = Vec::new();
         for (_, record) in in_order(records) {
             let before = match &record.parent {
                 None => Some(0),
@@ -349,15 +373,14 @@ impl Syncing<'_> {
                 (Change::Append { .. }, None) => None,
             };
             let Some(len) = len else { continue };
-            if hash(&text.as_bytes()[..len]) != record.hash {
-                continue;
-            }
             start.insert(record.id.clone(), len);
-            if best.as_ref().is_none_or(|(_, longest)| len >= *longest) {
-                best = Some((record, len));
-            }
+            found.push((record, len));
         }
-        best
+        // The bytes say each is a start; its hash says the record is what it claims to be,
+        // checked for the longest only (hashing every record's text would be quadratic).
+        found.reverse();
+        found.sort_by_key(|(_, len)| std::cmp::Reverse(*len));
+        found.into_iter().find(|(record, len)| hash(&text.as_bytes()[..*len]) == record.hash)
     }
 
     /// Points `latest` at the session continued most recently elsewhere, when that was
@@ -407,17 +430,16 @@ impl Syncing<'_> {
 fn in_order(records: Vec<(String, Record)>) -> Vec<(String, Record)> {
     let mut pending = records;
     let mut ordered = Vec::with_capacity(pending.len());
+    let mut done: HashSet<String> = HashSet::new();
     while !pending.is_empty() {
         let waiting: HashSet<String> = pending.iter().map(|(_, r)| r.id.clone()).collect();
         let mut blocked_logs: HashSet<String> = HashSet::new();
         let mut rest = Vec::new();
         for (path, record) in pending {
             let ready = !blocked_logs.contains(&path)
-                && record.parent.as_ref().is_none_or(|p| {
-                    !waiting.contains(p)
-                        || ordered.iter().any(|(_, r): &(String, Record)| &r.id == p)
-                });
+                && record.parent.as_ref().is_none_or(|p| !waiting.contains(p) || done.contains(p));
             if ready {
+                done.insert(record.id.clone());
                 ordered.push((path, record));
             } else {
                 blocked_logs.insert(path.clone());

@@ -215,8 +215,11 @@ fn a_lost_clone_is_made_again_and_a_machine_set_up_again_finds_its_sessions_on_t
     std::fs::rename(&remote, &away).unwrap();
     a.run(&[",", "-q", "asked while the remote was away"]).ok();
     a.sync().code(1).stderr_has("cannot reach the remote");
-    std::fs::rename(&away, &remote).unwrap();
+    // Lost while the remote is away: the clone made again part-way is not taken for whole.
     std::fs::remove_dir_all(&clone).unwrap();
+    a.sync().code(1).stderr_has("cannot reach the remote");
+    assert!(clone.join(".git/HEAD").is_file(), "made part-way");
+    std::fs::rename(&away, &remote).unwrap();
     a.sync().ok();
     b.sync().ok();
     let everywhere = |text: &str| {
@@ -228,20 +231,31 @@ fn a_lost_clone_is_made_again_and_a_machine_set_up_again_finds_its_sessions_on_t
     assert_eq!(a.sessions(), b.sessions());
     a.sync().ok();
     b.sync().ok().stderr_has("up to date");
-    // The sync folder moved away and the machine set up again with the key: its sessions
-    // are the remote's as they are, not new ones that come back as copies.
-    a.sync().ok();
-    let (before_a, before_b) = (a.sessions(), b.sessions());
+    // Both go on with it at once: each holds the other's turn as a fork.
+    a.run(&[",", "-q", "asked on the laptop"]).ok();
+    b.run(&[",", "-q", "asked on the desktop"]).ok();
+    for machine in [&a, &b, &a] {
+        machine.sync().ok();
+    }
+    // The sync folder moved away, a turn not yet sent, and the machine set up again with the
+    // key: its sessions, the fork too, are the remote's as they are, not new ones that come
+    // back as copies, and the turn goes out as what it adds.
+    let names = |m: &Machine| m.sessions().into_iter().map(|(name, _)| name).collect::<Vec<_>>();
+    let (names_a, names_b) = (names(&a), names(&b));
+    assert_eq!(names_a.len(), 2, "{names_a:?}");
+    a.run(&[",", "-q", "asked before setting up again"]).ok();
     std::fs::rename(a.env.cca_home.join("sync"), a.env.root.path().join("old-sync")).unwrap();
     a.init(&remote, Some(&b.key())).ok();
     b.sync().ok();
     a.sync().ok();
-    assert_eq!(a.sessions(), before_a);
-    assert_eq!(b.sessions(), before_b);
+    b.sync().ok().stderr_has("up to date");
+    assert_eq!((names(&a), names(&b)), (names_a, names_b));
+    assert!(everywhere("asked before setting up again"));
     a.run(&[",", "-q", "asked after setting up again"]).ok();
     a.sync().ok().stderr_has("sent 1 change");
     b.sync().ok();
     assert!(everywhere("asked after setting up again"));
+    assert_eq!(names(&b).len(), 2);
 }
 
 #[test]
