@@ -63,6 +63,11 @@ pub(crate) fn run(args: &SyncArgs) -> Result<u8> {
                 status.changed,
             );
             super::print(&text)?;
+            if status.unpushed {
+                super::print(
+                    "waiting:  what an earlier sync wrote here has not reached the remote; `cca sync` sends it\n",
+                )?;
+            }
             Ok(exit::OK)
         }
         Some(SyncAction::Key) => match sync::key(&store)? {

@@ -142,6 +142,12 @@ impl Git {
     }
 
     /// This repository's own commit, if it has one.
+    /// Whether the remote's branch, as last fetched, holds this machine's last commit.
+    pub(crate) fn contains_head(&self) -> bool {
+        self.run(&["merge-base", "--is-ancestor", "HEAD", REMOTE_BRANCH])
+            .is_ok_and(|ran| ran.success)
+    }
+
     pub(crate) fn head(&self) -> Option<String> {
         self.ok(&["rev-parse", "-q", "--verify", "HEAD"])
             .ok()

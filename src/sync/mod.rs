@@ -162,6 +162,8 @@ pub(crate) struct Status {
     /// Sessions changed here since the last sync.
     pub changed: usize,
     pub sessions: usize,
+    /// What an earlier sync wrote and could not push (the remote was away) waits here.
+    pub unpushed: bool,
 }
 
 /// Sets this machine up to sync with `remote`: a new remote gets a new key (or none with
@@ -292,7 +294,12 @@ pub(crate) fn status(store: &Store) -> Result<Status> {
         })
         .count()
         + state.sessions.iter().filter(|(id, l)| !l.removed && !stamps.contains_key(*id)).count();
+    // This machine's commits the remote's branch, as last fetched, lacks.
+    let unpushed = Git::new(&store.sync_repo(), true).ok().is_some_and(|git| {
+        git.head().is_some() && git.head() != git.remote_head() && !git.contains_head()
+    });
     Ok(Status {
+        unpushed,
         remote: state.remote.clone(),
         name: state.name.clone(),
         encrypted: !state.plain,

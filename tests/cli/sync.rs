@@ -215,6 +215,8 @@ fn a_lost_clone_is_made_again_and_a_machine_set_up_again_finds_its_sessions_on_t
     std::fs::rename(&remote, &away).unwrap();
     a.run(&[",", "-q", "asked while the remote was away"]).ok();
     a.sync().code(1).stderr_has("cannot reach the remote");
+    let status = a.run(&["sync", "status"]).ok().stdout.clone();
+    assert!(status.contains("has not reached the remote"), "{status}");
     // Lost while the remote is away: the clone made again part-way is not taken for whole.
     std::fs::remove_dir_all(&clone).unwrap();
     a.sync().code(1).stderr_has("cannot reach the remote");
@@ -227,6 +229,8 @@ fn a_lost_clone_is_made_again_and_a_machine_set_up_again_finds_its_sessions_on_t
             && a.sessions().iter().any(|(_, t)| t.contains(text))
     };
     assert!(everywhere("asked while the remote was away"), "{:?}", b.sessions());
+    let status = a.run(&["sync", "status"]).ok().stdout.clone();
+    assert!(!status.contains("has not reached"), "{status}");
     // Sent as what it adds to the turn the remote has: the same one session on both.
     assert_eq!(a.sessions(), b.sessions());
     a.sync().ok();
