@@ -126,12 +126,8 @@ impl Syncing<'_> {
         let own = format!("{}:", self.state.machine);
         if bases.iter().any(|base| base.starts_with(&own)) {
             let path = self.log_path(session, &self.state.machine);
-            let log = store::read_log(&self.store.sync_repo().join(&path)).unwrap_or_default();
-            for line in log.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-                if let Ok(record) = self.seal.open(line).and_then(|o| Record::from_line(&o)) {
-                    parent.insert(record.id, record.parent);
-                }
-            }
+            let own = self.records_in(&self.store.sync_repo().join(path)).unwrap_or_default();
+            parent.extend(own.into_iter().map(|record| (record.id, record.parent)));
         }
         let incoming: HashSet<&str> = records.iter().map(|(_, r)| r.id.as_str()).collect();
         let mut here = HashSet::new();
@@ -339,14 +335,19 @@ impl Syncing<'_> {
         let mut records = Vec::new();
         for entry in std::fs::read_dir(repo.join(&folder)).into_iter().flatten().flatten() {
             let path = folder.join(entry.file_name()).to_string_lossy().into_owned();
-            let bytes = store::read_log(&entry.path())?;
-            for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-                if let Ok(record) = self.seal.open(line).and_then(|o| Record::from_line(&o)) {
-                    records.push((path.clone(), record));
-                }
-            }
+            records.extend(self.records_in(&entry.path())?.into_iter().map(|r| (path.clone(), r)));
         }
         Ok(records)
+    }
+
+    /// The records of a log that open and read, every one, whether taken in or not.
+    fn records_in(&self, log: &Path) -> Result<Vec<Record>> {
+        let bytes = store::read_log(log)?;
+        Ok(bytes
+            .split(|&b| b == b'\n')
+            .filter(|line| !line.is_empty())
+            .filter_map(|line| self.seal.open(line).and_then(|o| Record::from_line(&o)).ok())
+            .collect())
     }
 
     /// The record of `session` on the remote whose text is the longest start of `text`, with

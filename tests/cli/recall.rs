@@ -146,22 +146,12 @@ fn a_session_that_cannot_be_read_is_said_once_and_found_again_when_mended() {
     assert_eq!(std::fs::read(&path).unwrap(), whole, "a search never writes a transcript");
 }
 
-/// `cca ARGS` allowed to write no file larger than `bytes` (a full disk, as a write sees it).
-fn run_on_full_disk(env: &TestEnv, bytes: u64, args: &[&str]) -> common::Run {
-    let base = env.command();
-    let mut command = std::process::Command::new("prlimit");
-    command.env_clear().current_dir(&env.work);
-    command.envs(base.get_envs().filter_map(|(k, v)| Some((k, v?))));
-    command.arg(format!("--fsize={bytes}")).arg(common::cca_exe()).args(args);
-    common::run_command(command, None)
-}
-
 #[test]
 fn an_index_that_cannot_be_written_still_finds_what_it_holds_and_says_so() {
     let env = TestEnv::new();
     two_sessions(&env);
     // With no index yet, nothing to search: an error that says what to do.
-    run_on_full_disk(&env, 1_000, &["recall", "locks on windows"])
+    env.run_on_full_disk(1_000, &["recall", "locks on windows"])
         .code(1)
         .stderr_has("the recall index in")
         .stderr_has("cannot be brought up to date")
@@ -170,7 +160,7 @@ fn an_index_that_cannot_be_written_still_finds_what_it_holds_and_says_so() {
     assert_eq!(first(&before).0, STAMP);
     env.run(&["search", "-q", "-r", "and the locks on linux?"]).ok();
     // A new exchange it cannot take in: what it holds is found, with a note.
-    let run = run_on_full_disk(&env, 1_000, &["recall", "--json", "-n", "5", "locks on windows"]);
+    let run = env.run_on_full_disk(1_000, &["recall", "--json", "-n", "5", "locks on windows"]);
     run.ok().stderr_has("leave out the latest changes");
     let found: Vec<Value> = serde_json::from_str(run.stdout.trim()).unwrap();
     assert_eq!(places(&found), places(&before));

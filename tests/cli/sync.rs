@@ -757,32 +757,18 @@ fn a_turn_running_in_a_session_holds_its_records_back_until_the_next_sync_and_lo
     assert_eq!(a.sessions().len(), 2);
 }
 
-/// `cca ARGS` on a machine whose files may not grow past `bytes`, as on a full disk.
-fn run_on_full_disk(machine: &Machine, bytes: u64, args: &[&str]) -> Run {
-    let base = machine.env.command();
-    let mut command = Command::new("prlimit");
-    command.env_clear().current_dir(base.get_current_dir().unwrap());
-    for (key, value) in base.get_envs() {
-        if let Some(value) = value {
-            command.env(key, value);
-        }
-    }
-    command.arg(format!("--fsize={bytes}")).arg(cca_exe()).args(args);
-    run_command(command, None)
-}
-
 #[test]
 fn a_full_disk_stops_a_sync_with_an_error_and_the_next_one_completes() {
     let (a, b, _remote) = two_machines();
     let long = "a long question ".repeat(2_000);
     a.run(&[",", "-q", &long]).ok();
     // Sending: the log cannot take the record.
-    let run = run_on_full_disk(&a, 4_000, &["sync"]);
+    let run = a.env.run_on_full_disk(4_000, &["sync"]);
     assert_eq!(run.code, Some(1), "{run}");
     a.sync().ok().stderr_has("sent 1 change");
     // Taking: the transcript cannot take the text (nor git its objects).
     let before = b.sessions();
-    let run = run_on_full_disk(&b, 4_000, &["sync"]);
+    let run = b.env.run_on_full_disk(4_000, &["sync"]);
     assert_eq!(run.code, Some(1), "{run}");
     assert_eq!(b.sessions(), before, "nothing half written");
     b.sync().ok().stderr_has(&format!("continued elsewhere: {ID}"));

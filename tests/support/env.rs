@@ -197,6 +197,17 @@ impl TestEnv {
         self.run_with(args, None, &[])
     }
 
+    /// Runs `cca ARGS` allowed to write no file larger than `bytes`: a full disk, as a write
+    /// sees it.
+    pub fn run_on_full_disk(&self, bytes: u64, args: &[&str]) -> Run {
+        let base = self.command();
+        let mut command = Command::new("prlimit");
+        command.env_clear().current_dir(&self.work);
+        command.envs(base.get_envs().filter_map(|(key, value)| Some((key, value?))));
+        command.arg(format!("--fsize={bytes}")).arg(cca_exe()).args(args);
+        run_command(command, None)
+    }
+
     pub fn run_with(&self, args: &[&str], input: Option<&[u8]>, env: &[(&str, &str)]) -> Run {
         let mut cmd = self.command();
         cmd.args(args);
