@@ -33,16 +33,19 @@ pub(crate) struct Unflushed {
 impl Unflushed {
     pub(crate) fn open(root: &Path) -> Result<Unflushed, OpenDirectoryError> {
         let mapped = MmapDirectory::open(root)?;
-        // tantivy makes its lock files with the umask's mode: made here first, private, as
-        // every other file of the index is.
-        for lock in [".tantivy-meta.lock", ".tantivy-writer.lock"] {
-            if let Ok(file) = private_file().write(true).open(root.join(lock)) {
-                // One an older cca let tantivy make.
-                use std::os::unix::fs::PermissionsExt;
-                let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
-            }
-        }
         Ok(Unflushed { root: root.to_path_buf(), mapped })
+    }
+}
+
+/// tantivy makes its lock files with the umask's mode: they are made first, private, as every
+/// other file of the index is, and one an older cca let tantivy make is made private. Done
+/// before an update (under the update lock), not at every search.
+pub(crate) fn private_locks(root: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    for lock in [".tantivy-meta.lock", ".tantivy-writer.lock"] {
+        if let Ok(file) = private_file().write(true).open(root.join(lock)) {
+            let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
+        }
     }
 }
 

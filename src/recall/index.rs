@@ -362,6 +362,7 @@ impl Index {
             _ => {}
         }
         crate::store::make_private_dir(dir)?;
+        super::directory::private_locks(dir);
         // Where the index's version 4 kept its stamps, as JSON.
         let _ = std::fs::remove_file(dir.with_extension("stamps.json"));
         let (schema, fields) = schema();
@@ -635,12 +636,28 @@ mod tests {
         Exchange { number, at: None, question: question.into(), answer: answer.into(), span: 0..0 }
     }
 
-    #[test]
-    fn an_exchange_scores_with_what_its_whole_session_says() {
-        let dir = tempfile::tempdir().unwrap();
-        let dir = dir.path().join("index");
+    /// An index in a new folder holding `sessions` (id, title, exchanges), committed; the
+    /// folder goes with the `TempDir`.
+    fn index_of(sessions: &[(&str, &str, &[Exchange])]) -> (tempfile::TempDir, Index) {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path().join("index");
         let (index, stamps) = Index::create(&dir).unwrap();
         let mut writer = index.writer(0).unwrap();
+        for &(id, title, exchanges) in sessions {
+            let session =
+                Session { id, title, name: None, engine: "claude", folder: "/w", exchanges };
+            index.add(&writer, &session).unwrap();
+        }
+        index.commit(&mut writer, &dir, &stamps).unwrap();
+        (temp, index)
+    }
+
+    fn search(index: &Index, question: &str, limit: usize) -> Vec<Hit> {
+        index.search(&super::super::question::parse(question), &Filter::default(), limit).unwrap()
+    }
+
+    #[test]
+    fn an_exchange_scores_with_what_its_whole_session_says() {
         let billing = [
             exchange(
                 1,
@@ -650,20 +667,8 @@ mod tests {
             exchange(2, "where should the retry live?", "In the shared client."),
         ];
         let other = [exchange(1, "where should the retry live?", "In the shared client.")];
-        for (id, title, exchanges) in [("a", "billing", &billing[..]), ("b", "client", &other[..])]
-        {
-            let session =
-                Session { id, title, name: None, engine: "claude", folder: "/w", exchanges };
-            index.add(&writer, &session).unwrap();
-        }
-        index.commit(&mut writer, &dir, &stamps).unwrap();
-        let hits = index
-            .search(
-                &super::super::question::parse("retry after Priya's charges"),
-                &Filter::default(),
-                10,
-            )
-            .unwrap();
+        let (_dir, index) = index_of(&[("a", "billing", &billing), ("b", "client", &other)]);
+        let hits = search(&index, "retry after Priya's charges", 10);
         let hit = |session: &str, number: u64| {
             hits.iter().find(|h| h.session == session && h.number == number).unwrap().clone()
         };
@@ -677,32 +682,16 @@ mod tests {
 
     #[test]
     fn a_word_is_found_however_it_is_cased_as_the_index_cut_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let dir = dir.path().join("index");
-        let (index, stamps) = Index::create(&dir).unwrap();
-        let mut writer = index.writer(0).unwrap();
         let exchanges = [exchange(
             1,
             "Which office opens next?",
             "The İSTANBUL office, then \"Grüße Straße\".",
         )];
-        let session = Session {
-            id: "a",
-            title: "offices",
-            name: None,
-            engine: "claude",
-            folder: "/w",
-            exchanges: &exchanges,
-        };
-        index.add(&writer, &session).unwrap();
-        index.commit(&mut writer, &dir, &stamps).unwrap();
+        let (_dir, index) = index_of(&[("a", "offices", &exchanges)]);
         // `İ` lower-cases to `i` and a combining dot: cut again, the question's word came
         // apart where the answer's did not.
         for question in ["İstanbul", "İSTANBUL", "Straße"] {
-            let hits = index
-                .search(&super::super::question::parse(question), &Filter::default(), 5)
-                .unwrap();
-            assert_eq!(hits.len(), 1, "{question}");
+            assert_eq!(search(&index, question, 5).len(), 1, "{question}");
         }
     }
 

@@ -241,6 +241,7 @@ fn fresh_index(
     // One updater at a time; a second waits for the first (another search, never a turn),
     // then finds the index as the first left it.
     let _lock = store.lock(".recall", true, || {})?;
+    directory::private_locks(&dir);
     let opened =
         Index::open(&dir).and_then(|(index, digest)| Ok((index, Index::stamps(&dir, digest)?)));
     let (index, known) = match opened {

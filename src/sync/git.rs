@@ -141,13 +141,12 @@ impl Git {
             .filter(|s| !s.is_empty())
     }
 
-    /// This repository's own commit, if it has one.
     /// Whether the remote's branch, as last fetched, holds this machine's last commit.
     pub(crate) fn contains_head(&self) -> bool {
-        self.run(&["merge-base", "--is-ancestor", "HEAD", REMOTE_BRANCH])
-            .is_ok_and(|ran| ran.success)
+        self.is_ancestor("HEAD", REMOTE_BRANCH)
     }
 
+    /// This repository's own commit, if it has one.
     pub(crate) fn head(&self) -> Option<String> {
         self.ok(&["rev-parse", "-q", "--verify", "HEAD"])
             .ok()

@@ -295,9 +295,9 @@ pub(crate) fn status(store: &Store) -> Result<Status> {
         .count()
         + state.sessions.iter().filter(|(id, l)| !l.removed && !stamps.contains_key(*id)).count();
     // This machine's commits the remote's branch, as last fetched, lacks.
-    let unpushed = Git::new(&store.sync_repo(), true).ok().is_some_and(|git| {
-        git.head().is_some() && git.head() != git.remote_head() && !git.contains_head()
-    });
+    let unpushed = Git::new(&store.sync_repo(), true)
+        .ok()
+        .is_some_and(|git| git.head().is_some() && !git.contains_head());
     Ok(Status {
         unpushed,
         remote: state.remote.clone(),

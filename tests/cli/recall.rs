@@ -12,17 +12,18 @@ use super::grep::{LATER_ID, two_sessions};
 
 /// `cca recall --json -n N QUESTION`'s array, checked for the contract scripts rely on.
 fn recall(env: &TestEnv, question: &str) -> Vec<Value> {
-    let run = env.run(&["recall", "--json", "-n", "5", question]);
-    run.ok();
-    let found: Value =
-        serde_json::from_str(run.stdout.trim()).unwrap_or_else(|e| panic!("{e}\n{run}"));
-    let found = found.as_array().expect("an array").clone();
+    let found = printed(env.run(&["recall", "--json", "-n", "5", question]).ok());
     for f in &found {
         assert!(f["session"].is_string() && f["exchange"].as_u64().unwrap() >= 1, "{f}");
         assert!(f["score"].is_number() && f["excerpt"].is_string(), "{f}");
         assert!(f["at"].is_string() || f["at"].is_null(), "{f}");
     }
     found
+}
+
+/// The array a `cca recall --json` run printed.
+fn printed(run: &common::Run) -> Vec<Value> {
+    serde_json::from_str(run.stdout.trim()).unwrap_or_else(|e| panic!("{e}\n{run}"))
 }
 
 /// The (session, exchange) of each result, best first.
@@ -87,7 +88,7 @@ fn a_limit_of_nothing_or_an_empty_question_is_a_usage_error_and_any_larger_limit
     // A limit past every exchange there is gives them all, not a failed allocation.
     for huge in ["1000000000000", &u64::MAX.to_string()] {
         let run = env.run(&["recall", "--json", "-n", huge, "lock"]);
-        let found: Vec<Value> = serde_json::from_str(run.ok().stdout.trim()).unwrap();
+        let found: Vec<Value> = printed(run.ok());
         assert_eq!(found.len(), 3, "{run}");
     }
 }
@@ -97,15 +98,15 @@ fn filters_narrow_by_engine_time_and_folder() {
     let env = TestEnv::new();
     two_sessions(&env);
     let run = env.run(&["recall", "--json", "--since", "2026-11-22", "lock"]);
-    let found: Vec<Value> = serde_json::from_str(run.ok().stdout.trim()).unwrap();
+    let found: Vec<Value> = printed(run.ok());
     assert_eq!(places(&found), [(LATER_ID.to_string(), 1)]);
     let run = env.run(&["recall", "--json", "--until", "2026-11-21", "lock"]);
-    let found: Vec<Value> = serde_json::from_str(run.ok().stdout.trim()).unwrap();
+    let found: Vec<Value> = printed(run.ok());
     assert!(found.iter().all(|f| f["session"] == STAMP) && found.len() == 2, "{found:?}");
     let run = env.run(&["recall", "--json", "--engine", "gemini", "lock"]);
     assert_eq!(run.ok().stdout.trim(), "[]");
     let run = env.run(&["recall", "--json", "--here", "lock"]);
-    let found: Vec<Value> = serde_json::from_str(run.ok().stdout.trim()).unwrap();
+    let found: Vec<Value> = printed(run.ok());
     assert_eq!(found.len(), 3, "{run}");
     let run = env.run(&["recall", "--json", "--folder", "/nowhere", "lock"]);
     assert_eq!(run.ok().stdout.trim(), "[]");
@@ -117,7 +118,7 @@ fn filters_narrow_by_engine_time_and_folder() {
     let link = link.display().to_string();
     for folder in [format!("{work}/"), ".".into(), format!("{work}/sub/.."), format!("{link}/.")] {
         let run = env.run(&["recall", "--json", "--folder", &folder, "lock"]);
-        let found: Vec<Value> = serde_json::from_str(run.ok().stdout.trim()).unwrap();
+        let found: Vec<Value> = printed(run.ok());
         assert_eq!(found.len(), 3, "{folder}: {run}");
     }
 }
@@ -162,7 +163,7 @@ fn an_index_that_cannot_be_written_still_finds_what_it_holds_and_says_so() {
     // A new exchange it cannot take in: what it holds is found, with a note.
     let run = env.run_on_full_disk(1_000, &["recall", "--json", "-n", "5", "locks on windows"]);
     run.ok().stderr_has("leave out the latest changes");
-    let found: Vec<Value> = serde_json::from_str(run.stdout.trim()).unwrap();
+    let found: Vec<Value> = printed(&run);
     assert_eq!(places(&found), places(&before));
     // Room again: the next search takes it in.
     let found = recall(&env, "locks on linux");
@@ -314,14 +315,14 @@ fn a_damaged_or_foreign_index_is_rebuilt_with_a_note() {
     std::fs::write(&meta, format!("{}99{}", &text[..at], &text[at + digits..])).unwrap();
     let run = env.run(&["recall", "--json", "-n", "5", "locking on windows"]);
     run.ok().stderr_has("cannot be used").stderr_has("rebuilding");
-    let found: Vec<Value> = serde_json::from_str(run.stdout.trim()).unwrap();
+    let found: Vec<Value> = printed(&run);
     assert_eq!(results(&found), results(&right), "{run}");
     assert_eq!(run.stderr.lines().count(), 1, "{run}");
 
     std::fs::write(&meta, "{ this is not json").unwrap();
     let run = env.run(&["recall", "--json", "-n", "5", "locking on windows"]);
     run.ok().stderr_has("rebuilding");
-    let found: Vec<Value> = serde_json::from_str(run.stdout.trim()).unwrap();
+    let found: Vec<Value> = printed(&run);
     assert_eq!(results(&found), results(&right), "{run}");
 
     // Then quiet again.
@@ -333,7 +334,7 @@ fn a_damaged_or_foreign_index_is_rebuilt_with_a_note() {
     env.run_with(&["search", "-q", "-r", "and BSD?"], None, &[("FAKE_SCRIPT", "say flock.")]).ok();
     let run = env.run(&["recall", "--json", "flock"]);
     run.ok().stderr_has("rebuilding");
-    let found: Vec<Value> = serde_json::from_str(run.stdout.trim()).unwrap();
+    let found: Vec<Value> = printed(&run);
     assert_eq!(first(&found), (LATER_ID.to_string(), 2), "{run}");
 }
 
@@ -384,7 +385,7 @@ fn an_index_damaged_past_what_opening_checks_or_a_file_in_its_place_is_rebuilt()
         assert!(!run.stderr.contains("panicked"), "eighth {eighth}, turn {turn}: {run}");
         if run.stderr.contains("rebuilding") {
             rebuilt += 1;
-            let found: Vec<Value> = serde_json::from_str(run.stdout.trim()).unwrap();
+            let found: Vec<Value> = printed(&run);
             std::fs::remove_dir_all(&index).unwrap();
             let fresh = recall(&env, "locking on windows");
             assert_eq!(results(&found), results(&fresh), "eighth {eighth}, turn {turn}: {run}");
@@ -397,7 +398,7 @@ fn an_index_damaged_past_what_opening_checks_or_a_file_in_its_place_is_rebuilt()
         std::fs::remove_dir_all(place).unwrap();
         std::fs::write(place, "not a folder").unwrap();
         let run = env.run(&["recall", "--json", "-n", "5", "locking on windows"]);
-        let found: Vec<Value> = serde_json::from_str(run.ok().stdout.trim()).unwrap();
+        let found: Vec<Value> = printed(run.ok());
         assert_eq!(results(&found), results(&right), "{file}: {run}");
         assert!(place.is_dir(), "{file}");
     }
