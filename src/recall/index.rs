@@ -87,12 +87,14 @@ struct Fields {
 
 /// Each update adds a segment of the sessions it read again. Eight segments of about one size
 /// are merged into one, with sizes on a scale that starts small (tantivy's starts at 10,000
-/// documents, so each update would rewrite every small segment there is); segments as large
-/// as a build's are never merged again, which would make one search after a turn take seconds.
+/// documents, so each update would rewrite every small segment there is). A segment over 1,000
+/// documents (a build's, or one such merge made) is never merged again: a search after a turn
+/// waits for the merges its update started, and eight of a build's segments merged into one
+/// (allowed at 20,000) took that search 2 s on the benchmark's store.
 fn merge_policy() -> tantivy::indexer::LogMergePolicy {
     let mut policy = tantivy::indexer::LogMergePolicy::default();
     policy.set_min_layer_size(100);
-    policy.set_max_docs_before_merge(20_000);
+    policy.set_max_docs_before_merge(1_000);
     policy
 }
 
@@ -693,6 +695,25 @@ mod tests {
         for question in ["İstanbul", "İSTANBUL", "Straße"] {
             assert_eq!(search(&index, question, 5).len(), 1, "{question}");
         }
+    }
+
+    #[test]
+    fn updates_segments_are_merged_and_a_builds_never_again() {
+        use tantivy::indexer::MergePolicy;
+        let index = tantivy::Index::create_in_ram(schema().0);
+        let merges = |sizes: &[u32]| {
+            let segments: Vec<_> = sizes
+                .iter()
+                .map(|&n| index.new_segment_meta(tantivy::index::SegmentId::generate_random(), n))
+                .collect();
+            merge_policy().compute_merge_candidates(&segments).len()
+        };
+        // Eight updates, a turn's session each: merged.
+        assert_eq!(merges(&[2; 8]), 1);
+        assert_eq!(merges(&[2; 7]), 0);
+        // A build's segments (2,000 sessions a commit), and what the largest merge makes.
+        assert_eq!(merges(&[9_849; 8]), 0);
+        assert_eq!(merges(&[1_200; 8]), 0);
     }
 
     #[test]
