@@ -233,6 +233,10 @@ fn bad_arguments_unknown_tools_and_ids_get_answers_a_model_can_act_on() {
             call("list", json!({"cwd": "relative/path"})),
             call("search", json!({"query": "lock", "since": "2026-11-22", "until": "2026-11-21"})),
             call("search", json!({"query": "lock", "regex": true, "since": "1d", "until": "3d"})),
+            call("search", json!({"query": 5})),
+            call("search", json!({"query": "lock", "limit": "ten"})),
+            call("list", json!({"limit": 0})),
+            call("search", json!({"query": "lock", "limit": null, "regex": null})),
             // Still serving.
             call("list", json!({})),
         ],
@@ -241,27 +245,33 @@ fn bad_arguments_unknown_tools_and_ids_get_answers_a_model_can_act_on() {
     assert_eq!(results[0]["error"]["code"], -32602, "{}", results[0]);
     assert!(results[0]["error"]["message"].as_str().unwrap().contains("search, read and list"));
     let expected = [
-        (1, "missing field `query`"),
+        (1, "`query` is missing; it takes `query`, `regex`"),
         (2, "`query` is empty"),
         (3, "cannot search for `(`"),
         (4, "`limit` is at most 30"),
-        (5, "unknown field `colour`"),
+        (5, "`colour` is not one of its arguments; it takes `query`"),
         (6, "longer than 1000 characters"),
         (7, "no session `19990101-000000`"),
         (8, "is not a session id or name"),
-        (9, "invalid type"),
+        (9, "`from` must be an integer, not a string"),
         (10, "before `from`"),
         (11, "not a date cca understands"),
         (12, "not an absolute path"),
         (13, "since `2026-11-22` is later than until `2026-11-21`"),
         (14, "since `1d` is later than until `3d`"),
+        (15, "`query` must be a string, not an integer"),
+        (16, "`limit` must be an integer, not a string"),
+        (17, "`limit` must be at least 1, not 0"),
     ];
     for (i, says) in expected {
         let (message, error) = text(&results[i]);
         assert!(error, "result {i} is an error: {message}");
         assert!(message.contains(says), "result {i} says {says:?}: {message}");
     }
-    let (list, error) = text(&results[15]);
+    // Nulls are arguments not given, as models send them.
+    let (found, error) = text(&results[18]);
+    assert!(!error && found.contains(STAMP), "{found}");
+    let (list, error) = text(&results[19]);
     assert!(!error && list.contains(STAMP), "{list}");
 }
 

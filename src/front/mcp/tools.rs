@@ -565,12 +565,90 @@ impl recall::Progress for Notes {
     fn finished(&self) {}
 }
 
-/// A tool's arguments, or an error that says what was wrong with them.
+/// A tool's arguments, or an error that says what was wrong with them, in the words of the
+/// tool's input schema (serde's own name Rust types, such as `usize`, and not the argument).
 fn args<T: for<'de> Deserialize<'de>>(tool: &str, arguments: &Value) -> Result<T, String> {
     let arguments = if arguments.is_null() { &json!({}) } else { arguments };
-    T::deserialize(arguments).map_err(|e| {
+    let tools = list();
+    let schema = tools
+        .as_array()
+        .and_then(|tools| tools.iter().find(|t| t["name"] == tool))
+        .map(|t| &t["inputSchema"]);
+    if let Some(schema) = schema {
+        against_schema(schema, arguments).map_err(|e| format!("{tool}: {e}"))?;
+    }
+    let given: serde_json::Map<String, Value> = match arguments.as_object() {
+        Some(given) => given
+            .iter()
+            .filter(|(_, v)| !v.is_null())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        None => serde_json::Map::new(),
+    };
+    T::deserialize(Value::Object(given)).map_err(|e| {
         format!("{tool}: bad arguments: {e}. See the tool's input schema for what it takes.")
     })
+}
+
+/// What is wrong with `arguments` by a tool's input `schema`: not an object, an argument it
+/// does not take, a required one missing, or one of the wrong kind or below its minimum. A
+/// `null` is an argument not given, as models send them.
+fn against_schema(schema: &Value, arguments: &Value) -> Result<(), String> {
+    let empty = serde_json::Map::new();
+    let properties = schema["properties"].as_object().unwrap_or(&empty);
+    let takes = || properties.keys().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+    let Some(given) = arguments.as_object() else {
+        return Err(format!(
+            "the arguments are {}, not an object of {}",
+            kind_of(arguments),
+            takes()
+        ));
+    };
+    for (name, value) in given.iter().filter(|(_, v)| !v.is_null()) {
+        let Some(property) = properties.get(name) else {
+            return Err(format!("`{name}` is not one of its arguments; it takes {}", takes()));
+        };
+        let wanted = property["type"].as_str().unwrap_or_default();
+        let fits = match wanted {
+            "string" => value.is_string(),
+            "boolean" => value.is_boolean(),
+            "integer" => value.is_i64() || value.is_u64(),
+            _ => true,
+        };
+        if !fits {
+            return Err(format!("`{name}` must be {}, not {}", a(wanted), kind_of(value)));
+        }
+        if let (Some(least), Some(n)) = (property["minimum"].as_f64(), value.as_f64())
+            && n < least
+        {
+            return Err(format!("`{name}` must be at least {least}, not {value}"));
+        }
+    }
+    let required = schema["required"].as_array().map(Vec::as_slice).unwrap_or_default();
+    for name in required.iter().filter_map(Value::as_str) {
+        if given.get(name).is_none_or(Value::is_null) {
+            return Err(format!("`{name}` is missing; it takes {}", takes()));
+        }
+    }
+    Ok(())
+}
+
+/// A JSON value's kind, as a schema names it, with its article.
+fn kind_of(value: &Value) -> String {
+    match value {
+        Value::Null => "null".into(),
+        Value::Bool(_) => a("boolean"),
+        Value::Number(n) if n.is_i64() || n.is_u64() => a("integer"),
+        Value::Number(_) => a("number"),
+        Value::String(_) => a("string"),
+        Value::Array(_) => a("array"),
+        Value::Object(_) => a("object"),
+    }
+}
+
+fn a(kind: &str) -> String {
+    let article = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) { "an" } else { "a" };
+    format!("{article} {kind}")
 }
 
 fn limit(
