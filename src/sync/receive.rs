@@ -185,12 +185,12 @@ impl Syncing<'_> {
             match &record.change {
                 Change::Append { text: added } if !local.removed => {
                     self.store.append_to_session(id, added)?;
-                    self.report.continued.push(id.to_string());
+                    self.continued(id);
                     self.touched(id, record);
                 }
                 Change::Append { .. } | Change::Whole { .. } => {
                     self.store.replace_session(id, &apply(&text, &record.change), local.removed)?;
-                    self.report.continued.push(id.to_string());
+                    self.continued(id);
                     self.touched(id, record);
                 }
                 Change::Remove if !local.removed => {
@@ -413,6 +413,14 @@ impl Syncing<'_> {
             .map(chrono::DateTime::<chrono::Utc>::from);
         if here.is_none_or(|here| at > here) && self.store.set_latest(&id).is_ok() {
             self.report.latest = Some(id);
+        }
+    }
+
+    /// Reports a session continued elsewhere, unless it came new in this sync (then it is new
+    /// here, as a whole).
+    fn continued(&mut self, id: &str) {
+        if !self.report.new.iter().any(|new| new == id) {
+            self.report.continued.push(id.to_string());
         }
     }
 

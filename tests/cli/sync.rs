@@ -172,6 +172,18 @@ fn a_session_continued_on_two_machines_at_once_keeps_both_as_a_fork_named_after_
 }
 
 #[test]
+fn a_session_that_arrives_with_its_continuations_is_said_new_once() {
+    let (a, _b, remote) = two_machines();
+    a.ask("2026-11-21T10:20:00Z", "and the backoff?", true);
+    a.sync().ok();
+    let c = Machine::new("tablet");
+    let run = c.init(&remote, Some(&a.key()));
+    run.ok().stderr_has(&format!("new here: {ID}"));
+    assert!(!run.stderr.contains("continued elsewhere"), "{run}");
+    assert_eq!(c.sessions(), a.sessions());
+}
+
+#[test]
 fn a_session_deleted_here_for_good_and_continued_elsewhere_comes_back_here() {
     let (a, b, _remote) = two_machines();
     a.run(&["rm", "--purge", ID]).ok();
