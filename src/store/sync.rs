@@ -87,9 +87,14 @@ impl Store {
         // A session file that is a link stays one: the file it points at is replaced.
         let path = super::files::through_links(&path);
         match read_regular(&path) {
-            Ok(bytes) => String::from_utf8(bytes)
-                .map(Some)
-                .map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", path.display())),
+            Ok(bytes) => {
+                let text = String::from_utf8(bytes)
+                    .map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", path.display()))?;
+                // A file emptied, or its header cut off (an editor's crash, a full disk while
+                // saving), is never sent: it would replace the session on every machine.
+                crate::transcript::parse(&text).map_err(|e| super::not_transcript(&path, id, e))?;
+                Ok(Some(text))
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
         }

@@ -840,6 +840,25 @@ fn an_image_a_question_attached_reaches_the_other_machine_sealed() {
 }
 
 #[test]
+fn a_file_emptied_or_cut_of_its_header_is_never_sent() {
+    let (a, b, _remote) = two_machines();
+    let good = a.text(ID);
+    let headerless: String = good.lines().skip(1).map(|l| format!("{l}\n")).collect();
+    for broken in [String::new(), headerless] {
+        std::fs::write(a.env.session_path(ID), &broken).unwrap();
+        a.sync().ok().stderr_has(&format!("not synced: {ID}")).stderr_has("not a transcript");
+        b.sync().ok();
+        assert_eq!(b.text(ID), good, "the other machine's copy is whole");
+    }
+    std::fs::write(a.env.session_path(ID), &good).unwrap();
+    a.ask("2026-11-22T09:00:00Z", "and once mended?", true);
+    a.sync().ok();
+    b.sync().ok();
+    assert!(b.text(ID).contains("and once mended?"));
+    assert_eq!(a.sessions(), b.sessions());
+}
+
+#[test]
 fn a_file_that_cannot_be_read_waits_and_every_other_session_syncs() {
     let (a, b, _remote) = two_machines();
     // B's copy of the shared session is saved in another encoding; A continues it, and each
