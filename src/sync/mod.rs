@@ -191,13 +191,21 @@ pub(crate) fn init(
         std::fs::remove_dir_all(&repo)
             .with_context(|| format!("cannot remove {}", repo.display()))?;
     }
+    // A key an init left that stopped after its push (a kill, Ctrl-C): the remote may be
+    // sealed for it, and it is nowhere else.
+    let left = store.read_sync_key()?.map(|k| k.trim().to_string()).filter(|k| !k.is_empty());
     let git = Git::new(&repo, false)?;
     git.create(remote)?;
     let made = (|| -> Result<Seal> {
         git.fetch()?;
         let seal = if git.remote_head().is_some() {
             git.start_at_remote()?;
-            join(&repo, key, plain)?
+            match (key, &left) {
+                (None, Some(left)) if !plain => {
+                    join(&repo, Some(left), false).or_else(|_| join(&repo, None, false))?
+                }
+                _ => join(&repo, key, plain)?,
+            }
         } else {
             let seal = match key {
                 _ if plain => Seal::Plain,
@@ -207,6 +215,10 @@ pub(crate) fn init(
             let description = Description { format: 1, recipient: seal.recipient() };
             let text = serde_json::to_string_pretty(&description)? + "\n";
             store::write_repo_file(&repo.join(DESCRIPTION), &text)?;
+            // Kept before the remote names it: a stop after the push must not lose it.
+            if let Some(key) = seal.key_text() {
+                store.write_sync_key(&key)?;
+            }
             git.commit_all("cca sync: a new remote")?;
             if git.push()? != Pushed::Done {
                 bail!(
