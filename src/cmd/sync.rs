@@ -20,7 +20,11 @@ pub(crate) fn run(args: &SyncArgs) -> Result<u8> {
     match &args.action {
         None => {
             let bar = progress_bar(!args.quiet && !args.background);
-            let wait = || say("cca: another cca sync is running here; waiting for it");
+            let wait = || {
+                if !args.quiet {
+                    say("cca: another cca sync is running here; waiting for it");
+                }
+            };
             let report = sync::sync(&store, args.background, wait, &|done, of| {
                 if of >= 500 {
                     bar.set_length(of as u64);
