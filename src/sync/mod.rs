@@ -322,8 +322,9 @@ pub(crate) fn status(store: &Store) -> Result<Status> {
 }
 
 /// Starts `cca sync --background` and leaves it running, for `sync = "after-turn"`: the turn
-/// does not wait for it, and it ends when done (or at once if another sync runs). What it
-/// says goes to `$CCA_HOME/sync/sync.log`. A machine not set up to sync starts nothing.
+/// does not wait for it, and it ends when done (after a sync running already, or at once if
+/// another waits behind that one). What it says goes to `$CCA_HOME/sync/sync.log`. A machine
+/// not set up to sync starts nothing.
 pub(crate) fn after_turn(store: &Store) {
     let Some(cca) = crate::run::own_program() else { return };
     if !store.sync_dir().join("state.json").exists() {
@@ -336,7 +337,7 @@ pub(crate) fn after_turn(store: &Store) {
 }
 
 /// One sync: send what is new here, take what is new there. `background` (a sync started
-/// after a turn) gives up at once when another sync runs, and never prompts; otherwise
+/// after a turn) waits for a running sync only when no other waits, and never prompts; otherwise
 /// `on_wait` is called when this waits for another sync. `progress` is told (done, of) as
 /// sessions are sent and received.
 pub(crate) fn sync(
@@ -346,10 +347,14 @@ pub(crate) fn sync(
     progress: &dyn Fn(usize, usize),
 ) -> Result<Report> {
     let _lock = if background {
-        match store.lock(".sync", false, || {}) {
-            Ok(lock) => lock,
-            Err(_) => return Ok(Report::default()),
-        }
+        // One background sync waits behind a running sync: it starts after it and sends every
+        // turn written by then. Any more give up at once, as that one sends their turns too.
+        let Ok(next) = store.lock(".sync-next", false, || {}) else {
+            return Ok(Report::default());
+        };
+        let lock = store.lock(".sync", true, || {})?;
+        drop(next);
+        lock
     } else {
         store.lock(".sync", true, on_wait)?
     };

@@ -664,6 +664,26 @@ fn after_turn_syncs_in_the_background_and_status_says_where_this_machine_stands(
     }
 }
 
+#[test]
+fn turns_in_a_row_each_reach_the_other_machine_though_their_syncs_overlap() {
+    let (a, b, _remote) = two_machines();
+    a.env.write_config("sync = \"after-turn\"\n");
+    for n in 1..=5 {
+        a.run(&[",", "-q", &format!("turn number {n} in a row")]).ok();
+    }
+    // Each turn's sync found the one before running: one waits behind it, the rest leave
+    // their turns to that one.
+    let all_there = wait_until(std::time::Duration::from_secs(30), || {
+        b.sync().ok();
+        (1..=5).all(|n| b.text(ID).contains(&format!("turn number {n} in a row")))
+    });
+    assert!(all_there, "{}", b.text(ID));
+    let settled = wait_until(std::time::Duration::from_secs(30), || {
+        a.run(&["sync", "status"]).ok().stdout.contains("0 changed since the last sync")
+    });
+    assert!(settled, "the last turn's sync sent everything");
+}
+
 /// An SSH server on a loopback port (tests/sync/sshd.py, asyncssh) letting in one throwaway
 /// key, and the `ssh` command line that reaches it as host `cca-test`.
 struct SshServer {
