@@ -41,9 +41,42 @@ pub(crate) fn excerpt(exchange: &Exchange, words: &[String]) -> String {
     let start = best.map_or(0, |i| i.saturating_sub(1));
     let question: Vec<&str> = exchange.question.split_whitespace().collect();
     let mut out = cut(&question.join(" "), QUESTION_CHARS);
-    for line in lines.iter().skip(start).take(ANSWER_LINES) {
+    for (i, line) in lines.iter().enumerate().skip(start).take(ANSWER_LINES) {
         out.push('\n');
-        out.push_str(&cut(line.trim(), LINE_CHARS));
+        match best {
+            Some(best) if best == i => out.push_str(&around(line.trim(), &words, LINE_CHARS)),
+            _ => out.push_str(&cut(line.trim(), LINE_CHARS)),
+        }
+    }
+    out
+}
+
+/// At most `max` characters of `line` around the first of `words` it holds, with `…` where
+/// it was cut: a long line (a paragraph written as one) shows the word found, not its start.
+fn around(line: &str, words: &[&str], max: usize) -> String {
+    let chars: Vec<char> = line.chars().collect();
+    if chars.len() <= max {
+        return line.to_string();
+    }
+    // The line lower-cased, each of its bytes with the character of `line` it comes from
+    // (lower-casing may change a character's length).
+    let (mut lower, mut from) = (String::new(), Vec::new());
+    for (i, c) in chars.iter().enumerate() {
+        for l in c.to_lowercase() {
+            lower.push(l);
+            from.extend(std::iter::repeat_n(i, l.len_utf8()));
+        }
+    }
+    let at = words.iter().filter_map(|w| lower.find(w)).min().map_or(0, |byte| from[byte]);
+    let start = at.saturating_sub(max / 3).min(chars.len() - (max - 2));
+    let end = (start + max - 2).min(chars.len());
+    let mut out = String::new();
+    if start > 0 {
+        out.push('…');
+    }
+    out.extend(&chars[start..end]);
+    if end < chars.len() {
+        out.push('…');
     }
     out
 }
@@ -78,5 +111,20 @@ mod tests {
         let words = ["where".to_string(), "retry".into(), "client".into()];
         let got = excerpt(&exchange, &words);
         assert_eq!(got, "where is the retry?\nline 19\nthe retry moved into the client\nlast");
+    }
+
+    #[test]
+    fn a_long_line_is_shown_around_the_word_found() {
+        let answer = format!("{} İSTANBUL needleword {}", "数据".repeat(5_000), "é".repeat(5_000));
+        let exchange = Exchange { number: 1, at: None, question: "q".into(), answer, span: 0..0 };
+        let got = excerpt(&exchange, &["needleword".to_string()]);
+        let line = got.lines().nth(1).unwrap();
+        assert!(line.contains("needleword"), "{line}");
+        assert!(line.starts_with('…') && line.ends_with('…'), "{line}");
+        assert_eq!(line.chars().count(), LINE_CHARS);
+        // Short lines are as they were; a word in none of them shows the line's start.
+        assert_eq!(around("a short line", &["short"], LINE_CHARS), "a short line");
+        let start = around(&"x".repeat(500), &["absent"], 10);
+        assert_eq!(start, "xxxxxxxx…");
     }
 }

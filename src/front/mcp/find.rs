@@ -244,8 +244,12 @@ pub(super) fn excerpt_block(
 /// At most `max` characters of `text`, starting a little before the first of `lines` it holds.
 fn window(text: &str, lines: &[String], max: usize) -> String {
     let text = text.trim_end();
-    let found =
-        lines.iter().find_map(|l| text.find(l.trim_end_matches('…')).filter(|_| !l.is_empty()));
+    // A line shown cut (`…` at either end: a long line is shown around the word found) is
+    // looked for by what is shown of it.
+    let found = lines.iter().find_map(|l| {
+        let shown = l.trim_start_matches('…').trim_end_matches('…');
+        text.find(shown).filter(|_| !shown.is_empty())
+    });
     let total = text.chars().count();
     if total <= max {
         return text.to_string();
@@ -281,5 +285,8 @@ mod tests {
         let w = window(&text, &["needle here".into()], 100);
         assert!(w.starts_with('…') && w.ends_with('…') && w.contains("needle here"), "{w}");
         assert_eq!(window("short", &[], 100), "short");
+        // A line recall showed around its word, cut at both ends.
+        let w = window(&text, &["…aaaaneedle herebbb…".into()], 100);
+        assert!(w.contains("needle here"), "{w}");
     }
 }
