@@ -40,7 +40,20 @@ pub(crate) fn exchanges(bytes: &[u8]) -> Result<(Header, Vec<Exchange>), NotTran
     let scanned = Scanner::scan(bytes, |event| match event {
         Event::Header(h, _) => header = Some(h),
         Event::Record(span) => match span.kind {
-            Kind::User => asking = Some((content(&span.content), span.meta.at, span.raw.start)),
+            Kind::User => {
+                // A question that got no answer before the next (a hand edit, a damaged file)
+                // is kept, as an attempt under the next one's number.
+                if let Some((question, at, start)) = asking.take() {
+                    found.push(Exchange {
+                        number: complete + 1,
+                        at,
+                        question,
+                        answer: String::new(),
+                        span: start..span.raw.start,
+                    });
+                }
+                asking = Some((content(&span.content), span.meta.at, span.raw.start));
+            }
             Kind::Attachment => {
                 if let Some((question, _, _)) = &mut asking {
                     question.push('\n');
@@ -106,6 +119,7 @@ mod tests {
                 record(Kind::Clear, ""),
                 record(Kind::User, "second?"),
                 record(Kind::Assistant, "two\n<!-- cca:end -->"),
+                record(Kind::User, "unanswered?"),
                 record(Kind::User, "pending?"),
             ],
         });
@@ -118,6 +132,7 @@ mod tests {
                 (1, "first?\nattached", "one"),
                 (2, "failed?", "partial"),
                 (2, "second?", "two\n<!-- cca:end -->"),
+                (3, "unanswered?", ""),
                 (3, "pending?", ""),
             ]
         );
