@@ -121,6 +121,12 @@ pub(crate) fn run(args: &ExportArgs) -> Result<u8> {
         }
     };
     store.write_beside(&path, contents.as_bytes())?;
+    let tool_of = match tool {
+        ExportTool::Claude => crate::import::Tool::Claude,
+        ExportTool::Gemini => crate::import::Tool::Gemini,
+        ExportTool::Codex => crate::import::Tool::Codex,
+    };
+    super::import::exported(&store, tool_of, &uuid, &id)?;
     crate::front::terminal::say(&format!(
         "cca: exported {id} to {}; resume it from {} with: {} {uuid}",
         path.display(),

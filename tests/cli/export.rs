@@ -126,3 +126,21 @@ fn names_from_files_that_would_leave_the_folder_are_refused() {
         "{name}"
     );
 }
+
+/// The tools resume what cca exported, and their end-of-session hook imports it: what was
+/// cca's is not imported again as a copy.
+#[test]
+fn a_session_exported_then_imported_is_not_copied() {
+    let env = TestEnv::new();
+    answered(&env);
+    let sessions = || {
+        let files = files_under(&env.cca_home.join("sessions"));
+        files.iter().filter(|f| f.extension().is_some_and(|e| e == "md")).count()
+    };
+    for tool in ["claude", "gemini", "codex"] {
+        env.run(&["export", tool]).ok();
+        let run = env.run(&["import", tool]);
+        run.ok().stderr_has("0 new");
+        assert_eq!(sessions(), 1, "{tool}: {run}");
+    }
+}

@@ -465,6 +465,11 @@ fn an_exported_session_is_resumed_by_codex_with_its_history() {
         texts(body, "user").into_iter().filter(|t| !t.starts_with('<')).collect();
     assert_eq!(users, ["first question", "second question", "third question"]);
     assert_eq!(texts(body, "assistant"), ["ECHO: first question", "ECHO: second question"]);
+    // Imported after the resume: not copied, codex's turn goes on in a fork of the session.
+    let id = r.env.session_files()[0].replace("session_", "").replace(".md", "");
+    let imported = run(&r, &codex, &["import", "codex"]);
+    assert!(imported.ok().stdout.contains(&format!("fork of {id} at 2")), "{imported}");
+    assert_eq!(r.env.session_files().len(), 2, "{imported}");
 }
 
 /// A wrapper around codex that notes each start (its first argument) in a file: the wrapper,

@@ -270,6 +270,12 @@ fn export_then_resume(name: &str) {
     ] {
         assert!(body.contains(said), "{name}: the model was not given {said:?}: {body}");
     }
+    // Imported after the resume, as the end-of-session hook does: what was cca's is not
+    // copied; the engine's turn goes on in a fork of the session.
+    let id = r.env.session_files()[0].replace("session_", "").replace(".md", "");
+    let run = r.run(&["import", name]);
+    assert!(run.ok().stdout.contains(&format!("fork of {id} at 2")), "{name}: {run}");
+    assert_eq!(r.env.session_files().len(), 2, "{run}");
 }
 
 #[test]

@@ -465,7 +465,16 @@ fn plan(store: &Store, index: &Index, tool: Tool, conv: &Conversation) -> Result
         return Ok(Plan::New);
     };
     let Some(header) = store.header_of(id) else { return Ok(Plan::New) };
-    let Some(imported) = &header.imported else { return Ok(Plan::New) };
+    let Some(imported) = &header.imported else {
+        // A session of cca's that `cca export` wrote as this conversation, and the tool then
+        // resumed: its own exchanges are not imported again, what the tool added goes on in
+        // a fork of it.
+        let turn = shared(store, id, &conv.exchanges)?;
+        if turn == conv.exchanges.len() {
+            return Ok(Plan::Nothing);
+        }
+        return Ok(Plan::Fork { of: id.clone(), turn: turn as u64 });
+    };
     let done = imported.exchanges as usize;
     let same_past =
         done == 0 || conv.exchanges.get(done - 1).is_some_and(|e| e.key == imported.last);
@@ -628,6 +637,15 @@ fn new_header(
         name: None,
         imported: Some(imported),
     }
+}
+
+/// Notes that `cca export` wrote session `id` as `tool`'s conversation `conversation`, so that
+/// importing it (the tool resumed it, and its end-of-session hook ran) makes no copy of it.
+pub(crate) fn exported(store: &Store, tool: Tool, conversation: &str, id: &str) -> Result<()> {
+    let _lock = store.lock_imports(|| say("cca: waiting for an import to finish"))?;
+    let mut index = load_index(store)?;
+    index.conversations.insert(format!("{}:{conversation}", tool.name()), id.to_string());
+    store.write_imports(&serde_json::to_string(&index).context("the imports' index")?)
 }
 
 /// Which of `files` cca has not imported as they are now (new, or changed since).
