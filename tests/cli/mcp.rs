@@ -275,6 +275,29 @@ fn bad_arguments_unknown_tools_and_ids_get_answers_a_model_can_act_on() {
     assert!(!error && list.contains(STAMP), "{list}");
 }
 
+/// A question whose answer failed after the last answered exchange: search names it by the
+/// next number, and `read` of that number gives it.
+#[test]
+fn every_exchange_search_names_can_be_read() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "first question"]).ok();
+    let script = [("FAKE_SCRIPT", "say partial baboonword;exit 1")];
+    env.run_with(&["search", "-q", "-r", "second baboonword"], None, &script).code(1);
+    let out = sdk(
+        &env,
+        &[
+            call("search", json!({"query": "baboonword"})),
+            call("read", json!({"id": STAMP, "from": 2, "to": 2})),
+        ],
+    );
+    let results = out["results"].as_array().unwrap();
+    let (found, _) = text(&results[0]);
+    assert!(found.contains(&format!("read id={STAMP} from=2 to=2")), "{found}");
+    let (read, error) = text(&results[1]);
+    assert!(!error && read.contains("partial baboonword"), "{read}");
+    assert!(!read.contains("There is no exchange 2"), "{read}");
+}
+
 #[test]
 fn results_carry_no_terminal_escapes() {
     let env = TestEnv::new();

@@ -373,7 +373,9 @@ impl Tools {
         let mut out = String::new();
         let _ = writeln!(out, "{}", session_line(&id, &header));
         let _ = writeln!(out, "{} in all.", exchanges_word(exchanges));
-        if from > exchanges.max(1) {
+        // Past the last answered exchange there may be a question asked since, unanswered
+        // (its answer failed, or is being written): it is read as search names it.
+        if from > exchanges.max(1) && records.is_empty() {
             let _ =
                 writeln!(out, "[There is no exchange {from}: this conversation has {exchanges}.]");
             return Ok(out);
