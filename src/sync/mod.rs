@@ -642,8 +642,7 @@ impl Syncing<'_> {
                 stamp: 0,
             },
         );
-        let seq = record.id.rsplit(':').next().and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
-        self.state.next = self.state.next.max(seq + 1);
+        self.state.next = self.state.next.max(record.seq() + 1);
     }
 
     /// The local session whose file is the record `parent` of `session`.
@@ -673,7 +672,10 @@ impl Syncing<'_> {
             .and_then(|s| s.to_str())
             .unwrap_or_default();
         let mut records = Vec::new();
-        for (n, line) in lines.iter().enumerate().skip(seen) {
+        // A machine numbers its records as it writes them, so a log's grow down it: one that
+        // does not (a line the remote's host repeated) was taken in already, and is left out.
+        let mut last = None;
+        for (n, line) in lines.iter().enumerate().skip(seen.saturating_sub(1)) {
             let line = &line[..line.len() - 1];
             let bad = |why: String| {
                 Failure::new(exit::ERROR, format!("record {} of the remote's {path} {why}", n + 1))
@@ -685,6 +687,14 @@ impl Syncing<'_> {
             let record = Record::from_line(&opened).map_err(bad)?;
             if record.machine_id() != machine || self.seal.token(&record.session) != folder {
                 bail!(bad("is not where its machine wrote it".to_string()));
+            }
+            if last.is_some_and(|last| record.seq() <= last) {
+                continue;
+            }
+            last = Some(record.seq());
+            // The line before the new ones, read for its number only.
+            if n + 1 == seen {
+                continue;
             }
             records.push(record);
         }

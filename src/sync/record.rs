@@ -109,6 +109,11 @@ impl Record {
     pub(crate) fn machine_id(&self) -> &str {
         self.id.split_once(':').map_or(self.id.as_str(), |(machine, _)| machine)
     }
+
+    /// Its number among its machine's records (`SEQ` of `MACHINE:SEQ`), which grows down a log.
+    pub(crate) fn seq(&self) -> u64 {
+        self.id.rsplit(':').next().and_then(|n| n.parse().ok()).unwrap_or(0)
+    }
 }
 
 #[cfg(test)]

@@ -523,6 +523,44 @@ fn conversations_started_in_the_same_second_on_two_machines_are_both_kept_and_sa
     assert!(b.text("20261121-110000-laptop").contains("only on the laptop"));
 }
 
+#[test]
+fn a_record_the_remote_repeats_is_taken_once() {
+    let (a, b, remote) = two_machines();
+    a.run(&[",", "-q", "a second question"]).ok();
+    a.sync().ok();
+    b.sync().ok();
+    let work = a.env.root.path().join("replay");
+    let work_dir = work.to_str().unwrap();
+    git(&["clone", "-q", "-b", "cca", remote.to_str().unwrap(), work_dir]);
+    let log = find_logs(&work)
+        .into_iter()
+        .find(|p| std::fs::read_to_string(p).unwrap().lines().count() == 2)
+        .unwrap();
+    let honest = std::fs::read_to_string(&log).unwrap();
+    let (first, second) = honest.trim_end().split_once('\n').unwrap();
+    // The last record repeated (for B, who took it in already), then the first (for a machine
+    // joining, who reads them all).
+    for repeated in [second, first] {
+        let text = std::fs::read_to_string(&log).unwrap();
+        std::fs::write(&log, format!("{text}{repeated}\n")).unwrap();
+        git(&["-C", work_dir, "-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qam", "x"]);
+        git(&["-C", work_dir, "push", "-q", "origin", "cca"]);
+        let run = b.sync();
+        run.ok();
+        assert!(
+            !run.stderr.contains("continued both") && !run.stderr.contains("same second"),
+            "{run}"
+        );
+        assert_eq!(a.sessions(), b.sessions(), "{run}");
+    }
+    let c = Machine::new("tablet");
+    let run = c.init(&remote, Some(&a.key()));
+    run.ok().stderr_has(&format!("new here: {ID}"));
+    assert_eq!(c.sessions(), a.sessions(), "{run}");
+    a.sync().ok();
+    assert_eq!(a.sessions(), b.sessions());
+}
+
 fn git(args: &[&str]) {
     let out = Command::new("git").args(args).output().unwrap();
     assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
