@@ -186,6 +186,15 @@ fn tell(store: &Store, report: &Report) {
             }
         }
     }
+    match &report.latest_removed {
+        Some((id, Some(now))) => say(&format!(
+            "cca: `latest` pointed at {id}, moved to the trash elsewhere; it now points at {now}: `,` continues that one"
+        )),
+        Some((id, None)) => say(&format!(
+            "cca: `latest` pointed at {id}, moved to the trash elsewhere; no session is left for `,` to continue"
+        )),
+        None => {}
+    }
     if let Some(latest) = &report.latest {
         say(&format!("cca: `,` now continues {latest}, the conversation continued last"));
     }

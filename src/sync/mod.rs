@@ -141,6 +141,9 @@ pub(crate) struct Report {
     pub skipped: Vec<(String, String)>,
     /// Where `latest` points now, when the sync moved it.
     pub latest: Option<String>,
+    /// The session `latest` pointed at, moved to the trash by another machine, and where it
+    /// points now (`None`: no session is left).
+    pub latest_removed: Option<(String, Option<String>)>,
 }
 
 impl Report {

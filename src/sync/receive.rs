@@ -194,7 +194,17 @@ impl Syncing<'_> {
                     self.touched(id, record);
                 }
                 Change::Remove if !local.removed => {
-                    self.store.remove(id, false)?;
+                    let repointed = self.store.remove(id, false)?;
+                    // `latest` followed it: said, as a local `cca rm` says it.
+                    match repointed {
+                        crate::store::Repointed::To(now) => {
+                            self.report.latest_removed = Some((id.to_string(), Some(now)));
+                        }
+                        crate::store::Repointed::Nowhere => {
+                            self.report.latest_removed = Some((id.to_string(), None));
+                        }
+                        crate::store::Repointed::No => {}
+                    }
                     self.report.removed.push(id.to_string());
                 }
                 Change::Restore if local.removed => {

@@ -172,6 +172,19 @@ fn a_session_continued_on_two_machines_at_once_keeps_both_as_a_fork_named_after_
 }
 
 #[test]
+fn latest_moved_because_another_machine_removed_its_session_is_said() {
+    let (a, b, _remote) = two_machines();
+    a.ask("2026-11-22T09:00:00Z", "a newer conversation", false);
+    a.sync().ok();
+    b.sync().ok();
+    b.run(&["rm", "20261122-090000"]).ok();
+    b.sync().ok();
+    a.sync().ok().stderr_has(&format!(
+        "`latest` pointed at 20261122-090000, moved to the trash elsewhere; it now points at {ID}"
+    ));
+}
+
+#[test]
 fn a_session_that_arrives_with_its_continuations_is_said_new_once() {
     let (a, _b, remote) = two_machines();
     a.ask("2026-11-21T10:20:00Z", "and the backoff?", true);
