@@ -128,21 +128,27 @@ impl Store {
 
     /// Moves a session back from the trash.
     pub(crate) fn restore(&self, id: &str) -> Result<()> {
+        self.can_restore(id)?;
+        let (from, to) = (self.trash_dir().join(file_name(id)), self.session_path(id));
+        fs::rename(&from, &to).with_context(|| format!("cannot move {} back", from.display()))?;
+        if self.latest()?.is_none() {
+            self.set_latest(id)?;
+        }
+        Ok(())
+    }
+
+    /// Whether session `id` can come back from the trash: it is there, and no session of its
+    /// id is live; `Err` says why not.
+    pub(crate) fn can_restore(&self, id: &str) -> Result<()> {
         validate_id(id)?;
-        let from = self.trash_dir().join(file_name(id));
-        let to = self.session_path(id);
-        if !from.is_file() {
+        if !self.trash_dir().join(file_name(id)).is_file() {
             bail!(
                 Failure::usage(format!("the trash holds no session {id}"))
                     .hint("see what it holds with `cca restore` (no id)")
             );
         }
-        if to.exists() {
+        if self.session_path(id).exists() {
             bail!(Failure::new(exit::ERROR, format!("a session {id} exists already")));
-        }
-        fs::rename(&from, &to).with_context(|| format!("cannot move {} back", from.display()))?;
-        if self.latest()?.is_none() {
-            self.set_latest(id)?;
         }
         Ok(())
     }

@@ -246,6 +246,13 @@ fn rm_moves_to_the_trash_and_restore_brings_back() {
     assert_eq!(env.run(&["restore"]).stdout, format!("{two}  2026-11-21 10:20:00  two\n"));
     env.run(&["restore", two]).ok();
     assert!(env.session_path(two).is_file());
+    // Both in the trash: one that cannot be restored restores none; all back, `latest` is
+    // the newest, whatever their order.
+    env.run(&["rm", one, two]).ok().stderr_has("no session is left");
+    env.run(&["restore", two, "20261121-000000"]).code(2).stderr_has("the trash holds no session");
+    assert!(!env.session_path(two).exists(), "nothing was restored");
+    env.run(&["restore", one, two]).ok();
+    assert!(env.latest().contains("# two"), "{}", env.latest());
     env.run(&["rm", "--purge", one, two]).ok();
     assert!(env.session_files().is_empty());
     assert!(
