@@ -292,6 +292,27 @@ pub(crate) fn current_dir() -> Result<PathBuf> {
     std::env::current_dir().context("cannot tell which folder this is")
 }
 
+/// An engine to filter by, as given (`--engine`, an MCP argument): none when empty, and with a
+/// note when no session here was held with it (a misspelt or differently cased name finds
+/// nothing, and should not pass for an engine with nothing to find).
+pub(crate) fn engine_filter(
+    store: &crate::store::Store,
+    given: Option<&str>,
+) -> (Option<String>, Option<String>) {
+    let Some(engine) = given.map(str::trim).filter(|e| !e.is_empty()) else { return (None, None) };
+    let listed = store.listing().unwrap_or_default();
+    let mut used: Vec<&str> = listed.iter().map(|l| l.engine.as_str()).collect();
+    used.sort_unstable();
+    used.dedup();
+    let note = (!used.is_empty() && !used.contains(&engine)).then(|| {
+        format!(
+            "no session here was held with the engine `{engine}`; the engines here are {}",
+            used.join(", ")
+        )
+    });
+    (Some(engine.to_string()), note)
+}
+
 /// A folder a user names to narrow a search to (`--folder`, an MCP client's `cwd`), as
 /// sessions record theirs (the folder they started in, every link followed: what
 /// [`current_dir`] gives): `.` and `..`, a trailing slash, a relative path and links all name

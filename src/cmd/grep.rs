@@ -119,12 +119,16 @@ fn grep(args: &GrepArgs) -> Result<u8> {
         })
         .collect();
 
+    let (engine, note) = crate::session::engine_filter(&store, args.engine.as_deref());
+    if let Some(note) = note {
+        crate::front::terminal::say(&format!("cca: {note}"));
+    }
     let job = Job {
         store: &store,
         matcher: &matcher,
         opts: &opts,
         format,
-        engine: args.engine.as_deref(),
+        engine: engine.as_deref(),
         here: here.as_deref(),
         printer: Printer::new(format),
         next: AtomicUsize::new(0),

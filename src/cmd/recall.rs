@@ -30,9 +30,13 @@ pub(crate) fn run(args: &RecallArgs) -> Result<u8> {
         (Some(dir), false) => Some(crate::session::named_folder(dir)?),
         (None, false) => None,
     };
+    let (engine, note) = crate::session::engine_filter(&store, args.engine.as_deref());
+    if let Some(note) = note {
+        say(&format!("cca: {note}"));
+    }
     let filter = Filter {
         folder,
-        engine: args.engine.clone(),
+        engine,
         since: since.map(|t| t.timestamp()),
         until: until.map(|t| t.timestamp()),
     };

@@ -15,8 +15,13 @@ use crate::transcript;
 /// `cca sessions`
 pub(crate) fn run(args: &SessionsArgs) -> Result<u8> {
     let SessionsArgs { json: json_output, limit, here, .. } = *args;
-    let (engine, since) = (args.engine.as_deref(), args.since.as_deref());
+    let since = args.since.as_deref();
     let (settings, store) = settings(&Flags::default())?;
+    let (engine, note) = session::engine_filter(&store, args.engine.as_deref());
+    if let Some(note) = note {
+        say(&format!("cca: {note}"));
+    }
+    let engine = engine.as_deref();
     let since = since.map(|d| crate::human::parse_date(d, settings.now(), false)).transpose()?;
     let here = if here { Some(session::current_dir()?) } else { None };
     let mut listed = store.listing()?;

@@ -236,9 +236,10 @@ fn bad_arguments_unknown_tools_and_ids_get_answers_a_model_can_act_on() {
             call("search", json!({"query": 5})),
             call("search", json!({"query": "lock", "limit": "ten"})),
             call("list", json!({"limit": 0})),
-            call("search", json!({"query": "lock", "limit": null, "regex": null})),
+            call("search", json!({"query": "lock", "limit": null, "regex": null, "engine": ""})),
             // Still serving.
             call("list", json!({})),
+            call("list", json!({"engine": "Claude"})),
         ],
     );
     let results = out["results"].as_array().unwrap();
@@ -273,6 +274,8 @@ fn bad_arguments_unknown_tools_and_ids_get_answers_a_model_can_act_on() {
     assert!(!error && found.contains(STAMP), "{found}");
     let (list, error) = text(&results[19]);
     assert!(!error && list.contains(STAMP), "{list}");
+    let (listed, _) = text(&results[20]);
+    assert!(listed.contains("no session here was held with the engine `Claude`"), "{listed}");
 }
 
 /// A question whose answer failed after the last answered exchange: search names it by the

@@ -61,10 +61,18 @@ fn sessions_lists_newest_first_with_details() {
     run.ok();
     assert_eq!(run.stdout, "");
     assert_eq!(run.stderr, "cca: `-n 0` lists no sessions; `-n N` lists the newest N\n");
+    let unused =
+        "cca: no session here was held with the engine `gemini`; the engines here are claude\n";
     let run = env.run(&["sessions", "--engine", "gemini"]);
-    assert_eq!(run.stderr, "cca: none of the 2 sessions matches the filter --engine\n");
+    assert_eq!(
+        run.stderr,
+        format!("{unused}cca: none of the 2 sessions matches the filter --engine\n")
+    );
     let run = env.run(&["sessions", "--engine", "gemini", "--here"]);
-    assert_eq!(run.stderr, "cca: none of the 2 sessions matches the filters --here, --engine\n");
+    assert_eq!(
+        run.stderr,
+        format!("{unused}cca: none of the 2 sessions matches the filters --here, --engine\n")
+    );
 
     let run = env.run(&["sessions", "--json"]);
     run.ok();

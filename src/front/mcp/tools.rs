@@ -171,7 +171,8 @@ impl Tools {
             .map_err(|why| format!("search: cannot search for `{query}`: {why}. Patterns are Rust regular expressions; or leave out \"regex\" to search for the words"))?;
         let (since, until) = self.span(&a)?;
         let opts = Options { since, until, ..Options::default() };
-        let filter = Filter { cwd: cwd(a.cwd.as_deref())?, engine: a.engine };
+        let (engine, note) = crate::session::engine_filter(&self.store, a.engine.as_deref());
+        let filter = Filter { cwd: cwd(a.cwd.as_deref())?, engine };
         let mut ids = self.store.session_ids().map_err(|e| format!("search: {e:#}"))?;
         // Newest first: what was said last is likeliest to be what the agent needs.
         ids.sort_by_cached_key(|id| std::cmp::Reverse(store::sort_key(id)));
@@ -184,16 +185,17 @@ impl Tools {
             .flat_map(|f| f.hits.iter().rev().filter(|h| job.qualifies(h)).map(move |h| (f, h)))
             .collect();
         let what = format!("the pattern `{query}`");
-        Ok(self.found(&what, &found, limit, &searched, ids.len()))
+        Ok(noted(note, self.found(&what, &found, limit, &searched, ids.len())))
     }
 
     /// A search in plain words: the best exchanges by `crate::recall`'s rank, each with its
     /// rank and score, as many as fit.
     fn ranked(&self, query: String, a: SearchArgs, limit: usize) -> Result<String, String> {
         let (since, until) = self.span(&a)?;
+        let (engine, note) = crate::session::engine_filter(&self.store, a.engine.as_deref());
         let filter = recall::Filter {
             folder: cwd(a.cwd.as_deref())?,
-            engine: a.engine,
+            engine,
             since: since.map(|t| t.timestamp()),
             until: until.map(|t| t.timestamp()),
         };
@@ -208,7 +210,7 @@ impl Tools {
             out.push_str(
                 "Try other words, a regular expression (\"regex\": true), or fewer filters.\n",
             );
-            return Ok(out);
+            return Ok(noted(note, out));
         }
         let _ = writeln!(
             out,
@@ -483,11 +485,12 @@ impl Tools {
         let limit = limit("list", a.limit, LIST_LIMIT)?;
         let since = self.date("since", a.since.as_deref(), false)?;
         let here = cwd(a.cwd.as_deref())?;
+        let (engine, note) = crate::session::engine_filter(&self.store, a.engine.as_deref());
         let mut listed = self.store.listing().map_err(|e| format!("list: {}", message(&e)))?;
         listed.retain(|l| {
             l.unreadable.is_none()
                 && here.as_ref().is_none_or(|here| Path::new(&l.cwd).starts_with(here))
-                && a.engine.as_ref().is_none_or(|e| &l.engine == e)
+                && engine.as_ref().is_none_or(|e| &l.engine == e)
                 && since.is_none_or(|since| {
                     DateTime::parse_from_rfc3339(&l.last_activity)
                         .is_ok_and(|t| t.to_utc() >= since)
@@ -499,7 +502,7 @@ impl Tools {
         let mut out = String::new();
         if listed.is_empty() {
             out.push_str("No conversations match.\n");
-            return Ok(out);
+            return Ok(noted(note, out));
         }
         let count = match listed.len() {
             1 => "1 conversation".to_string(),
@@ -683,6 +686,14 @@ fn cwd(asked: Option<&str>) -> Result<Option<PathBuf>, String> {
         Some(path) => {
             Err(format!("`cwd`: `{path}` is not an absolute path; give one, or \"here\""))
         }
+    }
+}
+
+/// A tool's text, after a note on what it was asked (an engine no conversation was held with).
+fn noted(note: Option<String>, text: String) -> String {
+    match note {
+        Some(note) => format!("[Note: {note}.]\n{text}"),
+        None => text,
     }
 }
 
