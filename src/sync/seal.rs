@@ -33,7 +33,13 @@ impl Seal {
         let text = text.trim();
         age::x25519::Identity::from_str(text)
             .map(Seal::Key)
-            .map_err(|_| anyhow!("not a sync key: a key is one line starting with {KEY_PREFIX}"))
+            .map_err(|_| match text.starts_with(KEY_PREFIX) {
+                // The right start, cut short or mistyped: the key's own checksum says so.
+                true => anyhow!(
+                    "not a sync key: it starts as one but is cut short or mistyped (a key is {KEY_PREFIX} and 58 more letters and digits, with a checksum)"
+                ),
+                false => anyhow!("not a sync key: a key is one line starting with {KEY_PREFIX}"),
+            })
     }
 
     /// The key's text, to keep and to give to another machine; none for plain.
@@ -112,6 +118,14 @@ mod tests {
         tampered[middle] = if tampered[middle] == b'A' { b'B' } else { b'A' };
         assert!(again.open(&tampered).is_err());
         assert!(Seal::from_key("age1notasecret").is_err());
+        // A key cut short, or one letter changed, is said to be so.
+        let last = if key.ends_with('Q') { 'P' } else { 'Q' };
+        let mistyped = format!("{}{last}", &key[..key.len() - 1]);
+        for broken in [key[..20].to_string(), mistyped] {
+            let e = Seal::from_key(&broken).err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(e.contains("cut short or mistyped"), "{broken}: {e}");
+        }
+        assert!(Seal::from_key("AGE-SECRET-KEY-1QQQQ").is_err());
     }
 
     #[test]
