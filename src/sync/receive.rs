@@ -483,7 +483,28 @@ fn fork_name(session: &str, machine: &str, n: u32) -> String {
         .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '-' })
         .take(40)
         .collect();
-    let machine = if machine.is_empty() { "elsewhere".to_string() } else { machine };
+    let machine = match machine {
+        _ if machine.is_empty() => "elsewhere".to_string(),
+        // Digits alone (`--name 2`) would read as the count of a second's sessions (`X-2`).
+        _ if !machine.chars().any(|c| c.is_ascii_alphabetic()) => format!("machine-{machine}"),
+        machine => machine,
+    };
     let base: String = format!("{session}-{machine}").chars().take(120).collect();
     if n == 1 { base } else { format!("{base}-{n}") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fork_is_named_after_its_machine_as_an_id_never_as_a_count() {
+        let fork = |machine| fork_name("20261121-101500", machine, 1);
+        assert_eq!(fork("laptop"), "20261121-101500-laptop");
+        assert_eq!(fork("host.local"), "20261121-101500-host-local");
+        assert_eq!(fork(""), "20261121-101500-elsewhere");
+        assert_eq!(fork("2"), "20261121-101500-machine-2");
+        assert_eq!(fork_name("20261121-101500", "laptop", 2), "20261121-101500-laptop-2");
+        assert!(crate::store::validate_id(&fork("host.local")).is_ok());
+    }
 }
