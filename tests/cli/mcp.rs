@@ -302,6 +302,23 @@ fn every_exchange_search_names_can_be_read() {
 }
 
 #[test]
+fn a_conversation_that_cannot_be_read_is_said_by_list() {
+    let env = TestEnv::new();
+    three_sessions(&env);
+    let path = env.session_path(STAMP);
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(b"caf\xe9\n");
+    std::fs::write(&path, bytes).unwrap();
+    let out = sdk(&env, &[call("list", json!({})), call("list", json!({"engine": "gemini"}))]);
+    let results = out["results"].as_array().unwrap();
+    for result in results {
+        let (list, error) = text(result);
+        assert!(!error && list.contains("1 conversation could not be read"), "{list}");
+        assert!(!list.contains(STAMP), "{list}");
+    }
+}
+
+#[test]
 fn results_carry_no_terminal_escapes() {
     let env = TestEnv::new();
     three_sessions(&env);

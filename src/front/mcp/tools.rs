@@ -487,6 +487,16 @@ impl Tools {
         let here = cwd(a.cwd.as_deref())?;
         let (engine, note) = crate::session::engine_filter(&self.store, a.engine.as_deref());
         let mut listed = self.store.listing().map_err(|e| format!("list: {}", message(&e)))?;
+        // One that cannot be read has no folder, engine or time to match: said, not hidden.
+        let unreadable = listed.iter().filter(|l| l.unreadable.is_some()).count();
+        let unreadable = match unreadable {
+            0 => String::new(),
+            1 => "[1 conversation could not be read and is not listed: `cca doctor` names it.]\n"
+                .to_string(),
+            n => format!(
+                "[{n} conversations could not be read and are not listed: `cca doctor` names them.]\n"
+            ),
+        };
         listed.retain(|l| {
             l.unreadable.is_none()
                 && here.as_ref().is_none_or(|here| Path::new(&l.cwd).starts_with(here))
@@ -502,6 +512,7 @@ impl Tools {
         let mut out = String::new();
         if listed.is_empty() {
             out.push_str("No conversations match.\n");
+            out.push_str(&unreadable);
             return Ok(noted(note, out));
         }
         let count = match listed.len() {
@@ -535,6 +546,7 @@ impl Tools {
                 LIST_LIMIT.1
             );
         }
+        out.push_str(&unreadable);
         Ok(out)
     }
 
