@@ -242,6 +242,20 @@ impl Store {
         }
         match matches.len() {
             1 => Ok(matches.remove(0)),
+            0 if could_be_name => {
+                // A name in the trash is no live session's, but it is not nothing either.
+                let trashed = self.trash_ids().into_iter().rev().find(|id| {
+                    self.trashed_header(id).is_some_and(|h| h.name.as_deref() == Some(wanted))
+                });
+                match trashed {
+                    Some(id) => {
+                        Err(Failure::usage(format!("`{wanted}` names {id}, which is in the trash"))
+                            .hint(format!("bring it back with `cca restore {id}`"))
+                            .into())
+                    }
+                    None => Err(no_session_but(wanted, &matches)),
+                }
+            }
             0 => Err(no_session_but(wanted, &matches)),
             n => {
                 let shown: Vec<&str> = matches.iter().take(10).map(String::as_str).collect();

@@ -329,6 +329,14 @@ fn a_whole_id_names_that_session_only_never_the_one_of_the_same_second_after_it(
             .stderr_has(&format!("`{old}` is in the trash"))
             .stderr_has("cca restore");
     }
+    // Its name too.
+    env.run(&["restore", old]).ok();
+    env.run(&["name", old, "old-talk"]).ok();
+    env.run(&["rm", old]).ok();
+    env.run(&["show", "old-talk"])
+        .code(2)
+        .stderr_has(&format!("`old-talk` names {old}, which is in the trash"))
+        .stderr_has(&format!("cca restore {old}"));
     env.run(&["rm", "--purge", old])
         .ok()
         .stderr_has(&format!("deleted {old} (it was in the trash)"));
