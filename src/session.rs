@@ -289,7 +289,14 @@ pub(crate) fn named_prompt(store: &Store, name: &str) -> Result<Prompt> {
 
 /// The folder cca runs in, for `--here` and an MCP client's `cwd`.
 pub(crate) fn current_dir() -> Result<PathBuf> {
-    std::env::current_dir().context("cannot tell which folder this is")
+    std::env::current_dir().map_err(|e| {
+        crate::error::Failure::new(
+            crate::error::exit::ERROR,
+            format!("cannot tell which folder this is: {e}"),
+        )
+        .hint("the folder may have been deleted since this shell went into it: `cd` to one that exists")
+        .into()
+    })
 }
 
 /// An engine to filter by, as given (`--engine`, an MCP argument): none when empty, and with a

@@ -133,6 +133,26 @@ fn filters_narrow_by_engine_time_and_folder() {
     }
 }
 
+/// `--here` from a folder deleted since the shell went into it: an error that says so, with
+/// what to do, by recall and grep alike (each with its own exit code for an error).
+#[test]
+fn here_in_a_deleted_folder_says_what_happened() {
+    let env = TestEnv::new();
+    two_sessions(&env);
+    let gone = env.root.path().join("gone");
+    for (words, code) in [("recall --here lock", 1), ("grep --here lock", 2)] {
+        std::fs::create_dir(&gone).unwrap();
+        let cca = env.command();
+        let mut sh = std::process::Command::new("sh");
+        let script = format!("cd \"$1\" && rmdir \"$1\" && exec \"$0\" {words}");
+        sh.args(["-c", &script]).arg(common::cca_exe()).arg(&gone);
+        sh.env_clear().envs(cca.get_envs().filter_map(|(k, v)| Some((k, v?))));
+        sh.current_dir(env.root.path()).stdin(Stdio::null());
+        let run = common::run_command(sh, None);
+        run.code(code).stderr_has("cannot tell which folder this is").stderr_has("deleted");
+    }
+}
+
 #[test]
 fn a_session_that_cannot_be_read_is_said_once_and_found_again_when_mended() {
     let env = TestEnv::new();
