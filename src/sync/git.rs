@@ -126,6 +126,17 @@ impl Git {
         if said.contains("couldn't find remote ref") {
             return Ok(());
         }
+        // The remote answered, and writing what it sent failed here (a full disk, a limit on
+        // a file's size): not a matter of the address or access.
+        let here = ["No space left", "died of signal", "write error", "unable to write"];
+        if here.iter().any(|h| said.contains(h)) {
+            return Err(Failure::new(
+                exit::ERROR,
+                format!("cannot write what the remote sent into {}: {}", self.dir.display(), said.trim()),
+            )
+            .hint("check the free space (and any limit on a file's size) where CCA_HOME is; nothing here was changed, and the next `cca sync` sends and takes everything")
+            .into());
+        }
         let remote =
             self.ok(&["remote", "get-url", "origin"]).unwrap_or_default().trim().to_string();
         Err(Failure::new(exit::ERROR, format!("cannot reach the remote {remote}: {}", said.trim()))

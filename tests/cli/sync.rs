@@ -185,6 +185,28 @@ fn latest_moved_because_another_machine_removed_its_session_is_said() {
 }
 
 #[test]
+fn a_clone_that_cannot_be_written_is_said_to_be_here_not_the_remote() {
+    let (a, b, _remote) = two_machines();
+    // A turn of text that does not compress, so git's pack of it is larger than the limit.
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let noise: String = (0..30_000)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            char::from(b'a' + (seed % 26) as u8)
+        })
+        .collect();
+    a.ask("2026-11-22T09:00:00Z", &noise, true);
+    a.sync().ok();
+    let run = b.env.run_on_full_disk(5_000, &["sync"]);
+    run.code(1).stderr_has("cannot write what the remote sent").stderr_has("free space");
+    assert!(!run.stderr.contains("cannot reach"), "{run}");
+    b.sync().ok();
+    assert_eq!(a.sessions(), b.sessions());
+}
+
+#[test]
 fn a_session_that_arrives_with_its_continuations_is_said_new_once() {
     let (a, _b, remote) = two_machines();
     a.ask("2026-11-21T10:20:00Z", "and the backoff?", true);
