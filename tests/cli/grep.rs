@@ -443,7 +443,9 @@ fn names_work_wherever_an_id_does() {
     env.run(&["compact", "--keep", "0", "tokio.intro"]).ok();
     env.run(&["rm", "tokio.intro"]).ok();
     assert!(!env.session_path(LATER_ID).exists());
-    env.run(&["show", "tokio.intro"]).code(2).stderr_has("no session `tokio.intro`");
+    env.run(&["show", "tokio.intro"])
+        .code(2)
+        .stderr_has(&format!("`tokio.intro` names {LATER_ID}, which is in the trash"));
     // Completions offer names.
     let run = env.run_with(
         &["--", "cca", "show", ""],
