@@ -467,11 +467,7 @@ fn a_tampered_record_or_a_rewritten_remote_is_an_error_and_changes_nothing_here(
     // Someone with write access to the remote changes a byte of A's new record.
     let work = a.env.root.path().join("tamper");
     let work_dir = work.to_str().unwrap();
-    git(&["clone", "-q", "-b", "cca", remote.to_str().unwrap(), work_dir]);
-    let log = find_logs(&work)
-        .into_iter()
-        .find(|p| std::fs::read_to_string(p).unwrap().lines().count() == 2)
-        .unwrap();
+    let log = clone_and_find_log_of_two(&remote, &work);
     let honest = std::fs::read_to_string(&log).unwrap();
     let (first, second) = honest.trim_end().split_once('\n').unwrap();
     let mut bytes = second.as_bytes().to_vec();
@@ -566,11 +562,7 @@ fn a_record_the_remote_repeats_is_taken_once() {
     b.sync().ok();
     let work = a.env.root.path().join("replay");
     let work_dir = work.to_str().unwrap();
-    git(&["clone", "-q", "-b", "cca", remote.to_str().unwrap(), work_dir]);
-    let log = find_logs(&work)
-        .into_iter()
-        .find(|p| std::fs::read_to_string(p).unwrap().lines().count() == 2)
-        .unwrap();
+    let log = clone_and_find_log_of_two(&remote, &work);
     let honest = std::fs::read_to_string(&log).unwrap();
     let (first, second) = honest.trim_end().split_once('\n').unwrap();
     // The last record repeated (for B, who took it in already), then the first (for a machine
@@ -594,6 +586,16 @@ fn a_record_the_remote_repeats_is_taken_once() {
     assert_eq!(c.sessions(), a.sessions(), "{run}");
     a.sync().ok();
     assert_eq!(a.sessions(), b.sessions());
+}
+
+/// Clones the remote's branch into `work`, as someone with write access to it would, and
+/// finds there the log that holds two records (A's session and its second question).
+fn clone_and_find_log_of_two(remote: &Path, work: &Path) -> PathBuf {
+    git(&["clone", "-q", "-b", "cca", remote.to_str().unwrap(), work.to_str().unwrap()]);
+    find_logs(work)
+        .into_iter()
+        .find(|p| std::fs::read_to_string(p).unwrap().lines().count() == 2)
+        .unwrap()
 }
 
 fn git(args: &[&str]) {
