@@ -382,6 +382,47 @@ fn a_long_conversation_is_read_in_parts_each_bounded() {
     let (read, error) = text(&out["results"][0]);
     assert!(!error && read.chars().count() <= 20_000, "{}", read.len());
     assert!(read.contains("[cut: exchange 1 is longer than one answer may be"), "{read}");
+    // ... and read on, piece by piece, to its end: every character of it, none twice.
+    let transcript = std::fs::read_to_string(env.session_path(STAMP)).unwrap();
+    let whole = transcript.lines().find(|l| l.starts_with("ECHO: one long answer")).unwrap();
+    assert!(whole.len() >= 200_000);
+    let mut shown = piece(&read);
+    let mut reads = 1;
+    while let Some(offset) = read_on(&shown.1) {
+        let out = sdk(&env, &[call("read", json!({"id": STAMP, "from": 1, "offset": offset}))]);
+        let (read, error) = text(&out["results"][0]);
+        assert!(!error && read.chars().count() <= 20_000, "{}", read.len());
+        assert!(read.contains(&format!("[Exchange 1, from character {offset} of ")), "{read}");
+        let next = piece(&read);
+        shown = (shown.0 + &next.0, next.1);
+        reads += 1;
+        assert!(reads < 20, "reading on gets further each time");
+    }
+    assert!(reads >= 10, "{reads}");
+    assert!(shown.0.contains(whole), "the pieces join into the whole answer");
+    // An offset past its end says so.
+    let out = sdk(&env, &[call("read", json!({"id": STAMP, "offset": 10_000_000}))]);
+    let (read, error) = text(&out["results"][0]);
+    assert!(!error && read.contains("there is nothing from offset 10000000"), "{read}");
+}
+
+/// What a piece of one long exchange shows, without the lines `read` adds around it, and the
+/// note after it.
+fn piece(read: &str) -> (String, String) {
+    let body = read.split_once(" in all.\n").unwrap().1;
+    let body = match body.split_once(":]\n") {
+        Some((said, rest)) if said.starts_with("\n[Exchange 1, from character") => rest,
+        _ => body,
+    };
+    match body.rsplit_once("\n[cut: ") {
+        Some((text, note)) => (text.to_string(), note.to_string()),
+        None => (body.to_string(), String::new()),
+    }
+}
+
+/// The offset a cut piece says to read on from.
+fn read_on(note: &str) -> Option<u64> {
+    note.split("offset=").nth(1)?.split('.').next()?.parse().ok()
 }
 
 /// `cca mcp` on raw lines, for what no well-behaved client sends.

@@ -81,13 +81,14 @@ pub(super) fn list() -> Value {
         {
             "name": "read",
             "title": "Read a past conversation",
-            "description": "Read one kept conversation, whole or a range of its exchanges (numbered from 1), by the id that search or list gave, or by its name. Long conversations come in parts: the answer says which exchanges are left and how to ask for them.",
+            "description": "Read one kept conversation, whole or a range of its exchanges (numbered from 1), by the id that search or list gave, or by its name. Long conversations come in parts, and an exchange longer than one answer in pieces: the answer says what is left and how to ask for it.",
             "inputSchema": {
                 "type": "object",
                 "properties": {
                     "id": {"type": "string", "description": "The conversation's id (such as 20261121-101500), a unique start of one, or its name."},
                     "from": {"type": "integer", "minimum": 1, "description": "The first exchange to read (default 1)."},
                     "to": {"type": "integer", "minimum": 1, "description": "The last exchange to read (default: the last one)."},
+                    "offset": {"type": "integer", "minimum": 0, "description": "Characters of the first exchange to skip, to read on in one longer than an answer may be (default 0): the answer that cut it says which offset to ask for."},
                 },
                 "required": ["id"],
                 "additionalProperties": false,
@@ -123,6 +124,7 @@ struct ReadArgs {
     id: String,
     from: Option<u64>,
     to: Option<u64>,
+    offset: Option<usize>,
 }
 
 #[derive(Deserialize)]
@@ -336,7 +338,7 @@ impl Tools {
 
     /// The question and answer of some exchanges of a session, for excerpts.
     fn excerpts(&self, id: &str, turns: &[u64]) -> Vec<Excerpt> {
-        let Ok((_, records, _)) = self.records(id, |turn| turns.contains(&turn), 64 * 1024) else {
+        let Ok((_, records, _)) = self.records(id, |turn| turns.contains(&turn), |_| 64 * 1024) else {
             return Vec::new();
         };
         let mut out: Vec<Excerpt> = Vec::new();
@@ -366,11 +368,15 @@ impl Tools {
         })?;
         let from = a.from.unwrap_or(1).max(1);
         let to = a.to.unwrap_or(u64::MAX);
+        let offset = a.offset.unwrap_or(0);
         if to < from {
             return Err(format!("read: `to` ({to}) is before `from` ({from})"));
         }
+        // The first exchange is read far enough to show what follows `offset`; the others
+        // only as far as an answer could show.
+        let cap = |turn| if turn == from { offset.saturating_add(OUTPUT).saturating_mul(4) } else { OUTPUT * 4 };
         let (header, records, exchanges) = self
-            .records(&id, |turn| (from..=to).contains(&turn), OUTPUT * 4)
+            .records(&id, |turn| (from..=to).contains(&turn), cap)
             .map_err(|e| format!("read: {}", message(&e)))?;
         let mut out = String::new();
         let _ = writeln!(out, "{}", session_line(&id, &header));
@@ -382,55 +388,56 @@ impl Tools {
                 writeln!(out, "[There is no exchange {from}: this conversation has {exchanges}.]");
             return Ok(out);
         }
-        // The exchange the answer starts with: one too long for the answer alone is cut, so
-        // that reading on from the next one always gets further.
-        let mut first = None;
+        let shown = exchange_texts(&records);
+        // What stopped the answer short: the exchange to read on from, and where in it.
         let mut cut = None;
-        // Where the exchange being written starts in `out`, to take it back whole if cut.
-        let mut started = (0, out.len());
-        for r in &records {
-            if r.turn != started.0 {
-                started = (r.turn, out.len());
-            }
-            let mut block = format!("\n── {} ──\n", record_heading(r));
-            block.push_str(&r.text);
-            if !r.text.ends_with('\n') {
-                block.push('\n');
-            }
-            if r.partial {
-                let _ = writeln!(block, "[cut here: this record holds {} bytes]", r.whole);
-            }
-            let room = BODY.saturating_sub(out.len());
-            if block.len() > room {
-                if first.is_some_and(|t| t != r.turn) {
-                    out.truncate(started.1);
-                    cut = Some(r.turn);
-                } else {
-                    let kept: String = block.chars().take(room.saturating_sub(200)).collect();
-                    out.push_str(&kept);
+        for (i, (turn, text)) in shown.iter().enumerate() {
+            let (turn, mut text) = (*turn, text.as_str());
+            let skipped = if i == 0 { offset } else { 0 };
+            if skipped > 0 {
+                let chars = text.chars().count();
+                let Some((at, _)) = text.char_indices().nth(skipped) else {
                     let _ = writeln!(
                         out,
-                        "\n[cut: exchange {} is longer than one answer may be ({OUTPUT} characters).]",
-                        r.turn
+                        "\n[Exchange {turn} has {chars} characters: there is nothing from offset {skipped}.]"
                     );
-                    cut = Some(r.turn + 1);
+                    return Ok(out);
+                };
+                text = &text[at..];
+                let _ = writeln!(out, "\n[Exchange {turn}, from character {skipped} of {chars}:]");
+            }
+            let room = BODY.saturating_sub(out.len());
+            if text.len() > room {
+                if i > 0 {
+                    cut = Some((turn, 0));
+                } else {
+                    // One exchange longer than an answer may be: as much as fits, and where
+                    // to read on, so that reading on always gets further.
+                    let kept: String = text.chars().take(room.saturating_sub(300)).collect();
+                    out.push_str(&kept);
+                    cut = Some((turn, skipped + kept.chars().count()));
                 }
                 break;
             }
-            first.get_or_insert(r.turn);
-            out.push_str(&block);
+            out.push_str(text);
         }
         match cut {
-            Some(next) if next <= exchanges.max(1) => {
+            Some((turn, 0)) => {
                 let _ = writeln!(
                     out,
-                    "\n[Exchanges {next} to {exchanges} not shown (the answer is limited to {OUTPUT} characters): read again with from={next}.]"
+                    "\n[Exchanges {turn} to {exchanges} not shown (the answer is limited to {OUTPUT} characters): read again with from={turn}.]"
                 );
             }
-            _ if to < exchanges => {
+            Some((turn, offset)) => {
+                let _ = writeln!(
+                    out,
+                    "\n[cut: exchange {turn} is longer than one answer may be ({OUTPUT} characters): read on with from={turn}, offset={offset}.]"
+                );
+            }
+            None if to < exchanges => {
                 let _ = writeln!(out, "\n[Exchanges {} to {exchanges} not asked for.]", to + 1);
             }
-            _ => {}
+            None => {}
         }
         Ok(out)
     }
@@ -441,7 +448,7 @@ impl Tools {
         &self,
         id: &str,
         wanted: impl Fn(u64) -> bool,
-        cap: usize,
+        cap: impl Fn(u64) -> usize,
     ) -> anyhow::Result<(Header, Vec<Text>, u64)> {
         let path = self.store.session_path(id);
         let file = self.store.open_transcript(&path)?;
@@ -470,6 +477,7 @@ impl Tools {
         let exchanges = numbering.exchanges();
         let mut out = Vec::with_capacity(spans.len());
         for (turn, kind, meta, content) in spans {
+            let cap = cap(turn);
             let text = read_content(&file, &content, cap)
                 .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
             let whole = content.end - content.start;
@@ -737,6 +745,25 @@ fn read_content(file: &File, content: &Range<u64>, cap: usize) -> std::io::Resul
             String::from_utf8(bytes).unwrap_or_default()
         }
     })
+}
+
+/// Each exchange's records as `read` shows them, one text an exchange, in order.
+fn exchange_texts(records: &[Text]) -> Vec<(u64, String)> {
+    let mut shown: Vec<(u64, String)> = Vec::new();
+    for r in records {
+        if shown.last().is_none_or(|(turn, _)| *turn != r.turn) {
+            shown.push((r.turn, String::new()));
+        }
+        let Some((_, text)) = shown.last_mut() else { continue };
+        let _ = write!(text, "\n── {} ──\n{}", record_heading(r), r.text);
+        if !r.text.ends_with('\n') {
+            text.push('\n');
+        }
+        if r.partial {
+            let _ = writeln!(text, "[cut here: this record holds {} bytes]", r.whole);
+        }
+    }
+    shown
 }
 
 fn exchanges_word(n: u64) -> String {
