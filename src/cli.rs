@@ -480,7 +480,8 @@ pub struct SyncInitArgs {
 /// `cca restore`'s options.
 #[derive(Debug, Args)]
 pub struct RestoreArgs {
-    /// The sessions to bring back (full ids, as `cca restore` lists them)
+    /// The sessions to bring back: ids as `cca restore` lists them, a unique start of one, or
+    /// a name
     #[arg(value_name = "ID", add = trash_candidates())]
     pub ids: Vec<String>,
 }

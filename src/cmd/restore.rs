@@ -39,13 +39,15 @@ pub(crate) fn run(args: &RestoreArgs) -> Result<u8> {
     }
     // A session named twice is restored once; none is, unless all can be (as `rm` does). The
     // newest first: with no `latest` left, it is the one `,` continues.
-    let mut ids: Vec<&String> = ids.iter().collect();
+    // Each as a prefix or a name finds it in the trash, as `rm --purge` takes them.
+    let mut ids: Vec<String> =
+        ids.iter().map(|id| store.resolve_trashed(id)).collect::<Result<_>>()?;
     ids.sort_by_key(|id| std::cmp::Reverse(crate::store::sort_key(id)));
     ids.dedup();
     for id in &ids {
         store.can_restore(id)?;
     }
-    for id in ids {
+    for id in &ids {
         store.restore(id)?;
         say(&format!("cca: restored {id}"));
         // Names are unique; one taken while this session was in the trash is now on two.

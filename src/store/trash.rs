@@ -12,7 +12,7 @@ use crate::transcript;
 
 use super::Store;
 use super::files::{make_private_dir, open_regular, replace_file};
-use super::ids::{file_name, id_from_file_name, sort_key, validate_id};
+use super::ids::{file_name, id_from_file_name, sort_key, validate_id, validate_name};
 use super::latest::Repointed;
 
 impl Store {
@@ -21,22 +21,43 @@ impl Store {
         self.trash_dir().join(file_name(id))
     }
 
-    /// A session in the trash from its id or a unique prefix of one.
+    /// A session in the trash from its id, a unique prefix of one, or its name (the newest
+    /// session in the trash with that name), as [`Store::resolve_id`] finds a live one.
     pub(crate) fn resolve_trashed(&self, wanted: &str) -> Result<String> {
-        validate_id(wanted)?;
-        let mut matches: Vec<String> =
-            self.trash_ids().into_iter().filter(|id| id.starts_with(wanted)).collect();
+        let could_be_id = validate_id(wanted).is_ok();
+        let could_be_name = validate_name(wanted).is_ok();
+        if !could_be_id && !could_be_name {
+            bail!(
+                Failure::usage(format!("`{wanted}` is not a session id or name"))
+                    .hint("see what the trash holds with `cca restore` (no id)")
+            );
+        }
+        let trash = self.trash_ids();
+        let mut matches: Vec<String> = match could_be_id {
+            true => trash.iter().filter(|id| id.starts_with(wanted)).cloned().collect(),
+            false => Vec::new(),
+        };
         if let Some(exact) = matches.iter().position(|id| id == wanted) {
             return Ok(matches.swap_remove(exact));
         }
         // A whole id is that session's only (`ids::is_whole_id`).
         match if super::ids::is_whole_id(wanted) { 0 } else { matches.len() } {
-            1 => Ok(matches.remove(0)),
-            0 => Err(Failure::usage(format!("the trash holds no session `{wanted}`"))
+            1 => return Ok(matches.remove(0)),
+            0 => {}
+            n => bail!(
+                Failure::usage(format!("`{wanted}` matches {n} sessions in the trash"))
+                    .hint(format!("give more of the id: {}", matches.join(", ")))
+            ),
+        }
+        let named = could_be_name.then(|| {
+            trash.iter().rev().find(|id| {
+                self.trashed_header(id).is_some_and(|h| h.name.as_deref() == Some(wanted))
+            })
+        });
+        match named.flatten() {
+            Some(id) => Ok(id.clone()),
+            None => Err(Failure::usage(format!("the trash holds no session `{wanted}`"))
                 .hint("see what it holds with `cca restore` (no id)")
-                .into()),
-            n => Err(Failure::usage(format!("`{wanted}` matches {n} sessions in the trash"))
-                .hint(format!("give more of the id: {}", matches.join(", ")))
                 .into()),
         }
     }

@@ -259,7 +259,14 @@ fn rm_moves_to_the_trash_and_restore_brings_back() {
     env.run(&["rm", one, two]).ok().stderr_has("no session is left");
     env.run(&["restore", two, "20261121-000000"]).code(2).stderr_has("the trash holds no session");
     assert!(!env.session_path(two).exists(), "nothing was restored");
-    env.run(&["restore", one, two]).ok();
+    // A unique start of an id and a name find sessions in the trash, as they find live ones.
+    env.run(&["restore", "20261121-10"]).code(2).stderr_has("matches 2 sessions in the trash");
+    env.run(&["restore", "two-name"]).code(2).stderr_has("the trash holds no session `two-name`");
+    env.run(&["name", two, "two-name"]).code(2);
+    env.run(&["restore", two]).ok();
+    env.run(&["name", two, "two-name"]).ok();
+    env.run(&["rm", two]).ok();
+    env.run(&["restore", "20261121-1015", "two-name"]).ok();
     assert!(env.latest().contains("# two"), "{}", env.latest());
     env.run(&["rm", "--purge", one, two]).ok();
     assert!(env.session_files().is_empty());
@@ -269,7 +276,7 @@ fn rm_moves_to_the_trash_and_restore_brings_back() {
     );
     env.run(&["search", "-r", "q"]).code(2).stderr_has("no session to continue");
     env.run(&["rm", "nope"]).code(2).stderr_has("no session `nope`");
-    env.run(&["restore", "nope"]).code(2);
+    env.run(&["restore", "nope"]).code(2).stderr_has("the trash holds no session `nope`");
 
     // The trash can be emptied: --purge finds sessions there too.
     env.run(&["search", "-q", "three"]).ok();

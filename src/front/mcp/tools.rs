@@ -338,7 +338,8 @@ impl Tools {
 
     /// The question and answer of some exchanges of a session, for excerpts.
     fn excerpts(&self, id: &str, turns: &[u64]) -> Vec<Excerpt> {
-        let Ok((_, records, _)) = self.records(id, |turn| turns.contains(&turn), |_| 64 * 1024) else {
+        let Ok((_, records, _)) = self.records(id, |turn| turns.contains(&turn), |_| 64 * 1024)
+        else {
             return Vec::new();
         };
         let mut out: Vec<Excerpt> = Vec::new();
@@ -374,7 +375,9 @@ impl Tools {
         }
         // The first exchange is read far enough to show what follows `offset`; the others
         // only as far as an answer could show.
-        let cap = |turn| if turn == from { offset.saturating_add(OUTPUT).saturating_mul(4) } else { OUTPUT * 4 };
+        let cap = |turn| {
+            if turn == from { offset.saturating_add(OUTPUT).saturating_mul(4) } else { OUTPUT * 4 }
+        };
         let (header, records, exchanges) = self
             .records(&id, |turn| (from..=to).contains(&turn), cap)
             .map_err(|e| format!("read: {}", message(&e)))?;
