@@ -17,6 +17,10 @@ use super::{
 use crate::engine::{Decoder as _, Output};
 use crate::render::shown_id;
 
+/// How Claude Code's note of an answer stopped by the user starts (`[Request interrupted by
+/// user]`, `... for tool use]`).
+const INTERRUPTED: &str = "[Request interrupted by user";
+
 /// Claude Code versions whose files cca was measured against (their major version).
 const KNOWN_MAJOR: [&str; 2] = ["1", "2"];
 
@@ -101,6 +105,13 @@ pub(crate) fn parse(bytes: &[u8]) -> Conversation {
             && v["isMeta"].as_bool() != Some(true)
             && v["isCompactSummary"].as_bool() != Some(true)
             && !has_block(&v["message"]["content"], "tool_result");
+        // Claude Code writes a stop (Esc) as a user message of its own.
+        if question && content_text(&v["message"]["content"]).starts_with(INTERRUPTED) {
+            if let Some(t) = turn.as_mut() {
+                t.interrupted = true;
+            }
+            continue;
+        }
         if question {
             if let Some(t) = turn.take() {
                 t.finish(&mut conv);
@@ -132,6 +143,8 @@ struct Turn {
     /// Output tokens per answer message (an answer spans several lines per message).
     outputs_by_message: Vec<(String, u64)>,
     figures: Figures,
+    /// The user stopped the answer.
+    interrupted: bool,
 }
 
 impl Turn {
@@ -149,6 +162,7 @@ impl Turn {
             left_out: LeftOut::default(),
             outputs_by_message: Vec::new(),
             figures: Figures::default(),
+            interrupted: false,
         }
     }
 
@@ -186,13 +200,13 @@ impl Turn {
         self.decoder.feed(&line, &mut self.outputs);
     }
 
-    /// The exchange, if the question was answered.
+    /// The exchange, or an attempt if the question was not answered.
     fn finish(mut self, conv: &mut Conversation) {
         conv.figures.add(self.figures);
-        let exchanges = &mut conv.exchanges;
         self.decoder.finish(&mut self.outputs);
         let answered = self.outputs.iter().any(|o| matches!(o, Output::Text(_) | Output::Tool(_)));
         if !answered {
+            conv.not_answered(&self.exchange, self.interrupted);
             return;
         }
         if !self.outputs_by_message.is_empty() {
@@ -200,7 +214,7 @@ impl Turn {
             self.exchange.output_tokens = Some(sum);
         }
         self.exchange.answer = answer_text(self.outputs, &self.left_out);
-        exchanges.push(self.exchange);
+        conv.answered(self.exchange);
     }
 }
 
@@ -269,6 +283,34 @@ mod tests {
         );
         assert_eq!(c.exchanges[1].output_tokens, Some(3));
         assert_eq!(c.created.as_deref(), Some("2026-11-23T10:00:00Z"));
+    }
+
+    #[test]
+    fn a_question_with_no_answer_is_kept_before_the_next_exchange() {
+        let lines = [
+            user("u1", None, json!("stopped at once")),
+            user(
+                "u2",
+                Some("u1"),
+                json!([{"type": "text", "text": "[Request interrupted by user]"}]),
+            ),
+            user("u3", Some("u2"), json!("given up")),
+            user("u4", Some("u3"), json!("answered")),
+            assistant("a4", "u4", "m4", json!([{"type": "text", "text": "yes"}])),
+            user("u5", Some("a4"), json!("not answered yet")),
+        ];
+        let c = parse(&file(&lines));
+        assert_eq!(c.problems, []);
+        let got: Vec<(&str, &str)> =
+            c.exchanges.iter().map(|e| (e.question.as_str(), e.answer.as_str())).collect();
+        assert_eq!(got, [("answered", "yes")]);
+        let attempts: Vec<(&str, bool)> =
+            c.exchanges[0].attempts.iter().map(|a| (a.question.as_str(), a.interrupted)).collect();
+        assert_eq!(attempts, [("stopped at once", true), ("given up", false)]);
+        // The last question waits for its answer, for a later import.
+        assert_eq!(c.unanswered.len(), 1);
+        assert_eq!(c.unanswered[0].question, "not answered yet");
+        assert_eq!(c.title.as_deref(), Some("answered"));
     }
 
     #[test]

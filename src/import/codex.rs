@@ -47,13 +47,19 @@ pub(crate) fn parse(bytes: &[u8]) -> Conversation {
                         continue;
                     }
                     if let Some(t) = turn.take() {
-                        t.finish(&mut conv.exchanges);
+                        t.finish(&mut conv);
                     }
                     let mut t = Turn::new(text, at, *line);
                     t.left_out.images = count(&p["content"], "input_image");
                     turn = Some(t);
                 } else if let Some(t) = turn.as_mut() {
                     t.item(p, at, *line, model.as_deref());
+                }
+            }
+            // codex notes an answer the user stopped among its interface's events.
+            Some("event_msg") if p["type"] == "turn_aborted" => {
+                if let Some(t) = turn.as_mut() {
+                    t.interrupted = true;
                 }
             }
             Some("event_msg" | "world_state" | "token_usage_record" | "compacted") => {}
@@ -67,7 +73,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Conversation {
         }
     }
     if let Some(t) = turn.take() {
-        t.finish(&mut conv.exchanges);
+        t.finish(&mut conv);
     }
     conv.title = conv.exchanges.first().map(|e| e.question.clone());
     conv
@@ -88,6 +94,8 @@ struct Turn {
     outputs: Vec<Output>,
     calls: Vec<(String, usize)>,
     left_out: LeftOut,
+    /// The user stopped the answer.
+    interrupted: bool,
 }
 
 impl Turn {
@@ -103,6 +111,7 @@ impl Turn {
             outputs: Vec::new(),
             calls: Vec::new(),
             left_out: LeftOut::default(),
+            interrupted: false,
         }
     }
 
@@ -151,12 +160,13 @@ impl Turn {
         self.exchange.model = model.map(str::to_string);
     }
 
-    fn finish(self, exchanges: &mut Vec<Exchange>) {
+    fn finish(self, conv: &mut Conversation) {
         if self.outputs.is_empty() {
+            conv.not_answered(&self.exchange, self.interrupted);
             return;
         }
         let answer = answer_text(self.outputs, &self.left_out);
-        exchanges.push(Exchange { answer, ..self.exchange });
+        conv.answered(Exchange { answer, ..self.exchange });
     }
 }
 
@@ -164,6 +174,26 @@ impl Turn {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_question_stopped_before_its_answer_is_kept_as_interrupted() {
+        let at = "2026-11-23T10:00:00.000Z";
+        let ask = |text: &str| json!({"timestamp": at, "type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}});
+        let lines = [
+            json!({"timestamp": at, "type": "session_meta", "payload": {"id": "x1", "cwd": "/w"}}),
+            ask("stopped"),
+            json!({"timestamp": at, "type": "event_msg", "payload": {"type": "turn_aborted", "reason": "interrupted"}}),
+            ask("answered"),
+            json!({"timestamp": at, "type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "yes"}]}}),
+        ];
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let c = parse(text.as_bytes());
+        assert_eq!(c.problems, []);
+        assert_eq!(c.exchanges.len(), 1);
+        let a = &c.exchanges[0].attempts;
+        assert_eq!(a.len(), 1);
+        assert_eq!((a[0].question.as_str(), a[0].interrupted), ("stopped", true));
+    }
 
     #[test]
     fn preambles_are_not_questions_and_calls_are_tool_blocks() {

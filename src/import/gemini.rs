@@ -195,13 +195,13 @@ impl Turn {
 
     fn finish(mut self, conv: &mut Conversation) {
         conv.figures.add(self.figures);
-        let exchanges = &mut conv.exchanges;
         if self.outputs.is_empty() {
+            conv.not_answered(&self.exchange, false);
             return;
         }
         self.exchange.output_tokens = Some(self.output_tokens);
         self.exchange.answer = answer_text(self.outputs, &self.left_out);
-        exchanges.push(self.exchange);
+        conv.answered(self.exchange);
     }
 }
 
@@ -238,6 +238,23 @@ mod tests {
         let c = parse(serde_json::to_string_pretty(&old).unwrap().as_bytes(), Some("/p"));
         assert_eq!((c.exchanges.len(), c.exchanges[0].answer.as_str()), (1, "hello"));
         assert_eq!(c.cwd.as_deref(), Some("/p"));
+    }
+
+    #[test]
+    fn a_question_with_no_answer_is_kept_before_the_next_exchange() {
+        let lines = [
+            json!({"sessionId": "g", "startTime": "2026-11-23T10:00:00.000Z"}),
+            json!({"id": "u1", "type": "user", "content": "cancelled"}),
+            json!({"id": "i1", "type": "info", "content": "Request cancelled."}),
+            json!({"id": "u2", "type": "user", "content": "answered"}),
+            json!({"id": "g2", "type": "gemini", "content": "yes"}),
+        ];
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let c = parse(text.as_bytes(), None);
+        assert_eq!(c.exchanges.len(), 1);
+        let a = &c.exchanges[0].attempts;
+        assert_eq!(a.len(), 1);
+        assert_eq!((a[0].question.as_str(), a[0].interrupted), ("cancelled", false));
     }
 
     #[test]

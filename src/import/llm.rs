@@ -68,6 +68,7 @@ fn exchange(r: &Value, figures: &mut Figures) -> Exchange {
         input_tokens: figures.tokens(&r["input_tokens"]),
         output_tokens: figures.tokens(&r["output_tokens"]),
         key: r["id"].as_str().unwrap_or("").to_string(),
+        attempts: Vec::new(),
     }
 }
 

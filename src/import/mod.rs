@@ -61,6 +61,35 @@ pub(crate) struct Conversation {
     pub bytes: u64,
     /// Token counts that made no sense, left out.
     pub figures: Figures,
+    /// Questions with no answer since the last exchange: they go with the next one (a question
+    /// with no answer yet is imported once one follows).
+    pub unanswered: Vec<Attempt>,
+}
+
+impl Conversation {
+    /// An answered exchange, with the questions before it that got no answer.
+    pub(crate) fn answered(&mut self, exchange: Exchange) {
+        let attempts = std::mem::take(&mut self.unanswered);
+        self.exchanges.push(Exchange { attempts, ..exchange });
+    }
+
+    /// A question that got no answer: kept, as cca keeps a failed or interrupted attempt of its
+    /// own, before the exchange that follows it.
+    pub(crate) fn not_answered(&mut self, exchange: &Exchange, interrupted: bool) {
+        self.unanswered.push(Attempt {
+            question: exchange.question.clone(),
+            asked: exchange.asked.clone(),
+            interrupted,
+        });
+    }
+}
+
+/// A question that got no answer: interrupted, or given up for the next one.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Attempt {
+    pub question: String,
+    pub asked: Option<String>,
+    pub interrupted: bool,
 }
 
 /// Token counts read from a file, taken as an engine's are (`transcript::tokens_figure`): a
@@ -102,6 +131,8 @@ pub(crate) struct Exchange {
     pub output_tokens: Option<u64>,
     /// The tool's id of the last message of the exchange: where a later import goes on from.
     pub key: String,
+    /// Questions asked just before this one that got no answer.
+    pub attempts: Vec<Attempt>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -224,6 +255,27 @@ pub(crate) fn content_text(content: &Value) -> String {
 pub(crate) fn records(tool: Tool, exchanges: &[Exchange]) -> Vec<Record> {
     let mut out = Vec::with_capacity(exchanges.len() * 2);
     for e in exchanges {
+        for a in &e.attempts {
+            out.push(Record {
+                kind: Kind::User,
+                meta: Meta { at: a.asked.clone(), ..Meta::default() },
+                content: a.question.clone(),
+            });
+            let (kind, reason) = match a.interrupted {
+                true => (Kind::Interrupted, format!("interrupted in {}", tool.name())),
+                false => (Kind::Failed, format!("no answer in {}", tool.name())),
+            };
+            out.push(Record {
+                kind,
+                meta: Meta {
+                    at: a.asked.clone(),
+                    engine: Some(tool.name().to_string()),
+                    reason: Some(reason),
+                    ..Meta::default()
+                },
+                content: String::new(),
+            });
+        }
         out.push(Record {
             kind: Kind::User,
             meta: Meta { at: e.asked.clone(), ..Meta::default() },
@@ -245,11 +297,16 @@ pub(crate) fn records(tool: Tool, exchanges: &[Exchange]) -> Vec<Record> {
     out
 }
 
-/// The records rendered, numbered from exchange `first`.
+/// The records rendered, numbered from exchange `first` (an attempt under the number of the
+/// exchange it comes before, as cca numbers its own).
 pub(crate) fn render_records(tool: Tool, exchanges: &[Exchange], first: u64) -> String {
     let mut out = String::new();
-    for (i, r) in records(tool, exchanges).iter().enumerate() {
-        out.push_str(&transcript::render_record(r, first + i as u64 / 2));
+    let mut turn = first;
+    for r in records(tool, exchanges) {
+        out.push_str(&transcript::render_record(&r, turn));
+        if r.kind == Kind::Assistant {
+            turn += 1;
+        }
     }
     out
 }
@@ -286,6 +343,46 @@ mod tests {
              > Left out by cca import: 2 thinking blocks, 1 image\n"
         );
         assert_eq!(answer_text(vec![Output::Text("a".into())], &LeftOut::default()), "a");
+    }
+
+    #[test]
+    fn an_attempt_is_kept_as_cca_keeps_its_own_and_numbered_with_the_exchange_after_it() {
+        let attempt = |q: &str, interrupted| Attempt {
+            question: q.into(),
+            asked: Some("2026-11-23T10:00:00Z".into()),
+            interrupted,
+        };
+        let exchanges = [
+            Exchange { question: "q1".into(), answer: "a1".into(), ..Exchange::default() },
+            Exchange {
+                question: "q2".into(),
+                answer: "a2".into(),
+                attempts: vec![attempt("stopped", true), attempt("lost", false)],
+                ..Exchange::default()
+            },
+        ];
+        let text = render_records(Tool::Claude, &exchanges, 3);
+        let headings: Vec<&str> = text.lines().filter(|l| l.starts_with('#')).collect();
+        assert_eq!(
+            headings,
+            [
+                "## 3. You",
+                "## 3. claude",
+                "## 4. You",
+                "### 4. Interrupted (not sent again): interrupted in claude",
+                "## 4. You",
+                "### 4. No answer (not sent again): no answer in claude",
+                "## 4. You",
+                "## 4. claude",
+            ]
+        );
+        // What cca reads back: the same exchanges, the attempts never sent again.
+        let whole = transcript::render_header(&transcript::testing::header("q1")) + &text;
+        let (t, problems) = transcript::parse(&whole).expect("a transcript");
+        assert!(problems.is_empty(), "{problems:?}");
+        let kinds: Vec<Kind> = t.records.iter().map(|r| r.kind).collect();
+        use Kind::*;
+        assert_eq!(kinds, [User, Assistant, User, Interrupted, User, Failed, User, Assistant]);
     }
 
     #[test]
