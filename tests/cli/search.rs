@@ -122,6 +122,31 @@ fn the_comma_function_from_init_bash_works_in_a_real_bash() {
     let flags = run.stdout.split("flags:").nth(1).expect("the echo ran");
     assert!(!flags.contains('f'), "globbing is still off\n{run}");
     assert_eq!(env.session_files().len(), 1);
+
+    // `&&`, `||` and `&` take `,` whole; in the background, in a pipeline, or stopped before its
+    // words were used (as a Ctrl-C leaves it), globbing is back on by the next prompt.
+    let script = "eval \"$(cca init bash)\"
+false && , not asked </dev/null
+true || , nor this </dev/null
+false || , asked windows? </dev/null
+, in the background </dev/null >/dev/null 2>&1 &
+wait; echo \"flags1:$-\"
+, in a pipeline </dev/null | cat
+echo \"flags2:$-\"
+_cca_noglob
+echo \"flags3:$-\"
+";
+    let run = bash(&["-i"], Some(script));
+    for n in 1..=3 {
+        let flags = run.stdout.split(&format!("flags{n}:")).nth(1).expect("the echo ran");
+        assert!(!flags.lines().next().unwrap().contains('f'), "globbing is off ({n})\n{run}");
+    }
+    let asked = questions(&env.latest());
+    assert_eq!(
+        asked[asked.len() - 3..],
+        ["asked windows?", "in the background", "in a pipeline"],
+        "{run}"
+    );
 }
 
 #[test]
