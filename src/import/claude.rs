@@ -59,6 +59,9 @@ pub(crate) fn parse(bytes: &[u8]) -> Conversation {
     let leaf = values.iter().rposition(|(_, v)| {
         main(v) && matches!(v["type"].as_str(), Some("user" | "assistant")) && v["uuid"].is_string()
     });
+    if leaf.is_none() {
+        nothing_read(&values, &mut conv.problems);
+    }
     let mut chain = Vec::new();
     let mut visited = HashSet::new();
     let mut at = leaf;
@@ -218,6 +221,33 @@ impl Turn {
     }
 }
 
+/// Why a file with lines holds no conversation, when it is not simply one without questions
+/// (Claude Code writes files of summaries alone): it is not Claude Code's at all, or its
+/// messages cannot be followed.
+fn nothing_read(values: &[(u64, Value)], problems: &mut Vec<Problem>) {
+    let claudes = |v: &Value| {
+        ["sessionId", "uuid", "leafUuid", "messageId"].iter().any(|k| v.get(k).is_some())
+    };
+    if let Some((line, _)) = values.first()
+        && !values.iter().any(|(_, v)| claudes(v))
+    {
+        problems.push(Problem {
+            line: *line,
+            message: "no line of this file is Claude Code's (none has a sessionId or uuid): \
+                      if it is another tool's, `cca import codex` or `cca import gemini` reads it"
+                .into(),
+        });
+    } else if let Some((line, _)) = values.iter().find(|(_, v)| {
+        matches!(v["type"].as_str(), Some("user" | "assistant")) && !v["uuid"].is_string()
+    }) {
+        problems.push(Problem {
+            line: *line,
+            message: "a message with no uuid, which cca follows the conversation by; skipped"
+                .into(),
+        });
+    }
+}
+
 fn count_blocks(content: &Value, kind: &str) -> usize {
     content.as_array().map_or(0, |blocks| blocks.iter().filter(|b| b["type"] == kind).count())
 }
@@ -311,6 +341,23 @@ mod tests {
         assert_eq!(c.unanswered.len(), 1);
         assert_eq!(c.unanswered[0].question, "not answered yet");
         assert_eq!(c.title.as_deref(), Some("answered"));
+    }
+
+    #[test]
+    fn a_file_of_another_tool_or_with_messages_it_cannot_follow_is_said() {
+        let codex = json!({"timestamp": "2026-11-20T08:00:00Z", "type": "session_meta", "payload": {"id": "r1"}});
+        let c = parse(&file(&[codex, json!({"foo": 1})]));
+        assert!(c.exchanges.is_empty());
+        assert_eq!(c.problems.len(), 1);
+        assert!(c.problems[0].message.contains("no line of this file is Claude Code's"));
+        let mut numbered = user("u1", None, json!("q"));
+        numbered["uuid"] = json!(7);
+        let c = parse(&file(&[numbered]));
+        assert!(c.problems[0].message.contains("a message with no uuid"), "{:?}", c.problems);
+        // A file of summaries alone is Claude Code's, and holds nothing to import.
+        let c = parse(&file(&[json!({"type": "summary", "summary": "s", "leafUuid": "x"})]));
+        assert_eq!((c.problems, c.exchanges.len()), (vec![], 0));
+        assert_eq!(parse(b"").problems, []);
     }
 
     #[test]

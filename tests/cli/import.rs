@@ -94,6 +94,19 @@ fn what_cannot_be_imported_is_said() {
     let run = env.run(&["import", "claude", bad.to_str().unwrap()]);
     run.code(1).stderr_has("line 5: not JSON").stderr_has("295 more lines could not be read");
     assert!(run.stderr.lines().count() < 10, "{run}");
+
+    // Another tool's file given to claude is said, and the right tool still reads it after.
+    let other = env.root.path().join("backup");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("rollout-a.jsonl"), rollout(1)).unwrap();
+    env.run(&["import", "claude", other.to_str().unwrap()])
+        .code(1)
+        .stderr_has("no line of this file is Claude Code's")
+        .stderr_has("cca import codex");
+    let run = env.run(&["import", "codex", other.to_str().unwrap()]);
+    assert!(run.ok().stdout.contains("\tnew\t1 exchange\t"), "{run}");
+    env.run(&["import", "claude", other.to_str().unwrap()]).code(1);
+    assert_eq!(env.run(&["import", "codex", other.to_str().unwrap()]).ok().stdout, "");
 }
 
 /// A progress bar for many files, on a terminal only.

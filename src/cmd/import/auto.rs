@@ -256,7 +256,7 @@ pub(crate) fn at_risk(settings: &Settings, store: &Store) -> Vec<String> {
                     .is_ok_and(|t| t.elapsed().is_ok_and(|age| age >= oldest_kept))
             })
             .collect();
-        let Ok(left) = super::not_imported(store, old) else { continue };
+        let Ok(left) = super::not_imported(store, tool, old) else { continue };
         if !left.is_empty() {
             lines.push(format!(
                 "{} {} session(s) not in cca are {} days old or more, and {} deletes them at {days} \

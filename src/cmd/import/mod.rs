@@ -37,7 +37,7 @@ const MAX_IMPORT_FILE: u64 = 1 << 30;
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Index {
-    /// Source file -> its stamp when it was last read whole.
+    /// `tool:source file` -> its stamp when it was last read whole as that tool's.
     files: BTreeMap<String, Stamp>,
     /// `tool:conversation id` -> the session it became.
     conversations: BTreeMap<String, String>,
@@ -120,7 +120,7 @@ fn import(source: ImportSource, paths: &[PathBuf], dry_run: bool) -> Result<u8> 
     let result = (|| -> Result<()> {
         for file in &files {
             bar.inc(1);
-            let key = file.to_string_lossy().into_owned();
+            let key = file_key(tool, file);
             // llm's own database (an empty path: llm finds it) is read every time.
             let stamp = match std::fs::metadata(file) {
                 _ if file.as_os_str().is_empty() => None,
@@ -299,7 +299,7 @@ fn flush(
             }
             Err(e) => {
                 // Read again next time.
-                index.files.remove(&*jobs[i].file.to_string_lossy());
+                index.files.remove(&file_key(tool, &jobs[i].file));
                 failed = failed.or(Some(e));
             }
         }
@@ -648,15 +648,21 @@ pub(crate) fn exported(store: &Store, tool: Tool, conversation: &str, id: &str) 
     store.write_imports(&serde_json::to_string(&index).context("the imports' index")?)
 }
 
-/// Which of `files` cca has not imported as they are now (new, or changed since).
-pub(crate) fn not_imported(store: &Store, files: Vec<PathBuf>) -> Result<Vec<PathBuf>> {
+/// A source file's key in the index: read as one tool's, a file is still unread as another's
+/// (a folder of backups holding several tools' files, a file given to the wrong tool first).
+fn file_key(tool: Tool, file: &Path) -> String {
+    format!("{}:{}", tool.name(), file.to_string_lossy())
+}
+
+/// Which of `tool`'s `files` cca has not imported as they are now (new, or changed since).
+pub(crate) fn not_imported(store: &Store, tool: Tool, files: Vec<PathBuf>) -> Result<Vec<PathBuf>> {
     let index = load_index(store)?;
     Ok(files
         .into_iter()
         .filter(|f| {
             let now =
                 std::fs::metadata(f).map(|m| Stamp { size: m.len(), mtime_ns: mtime_ns(&m) }).ok();
-            now.is_none() || index.files.get(&*f.to_string_lossy()) != now.as_ref()
+            now.is_none() || index.files.get(&file_key(tool, f)) != now.as_ref()
         })
         .collect())
 }
