@@ -58,7 +58,7 @@ pub(crate) fn run(args: &ExportArgs) -> Result<u8> {
     })?;
     if turns.is_empty() {
         return Err(Failure::usage(format!("session {id} has no answered question to export"))
-            .hint("ask something in it first: cca search -s ID \"...\"")
+            .hint(format!("ask something in it first: cca search -s {id} QUESTION"))
             .into());
     }
     if !t.header.cwd.starts_with('/') {

@@ -493,16 +493,17 @@ pub(crate) fn argument_error(e: &clap::Error, args: &[String]) -> u8 {
     let meant = words.first().filter(|_| invalid).and_then(|w| meant_command(w));
     let (message, hint) = if let Some(command) = meant {
         // A typo of a command, not a question: the command as meant comes first.
-        let rest = args.iter().skip(1).map(|a| shell_word(a)).collect::<Vec<_>>();
+        let rest = args.iter().skip(1).map(|a| crate::human::shell_word(a)).collect::<Vec<_>>();
         let fixed = std::iter::once(command.as_str()).chain(rest.iter().map(String::as_str));
         let fixed = format!("did you mean `cca {}`?", fixed.collect::<Vec<_>>().join(" "));
         let message = format!("`{}` is not a cca command", words[0]);
-        let ask = (words.len() > 1)
-            .then(|| format!("to ask it as a question: cca search {}", shell_word(&question)));
+        let ask = (words.len() > 1).then(|| {
+            format!("to ask it as a question: cca search {}", crate::human::shell_word(&question))
+        });
         print_error(&message, std::iter::once(fixed.as_str()).chain(ask.as_deref()));
         (message, Some(fixed))
     } else if invalid && (words.len() > 1 || question.contains(char::is_whitespace)) {
-        let shown = serde_json::to_string(&question).unwrap_or_default();
+        let shown = crate::human::shell_word(&question);
         print_error(
             &format!("`{question}` is not a cca command"),
             [format!("to ask it: cca search {shown}").as_str(), "`cca --help` lists the commands"],
@@ -558,13 +559,6 @@ fn one_edit(a: &str, b: &str) -> bool {
         }
         _ => false,
     }
-}
-
-/// An argument as a shell would need it typed: as it is when plain, else double-quoted.
-fn shell_word(arg: &str) -> String {
-    let plain =
-        !arg.is_empty() && arg.chars().all(|c| c.is_alphanumeric() || "-_./=:,@%+".contains(c));
-    if plain { arg.to_string() } else { serde_json::to_string(arg).unwrap_or_default() }
 }
 
 /// `cca: error: MESSAGE`, then a `hint: ` line for each hint line.

@@ -8,6 +8,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 use crate::error::{Failure, exit};
+use crate::human::shell_word;
 use crate::transcript::{self, Checkpoint, NotTranscript, Summary};
 
 use super::files::open_regular;
@@ -134,9 +135,9 @@ pub(crate) fn not_transcript(path: &Path, id: &str, e: NotTranscript) -> anyhow:
             String::from_utf8_lossy(&bytes).chars().any(|c| !c.is_ascii() && c != '\u{fffd}')
         });
         let fix = format!(
-            "cca reads UTF-8 only: fix line {line} by hand (`\"$EDITOR\" \"{p}\"`); `cca show --raw \
+            "cca reads UTF-8 only: fix line {line} by hand (`\"$EDITOR\" {p}`); `cca show --raw \
              {id}` prints the file as it is",
-            p = path.display(),
+            p = shell_word(&path.to_string_lossy()),
             line = e.line,
         );
         if has_utf8 {
@@ -144,14 +145,15 @@ pub(crate) fn not_transcript(path: &Path, id: &str, e: NotTranscript) -> anyhow:
         } else {
             format!(
                 "{fix}; or, the whole file saved as Latin-1, convert it in place:\n\
-                 `iconv -f LATIN1 -t UTF-8 \"{p}\" > \"{p}.utf8\" && cat \"{p}.utf8\" > \"{p}\" && rm \"{p}.utf8\"`",
-                p = path.display(),
+                 `iconv -f LATIN1 -t UTF-8 {p} > {u} && cat {u} > {p} && rm {u}`",
+                p = shell_word(&path.to_string_lossy()),
+                u = shell_word(&format!("{}.utf8", path.to_string_lossy())),
             )
         }
     } else {
         format!(
-            "repair it by hand (`$EDITOR \"{}\"`), or start a new session; the id was {id}",
-            path.display()
+            "repair it by hand (`\"$EDITOR\" {}`), or start a new session; the id was {id}",
+            shell_word(&path.to_string_lossy())
         )
     };
     Failure::new(exit::ERROR, message).hint(hint).into()

@@ -379,15 +379,27 @@ fn messages_say_what_happened_and_what_to_do() {
     let run = env.run(&["what is rust"]);
     run.code(2)
         .stderr_has("`what is rust` is not a cca command")
-        .stderr_has("cca search \"what is rust\"");
+        .stderr_has("cca search 'what is rust'");
     assert!(!run.stderr.contains("chat"), "{run}");
-    env.run(&["what", "is", "rust"]).code(2).stderr_has("cca search \"what is rust\"");
+    env.run(&["what", "is", "rust"]).code(2).stderr_has("cca search 'what is rust'");
+    // The question as a shell takes it back: nothing in it is run or expanded when pasted.
+    let asked = "explain $(touch pwned) and `id`, $PATH and it's !!";
+    let run = env.run(&[asked]);
+    let hint = run.code(2).stderr.lines().find(|l| l.contains("to ask it")).unwrap().to_string();
+    let pasted = hint.split("to ask it: ").nth(1).unwrap().replace("cca search ", "printf %s ");
+    let shell = std::process::Command::new("sh")
+        .args(["-c", &pasted])
+        .current_dir(&env.work)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&shell.stdout), asked, "{hint}");
+    assert!(!env.work.join("pwned").exists());
     // A word one edit away from a command is a typo of it, said first, with the rest as typed.
     let run = env.run(&["serach", "foo", "bar baz"]);
     run.code(2).stderr_has(
         "cca: error: `serach` is not a cca command\n\
-         hint: did you mean `cca search foo \"bar baz\"`?\n\
-         hint: to ask it as a question: cca search \"serach foo bar baz\"\n",
+         hint: did you mean `cca search foo 'bar baz'`?\n\
+         hint: to ask it as a question: cca search 'serach foo bar baz'\n",
     );
     env.run(&["sesions"]).code(2).stderr_has("did you mean `cca sessions`?");
     let run = env.run(&["shwo", "x", "--json"]);
