@@ -187,7 +187,9 @@ impl Store {
                     .hint("ids look like 20261121-101500; list them with `cca sessions`")
             );
         }
-        if could_be_id && self.session_path(wanted).is_file() {
+        // Whatever is there under the id is that session's: a FIFO, a folder or a dangling
+        // link named like one is found, and then said to be what it is by whoever reads it.
+        if could_be_id && fs::symlink_metadata(self.session_path(wanted)).is_ok() {
             return Ok(wanted.to_string());
         }
         if could_be_name {
@@ -226,7 +228,7 @@ impl Store {
                 }
             }
         }
-        if could_be_id && self.trashed_path(wanted).is_file() {
+        if could_be_id && fs::symlink_metadata(self.trashed_path(wanted)).is_ok() {
             bail!(
                 Failure::usage(format!("`{wanted}` is in the trash"))
                     .hint(format!("bring it back with `cca restore {wanted}`"))

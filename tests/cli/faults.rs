@@ -216,6 +216,19 @@ fn fifos_and_devices_named_like_sessions_are_reported_not_read() {
     env.run(&["search", "-q", "-s", "fifo", "more"]).code(1).stderr_has("not a regular file");
     let doctor = env.run(&["doctor"]);
     assert!(doctor.stdout.contains("it is a FIFO, not a regular file"), "{doctor}");
+    // Under a whole id: found by it, said to be what it is, and removed as `doctor` advises.
+    make_fifo(dir.join("session_20250101-000000.md"));
+    std::fs::create_dir(dir.join("session_20250101-000001.md")).unwrap();
+    std::os::unix::fs::symlink("/nowhere", dir.join("session_20250101-000002.md")).unwrap();
+    env.run(&["show", "20250101-000000"]).code(1).stderr_has("FIFO");
+    let run = env.run(&["show", "20250101-000001"]);
+    assert!(!run.code(1).stderr.contains("no session"), "{run}");
+    let run = env.run(&["path", "20250101-000002"]);
+    assert!(run.ok().stdout.contains("session_20250101-000002.md"), "{run}");
+    for n in 0..3 {
+        env.run(&["rm", &format!("20250101-00000{n}")]).ok();
+    }
+    assert!(!dir.join("session_20250101-000000.md").exists());
     // `latest` as a FIFO: reported, never read.
     std::fs::remove_file(dir.join("latest")).unwrap();
     make_fifo(dir.join("latest"));
