@@ -377,9 +377,13 @@ pub(crate) fn fork(
     let _lock = store.lock(source, true, waiting)?;
     let (summary, exchange_ends) = store.summarize_with_ends(source)?;
     let n = at.unwrap_or(summary.exchanges);
-    if at == Some(0) {
-        return Err(Failure::usage("a fork at 0 would keep nothing of the session")
-            .hint("keep at least one exchange (`--at 1`), or start anew with `cca search \"...\"`")
+    if n == 0 {
+        let message = match at {
+            Some(_) => "a fork at 0 would keep nothing of the session".to_string(),
+            None => format!("session {source} has no answered exchange to fork"),
+        };
+        return Err(Failure::usage(message)
+            .hint("keep at least one exchange (`--at 1`), or start anew with `cca search QUESTION`")
             .into());
     }
     if n > summary.exchanges {
@@ -389,17 +393,21 @@ pub(crate) fn fork(
         ))
         .into());
     }
-    let end = match n {
-        0 => summary.header_end,
-        n => exchange_ends[n as usize - 1],
+    let file = store.open_session(source)?;
+    let cannot_read = || format!("cannot read {}", store.session_path(source).display());
+    // The whole session goes on whole: a clear or a compaction after its last exchange (and a
+    // failed attempt) is as much its state as the exchanges are. A question left unanswered by
+    // a crash, or a record cut off, stays behind.
+    let whole = n == summary.exchanges
+        && summary.pending_question.is_none()
+        && summary.problems.iter().all(|p| p.cut_off_at.is_none());
+    let end = match whole {
+        true => file.metadata().with_context(cannot_read)?.len(),
+        false => exchange_ends[n as usize - 1],
     };
     let mut body = vec![0u8; (end - summary.header_end) as usize];
-    std::os::unix::fs::FileExt::read_exact_at(
-        &store.open_session(source)?,
-        &mut body,
-        summary.header_end,
-    )
-    .with_context(|| format!("cannot read {}", store.session_path(source).display()))?;
+    std::os::unix::fs::FileExt::read_exact_at(&file, &mut body, summary.header_end)
+        .with_context(cannot_read)?;
     let body = String::from_utf8(body).context("the transcript is not UTF-8")?;
     let now = settings.now();
     let header = Header {

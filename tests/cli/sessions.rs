@@ -162,6 +162,18 @@ fn fork_at_turn_two_sends_exactly_two_exchanges() {
     let before = env.session_files();
     env.run(&["fork", "--at", "0"]).code(2).stderr_has("a fork at 0 would keep nothing");
     assert_eq!(env.session_files(), before, "no empty session is made");
+
+    // A whole session forks whole: a clear after its last exchange goes with it.
+    env.run(&["clear", "20261121-101500"]).ok();
+    env.run_with(&["fork", "20261121-101500"], None, &[("CCA_NOW", "2026-11-21T13:00:00Z")]).ok();
+    env.run(&["search", "-q", "-r", "after the clear"]).ok();
+    assert_eq!(env.last_users(), Vec::<String>::new(), "the fork starts after the clear too");
+    // ... and one with no answered exchange is no fork at all.
+    let failing = [("CCA_NOW", "2026-11-21T14:00:00Z"), ("FAKE_SCRIPT", "fail down")];
+    env.run_with(&["search", "-q", "x"], None, &failing).code(1);
+    let before = env.session_files();
+    env.run(&["fork"]).code(2).stderr_has("has no answered exchange to fork");
+    assert_eq!(env.session_files(), before);
 }
 
 /// A fork is active from its creation: `cca sessions` lists it first, marked as a fork, and
