@@ -9,6 +9,7 @@ use std::io::Read;
 use anyhow::{Context as _, Result};
 
 use crate::call::{self, Call, Verdict};
+use crate::error::{Failure, exit};
 use crate::human::human_bytes;
 use crate::run::{Cancel, Interrupted, Progress};
 use crate::session::{self, Session};
@@ -117,6 +118,21 @@ pub(crate) fn compact(
     let mut answer = outcome.answer;
     answer.read_to_string(&mut text).context("cannot read back the summary")?;
     let text = text.trim().to_string();
+    // A summary no shorter than what it stands for would only make every later turn dearer
+    // (an engine that echoes, or one that cannot summarise): it is refused, nothing changed.
+    if text.is_empty() || text.len() as u64 >= fold.bytes() {
+        return Err(Failure::new(
+            exit::ERROR,
+            format!(
+                "{} wrote a summary of {} for {} of context: no shorter, so nothing was changed",
+                ctx.engine.name,
+                human_bytes(text.len() as u64),
+                human_bytes(fold.bytes())
+            ),
+        )
+        .hint("compact with an engine that summarises (`-e ENGINE`), or start the context anew with `cca clear`")
+        .into());
+    }
 
     let kept: u64 = summary.live.bytes() - fold.bytes();
     let compacted = Compacted {

@@ -351,15 +351,9 @@ fn settle<'a>(
     }
     let header = &summary.header;
     let (engine, model) = session::engine_and_model(settings, header, created)?;
-    let chosen = settings.engine.as_ref().is_some_and(|e| e.source == crate::config::Source::Flag);
-    if !created && !chosen && !settings.engines.contains_key(&header.engine) {
-        // An imported session (llm's) names an engine not declared here: another answers,
-        // and the user hears which.
-        let text = format!(
-            "session {id} was written by {}, which is no engine here: {} answers (declare \
-             `[engines.{}]` in config.toml, or choose one with `-e`)",
-            header.engine, engine.name, header.engine
-        );
+    if let Some(text) =
+        other_engine(settings, header, id, &engine.name, "answers").filter(|_| !created)
+    {
         observer.event(Event::Notice { level: Level::Info, text: &text });
     }
     let prompt = session::load_prompt(settings, store, Some(header))?;
@@ -741,9 +735,31 @@ pub(crate) fn compact(
         observer.event(Event::Notice { level: Level::Info, text: &text });
     }
     let (engine, model) = session::engine_and_model(settings, &summary.header, false)?;
+    if let Some(text) = other_engine(settings, &summary.header, id, &engine.name, "summarises") {
+        observer.event(Event::Notice { level: Level::Info, text: &text });
+    }
     let ctx = Session { settings, store, id, engine, model: model.as_deref() };
     observer.event(Event::Started { engine: &engine.name });
     compact::compact(&ctx, keep, cancel, &mut summariser_progress(observer))
+}
+
+/// When a session (an imported one, one whose engine left config.toml) names an engine not
+/// declared here and no `-e` chose one, another `does` the work: the user hears which.
+fn other_engine(
+    settings: &Settings,
+    header: &Header,
+    id: &str,
+    used: &str,
+    does: &str,
+) -> Option<String> {
+    let chosen = settings.engine.as_ref().is_some_and(|e| e.source == crate::config::Source::Flag);
+    (!chosen && !settings.engines.contains_key(&header.engine)).then(|| {
+        format!(
+            "session {id} was written by {}, which is no engine here: {used} {does} (declare \
+             `[engines.{}]` in config.toml, or choose one with `-e`)",
+            header.engine, header.engine
+        )
+    })
 }
 
 /// What a compaction shows of its engine: the summary is not the answer, so only what the

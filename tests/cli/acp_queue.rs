@@ -253,13 +253,13 @@ fn a_prompt_sent_as_the_last_one_ends_is_not_told_it_was_queued() {
 fn slash_compact_after_a_cut_off_record_repairs_it_first() {
     let env = TestEnv::new();
     env.write_config("[compaction]\nkeep_recent = 1\n");
-    env.converse(&["c-1", "c-2"], &[]);
+    env.converse(&["c-1", "c-2"], &[("FAKE_SCRIPT", "echo-pad 400")]);
     let id = session_id(&env);
     let path = env.sessions_dir().join("latest").canonicalize().unwrap();
     let mut text = std::fs::read_to_string(&path).unwrap();
     text.push_str("\n<!-- cca:user {\"at\":\"2026-11-21T10:16:00Z\"} -->\n## 3. You\n\nhalf writ");
     std::fs::write(&path, &text).unwrap();
-    let out = sdk(&env, &[prompt("compact", &id, "/compact")], &[("FAKE_SCRIPT", "echo")]);
+    let out = sdk(&env, &[prompt("compact", &id, "/compact")], &[("FAKE_SCRIPT", "echo-pad 400")]);
     assert_eq!(out["results"]["compact"]["stopReason"], "end_turn", "{}", out["results"]);
     let said = texts(&out, &id, "agent_message_chunk").concat();
     assert!(said.starts_with("Turn 1 is now a summary: "), "{said}");

@@ -104,7 +104,8 @@ fn bytes_per_turn_stay_bounded() {
 #[test]
 fn a_summary_of_one_turn_says_turn_1() {
     let env = TestEnv::new();
-    env.converse(&strs(&questions("m", 2)), &[]);
+    // Answers long enough that a summary is shorter than the turn it stands for.
+    env.converse(&strs(&questions("m", 2)), &[("FAKE_SCRIPT", "echo-pad 400")]);
     let run = env.run(&["compact", "--keep", "1"]);
     run.ok().stderr_has("turn 1 of 20261121-101500 is now a summary");
     let show = env.run(&["show"]);
@@ -115,6 +116,28 @@ fn a_summary_of_one_turn_says_turn_1() {
     let file = std::fs::read_to_string(env.session_path(STAMP)).unwrap();
     assert!(file.contains("### Summary of turn 1 (sent in their place)"), "{file}");
     assert!(!file.contains("turns 1-1") && !show.stdout.contains("turns 1-1"), "{file}");
+}
+
+/// A summary no shorter than what it would stand for is refused, nothing changed; a session
+/// whose engine is no longer declared is summarised by another, said so.
+#[test]
+fn a_summary_that_would_grow_the_context_is_refused() {
+    let env = TestEnv::new();
+    env.converse(&strs(&questions("m", 3)), &[]);
+    let before = std::fs::read_to_string(env.session_path(STAMP)).unwrap();
+    env.run_with(&["compact", "--keep", "1"], None, &[("FAKE_SCRIPT", "echo-pad 100000")])
+        .code(1)
+        .stderr_has("no shorter, so nothing was changed")
+        .stderr_has("cca clear");
+    assert_eq!(std::fs::read_to_string(env.session_path(STAMP)).unwrap(), before);
+
+    let gone = before.replacen("\"engine\":\"claude\"", "\"engine\":\"gone\"", 1);
+    assert_ne!(gone, before);
+    std::fs::write(env.session_path(STAMP), gone).unwrap();
+    // (The summary is refused again, the turns being short: the note comes first.)
+    env.run_with(&["compact", "--keep", "1"], None, &[("FAKE_SCRIPT", "echo-pad 400")])
+        .code(1)
+        .stderr_has("written by gone, which is no engine here: claude summarises");
 }
 
 #[test]
