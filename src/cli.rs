@@ -237,6 +237,7 @@ pub enum Command {
     ///   fish: cca init fish | source
     ///
     /// Then `, and on windows?` continues the latest session.
+    #[command(verbatim_doc_comment)]
     Init(InitArgs),
 
     /// Print shell completions (session ids and prompt names complete too)
@@ -247,6 +248,7 @@ pub enum Command {
     ///   fish: cca completions fish | source
     ///
     /// `make install` puts them where bash-completion, zsh and fish find them.
+    #[command(verbatim_doc_comment)]
     Completions(CompletionsArgs),
 
     /// Print the effective settings and where each came from

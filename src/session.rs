@@ -300,7 +300,7 @@ pub(crate) fn current_dir() -> Result<PathBuf> {
 }
 
 /// An engine to filter by, as given (`--engine`, an MCP argument): none when empty, and with a
-/// note when no session here was held with it (a misspelt or differently cased name finds
+/// note when no session kept was held with it (a misspelt or differently cased name finds
 /// nothing, and should not pass for an engine with nothing to find).
 pub(crate) fn engine_filter(
     store: &crate::store::Store,
@@ -313,7 +313,7 @@ pub(crate) fn engine_filter(
     used.dedup();
     let note = (!used.is_empty() && !used.contains(&engine)).then(|| {
         format!(
-            "no session here was held with the engine `{engine}`; the engines here are {}",
+            "no session kept was held with the engine `{engine}`; the sessions kept were held with {}",
             used.join(", ")
         )
     });

@@ -58,7 +58,11 @@ pub(crate) fn run(args: &RecallArgs) -> Result<u8> {
     let on_terminal = std::io::stdout().is_terminal();
     let write = |out: &mut dyn Write| -> Result<()> {
         if found.is_empty() {
-            writeln!(out, "Nothing found for: {}", clean_text(&question))?;
+            writeln!(
+                out,
+                "Nothing found for: {}",
+                crate::transcript::one_line(&clean_text(&question), 200)
+            )?;
         }
         for f in &found {
             write_found(out, f, settings.color && on_terminal)?;

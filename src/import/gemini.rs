@@ -136,7 +136,8 @@ struct Turn {
     paragraphs: Paragraphs,
     outputs: Vec<Output>,
     left_out: LeftOut,
-    output_tokens: u64,
+    /// Output tokens of the answer's messages, if any message gave a count that makes sense.
+    output_tokens: Option<u64>,
     figures: Figures,
 }
 
@@ -152,7 +153,7 @@ impl Turn {
             paragraphs: Paragraphs::default(),
             outputs: Vec::new(),
             left_out: LeftOut::default(),
-            output_tokens: 0,
+            output_tokens: None,
             figures: Figures::default(),
         }
     }
@@ -187,8 +188,9 @@ impl Turn {
         if let Some(input) = self.figures.tokens(&tokens["input"]) {
             self.exchange.input_tokens = Some(input);
         }
-        let output = self.figures.tokens(&tokens["output"]).unwrap_or(0);
-        self.output_tokens = self.output_tokens.saturating_add(output);
+        if let Some(output) = self.figures.tokens(&tokens["output"]) {
+            self.output_tokens = Some(self.output_tokens.unwrap_or(0).saturating_add(output));
+        }
         self.exchange.answered = m["timestamp"].as_str().and_then(super::rfc3339);
         self.exchange.key = m["id"].as_str().unwrap_or("").to_string();
     }
@@ -199,7 +201,7 @@ impl Turn {
             conv.not_answered(&self.exchange, false);
             return;
         }
-        self.exchange.output_tokens = Some(self.output_tokens);
+        self.exchange.output_tokens = self.output_tokens;
         self.exchange.answer = answer_text(self.outputs, &self.left_out);
         conv.answered(self.exchange);
     }
@@ -271,5 +273,18 @@ mod tests {
         assert_eq!(c.exchanges[0].input_tokens, Some(7));
         assert_eq!(c.exchanges[0].output_tokens, Some(2u64 << 40));
         assert_eq!(c.figures.left_out, 2);
+        // No count, or none that makes sense: none recorded, never a 0 that was not said.
+        let lines = [
+            json!({"sessionId": "g", "startTime": "2026-11-23T10:00:00.000Z"}),
+            json!({"id": "u1", "type": "user", "content": "q"}),
+            json!({"id": "g1", "type": "gemini", "content": "a", "tokens": {"input": 10, "output": 1.5}}),
+            json!({"id": "u2", "type": "user", "content": "q2"}),
+            json!({"id": "g2", "type": "gemini", "content": "b"}),
+        ];
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let c = parse(text.as_bytes(), None);
+        let outputs: Vec<Option<u64>> = c.exchanges.iter().map(|e| e.output_tokens).collect();
+        assert_eq!(outputs, [None, None]);
+        assert_eq!(c.figures.left_out, 1);
     }
 }

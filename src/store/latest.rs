@@ -62,7 +62,7 @@ impl Store {
                 exit::ERROR,
                 format!("{} points to `{}`, {why}", link.display(), target.display()),
             )
-            .hint("start a new session with `cca search QUESTION`, or pick one with --session ID")
+            .hint("start a new session with `cca search QUESTION`, or give a session's id (`cca sessions` lists them)")
         };
         // An absolute link (made by hand, or by another tool) is as good when it points into
         // this folder.

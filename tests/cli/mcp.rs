@@ -275,7 +275,7 @@ fn bad_arguments_unknown_tools_and_ids_get_answers_a_model_can_act_on() {
     let (list, error) = text(&results[19]);
     assert!(!error && list.contains(STAMP), "{list}");
     let (listed, _) = text(&results[20]);
-    assert!(listed.contains("no session here was held with the engine `Claude`"), "{listed}");
+    assert!(listed.contains("no session kept was held with the engine `Claude`"), "{listed}");
 }
 
 /// A question whose answer failed after the last answered exchange: search names it by the

@@ -107,12 +107,12 @@ fn filters_narrow_by_engine_time_and_folder() {
     assert_eq!(run.ok().stdout.trim(), "[]");
     // An engine no session was held with is said, with those there are; an empty one is none.
     env.run(&["recall", "--json", "--engine", "Claude", "lock"]).ok().stderr_has(
-        "no session here was held with the engine `Claude`; the engines here are claude",
+        "no session kept was held with the engine `Claude`; the sessions kept were held with claude",
     );
     for listing in
         [&["sessions", "--engine", "Claude"][..], &["grep", "--engine", "Claude", "lock"]]
     {
-        env.run(listing).stderr_has("the engines here are claude");
+        env.run(listing).stderr_has("the sessions kept were held with claude");
     }
     assert_eq!(printed(env.run(&["recall", "--json", "--engine", "", "lock"]).ok()).len(), 3);
     let run = env.run(&["recall", "--json", "--here", "lock"]);

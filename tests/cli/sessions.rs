@@ -61,8 +61,7 @@ fn sessions_lists_newest_first_with_details() {
     run.ok();
     assert_eq!(run.stdout, "");
     assert_eq!(run.stderr, "cca: `-n 0` lists no sessions; `-n N` lists the newest N\n");
-    let unused =
-        "cca: no session here was held with the engine `gemini`; the engines here are claude\n";
+    let unused = "cca: no session kept was held with the engine `gemini`; the sessions kept were held with claude\n";
     let run = env.run(&["sessions", "--engine", "gemini"]);
     assert_eq!(
         run.stderr,
