@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, anyhow};
 use serde::{Deserialize, Serialize};
 use tantivy::collector::TopDocs;
-use tantivy::query::{BooleanQuery, BoostQuery, Occur, PhraseQuery, Query, RangeQuery, TermQuery};
+use tantivy::query::{
+    BooleanQuery, BoostQuery, ConstScoreQuery, Occur, PhraseQuery, Query, RangeQuery, TermQuery,
+};
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing,
     TextOptions, Value,
@@ -644,14 +646,19 @@ impl Index {
             return None;
         }
         let any: Box<dyn Query> = Box::new(BooleanQuery::new(any));
+        // A filter lets through and scores nothing: a deeper folder (more folders above it
+        // in the field) would otherwise score less, and a rarer engine more.
+        let filtering = |q: Box<dyn Query>| -> (Occur, Box<dyn Query>) {
+            (Occur::Must, Box::new(ConstScoreQuery::new(q, 0.0)))
+        };
         let mut must: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         if let Some(folder) = &filter.folder {
             let term = Term::from_field_text(f.folder, &folder.to_string_lossy());
-            must.push((Occur::Must, Box::new(TermQuery::new(term, IndexRecordOption::Basic))));
+            must.push(filtering(Box::new(TermQuery::new(term, IndexRecordOption::Basic))));
         }
         if let Some(engine) = &filter.engine {
             let term = Term::from_field_text(f.engine, engine);
-            must.push((Occur::Must, Box::new(TermQuery::new(term, IndexRecordOption::Basic))));
+            must.push(filtering(Box::new(TermQuery::new(term, IndexRecordOption::Basic))));
         }
         if filter.since.is_some() || filter.until.is_some() {
             let bound = |t: Option<i64>, low: bool| match t {
@@ -662,7 +669,7 @@ impl Index {
                 )),
             };
             let range = RangeQuery::new(bound(filter.since, true), bound(filter.until, false));
-            must.push((Occur::Must, Box::new(range)));
+            must.push(filtering(Box::new(range)));
         }
         if must.is_empty() {
             return Some(any);
@@ -732,6 +739,26 @@ mod tests {
         assert!(ours.session_score > theirs.session_score, "{ours:?} {theirs:?}");
         assert!(theirs.session_score > 0.0);
         assert_eq!(hit("a", 1).session_score, ours.session_score);
+    }
+
+    #[test]
+    fn filters_let_through_and_score_nothing() {
+        let exchanges = [Exchange {
+            at: Some("2026-11-21T10:15:00Z".into()),
+            ..exchange(1, "where should the retry live?", "In the shared client.")
+        }];
+        let (_dir, index) = index_of(&[("a", "client", &exchanges)]);
+        let question = super::super::question::parse("retry client");
+        let score = |filter: &Filter| index.search(&question, filter, 5).unwrap()[0].score;
+        let unfiltered = score(&Filter::default());
+        let filters = [
+            Filter { folder: Some("/w".into()), ..Filter::default() },
+            Filter { engine: Some("claude".into()), ..Filter::default() },
+            Filter { since: Some(0), until: Some(i64::MAX), ..Filter::default() },
+        ];
+        for filter in filters {
+            assert_eq!(score(&filter), unfiltered, "{filter:?}");
+        }
     }
 
     /// Words over 40 bytes: Russian of 24 letters, an identifier of 63, a sentence of Chinese.
