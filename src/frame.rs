@@ -565,6 +565,7 @@ mod tests {
             forked_from: None,
             name: None,
             imported: None,
+            other: Default::default(),
         };
         let text = transcript::render(&Transcript { header, records });
         let live = transcript::summarize(text.as_bytes()).unwrap().unwrap().live;

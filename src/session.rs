@@ -68,6 +68,7 @@ pub(crate) fn new_header(
         forked_from: None,
         name: None,
         imported: None,
+        other: Default::default(),
     };
     Ok(header)
 }

@@ -196,6 +196,7 @@ pub(crate) fn header(id: &str) -> Header {
         forked_from: None,
         name: None,
         imported: None,
+        other: Default::default(),
     }
 }
 

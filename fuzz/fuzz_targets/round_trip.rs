@@ -40,6 +40,7 @@ fuzz_target!(|data: &[u8]| {
         forked_from: None,
         name: None,
         imported: None,
+        other: Default::default(),
     };
     let t = Transcript { header, records };
     let rendered = transcript::render(&t);

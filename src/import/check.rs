@@ -50,6 +50,7 @@ pub fn check_import(tool: &str, bytes: &[u8]) {
                 exchanges: conv.exchanges.len() as u64,
                 body: body.len() as u64,
             }),
+            other: Default::default(),
         };
         let text = transcript::render_header(&header) + &body;
         let (t, problems) = transcript::parse(&text).expect("an import reads back");

@@ -91,6 +91,10 @@ pub struct Header {
     /// Where an imported session came from and how far its source was read (`cca import`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub imported: Option<Imported>,
+    /// Fields this cca does not know (a newer one wrote them): kept as they are whenever the
+    /// header is written again (a name given, an import going on), never dropped.
+    #[serde(flatten)]
+    pub other: serde_json::Map<String, serde_json::Value>,
 }
 
 /// The source of an imported session, for importing again: what was read, how far, and how
@@ -485,6 +489,7 @@ pub(crate) mod testing {
             forked_from: None,
             name: None,
             imported: None,
+            other: Default::default(),
         }
     }
 

@@ -276,6 +276,7 @@ fn many_sessions(env: &TestEnv, n: usize) {
             forked_from: None,
             name: None,
             imported: None,
+            other: Default::default(),
         };
         header.title = format!("session number {i}");
         let mut text = transcript::render_header(&header);

@@ -554,3 +554,22 @@ fn a_terminal_that_follows_cca_session_hears_that_a_new_session_is_not_followed(
     let run = env.run(&["search", "another"]);
     assert!(!run.ok().stderr.contains("still continues"), "{run}");
 }
+
+/// A header field a newer cca wrote stays when this one writes the header again (a name given,
+/// taken away): DESIGN.md's readers ignore what they do not know, and so never drop it.
+#[test]
+fn a_header_field_this_cca_does_not_know_is_kept_when_the_header_is_written_again() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "one"]).ok();
+    let path = env.session_path(STAMP);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let newer = text.replacen("{\"format\":1,", "{\"format\":1,\"x_newer\":{\"k\":[1]},", 1);
+    assert_ne!(newer, text);
+    std::fs::write(&path, newer).unwrap();
+    env.run(&["name", "nn"]).ok();
+    env.run(&["name", "--clear", "nn"]).ok();
+    let first = std::fs::read_to_string(&path).unwrap().lines().next().unwrap().to_string();
+    assert!(first.contains("\"x_newer\":{\"k\":[1]}"), "{first}");
+    env.run(&["search", "-q", "-r", "two"]).ok();
+    assert_eq!(env.last_users(), ["one"]);
+}

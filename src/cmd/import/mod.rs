@@ -636,6 +636,7 @@ fn new_header(
         forked_from,
         name: None,
         imported: Some(imported),
+        other: Default::default(),
     }
 }
 
