@@ -233,14 +233,25 @@ pub(crate) fn json_lines(
 
 /// A timestamp as cca writes one: RFC 3339 UTC, whole seconds.
 pub(crate) fn rfc3339(text: &str) -> Option<String> {
+    use chrono::{Datelike as _, Timelike as _};
     let t = chrono::DateTime::parse_from_rfc3339(text).ok().or_else(|| {
         // llm's `2026-11-23T10:15:00.123456` (UTC, without a zone).
         chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f")
             .ok()
             .map(|n| n.and_utc().fixed_offset())
     })?;
+    // A time no conversation was held at (the year 9999 would list its session first for
+    // good) is no time: the file's own, or the import's, stands in for it.
+    if !SENSIBLE_YEARS.contains(&t.year()) {
+        return None;
+    }
+    // A leap second (`23:59:60`) would make an id of second 60: it is the second before.
+    let t = t.with_nanosecond(t.nanosecond() % 1_000_000_000)?;
     Some(t.to_utc().to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
 }
+
+/// The years a time read from another tool's file can be in.
+const SENSIBLE_YEARS: std::ops::RangeInclusive<i32> = 2000..=2099;
 
 /// The text of a message's content: a string, or the `text` of its parts or blocks, joined.
 pub(crate) fn content_text(content: &Value) -> String {
@@ -391,5 +402,8 @@ mod tests {
         assert_eq!(rfc3339("2026-11-23T20:35:49+01:00").as_deref(), Some("2026-11-23T19:35:49Z"));
         assert_eq!(rfc3339("2026-11-23T19:35:49.123456").as_deref(), Some("2026-11-23T19:35:49Z"));
         assert_eq!(rfc3339("yesterday"), None);
+        assert_eq!(rfc3339("9999-12-31T23:59:59Z"), None);
+        assert_eq!(rfc3339("0000-01-01T00:00:00Z"), None);
+        assert_eq!(rfc3339("2016-12-31T23:59:60Z").as_deref(), Some("2016-12-31T23:59:59Z"));
     }
 }

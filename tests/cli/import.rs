@@ -283,3 +283,26 @@ fn import_llm_without_llm_says_what_is_missing_once() {
     assert!(!run.stderr.contains("could not be read whole"), "{run}");
     assert!(!run.stderr.contains("warning"), "{run}");
 }
+
+/// Times no conversation was held at (the year 9999, none at all) and a folder that is no
+/// absolute path are not taken: the file's own time dates the session, which has no folder.
+#[test]
+fn absurd_times_and_relative_folders_are_not_taken() {
+    let env = TestEnv::new();
+    let dir = env.root.path().join("odd");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("rollout-odd.jsonl");
+    let odd = rollout(1)
+        .replace("2026-11-20T08:00:00.000Z", "9999-12-31T23:59:59Z")
+        .replace("/home/me/src", "relative/dir");
+    std::fs::write(&file, odd).unwrap();
+    let written = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_795_000_000);
+    std::fs::File::options().write(true).open(&file).unwrap().set_modified(written).unwrap();
+    let run = env.run(&["import", "codex", file.to_str().unwrap()]);
+    // 1,795,000,000 s after the epoch: 2026-11-18 11:06:40 UTC.
+    assert!(run.ok().stdout.starts_with("20261118-110640\tnew"), "{run}");
+    let text = std::fs::read_to_string(env.session_path("20261118-110640")).unwrap();
+    let (t, _) = cca::transcript::parse(&text).unwrap();
+    assert_eq!(t.header.cwd, "");
+    assert!(!text.contains("9999"), "{text}");
+}

@@ -590,6 +590,7 @@ fn apply(
                 settings,
                 tool,
                 conv,
+                file,
                 forked_from,
                 mark(conv.exchanges.len(), body.len() as u64),
             );
@@ -610,12 +611,21 @@ fn new_header(
     settings: &Settings,
     tool: Tool,
     conv: &Conversation,
+    file: &Path,
     forked_from: Option<ForkedFrom>,
     imported: Imported,
 ) -> Header {
     let prompt = crate::prompt::DEFAULT;
     let text = crate::prompt::builtin(prompt).unwrap_or_default();
     let first = conv.exchanges.first();
+    // A file with no time that makes sense was last written when its conversation ended.
+    let written = || {
+        let at = std::fs::metadata(file).and_then(|m| m.modified()).ok()?;
+        Some(
+            chrono::DateTime::<chrono::Utc>::from(at)
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        )
+    };
     Header {
         format: transcript::FORMAT,
         id: String::new(),
@@ -623,12 +633,14 @@ fn new_header(
             .created
             .clone()
             .or_else(|| first.and_then(|e| e.asked.clone()))
+            .or_else(written)
             .unwrap_or_else(|| settings.now_string()),
         engine: tool.name().to_string(),
         model: conv.exchanges.iter().find_map(|e| e.model.clone()),
         prompt: prompt.to_string(),
         prompt_hash: crate::prompt::hash(text),
-        cwd: conv.cwd.clone().unwrap_or_default(),
+        // Only a folder `--here` can meet: an absolute path (a relative one names none).
+        cwd: conv.cwd.clone().filter(|cwd| cwd.starts_with('/')).unwrap_or_default(),
         title: transcript::one_line(
             conv.title.as_deref().unwrap_or("").lines().next().unwrap_or(""),
             80,
