@@ -152,16 +152,18 @@ impl Store {
         header: &transcript::Header,
         header_end: u64,
     ) -> Result<()> {
-        self.rewrite_with(id, header, header_end, b"")
+        self.rewrite_with(id, header, header_end, u64::MAX, b"")
     }
 
-    /// As [`Store::rewrite_header`], with `tail` (whole records) after the old body: a new
-    /// header and new records appear together or not at all (`cca import` going on).
+    /// As [`Store::rewrite_header`], keeping `body` bytes of the old body (all of it, or up to
+    /// the records an import reads again), then `tail` (whole records): a new header and new
+    /// records appear together or not at all (`cca import` going on).
     pub(crate) fn rewrite_with(
         &self,
         id: &str,
         header: &transcript::Header,
         header_end: u64,
+        body: u64,
         tail: &[u8],
     ) -> Result<()> {
         // A session file that is a link stays one: the file it points at is replaced.
@@ -171,7 +173,7 @@ impl Store {
         let mut old = self.open_session(id)?;
         temp.write_all(transcript::render_header(header).as_bytes())
             .and_then(|()| old.seek(SeekFrom::Start(header_end)).map(drop))
-            .and_then(|()| io::copy(&mut old, temp.as_file_mut()).map(drop))
+            .and_then(|()| io::copy(&mut (&mut old).take(body), temp.as_file_mut()).map(drop))
             .and_then(|()| temp.write_all(tail))
             .and_then(|()| temp.as_file().sync_data())
             .with_context(|| format!("cannot rewrite {}", path.display()))?;

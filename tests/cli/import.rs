@@ -306,3 +306,49 @@ fn absurd_times_and_relative_folders_are_not_taken() {
     assert_eq!(t.header.cwd, "");
     assert!(!text.contains("9999"), "{text}");
 }
+
+/// An import that caught an answer being written reads it again once it has grown, in place,
+/// where it made a fork of a session nobody continued.
+#[test]
+fn an_answer_caught_being_written_is_read_again_in_place() {
+    let env = TestEnv::new();
+    let file = env.root.path().join("rollout-growing.jsonl");
+    let at = "2026-11-20T08:00:00.000Z";
+    let say = |role: &str, kind: &str, text: &str| {
+        format!(
+            "{}\n",
+            json!({"timestamp": at, "type": "response_item", "payload": {"type": "message", "role": role, "content": [{"type": kind, "text": text}]}})
+        )
+    };
+    let mut text = rollout(1);
+    let import = || env.run(&["import", "codex", file.to_str().unwrap()]);
+    std::fs::write(&file, &text).unwrap();
+    import().ok();
+    text += &say("user", "input_text", "question 2");
+    text += &say("assistant", "output_text", "answer 2, part one");
+    std::fs::write(&file, &text).unwrap();
+    assert!(import().ok().stdout.contains("going on in 20261120-080000\t+1 exchange"));
+    text += &say("assistant", "output_text", "part two");
+    std::fs::write(&file, &text).unwrap();
+    let run = import();
+    assert!(
+        run.ok().stdout.contains("going on in 20261120-080000, its last exchange read again\t+0"),
+        "{run}"
+    );
+    text += &say("user", "input_text", "question 3");
+    text += &say("assistant", "output_text", "answer 3");
+    std::fs::write(&file, &text).unwrap();
+    assert!(import().ok().stdout.contains("going on in 20261120-080000\t+1 exchange"));
+    assert_eq!(env.session_files().len(), 1, "no fork");
+    let session = std::fs::read_to_string(env.session_path("20261120-080000")).unwrap();
+    let (t, problems) = cca::transcript::parse(&session).unwrap();
+    assert!(problems.is_empty(), "{problems:?}");
+    let answers: Vec<&str> = t
+        .records
+        .iter()
+        .filter(|r| r.kind == cca::transcript::Kind::Assistant)
+        .map(|r| r.content.as_str())
+        .collect();
+    assert_eq!(answers, ["> shell: ls\n\nanswer 1", "answer 2, part one\n\npart two", "answer 3"]);
+    assert_eq!(import().ok().stdout, "", "nothing left to import");
+}

@@ -55,10 +55,12 @@ enum Plan {
     /// Nothing new since the last import.
     Nothing,
     New,
-    /// The session goes on: exchanges from this one on are new.
+    /// The session goes on: exchanges from this one on are written, the first `again` of them
+    /// in place of the session's last (an answer an import caught being written, grown since).
     Append {
         id: String,
         from: usize,
+        again: usize,
     },
     /// The session was continued in cca, or the source changed what was imported: a new
     /// session whose first `turn` exchanges are the old one's.
@@ -483,10 +485,29 @@ fn plan(store: &Store, index: &Index, tool: Tool, conv: &Conversation) -> Result
     }
     let body = std::fs::metadata(store.session_path(id))?.len() - header_end(store, id)?;
     if same_past && body == imported.body {
-        return Ok(Plan::Append { id: id.clone(), from: done });
+        return Ok(Plan::Append { id: id.clone(), from: done, again: 0 });
     }
+    // The source's last exchange imported changed and nothing else did (its answer was being
+    // written when the import read it): in a session only imports wrote, it is read again.
+    let turn = match same_past {
+        true => done,
+        false => {
+            let pairs = exchange_pairs(store, id)?;
+            let turn = shared_with(&pairs, &conv.exchanges);
+            let only_imported = body == imported.body && pairs.len() == done;
+            if only_imported && turn == done && conv.exchanges.len() > done {
+                return Ok(Plan::Append { id: id.clone(), from: done, again: 0 });
+            }
+            if only_imported
+                && turn + 1 == done
+                && conv.exchanges.get(turn).is_some_and(|e| e.question == pairs[turn].0)
+            {
+                return Ok(Plan::Append { id: id.clone(), from: turn, again: 1 });
+            }
+            turn
+        }
+    };
     // Continued in cca, or the source's past changed: as many exchanges as both still share.
-    let turn = if same_past { done } else { shared(store, id, &conv.exchanges)? };
     if turn == conv.exchanges.len() {
         return Ok(Plan::Nothing);
     }
@@ -499,15 +520,27 @@ fn header_end(store: &Store, id: &str) -> Result<u64> {
 
 /// How many of `exchanges` the session starts with, word for word.
 fn shared(store: &Store, id: &str, exchanges: &[Exchange]) -> Result<usize> {
+    Ok(shared_with(&exchange_pairs(store, id)?, exchanges))
+}
+
+/// How many of `exchanges` `pairs` start with, word for word.
+fn shared_with(pairs: &[(String, String)], exchanges: &[Exchange]) -> usize {
+    pairs
+        .iter()
+        .zip(exchanges)
+        .take_while(|((question, answer), e)| *question == e.question && *answer == e.answer)
+        .count()
+}
+
+/// The session's answered exchanges: each question with its answer.
+fn exchange_pairs(store: &Store, id: &str) -> Result<Vec<(String, String)>> {
     let text = crate::store::read_text(&store.session_path(id))?;
     let (t, _) = transcript::parse(&text).map_err(|e| anyhow::anyhow!("{}", e.message))?;
-    let pairs = t.records.windows(2).filter(|w| {
-        w[0].kind == transcript::Kind::User && w[1].kind == transcript::Kind::Assistant
-    });
-    Ok(pairs
-        .zip(exchanges)
-        .take_while(|(w, e)| w[0].content == e.question && w[1].content == e.answer)
-        .count())
+    Ok(t.records
+        .windows(2)
+        .filter(|w| w[0].kind == transcript::Kind::User && w[1].kind == transcript::Kind::Assistant)
+        .map(|w| (w[0].content.clone(), w[1].content.clone()))
+        .collect())
 }
 
 /// The line printed for a plan, or `None` when there is nothing to do.
@@ -517,8 +550,12 @@ fn describe(plan: &Plan, tool: Tool, conv: &Conversation) -> Option<String> {
     let what = match plan {
         Plan::Nothing => return None,
         Plan::New => format!("new\t{}", counted(n, "exchange", "exchanges")),
-        Plan::Append { id, from } => {
-            format!("going on in {id}\t+{}", counted(n - *from as u64, "exchange", "exchanges"))
+        Plan::Append { id, from, again } => {
+            let new = counted(n - (*from + *again) as u64, "exchange", "exchanges");
+            match again {
+                0 => format!("going on in {id}\t+{new}"),
+                _ => format!("going on in {id}, its last exchange read again\t+{new}"),
+            }
         }
         Plan::Fork { of, turn } => {
             format!("fork of {of} at {turn}\t{}", counted(n, "exchange", "exchanges"))
@@ -554,7 +591,7 @@ fn apply(
     };
     let id = match plan {
         Plan::Nothing => unreachable!("nothing to write"),
-        Plan::Append { id, from } => {
+        Plan::Append { id, from, again } => {
             let lock = store.lock(id, true, || crate::front::terminal::say_waiting(id))?;
             let summary = store.summarize_unlocked(id)?;
             let body = std::fs::metadata(store.session_path(id))?.len() - summary.header_end;
@@ -573,11 +610,18 @@ fn apply(
                 );
             }
             let tail = import::render_records(tool, &conv.exchanges[*from..], *from as u64 + 1);
+            // What is read again goes in place of what it was: the body is kept up to the end
+            // of the exchange before it.
+            let kept = match (*again, *from) {
+                (0, _) => body,
+                (_, 0) => 0,
+                (_, from) => store.summarize_with_ends(id)?.1[from - 1] - summary.header_end,
+            };
             let header = Header {
-                imported: Some(mark(conv.exchanges.len(), body + tail.len() as u64)),
+                imported: Some(mark(conv.exchanges.len(), kept + tail.len() as u64)),
                 ..summary.header
             };
-            store.rewrite_with(id, &header, summary.header_end, tail.as_bytes())?;
+            store.rewrite_with(id, &header, summary.header_end, kept, tail.as_bytes())?;
             id.clone()
         }
         Plan::New | Plan::Fork { .. } => {
