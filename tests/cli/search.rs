@@ -124,27 +124,43 @@ fn the_comma_function_from_init_bash_works_in_a_real_bash() {
     assert_eq!(env.session_files().len(), 1);
 
     // `&&`, `||` and `&` take `,` whole; in the background, in a pipeline, or stopped before its
-    // words were used (as a Ctrl-C leaves it), globbing is back on by the next prompt.
+    // words were used (as a Ctrl-C leaves it), globbing is back on by the next prompt, and the
+    // prompt still sees the last command's status. Loaded twice, it works the same.
     let script = "eval \"$(cca init bash)\"
+eval \"$(cca init bash)\"
+echo \"flags0:$-\"
+PROMPT_COMMAND=\"$PROMPT_COMMAND; echo status:\\$?\"
+false
 false && , not asked </dev/null
 true || , nor this </dev/null
 false || , asked windows? </dev/null
 , in the background </dev/null >/dev/null 2>&1 &
 wait; echo \"flags1:$-\"
-, in a pipeline </dev/null | cat
+, in a pipeline </dev/null | cat; , then on the line </dev/null
 echo \"flags2:$-\"
+echo \"glob:\" window*
 _cca_noglob
 echo \"flags3:$-\"
+echo piped | , with piped input
 ";
     let run = bash(&["-i"], Some(script));
-    for n in 1..=3 {
+    for n in 0..=3 {
         let flags = run.stdout.split(&format!("flags{n}:")).nth(1).expect("the echo ran");
         assert!(!flags.lines().next().unwrap().contains('f'), "globbing is off ({n})\n{run}");
     }
+    assert!(run.stdout.contains("glob: windowsX"), "{run}");
+    assert!(run.stdout.contains("status:1"), "the prompt sees `false` fail\n{run}");
+    assert!(run.stderr.contains("takes no piped input"), "{run}");
     let asked = questions(&env.latest());
     assert_eq!(
-        asked[asked.len() - 3..],
-        ["asked windows?", "in the background", "in a pipeline"],
+        asked[2..],
+        [
+            "what is windows?",
+            "asked windows?",
+            "in the background",
+            "in a pipeline",
+            "then on the line"
+        ],
         "{run}"
     );
 }
