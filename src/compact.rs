@@ -121,15 +121,16 @@ pub(crate) fn compact(
     // A summary no shorter than what it stands for would only make every later turn dearer
     // (an engine that echoes, or one that cannot summarise): it is refused, nothing changed.
     if text.is_empty() || text.len() as u64 >= fold.bytes() {
-        return Err(Failure::new(
-            exit::ERROR,
-            format!(
-                "{} wrote a summary of {} for {} of context: no shorter, so nothing was changed",
+        let wrote = match text.len() {
+            0 => format!("{} wrote an empty summary", ctx.engine.name),
+            n => format!(
+                "{} wrote a summary of {} for {} of context: no shorter",
                 ctx.engine.name,
-                human_bytes(text.len() as u64),
+                human_bytes(n as u64),
                 human_bytes(fold.bytes())
             ),
-        )
+        };
+        return Err(Failure::new(exit::ERROR, format!("{wrote}, so nothing was changed"))
         .hint("compact with an engine that summarises (`-e ENGINE`), or start the context anew with `cca clear`")
         .into());
     }

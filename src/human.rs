@@ -5,7 +5,6 @@ use anyhow::{Context, Result};
 
 use crate::error::Failure;
 
-/// `1 exchange`, `2 exchanges`: a count and its noun, singular for one. `many` is the plural.
 /// A word as a shell would need it typed in a command cca suggests: as it is when plain, else
 /// in single quotes, in which no shell expands anything (`$(...)`, `` ` ``, `$PATH` and `!`
 /// stay as written, so a hint pasted back does what it says and runs nothing else).
@@ -15,6 +14,7 @@ pub(crate) fn shell_word(word: &str) -> String {
     if plain { word.to_string() } else { format!("'{}'", word.replace('\'', "'\\''")) }
 }
 
+/// `1 exchange`, `2 exchanges`: a count and its noun, singular for one. `many` is the plural.
 pub(crate) fn counted(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }

@@ -398,11 +398,9 @@ pub(crate) fn fork(
     let cannot_read = || format!("cannot read {}", store.session_path(source).display());
     // The whole session goes on whole: a clear or a compaction after its last exchange (and a
     // failed attempt) is as much its state as the exchanges are. A question left unanswered by
-    // a crash, or a record cut off, stays behind.
-    let whole = n == summary.exchanges
-        && summary.pending_question.is_none()
-        && summary.problems.iter().all(|p| p.cut_off_at.is_none());
-    let end = match whole {
+    // a crash, or a record cut off, goes too: the fork's first turn deals with it as the
+    // session's own would (recorded as interrupted, set aside).
+    let end = match n == summary.exchanges {
         true => file.metadata().with_context(cannot_read)?.len(),
         false => exchange_ends[n as usize - 1],
     };
@@ -418,6 +416,8 @@ pub(crate) fn fork(
         name: None,
         // The fork is cca's own: importing again never writes into it.
         imported: None,
+        // Fields a newer cca gave the session are that session's, as its name is.
+        other: Default::default(),
         ..summary.header
     };
     let stamp = now.format("%Y%m%d-%H%M%S").to_string();

@@ -240,6 +240,7 @@ pub(crate) fn rfc3339(text: &str) -> Option<String> {
             .ok()
             .map(|n| n.and_utc().fixed_offset())
     })?;
+    let t = t.to_utc();
     // A time no conversation was held at (the year 9999 would list its session first for
     // good) is no time: the file's own, or the import's, stands in for it.
     if !SENSIBLE_YEARS.contains(&t.year()) {
@@ -247,7 +248,7 @@ pub(crate) fn rfc3339(text: &str) -> Option<String> {
     }
     // A leap second (`23:59:60`) would make an id of second 60: it is the second before.
     let t = t.with_nanosecond(t.nanosecond() % 1_000_000_000)?;
-    Some(t.to_utc().to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+    Some(t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
 }
 
 /// The years a time read from another tool's file can be in.
@@ -404,6 +405,7 @@ mod tests {
         assert_eq!(rfc3339("yesterday"), None);
         assert_eq!(rfc3339("9999-12-31T23:59:59Z"), None);
         assert_eq!(rfc3339("0000-01-01T00:00:00Z"), None);
+        assert_eq!(rfc3339("2099-12-31T23:30:00-01:00"), None);
         assert_eq!(rfc3339("2016-12-31T23:59:60Z").as_deref(), Some("2016-12-31T23:59:59Z"));
     }
 }

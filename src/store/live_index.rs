@@ -83,8 +83,9 @@ pub(super) struct LiveIndex {
 }
 
 impl LiveIndex {
-    /// 2: the checkpoint's totals leave out usage figures that make no sense.
-    const FORMAT: u32 = 2;
+    /// 2: the checkpoint's totals leave out usage figures that make no sense. 3: its header
+    /// keeps the fields this cca does not know.
+    const FORMAT: u32 = 3;
 
     /// The file's bytes: a checksum of the JSON, a space, the JSON.
     fn encode(&self) -> Vec<u8> {

@@ -64,8 +64,7 @@ impl Store {
 
     /// Deletes a session that is in the trash.
     pub(crate) fn purge_trashed(&self, id: &str) -> Result<()> {
-        let path = self.trashed_path(id);
-        fs::remove_file(&path).with_context(|| format!("cannot delete {}", path.display()))
+        delete_entry(&self.trashed_path(id))
     }
 
     /// The header of a session in the trash, if it can be read.
@@ -81,7 +80,7 @@ impl Store {
     pub(crate) fn remove(&self, id: &str, purge: bool) -> Result<Repointed> {
         let path = self.session_path(id);
         if purge {
-            fs::remove_file(&path).with_context(|| format!("cannot delete {}", path.display()))?;
+            delete_entry(&path)?;
         } else {
             make_private_dir(&self.trash_dir())?;
             let to = self.trash_dir().join(file_name(id));
@@ -162,7 +161,8 @@ impl Store {
     /// id is live; `Err` says why not.
     pub(crate) fn can_restore(&self, id: &str) -> Result<()> {
         validate_id(id)?;
-        if !self.trash_dir().join(file_name(id)).is_file() {
+        // Whatever `rm` moved there comes back: a FIFO, a folder or a link named like a session.
+        if fs::symlink_metadata(self.trash_dir().join(file_name(id))).is_err() {
             bail!(
                 Failure::usage(format!("the trash holds no session {id}"))
                     .hint("see what it holds with `cca restore` (no id)")
@@ -187,6 +187,14 @@ impl Store {
         ids.sort_by_key(|id| sort_key(id));
         ids
     }
+}
+
+/// Deletes what is at `path` under a session's name: a file, a link, a FIFO, or a folder when
+/// it is empty (one holding anything is not cca's to delete: said, with its path).
+fn delete_entry(path: &Path) -> Result<()> {
+    let is_dir = fs::symlink_metadata(path).is_ok_and(|m| m.is_dir());
+    let deleted = if is_dir { fs::remove_dir(path) } else { fs::remove_file(path) };
+    deleted.with_context(|| format!("cannot delete {}", path.display()))
 }
 
 /// Reads and removes the file `name` in a folder of `root` (claude's

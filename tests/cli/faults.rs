@@ -229,6 +229,14 @@ fn fifos_and_devices_named_like_sessions_are_reported_not_read() {
         env.run(&["rm", &format!("20250101-00000{n}")]).ok();
     }
     assert!(!dir.join("session_20250101-000000.md").exists());
+    // ... brought back as `rm` says, and deleted for good.
+    env.run(&["restore", "20250101-000001"]).ok();
+    assert!(dir.join("session_20250101-000001.md").is_dir());
+    for n in 0..3 {
+        env.run(&["rm", "--purge", &format!("20250101-00000{n}")]).ok();
+    }
+    let trash = env.cca_home.join("trash");
+    assert!(std::fs::read_dir(&trash).unwrap().next().is_none(), "the trash is empty");
     // `latest` as a FIFO: reported, never read.
     std::fs::remove_file(dir.join("latest")).unwrap();
     make_fifo(dir.join("latest"));

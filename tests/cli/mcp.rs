@@ -392,7 +392,7 @@ fn a_long_conversation_is_read_in_parts_each_bounded() {
         let out = sdk(&env, &[call("read", json!({"id": STAMP, "from": 1, "offset": offset}))]);
         let (read, error) = text(&out["results"][0]);
         assert!(!error && read.chars().count() <= 20_000, "{}", read.len());
-        assert!(read.contains(&format!("[Exchange 1, from character {offset} of ")), "{read}");
+        assert!(read.contains(&format!("[Exchange 1, from character {offset}:]")), "{read}");
         let next = piece(&read);
         shown = (shown.0 + &next.0, next.1);
         reads += 1;

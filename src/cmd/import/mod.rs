@@ -133,7 +133,7 @@ fn import(source: ImportSource, paths: &[PathBuf], dry_run: bool) -> Result<u8> 
                     continue;
                 }
             };
-            if stamp.is_some() && index.files.get(&key) == stamp.as_ref() {
+            if stamp.is_some() && index.stamp(tool, file) == stamp.as_ref() {
                 tally.unchanged += 1;
                 continue;
             }
@@ -209,6 +209,7 @@ fn import(source: ImportSource, paths: &[PathBuf], dry_run: bool) -> Result<u8> 
                 }
             }
             if let Some(stamp) = stamp.filter(|_| !dry_run && problems.is_empty()) {
+                index.files.remove(&*file.to_string_lossy());
                 index.files.insert(key, stamp);
             }
         }
@@ -665,10 +666,9 @@ fn new_header(
     // A file with no time that makes sense was last written when its conversation ended.
     let written = || {
         let at = std::fs::metadata(file).and_then(|m| m.modified()).ok()?;
-        Some(
-            chrono::DateTime::<chrono::Utc>::from(at)
-                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-        )
+        let at = chrono::DateTime::<chrono::Utc>::from(at);
+        // A modification time of 0 (an archive's) is no better a time than none.
+        import::rfc3339(&at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
     };
     Header {
         format: transcript::FORMAT,
@@ -711,6 +711,15 @@ fn file_key(tool: Tool, file: &Path) -> String {
     format!("{}:{}", tool.name(), file.to_string_lossy())
 }
 
+impl Index {
+    /// `file`'s stamp when `tool` last read it whole; an index an older cca wrote keys files
+    /// by their path alone, which stands until the file is read again.
+    fn stamp(&self, tool: Tool, file: &Path) -> Option<&Stamp> {
+        let key = file_key(tool, file);
+        self.files.get(&key).or_else(|| self.files.get(&*file.to_string_lossy()))
+    }
+}
+
 /// Which of `tool`'s `files` cca has not imported as they are now (new, or changed since).
 pub(crate) fn not_imported(store: &Store, tool: Tool, files: Vec<PathBuf>) -> Result<Vec<PathBuf>> {
     let index = load_index(store)?;
@@ -719,7 +728,7 @@ pub(crate) fn not_imported(store: &Store, tool: Tool, files: Vec<PathBuf>) -> Re
         .filter(|f| {
             let now =
                 std::fs::metadata(f).map(|m| Stamp { size: m.len(), mtime_ns: mtime_ns(&m) }).ok();
-            now.is_none() || index.files.get(&file_key(tool, f)) != now.as_ref()
+            now.is_none() || index.stamp(tool, f) != now.as_ref()
         })
         .collect())
 }

@@ -407,7 +407,7 @@ impl Tools {
                     return Ok(out);
                 };
                 text = &text[at..];
-                let _ = writeln!(out, "\n[Exchange {turn}, from character {skipped} of {chars}:]");
+                let _ = writeln!(out, "\n[Exchange {turn}, from character {skipped}:]");
             }
             let room = BODY.saturating_sub(out.len());
             if text.len() > room {
