@@ -75,12 +75,7 @@ pub(crate) fn run(args: &ExportArgs) -> Result<u8> {
                 Some(root) => root.clone(),
                 None => user_home(&settings)?.join(".claude"),
             };
-            let folder: String = t
-                .header
-                .cwd
-                .chars()
-                .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-                .collect();
+            let folder = claude_folder(&t.header.cwd);
             let path = root
                 .join("projects")
                 .join(component(&folder, "the folder's name for claude", OURS)?)
@@ -357,4 +352,57 @@ fn gemini_project(store: &Store, root: &Path, cwd: &Path) -> Result<String> {
     store.write_beside(&registry, text.as_bytes())?;
     store.write_beside(&root.join("tmp").join(&name).join(".project_root"), key.as_bytes())?;
     Ok(name)
+}
+
+/// The folder Claude Code keeps a project's sessions in, under `projects/` (its own rule, read
+/// from the pinned Claude Code): each UTF-16 unit of the path that is not an ASCII letter or
+/// digit becomes `-` (an emoji two); past 200, the first 200, `-`, and a hash of the whole path
+/// in base 36 (Java's string hash, made positive).
+fn claude_folder(cwd: &str) -> String {
+    const LONGEST: usize = 200;
+    let units: Vec<u16> = cwd.encode_utf16().collect();
+    let name: String = units
+        .iter()
+        .map(|&u| match u8::try_from(u) {
+            Ok(b) if b.is_ascii_alphanumeric() => char::from(b),
+            _ => '-',
+        })
+        .collect();
+    if name.len() <= LONGEST {
+        return name;
+    }
+    let hash = units
+        .iter()
+        .fold(0i32, |h, &u| h.wrapping_shl(5).wrapping_sub(h).wrapping_add(i32::from(u)));
+    let mut left = u64::from(hash.unsigned_abs());
+    let mut digits = Vec::new();
+    loop {
+        digits.push(char::from_digit((left % 36) as u32, 36).unwrap_or('0'));
+        left /= 36;
+        if left == 0 {
+            break;
+        }
+    }
+    format!("{}-{}", &name[..LONGEST], digits.iter().rev().collect::<String>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn claude_names_a_project_folder_as_it_does() {
+        // Each expected name is what Claude Code's own function gives for the path.
+        let long = format!(
+            "/tmp/{}/{}/{}",
+            "abcdefghij".repeat(10),
+            "klmnopqrst".repeat(10),
+            "uvwxyzabcd".repeat(10)
+        );
+        let kept = format!("-tmp-{}-{}", "abcdefghij".repeat(10), &"klmnopqrst".repeat(10)[..94]);
+        assert_eq!(claude_folder(&long), format!("{kept}-rob4ft"));
+        assert_eq!(claude_folder("/home/me/😀 café"), "-home-me----caf-");
+        let accents = claude_folder(&format!("/x/{}", "é".repeat(250)));
+        assert_eq!(accents, format!("-x-{}-9cs5s6", "-".repeat(197)));
+    }
 }
