@@ -64,7 +64,7 @@ pub(crate) fn new_header(
         prompt: prompt.name.clone(),
         prompt_hash: prompt.hash(),
         cwd: cwd.to_string(),
-        title: transcript::one_line(title.lines().next().unwrap_or(""), 80),
+        title: transcript::one_line(transcript::title_line(title), 80),
         forked_from: None,
         name: None,
         imported: None,

@@ -54,7 +54,7 @@ pub use totals::{MAX_COST_USD, MAX_TOKENS, Totals, cost_figure, round_cost, toke
 pub use write::render;
 pub use write::{
     BodyWriter, Direction, MarkerEscaper, one_line, open_record, render_header, render_record,
-    unescape,
+    title_line, unescape,
 };
 
 /// The format version written into every header.

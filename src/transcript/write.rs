@@ -129,6 +129,12 @@ fn to_json<T: Serialize>(value: &T) -> String {
     json.replace("--", "-\\u002d")
 }
 
+/// The line of a question its session is titled by: its first with words on it (a question
+/// may open with blank lines).
+pub fn title_line(question: &str) -> &str {
+    question.lines().find(|l| !l.trim().is_empty()).unwrap_or("")
+}
+
 /// Text made safe for a one-line heading: control characters, and bidirectional overrides that
 /// would reorder the line as shown (`render::moves_the_terminal`), become spaces; long text is
 /// cut.

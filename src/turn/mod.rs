@@ -290,7 +290,7 @@ pub(crate) fn keep_unasked(
     let settled = settle(settings, store, &id, created, ask, observer)?;
     if settled.summary.header.title.is_empty() {
         // An editor's new session is titled by its first question, asked or not.
-        store.set_title(&id, ask.query.lines().next().unwrap_or(""))?;
+        store.set_title(&id, transcript::title_line(&ask.query))?;
     }
     let (engine, model) = (settled.engine, settled.model.as_deref());
     let session = Session { settings, store, id: &id, engine, model };
@@ -455,7 +455,7 @@ fn open_session(
             let session = Session { settings, store, id: "", engine, model: model.as_deref() };
             check_ready(&session, &prompt, None, ask)?;
             let cwd = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
-            let title = ask.query.lines().next().unwrap_or("");
+            let title = transcript::title_line(&ask.query);
             Ok((session::create(settings, store, now, title, &cwd)?, true))
         }
     }

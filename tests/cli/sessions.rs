@@ -573,3 +573,12 @@ fn a_header_field_this_cca_does_not_know_is_kept_when_the_header_is_written_agai
     env.run(&["search", "-q", "-r", "two"]).ok();
     assert_eq!(env.last_users(), ["one"]);
 }
+
+/// A question that opens with blank lines titles its session by its first line with words.
+#[test]
+fn a_question_opening_with_blank_lines_titles_its_session_by_its_words() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "\n  \nwhat is rust\nand more"]).ok();
+    let run = env.run(&["sessions"]);
+    assert!(run.ok().stdout.contains("what is rust"), "{run}");
+}

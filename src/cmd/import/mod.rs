@@ -686,7 +686,7 @@ fn new_header(
         // Only a folder `--here` can meet: an absolute path (a relative one names none).
         cwd: conv.cwd.clone().filter(|cwd| cwd.starts_with('/')).unwrap_or_default(),
         title: transcript::one_line(
-            conv.title.as_deref().unwrap_or("").lines().next().unwrap_or(""),
+            transcript::title_line(conv.title.as_deref().unwrap_or("")),
             80,
         ),
         forked_from,

@@ -299,7 +299,7 @@ impl Acp {
             || cancel.check(),
         )?;
         if self.store.summarize(id)?.header.title.is_empty() {
-            self.store.set_title(id, query.lines().next().unwrap_or(""))?;
+            self.store.set_title(id, crate::transcript::title_line(query))?;
         }
         Ok(())
     }
