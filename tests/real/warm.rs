@@ -282,15 +282,17 @@ fn one_claude_start_per_chat_and_clear_and_compact_start_afresh() {
     assert_follow_ups_extend(&before, "chat");
 
     // A chat on the same session: a clear, then a compaction (claude writes the summary in a
-    // run of its own), each starts afresh from the transcript.
-    chat(&r, &["--resume"], &["c4", "/clear", "c5", "c6", "/compact 1", "c7"]).ok();
+    // run of its own), each starts afresh from the transcript. The turn folded is long enough
+    // that its summary (the loopback server's echo of the request) is shorter than it.
+    let c5 = format!("c5 {}", "and some more words to make it long ".repeat(20));
+    chat(&r, &["--resume"], &["c4", "/clear", &c5, "c6", "/compact 1", "c7"]).ok();
     let bodies = bodies(&r);
     let text = |n: usize| serde_json::to_string(&bodies[n]["messages"]).unwrap();
     let asked =
         |n: usize, question: &str| crate::sent_questions(&bodies[n]).iter().any(|q| q == question);
     assert_eq!(bodies.len(), 8, "seven questions and a summary");
     assert!(asked(3, "c3"), "the second chat went on from the transcript: {}", text(3));
-    assert!(!asked(4, "c4") && asked(4, "c5"), "the clear: {}", text(4));
+    assert!(!asked(4, "c4") && asked(4, &c5), "the clear: {}", text(4));
     assert!(extends(&bodies[4], &bodies[5]), "warm again after the clear");
     assert!(text(6).contains("Write the summary"), "{}", text(6));
     assert!(!extends(&bodies[5], &bodies[7]), "the compaction started afresh: {}", text(7));
