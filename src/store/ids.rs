@@ -179,14 +179,8 @@ impl Store {
     /// A session id from an id, a unique prefix of one, or a session's name. This is the one
     /// place a user's words become a session, so names work wherever ids do.
     pub(crate) fn resolve_id(&self, wanted: &str) -> Result<String> {
-        let could_be_id = validate_id(wanted).is_ok();
-        let could_be_name = validate_name(wanted).is_ok();
-        if !could_be_id && !could_be_name {
-            bail!(
-                Failure::usage(format!("`{wanted}` is not a session id or name"))
-                    .hint("ids look like 20261121-101500; list them with `cca sessions`")
-            );
-        }
+        let (could_be_id, could_be_name) =
+            id_or_name(wanted, "ids look like 20261121-101500; list them with `cca sessions`")?;
         // Whatever is there under the id is that session's: a FIFO, a folder or a dangling
         // link named like one is found, and then said to be what it is by whoever reads it.
         if could_be_id && fs::symlink_metadata(self.session_path(wanted)).is_ok() {
@@ -356,6 +350,16 @@ pub(crate) fn validate_id(id: &str) -> Result<()> {
         Failure::usage(format!("`{id}` is not a session id"))
             .hint("ids look like 20261121-101500; list them with `cca sessions`")
     )
+}
+
+/// Whether a user's word could be a session id, and whether a name; when it could be neither,
+/// the error says so, with `hint`.
+pub(crate) fn id_or_name(wanted: &str, hint: &str) -> Result<(bool, bool)> {
+    let could_be = (validate_id(wanted).is_ok(), validate_name(wanted).is_ok());
+    if could_be == (false, false) {
+        bail!(Failure::usage(format!("`{wanted}` is not a session id or name")).hint(hint));
+    }
+    Ok(could_be)
 }
 
 /// Session names: letters, digits, `.`, `-` and `_`, with at least one letter (so a name is

@@ -12,7 +12,7 @@ use crate::transcript;
 
 use super::Store;
 use super::files::{make_private_dir, open_regular, replace_file};
-use super::ids::{file_name, id_from_file_name, sort_key, validate_id, validate_name};
+use super::ids::{file_name, id_from_file_name, id_or_name, sort_key, validate_id};
 use super::latest::Repointed;
 
 impl Store {
@@ -24,14 +24,8 @@ impl Store {
     /// A session in the trash from its id, a unique prefix of one, or its name (the newest
     /// session in the trash with that name), as [`Store::resolve_id`] finds a live one.
     pub(crate) fn resolve_trashed(&self, wanted: &str) -> Result<String> {
-        let could_be_id = validate_id(wanted).is_ok();
-        let could_be_name = validate_name(wanted).is_ok();
-        if !could_be_id && !could_be_name {
-            bail!(
-                Failure::usage(format!("`{wanted}` is not a session id or name"))
-                    .hint("see what the trash holds with `cca restore` (no id)")
-            );
-        }
+        let (could_be_id, could_be_name) =
+            id_or_name(wanted, "see what the trash holds with `cca restore` (no id)")?;
         let trash = self.trash_ids();
         let mut matches: Vec<String> = match could_be_id {
             true => trash.iter().filter(|id| id.starts_with(wanted)).cloned().collect(),
