@@ -87,6 +87,7 @@ fn as_json(f: &Found) -> serde_json::Value {
         "at": f.at,
         "score": f.score,
         "excerpt": f.excerpt,
+        "also_in": f.also_in,
     })
 }
 
@@ -108,6 +109,9 @@ fn write_found(out: &mut dyn Write, f: &Found, bold: bool) -> Result<()> {
     }
     for line in clean_text(&f.excerpt).lines() {
         writeln!(out, "  {line}")?;
+    }
+    if !f.also_in.is_empty() {
+        writeln!(out, "  the same exchange is also in {}", f.also_in.join(", "))?;
     }
     writeln!(out, "  [cca show {} | exchange {}]\n", f.session, f.exchange)?;
     Ok(())

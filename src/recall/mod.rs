@@ -69,6 +69,9 @@ pub(crate) struct Found {
     pub score: f32,
     /// A few lines around the words found.
     pub excerpt: String,
+    /// Other sessions that hold the same exchange, word for word (a fork and its original,
+    /// a conversation imported twice), each shown here rather than as a result of its own.
+    pub also_in: Vec<String>,
 }
 
 /// What a search is told as it goes: notes (an index rebuilt, and why), and how far an update
@@ -183,11 +186,22 @@ fn found(
     // An attempt and the exchange that followed it share a number: the better stands for both.
     let mut seen = std::collections::HashSet::new();
     weighed.retain(|(_, hit)| seen.insert((hit.session.clone(), hit.number)));
-    weighed.truncate(limit);
-    let mut found = Vec::with_capacity(weighed.len());
+    let mut found: Vec<Found> = Vec::with_capacity(limit.min(weighed.len()));
     // Each session's file is read once however many of its exchanges were found.
     let mut read: BTreeMap<String, Option<(Header, Vec<exchanges::Exchange>)>> = BTreeMap::new();
+    // A fork repeats its original's exchanges, word for word (so does a conversation
+    // imported twice): each is one result, which names the other sessions that hold it.
+    let mut said: std::collections::HashMap<(String, String), usize> = Default::default();
+    // Each result's number and score by its words alone: a candidate past the limit is read
+    // only when it could repeat one (the same words score the same).
+    let mut scored: Vec<(u64, f32)> = Vec::new();
     for (score, hit) in weighed {
+        let could_repeat = scored
+            .iter()
+            .any(|&(n, s)| n == hit.number && (s - hit.score).abs() <= 1e-4 * s.abs().max(1.0));
+        if found.len() == limit && !could_repeat && !read.contains_key(&hit.session) {
+            continue;
+        }
         let session = read.entry(hit.session.clone()).or_insert_with(|| {
             let bytes = store.read_session_bytes(&hit.session).ok()?;
             exchanges::exchanges(&bytes).ok()
@@ -199,6 +213,19 @@ fn found(
         let Some(exchange) = all.iter().filter(|e| e.number == hit.number).max_by_key(words) else {
             continue;
         };
+        let key = (exchange.question.clone(), exchange.answer.clone());
+        if let Some(&first) = said.get(&key) {
+            let first = &mut found[first];
+            if first.session != hit.session && !first.also_in.contains(&hit.session) {
+                first.also_in.push(hit.session.clone());
+            }
+            continue;
+        }
+        if found.len() == limit {
+            continue;
+        }
+        said.insert(key, found.len());
+        scored.push((hit.number, hit.score));
         found.push(Found {
             session: hit.session.clone(),
             header: header.clone(),
@@ -206,6 +233,7 @@ fn found(
             at: exchange.at.clone(),
             score,
             excerpt: excerpt::excerpt(exchange, &question.words),
+            also_in: Vec::new(),
         });
     }
     Ok(found)

@@ -209,6 +209,12 @@ fn a_question_in_plain_words_gets_the_right_exchange_first() {
             assert!(!error && found.contains(STAMP), "{cwd}: {found}");
         }
     }
+    // A fork repeats the exchange word for word: one result, which names the other session.
+    env.run(&["fork", STAMP]).ok();
+    let out = sdk(&env, &[call("search", json!({"query": "mandatory locking on Windows"}))]);
+    let (found, error) = text(&out["results"][0]);
+    assert!(!error && found.contains("is also in 20261121-101500]"), "{found}");
+    assert!(!found.contains("Conversation 20261121-101500 ·"), "{found}");
 }
 
 #[test]

@@ -231,14 +231,36 @@ fn every_change_to_the_store_is_in_the_next_search() {
     env.run(&["restore", STAMP]).ok();
     assert_eq!(first(&recall(&env, "zebrafish")), (STAMP.to_string(), 2));
 
-    // A fork: the same exchange, in a new session too.
+    // A fork: the same exchange, word for word, in a new session too. It is one result,
+    // which names the fork (for a person too); what the fork says next is its own.
     env.run(&["fork", STAMP]).ok();
+    let fork = format!("{STAMP}-2");
+    assert!(env.session_path(&fork).exists());
+    let forked = recall(&env, "zebrafish");
+    assert_eq!(forked.len(), 1, "{forked:?}");
+    let (shown, other) = match forked[0]["session"] == STAMP {
+        true => (STAMP.to_string(), fork.clone()),
+        false => (fork.clone(), STAMP.to_string()),
+    };
+    assert_eq!(first(&forked), (shown, 2), "{forked:?}");
+    assert_eq!(forked[0]["also_in"], json!([other]), "{forked:?}");
+    let run = env.run(&["recall", "zebrafish"]);
+    assert!(run.ok().stdout.contains(&format!("the same exchange is also in {other}")), "{run}");
+    env.run_with(
+        &["search", "-q", "-r", "and zebrafish on BSD?"],
+        None,
+        &[("FAKE_SCRIPT", "say no.")],
+    )
+    .ok();
     let forked = places(&recall(&env, "zebrafish"));
-    assert_eq!(forked.len(), 2, "{forked:?}");
+    assert!(forked.contains(&(fork.clone(), 3)), "{forked:?}");
 
     // A clear and a compaction keep what was said findable.
     env.run(&["clear", STAMP]).ok();
-    assert!(places(&recall(&env, "zebrafish")).contains(&(STAMP.to_string(), 2)));
+    let found = recall(&env, "zebrafish");
+    let kept =
+        |f: &&Value| f["exchange"] == 2 && (f["session"] == STAMP || f["also_in"][0] == STAMP);
+    assert!(found.iter().any(|f| kept(&f)), "{found:?}");
 
     // An import: another tool's conversation (a codex rollout, as codex 0.169 writes it).
     let dir = env.home.join(".codex/sessions/2026/11/20");

@@ -230,12 +230,19 @@ impl Tools {
             };
             let texts = self.excerpts(&f.session, &[f.exchange]);
             let texts = texts.iter().find(|e| e.turn == f.exchange);
-            let block = format!(
+            let mut block = format!(
                 "\n#{} · score {:.2}{}",
                 rank + 1,
                 f.score,
                 excerpt_block(&session, &hit, texts, true)
             );
+            if !f.also_in.is_empty() {
+                let _ = writeln!(
+                    block,
+                    "[the same exchange, word for word, is also in {}]",
+                    f.also_in.join(", ")
+                );
+            }
             if out.len() + block.len() > BODY {
                 break;
             }
