@@ -42,12 +42,17 @@ pub(crate) fn run(args: &SyncArgs) -> Result<u8> {
             let report =
                 sync::init(&store, &init.remote, key.as_deref(), init.plain, init.name.as_deref())?;
             if !args.quiet {
-                say(&format!("cca: this machine now syncs with {}", init.remote));
-                if key.is_none() && !init.plain {
-                    say(&format!(
+                let status = sync::status(&store)?;
+                say(&format!("cca: this machine now syncs with {}", status.remote));
+                match status.encrypted {
+                    true if key.is_none() => say(&format!(
                         "cca: records are encrypted with a new key, kept in {}; `cca sync key` prints it for your other machines",
                         store.sync_dir().join("key").display()
-                    ));
+                    )),
+                    true => {}
+                    false => say(
+                        "cca: records are plain: whoever can read the remote can read the conversations",
+                    ),
                 }
                 tell(&store, &report);
             }

@@ -134,13 +134,13 @@ impl Git {
                 exit::ERROR,
                 format!("cannot write what the remote sent into {}: {}", self.dir.display(), said.trim()),
             )
-            .hint("check the free space (and any limit on a file's size) where CCA_HOME is; nothing here was changed, and the next `cca sync` sends and takes everything")
+            .hint("check the free space (and any limit on a file's size) where CCA_HOME is; nothing here was changed; once that is put right, the same command again does it all")
             .into());
         }
         let remote =
             self.ok(&["remote", "get-url", "origin"]).unwrap_or_default().trim().to_string();
         Err(Failure::new(exit::ERROR, format!("cannot reach the remote {remote}: {}", said.trim()))
-            .hint("check the address and your access to it (`git ls-remote REMOTE`); nothing here was changed, and the next `cca sync` sends and takes everything")
+            .hint("check the address and your access to it (`git ls-remote REMOTE`); nothing here was changed; once that is put right, the same command again does it all")
             .into())
     }
 

@@ -187,6 +187,7 @@ pub(crate) fn init(
             )
         ));
     }
+    let remote = &remote_address(remote)?;
     store.make_sync_dir()?;
     let repo = store.sync_repo();
     if repo.exists() {
@@ -253,6 +254,23 @@ pub(crate) fn init(
     };
     save(store, &state)?;
     sync(store, false, || {}, &|_, _| {})
+}
+
+/// The remote as git is given it: a folder named from here made absolute, since git runs in
+/// the clone's folder (and every later sync runs from anywhere); anything else as it is.
+fn remote_address(remote: &str) -> Result<String> {
+    if remote.trim().is_empty() {
+        bail!(Failure::usage("the remote is empty").hint(
+            "name a git remote: a URL, `user@host:path`, or a folder (`git init --bare` makes one)"
+        ));
+    }
+    let path = Path::new(remote);
+    if path.is_relative() && !remote.contains("://") && path.exists() {
+        let absolute = std::path::absolute(path)
+            .with_context(|| format!("cannot make {remote} an absolute path"))?;
+        return Ok(absolute.to_string_lossy().into_owned());
+    }
+    Ok(remote.to_string())
 }
 
 /// The seal of a remote in use, from its description and the key given.
@@ -737,7 +755,9 @@ impl Syncing<'_> {
                 None => {
                     // New here: its first record is its whole text.
                     let len = text.len() as u64;
-                    let record = self.record(id, None, Change::Whole { text }, text_hash.clone());
+                    let mut record =
+                        self.record(id, None, Change::Whole { text }, text_hash.clone());
+                    record.at = self.changed_at(id);
                     let local = Local {
                         session: id.clone(),
                         base: record.id.clone(),
@@ -764,7 +784,8 @@ impl Syncing<'_> {
                 records.push(record);
             }
             if let Some(change) = change_since(local.len, &local.hash, &text) {
-                let record = self.record(&local.session, Some(&local.base), change, text_hash);
+                let mut record = self.record(&local.session, Some(&local.base), change, text_hash);
+                record.at = self.changed_at(id);
                 local.base = record.id.clone();
                 local.len = text.len() as u64;
                 local.hash = record.hash.clone();
@@ -831,6 +852,20 @@ impl Syncing<'_> {
             records.clear();
         }
         Ok(())
+    }
+
+    /// When a session here last changed (its file's modification time, never later than
+    /// now): what a record of its text says, so that another machine points `latest` at the
+    /// conversation continued last, not at the one synced last.
+    fn changed_at(&self, id: &str) -> String {
+        let modified = self.store.session_path(id).metadata().and_then(|m| m.modified());
+        let modified = modified.map(chrono::DateTime::<chrono::Utc>::from);
+        match modified {
+            Ok(at) if at < chrono::Utc::now() => {
+                at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            }
+            _ => now(),
+        }
     }
 
     /// A new record of this machine's.

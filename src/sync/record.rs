@@ -22,7 +22,8 @@ pub(crate) struct Record {
     pub session: String,
     /// The name of the machine that wrote it (its host name), for a fork named after it.
     pub machine: String,
-    /// When it was recorded (RFC 3339 UTC).
+    /// When the change was made (RFC 3339 UTC): the transcript's modification time for a
+    /// change of its text, the sync's time for a removal or a restore.
     pub at: String,
     #[serde(flatten)]
     pub change: Change,

@@ -329,6 +329,29 @@ fn a_machine_joining_continues_the_conversation_held_last_not_the_first_sent() {
     assert_eq!(b.env.last_users(), ["the middle one", "continued last"]);
 }
 
+/// A conversation held on another machine earlier than the last one here, and sent only now:
+/// `latest` stays here, as its record says when it was held, not when it was synced.
+#[test]
+fn a_conversation_held_earlier_elsewhere_and_synced_late_does_not_take_latest() {
+    let (a, b, _remote) = two_machines();
+    // Held twenty minutes ago there, ten minutes ago here (as the files' times say).
+    let held = |machine: &Machine, id: &str, minutes: u64| {
+        let at = std::time::SystemTime::now() - std::time::Duration::from_secs(60 * minutes);
+        let file = std::fs::File::options().append(true).open(machine.env.session_path(id));
+        file.unwrap().set_modified(at).unwrap();
+    };
+    b.ask("2026-11-21T11:00:00Z", "held on the desktop earlier", false);
+    held(&b, "20261121-110000", 20);
+    a.ask("2026-11-21T11:05:00Z", "held on the laptop last", false);
+    held(&a, "20261121-110500", 10);
+    b.sync().ok();
+    let run = a.sync();
+    run.ok().stderr_has("new here: 20261121-110000");
+    assert!(!run.stderr.contains("now continues"), "{run}");
+    a.run(&[",", "-q", "and then"]).ok();
+    assert_eq!(a.env.last_users(), ["held on the laptop last"]);
+}
+
 #[test]
 fn a_removal_a_restore_a_name_and_a_hand_edit_reach_the_other_machine() {
     let (a, b, _remote) = two_machines();
@@ -384,6 +407,29 @@ fn with_a_key_no_question_or_answer_reaches_the_remote_and_plain_is_readable() {
     plain.run(&["sync", "init", open.to_str().unwrap(), "--plain"]).ok();
     assert!(all_objects(&open).contains("nothing to hide here"));
     plain.run(&["sync", "key"]).code(2).stderr_has("plain");
+    // Joining it without a key: said to be plain, not encrypted.
+    let other = Machine::new("other");
+    let run = other.init(&open, None);
+    run.ok().stderr_has("records are plain");
+    assert!(!run.stderr.contains("encrypted"), "{run}");
+}
+
+/// A folder named from where cca runs is made absolute (git runs in the clone, and later syncs
+/// from anywhere); an empty remote is a usage error.
+#[test]
+fn a_remote_folder_named_relative_to_here_is_made_absolute_and_an_empty_one_refused() {
+    let a = Machine::new("laptop");
+    a.ask("2026-11-21T10:15:00Z", "where does the retry live", false);
+    a.run(&["sync", "init", "  "]).code(2).stderr_has("the remote is empty");
+    let remote = a.env.work.join("remote.git");
+    let out = Command::new("git").args(["init", "-q", "--bare"]).arg(&remote).output().unwrap();
+    assert!(out.status.success());
+    a.run(&["sync", "init", "./remote.git"])
+        .ok()
+        .stderr_has(&format!("now syncs with {}", remote.display()));
+    let status = a.run(&["sync", "status"]);
+    assert!(status.ok().stdout.contains(&remote.display().to_string()), "{status}");
+    a.sync().ok().stderr_has("up to date");
 }
 
 /// Every object of a repository, as text.
