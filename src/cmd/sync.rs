@@ -35,6 +35,7 @@ pub(crate) fn run(args: &SyncArgs) -> Result<u8> {
             if !args.quiet {
                 tell(&store, &report);
             }
+            unreadable(&report)?;
             Ok(exit::OK)
         }
         Some(SyncAction::Init(init)) => {
@@ -56,6 +57,7 @@ pub(crate) fn run(args: &SyncArgs) -> Result<u8> {
                 }
                 tell(&store, &report);
             }
+            unreadable(&report)?;
             Ok(exit::OK)
         }
         Some(SyncAction::Status) => {
@@ -120,6 +122,19 @@ fn read_key(given: &str) -> Result<String> {
             ))
             .into()
     })
+}
+
+/// A sync that left out the sessions of records it cannot read fails, once it has done
+/// everything else: the next one looks at them again.
+fn unreadable(report: &Report) -> Result<()> {
+    let Some(first) = report.unreadable.first() else { return Ok(()) };
+    let more = match report.unreadable.len() {
+        1 => String::new(),
+        n => format!(" (and {} more)", n - 1),
+    };
+    Err(Failure::new(exit::ERROR, format!("{first}{more}"))
+        .hint("its conversation is not brought up to date here until the line is put right on the remote: cca did not write it (someone else wrote to the remote, or it was damaged there); every other conversation was synced")
+        .into())
 }
 
 /// Says what a sync did, a line per kind of change.
@@ -204,6 +219,7 @@ fn tell(store: &Store, report: &Report) {
         say(&format!("cca: `,` now continues {latest}, the conversation continued last"));
     }
     let quiet = report.skipped.is_empty()
+        && report.unreadable.is_empty()
         && report.busy.is_empty()
         && report.sent == 0
         && !report.sent_earlier

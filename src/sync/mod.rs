@@ -139,6 +139,9 @@ pub(crate) struct Report {
     pub busy: Vec<String>,
     /// Sessions whose file could not be read, so not sent nor brought up to date: (id, why).
     pub skipped: Vec<(String, String)>,
+    /// Records of the remote's that cannot be read (what is wrong with each): their sessions
+    /// were not brought up to date; every other was.
+    pub unreadable: Vec<String>,
     /// Where `latest` points now, when the sync moved it.
     pub latest: Option<String>,
     /// The session `latest` pointed at, moved to the trash by another machine, and where it
@@ -594,8 +597,9 @@ impl Syncing<'_> {
         Ok(())
     }
 
-    /// Merges what was fetched and applies the other machines' new records; records that
-    /// cannot all be read undo the merge.
+    /// Merges what was fetched and applies the other machines' new records; a log that
+    /// cannot be read at all (or an image that cannot) undoes the merge. (A record that
+    /// cannot be read leaves its session out: [`Syncing::incoming`].)
     fn merge_and_take(&mut self) -> Result<()> {
         let before = self.git.head();
         self.merge()?;
@@ -679,6 +683,13 @@ impl Syncing<'_> {
     /// The records of a log not yet taken in, opened and read; any that cannot be is an error
     /// naming it, before anything is applied.
     fn read_log(&self, path: &str) -> Result<Vec<Record>> {
+        Ok(self.read_records(path)??)
+    }
+
+    /// The records of a log not yet taken in, or the first that cannot be opened or read
+    /// (the inner error: damaged, or written by someone else); the outer error is one that
+    /// stops the sync (the log cannot be read at all, or was rewritten).
+    fn read_records(&self, path: &str) -> Result<std::result::Result<Vec<Record>, Failure>> {
         let bytes = store::read_log(&self.store.sync_repo().join(path))?;
         let lines: Vec<&[u8]> =
             bytes.split_inclusive(|&b| b == b'\n').filter(|l| l.ends_with(b"\n")).collect();
@@ -704,10 +715,12 @@ impl Syncing<'_> {
                         "nothing here was changed; a wrong key, or a remote someone else wrote to",
                     )
             };
-            let opened = self.seal.open(line).map_err(bad)?;
-            let record = Record::from_line(&opened).map_err(bad)?;
+            let record = match self.seal.open(line).and_then(|o| Record::from_line(&o)) {
+                Ok(record) => record,
+                Err(why) => return Ok(Err(bad(why))),
+            };
             if record.machine_id() != machine || self.seal.token(&record.session) != folder {
-                bail!(bad("is not where its machine wrote it".to_string()));
+                return Ok(Err(bad("is not where its machine wrote it".to_string())));
             }
             if last.is_some_and(|last| record.seq() <= last) {
                 continue;
@@ -719,7 +732,7 @@ impl Syncing<'_> {
             }
             records.push(record);
         }
-        Ok(records)
+        Ok(Ok(records))
     }
 
     /// Records what changed here since the last sync in this machine's logs, then the state.

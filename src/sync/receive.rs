@@ -51,16 +51,32 @@ impl Syncing<'_> {
     }
 
     /// The other machines' records merged and not yet taken in, by session: every one opened
-    /// and read before any is applied.
-    pub(super) fn incoming(&self) -> Result<BTreeMap<String, Vec<(String, Record)>>> {
+    /// and read before any is applied. A session one of whose logs holds a record that cannot
+    /// be read (damaged, or written by someone else) is left out, and said
+    /// ([`Report::unreadable`]): every other session goes on, where one bad line on the remote
+    /// stopped every machine's syncs for good.
+    pub(super) fn incoming(&mut self) -> Result<BTreeMap<String, Vec<(String, Record)>>> {
         let own = format!("{}.log", self.state.machine);
         let changed = self.git.changed(self.state.merged.as_deref(), LOGS)?;
         let mut by_session: BTreeMap<String, Vec<(String, Record)>> = BTreeMap::new();
+        // A session's logs share its folder.
+        let folder = |path: &str| Path::new(path).parent().map(Path::to_path_buf);
+        let mut left_out = HashSet::new();
         for path in changed.iter().filter(|p| !p.ends_with(&own)) {
-            for record in self.read_log(path)? {
-                by_session.entry(record.session.clone()).or_default().push((path.clone(), record));
+            match self.read_records(path)? {
+                Ok(records) => {
+                    for record in records {
+                        let session = by_session.entry(record.session.clone()).or_default();
+                        session.push((path.clone(), record));
+                    }
+                }
+                Err(bad) => {
+                    left_out.insert(folder(path));
+                    self.report.unreadable.push(bad.message);
+                }
             }
         }
+        by_session.retain(|_, records| !records.iter().any(|(p, _)| left_out.contains(&folder(p))));
         Ok(by_session)
     }
 
@@ -101,7 +117,7 @@ impl Syncing<'_> {
         }
         self.state.receiving = false;
         // Records left for the next sync are looked for from the same commit again.
-        if !deferred {
+        if !deferred && self.report.unreadable.is_empty() {
             self.state.merged = merged.or(self.state.merged.take());
         }
         save(self.store, &self.state)

@@ -535,10 +535,13 @@ fn a_tampered_record_or_a_rewritten_remote_is_an_error_and_changes_nothing_here(
         git(&["-C", work_dir, "push", "-q", "-f", "origin", "cca"]);
     };
     commit("tampered");
-    let before = b.sessions();
-    b.sync().code(1).stderr_has("cannot be decrypted");
-    b.sync().code(1).stderr_has("cannot be decrypted");
-    assert_eq!(b.sessions(), before);
+    // Meanwhile A starts another conversation: the bad line holds back its session alone.
+    a.ask("2026-11-21T11:00:00Z", "an unrelated question", false);
+    a.sync().ok();
+    let before = b.text(ID);
+    b.sync().code(1).stderr_has("cannot be decrypted").stderr_has("new here: 20261121-110000");
+    b.sync().code(1).stderr_has("cannot be decrypted").stderr_has("every other conversation");
+    assert_eq!(b.text(ID), before);
     // Put right, the record is taken.
     std::fs::write(&log, &honest).unwrap();
     commit("put right");
