@@ -206,6 +206,11 @@ fn tell(store: &Store, report: &Report) {
             }
         }
     }
+    if report.remote_refilled {
+        say(
+            "cca: the remote held nothing of cca's any more (emptied, or made again): this machine sent it every conversation as synced so far",
+        );
+    }
     match &report.latest_removed {
         Some((id, Some(now))) => say(&format!(
             "cca: `latest` pointed at {id}, moved to the trash elsewhere; it now points at {now}: `,` continues that one"
@@ -219,6 +224,7 @@ fn tell(store: &Store, report: &Report) {
         say(&format!("cca: `,` now continues {latest}, the conversation continued last"));
     }
     let quiet = report.skipped.is_empty()
+        && !report.remote_refilled
         && report.unreadable.is_empty()
         && report.busy.is_empty()
         && report.sent == 0

@@ -122,8 +122,13 @@ impl Git {
             return Ok(());
         }
         let said = String::from_utf8_lossy(&ran.stderr);
-        // A new, empty remote has no branch yet: nothing to take.
+        // A new, empty remote has no branch yet: nothing to take. Neither has one emptied or
+        // made again since the last fetch: what was fetched from it then is forgotten, so that
+        // this machine's branch, which holds all of it, is pushed there again.
         if said.contains("couldn't find remote ref") {
+            if self.remote_head().is_some() {
+                self.ok(&["update-ref", "-d", REMOTE_BRANCH])?;
+            }
             return Ok(());
         }
         // The remote answered, and writing what it sent failed here (a full disk, a limit on

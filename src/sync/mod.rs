@@ -139,6 +139,9 @@ pub(crate) struct Report {
     pub busy: Vec<String>,
     /// Sessions whose file could not be read, so not sent nor brought up to date: (id, why).
     pub skipped: Vec<(String, String)>,
+    /// The remote had lost cca's branch (emptied, or made again): this machine's, which holds
+    /// every record it merged, was pushed there again.
+    pub remote_refilled: bool,
     /// Records of the remote's that cannot be read (what is wrong with each): their sessions
     /// were not brought up to date; every other was.
     pub unreadable: Vec<String>,
@@ -568,6 +571,10 @@ impl Syncing<'_> {
         for attempt in 1..=PUSHES {
             self.git.fetch()?;
             let remote = self.git.remote_head();
+            // Emptied, or made again empty: everything this machine holds goes back there.
+            if remote.is_none() && self.state.merged.is_some() {
+                self.report.remote_refilled = true;
+            }
             if remote != self.state.merged || self.state.receiving {
                 self.merge_and_take()?;
             }

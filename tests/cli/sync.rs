@@ -678,6 +678,29 @@ fn an_unreachable_remote_is_an_error_and_the_next_sync_completes() {
     assert_eq!(a.sessions(), b.sessions());
 }
 
+/// A remote emptied, or deleted and made again empty: the next sync fills it again with
+/// everything synced so far, and the machines go on, where each said "up to date" forever.
+#[test]
+fn a_remote_made_again_empty_is_filled_again_by_the_next_sync() {
+    let (a, b, remote) = two_machines();
+    b.run(&[",", "-q", "asked on the desktop"]).ok();
+    b.sync().ok();
+    a.sync().ok();
+    std::fs::remove_dir_all(&remote).unwrap();
+    let out = Command::new("git").args(["init", "-q", "--bare"]).arg(&remote).output().unwrap();
+    assert!(out.status.success());
+    a.sync().ok().stderr_has("held nothing of cca's");
+    b.sync().ok().stderr_has("up to date");
+    b.run(&[",", "-q", "asked after the remote was made again"]).ok();
+    b.sync().ok();
+    a.sync().ok().stderr_has(&format!("continued elsewhere: {ID}"));
+    assert_eq!(a.sessions(), b.sessions());
+    // A third machine joining it finds every conversation.
+    let c = Machine::new("tablet");
+    c.init(&remote, Some(&a.key())).ok();
+    assert_eq!(c.sessions(), a.sessions());
+}
+
 #[test]
 fn syncs_killed_at_any_point_are_completed_by_the_next_and_race_without_loss() {
     let (a, b, _remote) = two_machines();
