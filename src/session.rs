@@ -14,6 +14,7 @@ use crate::prompt::{self, Prompt};
 use crate::run::locate;
 use crate::store::{Appender, Store};
 use crate::transcript::{self, Header, Kind, Meta, Record, Summary};
+use crate::vars;
 
 /// Resolves the settings for a command, given its flags: the one place the process's
 /// environment and the config file are read.
@@ -25,6 +26,32 @@ pub(crate) fn settings(flags: &Flags) -> Result<(Settings, Store)> {
     let file = store.read_config()?;
     let settings = config::resolve(&env, flags, home, store.config_path(), file.as_deref())?;
     Ok((settings, store))
+}
+
+/// The settings for reading other tools' conversations (`cca import`, its hooks), which take
+/// nothing from the engine settings: a config file or an engine variable that cannot be used
+/// (an engine misspelt, or removed) does not stop an import, which then reads neither, and
+/// `noted` is told why. (A hook's import stopped by it lost the conversation, in silence.)
+pub(crate) fn settings_for_import(noted: impl FnOnce(&anyhow::Error)) -> Result<(Settings, Store)> {
+    let error = match settings(&Flags::default()) {
+        Ok(found) => return Ok(found),
+        Err(e) => e,
+    };
+    let without = || -> Result<(Settings, Store)> {
+        let env = Env::from_process().without(&[vars::ENGINE, vars::MODEL, vars::PROMPT]);
+        let home = config::home(&env)?;
+        let store = Store::new(home.value.clone());
+        store.check_home()?;
+        let settings = config::resolve(&env, &Flags::default(), home, store.config_path(), None)?;
+        Ok((settings, store))
+    };
+    match without() {
+        Ok(found) => {
+            noted(&error);
+            Ok(found)
+        }
+        Err(_) => Err(error),
+    }
 }
 
 /// Creates a session file with its header: the engine, model and prompt from the settings, the

@@ -36,6 +36,12 @@ impl Env {
         Env { vars }
     }
 
+    /// This environment without the variables `names`.
+    pub fn without(mut self, names: &[&str]) -> Env {
+        self.vars.retain(|name, _| !names.contains(name));
+        self
+    }
+
     /// For tests: an environment made of these pairs only.
     #[cfg(any(test, feature = "testing"))]
     pub fn from_pairs(pairs: &[(&'static str, &str)]) -> Env {

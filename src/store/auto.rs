@@ -61,6 +61,7 @@ pub(crate) fn read_settings(path: &Path) -> Result<Option<String>> {
 /// the one replaced, so a dotfiles repository keeps its link), the file keeps its permissions
 /// (a new one is private), and folders are made as needed.
 pub(crate) fn write_settings(path: &Path, text: &str) -> Result<()> {
+    settings_writable(path)?;
     let target = through_links(path);
     let mode = fs::metadata(&target).map_or(FILE_MODE, |m| m.permissions().mode() & 0o7777);
     let dir = target.parent().context("a settings file has a folder")?;
@@ -76,6 +77,21 @@ pub(crate) fn write_settings(path: &Path, text: &str) -> Result<()> {
     set_mode(temp.path(), mode)?;
     temp.persist(&target).with_context(|| format!("cannot replace {}", target.display()))?;
     sync_dir(dir);
+    Ok(())
+}
+
+/// Refuses a settings file this user may not write (read-only, or another user's): cca
+/// replaces it by renaming a new file over it, which the folder's permission alone allows.
+pub(crate) fn settings_writable(path: &Path) -> Result<()> {
+    let target = through_links(path);
+    if target.exists() && rustix::fs::access(&target, rustix::fs::Access::WRITE_OK).is_err() {
+        return Err(crate::error::Failure::new(
+            crate::error::exit::ERROR,
+            format!("{} is read-only for you; left alone", target.display()),
+        )
+        .hint("make it writable (`chmod u+w FILE`, or as its owner) and run the command again, or edit it by hand")
+        .into());
+    }
     Ok(())
 }
 

@@ -38,7 +38,7 @@ mod sync;
 mod trash;
 mod write;
 
-pub(crate) use auto::{read_settings, remove_settings, write_settings};
+pub(crate) use auto::{read_settings, remove_settings, settings_writable, write_settings};
 pub(crate) use engine_home::{EngineHome, remove_engine_session_files};
 pub(crate) use files::make_private_dir;
 pub(crate) use files::set_mode;

@@ -3,6 +3,7 @@
 //! edit safely refused; and `cca import --hook` handing the conversation over and returning.
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -233,6 +234,48 @@ fn codex_s_notify_imports_the_thread_and_runs_the_users_own_notify() {
     assert_eq!(std::fs::read_to_string(&notified).unwrap(), format!("first\n{event}\n"));
 }
 
+/// The hook's import depends on nothing it does not use: a config naming an engine that is
+/// not there, or an engine variable misspelt, is noted in the log and the conversation
+/// arrives; a notify of the user's that cannot start is logged and codex's thread arrives.
+#[test]
+fn the_hook_imports_whatever_the_engine_settings_say_and_a_notify_that_cannot_start_is_logged() {
+    let env = TestEnv::new();
+    write(&env.cca_home.join("config.toml"), "engine = \"ghost\"\n");
+    let file = claude_session(&env.home.join(".claude/projects/-w"));
+    let event = json!({"session_id": "0199-claude", "transcript_path": file, "cwd": "/w", "hook_event_name": "SessionEnd", "reason": "other"});
+    let input = event.to_string();
+    let run = env.run_with(&["import", "--hook", "claude"], Some(input.as_bytes()), &[]);
+    assert_eq!((run.code, run.stdout.as_str(), run.stderr.as_str()), (Some(0), "", ""));
+    let log = env.cca_home.join("auto/hooks.log");
+    let text = || std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(wait_until(Duration::from_secs(20), || text().contains("cca: imported")), "{}", text());
+    assert!(text().contains("`ghost`") && text().contains("importing without them"), "{}", text());
+    assert_eq!(env.session_files().len(), 1);
+    // By hand too, with an engine variable that names no engine.
+    let dir = env.home.join(".codex/sessions/2026/11/20");
+    let at = "2026-11-20T08:00:00.000Z";
+    let lines = [
+        json!({"timestamp": at, "type": "session_meta", "payload": {"id": "0199-codex", "cwd": "/w", "timestamp": at, "cli_version": "0.169.0"}}),
+        json!({"timestamp": at, "type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "question"}]}}),
+        json!({"timestamp": at, "type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "answer"}]}}),
+    ];
+    write(
+        &dir.join("rollout-2026-11-20T08-00-00-0199-codex.jsonl"),
+        &lines.iter().map(|l| format!("{l}\n")).collect::<String>(),
+    );
+    std::fs::remove_file(env.cca_home.join("config.toml")).unwrap();
+    let event = json!({"type": "agent-turn-complete", "thread-id": "0199-codex", "turn-id": "1", "cwd": "/w"}).to_string();
+    let gone = env.root.path().join("uninstalled-notify");
+    let run = env.run_with(
+        &["import", "--hook", "codex", "--", gone.to_str().unwrap(), &event],
+        None,
+        &[("CCA_ENGINE", "nope")],
+    );
+    assert_eq!((run.code, run.stdout.as_str(), run.stderr.as_str()), (Some(0), "", ""));
+    assert!(wait_until(Duration::from_secs(20), || env.session_files().len() == 2), "{}", text());
+    assert!(text().contains("codex hook: your notify:"), "{}", text());
+}
+
 #[test]
 fn doctor_warns_of_sessions_near_their_tools_deletion_age_that_cca_has_not_imported() {
     let env = TestEnv::new();
@@ -269,6 +312,77 @@ fn on_replaces_a_hook_of_cca_from_an_old_place_and_off_still_gives_the_original(
     assert!(!now.contains("/old/place") && now.matches("--hook claude").count() == 1, "{now}");
     env.run(&["import", "--auto", "off"]).ok();
     assert_eq!(std::fs::read_to_string(&claude).unwrap(), CLAUDE);
+}
+
+/// `on` from a second CCA_HOME replaces the first's hook; its `off` then gives the file back
+/// without either (the first's hook is not the user's original).
+#[test]
+fn off_after_on_from_two_homes_leaves_no_hook_of_cca() {
+    let env = TestEnv::new();
+    let [claude, _, _] = files(&env);
+    write(&claude, CLAUDE);
+    env.run(&["import", "--auto", "on"]).ok();
+    let other = env.root.path().join("other-home");
+    let other = other.to_str().unwrap();
+    env.run_with(&["import", "--auto", "on"], None, &[("CCA_HOME", other)]).ok();
+    env.run_with(&["import", "--auto", "off"], None, &[("CCA_HOME", other)]).ok();
+    assert_eq!(std::fs::read_to_string(&claude).unwrap(), CLAUDE);
+    let doctor = env.run(&["doctor"]);
+    assert!(doctor.stdout.contains("claude off"), "{doctor}");
+}
+
+/// `off` reads no file that names no hook of cca's: a gemini settings file with comments is
+/// left alone, and that is success.
+#[test]
+fn off_leaves_a_file_without_cca_s_hook_alone_whatever_it_holds() {
+    let env = TestEnv::new();
+    let [_, gemini, _] = files(&env);
+    let commented = "{\n  // mine\n  \"general\": {}\n}\n";
+    write(&gemini, commented);
+    env.run(&["import", "--auto", "off"]).ok();
+    assert_eq!(std::fs::read_to_string(&gemini).unwrap(), commented);
+    // With cca's hook in it and comments, off says how to take it out by hand.
+    let hooked = "{\n  // mine\n  \"hooks\": {\"SessionEnd\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"/x/cca import --hook gemini\"}]}]}\n}\n";
+    write(&gemini, hooked);
+    env.run(&["import", "--auto", "off"]).code(1).stderr_has("take cca's hook out by hand");
+    assert_eq!(std::fs::read_to_string(&gemini).unwrap(), hooked);
+}
+
+/// A settings file this user may not write is left alone, though its folder would let a new
+/// file be renamed over it; nothing of cca's is left behind.
+#[test]
+fn a_settings_file_this_user_may_not_write_is_left_alone() {
+    let env = TestEnv::new();
+    let [_, _, codex] = files(&env);
+    write(&codex, CODEX);
+    let run = if rustix::process::geteuid().is_root() {
+        // As root every file is writable: run cca as another user, the file root's.
+        let nobody = "65534";
+        let chown = |args: &[&str]| {
+            let status = Command::new("chown").args(args).status().unwrap();
+            assert!(status.success());
+        };
+        chown(&["-R", &format!("{nobody}:{nobody}"), env.root.path().to_str().unwrap()]);
+        chown(&["0:0", codex.to_str().unwrap()]);
+        let mut command = Command::new("setpriv");
+        command.args([
+            &format!("--reuid={nobody}"),
+            &format!("--regid={nobody}"),
+            "--clear-groups",
+        ]);
+        command.arg(cca_exe()).args(["import", "--auto", "on"]);
+        command.env_clear().current_dir(&env.work);
+        command.envs([("HOME", &env.home), ("CCA_HOME", &env.cca_home)]);
+        command.env("PATH", std::env::var_os("PATH").unwrap_or_default());
+        run_command(command, None)
+    } else {
+        std::fs::set_permissions(&codex, std::os::unix::fs::PermissionsExt::from_mode(0o444))
+            .unwrap();
+        env.run(&["import", "--auto", "on"])
+    };
+    run.code(1).stderr_has("read-only for you; left alone");
+    assert_eq!(std::fs::read_to_string(&codex).unwrap(), CODEX);
+    assert!(!env.cca_home.join("auto/codex.json").exists(), "{run}");
 }
 
 #[test]

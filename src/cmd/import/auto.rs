@@ -115,18 +115,26 @@ struct Hook<'a> {
 
 fn on(store: &Store, target: &Target, hook: &Hook) -> Result<String> {
     let text = store::read_settings(&target.file)?;
+    // Before the record is kept: a file that cannot be changed leaves no trace.
+    store::settings_writable(&target.file)?;
     let edited = match target.tool {
         HookTool::Codex => edit::codex_on(text.as_deref(), &codex_argv(hook)?),
         tool => edit::json_on(text.as_deref(), name(tool), &hook_command(hook, tool)?),
     };
-    let Some(new) = edited.map_err(|r| refused(target, r))? else {
+    let Some(new) = edited.map_err(|r| refused(target, r, Switch::On))? else {
         return Ok(format!("on already ({})", target.file.display()));
     };
-    // Replacing a hook of cca's (cca moved): the user's original is still the one kept.
+    // Replacing a hook of cca's (cca moved): the user's original is still the one kept. One
+    // this home did not write (another CCA_HOME's, or one whose record was lost) is not the
+    // user's: the original is the file without it, so that `off` takes every hook of cca's.
     let kept: Option<Record> =
         store.auto_record(target.name())?.and_then(|text| serde_json::from_str(&text).ok());
     let original = match kept {
         Some(record) if record.file == target.file && is_on(target) => record.original,
+        _ if is_on(target) => text.map(|text| match without_ours(target.tool, &text) {
+            Ok(Some(without)) => without,
+            _ => text,
+        }),
         _ => text,
     };
     // The record first: a file with cca's hook never lacks the way back.
@@ -153,17 +161,32 @@ fn off(store: &Store, target: &Target) -> Result<String> {
         store.forget_auto_record(target.name())?;
         return Ok(format!("off: {} is back as it was", file.display()));
     }
-    let edited = match target.tool {
-        HookTool::Codex => edit::codex_off(&text),
-        tool => edit::json_off(&text, name(tool)),
+    // A file that names no hook of cca's is not read (it may have comments cca cannot keep).
+    let names_ours = match target.tool {
+        HookTool::Codex => text.contains("\"--hook\"") || edit::codex_has_ours(&text),
+        tool => text.contains(&format!("--hook {}", name(tool))),
     };
-    let Some(new) = edited.map_err(|r| refused(target, r))? else {
+    if !names_ours {
+        store.forget_auto_record(target.name())?;
+        return Ok("off".into());
+    }
+    let Some(new) =
+        without_ours(target.tool, &text).map_err(|r| refused(target, r, Switch::Off))?
+    else {
         store.forget_auto_record(target.name())?;
         return Ok("off".into());
     };
     store::write_settings(&file, &new)?;
     store.forget_auto_record(target.name())?;
     Ok(format!("off: cca's hook taken out of {} (changed since; the rest kept)", file.display()))
+}
+
+/// The settings' text with cca's hook taken out; `None` when it has none.
+fn without_ours(tool: HookTool, text: &str) -> Result<Option<String>, Refusal> {
+    match tool {
+        HookTool::Codex => edit::codex_off(text),
+        tool => edit::json_off(text, name(tool)),
+    }
 }
 
 /// Whether cca's hook is in the tool's settings.
@@ -203,7 +226,7 @@ fn codex_argv(hook: &Hook) -> Result<Vec<String>> {
     Ok(argv)
 }
 
-fn refused(target: &Target, refusal: Refusal) -> anyhow::Error {
+fn refused(target: &Target, refusal: Refusal, switch: Switch) -> anyhow::Error {
     let file = target.file.display();
     let by_hand = match target.tool {
         HookTool::Codex => {
@@ -224,9 +247,16 @@ fn refused(target: &Target, refusal: Refusal) -> anyhow::Error {
         Refusal::NotParsed(why) => format!("{file} cannot be read ({why}); left alone"),
         Refusal::Shape(why) => format!("{file}: {why}; left alone"),
     };
-    Failure::new(exit::ERROR, problem)
-        .hint(format!("add cca's hook by hand ({by_hand}), or fix the file and run `cca import --auto on` again"))
-        .into()
+    let hint = match switch {
+        Switch::On => format!(
+            "add cca's hook by hand ({by_hand}), or fix the file and run `cca import --auto on` again"
+        ),
+        Switch::Off => format!(
+            "take cca's hook out by hand (the entry that runs `import --hook {}`), or fix the file and run `cca import --auto off` again",
+            name(target.tool)
+        ),
+    };
+    Failure::new(exit::ERROR, problem).hint(hint).into()
 }
 
 /// Warn this long before a tool's own deletion age.

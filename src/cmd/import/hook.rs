@@ -14,15 +14,16 @@ use anyhow::{Context, Result};
 use serde_json::Value;
 
 use crate::cli::{HookTool, ImportSource};
-use crate::config::{Flags, Settings};
+use crate::config::Settings;
 use crate::error::exit;
 use crate::front::terminal::say;
-use crate::session::settings;
 
 /// `cca import --hook TOOL [-- NOTIFY... JSON]`: always exit 0, errors to the log.
 pub(crate) fn hand_over(tool: HookTool, args: &[OsString]) -> u8 {
     let _ = (|| -> Result<()> {
-        let (_, store) = settings(&Flags::default())?;
+        // The log does not depend on the settings: a config file that cannot be used is said
+        // there by the import this starts.
+        let (_, store) = crate::session::settings_for_import(|_| {})?;
         let mut log = store.hook_log()?;
         if let Err(e) = start(tool, args, &log) {
             let _ = writeln!(log, "{} {} hook: {e:#}", now(), super::auto::name(tool));
@@ -44,7 +45,11 @@ fn start(tool: HookTool, args: &[OsString], log: &std::fs::File) -> Result<()> {
         let (json, theirs) = args.split_last().context("codex gave its hook no JSON")?;
         if let Some((program, rest)) = theirs.split_first() {
             let with_json: Vec<OsString> = rest.iter().chain([json]).cloned().collect();
-            crate::run::detach(Path::new(program), &with_json, false, log)?;
+            // Their notify not starting (uninstalled, say) is logged; the import goes on.
+            if let Err(e) = crate::run::detach(Path::new(program), &with_json, false, log) {
+                let mut log = log;
+                let _ = writeln!(log, "{} codex hook: your notify: {e:#}", now());
+            }
         }
         import.extend([OsString::from("--"), json.clone()]);
     }
@@ -58,7 +63,7 @@ fn start(tool: HookTool, args: &[OsString], log: &std::fs::File) -> Result<()> {
 /// `cca import TOOL --hooked [-- JSON]`, in the background: imports the conversation the
 /// tool's JSON names.
 pub(crate) fn import_ended(source: ImportSource, args: &[OsString]) -> Result<u8> {
-    let (settings, _) = settings(&Flags::default())?;
+    let (settings, _) = crate::session::settings_for_import(|_| {})?;
     let event: Value = match args.last() {
         Some(json) => serde_json::from_str(&json.to_string_lossy()),
         // One JSON value, read up to its end: the tool need not close the pipe.

@@ -96,7 +96,12 @@ pub(crate) fn run(args: &ImportArgs) -> Result<u8> {
 
 /// Imports `source`'s conversations from `paths` (its own store when there are none).
 fn import(source: ImportSource, paths: &[PathBuf], dry_run: bool) -> Result<u8> {
-    let (settings, store) = settings(&Flags::default())?;
+    let (settings, store) = crate::session::settings_for_import(|e| {
+        say(&format!(
+            "cca: note: the settings cannot be used ({}); importing without them",
+            crate::error::with_hint(e)
+        ))
+    })?;
     let tool = match source {
         ImportSource::Claude => Tool::Claude,
         ImportSource::Gemini => Tool::Gemini,
