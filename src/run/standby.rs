@@ -289,7 +289,9 @@ fn serve(order: &Order, listener: UnixListener, signalled: &AtomicBool) -> Resul
             }
         }
         let ready = engine.as_ref().is_some_and(|(w, ..)| w.ready);
-        if let (true, Some(conn)) = (ready, taker.take()) {
+        // `taker` is taken only when ready: a tuple of `(ready, taker.take())` took it out
+        // (and closed it) whenever the engine was still starting.
+        if ready && let Some(conn) = taker.take() {
             let (mut waiting, child, group) = engine.take().expect("ready");
             waiting.hand_over(&conn)?;
             // The next standby may start now; the taker holds the pipes.

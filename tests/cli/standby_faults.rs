@@ -104,6 +104,32 @@ fn a_standby_is_reached_from_its_launch() {
     assert!(ended(group));
 }
 
+/// The next turn of the session asks for a standby still starting its engine: it waits for it,
+/// as a cold start would, and is answered by it, where the standby let it go and ended.
+#[test]
+fn a_standby_still_starting_is_waited_for_and_taken() {
+    let env = TestEnv::new();
+    env.write_config("standby = \"1m\"\n");
+    let go = env.root.path().join("go");
+    let vars = [("FAKE_INIT_AWAIT", go.to_str().unwrap())];
+    env.run_with(&["search", "first"], None, &vars).ok();
+    assert!(env.run(&["standby"]).ok().stdout.contains("starting"));
+    let started = std::thread::scope(|scope| {
+        let second = scope.spawn(|| env.run_with(&["search", "-r", "second"], None, &vars));
+        // Its engine finishes starting once the turn has asked for it.
+        std::thread::sleep(Duration::from_millis(500));
+        std::fs::write(&go, "").unwrap();
+        second.join().unwrap()
+    });
+    assert_eq!(started.ok().stdout.trim_end(), "ECHO: second");
+    // The engine the standby started (the second call) answered it. (One killed before it
+    // read its question leaves no record: a cold start would have been the third.)
+    let call = std::fs::read_to_string(env.log.join("call-2.json")).unwrap_or_default();
+    let call: serde_json::Value = serde_json::from_str(&call).unwrap_or_default();
+    assert!(stdin_of(&call).contains("<user_query>\nsecond\n"), "{:?}", env.calls());
+    env.run(&["standby", "--end"]).ok();
+}
+
 #[test]
 fn what_a_standby_reports_is_shown_cleaned() {
     let env = TestEnv::new();
