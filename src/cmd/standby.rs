@@ -14,6 +14,14 @@ use crate::session;
 pub(crate) fn run(args: &StandbyArgs) -> Result<u8> {
     let (settings, store) = session::settings(&Flags::default())?;
     let dir = store.standby_dir();
+    // A name no engine has is a mistake to say, not "nothing waits" (a standby of an engine
+    // since removed from the config is still found by its name).
+    if let Some(name) = &args.engine
+        && !settings.engines.contains_key(name)
+        && !standby::waiting(&dir).iter().any(|w| w.kind == *name)
+    {
+        anyhow::bail!(crate::config::unknown_engine(name, &settings.engines));
+    }
     let mut out = String::new();
     if args.end {
         let ended = standby::end(&dir, args.engine.as_deref());

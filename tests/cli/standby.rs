@@ -98,7 +98,14 @@ fn at_most_one_waits_per_engine() {
     assert_ne!(ready(&env), group);
     let out = env.run(&["standby"]).ok().stdout.clone();
     assert_eq!(out.lines().filter(|l| l.starts_with("claude")).count(), 1, "{out}");
-    env.run(&["standby", "--end"]).ok();
+    // An engine named for one: a name no engine has is a usage error, not "nothing waits".
+    assert!(env.run(&["standby", "--engine", "gemini"]).ok().stdout.contains("nothing waits"));
+    for args in [&["standby", "--engine", "claud"][..], &["standby", "--end", "--engine", "claud"]]
+    {
+        env.run(args).code(2).stderr_has("unknown engine `claud`");
+    }
+    assert!(env.run(&["standby"]).ok().stdout.starts_with("claude"), "not ended");
+    assert_eq!(env.run(&["standby", "--end", "--engine", "claude"]).ok().stdout, "ended: claude\n");
 }
 
 /// Turned off, it is not welcome any more: the next turn ends the one left waiting.
