@@ -73,6 +73,12 @@ pub(crate) fn run(_: &ConfigArgs) -> Result<u8> {
     let links = if settings.hyperlinks { "on" } else { "off (URLs shown after the text)" };
     row("hyperlinks", links.into(), "environment".into());
 
+    let sync = match settings.sync_after_turn {
+        true => "after-turn (a sync starts in the background after each answered turn)",
+        false => "by hand (`cca sync`)",
+    };
+    row("sync", sync.into(), from_file(&["sync"]));
+
     let c = &settings.compaction;
     row("compaction.enabled", c.enabled.value.to_string(), c.enabled.source.to_string());
     row("compaction.threshold", c.threshold.to_string(), from_file(&["compaction", "threshold"]));

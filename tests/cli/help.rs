@@ -138,6 +138,7 @@ fn config_shows_every_setting_with_its_source() {
     );
     assert!(row("compaction.enabled").contains("true"));
     assert!(row("compaction.warn_tokens").contains("30000"));
+    assert!(row("sync").contains("by hand") && row("sync").contains("[default]"), "{out}");
     assert!(
         row("engines.claude.retries").contains('1')
             && row("engines.claude.retries").contains("[config file]")
@@ -155,4 +156,8 @@ fn config_shows_every_setting_with_its_source() {
         kind.contains("command") && kind.contains("[config file]") && !kind.contains("built in"),
         "{kind}"
     );
+    env.write_config("sync = \"after-turn\"\n");
+    let out = env.run(&["config"]).ok().stdout.clone();
+    let sync = out.lines().find(|l| l.starts_with("sync ")).unwrap_or_default();
+    assert!(sync.contains("after-turn") && sync.contains("[config file]"), "{out}");
 }
