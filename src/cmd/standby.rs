@@ -15,10 +15,10 @@ pub(crate) fn run(args: &StandbyArgs) -> Result<u8> {
     let (settings, store) = session::settings(&Flags::default())?;
     let dir = store.standby_dir();
     // A name no engine has is a mistake to say, not "nothing waits" (a standby of an engine
-    // since removed from the config is still found by its name).
+    // since removed from the config is still found by its socket's name).
     if let Some(name) = &args.engine
         && !settings.engines.contains_key(name)
-        && !standby::waiting(&dir).iter().any(|w| w.kind == *name)
+        && !standby::kinds(&dir).contains(name)
     {
         anyhow::bail!(crate::config::unknown_engine(name, &settings.engines));
     }

@@ -201,11 +201,13 @@ pub(super) fn engines(
         if f.history == Some(HistoryMode::Structured) {
             let takers: Vec<&str> = crate::engine::KINDS
                 .iter()
-                .filter(|kind| kind.keys.contains(&"history"))
+                .filter(|kind| kind.keys.contains(&"history") && kind.is_builtin())
                 .map(|kind| kind.name)
                 .collect();
             let message = format!(
-                "[engines.{name}] history = \"structured\" works only with {}",
+                "[engines.{name}] history = \"structured\" works only with {} (their own session \
+                 files); {name} takes the history inline, in its first message: drop the line, or \
+                 write history = \"inline\"",
                 takers.join(", ")
             );
             return Err(place.error(&section, Some("history"), message));

@@ -766,7 +766,7 @@ pub(crate) fn end_session(dir: &Path, session: &str) {
 }
 
 /// The kinds with a socket in `dir`, sorted.
-fn kinds(dir: &Path) -> Vec<String> {
+pub(crate) fn kinds(dir: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
     let mut kinds: Vec<String> = entries
         .filter_map(Result::ok)

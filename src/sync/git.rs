@@ -170,6 +170,11 @@ impl Git {
             .filter(|s| !s.is_empty())
     }
 
+    /// Whether `a` and `b` have a commit in common (one remote's history, however far apart).
+    pub(crate) fn shares_history(&self, a: &str, b: &str) -> bool {
+        self.run(&["merge-base", a, b]).is_ok_and(|ran| ran.success)
+    }
+
     /// Whether `commit` is in the history of `of`.
     pub(crate) fn is_ancestor(&self, commit: &str, of: &str) -> bool {
         self.run(&["merge-base", "--is-ancestor", commit, of]).is_ok_and(|ran| ran.success)

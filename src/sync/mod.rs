@@ -572,9 +572,7 @@ impl Syncing<'_> {
             self.git.fetch()?;
             let remote = self.git.remote_head();
             // Emptied, or made again empty: everything this machine holds goes back there.
-            if remote.is_none() && self.state.merged.is_some() {
-                self.report.remote_refilled = true;
-            }
+            let refilling = remote.is_none() && self.state.merged.is_some();
             if remote != self.state.merged || self.state.receiving {
                 self.merge_and_take()?;
             }
@@ -585,7 +583,8 @@ impl Syncing<'_> {
             }
             match self.git.push()? {
                 Pushed::Done => {
-                    self.report.sent_earlier = self.report.sent == 0;
+                    self.report.remote_refilled = refilling;
+                    self.report.sent_earlier = self.report.sent == 0 && !refilling;
                     break;
                 }
                 Pushed::Behind if attempt < PUSHES => continue,
@@ -959,14 +958,20 @@ impl Syncing<'_> {
         Ok(())
     }
 
-    /// Fetched: merge, unless the remote was rewritten.
+    /// Merges the remote's branch as fetched. One that lost commits this machine took from it
+    /// (set back, or filled again by a machine that was behind) is merged all the same: the
+    /// merge is a union, and the push puts back what it lost; a log cut shorter is refused as
+    /// it is read. One with no commit in common with this machine's (made anew, by another
+    /// `cca sync init`) is another remote: refused.
     fn merge(&mut self) -> Result<()> {
         let Some(remote) = self.git.remote_head() else { return Ok(()) };
         if let Some(merged) = &self.state.merged
             && !self.git.is_ancestor(merged, &remote)
+            && !self.git.shares_history("HEAD", &remote)
         {
             bail!(rewritten(&format!(
-                "it no longer holds the commit {merged} this machine took from it"
+                "it holds none of the commits this machine took from it ({merged} the last): \
+                 it was made anew"
             )));
         }
         self.git.merge()

@@ -62,6 +62,8 @@ impl Syncing<'_> {
         // A session's logs share its folder.
         let folder = |path: &str| Path::new(path).parent().map(Path::to_path_buf);
         let mut left_out = HashSet::new();
+        // Read again by each merge of a sync (a push another machine beat): said once.
+        self.report.unreadable.clear();
         for path in changed.iter().filter(|p| !p.ends_with(&own)) {
             match self.read_records(path)? {
                 Ok(records) => {

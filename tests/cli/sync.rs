@@ -547,11 +547,27 @@ fn a_tampered_record_or_a_rewritten_remote_is_an_error_and_changes_nothing_here(
     commit("put right");
     b.sync().ok().stderr_has("continued elsewhere");
     assert_eq!(a.sessions(), b.sessions());
-    // History forced over, dropping what B took: refused, nothing changed.
+    // History forced back, dropping what B took: B's push puts it back.
     git(&["-C", work_dir, "reset", "-q", "--hard", "HEAD~3"]);
     git(&["-C", work_dir, "push", "-q", "-f", "origin", "cca"]);
     let before = b.sessions();
-    b.sync().code(1).stderr_has("rewritten");
+    b.sync().ok();
+    assert_eq!(b.sessions(), before);
+    a.sync().ok();
+    assert_eq!(a.sessions(), b.sessions());
+    let c = Machine::new("tablet");
+    c.init(&remote, Some(&a.key())).ok();
+    assert_eq!(c.sessions(), a.sessions());
+    // A remote made anew by another machine's init (no commit in common): refused, nothing
+    // changed.
+    std::fs::remove_dir_all(&remote).unwrap();
+    let out = Command::new("git").args(["init", "-q", "--bare"]).arg(&remote).output().unwrap();
+    assert!(out.status.success());
+    let d = Machine::new("phone");
+    d.ask("2026-11-21T12:00:00Z", "a new start", false);
+    d.init(&remote, None).ok();
+    let before = b.sessions();
+    b.sync().code(1).stderr_has("rewritten").stderr_has("made anew");
     assert_eq!(b.sessions(), before);
 }
 
@@ -686,11 +702,19 @@ fn a_remote_made_again_empty_is_filled_again_by_the_next_sync() {
     b.run(&[",", "-q", "asked on the desktop"]).ok();
     b.sync().ok();
     a.sync().ok();
+    // B goes ahead: A, which fills the remote again, never took this.
+    b.run(&[",", "-q", "asked on the desktop once more"]).ok();
+    b.sync().ok();
     std::fs::remove_dir_all(&remote).unwrap();
     let out = Command::new("git").args(["init", "-q", "--bare"]).arg(&remote).output().unwrap();
     assert!(out.status.success());
-    a.sync().ok().stderr_has("held nothing of cca's");
-    b.sync().ok().stderr_has("up to date");
+    let run = a.sync();
+    run.ok().stderr_has("held nothing of cca's");
+    assert!(!run.stderr.contains("earlier sync"), "{run}");
+    // B, ahead of what A put back, merges it and puts back what it lacked.
+    b.sync().ok();
+    a.sync().ok().stderr_has(&format!("continued elsewhere: {ID}"));
+    assert!(a.text(ID).contains("asked on the desktop once more"));
     b.run(&[",", "-q", "asked after the remote was made again"]).ok();
     b.sync().ok();
     a.sync().ok().stderr_has(&format!("continued elsewhere: {ID}"));

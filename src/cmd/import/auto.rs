@@ -115,8 +115,6 @@ struct Hook<'a> {
 
 fn on(store: &Store, target: &Target, hook: &Hook) -> Result<String> {
     let text = store::read_settings(&target.file)?;
-    // Before the record is kept: a file that cannot be changed leaves no trace.
-    store::settings_writable(&target.file)?;
     let edited = match target.tool {
         HookTool::Codex => edit::codex_on(text.as_deref(), &codex_argv(hook)?),
         tool => edit::json_on(text.as_deref(), name(tool), &hook_command(hook, tool)?),
@@ -124,6 +122,9 @@ fn on(store: &Store, target: &Target, hook: &Hook) -> Result<String> {
     let Some(new) = edited.map_err(|r| refused(target, r, Switch::On))? else {
         return Ok(format!("on already ({})", target.file.display()));
     };
+    // Before the record is kept: a file that cannot be changed leaves no trace. (One that
+    // has the hook already, read-only, is on: above.)
+    store::settings_writable(&target.file)?;
     // Replacing a hook of cca's (cca moved): the user's original is still the one kept. One
     // this home did not write (another CCA_HOME's, or one whose record was lost) is not the
     // user's: the original is the file without it, so that `off` takes every hook of cca's.
