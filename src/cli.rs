@@ -859,8 +859,9 @@ pub struct AskArgs {
 /// How a turn is answered: the options `search`, `,` and `chat` share.
 #[derive(Debug, Args, Clone, Default)]
 pub struct AnswerArgs {
-    /// Engine: claude, gemini, codex, or a name declared in config.toml [default: the first of
-    /// claude, gemini and codex on PATH; a session keeps its own] [env: CCA_ENGINE]
+    /// Engine: claude, gemini, codex, or a name declared in config.toml [default: `engine` in
+    /// config.toml, else the first of claude, gemini and codex on PATH, else the first engine
+    /// declared there; a session keeps its own] [env: CCA_ENGINE]
     #[arg(short, long, value_name = "NAME", add = engine_candidates())]
     pub engine: Option<String>,
 

@@ -227,13 +227,18 @@ pub(crate) fn default_engine(settings: &Settings) -> String {
     first_found(settings)
 }
 
-/// The first built-in engine found on PATH (the first of them if none is).
+/// The first built-in engine found on PATH; with none, the first engine declared in the
+/// config file that is found (a machine with no built-in engine, where the user declared one
+/// and wrote no `engine =`); else the first built-in, whose error says how to install it.
 fn first_found(settings: &Settings) -> String {
-    engine::BUILTIN
-        .iter()
-        .map(|spec| spec.name)
-        .find(|name| locate(settings, &settings.engines[*name]).is_ok())
-        .unwrap_or(engine::BUILTIN[0].name)
+    let found = |e: &&EngineConfig| locate(settings, e).is_ok();
+    let builtin = engine::BUILTIN.iter().map(|spec| &settings.engines[spec.name]);
+    let declared = settings.engines.values().filter(|e| !e.spec.is_builtin());
+    builtin
+        .clone()
+        .find(found)
+        .or_else(|| declared.clone().find(found))
+        .map_or(engine::BUILTIN[0].name, |e| e.name.as_str())
         .to_string()
 }
 

@@ -37,7 +37,7 @@ pub(crate) fn run(_: &ConfigArgs) -> Result<u8> {
         None => row(
             "engine",
             session::default_engine(&settings),
-            "default (the first built-in engine on PATH)".into(),
+            "default (the first built-in engine on PATH, else the first declared one found)".into(),
         ),
     }
     match &settings.model {

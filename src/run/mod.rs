@@ -271,13 +271,7 @@ impl std::error::Error for SpawnError {}
 /// Finds the engine's program: a path as given, or a name on PATH.
 pub(crate) fn locate(settings: &Settings, engine: &EngineConfig) -> Result<PathBuf> {
     let program = Path::new(&engine.program);
-    let found = if program.components().count() > 1 {
-        program.is_file().then(|| program.to_path_buf())
-    } else {
-        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-        which::which_in(program, settings.path.as_ref(), cwd).ok()
-    };
-    found.ok_or_else(|| {
+    find(settings, engine).ok_or_else(|| {
         let looked = if program.components().count() > 1 {
             format!("{} ({}) does not exist", program.display(), engine.program_source)
         } else {
@@ -291,10 +285,36 @@ pub(crate) fn locate(settings: &Settings, engine: &EngineConfig) -> Result<PathB
                 "set {var} to the path of the {} program, or `unset {var}`",
                 engine.name
             )),
-            _ => failure.hint(engine.install_hint()),
+            _ => {
+                // A session held elsewhere (imported, synced) keeps an engine this machine may
+                // lack: one that is here answers with `-e`.
+                let here = settings
+                    .engines
+                    .values()
+                    .find(|e| e.name != engine.name && find(settings, e).is_some());
+                match here {
+                    Some(other) => failure.hint(format!(
+                        "{}; or answer with an engine that is here: `-e {}`",
+                        engine.install_hint(),
+                        other.name
+                    )),
+                    None => failure.hint(engine.install_hint()),
+                }
+            }
         }
         .into()
     })
+}
+
+/// The engine's program, when it is there: a path as given, or a name on PATH.
+fn find(settings: &Settings, engine: &EngineConfig) -> Option<PathBuf> {
+    let program = Path::new(&engine.program);
+    if program.components().count() > 1 {
+        program.is_file().then(|| program.to_path_buf())
+    } else {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        which::which_in(program, settings.path.as_ref(), cwd).ok()
+    }
 }
 
 /// Runs a program to the end and returns its stdout (`llm logs --json` for `cca import`);

@@ -353,6 +353,22 @@ fn engines_are_chosen_by_flag_env_config_or_path() {
     assert_eq!(argv_of(&none.last_call())[0], claude.to_str().unwrap());
 
     env.run(&["search", "--engine", "nope", "q"]).code(2).stderr_has("unknown engine `nope`");
+
+    // No built-in engine found, one declared and no `engine =`: the declared one answers, and
+    // `cca doctor` names it the default.
+    let declared = TestEnv::with_engines(&[]);
+    let fake = fake_engine().display().to_string();
+    declared.write_config(&format!("[engines.echo]\ncommand = [\"{fake}\"]\n"));
+    assert_eq!(declared.run(&["search", "-q", "hello"]).ok().stdout.trim_end(), "ECHO: hello");
+    assert!(declared.latest().contains("\"engine\":\"echo\""));
+    let doctor = declared.run(&["doctor"]);
+    assert!(
+        doctor.stdout.lines().any(|l| l.contains("echo") && l.contains("(default)")),
+        "{doctor}"
+    );
+    // An engine that is not here (a session imported from another machine's claude, say): the
+    // hint names one that is.
+    declared.run(&["search", "-q", "-e", "claude", "x"]).code(1).stderr_has("`-e echo`");
 }
 
 #[test]
