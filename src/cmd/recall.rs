@@ -113,7 +113,8 @@ fn write_found(out: &mut dyn Write, f: &Found, bold: bool) -> Result<()> {
     if !f.also_in.is_empty() {
         writeln!(out, "  the same exchange is also in {}", f.also_in.join(", "))?;
     }
-    writeln!(out, "  [cca show {} | exchange {}]\n", f.session, f.exchange)?;
+    // Not `cca show ID | exchange N`, which read as a pipe into a command `exchange`.
+    writeln!(out, "  [all of it: exchange {} of `cca show {}`]\n", f.exchange, f.session)?;
     Ok(())
 }
 

@@ -75,6 +75,10 @@ fn plain_words_find_the_right_exchange_and_the_index_is_a_cache() {
     run.ok();
     assert!(run.stdout.starts_with(&format!("{STAMP} · exchange 2")), "{run}");
     assert!(run.stdout.contains("LockFileEx"), "{run}");
+    assert!(
+        run.stdout.contains(&format!("[all of it: exchange 2 of `cca show {STAMP}`]")),
+        "{run}"
+    );
 }
 
 #[test]
