@@ -526,6 +526,20 @@ fn new_bytes(ask: &Ask) -> usize {
     ask.query.len() + ask.attachments.iter().map(|a| a.text.len()).sum::<usize>()
 }
 
+/// The engines that take images, as `-e` flags: from their descriptions, not a list here.
+fn image_takers() -> String {
+    let flags: Vec<String> = crate::engine::KINDS
+        .iter()
+        .filter(|kind| kind.takes_images)
+        .map(|kind| format!("`-e {}`", kind.name))
+        .collect();
+    match flags.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => "none is built in".to_string(),
+    }
+}
+
 /// Refuses images for an engine that cannot take them, before anything is recorded or sent.
 pub(crate) fn refuse_images(engine: &EngineConfig, attachments: &[Attachment]) -> Result<()> {
     if let Some(first) = attachments.iter().find(|a| a.image.is_some())
@@ -535,7 +549,7 @@ pub(crate) fn refuse_images(engine: &EngineConfig, attachments: &[Attachment]) -
             "engine {} cannot take images ({} is one); nothing was sent",
             engine.name, first.name
         ))
-        .hint("ask with an engine that takes images: `-e claude` or `-e gemini`")
+        .hint(format!("ask with an engine that takes images: {}", image_takers()))
         .into());
     }
     Ok(())

@@ -656,7 +656,8 @@ fn an_image_is_kept_beside_the_transcript_and_refused_by_engines_that_take_none(
     // A command engine cannot take it: refused before anything is made, recorded or sent.
     env.run(&["search", "-e", "echo", "-f", "pic.png", "what is this?"])
         .code(2)
-        .stderr_has("engine echo cannot take images (pic.png is one)");
+        .stderr_has("engine echo cannot take images (pic.png is one)")
+        .stderr_has("`-e claude`, `-e gemini` or `-e codex`");
     assert!(env.calls().is_empty(), "nothing was sent");
     assert!(env.session_files().is_empty(), "{:?}", env.session_files());
     assert!(!env.cca_home.join("files").exists(), "nothing was kept");
