@@ -386,16 +386,22 @@ pub(crate) fn clear(
     id: &str,
     waiting: impl FnOnce(),
     noted: impl FnOnce(&str),
-) -> Result<()> {
+) -> Result<bool> {
     let _lock = store.lock(id, true, waiting)?;
     let summary = repaired_summary(settings, store, id, noted)?;
+    // Nothing would be sent from before (a new session, one cleared already): a clear record
+    // would only add noise to the file.
+    if summary.live.summary.is_none() && summary.live.exchanges.is_empty() {
+        return Ok(false);
+    }
     let record = Record {
         kind: Kind::Clear,
         meta: Meta { at: Some(settings.now_string()), ..Meta::default() },
         content: String::new(),
     };
     Appender::open(store, id)?
-        .append(transcript::render_record(&record, summary.exchanges + 1).as_bytes())
+        .append(transcript::render_record(&record, summary.exchanges + 1).as_bytes())?;
+    Ok(true)
 }
 
 /// Creates a session from the first `at` exchanges of `source` (all by default) and makes it

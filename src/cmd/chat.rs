@@ -262,14 +262,19 @@ fn slash(
         "quit" | "exit" | "q" => return Ok(Flow::Leave),
         "clear" => {
             let id = current()?;
-            crate::session::clear(
+            let cleared = crate::session::clear(
                 settings,
                 store,
                 &id,
                 || say_waiting(&id),
                 super::clear::said_note,
             )?;
-            say("cca: context cleared; the next message starts afresh (the file keeps everything)");
+            match cleared {
+                true => say(
+                    "cca: context cleared; the next message starts afresh (the file keeps everything)",
+                ),
+                false => say("cca: nothing to clear: the next message starts afresh already"),
+            }
         }
         "compact" => {
             let id = current()?;

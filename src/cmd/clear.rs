@@ -12,10 +12,14 @@ use crate::session::{self, settings};
 pub(crate) fn run(args: &ClearArgs) -> Result<u8> {
     let (settings, store) = settings(&Flags::default())?;
     let id = session::chosen(&settings, &store, args.session.id.as_deref())?;
-    session::clear(&settings, &store, &id, || say_waiting(&id), said_note)?;
-    say(&format!(
-        "cca: cleared {id}: its next turn starts without the history (the file keeps it)"
-    ));
+    match session::clear(&settings, &store, &id, || say_waiting(&id), said_note)? {
+        true => say(&format!(
+            "cca: cleared {id}: its next turn starts without the history (the file keeps it)"
+        )),
+        false => say(&format!(
+            "cca: {id} has nothing to clear: its next turn sends no history already; nothing changed"
+        )),
+    }
     Ok(exit::OK)
 }
 

@@ -193,7 +193,7 @@ pub(crate) fn init(
             )
         ));
     }
-    let remote = &remote_address(remote)?;
+    let remote = &git::remote_address(remote)?;
     store.make_sync_dir()?;
     let repo = store.sync_repo();
     if repo.exists() {
@@ -260,23 +260,6 @@ pub(crate) fn init(
     };
     save(store, &state)?;
     sync(store, false, || {}, &|_, _| {})
-}
-
-/// The remote as git is given it: a folder named from here made absolute, since git runs in
-/// the clone's folder (and every later sync runs from anywhere); anything else as it is.
-fn remote_address(remote: &str) -> Result<String> {
-    if remote.trim().is_empty() {
-        bail!(Failure::usage("the remote is empty").hint(
-            "name a git remote: a URL, `user@host:path`, or a folder (`git init --bare` makes one)"
-        ));
-    }
-    let path = Path::new(remote);
-    if path.is_relative() && !remote.contains("://") && path.exists() {
-        let absolute = std::path::absolute(path)
-            .with_context(|| format!("cannot make {remote} an absolute path"))?;
-        return Ok(absolute.to_string_lossy().into_owned());
-    }
-    Ok(remote.to_string())
 }
 
 /// The seal of a remote in use, from its description and the key given.

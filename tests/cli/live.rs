@@ -20,6 +20,19 @@ fn cleared_session(env: &TestEnv) {
     assert!(live_index(env).is_file(), "the clear left an index of the live context");
 }
 
+/// A clear of a session with nothing to send from before (cleared already) writes nothing.
+#[test]
+fn a_clear_with_nothing_to_clear_changes_nothing() {
+    let env = TestEnv::new();
+    env.converse(&["one"], &[]);
+    env.run(&["clear"]).ok().stderr_has(&format!("cleared {STAMP}"));
+    let before = std::fs::read(env.session_path(STAMP)).unwrap();
+    env.run(&["clear"]).ok().stderr_has("nothing to clear");
+    assert_eq!(std::fs::read(env.session_path(STAMP)).unwrap(), before);
+    env.run(&["search", "-q", "-r", "two"]).ok();
+    assert!(env.last_users().is_empty());
+}
+
 #[test]
 fn a_hand_edit_before_the_clear_is_honoured() {
     let env = TestEnv::new();

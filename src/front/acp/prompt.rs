@@ -236,10 +236,11 @@ impl Acp {
                 || say_waiting(id),
                 |note| say(&format!("cca: {note}")),
             )
-            .map(|()| {
-                "Context cleared: the next question starts without the turns above (the \
-                 transcript keeps them)."
-                    .to_string()
+            .map(|cleared| match cleared {
+                true => "Context cleared: the next question starts without the turns above (the \
+                         transcript keeps them)."
+                    .to_string(),
+                false => "Nothing to clear: the next question starts afresh already.".to_string(),
             }),
             "compact" => self.compact(settings, id, forward, cancel),
             "fork" => {
