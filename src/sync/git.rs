@@ -326,6 +326,23 @@ fn succeeded(args: &[&str], ran: Ran) -> Result<String> {
     Ok(String::from_utf8_lossy(&ran.stdout).into_owned())
 }
 
+/// The remote as git is given it: a folder named from here made absolute, since git runs in
+/// the clone's folder (and every later sync runs from anywhere); anything else as it is.
+pub(crate) fn remote_address(remote: &str) -> Result<String> {
+    if remote.trim().is_empty() {
+        bail!(Failure::usage("the remote is empty").hint(
+            "name a git remote: a URL, `user@host:path`, or a folder (`git init --bare` makes one)"
+        ));
+    }
+    let path = Path::new(remote);
+    if path.is_relative() && !remote.contains("://") && path.exists() {
+        let absolute = std::path::absolute(path)
+            .with_context(|| format!("cannot make {remote} an absolute path"))?;
+        return Ok(absolute.to_string_lossy().into_owned());
+    }
+    Ok(remote.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -352,21 +369,4 @@ mod tests {
             assert!(!beaten(said), "{said}");
         }
     }
-}
-
-/// The remote as git is given it: a folder named from here made absolute, since git runs in
-/// the clone's folder (and every later sync runs from anywhere); anything else as it is.
-pub(crate) fn remote_address(remote: &str) -> Result<String> {
-    if remote.trim().is_empty() {
-        bail!(Failure::usage("the remote is empty").hint(
-            "name a git remote: a URL, `user@host:path`, or a folder (`git init --bare` makes one)"
-        ));
-    }
-    let path = Path::new(remote);
-    if path.is_relative() && !remote.contains("://") && path.exists() {
-        let absolute = std::path::absolute(path)
-            .with_context(|| format!("cannot make {remote} an absolute path"))?;
-        return Ok(absolute.to_string_lossy().into_owned());
-    }
-    Ok(remote.to_string())
 }
