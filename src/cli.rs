@@ -74,7 +74,7 @@ pub enum Command {
     #[command(after_long_help = SEARCH_EXAMPLES)]
     Search(SearchArgs),
 
-    /// Continue the latest session: the same as `cca search --resume`
+    /// Continue the session this terminal follows: latest, or $CCA_SESSION (`cca search -r`)
     #[command(name = ",")]
     Comma(AskArgs),
 

@@ -430,6 +430,10 @@ pub(crate) fn fork(
             "session {source} has {}; cannot fork at {n}",
             crate::human::counted(summary.exchanges, "exchange", "exchanges")
         ))
+        .hint(format!(
+            "fork at {} or less (`cca show {source}` numbers them), or leave out --at to fork it whole",
+            summary.exchanges
+        ))
         .into());
     }
     let file = store.open_session(source)?;

@@ -72,6 +72,8 @@ pub(crate) fn run(args: &ChatArgs) -> Result<u8> {
     // Commands typed while an answer streamed, run once it is saved.
     let mut deferred: VecDeque<String> = VecDeque::new();
     let (piped, cap) = (!std::io::stdin().is_terminal(), settings.input_cap());
+    // A turn that failed, for a script's exit status (on a terminal, the person saw it).
+    let mut failed = false;
     loop {
         let line = match deferred.pop_front() {
             Some(line) => line,
@@ -125,9 +127,15 @@ pub(crate) fn run(args: &ChatArgs) -> Result<u8> {
         let shown = match asked {
             Ok(outcome) => {
                 session = Some(outcome.session.clone());
-                terminal.finish(&outcome).and_then(|_| super::print("\n"))
+                terminal.finish(&outcome).and_then(|code| {
+                    failed |= code != exit::OK;
+                    super::print("\n")
+                })
             }
-            Err(e) => terminal.not_recorded(e, &ask.query).map(|_| ()),
+            Err(e) => {
+                failed = true;
+                terminal.not_recorded(e, &ask.query).map(|_| ())
+            }
         };
         drop(route);
         if let Err(e) = shown {
@@ -147,7 +155,8 @@ pub(crate) fn run(args: &ChatArgs) -> Result<u8> {
     if editor.save_history(&history).is_ok() {
         store.make_private(&history);
     }
-    Ok(exit::OK)
+    // Piped, its status says whether every turn was answered, as `cca search`'s does.
+    Ok(if piped && failed { exit::ERROR } else { exit::OK })
 }
 
 /// Reads the lines typed while a turn runs and queues each as a steer, until dropped. It polls,

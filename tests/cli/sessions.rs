@@ -157,7 +157,10 @@ fn fork_at_turn_two_sends_exactly_two_exchanges() {
     // The original goes on with all four.
     env.run(&["search", "-q", "-s", "20261121-101500", "t5 in the original"]).ok();
     assert_eq!(env.last_users(), ["t1", "t2", "t3", "t4"]);
-    env.run(&["fork", "--at", "9"]).code(2).stderr_has("has 5 exchanges");
+    env.run(&["fork", "--at", "9"])
+        .code(2)
+        .stderr_has("has 5 exchanges")
+        .stderr_has("fork at 5 or less");
     let before = env.session_files();
     env.run(&["fork", "--at", "0"]).code(2).stderr_has("a fork at 0 would keep nothing");
     assert_eq!(env.session_files(), before, "no empty session is made");
@@ -506,7 +509,10 @@ fn a_kept_gemini_that_opens_no_acp_session_fails_the_turn_with_a_hint() {
     let mut cmd = env.command();
     cmd.args(["chat", "-e", "gemini"]).env("FAKE_SCRIPT", "nostdin;raw no acp here\\n");
     let run = run_command(cmd, Some(b"hello\n"));
-    run.stderr_has("gemini ended before it opened a session").stderr_has("keep_warm = \"off\"");
+    // Piped, the chat's status says a turn failed, as `cca search`'s would.
+    run.code(1)
+        .stderr_has("gemini ended before it opened a session")
+        .stderr_has("keep_warm = \"off\"");
     let argv = argv_of(&env.last_call()).join(" ");
     assert!(argv.contains("--acp"), "{argv}");
     assert!(env.latest().contains("hello"), "the question is kept");
