@@ -205,9 +205,8 @@ fn the_hook_of_a_run_cca_started_imports_nothing() {
     assert_eq!(env.last_call()["env"]["CCA_ENGINE_RUN"], "1", "{}", env.last_call());
 }
 
-#[test]
-fn codex_s_notify_imports_the_thread_and_runs_the_users_own_notify() {
-    let env = TestEnv::new();
+/// A codex rollout of one answered question (thread `0199-codex`), where codex keeps it.
+fn codex_rollout(env: &TestEnv) {
     let dir = env.home.join(".codex/sessions/2026/11/20");
     let at = "2026-11-20T08:00:00.000Z";
     let lines = [
@@ -219,6 +218,12 @@ fn codex_s_notify_imports_the_thread_and_runs_the_users_own_notify() {
         &dir.join("rollout-2026-11-20T08-00-00-0199-codex.jsonl"),
         &lines.iter().map(|l| format!("{l}\n")).collect::<String>(),
     );
+}
+
+#[test]
+fn codex_s_notify_imports_the_thread_and_runs_the_users_own_notify() {
+    let env = TestEnv::new();
+    codex_rollout(&env);
     let mine = env.root.path().join("mine.sh");
     write(&mine, "#!/bin/sh\nprintf '%s\\n' \"$@\" > \"$HOME/notified\"\n");
     std::fs::set_permissions(&mine, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
@@ -252,17 +257,7 @@ fn the_hook_imports_whatever_the_engine_settings_say_and_a_notify_that_cannot_st
     assert!(text().contains("`ghost`") && text().contains("importing without them"), "{}", text());
     assert_eq!(env.session_files().len(), 1);
     // By hand too, with an engine variable that names no engine.
-    let dir = env.home.join(".codex/sessions/2026/11/20");
-    let at = "2026-11-20T08:00:00.000Z";
-    let lines = [
-        json!({"timestamp": at, "type": "session_meta", "payload": {"id": "0199-codex", "cwd": "/w", "timestamp": at, "cli_version": "0.169.0"}}),
-        json!({"timestamp": at, "type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "question"}]}}),
-        json!({"timestamp": at, "type": "response_item", "payload": {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "answer"}]}}),
-    ];
-    write(
-        &dir.join("rollout-2026-11-20T08-00-00-0199-codex.jsonl"),
-        &lines.iter().map(|l| format!("{l}\n")).collect::<String>(),
-    );
+    codex_rollout(&env);
     std::fs::remove_file(env.cca_home.join("config.toml")).unwrap();
     let event = json!({"type": "agent-turn-complete", "thread-id": "0199-codex", "turn-id": "1", "cwd": "/w"}).to_string();
     let gone = env.root.path().join("uninstalled-notify");

@@ -34,4 +34,5 @@ mod standby;
 mod standby_faults;
 mod steer;
 mod sync;
+mod sync_remote;
 mod terminal;
