@@ -60,6 +60,21 @@ impl Appender {
         Ok(true)
     }
 
+    /// The file's length now: where the next append starts.
+    pub(crate) fn len(&self) -> Result<u64> {
+        let meta = self.file.metadata();
+        Ok(meta.with_context(|| format!("cannot read {}", self.path.display()))?.len())
+    }
+
+    /// Whether the file still holds `bytes` at `offset`, where they were appended: an editor
+    /// that saves in place (nano, VS Code, vim through the `latest` link) rewrites the same
+    /// file, and may have written a version loaded before they were.
+    pub(crate) fn holds_at(&self, offset: u64, bytes: &[u8]) -> bool {
+        use std::os::unix::fs::FileExt;
+        let mut held = vec![0; bytes.len()];
+        self.file.read_exact_at(&mut held, offset).is_ok() && held == bytes
+    }
+
     /// Whether the file holds these bytes (a record appended before it was replaced). Read
     /// whole, which only a replaced transcript needs.
     pub(crate) fn contains(&self, bytes: &[u8]) -> bool {

@@ -26,6 +26,8 @@ pub(super) struct Recorder<'a> {
     appender: Appender,
     /// The question's records, to find them again in a file replaced during the turn.
     question: String,
+    /// Where they were appended.
+    question_at: u64,
     /// The exchange the next record belongs to.
     pub(super) turn: u64,
     /// What every answer in the session has cost, this turn's so far included.
@@ -47,26 +49,41 @@ impl<'a> Recorder<'a> {
         }
         let question = question_records(ask, now, turn);
         appender.append(question.as_bytes())?;
-        Ok(Recorder { session, appender, question, turn, spent: settled.summary.totals })
+        let question_at = appender.len()? - question.len() as u64;
+        let spent = settled.summary.totals;
+        Ok(Recorder { session, appender, question, question_at, turn, spent })
     }
 
     /// Goes on in the file now at the session's path if an editor replaced it during the turn,
-    /// with the question appended there unless the new file has it.
+    /// with the question appended there unless the new file has it; the same when an editor
+    /// saved over the file in place a version without the question.
     pub(super) fn follow_replacement(&mut self, observer: &mut dyn Observer) -> Result<()> {
-        if !self.appender.follow_replacement()? {
+        let replaced = self.appender.follow_replacement()?;
+        if !replaced && self.appender.holds_at(self.question_at, self.question.as_bytes()) {
             return Ok(());
         }
         // The editor's version may have been loaded before the question was appended.
         let kept = self.appender.contains(self.question.as_bytes());
         if !kept {
             self.appender.append(self.question.as_bytes())?;
+            self.question_at = self.appender.len()? - self.question.len() as u64;
         }
-        let text = format!(
-            "warning: {} was replaced during the turn (an editor saved it as a new file); \
-             the {}outcome is appended to the file now at that path",
-            self.session.store.session_path(self.session.id).display(),
-            if kept { "" } else { "question and its " },
-        );
+        let path = self.session.store.session_path(self.session.id);
+        let text = match (replaced, kept) {
+            // Saved in place with the question in it: an edit like any other.
+            (false, true) => return Ok(()),
+            (false, false) => format!(
+                "warning: {} was saved over during the turn (an editor wrote a version without \
+                 this question); the question and its outcome are appended to it again",
+                path.display()
+            ),
+            (true, _) => format!(
+                "warning: {} was replaced during the turn (an editor saved it as a new file); \
+                 the {}outcome is appended to the file now at that path",
+                path.display(),
+                if kept { "" } else { "question and its " },
+            ),
+        };
         observer.event(Event::Notice { level: Level::Warning, text: &text });
         Ok(())
     }

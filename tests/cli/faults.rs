@@ -479,11 +479,15 @@ fn save_as_new_file(path: &std::path::Path, text: &str) {
 }
 
 #[test]
-fn an_editor_that_renames_a_new_file_over_the_transcript_loses_nothing() {
+fn an_editor_that_saves_during_a_turn_loses_nothing() {
     let env = TestEnv::new();
     env.run(&["search", "-q", "first"]).ok();
     let path = env.sessions_dir().join("latest").canonicalize().unwrap();
-    for (n, stale) in [(1, false), (2, true)] {
+    // A new file renamed over the transcript (vim, `sed -i`), or the same file written over
+    // (nano, VS Code, vim through the `latest` link); with the question in the editor's
+    // version, or a version loaded before the question was appended.
+    let cases = [(1, false, true), (2, true, true), (3, false, false), (4, true, false)];
+    for (n, stale, as_new_file) in cases {
         let before = std::fs::read_to_string(&path).unwrap();
         let (pid, go) =
             (env.root.path().join(format!("pid{n}")), env.root.path().join(format!("go{n}")));
@@ -495,22 +499,30 @@ fn an_editor_that_renames_a_new_file_over_the_transcript_loses_nothing() {
             .stderr(Stdio::piped());
         let cca = Guard(cmd.spawn().unwrap());
         pid_in(&pid);
-        // The editor's version: the file as it is now (question included), or as it was
-        // loaded before the question was appended.
         let base = if stale { before } else { std::fs::read_to_string(&path).unwrap() };
-        save_as_new_file(&path, &format!("{base}\nA note added by hand {n}.\n"));
+        let edited = format!("{base}\nA note added by hand {n}.\n");
+        if as_new_file {
+            save_as_new_file(&path, &edited);
+        } else {
+            std::fs::write(&path, &edited).unwrap();
+        }
         std::fs::write(&go, "").unwrap();
         let output = cca.finish();
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(0), "{stderr}");
-        assert!(stderr.contains("was replaced"), "{stderr}");
+        match (as_new_file, stale) {
+            (true, _) => assert!(stderr.contains("was replaced"), "{stderr}"),
+            (false, true) => assert!(stderr.contains("was saved over"), "{stderr}"),
+            (false, false) => assert!(!stderr.contains("warning"), "{stderr}"),
+        }
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.contains(&format!("A note added by hand {n}.")), "the editor's version");
         assert!(text.contains(&format!("ECHO: question {n}")), "the answer: {text}");
         assert_eq!(text.matches(&format!("\nquestion {n}\n")).count(), 1, "{text}");
     }
     env.run(&["search", "-q", "-r", "next"]).ok();
-    assert_eq!(env.last_users(), ["first", "question 1", "question 2"]);
+    let asked = ["first", "question 1", "question 2", "question 3", "question 4"];
+    assert_eq!(env.last_users(), asked);
 }
 
 #[test]
