@@ -309,8 +309,9 @@ pub struct SteerArgs {
     /// The session: an id, or any unique start of one [default: $CCA_SESSION, else latest]
     #[arg(short, long, value_name = "ID", add = session_candidates())]
     pub session: Option<String>,
-    /// The message; read from stdin when not given
-    #[arg(value_name = "MESSAGE")]
+    /// The message; read from stdin when not given. Options go before it: every word from its
+    /// first on is the message's
+    #[arg(value_name = "MESSAGE", trailing_var_arg = true)]
     pub message: Vec<String>,
 }
 
@@ -817,8 +818,10 @@ pub struct AskArgs {
     /// The question; several words are joined with spaces
     ///
     /// Without a question, it is read from stdin. With both, stdin is attached as context
-    /// (a diff, a log, a file) in its own tag, and kept in the transcript.
-    #[arg(value_name = "QUESTION")]
+    /// (a diff, a log, a file) in its own tag, and kept in the transcript. Options go before
+    /// it: every word from the question's first on is the question's, so that `, what does
+    /// --force do` asks about --force.
+    #[arg(value_name = "QUESTION", trailing_var_arg = true)]
     pub query: Vec<String>,
 
     /// Continue this session: an id, any unique start of one, or its name (not $CCA_SESSION,

@@ -194,10 +194,11 @@ fn no_compact_and_the_config_switch() {
         env.run_with(&["search", "-q", "n-1"], None, &script).ok();
         for n in 2..=8 {
             let query = format!("n-{n}");
-            let mut args = vec!["search", "-q", "-r", query.as_str()];
+            let mut args = vec!["search", "-q", "-r"];
             if flag {
                 args.push("--no-compact");
             }
+            args.push(query.as_str());
             env.run_with(&args, None, &script).ok();
         }
         assert!(compactions(&env).is_empty());

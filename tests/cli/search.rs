@@ -163,6 +163,17 @@ echo piped | , with piped input
         ],
         "{run}"
     );
+    // Words that read as cca's options are the question's once it has begun; options before it
+    // are cca's.
+    for (typed, asked) in [
+        (", what does --json mean", "what does --json mean"),
+        (", is rm -rf safe", "is rm -rf safe"),
+        (", -q should I use -f or -r here", "should I use -f or -r here"),
+    ] {
+        let run = bash(&["-c", &format!("eval \"$(cca init bash)\"\n{typed}\n")], None);
+        run.ok();
+        assert_eq!(run.stdout, format!("ECHO: {asked}"), "{typed}");
+    }
 }
 
 #[test]
