@@ -181,6 +181,37 @@ const OURS: &str = "this is a fault in cca: please report it, with the session's
 /// `Err((exchange, the text))`.
 fn turns(t: &transcript::Transcript) -> std::result::Result<Vec<Turn>, (usize, String)> {
     let mut out = Vec::new();
+    for (n, e) in framed(t).into_iter().enumerate() {
+        let parsed = |at: String| time(&at).ok_or((n + 1, at));
+        out.push(Turn {
+            asked: parsed(e.asked)?,
+            answered: parsed(e.answered)?,
+            question: e.question,
+            answer: e.answer,
+            model: e.model,
+        });
+    }
+    Ok(out)
+}
+
+/// Each answered exchange's question (with its attachments, framed as the tools are given
+/// them) and answer: what an exported session reads as in the tool, and so what an import of
+/// it is compared with.
+pub(crate) fn question_answer_pairs(t: &transcript::Transcript) -> Vec<(String, String)> {
+    framed(t).into_iter().map(|e| (e.question, e.answer)).collect()
+}
+
+/// An answered exchange as the tools take it, its times as the transcript gives them.
+struct Framed {
+    question: String,
+    asked: String,
+    answer: String,
+    answered: String,
+    model: Option<String>,
+}
+
+fn framed(t: &transcript::Transcript) -> Vec<Framed> {
+    let mut out = Vec::new();
     // The question waiting for its answer: text, time, attachments (name, content).
     type Asked = (String, String, Vec<(String, String)>);
     let mut question: Option<Asked> = None;
@@ -197,12 +228,11 @@ fn turns(t: &transcript::Transcript) -> std::result::Result<Vec<Turn>, (usize, S
                 if let Some((text, asked, attachments)) = question.take() {
                     let refs: Vec<(&str, String)> =
                         attachments.iter().map(|(n, c)| (n.as_str(), c.clone())).collect();
-                    let parsed = |at: String| time(&at).ok_or((out.len() + 1, at));
-                    out.push(Turn {
+                    out.push(Framed {
                         question: crate::frame::user_with_attachments(text, &refs),
-                        asked: parsed(asked)?,
+                        asked,
                         answer: r.content.clone(),
-                        answered: parsed(at)?,
+                        answered: at,
                         model: r.meta.model.clone(),
                     });
                 }
@@ -211,7 +241,7 @@ fn turns(t: &transcript::Transcript) -> std::result::Result<Vec<Turn>, (usize, S
             Kind::Clear | Kind::Compaction => {}
         }
     }
-    Ok(out)
+    out
 }
 
 fn time(at: &str) -> Option<Time> {
@@ -243,7 +273,7 @@ fn claude_lines(uuid: &str, cwd: &str, turns: &[Turn]) -> String {
         line("user", &t.asked, json!({"role": "user", "content": t.question}), &mut out);
         let message = json!({
             "id": format!("msg_cca_{i}"), "type": "message", "role": "assistant",
-            "model": t.model.clone().unwrap_or_else(|| "cca-import".into()),
+            "model": t.model.clone().unwrap_or_else(|| crate::import::claude::NO_MODEL.into()),
             "content": [{"type": "text", "text": t.answer}],
             "stop_reason": "end_turn", "stop_sequence": null,
             "usage": {"input_tokens": 0, "output_tokens": 0},

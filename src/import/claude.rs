@@ -20,6 +20,11 @@ use crate::render::shown_id;
 /// How Claude Code's note of an answer stopped by the user starts (`[Request interrupted by
 /// user]`, `... for tool use]`).
 const INTERRUPTED: &str = "[Request interrupted by user";
+/// The model claude names on the messages it makes itself (an error shown as an answer).
+const SYNTHETIC: &str = "<synthetic>";
+/// The model `cca export claude` names on an answer whose model the transcript does not say
+/// (claude wants one): not a model, so an import of the export does not take it for one.
+pub(crate) const NO_MODEL: &str = "cca-import";
 
 /// Claude Code versions whose files cca was measured against (their major version).
 const KNOWN_MAJOR: [&str; 2] = ["1", "2"];
@@ -174,7 +179,9 @@ impl Turn {
         if v["type"] == "assistant" {
             self.left_out.thinking += count_blocks(&message["content"], "thinking")
                 + count_blocks(&message["content"], "redacted_thinking");
-            if let Some(model) = message["model"].as_str().filter(|m| *m != "<synthetic>") {
+            if let Some(model) =
+                message["model"].as_str().filter(|m| ![SYNTHETIC, NO_MODEL].contains(m))
+            {
                 self.exchange.model = Some(model.to_string());
             }
             let usage = &message["usage"];

@@ -133,6 +133,8 @@ fn names_from_files_that_would_leave_the_folder_are_refused() {
 fn a_session_exported_then_imported_is_not_copied() {
     let env = TestEnv::new();
     answered(&env);
+    // An exchange with stdin attached: the tools get it inside the question.
+    env.run_with(&["search", "-q", "-r", "review this"], Some(b"some diff\n"), &[]).ok();
     let sessions = || {
         let files = files_under(&env.cca_home.join("sessions"));
         files.iter().filter(|f| f.extension().is_some_and(|e| e == "md")).count()
@@ -143,4 +145,15 @@ fn a_session_exported_then_imported_is_not_copied() {
         run.ok().stderr_has("0 new");
         assert_eq!(sessions(), 1, "{tool}: {run}");
     }
+    // Imported elsewhere, the model claude's export had to name is not taken for the session's.
+    let elsewhere = env.cca_home.with_file_name("elsewhere");
+    let run =
+        env.run_with(&["import", "claude"], None, &[("CCA_HOME", elsewhere.to_str().unwrap())]);
+    run.ok().stderr_has("1 new");
+    let imported = files_under(&elsewhere.join("sessions"));
+    let text = std::fs::read_to_string(
+        imported.iter().find(|f| f.extension().is_some_and(|e| e == "md")).unwrap(),
+    )
+    .unwrap();
+    assert!(!text.contains("cca-import"), "{text}");
 }

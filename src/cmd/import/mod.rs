@@ -538,15 +538,12 @@ fn shared_with(pairs: &[(String, String)], exchanges: &[Exchange]) -> usize {
         .count()
 }
 
-/// The session's answered exchanges: each question with its answer.
+/// The session's answered exchanges: each question (with its attachments, as an export gives
+/// them to the tool) with its answer.
 fn exchange_pairs(store: &Store, id: &str) -> Result<Vec<(String, String)>> {
     let text = crate::store::read_text(&store.session_path(id))?;
     let (t, _) = transcript::parse(&text).map_err(|e| anyhow::anyhow!("{}", e.message))?;
-    Ok(t.records
-        .windows(2)
-        .filter(|w| w[0].kind == transcript::Kind::User && w[1].kind == transcript::Kind::Assistant)
-        .map(|w| (w[0].content.clone(), w[1].content.clone()))
-        .collect())
+    Ok(crate::cmd::export::question_answer_pairs(&t))
 }
 
 /// The line printed for a plan, or `None` when there is nothing to do.
