@@ -19,8 +19,8 @@ use tantivy::directory::error::{
     DeleteError, LockError, OpenDirectoryError, OpenReadError, OpenWriteError,
 };
 use tantivy::directory::{
-    AntiCallToken, Directory, DirectoryLock, FileHandle, Lock, MmapDirectory, TerminatingWrite,
-    WatchCallback, WatchHandle, WritePtr,
+    AntiCallToken, Directory, DirectoryLock, FileHandle, Lock, META_LOCK, MmapDirectory,
+    TerminatingWrite, WatchCallback, WatchHandle, WritePtr,
 };
 
 /// The index's folder, read as tantivy reads it and written without flushing.
@@ -115,8 +115,18 @@ impl Directory for Unflushed {
         Ok(())
     }
 
+    /// A folder this user may not write (made read-only, or another user's) is searched all
+    /// the same: the meta lock only keeps a writer's clean-up from deleting files while they
+    /// are opened, and no writer of this user's can work there.
     fn acquire_lock(&self, lock: &Lock) -> Result<DirectoryLock, LockError> {
-        self.mapped.acquire_lock(lock)
+        match self.mapped.acquire_lock(lock) {
+            Err(LockError::IoError(e))
+                if lock.filepath == META_LOCK.filepath && super::index::is_forbidden(&e) =>
+            {
+                Ok(DirectoryLock::from(Box::new(())))
+            }
+            locked => locked,
+        }
     }
 
     fn watch(&self, callback: WatchCallback) -> tantivy::Result<WatchHandle> {

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, anyhow};
 use serde::{Deserialize, Serialize};
 use tantivy::collector::TopDocs;
+use tantivy::directory::error::LockError;
 use tantivy::query::{
     BooleanQuery, BoostQuery, ConstScoreQuery, Occur, PhraseQuery, Query, RangeQuery, TermQuery,
 };
@@ -253,6 +254,42 @@ pub(crate) fn is_damage(e: &anyhow::Error) -> bool {
     })
 }
 
+/// Whether a failure of the index comes from the machine, not from its files: a full disk,
+/// or a folder this user may not write. Then it is searched as it is, with a note; rebuilt,
+/// it would fail the same way, and lose what it held. tantivy's writer threads report a full
+/// disk as a thread that died, so a disk with almost no room left counts too.
+pub(crate) fn is_machine_fault(e: &anyhow::Error, dir: &Path) -> bool {
+    use std::io::ErrorKind as K;
+    let io_fault = |io: &std::io::Error| {
+        is_forbidden(io) || matches!(io.kind(), K::StorageFull | K::QuotaExceeded)
+    };
+    let said = e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>().is_some_and(io_fault)
+            || match c.downcast_ref::<tantivy::TantivyError>() {
+                Some(tantivy::TantivyError::IoError(io)) => io_fault(io),
+                Some(tantivy::TantivyError::LockFailure(LockError::IoError(io), _)) => io_fault(io),
+                _ => false,
+            }
+    });
+    said || almost_full(dir)
+}
+
+/// Whether the disk that holds `dir` (or the nearest folder above it that there is) has less
+/// than [`LEAST_ROOM`] left for this user.
+fn almost_full(dir: &Path) -> bool {
+    let Some(there) = dir.ancestors().find(|d| d.exists()) else { return false };
+    rustix::fs::statvfs(there).is_ok_and(|s| s.f_bavail.saturating_mul(s.f_frsize) < LEAST_ROOM)
+}
+
+/// Room on the disk below which a failed update is taken for a full disk.
+const LEAST_ROOM: u64 = 64 << 20;
+
+/// Whether an I/O error says this user may not write there.
+pub(crate) fn is_forbidden(io: &std::io::Error) -> bool {
+    use std::io::ErrorKind as K;
+    matches!(io.kind(), K::PermissionDenied | K::ReadOnlyFilesystem)
+}
+
 /// What [`contained`] makes of a panic: the index is damaged, and is rebuilt.
 #[derive(Debug)]
 pub(crate) struct Damaged(String);
@@ -444,7 +481,14 @@ impl Index {
             0..FEW_SESSIONS => (1, LEAST_HEAP),
             _ => (cores, cores * WRITER_HEAP),
         };
-        let writer = self.index.writer_with_num_threads(threads, heap)?;
+        let writer = self.index.writer_with_num_threads(threads, heap).map_err(|e| match e {
+            // tantivy's own words blame another writer, whatever the cause.
+            tantivy::TantivyError::LockFailure(LockError::IoError(io), _) => {
+                anyhow::Error::new(std::io::Error::new(io.kind(), io.to_string()))
+                    .context("cannot lock the index to write it")
+            }
+            e => e.into(),
+        })?;
         writer.set_merge_policy(Box::new(merge_policy()));
         Ok(writer)
     }

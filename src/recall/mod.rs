@@ -125,6 +125,7 @@ pub(crate) fn recall(
     };
     match found(store, &index, &question, filter, limit, now) {
         Ok(found) => Ok(found),
+        Err(e) if index::is_machine_fault(&e, &dir) => cannot_update(&dir, e, early, progress),
         Err(e) => {
             // Unreadable past what opening checks (a damaged segment): never trusted.
             let index = rebuild(store, &format!("{e:#}"), progress)?;
@@ -275,6 +276,7 @@ fn fresh_index(
     let (index, known) = match opened {
         Ok(opened) => opened,
         Err(_) if !dir.join("meta.json").exists() => Index::create(&dir)?,
+        Err(e) if index::is_machine_fault(&e, &dir) => return Err(e),
         Err(e) => {
             note_rebuilding(progress, &dir, &e);
             Index::create(&dir)?
@@ -284,7 +286,7 @@ fn fresh_index(
     // damage the opening did not see starts again from nothing, as a search that fails does.
     // (Any other failure, a full disk say, would fail a rebuild as well: it is said.)
     match index::contained("an update", || update(store, &dir, index, known, stamps, progress)) {
-        Err(e) if index::is_damage(&e) => {
+        Err(e) if index::is_damage(&e) && !index::is_machine_fault(&e, &dir) => {
             note_rebuilding(progress, &dir, &e);
             let (index, known) = Index::create(&dir)?;
             update(store, &dir, index, known, stamps, progress)

@@ -204,6 +204,81 @@ fn an_index_that_cannot_be_written_still_finds_what_it_holds_and_says_so() {
     assert!(found.iter().any(|f| f["excerpt"].as_str().unwrap().contains("linux")), "{found:?}");
 }
 
+/// An index in a folder this user may not write (made read-only, or left by a `sudo cca
+/// recall`) is searched as it is: as another user when the tests run as root, since root may
+/// write anywhere.
+#[test]
+fn an_index_in_a_folder_this_user_may_not_write_is_searched_as_it_is() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    two_sessions(&env);
+    let root = rustix::process::geteuid().is_root();
+    let nobody = "65534";
+    if root {
+        // Everything the other user's, but the index, which the first search (root's) makes.
+        let owner = format!("{nobody}:{nobody}");
+        let status = std::process::Command::new("chown")
+            .args(["-R", &owner, env.root.path().to_str().unwrap()])
+            .status();
+        assert!(status.unwrap().success());
+    }
+    let before = recall(&env, "locks on windows");
+    assert_eq!(first(&before).0, STAMP);
+    let index = env.cca_home.join("recall");
+    let shut = |mode: u32| {
+        for entry in walk(&index) {
+            let dir_mode = if entry.is_dir() { mode | 0o111 } else { mode };
+            std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(dir_mode)).unwrap();
+        }
+    };
+    let run_as_user = |args: &[&str]| {
+        if !root {
+            return env.run(args);
+        }
+        let mut command = std::process::Command::new("setpriv");
+        command.args([
+            &format!("--reuid={nobody}"),
+            &format!("--regid={nobody}"),
+            "--clear-groups",
+        ]);
+        command.arg(common::cca_exe()).args(args).current_dir(&env.work);
+        command.env_clear().envs(env.command().get_envs().filter_map(|(k, v)| Some((k, v?))));
+        common::run_command(command, None)
+    };
+    shut(0o444);
+    // Nothing changed: the same results, nothing said.
+    let run = run_as_user(&["recall", "--json", "-n", "5", "locks on windows"]);
+    assert!(run.ok().stderr.is_empty(), "{run}");
+    assert_eq!(places(&printed(&run)), places(&before));
+    // A new exchange it cannot take in: what it holds, with a note that says why.
+    shut(0o755);
+    env.run(&["search", "-q", "-r", "and the locks on linux?"]).ok();
+    shut(0o444);
+    let run = run_as_user(&["recall", "--json", "-n", "5", "locks on windows"]);
+    run.ok().stderr_has("leave out the latest changes").stderr_has("denied");
+    assert!(!run.stderr.contains("already an `IndexWriter`"), "{run}");
+    assert_eq!(places(&printed(&run)), places(&before));
+    shut(0o755);
+    let found = recall(&env, "locks on linux");
+    assert!(found.iter().any(|f| f["excerpt"].as_str().unwrap().contains("linux")), "{found:?}");
+}
+
+/// Every file and folder under `dir`, `dir` included.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut all = vec![dir.to_path_buf()];
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() && !path.is_symlink() {
+                all.extend(walk(&path));
+            } else {
+                all.push(path);
+            }
+        }
+    }
+    all
+}
+
 #[test]
 fn every_change_to_the_store_is_in_the_next_search() {
     let env = TestEnv::new();
