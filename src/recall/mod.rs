@@ -1,7 +1,8 @@
 //! Recall: finding past exchanges by what they were about, ranked (BM25 over question, answer
 //! and the session's title and name, English stemming and stop words, quoted phrases, a few
-//! synonyms at half weight, plus the whole session's BM25 score as one document, and recency as
-//! a mild prior), from an index that is a cache of the transcripts.
+//! synonyms at half weight, plus the whole session's BM25 score as one document, recency as a
+//! mild prior, and closeness in meaning from word vectors), from an index that is a cache of
+//! the transcripts.
 //!
 //! The transcripts stay the truth. The index (`$CCA_HOME/recall/index/`) is brought up to date
 //! when a search runs, never by a turn: each session's file stamp (size, times, inode) is
@@ -12,7 +13,8 @@
 //!
 //! This file is the driver; the rooms are `exchanges` (what one exchange is), `question` (how a
 //! question is read), `index` (tantivy, and every file effect but the folder and the lock),
-//! `sessions` (a whole session's score, from its exchanges), `stems` (stemming that remembers),
+//! `sessions` (a whole session's score, from its exchanges), `meaning` (word vectors),
+//! `stems` (stemming that remembers),
 //! `directory` (where tantivy writes, without flushing) and `excerpt` (the words shown around
 //! what was found).
 
@@ -29,6 +31,7 @@ mod directory;
 mod excerpt;
 mod exchanges;
 mod index;
+mod meaning;
 mod question;
 mod sessions;
 mod stems;
@@ -44,8 +47,9 @@ const INDEX_DIR: &str = "index";
 /// How many sessions are read between commits of a long update: a build stopped part-way
 /// (Ctrl-C, a crash) keeps what was committed, and the next search goes on from there.
 const COMMIT_EVERY: usize = 2_000;
-/// How many of the best by words are weighed again with their session and their age.
-const CANDIDATES: usize = 50;
+/// How many of the best by words are weighed again with their session, their age and what
+/// they mean.
+const CANDIDATES: usize = 200;
 /// How much of its session's score, the whole session scored as one document (`sessions`), is
 /// added to an exchange's: a question often names what the conversation was about (its
 /// project, the people in it) while the exchange that answers it does not. Chosen on half the evaluation's
@@ -55,6 +59,11 @@ const SESSION_SHARE: f32 = 2.0;
 /// long ago, half of it after [`HALF_LIFE_DAYS`].
 const RECENCY: f32 = 0.1;
 const HALF_LIFE_DAYS: f32 = 30.0;
+/// How much closeness in meaning (`meaning`: the question's to the exchange's, plus to its
+/// session's, each a cosine) counts beside the score by words, taken as a share of the best
+/// candidate's. Chosen on half the evaluation's questions (0.5, 1, 1.5 and 2 tried), see
+/// BENCHMARKS.md.
+const MEANING_WEIGHT: f32 = 1.0;
 
 /// An exchange found.
 #[derive(Debug, Clone)]
@@ -175,6 +184,7 @@ fn found(
         .into_iter()
         .map(|hit| ((hit.score + SESSION_SHARE * hit.session_score) * prior(hit.at, now), hit))
         .collect();
+    weigh_meaning(&mut weighed, question);
     // Best first; on a tie, the newer session, then the earlier exchange: the same order
     // whatever order the index holds them in.
     weighed.sort_by(|(a, x), (b, y)| {
@@ -238,6 +248,29 @@ fn found(
         });
     }
     Ok(found)
+}
+
+/// Adds what the question means to the candidates' scores: each score by words, as a share
+/// of the best, plus [`MEANING_WEIGHT`] times how close the question is to the exchange and
+/// to its session, seen from the candidates' mean ([`meaning::closeness`]). A question none
+/// of whose words the table holds leaves the order as the words made it.
+fn weigh_meaning(weighed: &mut [(f32, index::Hit)], question: &Question) {
+    let Some(asked) = meaning::of_text(&question.words.join(" ")) else { return };
+    let Some(centre) = meaning::mean(weighed.iter().filter_map(|(_, hit)| hit.meaning.as_ref()))
+    else {
+        return;
+    };
+    let best = weighed.iter().map(|(score, _)| *score).fold(0.0, f32::max);
+    if best <= 0.0 {
+        return;
+    }
+    let close = |v: &Option<meaning::Vector>| {
+        v.as_ref().map_or(0.0, |v| meaning::closeness(&asked, v, &centre))
+    };
+    for (score, hit) in weighed.iter_mut() {
+        let meant = close(&hit.meaning) + close(&hit.session_meaning);
+        *score = *score / best + MEANING_WEIGHT * meant;
+    }
 }
 
 /// Mild: a recent exchange wins a near tie, never against a much better match.

@@ -216,7 +216,7 @@ impl Tools {
         }
         let _ = writeln!(
             out,
-            "Best matching exchanges for \"{query}\", best first: ranked by how well the words match each exchange's question, answer and conversation title (BM25, words matched by their stem), recent ones slightly ahead."
+            "Best matching exchanges for \"{query}\", best first: ranked by how well the words match each exchange's question, answer and conversation title (BM25, words matched by their stem) and by closeness in meaning (word vectors), recent ones slightly ahead."
         );
         let mut shown = 0;
         for (rank, f) in found.iter().take(limit).enumerate() {
