@@ -376,6 +376,9 @@ pub(crate) struct Session<'a> {
     pub name: Option<&'a str>,
     pub engine: &'a str,
     pub folder: &'a str,
+    /// When the session started: the time of an exchange the transcript gives none, as
+    /// `cca grep` takes it.
+    pub created: &'a str,
     pub exchanges: &'a [Exchange],
 }
 
@@ -536,7 +539,7 @@ impl Index {
             doc.add_text(f.title, &about);
             doc.add_text(f.session, session.id);
             doc.add_u64(f.number, exchange.number);
-            if let Some(at) = exchange.at.as_deref().and_then(seconds) {
+            if let Some(at) = exchange.at.as_deref().or(Some(session.created)).and_then(seconds) {
                 doc.add_i64(f.at, at);
             }
             if let Some(meant) = meant {
@@ -776,8 +779,15 @@ mod tests {
         let (index, stamps) = Index::create(&dir).unwrap();
         let mut writer = index.writer(0).unwrap();
         for &(id, title, exchanges) in sessions {
-            let session =
-                Session { id, title, name: None, engine: "claude", folder: "/w", exchanges };
+            let session = Session {
+                id,
+                title,
+                name: None,
+                engine: "claude",
+                folder: "/w",
+                created: "",
+                exchanges,
+            };
             index.add(&writer, &session).unwrap();
         }
         index.commit(&mut writer, &dir, &stamps).unwrap();

@@ -516,6 +516,7 @@ fn add_session(
             name: header.name.as_deref(),
             engine: &header.engine,
             folder: &header.cwd,
+            created: &header.created,
             exchanges: &exchanges,
         },
     )?;

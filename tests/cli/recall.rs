@@ -135,6 +135,19 @@ fn filters_narrow_by_engine_time_and_folder() {
         let found: Vec<Value> = printed(run.ok());
         assert_eq!(found.len(), 3, "{folder}: {run}");
     }
+    // A transcript that gives no times (written by hand): its exchanges are as old as the
+    // session, as `cca grep` takes them, not left out by every span.
+    let path = env.session_path(LATER_ID);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let timeless =
+        regex::Regex::new(r#","at":"[^"]*"|"at":"[^"]*",?"#).unwrap().replace_all(&text, "");
+    assert_ne!(timeless, text);
+    std::fs::write(&path, timeless.as_ref()).unwrap();
+    let run = env.run(&["recall", "--json", "--since", "2026-11-22", "lock"]);
+    let found: Vec<Value> = printed(run.ok());
+    assert_eq!(places(&found), [(LATER_ID.to_string(), 1)], "{run}");
+    assert!(found[0]["at"].is_null(), "{run}");
+    env.run(&["grep", "-c", "--since", "2026-11-22", "lock"]).ok();
 }
 
 /// `--here` from a folder deleted since the shell went into it: an error that says so, with
