@@ -85,6 +85,7 @@ fn as_json(f: &Found) -> serde_json::Value {
         "title": f.header.title,
         "exchange": f.exchange,
         "at": f.at,
+        "answered": f.answered,
         "score": f.score,
         "excerpt": f.excerpt,
         "also_in": f.also_in,
@@ -94,8 +95,9 @@ fn as_json(f: &Found) -> serde_json::Value {
 fn write_found(out: &mut dyn Write, f: &Found, bold: bool) -> Result<()> {
     let name = f.header.name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
     let at = f.at.as_deref().map(|a| format!(" · {a}")).unwrap_or_default();
+    let answered = if f.answered { "" } else { " · not answered" };
     let head = format!(
-        "{}{name} · exchange {}{at} · score {:.2} · {}",
+        "{}{name} · exchange {}{at}{answered} · score {:.2} · {}",
         f.session,
         f.exchange,
         f.score,

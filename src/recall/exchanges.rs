@@ -21,6 +21,9 @@ pub(crate) struct Exchange {
     /// The question and what was attached to it.
     pub question: String,
     pub answer: String,
+    /// Whether the answer is one (not a failed or interrupted attempt's partial answer, nor
+    /// none yet).
+    pub answered: bool,
     /// Where the exchange is in the file, from the question's marker to the answer's end.
     pub span: Range<u64>,
 }
@@ -49,6 +52,7 @@ pub(crate) fn exchanges(bytes: &[u8]) -> Result<(Header, Vec<Exchange>), NotTran
                         at,
                         question,
                         answer: String::new(),
+                        answered: false,
                         span: start..span.raw.start,
                     });
                 }
@@ -67,6 +71,7 @@ pub(crate) fn exchanges(bytes: &[u8]) -> Result<(Header, Vec<Exchange>), NotTran
                         at: span.meta.at.or(asked_at),
                         question,
                         answer: content(&span.content),
+                        answered: span.kind == Kind::Assistant,
                         span: start..span.raw.end,
                     });
                     complete += u64::from(span.kind == Kind::Assistant);
@@ -86,6 +91,7 @@ pub(crate) fn exchanges(bytes: &[u8]) -> Result<(Header, Vec<Exchange>), NotTran
             at,
             question,
             answer: String::new(),
+            answered: false,
             span: start..end,
         });
     }
@@ -126,6 +132,8 @@ mod tests {
         let (_, found) = exchanges(text.as_bytes()).unwrap();
         let got: Vec<_> =
             found.iter().map(|e| (e.number, e.question.as_str(), e.answer.as_str())).collect();
+        let answered: Vec<bool> = found.iter().map(|e| e.answered).collect();
+        assert_eq!(answered, [true, false, true, false, false]);
         assert_eq!(
             got,
             [

@@ -75,6 +75,9 @@ pub(crate) struct Found {
     pub exchange: u64,
     /// When it was answered (RFC 3339), if the transcript says.
     pub at: Option<String>,
+    /// Whether it was: a failed or interrupted attempt, or a question still being answered, is
+    /// found too.
+    pub answered: bool,
     pub score: f32,
     /// A few lines around the words found.
     pub excerpt: String,
@@ -242,6 +245,7 @@ fn found(
             header: header.clone(),
             exchange: hit.number,
             at: exchange.at.clone(),
+            answered: exchange.answered,
             score,
             excerpt: excerpt::excerpt(exchange, &question.words),
             also_in: Vec::new(),

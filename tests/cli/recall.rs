@@ -79,6 +79,16 @@ fn plain_words_find_the_right_exchange_and_the_index_is_a_cache() {
         run.stdout.contains(&format!("[all of it: exchange 2 of `cca show {STAMP}`]")),
         "{run}"
     );
+    assert!(!run.stdout.contains("not answered"), "{run}");
+    assert!(found.iter().all(|f| f["answered"] == true), "{found:?}");
+
+    // A failed attempt is found, marked as what it is.
+    let script = [("FAKE_SCRIPT", "say partial walrus output;exit 3")];
+    env.run_with(&["search", "-q", "-r", "about the walrus"], None, &script).code(1);
+    let found = recall(&env, "walrus");
+    assert_eq!(found[0]["answered"], false, "{found:?}");
+    let run = env.run(&["recall", "walrus"]);
+    assert!(run.ok().stdout.lines().next().unwrap().contains(" · not answered · "), "{run}");
 }
 
 #[test]
