@@ -263,7 +263,8 @@ pub(crate) fn is_damage(e: &anyhow::Error) -> bool {
 /// Whether a failure of the index comes from the machine, not from its files: a full disk,
 /// or a folder this user may not write. Then it is searched as it is, with a note; rebuilt,
 /// it would fail the same way, and lose what it held. tantivy's writer threads report a full
-/// disk as a thread that died, so a disk with almost no room left counts too.
+/// disk as a thread that died, or an internal error: those count when the disk has almost no
+/// room left (an index of another version, or whose files do not read, is still rebuilt).
 pub(crate) fn is_machine_fault(e: &anyhow::Error, dir: &Path) -> bool {
     use std::io::ErrorKind as K;
     let io_fault = |io: &std::io::Error| {
@@ -277,7 +278,13 @@ pub(crate) fn is_machine_fault(e: &anyhow::Error, dir: &Path) -> bool {
                 _ => false,
             }
     });
-    said || almost_full(dir)
+    let unexplained = e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<tantivy::TantivyError>(),
+            Some(tantivy::TantivyError::ErrorInThread(_) | tantivy::TantivyError::InternalError(_))
+        )
+    });
+    said || (unexplained && almost_full(dir))
 }
 
 /// Whether the disk that holds `dir` (or the nearest folder above it that there is) has less

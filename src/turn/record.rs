@@ -24,7 +24,8 @@ use crate::transcript::{self, BodyWriter, Kind, Meta, Record, Totals};
 pub(super) struct Recorder<'a> {
     session: Session<'a>,
     appender: Appender,
-    /// The question's records, to find them again in a file replaced during the turn.
+    /// The records of the question being answered (the turn's, then a steer asked as the next
+    /// exchange), to find them again in a file replaced during the turn.
     question: String,
     /// Where they were appended.
     question_at: u64,
@@ -74,7 +75,8 @@ impl<'a> Recorder<'a> {
             (false, true) => return Ok(()),
             (false, false) => format!(
                 "warning: {} was saved over during the turn (an editor wrote a version without \
-                 this question); the question and its outcome are appended to it again",
+                 the question as it was asked); the question and its outcome are appended to it \
+                 again",
                 path.display()
             ),
             (true, _) => format!(
@@ -134,7 +136,12 @@ impl<'a> Recorder<'a> {
     /// A steer asked as the next exchange.
     pub(super) fn steer(&mut self, text: &str) -> Result<()> {
         self.turn += 1;
-        self.appender.append(user_record(text, self.session.settings, self.turn).as_bytes())
+        let record = user_record(text, self.session.settings, self.turn);
+        self.appender.append(record.as_bytes())?;
+        // The question now being answered, for [`Self::follow_replacement`].
+        self.question_at = self.appender.len()? - record.len() as u64;
+        self.question = record;
+        Ok(())
     }
 
     /// Keeps the steers the engine never took as attempts that were not answered, after the

@@ -356,3 +356,35 @@ fn a_steer_is_taken_whatever_the_length_of_cca_home() {
     assert!(!out.stderr.contains("cannot be steered"), "{}", out.stderr);
     assert_eq!(out.stdout, "answer one\n\nECHO: focus on JWT");
 }
+
+/// An editor that saves over the transcript in place while a steer is answered, a version
+/// loaded before the steer was recorded: the steer is recorded again, before its answer.
+#[test]
+fn an_editor_saving_in_place_while_a_steer_is_answered_loses_no_question() {
+    let env = TestEnv::new();
+    // An engine that reads its stdin once: the steer is asked as the next exchange.
+    env.add_engine("plain");
+    env.write_config("[engines.plain]\ncommand = [\"plain\"]\n");
+    let dir = env.root.path();
+    let (go1, go2, started) = (dir.join("go1"), dir.join("go2"), dir.join("started"));
+    let first = format!("say answer one;await {}", go1.display());
+    let second = format!("pid {};await {};echo", started.display(), go2.display());
+    let scripts = [("FAKE_SCRIPT_1", first.as_str()), ("FAKE_SCRIPT_2", second.as_str())];
+    let cca = start(&env, &["search", "--engine", "plain", "q1"], &scripts);
+    steer(&env, "focus on JWT").ok();
+    std::fs::write(&go1, "").unwrap();
+    assert!(wait_until(TIMEOUT, || started.exists()), "the steer is being answered");
+    let path = env.sessions_dir().join("latest").canonicalize().unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let steer_at = text.rfind("<!-- cca:user").unwrap();
+    assert!(text[steer_at..].contains("focus on JWT"), "{text}");
+    std::fs::write(&path, &text[..steer_at]).unwrap();
+    std::fs::write(&go2, "").unwrap();
+    let out = finish(cca);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stderr.contains("was saved over"), "{}", out.stderr);
+    assert_eq!(
+        records(&env),
+        [user("q1"), answer("answer one"), user("focus on JWT"), answer("ECHO: focus on JWT")]
+    );
+}
