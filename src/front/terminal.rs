@@ -484,13 +484,17 @@ pub(crate) fn argument_error(e: &clap::Error, args: &[String]) -> u8 {
         let _ = e.print();
         return code;
     }
-    let words: Vec<&str> =
-        args.iter().map(String::as_str).take_while(|a| !a.starts_with('-')).collect();
+    let invalid = e.kind() == clap::error::ErrorKind::InvalidSubcommand;
+    // Options before the first word are cca's; every word from it on is the question's, as
+    // `cca search` takes them (`cca what does --json mean`).
+    let leading = args.iter().take_while(|a| a.starts_with('-')).count();
+    let words: Vec<&str> = args[leading..].iter().map(String::as_str).collect();
     let question = words.join(" ");
     let rendered = e.render().to_string();
     let message = rendered.lines().next().unwrap_or("").trim_start_matches("error: ").to_string();
-    let invalid = e.kind() == clap::error::ErrorKind::InvalidSubcommand;
     let meant = words.first().filter(|_| invalid).and_then(|w| meant_command(w));
+    // A typo of a command keeps its options wherever they are (`cca shwo x --json`).
+    let options = if invalid && meant.is_none() { &args[..leading] } else { args };
     let (message, hint) = if let Some(command) = meant {
         // A typo of a command, not a question: the command as meant comes first.
         let rest = args.iter().skip(1).map(|a| crate::human::shell_word(a)).collect::<Vec<_>>();
@@ -516,7 +520,7 @@ pub(crate) fn argument_error(e: &clap::Error, args: &[String]) -> u8 {
         let _ = e.print();
         (message, None)
     };
-    if args.iter().any(|a| a == "--json") {
+    if options.iter().any(|a| a == "--json") {
         json_failure(&message, hint.as_deref(), code);
     }
     code

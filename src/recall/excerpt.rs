@@ -106,6 +106,7 @@ mod tests {
             at: None,
             question: "where is the\nretry?".into(),
             answer,
+            answered: true,
             span: 0..0,
         };
         let words = ["where".to_string(), "retry".into(), "client".into()];
@@ -116,7 +117,14 @@ mod tests {
     #[test]
     fn a_long_line_is_shown_around_the_word_found() {
         let answer = format!("{} İSTANBUL needleword {}", "数据".repeat(5_000), "é".repeat(5_000));
-        let exchange = Exchange { number: 1, at: None, question: "q".into(), answer, span: 0..0 };
+        let exchange = Exchange {
+            number: 1,
+            at: None,
+            question: "q".into(),
+            answer,
+            answered: true,
+            span: 0..0,
+        };
         let got = excerpt(&exchange, &["needleword".to_string()]);
         let line = got.lines().nth(1).unwrap();
         assert!(line.contains("needleword"), "{line}");

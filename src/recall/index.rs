@@ -775,7 +775,14 @@ mod tests {
     use super::*;
 
     fn exchange(number: u64, question: &str, answer: &str) -> Exchange {
-        Exchange { number, at: None, question: question.into(), answer: answer.into(), span: 0..0 }
+        Exchange {
+            number,
+            at: None,
+            question: question.into(),
+            answer: answer.into(),
+            answered: true,
+            span: 0..0,
+        }
     }
 
     /// An index in a new folder holding `sessions` (id, title, exchanges), committed; the

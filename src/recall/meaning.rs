@@ -60,19 +60,32 @@ fn word_vector(word: &str) -> Option<Vector> {
 pub(crate) fn of_text(text: &str) -> Option<Vector> {
     let mut sum = [0.0; DIMENSIONS];
     let mut any = false;
-    let mut lower = String::new();
-    for word in text.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty()) {
-        lower.clear();
-        lower.extend(word.chars().map(|c| c.to_ascii_lowercase()));
-        if super::index::is_stop_word(&lower) {
-            continue;
-        }
-        if let Some(v) = word_vector(&lower) {
+    for word in words(text) {
+        if let Some(v) = word_vector(&word) {
             add(&mut sum, &v, 1.0);
             any = true;
         }
     }
     any.then(|| unit(sum)).flatten()
+}
+
+/// The share of a text's words (stop words aside) that the table holds: how far its vector
+/// speaks for it. A name or an identifier the table lacks is left to the words' own score.
+pub(crate) fn known_share(text: &str) -> f32 {
+    let (mut known, mut all) = (0, 0);
+    for word in words(text) {
+        all += 1;
+        known += usize::from(word_vector(&word).is_some());
+    }
+    if all == 0 { 0.0 } else { known as f32 / all as f32 }
+}
+
+/// A text's words, lower-cased, stop words aside.
+fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| w.to_ascii_lowercase())
+        .filter(|w| !super::index::is_stop_word(w))
 }
 
 /// The mean of some vectors; `None` for none.

@@ -254,26 +254,29 @@ fn found(
     Ok(found)
 }
 
-/// Adds what the question means to the candidates' scores: each score by words, as a share
-/// of the best, plus [`MEANING_WEIGHT`] times how close the question is to the exchange and
-/// to its session, seen from the candidates' mean ([`meaning::closeness`]). A question none
-/// of whose words the table holds leaves the order as the words made it.
+/// Each candidate's score by words as a share of the best, plus [`MEANING_WEIGHT`] times how
+/// close the question is to the exchange and to its session, seen from the candidates' mean
+/// ([`meaning::closeness`]), times the share of the question's words the table holds: its
+/// vector speaks for those only, and a name or identifier it lacks is left to the words' own
+/// score. A question none of whose words the table holds is ranked by its words alone.
 fn weigh_meaning(weighed: &mut [(f32, index::Hit)], question: &Question) {
-    let Some(asked) = meaning::of_text(&question.words.join(" ")) else { return };
+    let best = weighed.iter().map(|(score, _)| *score).fold(0.0, f32::max);
+    if best > 0.0 {
+        weighed.iter_mut().for_each(|(score, _)| *score /= best);
+    }
+    let text = question.words.join(" ");
+    let Some(asked) = meaning::of_text(&text) else { return };
     let Some(centre) = meaning::mean(weighed.iter().filter_map(|(_, hit)| hit.meaning.as_ref()))
     else {
         return;
     };
-    let best = weighed.iter().map(|(score, _)| *score).fold(0.0, f32::max);
-    if best <= 0.0 {
-        return;
-    }
+    let trust = meaning::known_share(&text);
     let close = |v: &Option<meaning::Vector>| {
         v.as_ref().map_or(0.0, |v| meaning::closeness(&asked, v, &centre))
     };
     for (score, hit) in weighed.iter_mut() {
         let meant = close(&hit.meaning) + close(&hit.session_meaning);
-        *score = *score / best + MEANING_WEIGHT * meant;
+        *score += MEANING_WEIGHT * trust * meant;
     }
 }
 
@@ -534,6 +537,56 @@ fn is_not_found(e: &(dyn std::error::Error + 'static)) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn hit(session: &str, score: f32, about: &str) -> (f32, index::Hit) {
+        let meaning = meaning::of_text(about);
+        let hit = index::Hit {
+            session: session.into(),
+            number: 1,
+            at: None,
+            score,
+            session_score: 0.0,
+            meaning,
+            session_meaning: meaning,
+        };
+        (score, hit)
+    }
+
+    fn weighed(question: &str, hits: Vec<(f32, index::Hit)>) -> Vec<(String, f32)> {
+        let mut hits = hits;
+        weigh_meaning(&mut hits, &question::parse(question));
+        hits.into_iter().map(|(score, hit)| (hit.session, score)).collect()
+    }
+
+    #[test]
+    fn closeness_in_meaning_weighs_candidates_but_a_word_the_table_lacks_keeps_its_weight() {
+        let candidates = || {
+            vec![
+                hit("fruit", 10.0, "apple banana pear fruit salad"),
+                hit("database", 10.0, "mysql database tables and queries"),
+                hit("weather", 9.0, "rain and snow and wind today"),
+            ]
+        };
+        // The same score by words: the one about what the question means comes first.
+        let found = weighed("which sql server did we pick", candidates());
+        let score = |id: &str| found.iter().find(|(s, _)| s == id).unwrap().1;
+        assert!(score("database") > score("fruit"), "{found:?}");
+        // Scores are shares of the best by words, whatever the question.
+        let words_only = weighed("zzqxv", candidates());
+        assert_eq!(
+            words_only,
+            [("fruit".into(), 1.0), ("database".into(), 1.0), ("weather".into(), 0.9)]
+        );
+        // A third of the question's words an identifier the table lacks: closeness counts for
+        // the other two thirds.
+        let whole = weighed("sql server", candidates());
+        let half = weighed("zzqxv sql server", candidates());
+        let lift = |found: &[(String, f32)]| {
+            let score = |id: &str| found.iter().find(|(s, _)| s == id).unwrap().1;
+            score("database") - score("fruit")
+        };
+        assert!((lift(&half) - lift(&whole) * 2.0 / 3.0).abs() < 1e-3, "{half:?} {whole:?}");
+    }
 
     #[test]
     fn stale_sessions_are_the_new_the_changed_and_the_gone() {

@@ -382,6 +382,10 @@ fn messages_say_what_happened_and_what_to_do() {
         .stderr_has("cca search 'what is rust'");
     assert!(!run.stderr.contains("chat"), "{run}");
     env.run(&["what", "is", "rust"]).code(2).stderr_has("cca search 'what is rust'");
+    // Every word from the first on is the question's, as `cca search` takes them.
+    let run = env.run(&["what", "does", "--json", "mean"]);
+    run.code(2).stderr_has("cca search 'what does --json mean'");
+    assert!(run.stdout.is_empty(), "{run}");
     // The question as a shell takes it back: nothing in it is run or expanded when pasted.
     let asked = "explain $(touch pwned) and `id`, $PATH and it's !!";
     let run = env.run(&[asked]);
