@@ -25,6 +25,10 @@ struct Table {
     words: Vec<&'static str>,
     scales: &'static [u8],
     vectors: &'static [u8],
+    /// Which of the words are stop words, which say nothing of what a text is about.
+    stop: Vec<bool>,
+    /// The longest word's length: a longer one is none of them.
+    longest: usize,
 }
 
 fn table() -> &'static Table {
@@ -38,21 +42,48 @@ fn table() -> &'static Table {
         let words = std::str::from_utf8(words).unwrap_or_default();
         let words: Vec<&str> = words.split_terminator('\n').collect();
         assert_eq!(words.len(), count, "words.bin holds {count} words");
-        Table { words, scales, vectors }
+        let stop = words.iter().map(|w| super::index::is_stop_word(w)).collect();
+        let longest = words.iter().map(|w| w.len()).max().unwrap_or(0);
+        Table { words, scales, vectors, stop, longest }
     })
 }
 
-/// The vector of a word the table holds (lower-case ASCII letters and digits).
-fn word_vector(word: &str) -> Option<Vector> {
+/// Calls `each` for every word of `text` but stop words, with where the table holds it (`None`
+/// when it does not). A word is a run of ASCII letters and digits, lower-cased. Indexing runs
+/// this over every word kept: no allocation, one binary search a word.
+fn scan(text: &str, mut each: impl FnMut(Option<usize>)) {
     let table = table();
-    let at = table.words.binary_search(&word).ok()?;
-    let scale = f32::from_le_bytes(table.scales[4 * at..4 * at + 4].try_into().ok()?) / 127.0;
-    let bytes = &table.vectors[DIMENSIONS * at..DIMENSIONS * (at + 1)];
-    let mut vector = [0.0; DIMENSIONS];
-    for (x, &b) in vector.iter_mut().zip(bytes) {
-        *x = f32::from(b as i8) * scale;
+    let mut lower = [0u8; 64];
+    for word in text.as_bytes().split(|b| !b.is_ascii_alphanumeric()).filter(|w| !w.is_empty()) {
+        let at = if word.len() <= table.longest.min(lower.len()) {
+            let lower = &mut lower[..word.len()];
+            lower.iter_mut().zip(word).for_each(|(l, b)| *l = b.to_ascii_lowercase());
+            table.words.binary_search_by(|w| w.as_bytes().cmp(lower)).ok()
+        } else {
+            None
+        };
+        match at {
+            Some(at) if table.stop[at] => {}
+            Some(at) => each(Some(at)),
+            None if is_stop(word) => {}
+            None => each(None),
+        }
     }
-    Some(vector)
+}
+
+/// A stop word the table lacks (it holds them all but a few).
+fn is_stop(word: &[u8]) -> bool {
+    std::str::from_utf8(word).is_ok_and(|w| super::index::is_stop_word(&w.to_ascii_lowercase()))
+}
+
+/// Adds the `at`th word's vector to `sum`.
+fn add_word(sum: &mut Vector, at: usize) {
+    let table = table();
+    let scale = table.scales[4 * at..4 * at + 4].try_into().map(f32::from_le_bytes).unwrap_or(0.0);
+    let bytes = &table.vectors[DIMENSIONS * at..DIMENSIONS * (at + 1)];
+    for (s, &b) in sum.iter_mut().zip(bytes) {
+        *s += f32::from(b as i8) * scale / 127.0;
+    }
 }
 
 /// The mean of the vectors of a text's words (stop words aside), of unit length; `None` when
@@ -60,12 +91,12 @@ fn word_vector(word: &str) -> Option<Vector> {
 pub(crate) fn of_text(text: &str) -> Option<Vector> {
     let mut sum = [0.0; DIMENSIONS];
     let mut any = false;
-    for word in words(text) {
-        if let Some(v) = word_vector(&word) {
-            add(&mut sum, &v, 1.0);
+    scan(text, |at| {
+        if let Some(at) = at {
+            add_word(&mut sum, at);
             any = true;
         }
-    }
+    });
     any.then(|| unit(sum)).flatten()
 }
 
@@ -73,19 +104,11 @@ pub(crate) fn of_text(text: &str) -> Option<Vector> {
 /// speaks for it. A name or an identifier the table lacks is left to the words' own score.
 pub(crate) fn known_share(text: &str) -> f32 {
     let (mut known, mut all) = (0, 0);
-    for word in words(text) {
+    scan(text, |at| {
         all += 1;
-        known += usize::from(word_vector(&word).is_some());
-    }
+        known += usize::from(at.is_some());
+    });
     if all == 0 { 0.0 } else { known as f32 / all as f32 }
-}
-
-/// A text's words, lower-cased, stop words aside.
-fn words(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(|w| w.to_ascii_lowercase())
-        .filter(|w| !super::index::is_stop_word(w))
 }
 
 /// The mean of some vectors; `None` for none.
