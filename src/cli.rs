@@ -303,6 +303,25 @@ pub enum Command {
     Man(ManArgs),
 }
 
+/// Which of `words` (a question's or a message's, after its first) are options of cca's
+/// `command` as typed (`--json`, `-r`): they are the question's, since options go before it,
+/// and a person who typed them after it may have meant them for cca.
+pub fn options_among<'a>(command: &str, words: &'a [String]) -> Vec<&'a str> {
+    let after_first = || words.iter().skip(1).filter(|w| w.starts_with('-'));
+    if after_first().next().is_none() {
+        return Vec::new();
+    }
+    use clap::CommandFactory;
+    let cli = Cli::command();
+    let Some(command) = cli.find_subcommand(command) else { return Vec::new() };
+    let mut options = vec!["--help".to_string(), "-h".to_string()];
+    for arg in command.get_arguments() {
+        options.extend(arg.get_long().map(|long| format!("--{long}")));
+        options.extend(arg.get_short().map(|short| format!("-{short}")));
+    }
+    after_first().filter(|w| options.contains(w)).map(String::as_str).collect()
+}
+
 /// `cca steer`'s options.
 #[derive(Debug, Args)]
 pub struct SteerArgs {

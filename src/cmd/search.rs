@@ -39,6 +39,7 @@ fn ask(args: &AskArgs, target: Target) -> Result<u8> {
     let flags = Flags { render, ..super::flags(&args.answering) };
     let (settings, store) = session::settings(&flags)?;
     let cap = settings.input_cap();
+    note_options_in_question("search", &args.query);
     let (query, stdin) = question(&args.query, cap)?;
     let mut attachments: Vec<Attachment> =
         stdin.map(|text| Attachment::text("stdin", text)).into_iter().collect();
@@ -59,6 +60,21 @@ fn ask(args: &AskArgs, target: Target) -> Result<u8> {
     match turn::ask(&settings, &store, &ask, &mut terminal, &cancel) {
         Ok(outcome) => terminal.finish(&outcome),
         Err(e) => terminal.not_recorded(e, &ask.query),
+    }
+}
+
+/// Says so when words of the question are options of `command` (`cca search what is this
+/// --json`): from its first word on, every word is the question's, and the turn goes ahead
+/// with them, as `, what does --json mean` wants.
+pub(crate) fn note_options_in_question(command: &str, words: &[String]) {
+    let options = crate::cli::options_among(command, words);
+    if let Some(first) = options.first() {
+        crate::front::terminal::say(&format!(
+            "cca: note: `{}` {} part of the question: options go before its first word \
+             (`cca {command} {first} ...`)",
+            options.join(" "),
+            if options.len() == 1 { "is" } else { "are" },
+        ));
     }
 }
 

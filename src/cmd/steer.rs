@@ -14,6 +14,7 @@ use crate::steer::{self, Reply};
 pub(crate) fn run(args: &SteerArgs) -> Result<u8> {
     let (settings, store) = session::settings(&Flags::default())?;
     let id = session::chosen(&settings, &store, args.session.as_deref())?;
+    super::search::note_options_in_question("steer", &args.message);
     let text = message(&args.message)?;
     match steer::send(&store, &id, &text)? {
         Reply::Accepted => {

@@ -824,3 +824,21 @@ fn by_default_the_history_is_real_turns_opened_by_the_first_question_as_sent() {
         assert!(!argv_of(&calls[0]).contains(&flag), "no history on the first turn");
     }
 }
+
+/// From the question's first word on, every word is the question's; a word that is one of
+/// cca's options is asked all the same, with a note, since it may have been meant for cca.
+#[test]
+fn options_after_the_question_are_asked_with_a_note() {
+    let env = TestEnv::new();
+    let run = env.run(&["search", "what", "does", "--json", "mean"]);
+    run.ok().stderr_has("`--json` is part of the question: options go before its first word");
+    assert_eq!(run.stdout, "ECHO: what does --json mean");
+    let run = env.run(&["search", "-r", "is", "--force", "safe"]);
+    assert!(!run.ok().stderr.contains("note"), "not an option of cca's: {run}");
+    assert_eq!(run.stdout, "ECHO: is --force safe");
+    assert_eq!(
+        env.last_users(),
+        ["what does --json mean"],
+        "the history the second was asked with"
+    );
+}
