@@ -9,9 +9,14 @@ use crate::common::*;
 /// A bare repository in a folder of its own, as a remote.
 fn bare_remote(env: &TestEnv) -> PathBuf {
     let remote = env.root.path().join("remote.git");
-    let out = Command::new("git").args(["init", "-q", "--bare"]).arg(&remote).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    bare_remote_at(&remote);
     remote
+}
+
+/// An empty bare repository at `path`, made by git.
+pub(super) fn bare_remote_at(path: &std::path::Path) {
+    let out = Command::new("git").args(["init", "-q", "--bare"]).arg(path).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// A machine: its own home, with the fake engines, asking at `now`.

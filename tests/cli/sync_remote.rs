@@ -2,9 +2,9 @@
 //! cannot be reached, named relative to here, tampered with, changed by hand, set back, or
 //! emptied and made again.
 
-use std::process::Command;
-
-use super::sync::{ID, Machine, clone_and_find_log_of_two, find_logs, git, two_machines};
+use super::sync::{
+    ID, Machine, bare_remote_at, clone_and_find_log_of_two, find_logs, git, two_machines,
+};
 
 /// A folder named from where cca runs is made absolute (git runs in the clone, and later syncs
 /// from anywhere); an empty remote is a usage error.
@@ -14,8 +14,7 @@ fn a_remote_folder_named_relative_to_here_is_made_absolute_and_an_empty_one_refu
     a.ask("2026-11-21T10:15:00Z", "where does the retry live", false);
     a.run(&["sync", "init", "  "]).code(2).stderr_has("the remote is empty");
     let remote = a.env.work.join("remote.git");
-    let out = Command::new("git").args(["init", "-q", "--bare"]).arg(&remote).output().unwrap();
-    assert!(out.status.success());
+    bare_remote_at(&remote);
     a.run(&["sync", "init", "./remote.git"])
         .ok()
         .stderr_has(&format!("now syncs with {}", remote.display()));
@@ -80,8 +79,7 @@ fn a_tampered_record_or_a_rewritten_remote_is_an_error_and_changes_nothing_here(
     // A remote made anew by another machine's init (no commit in common): refused, nothing
     // changed.
     std::fs::remove_dir_all(&remote).unwrap();
-    let out = Command::new("git").args(["init", "-q", "--bare"]).arg(&remote).output().unwrap();
-    assert!(out.status.success());
+    bare_remote_at(&remote);
     let d = Machine::new("phone");
     d.ask("2026-11-21T12:00:00Z", "a new start", false);
     d.init(&remote, None).ok();
@@ -146,8 +144,7 @@ fn a_remote_made_again_empty_is_filled_again_by_the_next_sync() {
     b.run(&[",", "-q", "asked on the desktop once more"]).ok();
     b.sync().ok();
     std::fs::remove_dir_all(&remote).unwrap();
-    let out = Command::new("git").args(["init", "-q", "--bare"]).arg(&remote).output().unwrap();
-    assert!(out.status.success());
+    bare_remote_at(&remote);
     let run = a.sync();
     run.ok().stderr_has("held nothing of cca's");
     assert!(!run.stderr.contains("earlier sync"), "{run}");
