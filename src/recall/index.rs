@@ -512,6 +512,20 @@ impl Index {
         Ok(writer)
     }
 
+    /// Merges every segment into one, keeping the last commit's payload (tantivy publishes a
+    /// merge with it). Called under the update lock.
+    pub(crate) fn merge_all(&self) -> Result<()> {
+        let segments = self.index.searchable_segment_ids()?;
+        if segments.len() < 2 {
+            return Ok(());
+        }
+        let mut writer = self.writer(0)?;
+        writer.set_merge_policy(Box::new(tantivy::indexer::NoMergePolicy));
+        writer.merge(&segments).wait()?;
+        writer.wait_merging_threads()?;
+        Ok(())
+    }
+
     /// Takes a session out of the index (all its exchanges), in the writer's next commit.
     pub(crate) fn remove(&self, writer: &IndexWriter, id: &str) {
         writer.delete_term(Term::from_field_text(self.fields.session, id));
@@ -892,6 +906,43 @@ mod tests {
         // A build's segments (2,000 sessions a commit), and what the largest merge makes.
         assert_eq!(merges(&[9_849; 8]), 0);
         assert_eq!(merges(&[1_200; 8]), 0);
+    }
+
+    #[test]
+    fn merging_every_segment_keeps_what_is_found_and_the_commits_digest() {
+        let (temp, index) =
+            index_of(&[("a", "deploys", &[exchange(1, "Which region?", "eu-west")])]);
+        let dir = temp.path().join("index");
+        let stamps: Stamps = [("a".to_string(), 1), ("b".to_string(), 2)].into_iter().collect();
+        let mut writer = index.writer(0).unwrap();
+        let second = [exchange(1, "Which bucket for the region?", "logs-eu")];
+        let session = Session {
+            id: "b",
+            title: "buckets",
+            name: None,
+            engine: "gemini",
+            folder: "/w",
+            created: "",
+            exchanges: &second,
+        };
+        index.add(&writer, &session).unwrap();
+        index.commit(&mut writer, &dir, &stamps).unwrap();
+        drop(writer);
+        let segments = || index.index.searchable_segment_ids().unwrap().len();
+        assert_eq!(segments(), 2);
+        let before: Vec<(String, f32)> =
+            search(&index, "region", 5).into_iter().map(|h| (h.session, h.score)).collect();
+        let (_, digest_before) = Index::open(&dir).unwrap();
+
+        index.merge_all().unwrap();
+        assert_eq!(segments(), 1);
+        let (reopened, digest_after) = Index::open(&dir).unwrap();
+        assert_eq!(digest_after, digest_before, "the payload stays the last commit's");
+        assert_eq!(Index::stamps(&dir, digest_after).unwrap(), stamps);
+        let after: Vec<(String, f32)> =
+            search(&reopened, "region", 5).into_iter().map(|h| (h.session, h.score)).collect();
+        assert_eq!(after, before);
+        reopened.merge_all().unwrap();
     }
 
     #[test]

@@ -110,53 +110,65 @@ impl Store {
 
     /// Every session id, in no particular order.
     pub(crate) fn session_ids(&self) -> Result<Vec<String>> {
-        let dir = self.sessions_dir();
-        let entries = match fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e).with_context(|| format!("cannot list {}", dir.display())),
+        let Some((_, names)) = self.session_file_names()? else { return Ok(Vec::new()) };
+        Ok(names.iter().filter_map(|name| id_of(name)).map(str::to_string).collect())
+    }
+
+    /// The sessions folder, open, with the name of every session file in it (in no particular
+    /// order); `None` when there is no folder yet. Listed with one buffer for the folder, not an
+    /// allocation per entry: at 10,000 sessions the listing is a third of what a search that
+    /// finds nothing new costs.
+    fn session_file_names(&self) -> Result<Option<(rustix::fd::OwnedFd, Vec<String>)>> {
+        let path = self.sessions_dir();
+        let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY;
+        let dir = match rustix::fs::open(&path, flags | rustix::fs::OFlags::CLOEXEC, Mode::empty())
+        {
+            Ok(dir) => dir,
+            Err(rustix::io::Errno::NOENT) => return Ok(None),
+            Err(e) => {
+                return Err(io::Error::from(e))
+                    .with_context(|| format!("cannot list {}", path.display()));
+            }
         };
-        let mut ids = Vec::new();
-        for entry in entries {
-            let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
-            if let Some(id) = entry.file_name().to_str().and_then(id_from_file_name) {
-                ids.push(id);
+        let mut names = Vec::new();
+        let mut entries = rustix::fs::Dir::read_from(&dir)
+            .with_context(|| format!("cannot list {}", path.display()))?;
+        while let Some(entry) = entries.read() {
+            let entry = entry.with_context(|| format!("cannot list {}", path.display()))?;
+            if let Some(name) = entry.file_name().to_str().ok().filter(|n| id_of(n).is_some()) {
+                names.push(name.to_string());
             }
         }
-        Ok(ids)
+        Ok(Some((dir, names)))
     }
 
     /// Every session with its file's [`Stamp`], for caches that must notice any change: an
     /// append, a hand edit, a rename over it. A session gone since it was listed is left out.
     pub(crate) fn session_stamps(&self) -> Result<Vec<(String, Stamp)>> {
-        let ids = self.session_ids()?;
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let dir = self.sessions_dir();
-        let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY;
-        let dir = rustix::fs::open(&dir, flags | rustix::fs::OFlags::CLOEXEC, Mode::empty())
-            .with_context(|| format!("cannot open {}", dir.display()))?;
+        let Some((dir, names)) = self.session_file_names()? else { return Ok(Vec::new()) };
         // A stat per session is most of what a search over thousands of sessions costs (the
         // kernel's name lookups), so they are spread over the cores.
-        let threads = match ids.len() {
+        let threads = match names.len() {
             0..STAMPS_PER_THREAD => 1,
             n => (n / STAMPS_PER_THREAD)
                 .min(std::thread::available_parallelism().map_or(1, |n| n.get()))
                 .clamp(1, 4),
         };
-        let stamped = |ids: &[String]| -> Vec<(String, Stamp)> {
-            ids.iter().filter_map(|id| Some((id.clone(), stamp(&dir, id)?))).collect()
+        let stamped = |names: &[String]| -> Vec<(String, Stamp)> {
+            names
+                .iter()
+                .filter_map(|name| Some((id_of(name)?.to_string(), stamp(&dir, name)?)))
+                .collect()
         };
         if threads == 1 {
-            return Ok(stamped(&ids));
+            return Ok(stamped(&names));
         }
         std::thread::scope(|scope| {
-            let parts: Vec<_> = ids
-                .chunks(ids.len().div_ceil(threads))
+            let parts: Vec<_> = names
+                .chunks(names.len().div_ceil(threads))
                 .map(|part| scope.spawn(move || stamped(part)))
                 .collect();
-            let mut stamps = Vec::with_capacity(ids.len());
+            let mut stamps = Vec::with_capacity(names.len());
             for part in parts {
                 stamps.extend(part.join().map_err(|_| anyhow!("cannot stat the sessions"))?);
             }
@@ -173,7 +185,7 @@ impl Store {
             Mode::empty(),
         )
         .ok()?;
-        stamp(&dir, id)
+        stamp(&dir, &file_name(id))
     }
 
     /// A session id from an id, a unique prefix of one, or a session's name. This is the one
@@ -315,11 +327,10 @@ pub(crate) type Stamp = u64;
 /// Sessions one thread stats before another is worth starting.
 const STAMPS_PER_THREAD: usize = 1_000;
 
-/// The session file's stamp, `None` when it is gone; a link is followed (a session file may be
-/// one), so a change to the file it points at changes the stamp.
-fn stamp(dir: &rustix::fd::OwnedFd, id: &str) -> Option<Stamp> {
-    let name = format!("{PREFIX}{id}{SUFFIX}");
-    let m = rustix::fs::statat(dir, name.as_str(), rustix::fs::AtFlags::empty()).ok()?;
+/// The stamp of the session file `name` in `dir`, `None` when it is gone; a link is followed
+/// (a session file may be one), so a change to the file it points at changes the stamp.
+fn stamp(dir: &rustix::fd::OwnedFd, name: &str) -> Option<Stamp> {
+    let m = rustix::fs::statat(dir, name, rustix::fs::AtFlags::empty()).ok()?;
     let fields = [
         m.st_size as u64,
         m.st_mtime as u64,
@@ -334,8 +345,13 @@ fn stamp(dir: &rustix::fd::OwnedFd, id: &str) -> Option<Stamp> {
 }
 
 pub(super) fn id_from_file_name(name: &str) -> Option<String> {
+    id_of(name).map(str::to_string)
+}
+
+/// The session id a file name is of, if it is a session file's.
+fn id_of(name: &str) -> Option<&str> {
     let id = name.strip_prefix(PREFIX)?.strip_suffix(SUFFIX)?;
-    validate_id(id).ok().map(|()| id.to_string())
+    validate_id(id).ok().map(|()| id)
 }
 
 /// Session ids are plain names: letters, digits, `-` and `_`; never a path.
