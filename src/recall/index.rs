@@ -447,6 +447,11 @@ impl Index {
         Ok((Index { index, fields }, head.digest))
     }
 
+    /// When the index in `dir` was last committed (its `meta.json` written), if it was.
+    pub(crate) fn committed_at(dir: &Path) -> Option<std::time::SystemTime> {
+        std::fs::metadata(dir.join("meta.json")).and_then(|m| m.modified()).ok()
+    }
+
     /// The stamps the last commit holds (its digest is `digest`), from the stamps file beside
     /// the index; `Err` when that file is not the last commit's.
     pub(crate) fn stamps(dir: &Path, digest: u64) -> Result<Stamps> {

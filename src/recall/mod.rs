@@ -120,18 +120,49 @@ pub(crate) fn recall(
         return Ok(Vec::new());
     }
     let dir = index_dir(store);
+    let digest_of =
+        |stamps: &[(String, Stamp)]| index::digest(stamps.iter().map(|(id, s)| (id.as_str(), *s)));
+    // The index searched as it is, with the digest of its last commit.
+    let as_it_is = || {
+        let (index, digest) = Index::open(&dir).ok()?;
+        Some((digest, found(store, &index, &question, filter, limit, now).ok()?))
+    };
     // Stamping the store (a stat of every session) is most of what a search over thousands of
-    // sessions costs, so the index is searched as it is meanwhile: most searches find nothing
-    // changed, and then what was found stands.
-    let (stamps, early) = std::thread::scope(|scope| {
-        let stamping = scope.spawn(|| store.session_stamps());
-        let early = Index::open(&dir).ok().and_then(|(index, digest)| {
-            Some((digest, found(store, &index, &question, filter, limit, now).ok()?))
-        });
-        let stamps = stamping.join().map_err(|_| anyhow!("cannot stat the sessions"))?;
-        anyhow::Ok((stamps?, early))
-    })?;
-    let store_digest = index::digest(stamps.iter().map(|(id, s)| (id.as_str(), *s)));
+    // sessions costs, so something else is done meanwhile.
+    let (stamps, early) = match hinted_change(store, &dir) {
+        // A turn since the index's last commit: its session is brought in meanwhile, and the
+        // index searched once, after.
+        Some(id) => {
+            let (stamps, hinted) = std::thread::scope(|scope| {
+                let stamping = scope.spawn(|| store.session_stamps());
+                let hinted = update_hinted(store, &id, progress);
+                (stamping.join().map_err(|_| anyhow!("cannot stat the sessions")), hinted)
+            });
+            let stamps = stamps??;
+            match hinted {
+                Some((index, digest)) if digest == digest_of(&stamps) => {
+                    if let Ok(found) = found(store, &index, &question, filter, limit, now) {
+                        return Ok(found);
+                    }
+                    (stamps, None)
+                }
+                // Something else changed too: the usual update takes it in.
+                Some(_) => (stamps, None),
+                // The index could not take it in (a folder made read-only, a full disk): what
+                // it holds is found all the same, as below.
+                None => (stamps, as_it_is()),
+            }
+        }
+        // Otherwise the index is searched as it is meanwhile: most searches find nothing
+        // changed, and then what was found stands.
+        None => std::thread::scope(|scope| {
+            let stamping = scope.spawn(|| store.session_stamps());
+            let early = as_it_is();
+            let stamps = stamping.join().map_err(|_| anyhow!("cannot stat the sessions"))?;
+            anyhow::Ok((stamps?, early))
+        })?,
+    };
+    let store_digest = digest_of(&stamps);
     let early = match early {
         Some((digest, found)) if digest == store_digest => return Ok(found),
         Some((_, found)) => Some(found),
@@ -341,6 +372,33 @@ fn fresh_index(
     }
 }
 
+/// The session a turn left word it changed ([`Store::hint_changed`]) after the index's last
+/// commit, if one did: then a search of the index as it is would be thrown away.
+fn hinted_change(store: &Store, dir: &std::path::Path) -> Option<String> {
+    let (id, at) = store.changed_hint()?;
+    (at > Index::committed_at(dir)?).then_some(id)
+}
+
+/// Brings session `id` into the index, under the lock, while the caller stamps the store: the
+/// index after, with its digest; `None` when that could not be done here (the search's usual
+/// path then does it, and says what went wrong). A hint found already done is removed, so that
+/// it does not turn later searches from this path.
+fn update_hinted(store: &Store, id: &str, progress: &dyn Progress) -> Option<(Index, u64)> {
+    let dir = index_dir(store);
+    let _lock = store.lock(".recall", true, || {}).ok()?;
+    let (index, digest) = Index::open(&dir).ok()?;
+    let known = Index::stamps(&dir, digest).ok()?;
+    let stamp = store.session_stamp(id);
+    if known.get(id).copied() == stamp {
+        store.remove_changed_hint();
+        return Some((index, digest));
+    }
+    directory::private_locks(&dir);
+    let stale = [(id.to_string(), stamp)];
+    index::contained("an update", || apply(store, &dir, index, known, &stale, progress)).ok()?;
+    Index::open(&dir).ok()
+}
+
 /// Starts the index again from nothing, under the lock.
 fn rebuild(store: &Store, why: &str, progress: &dyn Progress) -> Result<Index> {
     let dir = index_dir(store);
@@ -399,11 +457,24 @@ fn update(
     store: &Store,
     dir: &std::path::Path,
     index: Index,
-    mut known: Stamps,
+    known: Stamps,
     stamps: &[(String, Stamp)],
     progress: &dyn Progress,
 ) -> Result<Index> {
     let stale = stale(&known, stamps);
+    apply(store, dir, index, known, &stale, progress)
+}
+
+/// Reads again each of the `stale` sessions (with their stamp now, `None` for one gone) and
+/// commits, under the lock.
+fn apply(
+    store: &Store,
+    dir: &std::path::Path,
+    index: Index,
+    mut known: Stamps,
+    stale: &[(String, Option<Stamp>)],
+    progress: &dyn Progress,
+) -> Result<Index> {
     if stale.is_empty() {
         return Ok(index);
     }

@@ -155,6 +155,49 @@ impl Store {
         self.home.join("recall")
     }
 
+    /// `recall/changed`: the id of the session cca last appended to, left for the next search
+    /// to bring into the recall index while it stats the rest (a hint, never trusted: the search
+    /// still looks at every session).
+    fn changed_hint_path(&self) -> PathBuf {
+        self.recall_dir().join("changed")
+    }
+
+    /// The session the hint names, and when it was left; `None` when there is none, or it
+    /// names no session (half-written, or written by hand).
+    pub(crate) fn changed_hint(&self) -> Option<(String, std::time::SystemTime)> {
+        use std::io::Read;
+        let file = File::open(self.changed_hint_path()).ok()?;
+        let at = file.metadata().and_then(|m| m.modified()).ok()?;
+        let mut text = String::new();
+        file.take(256).read_to_string(&mut text).ok()?;
+        let id = text.strip_suffix('\n')?;
+        validate_id(id).ok().map(|()| (id.to_string(), at))
+    }
+
+    /// Removes the hint, once the index holds what it names.
+    pub(crate) fn remove_changed_hint(&self) {
+        let _ = fs::remove_file(self.changed_hint_path());
+    }
+
+    /// Leaves the hint that session `id` changed, where recall keeps an index (none is made
+    /// for it). Rewritten in place, as the live index is: a hint read half-written names no
+    /// session, and the search then does without it.
+    pub(crate) fn hint_changed(&self, id: &str) {
+        use std::os::unix::fs::FileExt;
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(FILE_MODE)
+            .open(self.changed_hint_path());
+        if let Ok(file) = file {
+            let line = format!("{id}\n");
+            let _ = file
+                .write_all_at(line.as_bytes(), 0)
+                .and_then(|()| file.set_len(line.len() as u64));
+        }
+    }
+
     /// Makes [`Self::recall_dir`] (0700, with `CCA_HOME`) if it is not there.
     pub(crate) fn make_recall_dir(&self) -> Result<PathBuf> {
         self.ensure()?;

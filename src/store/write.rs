@@ -128,6 +128,7 @@ impl Appender {
         if let Some(stamp) = stamp.filter(|s| s.size == before) {
             self.keep_index_current(stamp, after);
         }
+        self.store.hint_changed(&self.id);
         Ok(())
     }
 

@@ -381,6 +381,52 @@ fn every_change_to_the_store_is_in_the_next_search() {
     assert_eq!(first(&recall(&env, "rotating narwhal keys")), ("20261120-080000".to_string(), 1));
 }
 
+/// A turn leaves word of the session it changed (`recall/changed`), and the next search takes
+/// that session in while it stats the rest: whatever else changed is found too, as a rebuild
+/// finds it, and the hint is only a hint (one that names nothing, or what the index holds
+/// already, changes nothing; one already done is removed).
+#[test]
+fn a_turns_hint_is_taken_in_first_and_never_trusted() {
+    let env = TestEnv::new();
+    two_sessions(&env);
+    let hint = env.cca_home.join("recall/changed");
+    assert!(!env.cca_home.join("recall").exists(), "a turn makes no folder for recall");
+    assert_eq!(first(&recall(&env, "locks on windows")).0, STAMP);
+
+    // A turn, and a hand edit of another session: both are in the next search.
+    env.run_with(
+        &["search", "-q", "-r", "and macOS?"],
+        None,
+        &[("FAKE_SCRIPT", "say flock, with a quokka.")],
+    )
+    .ok();
+    assert_eq!(std::fs::read_to_string(&hint).unwrap(), format!("{LATER_ID}\n"));
+    let path = env.session_path(STAMP);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("LockFileEx", "zebrafish")).unwrap();
+    assert_eq!(first(&recall(&env, "zebrafish")), (STAMP.to_string(), 2));
+    assert_eq!(first(&recall(&env, "quokka")), (LATER_ID.to_string(), 2));
+    let question = "locks quokka zebrafish";
+    let settled = results(&recall(&env, question));
+    std::fs::remove_dir_all(env.cca_home.join("recall/index")).unwrap();
+    assert_eq!(results(&recall(&env, question)), settled, "as a rebuild finds it");
+
+    // Hints newer than the index that it needs nothing for.
+    let newer = |text: &str| {
+        std::fs::write(&hint, text).unwrap();
+        let later = std::time::SystemTime::now() + Duration::from_secs(60);
+        std::fs::File::options().write(true).open(&hint).unwrap().set_modified(later).unwrap();
+        let run = env.run(&["recall", "--json", "-n", "5", question]);
+        assert!(run.ok().stderr.is_empty(), "{run}");
+        assert_eq!(results(&printed(&run)), settled, "{text:.40}");
+    };
+    newer(&format!("{LATER_ID}\n"));
+    assert!(!hint.exists(), "a hint already done is removed");
+    for text in ["20990101-000000\n", "../../etc/passwd\n", "\0\u{1b}[2J", &"x".repeat(100_000)] {
+        newer(text);
+    }
+}
+
 /// A store of many sessions, written directly, so that an update takes a while.
 fn many_sessions(env: &TestEnv, n: usize) {
     use cca::transcript::{self, Kind, Meta, Record};
