@@ -9,6 +9,8 @@
 //! `index.json` (what `cca sessions` lists) and `live/ID.json` (where each session's live context
 //! starts, so that a turn reads only that; see `live_index`). The second is the one file
 //! rewritten in place rather than renamed: it changes at every append, and carries a checksum.
+//! An append also leaves, where recall keeps an index, a hint of the session it changed
+//! (`recall/changed`), rewritten in place too: the next search takes that session in first.
 //!
 //! This file holds the layout of `CCA_HOME` and the small files in it; the rest is in rooms by
 //! idea: `files` (how one file is read, written and replaced), `ids` (session ids and names),
