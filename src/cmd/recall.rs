@@ -14,6 +14,9 @@ use crate::recall::{self, Filter, Found, Progress};
 use crate::render::clean_text;
 use crate::session::settings;
 
+/// What to do about a question that can find nothing (`recall::why_nothing_can_be_found`).
+pub(crate) const UNSEARCHABLE_HINT: &str = "ask with a word the exchange would hold (a name, a term, an error), or find exact text with `cca grep`";
+
 /// `cca recall`
 pub(crate) fn run(args: &RecallArgs) -> Result<u8> {
     if args.limit == 0 {
@@ -50,6 +53,9 @@ pub(crate) fn run(args: &RecallArgs) -> Result<u8> {
     }
     let bar = Bar::new(!args.json && std::io::stderr().is_terminal() && !settings.dumb_terminal);
     let found = recall::recall(&store, &question, &filter, args.limit, now, &bar)?;
+    if let Some(why) = recall::why_nothing_can_be_found(&question).filter(|_| found.is_empty()) {
+        say(&format!("cca: {why}. Hint: {UNSEARCHABLE_HINT}"));
+    }
     if args.json {
         let list: Vec<_> = found.iter().map(as_json).collect();
         super::print(&format!("{}\n", serde_json::Value::Array(list)))?;

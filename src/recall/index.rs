@@ -208,6 +208,12 @@ fn word_analyzer() -> TextAnalyzer {
         .build()
 }
 
+/// Whether any of `words` is one the index holds words as (not a stop word).
+pub(crate) fn any_indexed(words: &[String]) -> bool {
+    let mut analyzer = word_analyzer();
+    words.iter().any(|word| analyzer.token_stream(word).next().is_some())
+}
+
 /// Runs `f`, a reading of the index (a search, or an update, which reads it too), with a panic
 /// inside it made an error: tantivy checks no sums, and a segment damaged in a way its reader
 /// does not look for (random bytes in a term dictionary) panics in its FST. The error makes the

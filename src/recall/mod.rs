@@ -184,6 +184,17 @@ pub(crate) fn recall(
     }
 }
 
+/// Why `text` can find nothing, whatever the store holds, when it cannot: it has no word, or
+/// only words too common to be searched for ("the", "of").
+pub(crate) fn why_nothing_can_be_found(text: &str) -> Option<&'static str> {
+    let question = question::parse(text);
+    if question.words.is_empty() {
+        return Some("the question has no word to search for");
+    }
+    (!index::any_indexed(&question.words))
+        .then_some("every word of the question is too common to be searched for")
+}
+
 /// An index that cannot be brought up to date (a folder made read-only, a full disk): what it
 /// held is found all the same, with a note that the latest changes are not in it; with
 /// nothing to search, the error says what to do.

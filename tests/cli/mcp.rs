@@ -101,6 +101,7 @@ fn every_tool_through_the_sdk_and_no_transcript_changes() {
             call("list", json!({})),
             call("list", json!({"cwd": "here"})),
             call("search", json!({"query": "no such words anywhere"})),
+            call("search", json!({"query": "what was it and when"})),
         ],
     );
     assert_eq!(out["server"]["name"], "cca");
@@ -168,6 +169,10 @@ fn every_tool_through_the_sdk_and_no_transcript_changes() {
 
     let (nothing, error) = r(9);
     assert!(!error && nothing.starts_with("Nothing found"), "{nothing}");
+    assert!(!nothing.contains("too common"), "{nothing}");
+    // A question of common words alone can find nothing, and says why.
+    let (common, error) = r(10);
+    assert!(!error && common.contains("every word of the question is too common"), "{common}");
 
     assert_eq!(transcripts(&env), before, "cca mcp changes no transcript");
 }

@@ -99,6 +99,17 @@ fn a_limit_of_nothing_or_an_empty_question_is_a_usage_error_and_any_larger_limit
     for empty in ["", "   "] {
         env.run(&["recall", empty]).code(2).stderr_has("the question is empty");
     }
+    // A question that can find nothing, whatever the store holds, says why.
+    for (question, why) in [
+        ("what was it and when?", "every word of the question is too common"),
+        ("?! ...", "the question has no word to search for"),
+    ] {
+        let run = env.run(&["recall", "--json", question]);
+        run.ok().stderr_has(why).stderr_has("cca grep");
+        assert!(printed(&run).is_empty(), "{run}");
+    }
+    let run = env.run(&["recall", "the lock"]);
+    assert!(run.ok().stderr.is_empty(), "{run}");
     // A limit past every exchange there is gives them all, not a failed allocation.
     for huge in ["1000000000000", &u64::MAX.to_string()] {
         let run = env.run(&["recall", "--json", "-n", huge, "lock"]);

@@ -208,7 +208,13 @@ impl Tools {
         let mut out = String::new();
         if found.is_empty() {
             let sessions = self.store.session_ids().map_or(0, |ids| ids.len());
-            let _ = writeln!(out, "Nothing found for \"{query}\" in {}.", conversations(sessions));
+            let why = recall::why_nothing_can_be_found(&query).map(|why| format!(": {why}"));
+            let _ = writeln!(
+                out,
+                "Nothing found for \"{query}\" in {}{}.",
+                conversations(sessions),
+                why.unwrap_or_default()
+            );
             out.push_str(
                 "Try other words, a regular expression (\"regex\": true), or fewer filters.\n",
             );
