@@ -311,6 +311,13 @@ pub fn options_among<'a>(command: &str, words: &'a [String]) -> Vec<&'a str> {
     if after_first().next().is_none() {
         return Vec::new();
     }
+    let options = options_of(command);
+    after_first().filter(|w| options.contains(w)).map(String::as_str).collect()
+}
+
+/// Every option `command` takes, as `--long` and `-s`, `--help` and `-h` included; none for a
+/// command there is not.
+fn options_of(command: &str) -> Vec<String> {
     use clap::CommandFactory;
     let cli = Cli::command();
     let Some(command) = cli.find_subcommand(command) else { return Vec::new() };
@@ -319,7 +326,13 @@ pub fn options_among<'a>(command: &str, words: &'a [String]) -> Vec<&'a str> {
         options.extend(arg.get_long().map(|long| format!("--{long}")));
         options.extend(arg.get_short().map(|short| format!("-{short}")));
     }
-    after_first().filter(|w| options.contains(w)).map(String::as_str).collect()
+    options
+}
+
+/// Whether every one of `args` is an option `command` takes (`--model=x` by its name).
+pub fn all_options_of(command: &str, args: &[String]) -> bool {
+    let options = options_of(command);
+    args.iter().all(|arg| options.iter().any(|o| arg.split('=').next() == Some(o.as_str())))
 }
 
 /// `cca steer`'s options.

@@ -516,6 +516,17 @@ pub(crate) fn argument_error(e: &clap::Error, args: &[String]) -> u8 {
             format!("`{question}` is not a cca command"),
             Some(format!("to ask it: cca search {shown}")),
         )
+    } else if e.kind() == clap::error::ErrorKind::UnknownArgument
+        && leading > 0
+        && !words.is_empty()
+        && crate::cli::all_options_of("search", &args[..leading])
+    {
+        // `cca -q what is this`: options of `cca search`, before a question with no command.
+        let all: Vec<String> = args.iter().map(|a| crate::human::shell_word(a)).collect();
+        let message = format!("`{}` is an option of `cca search`, not of cca itself", args[0]);
+        let ask = format!("to ask it: cca search {}", all.join(" "));
+        print_error(&message, [ask.as_str()]);
+        (message, Some(ask))
     } else {
         let _ = e.print();
         (message, None)

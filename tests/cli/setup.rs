@@ -386,6 +386,24 @@ fn messages_say_what_happened_and_what_to_do() {
     let run = env.run(&["what", "does", "--json", "mean"]);
     run.code(2).stderr_has("cca search 'what does --json mean'");
     assert!(run.stdout.is_empty(), "{run}");
+    // Options of `cca search` before a question with no command: that command is named.
+    let sessions = std::fs::read_dir(env.sessions_dir()).unwrap().count();
+    env.run(&["-q", "what", "is", "this"])
+        .code(2)
+        .stderr_has("`-q` is an option of `cca search`, not of cca itself")
+        .stderr_has("to ask it: cca search -q what is this");
+    env.run(&["-e", "claude", "--model=opus", "why?"])
+        .code(2)
+        .stderr_has("to ask it: cca search -e claude --model=opus 'why?'");
+    let run = env.run(&["--json", "what", "is", "this"]);
+    let printed: serde_json::Value = serde_json::from_str(run.code(2).stdout.trim()).unwrap();
+    assert_eq!(printed["hint"], "to ask it: cca search --json what is this", "{run}");
+    // Not options of `cca search`, or no question: clap's own words.
+    for args in [&["--bogus", "what"][..], &["-q"]] {
+        let run = env.run(args);
+        assert!(!run.code(2).stderr.contains("option of `cca search`"), "{run}");
+    }
+    assert_eq!(std::fs::read_dir(env.sessions_dir()).unwrap().count(), sessions, "nothing asked");
     // The question as a shell takes it back: nothing in it is run or expanded when pasted.
     let asked = "explain $(touch pwned) and `id`, $PATH and it's !!";
     let run = env.run(&[asked]);
