@@ -55,6 +55,20 @@ fn session_ids_and_prompt_names_complete() {
     assert!(!prompts.iter().any(|p| p == "compaction"), "{prompts:?}");
     let engines = complete(&["cca", "search", "--engine", ""]);
     assert_eq!(engines, ["claude", "codex", "gemini"]);
+    // Options are offered before a question, never in it: every word from its first on is
+    // the question's.
+    for before in [&["cca", "search", "--"][..], &["cca", "search", "-e", "gemini", "--"]] {
+        assert!(complete(before).contains(&"--resume".to_string()), "{before:?}");
+    }
+    for within in [
+        &["cca", "search", "what", "--"][..],
+        &["cca", "search", "-e", "gemini", "-m", "x", "and", "on", "-"],
+        &["cca", "search", "-qe", "gemini", "why", "--"],
+        &["cca", "search", "--model=x", "why", "-"],
+        &["cca", "steer", "wait", "--"],
+    ] {
+        assert_eq!(complete(within), Vec::<String>::new(), "{within:?}");
+    }
     // `cca restore` is offered the sessions in the trash.
     env.run(&["rm", STAMP]).ok();
     assert_eq!(complete(&["cca", "restore", ""])[0], STAMP);
