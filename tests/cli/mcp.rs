@@ -220,6 +220,16 @@ fn a_question_in_plain_words_gets_the_right_exchange_first() {
     let (found, error) = text(&out["results"][0]);
     assert!(!error && found.contains("is also in 20261121-101500]"), "{found}");
     assert!(!found.contains("Conversation 20261121-101500 ·"), "{found}");
+
+    // A session that cannot be read is not searched, and the agent is told so.
+    let path = env.session_path(LATER_ID);
+    let mut damaged = std::fs::read(&path).unwrap();
+    damaged.extend_from_slice(b"caf\xe9\n");
+    std::fs::write(&path, &damaged).unwrap();
+    let out = sdk(&env, &[call("search", json!({"query": "mandatory locking on Windows"}))]);
+    let (found, error) = text(&out["results"][0]);
+    let said = format!("[Note: recall: session {LATER_ID} cannot be read");
+    assert!(!error && found.starts_with(&said) && found.contains(STAMP), "{found}");
 }
 
 #[test]

@@ -202,8 +202,9 @@ impl Tools {
             until: until.map(|t| t.timestamp()),
         };
         // One more than asked, to tell whether there were more.
+        let notes = Notes::default();
         let found =
-            recall::recall(&self.store, &query, &filter, limit + 1, self.settings.now(), &Notes)
+            recall::recall(&self.store, &query, &filter, limit + 1, self.settings.now(), &notes)
                 .map_err(|e| format!("search: {}", message(&e)))?;
         let mut out = String::new();
         if found.is_empty() {
@@ -218,7 +219,7 @@ impl Tools {
             out.push_str(
                 "Try other words, a regular expression (\"regex\": true), or fewer filters.\n",
             );
-            return Ok(noted(note, out));
+            return Ok(noted(note, notes.before(out)));
         }
         let _ = writeln!(
             out,
@@ -269,7 +270,7 @@ impl Tools {
                 SEARCH_LIMIT.1
             );
         }
-        Ok(out)
+        Ok(noted(note, notes.before(out)))
     }
 
     /// The answer to a search: the first `limit` exchanges found, each with its excerpt, as
@@ -593,12 +594,24 @@ impl Tools {
     }
 }
 
-/// Notes from recall (an index rebuilt) go to stderr, never into the protocol.
-struct Notes;
+/// Notes from recall (an index rebuilt, a session that cannot be read and so is not searched,
+/// results that leave out the latest changes) go to the server's stderr, and into the search's
+/// result, where the agent reads them.
+#[derive(Default)]
+struct Notes(std::sync::Mutex<Vec<String>>);
+
+impl Notes {
+    /// `text` after the notes said, each on a line of its own.
+    fn before(self, text: String) -> String {
+        let notes = self.0.into_inner().unwrap_or_else(|e| e.into_inner());
+        notes.iter().map(|n| format!("[Note: {n}]\n")).chain([text]).collect()
+    }
+}
 
 impl recall::Progress for Notes {
     fn note(&self, text: &str) {
         crate::front::terminal::say(&format!("cca: note: {text}"));
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(text.to_string());
     }
 
     fn reading(&self, _: usize, _: usize) {}
