@@ -21,6 +21,7 @@ pub(crate) fn page(
     pager: Option<&str>,
     write: impl FnOnce(&mut dyn Write) -> Result<()>,
 ) -> Result<()> {
+    let name = pager.unwrap_or(DEFAULT_PAGER);
     let mut command = match pager {
         Some(pager) => pager_command(pager),
         None => {
@@ -37,8 +38,19 @@ pub(crate) fn page(
         Some(stdin) => written(write, stdin, |_| Ok(())),
         None => Ok(()),
     };
-    child.wait().context("cannot wait for the pager")?;
-    shown
+    let status = child.wait().context("cannot wait for the pager")?;
+    shown?;
+    // Quitting early (q in less) ends a pager well; one that fails (`PAGER=false`, an option
+    // it does not know) may have shown nothing, and that is said.
+    if !status.success() {
+        return Err(crate::error::Failure::new(
+            crate::error::exit::ERROR,
+            format!("the pager `{name}` failed ({status}), so what it was given may not have been shown"),
+        )
+        .hint("set PAGER to a pager that works (PAGER=cat shows everything at once), or pipe cca's output")
+        .into());
+    }
+    Ok(())
 }
 
 /// The pager run the way git runs it: a command with shell syntax or spaces (`less -R`,

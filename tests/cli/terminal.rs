@@ -89,6 +89,24 @@ fn show_runs_pager_through_the_shell() {
     assert!(all.contains("PAGED> ECHO: q"), "{all:?}");
 }
 
+/// A pager that fails (one that exits at once with an error) is said to have failed: what it
+/// was given may not have been shown.
+#[test]
+fn a_pager_that_fails_is_said_to() {
+    let env = TestEnv::new();
+    env.run(&["search", "q"]).ok();
+    for pager in ["false", "cat >/dev/null; exit 3"] {
+        let mut session = in_pty(&env, &["show"], &[("PAGER", pager), ("NO_COLOR", "1")]);
+        let all = session.exp_eof().unwrap();
+        assert!(all.contains(&format!("the pager `{pager}` failed")), "{all:?}");
+        assert!(all.contains("PAGER=cat"), "{all:?}");
+    }
+    // One that quits early, and well, is not.
+    let mut session = in_pty(&env, &["show"], &[("PAGER", "head -c 1"), ("NO_COLOR", "1")]);
+    let all = session.exp_eof().unwrap();
+    assert!(!all.contains("failed"), "{all:?}");
+}
+
 /// The default pager (less) is told that what it shows is UTF-8, whatever the locale.
 #[test]
 fn the_default_pager_is_told_the_text_is_utf8() {
