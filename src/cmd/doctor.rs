@@ -193,6 +193,23 @@ fn home_report(store: &Store, out: &mut String, problems: &mut Vec<String>) {
     out.push_str(&format!("  sessions: {}\n", ids.len()));
     match store.listing() {
         Ok(listed) => {
+            // A file the listing could not look at (a link to nothing) is in no list at all.
+            let seen: std::collections::HashSet<&str> =
+                listed.iter().map(|l| l.id.as_str()).collect();
+            for id in ids.iter().filter(|id| !seen.contains(id.as_str())) {
+                let path = store.session_path(id);
+                let why = match (std::fs::read_link(&path), std::fs::metadata(&path)) {
+                    (Ok(target), Err(_)) => {
+                        format!("it is a link to {}, which is not there", target.display())
+                    }
+                    (_, Err(e)) => e.to_string(),
+                    (_, Ok(_)) => continue,
+                };
+                problems.push(format!(
+                    "session {id} cannot be listed: {why}; put back what it pointed at, or remove it (`rm {}`)",
+                    crate::human::shell_word(&path.to_string_lossy())
+                ));
+            }
             for l in listed {
                 let Some(why) = l.unreadable else { continue };
                 problems.push(format!(

@@ -307,6 +307,13 @@ fn doctor_lists_engines_and_fails_without_one() {
     run.ok();
     assert!(run.stdout.contains(&format!("session {STAMP} cannot be read: ")), "{run}");
     assert!(run.stdout.contains(&format!("`cca rm {STAMP}`")), "{run}");
+    // A session file that is a link to nothing is in no list: the doctor names it.
+    let dangling = env.session_path("20261121-111111");
+    std::os::unix::fs::symlink(env.root.path().join("gone.md"), &dangling).unwrap();
+    let run = env.run(&["doctor"]);
+    run.ok();
+    assert!(run.stdout.contains("session 20261121-111111 cannot be listed: it is a link to "));
+    assert!(run.stdout.contains(&format!("`rm {}`", dangling.display())), "{run}");
     let none = TestEnv::with_engines(&[]);
     let run = none.run(&["doctor"]);
     run.code(1);
