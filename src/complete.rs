@@ -1,5 +1,6 @@
-//! Values the shell completes: session ids and names, prompt names, engine names. Called only while
-//! answering a completion request, so errors mean "no candidates", never a message.
+//! Values the shell completes: session ids and names, prompt names, engine names; and nothing
+//! within a question. Called only while answering a completion request, so errors mean "no
+//! candidates", never a message.
 
 use crate::config::{Flags, Settings};
 use crate::session;
@@ -44,4 +45,62 @@ pub(crate) fn engine_names() -> Vec<String> {
         Some((settings, _)) => settings.engines.into_keys().collect(),
         None => crate::engine::BUILTIN.iter().map(|spec| spec.name.to_string()).collect(),
     }
+}
+
+/// The commands whose last argument takes every word from its first on (`trailing_var_arg`).
+const QUESTION_COMMANDS: [&str; 2] = ["search", "steer"];
+
+/// Whether the shell asks to complete a word of a question (`cli::COMPLETE_VAR`): once one has begun
+/// (`cca search what`), every word after it is the question's, so nothing is offered there (clap
+/// would offer the command's options, which would be asked as words).
+pub(crate) fn completing_a_question() -> bool {
+    use clap::CommandFactory;
+    if std::env::var_os(crate::cli::COMPLETE_VAR).is_none() {
+        return false;
+    }
+    // The words completed follow `--` (the program's name first), and the shell says which
+    // one the cursor is on.
+    let words: Vec<String> = std::env::args().skip_while(|a| a != "--").skip(2).collect();
+    let Some(at) = std::env::var("_CLAP_COMPLETE_INDEX").ok().and_then(|i| i.parse::<usize>().ok())
+    else {
+        return false;
+    };
+    let before = &words[..at.saturating_sub(1).min(words.len())];
+    question_begun(&crate::cli::Cli::command(), before).is_some()
+}
+
+/// The command, among [`QUESTION_COMMANDS`], whose question has begun within `words` (the
+/// command's name first, then its options and their values).
+fn question_begun(cli: &clap::Command, words: &[String]) -> Option<String> {
+    let (name, rest) = words.split_first()?;
+    let command = cli.find_subcommand(name)?;
+    if !QUESTION_COMMANDS.contains(&command.get_name()) {
+        return None;
+    }
+    let takes_value = |found: &dyn Fn(&clap::Arg) -> bool| {
+        command.get_arguments().any(|a| found(a) && a.get_action().takes_values())
+    };
+    let mut value_next = false;
+    for word in rest {
+        if std::mem::take(&mut value_next) {
+            continue;
+        }
+        if let Some(long) = word.strip_prefix("--") {
+            if long.is_empty() {
+                return Some(command.get_name().to_string());
+            }
+            value_next = !long.contains('=') && takes_value(&|a| a.get_long() == Some(long));
+        } else if let Some(shorts) = word.strip_prefix('-').filter(|s| !s.is_empty()) {
+            // `-e gemini`, `-egemini`, `-qe gemini`: the first that takes a value takes the
+            // rest of the word, or the next word when it ends there.
+            let chars: Vec<char> = shorts.chars().collect();
+            if let Some(i) = chars.iter().position(|&c| takes_value(&|a| a.get_short() == Some(c)))
+            {
+                value_next = i + 1 == chars.len();
+            }
+        } else {
+            return Some(command.get_name().to_string());
+        }
+    }
+    None
 }

@@ -62,7 +62,7 @@ use clap::Parser as _;
 /// Parses the command line, runs the command, and turns the result into an exit code.
 pub fn main() -> ExitCode {
     // A completion request from the shell (see `cca completions`) is answered and exits here.
-    if cli::completing_a_question() {
+    if complete::completing_a_question() {
         return ExitCode::SUCCESS;
     }
     clap_complete::CompleteEnv::with_factory(<cli::Cli as clap::CommandFactory>::command)
