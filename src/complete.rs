@@ -50,14 +50,11 @@ pub(crate) fn engine_names() -> Vec<String> {
 /// The commands whose last argument takes every word from its first on (`trailing_var_arg`).
 const QUESTION_COMMANDS: [&str; 2] = ["search", "steer"];
 
-/// Whether the shell asks to complete a word of a question (`cli::COMPLETE_VAR`): once one has begun
-/// (`cca search what`), every word after it is the question's, so nothing is offered there (clap
-/// would offer the command's options, which would be asked as words).
-pub(crate) fn completing_a_question() -> bool {
-    use clap::CommandFactory;
-    if std::env::var_os(crate::cli::COMPLETE_VAR).is_none() {
-        return false;
-    }
+/// Whether the word the shell asks to complete (a completion request to `cli`, the command
+/// line as clap knows it) is within a question: once one has begun (`cca search what`), every
+/// word after it is the question's, so nothing is offered there (clap would offer the command's
+/// options, which would be asked as words).
+pub(crate) fn within_a_question(cli: &clap::Command) -> bool {
     // The words completed follow `--` (the program's name first), and the shell says which
     // one the cursor is on.
     let words: Vec<String> = std::env::args().skip_while(|a| a != "--").skip(2).collect();
@@ -66,7 +63,7 @@ pub(crate) fn completing_a_question() -> bool {
         return false;
     };
     let before = &words[..at.saturating_sub(1).min(words.len())];
-    question_begun(&crate::cli::Cli::command(), before).is_some()
+    question_begun(cli, before).is_some()
 }
 
 /// The command, among [`QUESTION_COMMANDS`], whose question has begun within `words` (the

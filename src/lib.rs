@@ -62,7 +62,9 @@ use clap::Parser as _;
 /// Parses the command line, runs the command, and turns the result into an exit code.
 pub fn main() -> ExitCode {
     // A completion request from the shell (see `cca completions`) is answered and exits here.
-    if complete::completing_a_question() {
+    if std::env::var_os(cli::COMPLETE_VAR).is_some()
+        && complete::within_a_question(&<cli::Cli as clap::CommandFactory>::command())
+    {
         return ExitCode::SUCCESS;
     }
     clap_complete::CompleteEnv::with_factory(<cli::Cli as clap::CommandFactory>::command)
