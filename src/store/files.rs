@@ -28,7 +28,17 @@ pub(super) fn read_optional(path: &Path) -> Result<Option<String>> {
 /// /dev/zero would never end. O_NONBLOCK keeps the open itself from waiting; on a regular file
 /// it changes nothing.
 pub(super) fn open_regular(path: &Path, options: &mut OpenOptions) -> io::Result<File> {
-    let file = options.custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32).open(path)?;
+    open_regular_with(path, options, rustix::fs::OFlags::empty())
+}
+
+/// [`open_regular`], with more flags for the open (`O_NOFOLLOW`, say).
+pub(super) fn open_regular_with(
+    path: &Path,
+    options: &mut OpenOptions,
+    flags: rustix::fs::OFlags,
+) -> io::Result<File> {
+    let flags = flags | rustix::fs::OFlags::NONBLOCK;
+    let file = options.custom_flags(flags.bits() as i32).open(path)?;
     let kind = file.metadata()?.file_type();
     if kind.is_file() {
         return Ok(file);
@@ -46,6 +56,23 @@ pub(super) fn open_regular(path: &Path, options: &mut OpenOptions) -> io::Result
         "something else"
     };
     Err(io::Error::new(io::ErrorKind::InvalidInput, format!("it is {what}, not a regular file")))
+}
+
+/// Opens a cache cca rewrites in place (the live index, recall's hint) to write it, made if
+/// need be (0600): never through a link (a link there would have the write land on whatever it
+/// names, a transcript included), never waiting on a FIFO, only ever a regular file. Anything
+/// else found there is removed and the file made anew; what cannot be (a folder) leaves the
+/// cache unwritten, which costs only what the cache saves.
+pub(super) fn open_cache_in_place(path: &Path) -> io::Result<File> {
+    let open = || {
+        let mut options = OpenOptions::new();
+        options.write(true).create(true).truncate(false).mode(FILE_MODE);
+        open_regular_with(path, &mut options, rustix::fs::OFlags::NOFOLLOW)
+    };
+    match open() {
+        Err(e) if e.kind() != io::ErrorKind::NotFound && fs::remove_file(path).is_ok() => open(),
+        opened => opened,
+    }
 }
 
 /// Reads a whole file cca keeps; see [`open_regular`].

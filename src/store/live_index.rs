@@ -2,19 +2,19 @@
 //! transcript still holds it (the file's stamp and a seal of the checkpoint's record), so that a
 //! turn reads only the live context. A cache, never trusted without that proof.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt};
 
 use crate::transcript::Checkpoint;
 
-use super::files::make_private_dir;
-use super::{FILE_MODE, Store};
+use super::Store;
+use super::files::{make_private_dir, open_cache_in_place, read_regular};
 
 impl Store {
     /// The session's live index, if there is one that reads.
     pub(super) fn read_live_index(&self, id: &str) -> Option<LiveIndex> {
-        let bytes = fs::read(self.live_index_path(id)).ok()?;
+        let bytes = read_regular(&self.live_index_path(id)).ok()?;
         LiveIndex::decode(&bytes).filter(|index| index.id == id)
     }
 
@@ -45,9 +45,7 @@ impl Store {
     /// left so by a crash, read as none. Writers hold the session's lock.
     pub(super) fn keep_live_index(&self, index: &LiveIndex) {
         let path = self.live_index_path(&index.id);
-        let open = || {
-            OpenOptions::new().write(true).create(true).truncate(false).mode(FILE_MODE).open(&path)
-        };
+        let open = || open_cache_in_place(&path);
         let file = match open() {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 make_private_dir(&self.live_dir()).ok().and_then(|()| open().ok())

@@ -168,7 +168,12 @@ impl Store {
     /// names no session (half-written, or written by hand).
     pub(crate) fn changed_hint(&self) -> Option<(String, std::time::SystemTime)> {
         use std::io::Read;
-        let file = File::open(self.changed_hint_path()).ok()?;
+        let file = files::open_regular_with(
+            &self.changed_hint_path(),
+            OpenOptions::new().read(true),
+            rustix::fs::OFlags::NOFOLLOW,
+        )
+        .ok()?;
         let at = file.metadata().and_then(|m| m.modified()).ok()?;
         let mut text = String::new();
         file.take(256).read_to_string(&mut text).ok()?;
@@ -186,13 +191,7 @@ impl Store {
     /// session, and the search then does without it.
     pub(crate) fn hint_changed(&self, id: &str) {
         use std::os::unix::fs::FileExt;
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(FILE_MODE)
-            .open(self.changed_hint_path());
-        if let Ok(file) = file {
+        if let Ok(file) = files::open_cache_in_place(&self.changed_hint_path()) {
             let line = format!("{id}\n");
             let _ = file
                 .write_all_at(line.as_bytes(), 0)

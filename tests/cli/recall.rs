@@ -438,6 +438,46 @@ fn a_turns_hint_is_taken_in_first_and_never_trusted() {
     }
 }
 
+/// The caches cca rewrites in place at every append (recall's hint, the live index) are never
+/// written through a link (it would overwrite what the link names, a transcript included) and
+/// never waited on (a FIFO): what is found there is replaced by the cache.
+#[test]
+fn caches_rewritten_in_place_are_never_written_through_a_link_or_waited_on() {
+    let env = TestEnv::new();
+    two_sessions(&env);
+    assert_eq!(first(&recall(&env, "locks on windows")).0, STAMP);
+    let hint = env.cca_home.join("recall/changed");
+    let live = env.cca_home.join("live").join(format!("{LATER_ID}.json"));
+    let transcript = env.session_path(STAMP);
+    let kept = std::fs::read(&transcript).unwrap();
+    let outside = env.root.path().join("outside.txt");
+    std::fs::write(&outside, "mine").unwrap();
+    for (cache, victim) in [(&hint, &transcript), (&live, &outside)] {
+        let _ = std::fs::remove_file(cache);
+        std::fs::create_dir_all(cache.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(victim, cache).unwrap();
+    }
+    let turn = |question: &str| {
+        env.run_with(&["search", "-q", "-r", question], None, &[("FAKE_SCRIPT", "say quokka.")])
+            .ok();
+    };
+    turn("and on macOS?");
+    assert_eq!(std::fs::read(&transcript).unwrap(), kept, "a link's target is left alone");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "mine");
+    assert!(std::fs::symlink_metadata(&hint).unwrap().is_file(), "the hint is made anew");
+    assert_eq!(first(&recall(&env, "quokka")).0, LATER_ID);
+    // A FIFO (nothing ever writes to it) is not waited on, by a turn or a search.
+    for cache in [&hint, &live] {
+        std::fs::remove_file(cache).unwrap();
+        common::make_fifo(cache);
+    }
+    turn("and on BSD?");
+    assert_eq!(places(&recall(&env, "quokka")).len(), 2);
+    std::fs::remove_file(&hint).unwrap();
+    common::make_fifo(&hint);
+    assert_eq!(places(&recall(&env, "quokka")).len(), 2, "a FIFO as the hint is passed over");
+}
+
 /// A store of many sessions, written directly, so that an update takes a while.
 fn many_sessions(env: &TestEnv, n: usize) {
     use cca::transcript::{self, Kind, Meta, Record};
