@@ -162,6 +162,7 @@ fn fnv1a(pieces: &[&[u8]]) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use std::fs::{self, OpenOptions};
     use std::io::Write;
     use std::path::Path;
     use std::time::{Duration, UNIX_EPOCH};
