@@ -48,21 +48,22 @@ pub(crate) fn engine_names() -> Vec<String> {
 }
 
 /// The commands whose last argument takes every word from its first on (`trailing_var_arg`).
-const QUESTION_COMMANDS: [&str; 2] = ["search", "steer"];
+const QUESTION_COMMANDS: [&str; 3] = ["search", ",", "steer"];
 
 /// Whether the word the shell asks to complete (a completion request to `cli`, the command
 /// line as clap knows it) is within a question: once one has begun (`cca search what`), every
 /// word after it is the question's, so nothing is offered there (clap would offer the command's
 /// options, which would be asked as words).
 pub(crate) fn within_a_question(cli: &clap::Command) -> bool {
-    // The words completed follow `--` (the program's name first), and the shell says which
-    // one the cursor is on.
-    let words: Vec<String> = std::env::args().skip_while(|a| a != "--").skip(2).collect();
-    let Some(at) = std::env::var("_CLAP_COMPLETE_INDEX").ok().and_then(|i| i.parse::<usize>().ok())
-    else {
-        return false;
-    };
-    let before = &words[..at.saturating_sub(1).min(words.len())];
+    // The words completed follow `--` (the program's name first). bash and zsh say which one
+    // the cursor is on; for fish and PowerShell it is the last.
+    let words: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .skip_while(|a| a != "--")
+        .skip(2)
+        .collect();
+    let at = std::env::var("_CLAP_COMPLETE_INDEX").ok().and_then(|i| i.parse::<usize>().ok());
+    let before = &words[..at.unwrap_or(words.len()).saturating_sub(1).min(words.len())];
     question_begun(cli, before).is_some()
 }
 

@@ -66,9 +66,19 @@ fn session_ids_and_prompt_names_complete() {
         &["cca", "search", "-qe", "gemini", "why", "--"],
         &["cca", "search", "--model=x", "why", "-"],
         &["cca", "steer", "wait", "--"],
+        &["cca", ",", "what", "-"],
     ] {
         assert_eq!(complete(within), Vec::<String>::new(), "{within:?}");
     }
+    // fish and PowerShell name no word: the cursor is on the last.
+    let fish = |words: &[&str]| {
+        let run =
+            env.run_with(&[&["--", "cca"][..], words].concat(), None, &[("CCA_COMPLETE", "fish")]);
+        run.ok().stdout.clone()
+    };
+    assert!(fish(&["search", "-"]).contains("--resume"));
+    assert_eq!(fish(&["search", "what", "-"]), "");
+    assert_eq!(fish(&[",", "and", "-"]), "");
     // `cca restore` is offered the sessions in the trash.
     env.run(&["rm", STAMP]).ok();
     assert_eq!(complete(&["cca", "restore", ""])[0], STAMP);
