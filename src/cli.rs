@@ -329,12 +329,6 @@ fn options_of(command: &str) -> Vec<String> {
     options
 }
 
-/// Whether every one of `args` is an option `command` takes (`--model=x` by its name).
-pub fn all_options_of(command: &str, args: &[String]) -> bool {
-    let options = options_of(command);
-    args.iter().all(|arg| options.iter().any(|o| arg.split('=').next() == Some(o.as_str())))
-}
-
 /// `cca steer`'s options.
 #[derive(Debug, Args)]
 pub struct SteerArgs {

@@ -75,30 +75,59 @@ fn question_begun(cli: &clap::Command, words: &[String]) -> Option<String> {
     if !QUESTION_COMMANDS.contains(&command.get_name()) {
         return None;
     }
-    let takes_value = |found: &dyn Fn(&clap::Arg) -> bool| {
-        command.get_arguments().any(|a| found(a) && a.get_action().takes_values())
+    read_options(command, rest).question_at.map(|_| command.get_name().to_string())
+}
+
+/// A command's arguments read as far as its options go.
+pub(crate) struct Options {
+    /// Where the question begins (past the end when a `--` ends them), if it has.
+    pub question_at: Option<usize>,
+    /// Whether every option before it is one of the command's, with a value where it takes one.
+    pub all_known: bool,
+}
+
+/// Reads `args` as `command` (one whose last argument takes every word from its first on)
+/// reads them: options and their values (`-e gemini`, `-egemini`, `-qe gemini`,
+/// `--engine=gemini`), then the question, or a `--` and then the question.
+pub(crate) fn read_options(command: &clap::Command, args: &[String]) -> Options {
+    let find = |found: &dyn Fn(&clap::Arg) -> bool| {
+        command.get_arguments().find(|a| found(a)).map(|a| a.get_action().takes_values())
     };
+    let mut all_known = true;
     let mut value_next = false;
-    for word in rest {
+    for (i, word) in args.iter().enumerate() {
         if std::mem::take(&mut value_next) {
             continue;
         }
+        if word == "--" {
+            return Options { question_at: Some(i + 1), all_known };
+        }
         if let Some(long) = word.strip_prefix("--") {
-            if long.is_empty() {
-                return Some(command.get_name().to_string());
-            }
-            value_next = !long.contains('=') && takes_value(&|a| a.get_long() == Some(long));
+            let (name, value) = match long.split_once('=') {
+                Some((name, _)) => (name, true),
+                None => (long, false),
+            };
+            let takes = find(&|a| a.get_long() == Some(name));
+            all_known &= takes.is_some_and(|takes| takes || !value) || name == "help";
+            value_next = takes == Some(true) && !value;
         } else if let Some(shorts) = word.strip_prefix('-').filter(|s| !s.is_empty()) {
-            // `-e gemini`, `-egemini`, `-qe gemini`: the first that takes a value takes the
-            // rest of the word, or the next word when it ends there.
+            // The first that takes a value takes the rest of the word, or the next word when
+            // it ends there.
             let chars: Vec<char> = shorts.chars().collect();
-            if let Some(i) = chars.iter().position(|&c| takes_value(&|a| a.get_short() == Some(c)))
-            {
-                value_next = i + 1 == chars.len();
+            for (at, &c) in chars.iter().enumerate() {
+                match find(&|a| a.get_short() == Some(c)) {
+                    Some(true) => {
+                        value_next = at + 1 == chars.len();
+                        break;
+                    }
+                    Some(false) => {}
+                    None if c == 'h' => {}
+                    None => all_known = false,
+                }
             }
         } else {
-            return Some(command.get_name().to_string());
+            return Options { question_at: Some(i), all_known };
         }
     }
-    None
+    Options { question_at: None, all_known }
 }

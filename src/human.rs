@@ -9,8 +9,10 @@ use crate::error::Failure;
 /// in single quotes, in which no shell expands anything (`$(...)`, `` ` ``, `$PATH` and `!`
 /// stay as written, so a hint pasted back does what it says and runs nothing else).
 pub(crate) fn shell_word(word: &str) -> String {
-    let plain =
-        !word.is_empty() && word.chars().all(|c| c.is_alphanumeric() || "-_./=:,@%+".contains(c));
+    // A leading `=` is a path search in zsh (`=ls`).
+    let plain = !word.is_empty()
+        && !word.starts_with('=')
+        && word.chars().all(|c| c.is_alphanumeric() || "-_./=:,@%+".contains(c));
     if plain { word.to_string() } else { format!("'{}'", word.replace('\'', "'\\''")) }
 }
 

@@ -494,7 +494,7 @@ pub(crate) fn argument_error(e: &clap::Error, args: &[String]) -> u8 {
     let message = rendered.lines().next().unwrap_or("").trim_start_matches("error: ").to_string();
     let meant = words.first().filter(|_| invalid).and_then(|w| meant_command(w));
     // A typo of a command keeps its options wherever they are (`cca shwo x --json`).
-    let options = if invalid && meant.is_none() { &args[..leading] } else { args };
+    let mut options = if invalid && meant.is_none() { &args[..leading] } else { args };
     let (message, hint) = if let Some(command) = meant {
         // A typo of a command, not a question: the command as meant comes first.
         let rest = args.iter().skip(1).map(|a| crate::human::shell_word(a)).collect::<Vec<_>>();
@@ -516,12 +516,9 @@ pub(crate) fn argument_error(e: &clap::Error, args: &[String]) -> u8 {
             format!("`{question}` is not a cca command"),
             Some(format!("to ask it: cca search {shown}")),
         )
-    } else if e.kind() == clap::error::ErrorKind::UnknownArgument
-        && leading > 0
-        && !words.is_empty()
-        && crate::cli::all_options_of("search", &args[..leading])
-    {
+    } else if let Some(at) = search_options_before_a_question(e, args) {
         // `cca -q what is this`: options of `cca search`, before a question with no command.
+        options = &args[..at];
         let all: Vec<String> = args.iter().map(|a| crate::human::shell_word(a)).collect();
         let message = format!("`{}` is an option of `cca search`, not of cca itself", args[0]);
         let ask = format!("to ask it: cca search {}", all.join(" "));
@@ -535,6 +532,17 @@ pub(crate) fn argument_error(e: &clap::Error, args: &[String]) -> u8 {
         json_failure(&message, hint.as_deref(), code);
     }
     code
+}
+
+/// Where the question begins when `args` (clap's `e` about them: an argument cca itself does
+/// not take) are options of `cca search` and then a question, as `cca search` would read them.
+fn search_options_before_a_question(e: &clap::Error, args: &[String]) -> Option<usize> {
+    if e.kind() != clap::error::ErrorKind::UnknownArgument || !args.first()?.starts_with('-') {
+        return None;
+    }
+    let cli = <crate::cli::Cli as clap::CommandFactory>::command();
+    let read = crate::complete::read_options(cli.find_subcommand("search")?, args);
+    read.question_at.filter(|&at| read.all_known && at < args.len())
 }
 
 /// The command a first word that is none was meant to be: one edit away (a letter added,

@@ -398,8 +398,27 @@ fn messages_say_what_happened_and_what_to_do() {
     let run = env.run(&["--json", "what", "is", "this"]);
     let printed: serde_json::Value = serde_json::from_str(run.code(2).stdout.trim()).unwrap();
     assert_eq!(printed["hint"], "to ask it: cca search --json what is this", "{run}");
-    // Not options of `cca search`, or no question: clap's own words.
-    for args in [&["--bogus", "what"][..], &["-q"]] {
+    // As `cca search` reads them: clusters, values attached, a `--`.
+    for (args, ask) in [
+        (&["-qr", "follow", "up"][..], "cca search -qr follow up"),
+        (&["-qe", "gemini", "what"], "cca search -qe gemini what"),
+        (&["-egemini", "what"], "cca search -egemini what"),
+        (&["-q", "--", "-x", "what"], "cca search -q -- -x what"),
+        (&["-q", "=ls"], "cca search -q '=ls'"),
+    ] {
+        env.run(args).code(2).stderr_has(&format!("to ask it: {ask}\n"));
+    }
+    // A `--json` in the question is the question's: no JSON error.
+    let run = env.run(&["-q", "what", "is", "--json"]);
+    assert!(run.code(2).stdout.is_empty(), "{run}");
+    // Not options of `cca search` as it takes them, or no question: clap's own words.
+    for args in [
+        &["--bogus", "what"][..],
+        &["-q"],
+        &["--json=x", "what"],
+        &["-q=x", "what"],
+        &["-e", "gemini"],
+    ] {
         let run = env.run(args);
         assert!(!run.code(2).stderr.contains("option of `cca search`"), "{run}");
     }
