@@ -8,8 +8,8 @@
 //! when a search runs, never by a turn: each session's file stamp (size, times, inode) is
 //! compared with the one its exchanges were indexed from, and only sessions that changed are
 //! read again. A turn leaves only a hint of the session it changed (`recall/changed`), which
-//! the next search takes in while it stamps the rest. An index that cannot be read, or that another version wrote, is rebuilt with a
-//! note; one deleted is rebuilt in silence. Updates take a lock of their own (never a
+//! the next search takes in while it stamps the rest. An index that cannot be read, or that
+//! another version wrote, is rebuilt with a note; one deleted is rebuilt in silence. Updates take a lock of their own (never a
 //! session's), so a search never waits for a turn and a turn never waits for a search.
 //!
 //! This file is the driver; the rooms are `exchanges` (what one exchange is), `question` (how a
