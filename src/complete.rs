@@ -47,9 +47,6 @@ pub(crate) fn engine_names() -> Vec<String> {
     }
 }
 
-/// The commands whose last argument takes every word from its first on (`trailing_var_arg`).
-const QUESTION_COMMANDS: [&str; 3] = ["search", ",", "steer"];
-
 /// Whether the word the shell asks to complete (a completion request to `cli`, the command
 /// line as clap knows it) is within a question: once one has begun (`cca search what`), every
 /// word after it is the question's, so nothing is offered there (clap would offer the command's
@@ -67,12 +64,13 @@ pub(crate) fn within_a_question(cli: &clap::Command) -> bool {
     question_begun(cli, before).is_some()
 }
 
-/// The command, among [`QUESTION_COMMANDS`], whose question has begun within `words` (the
-/// command's name first, then its options and their values).
+/// The command whose question has begun within `words` (the command's name first, then its
+/// options and their values), among those whose last argument takes every word from its first
+/// on (`trailing_var_arg`: `search`, `,`, `steer`).
 fn question_begun(cli: &clap::Command, words: &[String]) -> Option<String> {
     let (name, rest) = words.split_first()?;
     let command = cli.find_subcommand(name)?;
-    if !QUESTION_COMMANDS.contains(&command.get_name()) {
+    if !command.get_arguments().any(|a| a.is_trailing_var_arg_set()) {
         return None;
     }
     read_options(command, rest).question_at.map(|_| command.get_name().to_string())
