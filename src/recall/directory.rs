@@ -41,9 +41,19 @@ impl Unflushed {
 /// other file of the index is, and one an older cca let tantivy make is made private. Done
 /// before an update (under the update lock), not at every search.
 pub(crate) fn private_locks(root: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
     use std::os::unix::fs::PermissionsExt;
     for lock in [".tantivy-meta.lock", ".tantivy-writer.lock"] {
-        if let Ok(file) = private_file().write(true).open(root.join(lock)) {
+        // Not waiting on a FIFO put there, nor writing through a link.
+        let flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOFOLLOW;
+        let mut options = private_file();
+        options.write(true).custom_flags(flags.bits() as i32);
+        if let Ok(file) =
+            options.open(root.join(lock)).and_then(|f| match f.metadata()?.is_file() {
+                true => Ok(f),
+                false => Err(io::Error::from(io::ErrorKind::InvalidData)),
+            })
+        {
             let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
         }
     }
@@ -77,8 +87,24 @@ impl TerminatingWrite for NewFile {
     }
 }
 
+impl Unflushed {
+    /// tantivy opens its files by name, following links and waiting on a FIFO: anything but a
+    /// regular file there (a FIFO would hang the search, a link to /dev/zero read without end)
+    /// is an error, and the index is rebuilt.
+    fn regular(&self, path: &Path) -> Result<(), OpenReadError> {
+        match std::fs::symlink_metadata(self.root.join(path)) {
+            Ok(meta) if !meta.is_file() => Err(OpenReadError::wrap_io_error(
+                io::Error::new(io::ErrorKind::InvalidData, "it is not a regular file"),
+                path.to_path_buf(),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
 impl Directory for Unflushed {
     fn get_file_handle(&self, path: &Path) -> Result<Arc<dyn FileHandle>, OpenReadError> {
+        self.regular(path)?;
         self.mapped.get_file_handle(path)
     }
 
@@ -100,6 +126,7 @@ impl Directory for Unflushed {
     }
 
     fn atomic_read(&self, path: &Path) -> Result<Vec<u8>, OpenReadError> {
+        self.regular(path)?;
         self.mapped.atomic_read(path)
     }
 
@@ -119,6 +146,11 @@ impl Directory for Unflushed {
     /// the same: the meta lock only keeps a writer's clean-up from deleting files while they
     /// are opened, and no writer of this user's can work there.
     fn acquire_lock(&self, lock: &Lock) -> Result<DirectoryLock, LockError> {
+        // A lock file is empty and anyone's to make: anything else in its place goes.
+        if self.regular(&lock.filepath).is_err() {
+            let path = self.root.join(&lock.filepath);
+            let _ = std::fs::remove_file(&path).or_else(|_| std::fs::remove_dir_all(&path));
+        }
         match self.mapped.acquire_lock(lock) {
             Err(LockError::IoError(e))
                 if lock.filepath == META_LOCK.filepath && super::index::is_forbidden(&e) =>

@@ -7,7 +7,7 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 
 use crate::error::Failure;
 
@@ -21,6 +21,20 @@ pub(super) fn read_optional(path: &Path) -> Result<Option<String>> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
     }
+}
+
+/// [`read_optional`] for a file the user writes (the config, a prompt, the sync key): a link to
+/// nothing there is a file they meant cca to read, not the absence of one.
+pub(super) fn read_users_file(path: &Path) -> Result<Option<String>> {
+    let read = read_optional(path)?;
+    if read.is_none()
+        && let Ok(target) = std::fs::read_link(path)
+    {
+        let what =
+            format!("{} is a link to {}, which does not exist", path.display(), target.display());
+        bail!(Failure::usage(what).hint("point the link at the file, or remove it"));
+    }
+    Ok(read)
 }
 
 /// Opens a file cca keeps (a transcript, `latest`, the config, the index) only if it is a

@@ -47,7 +47,7 @@ pub(crate) use files::set_mode;
 pub(crate) use files::{
     read_at_most, read_text, read_text_at_most, replace_cache_file, replace_file,
 };
-use files::{read_optional, sync_dir};
+use files::{read_optional, read_users_file, sync_dir};
 pub(crate) use ids::{Stamp, sort_key, validate_id, validate_name};
 pub(crate) use latest::Repointed;
 pub(crate) use listing::{Listed, newest_first};
@@ -225,12 +225,12 @@ impl Store {
 
     /// The config file's text, if there is one.
     pub(crate) fn read_config(&self) -> Result<Option<String>> {
-        read_optional(&self.config_path())
+        read_users_file(&self.config_path())
     }
 
     /// `$CCA_HOME/prompts/NAME.md`, if the user has one (it overrides a built-in).
     pub(crate) fn read_prompt_override(&self, name: &str) -> Result<Option<String>> {
-        read_optional(&self.home.join("prompts").join(format!("{name}.md")))
+        read_users_file(&self.home.join("prompts").join(format!("{name}.md")))
     }
 
     /// Temporary files an interrupted cca may have left behind (a crash before its cleanup):

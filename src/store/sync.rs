@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use super::files::{make_private_dir, open_regular, read_optional, read_regular, replace_file};
+use super::files::{
+    make_private_dir, open_regular, read_optional, read_regular, read_users_file, replace_file,
+};
 use super::ids::file_name;
 use super::{Appender, FILE_MODE, Store};
 
@@ -65,7 +67,7 @@ impl Store {
     }
 
     pub(crate) fn read_sync_key(&self) -> Result<Option<String>> {
-        read_optional(&self.sync_key_path())
+        read_users_file(&self.sync_key_path())
     }
 
     pub(crate) fn write_sync_key(&self, key: &str) -> Result<()> {

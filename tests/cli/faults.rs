@@ -244,7 +244,7 @@ fn fifos_and_devices_named_like_sessions_are_reported_not_read() {
 }
 
 #[test]
-fn a_fifo_config_or_index_does_not_hang() {
+fn a_fifo_config_or_index_does_not_hang_and_a_link_to_nothing_is_named() {
     let env = TestEnv::new();
     env.run(&["search", "-q", "one"]).ok();
     std::fs::remove_file(env.cca_home.join("index.json")).ok();
@@ -253,6 +253,21 @@ fn a_fifo_config_or_index_does_not_hang() {
     std::fs::remove_file(env.cca_home.join("config.toml")).unwrap();
     make_fifo(env.cca_home.join("config.toml"));
     env.run(&["sessions"]).code(1).stderr_has("not a regular file");
+    // A file the user writes that is a link to nothing (a config, a prompt, a sync key kept
+    // elsewhere) is named as such, never taken for no file at all.
+    std::fs::remove_file(env.cca_home.join("config.toml")).unwrap();
+    std::os::unix::fs::symlink("/nowhere/cca.toml", env.cca_home.join("config.toml")).unwrap();
+    env.run(&["sessions"])
+        .code(2)
+        .stderr_has("is a link to /nowhere/cca.toml, which does not exist");
+    let doctor = env.run(&["doctor"]);
+    assert!(doctor.stdout.contains("which does not exist"), "{doctor}");
+    std::fs::remove_file(env.cca_home.join("config.toml")).unwrap();
+    std::fs::create_dir_all(env.cca_home.join("prompts")).unwrap();
+    std::os::unix::fs::symlink("/nowhere/mine.md", env.cca_home.join("prompts/mine.md")).unwrap();
+    env.run(&["search", "-q", "--prompt", "mine", "two"])
+        .code(2)
+        .stderr_has("mine.md is a link to");
 }
 
 #[test]

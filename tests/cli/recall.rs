@@ -476,6 +476,41 @@ fn caches_rewritten_in_place_are_never_written_through_a_link_or_waited_on() {
     std::fs::remove_file(&hint).unwrap();
     common::make_fifo(&hint);
     assert_eq!(places(&recall(&env, "quokka")).len(), 2, "a FIFO as the hint is passed over");
+    // Nor is a FIFO, a link to a device or a folder in place of the index's own files (its
+    // head, the list of its files, a segment's, a lock): the index is rebuilt, with a note.
+    let index = env.cca_home.join("recall/index");
+    let segment = std::fs::read_dir(&index)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "idx"))
+        .unwrap();
+    let fifo = |path: &std::path::Path| {
+        let _ = std::fs::remove_file(path);
+        common::make_fifo(path);
+    };
+    let zero = |path: &std::path::Path| {
+        let _ = std::fs::remove_file(path);
+        std::os::unix::fs::symlink("/dev/zero", path).unwrap();
+    };
+    let folder = |path: &std::path::Path| {
+        let _ = std::fs::remove_file(path);
+        std::fs::create_dir(path).unwrap();
+    };
+    let attacks: [(&str, &dyn Fn(&std::path::Path)); 5] = [
+        ("meta.json", &fifo),
+        (".managed.json", &zero),
+        (segment.file_name().unwrap().to_str().unwrap(), &fifo),
+        (".tantivy-meta.lock", &fifo),
+        (".tantivy-writer.lock", &folder),
+    ];
+    for (turns, (file, attack)) in attacks.into_iter().enumerate() {
+        // A turn first, so that both the search's update and its rebuild meet the file.
+        turn(&format!("and about {file}?"));
+        attack(&index.join(file));
+        let run = env.run(&["recall", "--json", "-n", "50", "quokka"]);
+        let found: Vec<Value> = serde_json::from_str(&run.ok().stdout).unwrap();
+        assert_eq!(places(&found).len(), 3 + turns, "{file}: {run}");
+    }
 }
 
 /// A store of many sessions, written directly, so that an update takes a while.
