@@ -9,10 +9,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use super::files::{
-    make_private_dir, open_regular, read_optional, read_regular, read_users_file, replace_file,
+    make_private_dir, open_regular_with, read_optional, read_regular, read_users_file, replace_file,
 };
 use super::ids::file_name;
 use super::{Appender, FILE_MODE, Store};
+use rustix::fs::OFlags;
 
 impl Store {
     /// `$CCA_HOME/sync/`.
@@ -159,10 +160,28 @@ impl Store {
 
 /// A log of the sync repository, whole (empty when it is not there yet).
 pub(crate) fn read_log(path: &Path) -> Result<Vec<u8>> {
-    match read_regular(path) {
+    // Never through a link (git checks none out: a clone an older cca made may hold one).
+    let read = open_regular_with(path, &mut OpenOptions::new().read(true), OFlags::NOFOLLOW)
+        .and_then(|mut file| {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut file, &mut bytes).map(|_| bytes)
+        })
+        .map_err(not_a_link);
+    match read {
         Ok(bytes) => Ok(bytes),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
         Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+/// The error of an open that met a link where `O_NOFOLLOW` forbids one, said as such.
+fn not_a_link(e: std::io::Error) -> std::io::Error {
+    match e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
+        true => std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "it is a link, which cca does not follow there",
+        ),
+        false => e,
     }
 }
 
@@ -172,9 +191,11 @@ pub(crate) fn append_log(path: &Path, lines: &str) -> Result<()> {
     let dir = path.parent().context("a log has a folder")?;
     fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     use std::os::unix::fs::OpenOptionsExt;
-    let file =
-        open_regular(path, OpenOptions::new().read(true).append(true).create(true).mode(FILE_MODE))
-            .with_context(|| format!("cannot open {}", path.display()))?;
+    let mut options = OpenOptions::new();
+    options.read(true).append(true).create(true).mode(FILE_MODE);
+    let file = open_regular_with(path, &mut options, OFlags::NOFOLLOW)
+        .map_err(not_a_link)
+        .with_context(|| format!("cannot open {}", path.display()))?;
     let bytes = read_log(path)?;
     let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
     if whole < bytes.len() {

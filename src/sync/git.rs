@@ -44,7 +44,9 @@ impl Git {
 
     /// Runs git with cca's settings for its own repository: commits by "cca" (no name or
     /// address of the user's reaches the remote), no hooks, no signing, no maintenance left
-    /// running when cca is done.
+    /// running when cca is done, and no symbolic link checked out: a link someone pushed to
+    /// the remote is a file holding its target's name, so that nothing cca writes in the
+    /// clone can go through one to a file outside it (a transcript, anything of the user's).
     fn run(&self, args: &[&str]) -> Result<Ran> {
         let settings = [
             "-c",
@@ -61,6 +63,8 @@ impl Git {
             "maintenance.autoDetach=false",
             "-c",
             "core.autocrlf=false",
+            "-c",
+            "core.symlinks=false",
         ];
         // Sealed records are random to git: looking for deltas among 10,000 of them (in the
         // push, and in the repacking a large commit starts) took minutes and found none.

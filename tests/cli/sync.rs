@@ -937,3 +937,56 @@ fn a_file_that_cannot_be_read_waits_and_every_other_session_syncs() {
     b.sync().ok();
     assert!(b.text(ID).contains("and the backoff?"));
 }
+
+#[test]
+fn links_pushed_to_the_remote_are_never_followed_and_hold_back_no_other_session() {
+    let (a, b, remote) = two_machines();
+    b.ask("2026-11-22T09:00:00Z", "a question of the desktop's", false);
+    b.sync().ok();
+    a.sync().ok();
+    let machine = |m: &Machine| {
+        let state = std::fs::read_to_string(m.env.cca_home.join("sync/state.json")).unwrap();
+        let state: serde_json::Value = serde_json::from_str(&state).unwrap();
+        state["machine"].as_str().unwrap().to_string()
+    };
+    let (a_machine, b_machine) = (machine(&a), machine(&b));
+    // Someone with write access to the remote puts links where the laptop will write (its log
+    // of the desktop's session: a file outside its clone) and where every machine reads (a
+    // folder, a device).
+    let work = a.env.root.path().join("attacker");
+    git(&["clone", "-q", "-b", "cca", remote.to_str().unwrap(), work.to_str().unwrap()]);
+    let b_log = find_logs(&work)
+        .into_iter()
+        .find(|p| p.file_stem().unwrap() == b_machine.as_str())
+        .unwrap();
+    let outside = a.env.root.path().join("outside.txt");
+    std::fs::write(&outside, "mine").unwrap();
+    let folder = b_log.parent().unwrap();
+    std::os::unix::fs::symlink(&outside, folder.join(format!("{a_machine}.log"))).unwrap();
+    let elsewhere = work.join("sessions/00/000000000000");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink("/etc", elsewhere.join("aaaaaaaaaaaa.log")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", elsewhere.join("bbbbbbbbbbbb.log")).unwrap();
+    let work_dir = work.to_str().unwrap();
+    git(&["-C", work_dir, "add", "-A"]);
+    git(&["-C", work_dir, "-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", "x"]);
+    git(&["-C", work_dir, "push", "-q", "origin", "cca"]);
+    // The laptop takes that in, continues the desktop's session and sends it; the desktop
+    // goes on too.
+    let run = a.sync();
+    assert_eq!(run.code, Some(0), "{run}");
+    let desktops = "20261122-090000";
+    a.run(&["search", "-q", "-s", desktops, "-r", "the laptop's turn"]).ok();
+    let run = a.sync();
+    assert_eq!(run.code, Some(0), "{run}");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "mine", "nothing written through");
+    let run = b.sync();
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(b.text(desktops).contains("the laptop's turn"), "{run}");
+    b.run(&["search", "-q", "-s", ID, "-r", "the desktop's turn"]).ok();
+    b.sync().ok();
+    a.sync().ok();
+    assert!(a.text(ID).contains("the desktop's turn"));
+    assert_eq!(a.sessions(), b.sessions());
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "mine");
+}
