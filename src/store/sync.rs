@@ -161,7 +161,7 @@ impl Store {
 /// A log of the sync repository, whole (empty when it is not there yet).
 pub(crate) fn read_log(path: &Path) -> Result<Vec<u8>> {
     // Never through a link (git checks none out: a clone an older cca made may hold one).
-    let read = open_regular_with(path, &mut OpenOptions::new().read(true), OFlags::NOFOLLOW)
+    let read = open_regular_with(path, OpenOptions::new().read(true), OFlags::NOFOLLOW)
         .and_then(|mut file| {
             let mut bytes = Vec::new();
             std::io::Read::read_to_end(&mut file, &mut bytes).map(|_| bytes)

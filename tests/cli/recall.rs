@@ -496,12 +496,13 @@ fn caches_rewritten_in_place_are_never_written_through_a_link_or_waited_on() {
         let _ = std::fs::remove_file(path);
         std::fs::create_dir(path).unwrap();
     };
-    let attacks: [(&str, &dyn Fn(&std::path::Path)); 5] = [
-        ("meta.json", &fifo),
-        (".managed.json", &zero),
-        (segment.file_name().unwrap().to_str().unwrap(), &fifo),
-        (".tantivy-meta.lock", &fifo),
-        (".tantivy-writer.lock", &folder),
+    type Attack = fn(&std::path::Path);
+    let attacks: [(&str, Attack); 5] = [
+        ("meta.json", fifo),
+        (".managed.json", zero),
+        (segment.file_name().unwrap().to_str().unwrap(), fifo),
+        (".tantivy-meta.lock", fifo),
+        (".tantivy-writer.lock", folder),
     ];
     for (turns, (file, attack)) in attacks.into_iter().enumerate() {
         // A turn first, so that both the search's update and its rebuild meet the file.
