@@ -352,3 +352,29 @@ fn an_answer_caught_being_written_is_read_again_in_place() {
     assert_eq!(answers, ["> shell: ls\n\nanswer 1", "answer 2, part one\n\npart two", "answer 3"]);
     assert_eq!(import().ok().stdout, "", "nothing left to import");
 }
+
+#[test]
+fn a_conversation_whose_session_is_in_the_trash_stays_there_until_restored() {
+    let env = TestEnv::new();
+    let dir = env.home.join(".codex/sessions/2026/11/20");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("rollout-2026-11-20T08-00-00-0199-codex.jsonl");
+    std::fs::write(&file, rollout(2)).unwrap();
+    env.run(&["import", "codex"]).ok();
+    env.run(&["rm", "20261120-080000"]).ok();
+    // The source goes on, and is imported again (as the hook does at each session's end).
+    std::fs::write(&file, rollout(3)).unwrap();
+    for _ in 0..2 {
+        let run = env.run(&["import", "codex"]);
+        run.ok()
+            .stderr_has("1 conversation is in cca's trash, left there: 20261120-080000")
+            .stderr_has("cca restore 20261120-080000");
+        assert_eq!(run.stdout, "", "{run}");
+        assert!(env.session_files().is_empty(), "{run}");
+    }
+    // Restored, it goes on where it was.
+    env.run(&["restore", "20261120-080000"]).ok();
+    let run = env.run(&["import", "codex"]);
+    assert!(run.ok().stdout.starts_with("20261120-080000\tgoing on"), "{run}");
+    assert_eq!(env.session_files().len(), 1);
+}

@@ -54,6 +54,9 @@ struct Stamp {
 enum Plan {
     /// Nothing new since the last import.
     Nothing,
+    /// Imported before into the session with this id, which is in the trash now: removed by
+    /// the user, so not imported again (a new copy would come back beside it at a restore).
+    Trashed(String),
     New,
     /// The session goes on: exchanges from this one on are written, the first `again` of them
     /// in place of the session's last (an answer an import caught being written, grown since).
@@ -76,6 +79,8 @@ struct Tally {
     appended: usize,
     forked: usize,
     unchanged: usize,
+    /// Conversations whose session is in cca's trash: the user removed it, so it stays there.
+    trashed: Vec<String>,
     files_with_problems: usize,
 }
 
@@ -177,12 +182,20 @@ fn import(source: ImportSource, paths: &[PathBuf], dry_run: bool) -> Result<u8> 
                     )
                 });
             }
+            // A file with a conversation left in the trash is read again next time: restored,
+            // the session goes on.
+            let mut left_in_trash = false;
             for conv in conversations.into_iter().filter(|c| !c.exchanges.is_empty()) {
                 let key = conversation_key(tool, &conv);
                 if batch.iter().any(|job: &Job| job.key == key) {
                     flush(&settings, &store, tool, &mut batch, &mut index, &bar)?;
                 }
                 let plan = plan(&store, &index, tool, &conv)?;
+                if let Plan::Trashed(id) = plan {
+                    tally.trashed.push(id);
+                    left_in_trash = true;
+                    continue;
+                }
                 let Some(line) = describe(&plan, tool, &conv) else {
                     tally.unchanged += 1;
                     continue;
@@ -191,7 +204,7 @@ fn import(source: ImportSource, paths: &[PathBuf], dry_run: bool) -> Result<u8> 
                     Plan::New => tally.created += 1,
                     Plan::Append { .. } => tally.appended += 1,
                     Plan::Fork { .. } => tally.forked += 1,
-                    Plan::Nothing => {}
+                    Plan::Nothing | Plan::Trashed(_) => {}
                 }
                 if dry_run {
                     bar.suspend(|| print(&format!("-\t{line}\n")))?;
@@ -213,7 +226,8 @@ fn import(source: ImportSource, paths: &[PathBuf], dry_run: bool) -> Result<u8> 
                     bar.suspend(|| print(&format!("{id}\t{line}\n")))?;
                 }
             }
-            if let Some(stamp) = stamp.filter(|_| !dry_run && problems.is_empty()) {
+            if let Some(stamp) = stamp.filter(|_| !dry_run && problems.is_empty() && !left_in_trash)
+            {
                 index.files.remove(&*file.to_string_lossy());
                 index.files.insert(key, stamp);
             }
@@ -239,6 +253,13 @@ fn import(source: ImportSource, paths: &[PathBuf], dry_run: bool) -> Result<u8> 
         tally.unchanged,
         counted(files.len() as u64, "file", "files")
     ));
+    if let Some(first) = tally.trashed.first() {
+        say(&format!(
+            "cca: {} in cca's trash, left there: {}. Hint: `cca restore {first}` brings one back, and the next import goes on in it",
+            counted(tally.trashed.len() as u64, "conversation is", "conversations are"),
+            tally.trashed.join(" ")
+        ));
+    }
     if tally.files_with_problems > 0 {
         return Err(Failure::new(
             exit::ERROR,
@@ -472,7 +493,12 @@ fn plan(store: &Store, index: &Index, tool: Tool, conv: &Conversation) -> Result
     let Some(id) = index.conversations.get(&conversation_key(tool, conv)) else {
         return Ok(Plan::New);
     };
-    let Some(header) = store.header_of(id) else { return Ok(Plan::New) };
+    let Some(header) = store.header_of(id) else {
+        return Ok(match store.trashed_header(id) {
+            Some(_) => Plan::Trashed(id.clone()),
+            None => Plan::New,
+        });
+    };
     let Some(imported) = &header.imported else {
         // A session of cca's that `cca export` wrote as this conversation, and the tool then
         // resumed: its own exchanges are not imported again, what the tool added goes on in
@@ -551,7 +577,7 @@ fn describe(plan: &Plan, tool: Tool, conv: &Conversation) -> Option<String> {
     let title = transcript::one_line(conv.title.as_deref().unwrap_or(""), 60);
     let n = conv.exchanges.len() as u64;
     let what = match plan {
-        Plan::Nothing => return None,
+        Plan::Nothing | Plan::Trashed(_) => return None,
         Plan::New => format!("new\t{}", counted(n, "exchange", "exchanges")),
         Plan::Append { id, from, again } => {
             let new = counted(n - (*from + *again) as u64, "exchange", "exchanges");
@@ -593,7 +619,7 @@ fn apply(
         body,
     };
     let id = match plan {
-        Plan::Nothing => unreachable!("nothing to write"),
+        Plan::Nothing | Plan::Trashed(_) => unreachable!("nothing to write"),
         Plan::Append { id, from, again } => {
             let lock = store.lock(id, true, || crate::front::terminal::say_waiting(id))?;
             let summary = store.summarize_unlocked(id)?;
