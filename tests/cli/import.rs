@@ -378,3 +378,29 @@ fn a_conversation_whose_session_is_in_the_trash_stays_there_until_restored() {
     assert!(run.ok().stdout.starts_with("20261120-080000\tgoing on"), "{run}");
     assert_eq!(env.session_files().len(), 1);
 }
+
+#[test]
+fn a_damaged_imports_index_is_kept_aside_and_said() {
+    let env = TestEnv::new();
+    let dir = env.home.join(".codex/sessions/2026/11/20");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("rollout-2026-11-20T08-00-00-0199-codex.jsonl"), rollout(2)).unwrap();
+    env.run(&["import", "codex"]).ok();
+    let index = env.cca_home.join("imports.json");
+    std::fs::write(&index, "{\"files\":").unwrap();
+    // A dry run says so and changes nothing.
+    let run = env.run(&["import", "codex", "--dry-run"]);
+    run.ok().stderr_has("imports.json cannot be read");
+    assert_eq!(std::fs::read_to_string(&index).unwrap(), "{\"files\":");
+    let run = env.run(&["import", "codex"]);
+    run.ok().stderr_has("it is kept as").stderr_has("imports.json.damaged");
+    assert_eq!(
+        std::fs::read_to_string(env.cca_home.join("imports.json.damaged")).unwrap(),
+        "{\"files\":"
+    );
+    // The headers say what was imported: nothing new, no copy.
+    assert_eq!(run.stdout, "", "{run}");
+    assert_eq!(env.session_files().len(), 1);
+    let run = env.run(&["import", "codex"]);
+    assert!(!run.ok().stderr.contains("cannot be read"), "{run}");
+}

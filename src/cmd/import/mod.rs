@@ -125,7 +125,7 @@ fn import(source: ImportSource, paths: &[PathBuf], dry_run: bool) -> Result<u8> 
         _ => None,
     };
     let files = sources(&settings, tool, paths)?;
-    let mut index = load_index(&store)?;
+    let mut index = load_index(&store, dry_run)?;
     let mut tally = Tally::default();
     let bar = progress_bar(files.len(), crate::front::terminal::spinner_wanted(&settings));
     let mut batch: Vec<Job> = Vec::new();
@@ -728,7 +728,7 @@ fn new_header(
 /// importing it (the tool resumed it, and its end-of-session hook ran) makes no copy of it.
 pub(crate) fn exported(store: &Store, tool: Tool, conversation: &str, id: &str) -> Result<()> {
     let _lock = store.lock_imports(|| say("cca: waiting for an import to finish"))?;
-    let mut index = load_index(store)?;
+    let mut index = load_index(store, false)?;
     index.conversations.insert(format!("{}:{conversation}", tool.name()), id.to_string());
     store.write_imports(&serde_json::to_string(&index).context("the imports' index")?)
 }
@@ -750,7 +750,7 @@ impl Index {
 
 /// Which of `tool`'s `files` cca has not imported as they are now (new, or changed since).
 pub(crate) fn not_imported(store: &Store, tool: Tool, files: Vec<PathBuf>) -> Result<Vec<PathBuf>> {
-    let index = load_index(store)?;
+    let index = load_index(store, true)?;
     Ok(files
         .into_iter()
         .filter(|f| {
@@ -761,13 +761,29 @@ pub(crate) fn not_imported(store: &Store, tool: Tool, files: Vec<PathBuf>) -> Re
         .collect())
 }
 
-/// The index from `imports.json`, or rebuilt from the sessions' headers when it is missing or
-/// unreadable (it is only a cache).
-fn load_index(store: &Store) -> Result<Index> {
-    if let Some(text) = store.read_imports()?
-        && let Ok(index) = serde_json::from_str::<Index>(&text)
-    {
-        return Ok(index);
+/// The index from `imports.json`, or made again from the sessions' headers when it is missing;
+/// one that cannot be read is moved aside first (unless `read_only`), since what `cca export`
+/// noted in it is in no header.
+fn load_index(store: &Store, read_only: bool) -> Result<Index> {
+    if let Some(text) = store.read_imports()? {
+        match serde_json::from_str::<Index>(&text) {
+            Ok(index) => return Ok(index),
+            // Kept aside, not written over: it also holds what `cca export` wrote, which no
+            // session's header says.
+            Err(e) => {
+                let path = store.imports_path();
+                let aside = path.with_extension("json.damaged");
+                if !read_only {
+                    std::fs::rename(&path, &aside)
+                        .with_context(|| format!("cannot move {} aside", path.display()))?;
+                }
+                say(&format!(
+                    "cca: warning: {} cannot be read ({e}); it is kept as {} and made again from the sessions' headers. Hint: a conversation `cca export` wrote may be imported once more as a new session",
+                    path.display(),
+                    aside.display()
+                ));
+            }
+        }
     }
     let mut index = Index::default();
     for id in store.session_ids().unwrap_or_default() {
