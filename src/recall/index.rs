@@ -330,6 +330,9 @@ pub(crate) type Stamps = BTreeMap<String, Stamp>;
 struct Head {
     version: u32,
     digest: u64,
+    /// The sessions that could not be read (id, why): not in the index, said at each search.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    unread: Vec<(String, String)>,
 }
 
 /// The stamps file's text: the digest, then a line per session, `ID STAMP`, numbers in hex.
@@ -428,6 +431,8 @@ const FIRST_KIND: &str = "first";
 pub(crate) struct Index {
     index: tantivy::Index,
     fields: Fields,
+    /// What the last commit says could not be read (its [`Head`]'s).
+    unread: Vec<(String, String)>,
 }
 
 impl Index {
@@ -450,7 +455,7 @@ impl Index {
             return Err(anyhow!("it was built by another version of cca"));
         }
         index.tokenizers().register(ANALYZER, analyzer());
-        Ok((Index { index, fields }, head.digest))
+        Ok((Index { index, fields, unread: head.unread }, head.digest))
     }
 
     /// When the index in `dir` was last committed (its `meta.json` written), if it was.
@@ -494,10 +499,10 @@ impl Index {
             .and_then(|d| tantivy::Index::create(d, schema, tantivy::IndexSettings::default()))
             .with_context(|| format!("cannot create an index in {}", dir.display()))?;
         index.tokenizers().register(ANALYZER, analyzer());
-        let index = Index { index, fields };
+        let mut index = Index { index, fields, unread: Vec::new() };
         let stamps = Stamps::new();
         let mut writer = index.writer(0)?;
-        index.commit(&mut writer, dir, &stamps)?;
+        index.commit(&mut writer, dir, &stamps, Vec::new())?;
         Ok((index, stamps))
     }
 
@@ -589,18 +594,27 @@ impl Index {
         Ok(())
     }
 
-    /// Makes what the writer holds the index, with the digest of `stamps`, in one atomic step;
-    /// then writes the stamps file beside it (`dir` is the index's folder).
+    /// The sessions the last commit says could not be read, with why.
+    pub(crate) fn unread(&self) -> &[(String, String)] {
+        &self.unread
+    }
+
+    /// Makes what the writer holds the index, with the digest of `stamps` and the sessions
+    /// that could not be read (`unread`), in one atomic step; then writes the stamps file
+    /// beside it (`dir` is the index's folder).
     pub(crate) fn commit(
-        &self,
+        &mut self,
         writer: &mut IndexWriter,
         dir: &Path,
         stamps: &Stamps,
+        unread: Vec<(String, String)>,
     ) -> Result<()> {
         let digest = digest(stamps.iter().map(|(id, s)| (id.as_str(), *s)));
         let mut commit = writer.prepare_commit()?;
-        commit.set_payload(&serde_json::to_string(&Head { version: VERSION, digest })?);
+        let head = Head { version: VERSION, digest, unread };
+        commit.set_payload(&serde_json::to_string(&head)?);
         commit.commit()?;
+        self.unread = head.unread;
         // Not flushed, as tantivy's files are not: a file a system crash cut short does not
         // have the digest it names, and the index is rebuilt.
         crate::store::replace_cache_file(&stamps_path(dir), stamps_text(digest, stamps).as_bytes())
@@ -815,7 +829,7 @@ mod tests {
     fn index_of(sessions: &[(&str, &str, &[Exchange])]) -> (tempfile::TempDir, Index) {
         let temp = tempfile::tempdir().unwrap();
         let dir = temp.path().join("index");
-        let (index, stamps) = Index::create(&dir).unwrap();
+        let (mut index, stamps) = Index::create(&dir).unwrap();
         let mut writer = index.writer(0).unwrap();
         for &(id, title, exchanges) in sessions {
             let session = Session {
@@ -829,7 +843,7 @@ mod tests {
             };
             index.add(&writer, &session).unwrap();
         }
-        index.commit(&mut writer, &dir, &stamps).unwrap();
+        index.commit(&mut writer, &dir, &stamps, Vec::new()).unwrap();
         (temp, index)
     }
 
@@ -921,7 +935,7 @@ mod tests {
 
     #[test]
     fn merging_every_segment_keeps_what_is_found_and_the_commits_digest() {
-        let (temp, index) =
+        let (temp, mut index) =
             index_of(&[("a", "deploys", &[exchange(1, "Which region?", "eu-west")])]);
         let dir = temp.path().join("index");
         let stamps: Stamps = [("a".to_string(), 1), ("b".to_string(), 2)].into_iter().collect();
@@ -937,7 +951,7 @@ mod tests {
             exchanges: &second,
         };
         index.add(&writer, &session).unwrap();
-        index.commit(&mut writer, &dir, &stamps).unwrap();
+        index.commit(&mut writer, &dir, &stamps, Vec::new()).unwrap();
         drop(writer);
         let segments = || index.index.searchable_segment_ids().unwrap().len();
         assert_eq!(segments(), 2);

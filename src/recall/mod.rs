@@ -115,18 +115,38 @@ pub(crate) fn recall(
     now: DateTime<Utc>,
     progress: &dyn Progress,
 ) -> Result<Vec<Found>> {
+    let (found, unread) = search(store, text, filter, limit, now, progress)?;
+    note_unread(progress, &unread);
+    Ok(found)
+}
+
+/// What a search found, with the sessions the index it searched could not read.
+type Searched = (Vec<Found>, Vec<(String, String)>);
+
+/// [`recall`]'s work: the index brought up to date, then searched.
+fn search(
+    store: &Store,
+    text: &str,
+    filter: &Filter,
+    limit: usize,
+    now: DateTime<Utc>,
+    progress: &dyn Progress,
+) -> Result<Searched> {
     let question = question::parse(text);
     // Nothing kept yet: nothing to find, and no reason to make a folder for it.
     if !store.recall_dir().exists() && store.session_stamps()?.is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     }
     let dir = index_dir(store);
     let digest_of =
         |stamps: &[(String, Stamp)]| index::digest(stamps.iter().map(|(id, s)| (id.as_str(), *s)));
+    let searched = |index: &Index| -> Result<Searched> {
+        Ok((found(store, index, &question, filter, limit, now)?, index.unread().to_vec()))
+    };
     // The index searched as it is, with the digest of its last commit.
     let as_it_is = || {
         let (index, digest) = Index::open(&dir).ok()?;
-        Some((digest, found(store, &index, &question, filter, limit, now).ok()?))
+        Some((digest, searched(&index).ok()?))
     };
     // Stamping the store (a stat of every session) is most of what a search over thousands of
     // sessions costs, so something else is done meanwhile.
@@ -142,8 +162,8 @@ pub(crate) fn recall(
             let stamps = stamps??;
             match hinted {
                 Some((index, digest)) if digest == digest_of(&stamps) => {
-                    if let Ok(found) = found(store, &index, &question, filter, limit, now) {
-                        return Ok(found);
+                    if let Ok(searched) = searched(&index) {
+                        return Ok(searched);
                     }
                     (stamps, None)
                 }
@@ -165,21 +185,21 @@ pub(crate) fn recall(
     };
     let store_digest = digest_of(&stamps);
     let early = match early {
-        Some((digest, found)) if digest == store_digest => return Ok(found),
-        Some((_, found)) => Some(found),
+        Some((digest, searched)) if digest == store_digest => return Ok(searched),
+        Some((_, searched)) => Some(searched),
         None => None,
     };
     let index = match fresh_index(store, &stamps, store_digest, progress) {
         Ok(index) => index,
         Err(e) => return cannot_update(&dir, e, early, progress),
     };
-    match found(store, &index, &question, filter, limit, now) {
-        Ok(found) => Ok(found),
+    match searched(&index) {
+        Ok(searched) => Ok(searched),
         Err(e) if index::is_machine_fault(&e, &dir) => cannot_update(&dir, e, early, progress),
         Err(e) => {
             // Unreadable past what opening checks (a damaged segment): never trusted.
             let index = rebuild(store, &format!("{e:#}"), progress)?;
-            found(store, &index, &question, filter, limit, now)
+            searched(&index)
         }
     }
 }
@@ -201,9 +221,9 @@ pub(crate) fn why_nothing_can_be_found(text: &str) -> Option<&'static str> {
 fn cannot_update(
     dir: &std::path::Path,
     e: anyhow::Error,
-    early: Option<Vec<Found>>,
+    early: Option<Searched>,
     progress: &dyn Progress,
-) -> Result<Vec<Found>> {
+) -> Result<Searched> {
     let what = format!("the recall index in {} cannot be brought up to date", dir.display());
     let hint = "check that folder's permissions and the disk's free space; removing it loses nothing (the next search rebuilds it from the transcripts)";
     match early {
@@ -482,7 +502,7 @@ fn update(
 fn apply(
     store: &Store,
     dir: &std::path::Path,
-    index: Index,
+    mut index: Index,
     mut known: Stamps,
     stale: &[(String, Option<Stamp>)],
     progress: &dyn Progress,
@@ -492,14 +512,17 @@ fn apply(
     }
     let mut writer = index.writer(stale.len())?;
     let shown = stale.len() >= PROGRESS_FROM;
-    let mut unread = Vec::new();
+    // What could not be read stays so until its session changes (or goes).
+    let mut unread: BTreeMap<String, String> = index.unread().iter().cloned().collect();
     for (done, chunk) in stale.chunks(COMMIT_EVERY).enumerate() {
-        unread.extend(read_sessions(store, &index, &writer, chunk, &mut known, |n| {
+        let newly = read_sessions(store, &index, &writer, chunk, &mut known, |n| {
             if shown {
                 progress.reading(done * COMMIT_EVERY + n, stale.len());
             }
-        })?);
-        index.commit(&mut writer, dir, &known)?;
+        })?;
+        chunk.iter().for_each(|(id, _)| drop(unread.remove(id)));
+        unread.extend(newly);
+        index.commit(&mut writer, dir, &known, unread.clone().into_iter().collect())?;
     }
     writer.wait_merging_threads()?;
     if stale.len() >= MERGE_FROM {
@@ -508,17 +531,15 @@ fn apply(
     if shown {
         progress.finished();
     }
-    note_unread(progress, unread);
     Ok(index)
 }
 
 /// Says which sessions could not be read (a hand edit into another encoding, a file cut
 /// short, one not readable by this user): they are not searched until mended, and a search
-/// that finds nothing should not pass for a store that holds nothing. Said once, by the search
-/// that read them.
-fn note_unread(progress: &dyn Progress, mut unread: Vec<(String, String)>) {
+/// that finds nothing should not pass for a store that holds nothing. Said by every search,
+/// from what the index's last commit holds.
+fn note_unread(progress: &dyn Progress, unread: &[(String, String)]) {
     const NAMED: usize = 5;
-    unread.sort();
     for (id, why) in unread.iter().take(NAMED) {
         progress.note(&format!(
             "recall: session {id} cannot be read ({why}), so it is not searched; look at it with `cca show --raw {id}` or `cca doctor`"

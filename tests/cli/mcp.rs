@@ -226,10 +226,14 @@ fn a_question_in_plain_words_gets_the_right_exchange_first() {
     let mut damaged = std::fs::read(&path).unwrap();
     damaged.extend_from_slice(b"caf\xe9\n");
     std::fs::write(&path, &damaged).unwrap();
-    let out = sdk(&env, &[call("search", json!({"query": "mandatory locking on Windows"}))]);
-    let (found, error) = text(&out["results"][0]);
+    // Every search says so, the second of one server's too.
+    let question = json!({"query": "mandatory locking on Windows"});
+    let out = sdk(&env, &[call("search", question.clone()), call("search", question)]);
     let said = format!("[Note: recall: session {LATER_ID} cannot be read");
-    assert!(!error && found.starts_with(&said) && found.contains(STAMP), "{found}");
+    for result in [&out["results"][0], &out["results"][1]] {
+        let (found, error) = text(result);
+        assert!(!error && found.starts_with(&said) && found.contains(STAMP), "{found}");
+    }
 }
 
 #[test]
