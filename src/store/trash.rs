@@ -145,7 +145,8 @@ impl Store {
         self.can_restore(id)?;
         let (from, to) = (self.trash_dir().join(file_name(id)), self.session_path(id));
         fs::rename(&from, &to).with_context(|| format!("cannot move {} back", from.display()))?;
-        if self.latest()?.is_none() {
+        // With no `latest`, or one naming a session that is gone, the restored one is latest.
+        if !matches!(self.latest(), Ok(Some(_))) {
             self.set_latest(id)?;
         }
         Ok(())

@@ -302,6 +302,16 @@ fn rm_moves_to_the_trash_and_restore_brings_back() {
         .stderr_has(&format!("deleted {three} (it was in the trash)"));
     assert!(!env.cca_home.join(format!("trash/session_{three}.md")).exists());
     env.run(&["restore"]).ok().stderr_has("the trash is empty");
+
+    // `latest` naming a session removed by hand (as the README says to do with one that cannot
+    // be read): a restore succeeds, says so, and the restored session is latest.
+    env.run_with(&["search", "-q", "four"], None, &[("CCA_NOW", "2026-11-21T10:30:00Z")]).ok();
+    env.run_with(&["search", "-q", "five"], None, &[("CCA_NOW", "2026-11-21T10:40:00Z")]).ok();
+    let (four, five) = ("20261121-103000", "20261121-104000");
+    env.run(&["rm", four]).ok();
+    std::fs::remove_file(env.session_path(five)).unwrap();
+    env.run(&["restore", four]).ok().stderr_has(&format!("restored {four}"));
+    assert!(env.latest().contains("# four"), "{}", env.latest());
 }
 
 /// An id in the trash is still that session's: a new session in the same second takes
