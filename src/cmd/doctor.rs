@@ -72,7 +72,7 @@ pub(crate) fn run(_: &DoctorArgs) -> Result<u8> {
     standby_report(&settings, &store, &mut out, &mut suggestions);
 
     out.push_str(&format!("\nhome: {} ({})\n", store.home.display(), settings.home.source));
-    home_report(&store, &mut out, &mut problems);
+    let unwritable = home_report(&store, &mut out, &mut problems);
     let config = store.config_path();
     if broken.is_some() {
         out.push_str(&format!("  config: {} (not used: see problems)\n", config.display()));
@@ -101,7 +101,7 @@ pub(crate) fn run(_: &DoctorArgs) -> Result<u8> {
         }
     }
     super::print(&out)?;
-    Ok(if usable == 0 || broken.is_some() { exit::ERROR } else { exit::OK })
+    Ok(if usable == 0 || broken.is_some() || unwritable { exit::ERROR } else { exit::OK })
 }
 
 /// The settings, as any command has them; when config.toml cannot be read or is wrong, the
@@ -181,13 +181,16 @@ fn standby_report(
 /// A start slower than this is worth a standby.
 const SLOW_START: Duration = Duration::from_millis(300);
 
-fn home_report(store: &Store, out: &mut String, problems: &mut Vec<String>) {
+/// The home's state; true when cca cannot write there (then nothing works).
+fn home_report(store: &Store, out: &mut String, problems: &mut Vec<String>) -> bool {
     if !store.home.exists() {
         out.push_str("  not created yet (the first `cca search` creates it, private to you)\n");
-        return;
+        return false;
     }
+    let mut unwritable = false;
     for dir in [store.home.clone(), store.sessions_dir()] {
         check_mode(&dir, 0o077, problems);
+        unwritable |= !writable(&dir, problems);
     }
     let ids = store.session_ids().unwrap_or_default();
     out.push_str(&format!("  sessions: {}\n", ids.len()));
@@ -259,6 +262,22 @@ fn home_report(store: &Store, out: &mut String, problems: &mut Vec<String>) {
             if leftovers.len() == 1 { "it is" } else { "they are" }
         ));
     }
+    unwritable
+}
+
+/// A folder cca writes in that this user cannot write (made read-only, another user's): every
+/// turn would fail.
+fn writable(dir: &std::path::Path, problems: &mut Vec<String>) -> bool {
+    use rustix::fs::{Access, access};
+    let writable = !dir.is_dir() || access(dir, Access::WRITE_OK | Access::EXEC_OK).is_ok();
+    if !writable {
+        problems.push(format!(
+            "{} cannot be written by you, so no turn can be kept: give it back with `chmod u+rwx {}`, or point CCA_HOME elsewhere",
+            dir.display(),
+            dir.display()
+        ));
+    }
+    writable
 }
 
 fn check_mode(path: &std::path::Path, forbidden: u32, problems: &mut Vec<String>) {

@@ -3,7 +3,6 @@
 //! edit safely refused; and `cca import --hook` handing the conversation over and returning.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -350,31 +349,9 @@ fn a_settings_file_this_user_may_not_write_is_left_alone() {
     let env = TestEnv::new();
     let [_, _, codex] = files(&env);
     write(&codex, CODEX);
-    let run = if rustix::process::geteuid().is_root() {
-        // As root every file is writable: run cca as another user, the file root's.
-        let nobody = "65534";
-        let chown = |args: &[&str]| {
-            let status = Command::new("chown").args(args).status().unwrap();
-            assert!(status.success());
-        };
-        chown(&["-R", &format!("{nobody}:{nobody}"), env.root.path().to_str().unwrap()]);
-        chown(&["0:0", codex.to_str().unwrap()]);
-        let mut command = Command::new("setpriv");
-        command.args([
-            &format!("--reuid={nobody}"),
-            &format!("--regid={nobody}"),
-            "--clear-groups",
-        ]);
-        command.arg(cca_exe()).args(["import", "--auto", "on"]);
-        command.env_clear().current_dir(&env.work);
-        command.envs([("HOME", &env.home), ("CCA_HOME", &env.cca_home)]);
-        command.env("PATH", std::env::var_os("PATH").unwrap_or_default());
-        run_command(command, None)
-    } else {
-        std::fs::set_permissions(&codex, std::os::unix::fs::PermissionsExt::from_mode(0o444))
-            .unwrap();
-        env.run(&["import", "--auto", "on"])
-    };
+    // Read-only for its user; as root (whom no mode binds), cca runs as another user.
+    std::fs::set_permissions(&codex, std::os::unix::fs::PermissionsExt::from_mode(0o444)).unwrap();
+    let run = env.run_bound_by_modes(&["import", "--auto", "on"], &[&codex]);
     run.code(1).stderr_has("read-only for you; left alone");
     assert_eq!(std::fs::read_to_string(&codex).unwrap(), CODEX);
     assert!(!env.cca_home.join("auto/codex.json").exists(), "{run}");

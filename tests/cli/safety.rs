@@ -475,3 +475,20 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     found
 }
+
+#[test]
+fn doctor_says_when_the_sessions_folder_cannot_be_written() {
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "one"]).ok();
+    let sessions = env.sessions_dir();
+    let mode = |m: u32| {
+        std::fs::set_permissions(&sessions, std::os::unix::fs::PermissionsExt::from_mode(m))
+            .unwrap()
+    };
+    mode(0o500);
+    let run = env.run_bound_by_modes(&["doctor"], &[]);
+    mode(0o700);
+    let out = &run.code(1).stdout;
+    assert!(out.contains("cannot be written by you") && out.contains("chmod u+rwx"), "{run}");
+    assert!(out.contains(&sessions.display().to_string()), "{run}");
+}

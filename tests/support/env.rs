@@ -208,6 +208,34 @@ impl TestEnv {
         run_command(command, None)
     }
 
+    /// Runs `cca ARGS` as a user whom file modes bind: this one, or (as root, whom none
+    /// binds) `nobody`, given the test's whole folder first; `keep_roots` stay root's.
+    pub fn run_bound_by_modes(&self, args: &[&str], keep_roots: &[&Path]) -> Run {
+        if !rustix::process::geteuid().is_root() {
+            return self.run(args);
+        }
+        let nobody = "65534";
+        let chown = |args: &[&str]| {
+            let status = Command::new("chown").args(args).status().unwrap();
+            assert!(status.success());
+        };
+        chown(&["-R", &format!("{nobody}:{nobody}"), self.root.path().to_str().unwrap()]);
+        for path in keep_roots {
+            chown(&["0:0", path.to_str().unwrap()]);
+        }
+        let base = self.command();
+        let mut command = Command::new("setpriv");
+        command.args([
+            &format!("--reuid={nobody}"),
+            &format!("--regid={nobody}"),
+            "--clear-groups",
+        ]);
+        command.env_clear().current_dir(&self.work);
+        command.envs(base.get_envs().filter_map(|(key, value)| Some((key, value?))));
+        command.arg(cca_exe()).args(args);
+        run_command(command, None)
+    }
+
     pub fn run_with(&self, args: &[&str], input: Option<&[u8]>, env: &[(&str, &str)]) -> Run {
         let mut cmd = self.command();
         cmd.args(args);
