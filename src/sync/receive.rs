@@ -207,9 +207,14 @@ impl Syncing<'_> {
                     self.touched(id, record);
                 }
                 Change::Append { .. } | Change::Whole { .. } => {
-                    self.store.replace_session(id, &apply(&text, &record.change), local.removed)?;
+                    let changed = apply(&text, &record.change);
+                    self.store.replace_session(id, &changed, local.removed)?;
                     self.continued(id);
-                    self.touched(id, record);
+                    // A hand edit or a name elsewhere is no reason for `,` here to move to it:
+                    // only a conversation held on (a record more) is.
+                    if !local.removed && answers(&changed) > answers(&text) {
+                        self.touched(id, record);
+                    }
                 }
                 Change::Remove if !local.removed => {
                     let repointed = self.store.remove(id, false)?;
@@ -460,6 +465,14 @@ impl Syncing<'_> {
             _ => self.newest = Some((record.at.clone(), vec![id.to_string()])),
         }
     }
+}
+
+/// How many answers (and attempts at one) a transcript holds.
+fn answers(text: &str) -> usize {
+    use crate::transcript::Kind;
+    let Ok((transcript, _)) = crate::transcript::parse(text) else { return 0 };
+    let answer = |k: Kind| matches!(k, Kind::Assistant | Kind::Failed | Kind::Interrupted);
+    transcript.records.iter().filter(|r| answer(r.kind)).count()
 }
 
 /// Records of several logs in an order where each comes after the one it follows (each

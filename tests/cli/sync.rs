@@ -990,3 +990,28 @@ fn links_pushed_to_the_remote_are_never_followed_and_hold_back_no_other_session(
     assert_eq!(a.sessions(), b.sessions());
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "mine");
 }
+
+#[test]
+fn a_hand_edit_elsewhere_reaches_this_machine_without_moving_latest() {
+    let (a, b, _remote) = two_machines();
+    b.ask("2026-11-22T09:00:00Z", "a question of the desktop's", false);
+    b.sync().ok();
+    a.sync().ok();
+    // The laptop mends a typo in the first session; the desktop goes on with its own.
+    let path = a.env.session_path(ID);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        text.replacen("where does the retry live", "where does the retry sit", 1),
+    )
+    .unwrap();
+    a.sync().ok();
+    // The desktop's own conversation last held long before the edit.
+    let desktops = b.env.session_path("20261122-090000");
+    let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
+    std::fs::File::options().write(true).open(&desktops).unwrap().set_modified(old).unwrap();
+    let run = b.sync();
+    assert!(!run.ok().stderr.contains("now continues"), "{run}");
+    assert!(b.text(ID).contains("where does the retry sit"), "{run}");
+    assert!(b.env.latest().contains("a question of the desktop's"), "{}", b.env.latest());
+}
