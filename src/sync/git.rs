@@ -113,7 +113,8 @@ impl Git {
         std::fs::create_dir_all(&self.dir)
             .with_context(|| format!("cannot create {}", self.dir.display()))?;
         self.ok(&["init", "-q", "-b", BRANCH])?;
-        self.ok(&["remote", "add", "origin", remote])?;
+        // `--`: a remote that starts with `-` is a name, never an option of git's.
+        self.ok(&["remote", "add", "--", "origin", remote])?;
         Ok(())
     }
 
@@ -228,13 +229,18 @@ impl Git {
             exit::ERROR,
             format!(
                 "the remote's copy of {} differs from the one this machine wrote: a log has \
-                 one writer, so it was changed there by hand or by another program",
+                 one writer, so it was changed there by hand or by another program, or another \
+                 machine writes as this one",
                 files.join(", ")
             ),
         )
         .hint(format!(
-            "nothing here was changed; put the remote's copy back as it was (this machine's is \
-             in {}), then `cca sync` again",
+            "nothing here was changed. If this machine's cca folder was restored from a backup \
+             or copied to another machine, set this one up again: move {} aside, then `cca \
+             sync init REMOTE --key KEY` (`cca sync key` on another machine prints it). \
+             Otherwise put the remote's copy back as it was (this machine's is in {}), then \
+             `cca sync` again",
+            self.dir.parent().unwrap_or(&self.dir).display(),
             self.dir.display()
         ))
         .into()

@@ -184,6 +184,9 @@ pub(crate) fn init(
     plain: bool,
     name: Option<&str>,
 ) -> Result<Report> {
+    if let Some(name) = name {
+        machine_name(name)?;
+    }
     if store.read_sync_state()?.is_some() {
         let state = load(store)?;
         bail!(Failure::usage(format!("this machine syncs with {} already", state.remote)).hint(
@@ -980,6 +983,20 @@ fn new_machine_id() -> String {
     );
     hash(seed.as_bytes())[..12].to_string()
 }
+
+/// A machine's name as `--name` gives it: what other machines say ("continued on NAME") and
+/// name forks after, so a word of one line, shown whole.
+fn machine_name(name: &str) -> Result<()> {
+    let fits = (1..=MACHINE_NAME_MAX).contains(&name.chars().count());
+    if fits && !name.trim().is_empty() && !name.chars().any(crate::render::moves_the_terminal) {
+        return Ok(());
+    }
+    bail!(Failure::usage(format!("{} is not a machine name", crate::render::shown_id(name))).hint(
+        format!("give a name of 1 to {MACHINE_NAME_MAX} characters, on one line: --name laptop")
+    ))
+}
+
+const MACHINE_NAME_MAX: usize = 64;
 
 /// This machine's host name.
 fn host_name() -> String {

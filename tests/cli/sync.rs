@@ -1015,3 +1015,51 @@ fn a_hand_edit_elsewhere_reaches_this_machine_without_moving_latest() {
     assert!(b.text(ID).contains("where does the retry sit"), "{run}");
     assert!(b.env.latest().contains("a question of the desktop's"), "{}", b.env.latest());
 }
+
+#[test]
+fn a_machine_name_or_a_remote_that_is_not_one_is_refused() {
+    let a = Machine::new("laptop");
+    let remote = bare_remote(&a.env);
+    a.ask("2026-11-21T10:15:00Z", "where does the retry live", false);
+    let long = "x".repeat(65);
+    for name in ["", " ", "two\nlines", "\u{1b}[31mred", long.as_str()] {
+        let run = a.run(&["sync", "init", remote.to_str().unwrap(), "--name", name]);
+        run.code(2).stderr_has("is not a machine name").stderr_has("--name laptop");
+    }
+    // A remote that looks like an option of git's is taken as an address, and not reached.
+    let witness = a.env.root.path().join("ran");
+    let option = format!("--upload-pack=touch {}", witness.display());
+    a.run(&["sync", "init", "--", &option]).code(1).stderr_has("cannot reach the remote");
+    assert!(!witness.exists());
+    a.init(&remote, None).ok();
+}
+
+#[test]
+fn a_machine_restored_from_a_backup_is_told_to_set_up_again_and_then_syncs() {
+    let (a, b, remote) = two_machines();
+    let home = a.env.cca_home.to_str().unwrap().to_string();
+    let backup = format!("{home}.backup");
+    let cp = |from: &str, to: &str| {
+        let status = Command::new("cp").args(["-a", from, to]).status().unwrap();
+        assert!(status.success());
+    };
+    cp(&home, &backup);
+    a.ask("2026-11-21T10:20:00Z", "a turn the backup lacks", true);
+    a.sync().ok();
+    std::fs::remove_dir_all(&home).unwrap();
+    cp(&backup, &home);
+    a.ask("2026-11-21T10:25:00Z", "a turn after the restore", true);
+    let run = a.sync();
+    run.code(1).stderr_has("set this one up again").stderr_has("cca sync init REMOTE --key");
+    // As the hint says: the sync folder aside, then set up again with the remote's key.
+    std::fs::rename(a.env.cca_home.join("sync"), a.env.root.path().join("sync.aside")).unwrap();
+    a.init(&remote, Some(&b.key())).ok();
+    a.sync().ok();
+    b.sync().ok();
+    // Nothing is lost: both turns are on both machines (one of them in a fork).
+    for m in [&a, &b] {
+        let all: String = m.sessions().into_iter().map(|(_, text)| text).collect();
+        assert!(all.contains("a turn the backup lacks"), "{all}");
+        assert!(all.contains("a turn after the restore"), "{all}");
+    }
+}
