@@ -35,6 +35,7 @@ pub(crate) fn run(args: &SyncArgs) -> Result<u8> {
             if !args.quiet {
                 tell(&store, &report);
             }
+            warn_skipped(&report);
             unreadable(&report)?;
             Ok(exit::OK)
         }
@@ -57,6 +58,7 @@ pub(crate) fn run(args: &SyncArgs) -> Result<u8> {
                 }
                 tell(&store, &report);
             }
+            warn_skipped(&report);
             unreadable(&report)?;
             Ok(exit::OK)
         }
@@ -137,6 +139,19 @@ fn unreadable(report: &Report) -> Result<()> {
         .into())
 }
 
+/// Warns of the sessions a sync could not send (a transcript that is not UTF-8), `-q` or not:
+/// each waits, unsynced, until it is mended.
+fn warn_skipped(report: &Report) {
+    for (id, why) in &report.skipped {
+        say(&format!("cca: warning: not synced: {id}: {why}"));
+    }
+    if !report.skipped.is_empty() {
+        say(
+            "hint: mend the file by hand (`cca show --raw ID`, `\"$EDITOR\" \"$(cca path ID)\"`); the next sync takes it up",
+        );
+    }
+}
+
 /// Says what a sync did, a line per kind of change.
 fn tell(store: &Store, report: &Report) {
     if report.sent > 0 {
@@ -172,14 +187,6 @@ fn tell(store: &Store, report: &Report) {
         say(&format!(
             "cca: {machine} started another conversation in the same second as {id} here, under the same id: it is {here} here"
         ));
-    }
-    for (id, why) in &report.skipped {
-        say(&format!("cca: warning: not synced: {id}: {why}"));
-    }
-    if !report.skipped.is_empty() {
-        say(
-            "hint: mend the file by hand (`cca show --raw ID`, `\"$EDITOR\" \"$(cca path ID)\"`); the next sync takes it up",
-        );
     }
     // Names are unique here; one given on two machines (or carried by a fork) is now on two.
     let arrived: Vec<&String> = report

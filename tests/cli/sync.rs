@@ -932,6 +932,10 @@ fn a_file_that_cannot_be_read_waits_and_every_other_session_syncs() {
     assert!(b.env.session_path("20261122-090500").exists(), "{run}");
     a.sync().ok();
     assert!(a.env.session_path("20261122-100000").exists());
+    // `-q` keeps the sync quiet, not the warning: the session would wait unseen.
+    let run = b.run(&["sync", "-q"]);
+    run.ok().stderr_has(&format!("not synced: {ID}"));
+    assert!(!run.stderr.contains("up to date"), "{run}");
     // Mended, the waiting change arrives.
     std::fs::write(b.env.session_path(ID), &good).unwrap();
     b.sync().ok();
