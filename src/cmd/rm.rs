@@ -64,5 +64,12 @@ pub(crate) fn run(args: &RmArgs) -> Result<u8> {
             _ => {}
         }
     }
+    // Under sync, the other machines hold their copies (a removal reaches them as a move to
+    // their trash), and the remote its sealed records: deleted here is not gone everywhere.
+    if purge && store.read_sync_state().is_ok_and(|s| s.is_some()) {
+        say(
+            "cca: note: this machine syncs: the next `cca sync` moves these sessions to the trash on your other machines; delete them there with `cca rm --purge` too. The remote keeps their sealed records",
+        );
+    }
     Ok(exit::OK)
 }

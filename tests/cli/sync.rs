@@ -226,7 +226,10 @@ fn a_session_that_arrives_with_its_continuations_is_said_new_once() {
 #[test]
 fn a_session_deleted_here_for_good_and_continued_elsewhere_comes_back_here() {
     let (a, b, _remote) = two_machines();
-    a.run(&["rm", "--purge", ID]).ok();
+    // Deleted here is not gone everywhere, and is said so.
+    a.run(&["rm", "--purge", ID])
+        .ok()
+        .stderr_has("moves these sessions to the trash on your other machines");
     a.sync().ok();
     b.sync().ok();
     assert!(b.trash().iter().any(|name| name.contains(ID)), "{:?}", b.trash());
