@@ -55,6 +55,24 @@ pub(crate) fn run(args: &RecallArgs) -> Result<u8> {
     let found = recall::recall(&store, &question, &filter, args.limit, now, &bar)?;
     if let Some(why) = recall::why_nothing_can_be_found(&question).filter(|_| found.is_empty()) {
         say(&format!("cca: {why}. Hint: {UNSEARCHABLE_HINT}"));
+    } else if found.is_empty() {
+        // Nothing, within the filters given: they may be what left everything out.
+        let given: Vec<&str> = [
+            ("--here", args.here),
+            ("--folder", args.folder.is_some()),
+            ("--engine", args.engine.is_some()),
+            ("--since", args.span.since.is_some()),
+            ("--until", args.span.until.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(name, given)| given.then_some(name))
+        .collect();
+        if !given.is_empty() {
+            say(&format!(
+                "cca: nothing found within {}; without them, `cca recall` searches every session",
+                given.join(", ")
+            ));
+        }
     }
     if args.json {
         let list: Vec<_> = found.iter().map(as_json).collect();

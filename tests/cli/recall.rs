@@ -145,6 +145,10 @@ fn filters_narrow_by_engine_time_and_folder() {
     assert_eq!(found.len(), 3, "{run}");
     let run = env.run(&["recall", "--json", "--folder", "/nowhere", "lock"]);
     assert_eq!(run.ok().stdout.trim(), "[]");
+    // Nothing within the filters is said, with what they were.
+    run.stderr_has("nothing found within --folder; without them");
+    let run = env.run(&["recall", "--since", "2030-01-01", "--engine", "claude", "lock"]);
+    run.ok().stderr_has("nothing found within --engine, --since");
     // The folder as a person names it: a trailing slash, `.`, `..`, a link to it.
     std::fs::create_dir_all(env.work.join("sub")).unwrap();
     let link = env.root.path().join("link-to-work");
