@@ -341,7 +341,9 @@ pub(crate) fn engine_filter(
 ) -> (Option<String>, Option<String>) {
     let Some(engine) = given.map(str::trim).filter(|e| !e.is_empty()) else { return (None, None) };
     let listed = store.listing().unwrap_or_default();
-    let mut used: Vec<&str> = listed.iter().map(|l| l.engine.as_str()).collect();
+    // A session that cannot be read is listed with no engine: it names none.
+    let mut used: Vec<&str> =
+        listed.iter().map(|l| l.engine.as_str()).filter(|e| !e.is_empty()).collect();
     used.sort_unstable();
     used.dedup();
     let note = (!used.is_empty() && !used.contains(&engine)).then(|| {

@@ -140,6 +140,12 @@ fn filters_narrow_by_engine_time_and_folder() {
         env.run(listing).stderr_has("the sessions kept were held with claude");
     }
     assert_eq!(printed(env.run(&["recall", "--json", "--engine", "", "lock"]).ok()).len(), 3);
+    // A session that cannot be read (a folder in its place) names no engine.
+    let folder = env.sessions_dir().join("session_20260101-000000.md");
+    std::fs::create_dir(&folder).unwrap();
+    let run = env.run(&["recall", "--json", "--engine", "Claude", "lock"]);
+    run.ok().stderr_has("the sessions kept were held with claude\n");
+    std::fs::remove_dir(&folder).unwrap();
     let run = env.run(&["recall", "--json", "--here", "lock"]);
     let found: Vec<Value> = printed(run.ok());
     assert_eq!(found.len(), 3, "{run}");
