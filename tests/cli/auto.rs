@@ -382,3 +382,24 @@ fn a_settings_file_that_is_a_link_stays_a_link_and_its_target_gets_the_hook() {
     assert!(std::fs::symlink_metadata(&claude).unwrap().file_type().is_symlink());
     assert!(!dotfiles.exists());
 }
+
+/// With no home to be found (HOME unset, a user the password file does not know), there is
+/// nowhere to look for the tools' settings: said, not a silent success. Only root can be such
+/// a user here; as anyone else the password file gives the home.
+#[test]
+fn with_no_home_to_be_found_auto_says_so() {
+    if !rustix::process::geteuid().is_root() {
+        return;
+    }
+    // A CCA_HOME not made yet, where that user could make it.
+    let cca_home = std::env::temp_dir().join(format!("cca-nohome-{}", std::process::id()));
+    for switch in ["on", "off"] {
+        let mut command = std::process::Command::new("setpriv");
+        command.args(["--reuid=54321", "--regid=54321", "--clear-groups"]);
+        command.env_clear().current_dir("/");
+        command.env("CCA_HOME", &cca_home);
+        command.env("PATH", std::env::var_os("PATH").unwrap_or_default());
+        command.arg(cca_exe()).args(["import", "--auto", switch]);
+        run_command(command, None).code(2).stderr_has("cannot tell where your home folder is");
+    }
+}

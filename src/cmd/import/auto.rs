@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::cli::{HookTool, Switch};
@@ -79,8 +79,18 @@ pub(crate) fn switch(settings: &Settings, store: &Store, switch: Switch) -> Resu
         _ => Some(settings.home.value.as_path()),
     };
     let hook = Hook { exe: &exe, home };
+    let targets = targets(settings);
+    // No home to find the tools' settings in (HOME unset, and none in the password file).
+    if targets.is_empty() {
+        bail!(
+            Failure::usage(
+                "cannot tell where your home folder is, so where the tools keep their settings"
+            )
+            .hint("set HOME (or CLAUDE_CONFIG_DIR, GEMINI_CLI_HOME), then run it again")
+        );
+    }
     let mut failed = None;
-    for target in targets(settings) {
+    for target in targets {
         let done = match switch {
             Switch::On if !target.dir.is_dir() => {
                 say(&format!(
