@@ -403,3 +403,16 @@ fn with_no_home_to_be_found_auto_says_so() {
         run_command(command, None).code(2).stderr_has("cannot tell where your home folder is");
     }
 }
+
+#[test]
+fn a_tool_whose_settings_turn_hooks_off_is_said_to() {
+    let env = TestEnv::new();
+    let [claude, gemini, _] = files(&env);
+    write(&claude, "{\"disableAllHooks\": true}\n");
+    write(&gemini, "{\"hooksConfig\": {\"enabled\": false}}\n");
+    let run = env.run(&["import", "--auto", "on"]);
+    run.ok()
+        .stderr_has("claude: on: each conversation is imported as it ends")
+        .stderr_has("turn every hook off (`\"disableAllHooks\": true`)")
+        .stderr_has("(`\"hooksConfig\": {\"enabled\": false}`)");
+}

@@ -124,6 +124,32 @@ struct Hook<'a> {
 }
 
 fn on(store: &Store, target: &Target, hook: &Hook) -> Result<String> {
+    let said = on_unwarned(store, target, hook)?;
+    Ok(match hooks_turned_off(target) {
+        Some(setting) => format!(
+            "{said}; but its settings turn every hook off (`{setting}`), so nothing is imported until that is taken out"
+        ),
+        None => said,
+    })
+}
+
+/// The setting of a tool's that keeps every hook from running (Claude Code's
+/// `disableAllHooks`, gemini's `hooksConfig.enabled` false), if its settings hold it. A file
+/// that is not plain JSON (comments) is not looked into.
+fn hooks_turned_off(target: &Target) -> Option<&'static str> {
+    let text = store::read_settings(&target.file).ok()??;
+    let settings: serde_json::Value = serde_json::from_str(&text).ok()?;
+    match target.tool {
+        HookTool::Claude => {
+            (settings["disableAllHooks"] == true).then_some("\"disableAllHooks\": true")
+        }
+        HookTool::Gemini => (settings["hooksConfig"]["enabled"] == false)
+            .then_some("\"hooksConfig\": {\"enabled\": false}"),
+        HookTool::Codex => None,
+    }
+}
+
+fn on_unwarned(store: &Store, target: &Target, hook: &Hook) -> Result<String> {
     let text = store::read_settings(&target.file)?;
     let edited = match target.tool {
         HookTool::Codex => edit::codex_on(text.as_deref(), &codex_argv(hook)?),
