@@ -404,3 +404,26 @@ fn a_damaged_imports_index_is_kept_aside_and_said() {
     let run = env.run(&["import", "codex"]);
     assert!(!run.ok().stderr.contains("cannot be read"), "{run}");
 }
+
+#[test]
+fn what_the_search_for_files_passes_over_is_said_and_a_whole_home_copy_is_found() {
+    let env = TestEnv::new();
+    let dir = env.home.join(".codex/sessions/2026/11/20");
+    std::fs::create_dir_all(&dir).unwrap();
+    make_fifo(dir.join("rollout-2026-11-20T09-00-00-fifo.jsonl"));
+    let elsewhere = env.root.path().join("rollout-elsewhere.jsonl");
+    std::fs::write(&elsewhere, rollout(1)).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, dir.join("rollout-2026-11-20T10-00-00-link.jsonl"))
+        .unwrap();
+    let run = env.run(&["import", "codex"]);
+    run.ok()
+        .stderr_has("rollout-2026-11-20T09-00-00-fifo.jsonl: passed over: not a regular file")
+        .stderr_has("rollout-2026-11-20T10-00-00-link.jsonl: passed over: a link");
+    // A copy of a whole home, given as a folder: its rollouts are five folders down.
+    let backup = env.root.path().join("backup/.codex/sessions/2026/11/20");
+    std::fs::create_dir_all(&backup).unwrap();
+    std::fs::write(backup.join("rollout-2026-11-20T08-00-00-0199-codex.jsonl"), rollout(2))
+        .unwrap();
+    let run = env.run(&["import", "codex", env.root.path().join("backup").to_str().unwrap()]);
+    assert!(run.ok().stdout.contains("new\t2 exchanges\tcodex:0199-codex"), "{run}");
+}

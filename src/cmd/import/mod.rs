@@ -124,7 +124,10 @@ fn import(source: ImportSource, paths: &[PathBuf], dry_run: bool) -> Result<u8> 
         Tool::Llm => Some(llm_program(&settings)?),
         _ => None,
     };
-    let files = sources(&settings, tool, paths)?;
+    let (files, skipped) = sources_and_skipped(&settings, tool, paths)?;
+    for (path, why) in &skipped {
+        warn(path, &format!("passed over: {why}"));
+    }
     let mut index = load_index(&store, dry_run)?;
     let mut tally = Tally::default();
     let bar = progress_bar(files.len(), crate::front::terminal::spinner_wanted(&settings));
@@ -380,6 +383,16 @@ fn mtime_ns(m: &std::fs::Metadata) -> i128 {
 
 /// The files to read: those given (folders searched), else the tool's own store.
 fn sources(settings: &Settings, tool: Tool, given: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    Ok(sources_and_skipped(settings, tool, given)?.0)
+}
+
+/// [`sources`], with what was passed over on the way, and why: a folder that cannot be read,
+/// a link or a FIFO named like a source.
+fn sources_and_skipped(
+    settings: &Settings,
+    tool: Tool,
+    given: &[PathBuf],
+) -> Result<(Vec<PathBuf>, Vec<(PathBuf, String)>)> {
     let home = || {
         settings.user_home.clone().ok_or_else(|| {
             anyhow::Error::from(
@@ -400,7 +413,7 @@ fn sources(settings: &Settings, tool: Tool, given: &[PathBuf]) -> Result<Vec<Pat
             Tool::Llm => name.ends_with(".db"),
         }
     };
-    let mut found = Vec::new();
+    let mut found = Walked::default();
     if given.is_empty() {
         match tool {
             Tool::Claude => {
@@ -416,14 +429,15 @@ fn sources(settings: &Settings, tool: Tool, given: &[PathBuf]) -> Result<Vec<Pat
             }
             Tool::Codex => walk(&home()?.join(".codex/sessions"), 3, &wanted, &mut found),
             // llm finds its own database.
-            Tool::Llm => found.push(PathBuf::new()),
+            Tool::Llm => found.files.push(PathBuf::new()),
         }
     } else {
         for path in given {
             if path.is_dir() {
-                walk(path, 4, &wanted, &mut found);
+                // Deep enough for a copy of a whole home (`backup/.codex/sessions/Y/M/D`).
+                walk(path, GIVEN_DEPTH, &wanted, &mut found);
             } else if path.exists() {
-                found.push(path.clone());
+                found.files.push(path.clone());
             } else {
                 return Err(Failure::usage(format!("{} does not exist", path.display()))
                     .hint("give files or folders that exist, or nothing for the tool's own store")
@@ -431,18 +445,38 @@ fn sources(settings: &Settings, tool: Tool, given: &[PathBuf]) -> Result<Vec<Pat
             }
         }
     }
-    found.sort();
-    Ok(found)
+    found.files.sort();
+    Ok((found.files, found.skipped))
 }
 
-/// Files `wanted` in `dir` and up to `depth` folders below it (not following links).
-fn walk(dir: &Path, depth: usize, wanted: &dyn Fn(&Path) -> bool, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+/// Folders below a folder given to import that are looked into.
+const GIVEN_DEPTH: usize = 12;
+
+/// What [`walk`] found: the files to read, and what it passed over, with why.
+#[derive(Default)]
+struct Walked {
+    files: Vec<PathBuf>,
+    skipped: Vec<(PathBuf, String)>,
+}
+
+/// Files `wanted` in `dir` and up to `depth` folders below it (not following links). A folder
+/// that is not there is nothing to import; one that cannot be read, and a link or anything but
+/// a regular file named like a source, are passed over and said.
+fn walk(dir: &Path, depth: usize, wanted: &dyn Fn(&Path) -> bool, out: &mut Walked) {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+        Err(e) => return out.skipped.push((dir.to_path_buf(), format!("cannot be read: {e}"))),
+    };
     for entry in entries.flatten() {
         let path = entry.path();
         match entry.file_type() {
             Ok(t) if t.is_dir() && depth > 0 => walk(&path, depth - 1, wanted, out),
-            Ok(t) if t.is_file() && wanted(&path) => out.push(path),
+            Ok(t) if t.is_file() && wanted(&path) => out.files.push(path),
+            Ok(t) if !t.is_dir() && wanted(&path) => {
+                let what = if t.is_symlink() { "a link" } else { "not a regular file" };
+                out.skipped.push((path, format!("{what}; give it by name to import it")));
+            }
             _ => {}
         }
     }
