@@ -124,7 +124,7 @@ fn import(source: ImportSource, paths: &[PathBuf], dry_run: bool) -> Result<u8> 
         Tool::Llm => Some(llm_program(&settings)?),
         _ => None,
     };
-    let (files, skipped) = sources_and_skipped(&settings, tool, paths)?;
+    let Walked { files, skipped } = sources_and_skipped(&settings, tool, paths)?;
     for (path, why) in &skipped {
         warn(path, &format!("passed over: {why}"));
     }
@@ -383,16 +383,12 @@ fn mtime_ns(m: &std::fs::Metadata) -> i128 {
 
 /// The files to read: those given (folders searched), else the tool's own store.
 fn sources(settings: &Settings, tool: Tool, given: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    Ok(sources_and_skipped(settings, tool, given)?.0)
+    Ok(sources_and_skipped(settings, tool, given)?.files)
 }
 
 /// [`sources`], with what was passed over on the way, and why: a folder that cannot be read,
 /// a link or a FIFO named like a source.
-fn sources_and_skipped(
-    settings: &Settings,
-    tool: Tool,
-    given: &[PathBuf],
-) -> Result<(Vec<PathBuf>, Vec<(PathBuf, String)>)> {
+fn sources_and_skipped(settings: &Settings, tool: Tool, given: &[PathBuf]) -> Result<Walked> {
     let home = || {
         settings.user_home.clone().ok_or_else(|| {
             anyhow::Error::from(
@@ -446,7 +442,7 @@ fn sources_and_skipped(
         }
     }
     found.files.sort();
-    Ok((found.files, found.skipped))
+    Ok(found)
 }
 
 /// Folders below a folder given to import that are looked into.
