@@ -33,13 +33,19 @@ fn rollout(exchanges: usize) -> String {
     lines.iter().map(|l| format!("{l}\n")).collect()
 }
 
-#[test]
-fn codex_rollouts_import_go_on_and_continue_with_any_engine() {
-    let env = TestEnv::new();
+/// A rollout of `exchanges` in codex's own store, where `cca import codex` looks: its path.
+fn codex_rollout(env: &TestEnv, exchanges: usize) -> std::path::PathBuf {
     let dir = env.home.join(".codex/sessions/2026/11/20");
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("rollout-2026-11-20T08-00-00-0199-codex.jsonl");
-    std::fs::write(&file, rollout(2)).unwrap();
+    std::fs::write(&file, rollout(exchanges)).unwrap();
+    file
+}
+
+#[test]
+fn codex_rollouts_import_go_on_and_continue_with_any_engine() {
+    let env = TestEnv::new();
+    let file = codex_rollout(&env, 2);
     let run = env.run(&["import", "codex"]);
     assert!(
         run.ok()
@@ -139,10 +145,7 @@ fn an_import_that_waited_for_the_session_forks_instead_of_appending_after_cca() 
     use std::process::Stdio;
     let env = TestEnv::new();
     env.add_engine("codex");
-    let dir = env.home.join(".codex/sessions/2026/11/20");
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("rollout-2026-11-20T08-00-00-0199-codex.jsonl");
-    std::fs::write(&file, rollout(2)).unwrap();
+    let file = codex_rollout(&env, 2);
     env.run(&["import", "codex"]).ok();
     let id = "20261120-080000";
     std::fs::write(&file, rollout(3)).unwrap();
@@ -356,10 +359,7 @@ fn an_answer_caught_being_written_is_read_again_in_place() {
 #[test]
 fn a_conversation_whose_session_is_in_the_trash_stays_there_until_restored() {
     let env = TestEnv::new();
-    let dir = env.home.join(".codex/sessions/2026/11/20");
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("rollout-2026-11-20T08-00-00-0199-codex.jsonl");
-    std::fs::write(&file, rollout(2)).unwrap();
+    let file = codex_rollout(&env, 2);
     env.run(&["import", "codex"]).ok();
     env.run(&["rm", "20261120-080000"]).ok();
     // The source goes on, and is imported again (as the hook does at each session's end).
@@ -382,9 +382,7 @@ fn a_conversation_whose_session_is_in_the_trash_stays_there_until_restored() {
 #[test]
 fn a_damaged_imports_index_is_kept_aside_and_said() {
     let env = TestEnv::new();
-    let dir = env.home.join(".codex/sessions/2026/11/20");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("rollout-2026-11-20T08-00-00-0199-codex.jsonl"), rollout(2)).unwrap();
+    codex_rollout(&env, 2);
     env.run(&["import", "codex"]).ok();
     let index = env.cca_home.join("imports.json");
     std::fs::write(&index, "{\"files\":").unwrap();

@@ -1,9 +1,13 @@
 //! Sync's faults on the remote's side (tests/cli/sync.rs has the machines): a remote that
-//! cannot be reached, named relative to here, tampered with, changed by hand, set back, or
-//! emptied and made again.
+//! cannot be reached, named relative to here, tampered with (links pushed to it), changed by
+//! hand, set back, or emptied and made again; a machine restored from a backup; names and
+//! remotes that are not.
+
+use std::process::Command;
 
 use super::sync::{
-    ID, Machine, bare_remote_at, clone_and_find_log_of_two, find_logs, git, two_machines,
+    ID, Machine, bare_remote, bare_remote_at, clone_and_find_log_of_two, find_logs, git,
+    two_machines,
 };
 
 /// A folder named from where cca runs is made absolute (git runs in the clone, and later syncs
@@ -160,4 +164,105 @@ fn a_remote_made_again_empty_is_filled_again_by_the_next_sync() {
     let c = Machine::new("tablet");
     c.init(&remote, Some(&a.key())).ok();
     assert_eq!(c.sessions(), a.sessions());
+}
+
+#[test]
+fn links_pushed_to_the_remote_are_never_followed_and_hold_back_no_other_session() {
+    let (a, b, remote) = two_machines();
+    b.ask("2026-11-22T09:00:00Z", "a question of the desktop's", false);
+    b.sync().ok();
+    a.sync().ok();
+    let machine = |m: &Machine| {
+        let state = std::fs::read_to_string(m.env.cca_home.join("sync/state.json")).unwrap();
+        let state: serde_json::Value = serde_json::from_str(&state).unwrap();
+        state["machine"].as_str().unwrap().to_string()
+    };
+    let (a_machine, b_machine) = (machine(&a), machine(&b));
+    // Someone with write access to the remote puts links where the laptop will write (its log
+    // of the desktop's session: a file outside its clone) and where every machine reads (a
+    // folder, a device).
+    let work = a.env.root.path().join("attacker");
+    git(&["clone", "-q", "-b", "cca", remote.to_str().unwrap(), work.to_str().unwrap()]);
+    let b_log = find_logs(&work)
+        .into_iter()
+        .find(|p| p.file_stem().unwrap() == b_machine.as_str())
+        .unwrap();
+    let outside = a.env.root.path().join("outside.txt");
+    std::fs::write(&outside, "mine").unwrap();
+    let folder = b_log.parent().unwrap();
+    std::os::unix::fs::symlink(&outside, folder.join(format!("{a_machine}.log"))).unwrap();
+    let elsewhere = work.join("sessions/00/000000000000");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::os::unix::fs::symlink("/etc", elsewhere.join("aaaaaaaaaaaa.log")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", elsewhere.join("bbbbbbbbbbbb.log")).unwrap();
+    let work_dir = work.to_str().unwrap();
+    git(&["-C", work_dir, "add", "-A"]);
+    git(&["-C", work_dir, "-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qm", "x"]);
+    git(&["-C", work_dir, "push", "-q", "origin", "cca"]);
+    // The laptop takes that in, continues the desktop's session and sends it; the desktop
+    // goes on too.
+    let run = a.sync();
+    assert_eq!(run.code, Some(0), "{run}");
+    let desktops = "20261122-090000";
+    a.run(&["search", "-q", "-s", desktops, "-r", "the laptop's turn"]).ok();
+    let run = a.sync();
+    assert_eq!(run.code, Some(0), "{run}");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "mine", "nothing written through");
+    let run = b.sync();
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(b.text(desktops).contains("the laptop's turn"), "{run}");
+    b.run(&["search", "-q", "-s", ID, "-r", "the desktop's turn"]).ok();
+    b.sync().ok();
+    a.sync().ok();
+    assert!(a.text(ID).contains("the desktop's turn"));
+    assert_eq!(a.sessions(), b.sessions());
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "mine");
+}
+
+#[test]
+fn a_machine_restored_from_a_backup_is_told_to_set_up_again_and_then_syncs() {
+    let (a, b, remote) = two_machines();
+    let home = a.env.cca_home.to_str().unwrap().to_string();
+    let backup = format!("{home}.backup");
+    let cp = |from: &str, to: &str| {
+        let status = Command::new("cp").args(["-a", from, to]).status().unwrap();
+        assert!(status.success());
+    };
+    cp(&home, &backup);
+    a.ask("2026-11-21T10:20:00Z", "a turn the backup lacks", true);
+    a.sync().ok();
+    std::fs::remove_dir_all(&home).unwrap();
+    cp(&backup, &home);
+    a.ask("2026-11-21T10:25:00Z", "a turn after the restore", true);
+    let run = a.sync();
+    run.code(1).stderr_has("set this one up again").stderr_has("cca sync init REMOTE --key");
+    // As the hint says: the sync folder aside, then set up again with the remote's key.
+    std::fs::rename(a.env.cca_home.join("sync"), a.env.root.path().join("sync.aside")).unwrap();
+    a.init(&remote, Some(&b.key())).ok();
+    a.sync().ok();
+    b.sync().ok();
+    // Nothing is lost: both turns are on both machines (one of them in a fork).
+    for m in [&a, &b] {
+        let all: String = m.sessions().into_iter().map(|(_, text)| text).collect();
+        assert!(all.contains("a turn the backup lacks"), "{all}");
+        assert!(all.contains("a turn after the restore"), "{all}");
+    }
+}
+
+#[test]
+fn a_machine_name_or_a_remote_that_is_not_one_is_refused() {
+    let a = Machine::new("laptop");
+    let remote = bare_remote(&a.env);
+    a.ask("2026-11-21T10:15:00Z", "where does the retry live", false);
+    let long = "x".repeat(65);
+    for name in ["", " ", "two\nlines", "\u{1b}[31mred", long.as_str()] {
+        let run = a.run(&["sync", "init", remote.to_str().unwrap(), "--name", name]);
+        run.code(2).stderr_has("is not a machine name").stderr_has("--name laptop");
+    }
+    // A remote that looks like an option of git's is taken as an address, and not reached.
+    let witness = a.env.root.path().join("ran");
+    let option = format!("--upload-pack=touch {}", witness.display());
+    a.run(&["sync", "init", "--", &option]).code(1).stderr_has("cannot reach the remote");
+    assert!(!witness.exists());
+    a.init(&remote, None).ok();
 }
