@@ -168,7 +168,7 @@ fn write_readable(
         let item = match event {
             Event::Record(r) => Item::Record(Box::new(r)),
             Event::Note { text, .. } => Item::Note(text),
-            Event::Header(..) | Event::Problem(_) => return,
+            Event::Header(..) | Event::Problem(_) | Event::PartlyRead(_) => return,
         };
         let kind = match &item {
             Item::Record(r) => Some(r.kind),

@@ -67,7 +67,7 @@ impl Places {
         match event {
             Event::Header(header, _) => self.header = Some(header),
             Event::Problem(_) => self.numbering.problem(),
-            Event::Note { .. } => {}
+            Event::PartlyRead(_) | Event::Note { .. } => {}
             Event::Record(span) => {
                 let stray = self.numbering.stray(span.kind);
                 let turn = self.numbering.record(span.kind);

@@ -79,7 +79,7 @@ pub(crate) fn exchanges(bytes: &[u8]) -> Result<(Header, Vec<Exchange>), NotTran
             }
             Kind::Clear | Kind::Compaction => {}
         },
-        Event::Problem(_) | Event::Note { .. } => {}
+        Event::Problem(_) | Event::PartlyRead(_) | Event::Note { .. } => {}
     });
     // Reading from memory cannot fail.
     scanned.unwrap_or(Ok(()))?;

@@ -160,6 +160,7 @@ impl Summarizer {
                 self.problems.push(p);
             }
             // A note between records is for people; it does not change the conversation.
+            Event::PartlyRead(p) => self.problems.push(p),
             Event::Note { .. } => {}
             Event::Record(r) => {
                 if let Some(at) = &r.meta.at {

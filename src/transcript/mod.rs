@@ -234,7 +234,7 @@ pub fn parse(text: &str) -> Result<(Transcript, Vec<Problem>), NotTranscript> {
             meta: span.meta,
             content: unescape(&text[span.content.start as usize..span.content.end as usize]),
         }),
-        Event::Problem(p) => problems.push(p),
+        Event::Problem(p) | Event::PartlyRead(p) => problems.push(p),
         Event::Note { .. } => {}
     })
     .expect("reading from memory cannot fail")?;

@@ -42,6 +42,9 @@ pub enum Event {
     Header(Header, u64),
     Record(RecordSpan),
     Problem(Problem),
+    /// A problem that leaves the conversation as it is: a record kept whole though some of its
+    /// data (when, which engine, tokens) could not be read.
+    PartlyRead(Problem),
     /// A line of text between records that is not blank: a note added by hand, or the one cca
     /// leaves where it took out a record cut off by a crash. Not part of any record; its
     /// 1-based line number and where its text sits (without the line's end).
@@ -205,8 +208,11 @@ enum Phase {
 
 enum Marker {
     Session(Header),
-    Open(Kind, Meta),
-    End { fence: bool },
+    /// A record's start, with why some of its data was left out, if it was.
+    Open(Kind, Meta, Option<String>),
+    End {
+        fence: bool,
+    },
     Bad(String),
 }
 
@@ -464,17 +470,29 @@ impl Scanner {
         on_event: &mut impl FnMut(Event),
     ) -> State {
         match marker {
-            Some(Marker::Open(kind, meta)) => State::InRecord(Open {
-                kind,
-                meta,
-                start: line.start,
-                line: self.line_no,
-                phase: Phase::Heading,
-                crlf: line.cr,
-                first: None,
-                last: None,
-                before_last: None,
-            }),
+            Some(Marker::Open(kind, meta, left_out)) => {
+                if let Some(why) = left_out {
+                    on_event(Event::PartlyRead(Problem {
+                        line: self.line_no,
+                        message: format!(
+                            "the {} record's data cannot all be read ({why}); the record is kept without what cannot be read",
+                            kind.word()
+                        ),
+                        cut_off_at: None,
+                    }));
+                }
+                State::InRecord(Open {
+                    kind,
+                    meta,
+                    start: line.start,
+                    line: self.line_no,
+                    phase: Phase::Heading,
+                    crlf: line.cr,
+                    first: None,
+                    last: None,
+                    before_last: None,
+                })
+            }
             Some(Marker::Bad(why)) => {
                 on_event(Event::Problem(Problem {
                     line: self.line_no,
@@ -635,14 +653,34 @@ fn parse_marker(line: &Line) -> Marker {
             let Some(kind) = Kind::from_word(word) else {
                 return Marker::Bad(format!("unknown record kind `{word}`"));
             };
-            let meta =
-                if json.is_empty() { Ok(Meta::default()) } else { serde_json::from_str(json) };
-            match meta {
-                Ok(meta) => Marker::Open(kind, meta),
-                Err(e) => Marker::Bad(format!("record data: {e}")),
+            if json.is_empty() {
+                return Marker::Open(kind, Meta::default(), None);
+            }
+            match serde_json::from_str(json) {
+                Ok(meta) => Marker::Open(kind, meta, None),
+                Err(e) => Marker::Open(kind, readable_meta(json), Some(e.to_string())),
             }
         }
     }
+}
+
+/// What can be read of a record's data that cannot be read whole (a figure of the wrong type,
+/// a number out of range, a key twice, text cut off by hand): each field that reads on its
+/// own, and nothing of the rest. A record is what someone said; its data (when, which
+/// engine, tokens, cost) is a note beside it, and never worth the answer.
+fn readable_meta(json: &str) -> Meta {
+    let Ok(serde_json::Value::Object(fields)) = serde_json::from_str(json) else {
+        return Meta::default();
+    };
+    let readable: serde_json::Map<String, serde_json::Value> = fields
+        .into_iter()
+        .filter(|(key, value)| {
+            let alone =
+                serde_json::Value::Object([(key.clone(), value.clone())].into_iter().collect());
+            serde_json::from_value::<Meta>(alone).is_ok()
+        })
+        .collect();
+    serde_json::from_value(serde_json::Value::Object(readable)).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -669,6 +707,46 @@ mod tests {
         let line = 1 + bytes[..at].iter().filter(|&&b| b == b'\n').count() as u64;
         let e = summarize(&bytes[..]).unwrap().unwrap_err();
         assert_eq!((e.line, e.not_utf8), (line, true), "{e}");
+    }
+
+    #[test]
+    fn a_record_whose_data_cannot_all_be_read_is_kept_with_what_can() {
+        let answer = Record {
+            kind: Kind::Assistant,
+            meta: Meta { engine: Some("claude".into()), output_tokens: Some(5), ..Meta::default() },
+            content: "use a lock file".into(),
+        };
+        let text = render(&Transcript {
+            header: header(),
+            records: vec![record(Kind::User, "how do I stop two writers?"), answer],
+        });
+        let good = r#"{"engine":"claude","output_tokens":5}"#;
+        assert!(text.contains(good), "{text}");
+        for (bad, engine) in [
+            (r#"{"engine":"claude","output_tokens":-5}"#, Some("claude")),
+            (r#"{"engine":"claude","output_tokens":"five"}"#, Some("claude")),
+            (r#"{"engine":"claude","cost_usd":1e400}"#, None),
+            (r#"{"engine":"claude","engine":"gemini"}"#, None),
+            (r#"{"engine":"claude","output_tokens":5"#, None),
+            ("[1, 2]", None),
+        ] {
+            let (read, problems) = crate::transcript::parse(&text.replace(good, bad)).unwrap();
+            let answer = &read.records[1];
+            assert_eq!(
+                (answer.kind, answer.content.as_str()),
+                (Kind::Assistant, "use a lock file"),
+                "{bad}"
+            );
+            assert_eq!(answer.meta.output_tokens, None, "{bad}");
+            if let Some(engine) = engine {
+                assert_eq!(answer.meta.engine.as_deref(), Some(engine), "{bad}");
+            }
+            assert_eq!(problems.len(), 1, "{bad}: {problems:?}");
+            assert!(problems[0].message.contains("the record is kept"), "{problems:?}");
+            // And as the next turn reads it: the exchange is there.
+            let summary = summarize(text.replace(good, bad).as_bytes()).unwrap().unwrap();
+            assert_eq!(summary.live.exchanges.len(), 1, "{bad} {summary:?}");
+        }
     }
 
     #[test]

@@ -153,6 +153,36 @@ fn unreadable_transcripts_are_reported_and_skipped() {
 }
 
 #[test]
+fn an_answer_whose_figures_were_spoiled_by_hand_is_still_found_and_sent() {
+    let env = TestEnv::new();
+    two_sessions(&env);
+    let path = env.session_path(STAMP);
+    let text = std::fs::read_to_string(&path).unwrap();
+    // Each answer's data spoiled by hand: a figure of the wrong type and a key twice, then a
+    // number out of range.
+    let mut spoiled = String::new();
+    let mut rest = text.as_str();
+    for spoil in [r#"{"output_tokens":-5,"engine":"x","#, r#"{"cost_usd":1e400,"#] {
+        let at = rest.find("<!-- cca:assistant {").unwrap() + "<!-- cca:assistant ".len();
+        spoiled.push_str(&rest[..at]);
+        spoiled.push_str(spoil);
+        rest = &rest[at + 1..];
+    }
+    spoiled.push_str(rest);
+    std::fs::write(&path, &spoiled).unwrap();
+    let run = env.run(&["grep", "stabilised|LockFileEx"]);
+    assert!(run.ok().stdout.contains("1. claude: Rust 1.89 stabilised"), "{run}");
+    assert!(run.stdout.contains("2. claude: LockFileEx"), "{run}");
+    let found = env.run(&["recall", "--json", "mandatory locks on Windows"]);
+    assert!(found.ok().stdout.contains("LockFileEx"), "{found}");
+    // The next turn sends both answers, and says what it could not read.
+    let next = env.run(&["search", "--session", STAMP, "and on macOS?"]);
+    assert!(next.ok().stderr.contains("the record is kept"), "{next}");
+    let sent = serde_json::to_string(env.calls().last().unwrap()).unwrap();
+    assert!(sent.contains("stabilised File::lock") && sent.contains("LockFileEx"), "{sent}");
+}
+
+#[test]
 fn fifos_and_devices_named_like_sessions_are_skipped_not_read() {
     let env = TestEnv::new();
     two_sessions(&env);

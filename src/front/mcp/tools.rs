@@ -476,7 +476,7 @@ impl Tools {
             Scanner::scan(BufReader::with_capacity(256 * 1024, &file), |event| match event {
                 Event::Header(h, _) => header = Some(h),
                 Event::Problem(_) => numbering.problem(),
-                Event::Note { .. } => {}
+                Event::PartlyRead(_) | Event::Note { .. } => {}
                 // An answer with no question is no exchange's, and never sent: left out.
                 Event::Record(span) if numbering.stray(span.kind) => {}
                 Event::Record(span) => {
