@@ -88,6 +88,8 @@ impl Syncing<'_> {
         by_session: BTreeMap<String, Vec<(String, Record)>>,
     ) -> Result<()> {
         let merged = self.git.remote_head();
+        // A receive killed before it saved the state left files this state does not count.
+        let recovering = self.state.receiving;
         if !by_session.is_empty() {
             self.state.receiving = true;
             save(self.store, &self.state)?;
@@ -97,6 +99,9 @@ impl Syncing<'_> {
         for (done, (session, records)) in by_session.into_iter().enumerate() {
             if done % 100 == 0 {
                 (self.progress)(done, total);
+            }
+            if recovering {
+                self.adopt_left_behind(&session, &records);
             }
             let here = self.already_here(&session, &records);
             for (path, record) in in_order(records) {
@@ -123,6 +128,61 @@ impl Syncing<'_> {
             self.state.merged = merged.or(self.state.merged.take());
         }
         save(self.store, &self.state)
+    }
+
+    /// Counts what a receive killed before it saved the state left of `session`: a file made,
+    /// or moved on by more than one record, whose text is that of one of the records taken
+    /// in now is at that record, and so holds every record before it. Applied again from the
+    /// state's count instead, they made a fork of the session beside itself (a file made
+    /// that one record later is not the first record's text) or held it back as busy.
+    fn adopt_left_behind(&mut self, session: &str, records: &[(String, Record)]) {
+        let at: HashMap<&str, &Record> =
+            records.iter().map(|(_, r)| (r.hash.as_str(), r)).collect();
+        let mut ids: Vec<String> = self
+            .state
+            .sessions
+            .iter()
+            .filter(|(_, l)| l.session == session && !l.removed)
+            .map(|(id, _)| id.clone())
+            .collect();
+        ids.push(session.to_string());
+        let machines: std::collections::BTreeSet<&str> =
+            records.iter().map(|(_, r)| r.machine.as_str()).collect();
+        for machine in machines {
+            let forks = (1..1000).map(|n| fork_name(session, machine, n));
+            ids.extend(forks.take_while(|id| self.store.id_taken(id)));
+        }
+        for id in ids {
+            let known = self.state.sessions.get(&id);
+            if known.is_some_and(|l| l.session != session) {
+                continue;
+            }
+            let Ok(Some(text)) = self.store.read_session_text(&id, false) else { continue };
+            let now = hash(text.as_bytes());
+            let Some(record) = at.get(now.as_str()).filter(|_| known.is_none_or(|l| l.hash != now))
+            else {
+                continue;
+            };
+            if known.is_none() {
+                let named = (id.clone(), session.to_string(), record.machine.clone());
+                match () {
+                    _ if id == session => self.report.new.push(id.clone()),
+                    _ if record.parent.is_none() => self.report.same_id.push(named),
+                    _ => self.report.forks.push(named),
+                }
+            }
+            self.touched(&id, record);
+            let stamp = self.store.session_stamp(&id).unwrap_or(0);
+            let local = Local {
+                session: session.to_string(),
+                base: record.id.clone(),
+                len: text.len() as u64,
+                hash: now,
+                removed: false,
+                stamp,
+            };
+            self.state.sessions.insert(id, local);
+        }
     }
 
     /// Of a session's records, those a session here holds already: the one it continues

@@ -34,5 +34,6 @@ mod standby;
 mod standby_faults;
 mod steer;
 mod sync;
+mod sync_killed;
 mod sync_remote;
 mod terminal;
