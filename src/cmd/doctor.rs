@@ -35,8 +35,23 @@ pub(crate) fn run(_: &DoctorArgs) -> Result<u8> {
                         let (env, _files) = crate::call::home_env(&settings, &store, engine, &path)
                             .unwrap_or_default();
                         let limit = Duration::from_secs(15);
-                        crate::run::first_line_of(&path, &args, &env, limit)
-                            .unwrap_or_else(|| "version unknown".into())
+                        crate::run::first_line_of(&path, &args, &env, limit).unwrap_or_else(
+                            |why| {
+                                let asked = std::iter::once(path.display().to_string())
+                                    .chain(args.iter().map(|a| a.to_string()))
+                                    .collect::<Vec<_>>()
+                                    .join(" ");
+                                // One that hangs at its version is likely to hang at a question.
+                                if why.contains("did not answer") {
+                                    problems.push(format!(
+                                        "engine {}: `{asked}` {}: a turn with it may hang too; check that it runs by hand",
+                                        engine.name,
+                                        why.trim_start_matches("it ")
+                                    ));
+                                }
+                                format!("version unknown (`{asked}`: {why})")
+                            },
+                        )
                     }
                     None => "version not asked (set version_args to ask)".into(),
                 };

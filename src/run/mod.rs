@@ -897,14 +897,15 @@ pub(crate) fn describe_status(status: &ExitStatus) -> String {
     }
 }
 
-/// Runs a short command (`claude --version`) and returns the first line it prints, or `None` if
-/// it fails or takes longer than `timeout` (then its group is killed).
+/// Runs a short command (`claude --version`) and returns the first line it prints; `Err` says
+/// why there is none: it could not be run, failed, printed nothing, or took longer than
+/// `timeout` (then its group is killed).
 pub(crate) fn first_line_of(
     program: &std::path::Path,
     args: &[&str],
     env: &[(std::ffi::OsString, std::ffi::OsString)],
     timeout: Duration,
-) -> Option<String> {
+) -> Result<String, String> {
     let mut child = Command::new(program)
         .args(args)
         .envs(env.iter().map(|(k, v)| (k, v)))
@@ -913,9 +914,9 @@ pub(crate) fn first_line_of(
         .stderr(Stdio::null())
         .process_group(0)
         .spawn()
-        .ok()?;
+        .map_err(|e| format!("it cannot be run: {e}"))?;
     let group = Pid::from_child(&child);
-    let mut stdout = child.stdout.take()?;
+    let mut stdout = child.stdout.take().ok_or("it has no output")?;
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || {
         let mut text = String::new();
@@ -929,15 +930,21 @@ pub(crate) fn first_line_of(
                 // What it started may hold stdout: end the group, and wait only a little for
                 // the pipe to close (a helper outside the group may hold it for hours).
                 signal_group(group, Signal::KILL);
-                let text = rx.recv_timeout(PIPE_GRACE).ok()?;
-                let line = text.lines().map(str::trim).find(|l| !l.is_empty())?.to_string();
-                return status.success().then_some(line);
+                let text = rx.recv_timeout(PIPE_GRACE).unwrap_or_default();
+                if !status.success() {
+                    return Err(format!("it failed ({})", describe_status(&status)));
+                }
+                let line = text.lines().map(str::trim).find(|l| !l.is_empty());
+                return line.map(str::to_string).ok_or_else(|| "it printed nothing".into());
             }
             Ok(None) if Instant::now() < deadline => thread::sleep(Duration::from_millis(10)),
-            _ => {
+            waited => {
                 signal_group(group, Signal::KILL);
                 let _ = child.wait();
-                return None;
+                return Err(match waited {
+                    Err(e) => format!("it cannot be waited for: {e}"),
+                    _ => format!("it did not answer within {} s", timeout.as_secs()),
+                });
             }
         }
     }

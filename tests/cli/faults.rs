@@ -200,6 +200,25 @@ fn doctor_does_not_wait_for_a_helper_of_the_version_probe() {
     assert!(run.stdout.contains("claude"), "{run}");
 }
 
+/// An engine that gives no version is said to, with why; one that does not answer within
+/// 15 s is a problem (a turn would likely hang as well), where doctor said only "version
+/// unknown" after a silent wait.
+#[test]
+fn doctor_says_why_an_engine_gave_no_version_and_names_one_that_hangs() {
+    // The only engine: each engine's version is asked in turn.
+    let env = TestEnv::with_engines(&[]);
+    env.add_engine("probe");
+    env.write_config("[engines.probe]\ncommand = [\"probe\"]\nversion_args = [\"--version\"]\n");
+    let run = env.run_with(&["doctor"], None, &[("FAKE_SCRIPT", "nostdin;exit 3")]);
+    assert!(run.stdout.contains("--version`: it failed (exit status 3))"), "{run}");
+    let run = env.run_with(&["doctor"], None, &[("FAKE_SCRIPT", "nostdin;exit 0")]);
+    assert!(run.stdout.contains("--version`: it printed nothing)"), "{run}");
+    let run = env.run_with(&["doctor"], None, &[("FAKE_SCRIPT", "nostdin;hang")]);
+    run.ok();
+    assert!(run.stdout.contains("--version`: it did not answer within 15 s)"), "{run}");
+    assert!(run.stdout.contains("a turn with it may hang too"), "{run}");
+}
+
 #[test]
 fn fifos_and_devices_named_like_sessions_are_reported_not_read() {
     let env = TestEnv::new();
