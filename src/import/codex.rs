@@ -41,16 +41,25 @@ pub(crate) fn parse(bytes: &[u8]) -> Conversation {
             Some("response_item") => {
                 let role = p["role"].as_str();
                 let kind = p["type"].as_str();
-                if kind == Some("message") && role == Some("user") {
+                let skipped =
+                    |what: &str| Problem { line: *line, message: format!("{what}; skipped") };
+                if kind.is_none() {
+                    conv.problems.push(skipped("an item with no type cca can read"));
+                } else if kind == Some("message") && role == Some("user") {
                     let text = content_text_of(&p["content"]);
                     if PREAMBLES.iter().any(|pre| text.trim_start().starts_with(pre)) {
+                        continue;
+                    }
+                    let images = count(&p["content"], "input_image");
+                    if text.trim().is_empty() && images == 0 {
+                        conv.problems.push(skipped("a question with no text cca can read"));
                         continue;
                     }
                     if let Some(t) = turn.take() {
                         t.finish(&mut conv);
                     }
                     let mut t = Turn::new(text, at, *line);
-                    t.left_out.images = count(&p["content"], "input_image");
+                    t.left_out.images = images;
                     turn = Some(t);
                 } else if let Some(t) = turn.as_mut() {
                     t.item(p, at, *line, model.as_deref());
@@ -229,5 +238,37 @@ mod tests {
             "> shell: ls\n\nTwo files.\n\n> Left out by cca import: 1 thinking block\n"
         );
         assert_eq!((e.key.as_str(), e.model.as_deref()), ("8", Some("gpt-x")));
+    }
+
+    #[test]
+    fn items_of_the_wrong_shape_and_empty_questions_are_said_and_skipped() {
+        let item = |payload: Value| json!({"timestamp": "2026-11-23T10:00:00.000Z", "type": "response_item", "payload": payload});
+        let lines = [
+            item(
+                json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "q"}]}),
+            ),
+            item(json!("not an object")),
+            item(json!({"type": "message", "role": "user", "content": 42})),
+            item(
+                json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "  "}]}),
+            ),
+            item(
+                json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "a"}]}),
+            ),
+        ];
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let c = parse(text.as_bytes());
+        let said: Vec<(u64, &str)> =
+            c.problems.iter().map(|p| (p.line, p.message.as_str())).collect();
+        assert_eq!(
+            said,
+            [
+                (2, "an item with no type cca can read; skipped"),
+                (3, "a question with no text cca can read; skipped"),
+                (4, "a question with no text cca can read; skipped"),
+            ]
+        );
+        assert_eq!(c.exchanges.len(), 1);
+        assert_eq!((c.exchanges[0].question.as_str(), c.exchanges[0].answer.as_str()), ("q", "a"));
     }
 }

@@ -23,7 +23,8 @@ pub(crate) fn parse(bytes: &[u8], cwd_hint: Option<&str>) -> Conversation {
     let mut conv = Conversation::default();
     let mut messages: Vec<Value> = Vec::new();
     let mut meta = Value::Null;
-    match serde_json::from_slice::<Value>(bytes) {
+    let whole = serde_json::from_slice::<Value>(bytes);
+    match whole {
         // The older form: the whole session in one object.
         Ok(v) if v["messages"].is_array() => {
             messages = v["messages"].as_array().cloned().unwrap_or_default();
@@ -31,9 +32,22 @@ pub(crate) fn parse(bytes: &[u8], cwd_hint: Option<&str>) -> Conversation {
             conv.bytes = bytes.len() as u64;
             meta = v;
         }
-        _ => {
-            let (values, lines, read) = json_lines(bytes, &mut conv.problems);
-            (conv.lines, conv.bytes) = (lines, read);
+        Ok(v) if v.get("messages").is_some() => {
+            conv.problems.push(Problem {
+                line: 1,
+                message: "the file is one JSON object whose `messages` is not a list: not a \
+                          gemini session as cca knows them; nothing read"
+                    .into(),
+            });
+        }
+        whole => {
+            // One whole object without a line end is a line read whole, not one cut off.
+            let ended: std::borrow::Cow<[u8]> = match whole {
+                Ok(v) if v.is_object() && !bytes.ends_with(b"\n") => [bytes, b"\n"].concat().into(),
+                _ => bytes.into(),
+            };
+            let (values, lines, read) = json_lines(&ended, &mut conv.problems);
+            (conv.lines, conv.bytes) = (lines, read.min(bytes.len() as u64));
             let mut by_id: HashMap<String, usize> = HashMap::new();
             for (line, v) in values {
                 if let Some(set) = v.get("$set") {
@@ -240,6 +254,23 @@ mod tests {
         let c = parse(serde_json::to_string_pretty(&old).unwrap().as_bytes(), Some("/p"));
         assert_eq!((c.exchanges.len(), c.exchanges[0].answer.as_str()), (1, "hello"));
         assert_eq!(c.cwd.as_deref(), Some("/p"));
+    }
+
+    #[test]
+    fn a_whole_object_is_never_said_to_be_cut_off() {
+        // One line without its line end, but whole: read.
+        let one = json!({"sessionId": "g", "startTime": "2026-11-23T10:00:00.000Z"}).to_string();
+        let c = parse(one.as_bytes(), None);
+        assert_eq!((c.problems.as_slice(), c.id.as_str()), (&[][..], "g"));
+        assert_eq!(c.bytes, one.len() as u64);
+        // The older form with `messages` that is not a list: said to be what it is.
+        let odd = json!({"sessionId": "o", "messages": {"1": "hi"}}).to_string();
+        let c = parse(odd.as_bytes(), None);
+        assert_eq!(c.problems.len(), 1, "{:?}", c.problems);
+        assert!(c.problems[0].message.contains("`messages` is not a list"), "{:?}", c.problems);
+        // A line that is cut off still is.
+        let c = parse(&one.as_bytes()[..one.len() - 3], None);
+        assert!(c.problems[0].message.contains("cut off"), "{:?}", c.problems);
     }
 
     #[test]
