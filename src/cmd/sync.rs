@@ -47,7 +47,7 @@ pub(crate) fn run(args: &SyncArgs) -> Result<u8> {
                 let status = sync::status(&store)?;
                 say(&format!("cca: this machine now syncs with {}", status.remote));
                 match status.encrypted {
-                    true if key.is_none() => say(&format!(
+                    true if report.made_key => say(&format!(
                         "cca: records are encrypted with a new key, kept in {}; `cca sync key` prints it for your other machines",
                         store.sync_dir().join("key").display()
                     )),

@@ -128,6 +128,8 @@ pub(crate) struct Report {
     pub sent_earlier: bool,
     /// Sessions that arrived, new here.
     pub new: Vec<String>,
+    /// `cca sync init` made a new key (for a new remote).
+    pub made_key: bool,
     /// Sessions continued (or edited) elsewhere, brought up to date here.
     pub continued: Vec<String>,
     /// Forks made here: (the fork, the session, the machine whose continuation it holds).
@@ -211,6 +213,8 @@ pub(crate) fn init(
     let left = store.read_sync_key()?.map(|k| k.trim().to_string()).filter(|k| !k.is_empty());
     let git = Git::new(&repo, false)?;
     git.create(remote)?;
+    // Said by the front end: a key it must carry to the other machines.
+    let mut made_key = false;
     let made = (|| -> Result<Seal> {
         git.fetch()?;
         let seal = if git.remote_head().is_some() {
@@ -225,7 +229,10 @@ pub(crate) fn init(
             let seal = match key {
                 _ if plain => Seal::Plain,
                 Some(key) => Seal::from_key(key)?,
-                None => Seal::generate(),
+                None => {
+                    made_key = true;
+                    Seal::generate()
+                }
             };
             let description = Description { format: 1, recipient: seal.recipient() };
             let text = serde_json::to_string_pretty(&description)? + "\n";
@@ -264,7 +271,8 @@ pub(crate) fn init(
         ..State::default()
     };
     save(store, &state)?;
-    sync(store, false, || {}, &|_, _| {})
+    let report = sync(store, false, || {}, &|_, _| {})?;
+    Ok(Report { made_key, ..report })
 }
 
 /// The seal of a remote in use, from its description and the key given.

@@ -802,14 +802,16 @@ fn an_init_stopped_after_its_push_is_taken_up_with_the_key_it_kept() {
     let a = Machine::new("laptop");
     let remote = bare_remote(&a.env);
     a.ask("2026-11-21T10:15:00Z", "where does the retry live", false);
-    a.init(&remote, None).ok();
+    a.init(&remote, None).ok().stderr_has("encrypted with a new key");
     let key = a.key();
     // Stopped after the push, before the rest was written: the remote is sealed for the key,
     // which this machine alone holds.
     let sync = a.env.cca_home.join("sync");
     std::fs::remove_file(sync.join("state.json")).unwrap();
     std::fs::remove_dir_all(sync.join("repo")).unwrap();
-    a.init(&remote, None).ok().stderr_has("now syncs with");
+    let again = a.init(&remote, None);
+    again.ok().stderr_has("now syncs with");
+    assert!(!again.stderr.contains("new key"), "the key it kept: {again}");
     assert_eq!(a.key(), key);
     let b = Machine::new("desktop");
     b.init(&remote, Some(&key)).ok().stderr_has(&format!("new here: {ID}"));
