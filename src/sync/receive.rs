@@ -110,7 +110,13 @@ impl Syncing<'_> {
                     continue;
                 }
                 if !self.apply(&session, &record)? {
-                    if !self.report.skipped.iter().any(|(id, _)| *id == session) {
+                    // A file of it here that cannot be read is said as such, not as busy
+                    // (a fork's too: its id is not the session's).
+                    let ours = |id: &String| {
+                        *id == session
+                            || self.state.sessions.get(id).is_some_and(|l| l.session == session)
+                    };
+                    if !self.report.skipped.iter().any(|(id, _)| ours(id)) {
                         self.report.busy.push(session.clone());
                     }
                     deferred = true;

@@ -174,6 +174,16 @@ fn a_session_continued_on_two_machines_at_once_keeps_both_as_a_fork_named_after_
     assert_eq!(a.text(ID), b.text(&format!("{ID}-laptop")));
     b.sync().ok().stderr_has("up to date");
     a.sync().ok().stderr_has("up to date");
+    // The fork here saved in another encoding: the laptop's next turn waits, said to be for
+    // that file, not for a busy session.
+    let fork = b.env.session_path(&format!("{ID}-laptop"));
+    let good = std::fs::read(&fork).unwrap();
+    std::fs::write(&fork, [good.as_slice(), b"caf\xe9\n"].concat()).unwrap();
+    a.run(&[",", "-q", "-s", ID, "one more on the laptop"]).ok();
+    a.sync().ok();
+    let run = b.sync();
+    run.ok().stderr_has(&format!("not synced: {ID}-laptop"));
+    assert!(!run.stderr.contains("busy"), "{run}");
 }
 
 #[test]
