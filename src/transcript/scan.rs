@@ -207,7 +207,8 @@ enum Phase {
 }
 
 enum Marker {
-    Session(Header),
+    /// The header, with the fields left out because they could not be read, if any were.
+    Session(Header, Option<String>),
     /// A record's start, with why some of its data was left out, if it was.
     Open(Kind, Meta, Option<String>),
     End {
@@ -396,7 +397,7 @@ impl Scanner {
             State::BeforeHeader => match marker {
                 // Another format is read as it says, or not at all: never appended to as this
                 // one.
-                Some(Marker::Session(header)) if header.format != super::FORMAT => {
+                Some(Marker::Session(header, _)) if header.format != super::FORMAT => {
                     return Err(NotTranscript {
                         newer: header.format > super::FORMAT,
                         ..NotTranscript::new(
@@ -409,7 +410,18 @@ impl Scanner {
                         )
                     });
                 }
-                Some(Marker::Session(header)) => State::InHeader { header, line: no },
+                Some(Marker::Session(header, left_out)) => {
+                    if let Some(why) = left_out {
+                        on_event(Event::PartlyRead(Problem {
+                            line: no,
+                            message: format!(
+                                "the session header's data cannot all be read; {why} left out"
+                            ),
+                            cut_off_at: None,
+                        }));
+                    }
+                    State::InHeader { header, line: no }
+                }
                 Some(Marker::Bad(why)) => {
                     return Err(NotTranscript::new(no, format!("bad header: {why}")));
                 }
@@ -501,7 +513,7 @@ impl Scanner {
                 }));
                 State::Between
             }
-            Some(Marker::Session(_)) => {
+            Some(Marker::Session(..)) => {
                 on_event(Event::Problem(Problem {
                     line: self.line_no,
                     message: "a second session header; it is ignored".into(),
@@ -646,8 +658,11 @@ fn parse_marker(line: &Line) -> Marker {
     match word {
         "end" => Marker::End { fence: json == "fence" },
         "session" => match serde_json::from_str::<Header>(json) {
-            Ok(h) => Marker::Session(h),
-            Err(e) => Marker::Bad(format!("header data: {e}")),
+            Ok(h) => Marker::Session(h, None),
+            Err(e) => match readable_header(json) {
+                Some((h, left_out)) => Marker::Session(h, Some(left_out)),
+                None => Marker::Bad(format!("header data: {e}")),
+            },
         },
         _ => {
             let Some(kind) = Kind::from_word(word) else {
@@ -662,6 +677,28 @@ fn parse_marker(line: &Line) -> Marker {
             }
         }
     }
+}
+
+/// A header whose optional fields (model, name, where it was forked from or imported from)
+/// cannot all be read: read without those that cannot, which are named. A header whose own
+/// fields (its id, format, engine, ...) cannot be read is not one (`None`).
+fn readable_header(json: &str) -> Option<(Header, String)> {
+    use serde_json::{Value, from_value};
+    let Ok(Value::Object(mut fields)) = serde_json::from_str(json) else { return None };
+    let readable = |key: &str, value: &Value| match key {
+        "model" | "name" => from_value::<Option<String>>(value.clone()).is_ok(),
+        "forked_from" => from_value::<Option<super::ForkedFrom>>(value.clone()).is_ok(),
+        "imported" => from_value::<Option<super::Imported>>(value.clone()).is_ok(),
+        _ => true,
+    };
+    let left_out: Vec<String> =
+        fields.iter().filter(|(k, v)| !readable(k, v)).map(|(k, _)| format!("`{k}`")).collect();
+    if left_out.is_empty() {
+        return None;
+    }
+    fields.retain(|k, v| readable(k, v));
+    let header = from_value(Value::Object(fields)).ok()?;
+    Some((header, left_out.join(", ")))
 }
 
 /// What can be read of a record's data that cannot be read whole (a figure of the wrong type,
@@ -747,6 +784,29 @@ mod tests {
             let summary = summarize(text.replace(good, bad).as_bytes()).unwrap().unwrap();
             assert_eq!(summary.live.exchanges.len(), 1, "{bad} {summary:?}");
         }
+    }
+
+    #[test]
+    fn a_header_whose_own_fields_read_is_read_without_the_optional_ones_that_do_not() {
+        let text = render(&Transcript {
+            header: header(),
+            records: vec![record(Kind::User, "q"), record(Kind::Assistant, "a")],
+        });
+        let title = r#""title":"what changed?""#;
+        assert!(text.contains(title), "{text}");
+        for spoil in [r#""name":5"#, r#""forked_from":"x","model":["m"]"#, r#""imported":{}"#] {
+            let spoiled = text.replacen(title, &format!("{title},{spoil}"), 1);
+            let (read, problems) = crate::transcript::parse(&spoiled).unwrap();
+            assert_eq!((read.header.name, read.records.len()), (None, 2), "{spoil}");
+            assert_eq!(problems.len(), 1, "{spoil}: {problems:?}");
+            let key = spoil.split('"').nth(1).unwrap();
+            assert!(problems[0].message.contains(&format!("`{key}`")), "{problems:?}");
+            let summary = summarize(spoiled.as_bytes()).unwrap().unwrap();
+            assert_eq!(summary.live.exchanges.len(), 1, "{spoil}");
+        }
+        // Its own fields are what make it a header.
+        let spoiled = text.replacen(title, r#""title":7"#, 1);
+        assert!(crate::transcript::parse(&spoiled).is_err());
     }
 
     #[test]
