@@ -385,7 +385,7 @@ pub(crate) fn sync(
     let seal = opened_seal(store, &state)?;
     let git = Git::new(&store.sync_repo(), background)?;
     let recloned = reclone_if_lost(store, &git, &mut state)?;
-    key_fits(store, &seal)?;
+    key_fits(store, &seal, state.synced_at.is_some())?;
     let mut syncing = Syncing {
         store,
         state,
@@ -475,7 +475,7 @@ fn header_id(text: &str) -> Option<String> {
 /// The key kept here must be the one the remote is sealed for (its description, as the clone
 /// holds it): records sealed for another key would stop every other machine's sync, so
 /// nothing is sent with it. A clone that cannot say is not checked here.
-fn key_fits(store: &Store, seal: &Seal) -> Result<()> {
+fn key_fits(store: &Store, seal: &Seal, synced_before: bool) -> Result<()> {
     let text = std::fs::read_to_string(store.sync_repo().join(DESCRIPTION));
     let Some(description) = text.ok().and_then(|t| serde_json::from_str::<Description>(&t).ok())
     else {
@@ -486,6 +486,16 @@ fn key_fits(store: &Store, seal: &Seal) -> Result<()> {
     }
     let key = store.sync_dir().join("key");
     let failure = match seal {
+        // The key (or none) this machine has synced with: the remote's description changed,
+        // which anyone who can push can do. The key here is not the one to doubt.
+        _ if synced_before => Failure::new(exit::ERROR, format!(
+            "the remote's {DESCRIPTION} now names another key than the one this machine has synced with"
+        ))
+        .hint(format!(
+            "if someone set the remote up again with a new key, put that key in {} (`cca sync key` where it was made); if no one did, someone who can push changed that file: put it back from git's history (`git -C {} log -p -- {DESCRIPTION}`); nothing was sent",
+            key.display(),
+            store.sync_repo().display()
+        )),
         Seal::Plain => Failure::usage("this machine syncs plain, but the remote is sealed with a key")
             .hint(format!("put the remote's key (`cca sync key` on a machine that syncs with it) in {}", key.display())),
         Seal::Key(_) => Failure::usage(format!("the sync key in {} is not the key this remote is sealed for", key.display()))

@@ -1,6 +1,7 @@
 //! Sync's faults on the remote's side (tests/cli/sync.rs has the machines): a remote that
 //! cannot be reached, named relative to here, tampered with (links pushed to it), changed by
-//! hand, set back, or emptied and made again; a machine restored from a backup; names and
+//! hand, set back, or emptied and made again, its description changed; a machine restored
+//! from a backup; names and
 //! remotes that are not.
 
 use std::process::Command;
@@ -265,4 +266,27 @@ fn a_machine_name_or_a_remote_that_is_not_one_is_refused() {
     a.run(&["sync", "init", "--", &option]).code(1).stderr_has("cannot reach the remote");
     assert!(!witness.exists());
     a.init(&remote, None).ok();
+}
+
+/// Anyone who can push can make the remote's description name another key: a machine that has
+/// synced with its key is not told its key is wrong (copying another over it would be the
+/// harm), but that the description changed, and how to put it back.
+#[test]
+fn a_description_changed_on_the_remote_is_said_to_be_changed_not_the_key_here() {
+    let (a, _b, remote) = two_machines();
+    let work = a.env.root.path().join("attacker");
+    git(&["clone", "-q", "-b", "cca", remote.to_str().unwrap(), work.to_str().unwrap()]);
+    let description = work.join("cca-sync.json");
+    let text = std::fs::read_to_string(&description).unwrap();
+    let mut changed: serde_json::Value = serde_json::from_str(&text).unwrap();
+    changed["recipient"] = "age1someoneelse".into();
+    std::fs::write(&description, changed.to_string()).unwrap();
+    let work_dir = work.to_str().unwrap();
+    git(&["-C", work_dir, "-c", "user.name=x", "-c", "user.email=x@x", "commit", "-qam", "x"]);
+    git(&["-C", work_dir, "push", "-q", "origin", "cca"]);
+    a.sync();
+    let run = a.sync();
+    run.code(1).stderr_has("now names another key than the one this machine has synced with");
+    run.stderr_has("log -p -- cca-sync.json");
+    assert!(!run.stderr.contains("is not the key this remote is sealed for"), "{run}");
 }
