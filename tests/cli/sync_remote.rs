@@ -1,8 +1,7 @@
 //! Sync's faults on the remote's side (tests/cli/sync.rs has the machines): a remote that
 //! cannot be reached, named relative to here, tampered with (links pushed to it), changed by
 //! hand, set back, or emptied and made again, its description changed; a machine restored
-//! from a backup; names and
-//! remotes that are not.
+//! from a backup; names and remotes that are not.
 
 use std::process::Command;
 
