@@ -493,6 +493,11 @@ impl Index {
         super::directory::private_locks(dir);
         // Where the index's version 4 kept its stamps, as JSON.
         let _ = std::fs::remove_file(dir.with_extension("stamps.json"));
+        // A folder where the stamps go could never be written over: every commit would fail.
+        if std::fs::symlink_metadata(stamps_path(dir)).is_ok_and(|m| m.is_dir()) {
+            std::fs::remove_dir_all(stamps_path(dir))
+                .with_context(|| format!("cannot remove {}", stamps_path(dir).display()))?;
+        }
         let (schema, fields) = schema();
         let index = Unflushed::open(dir)
             .map_err(tantivy::TantivyError::from)

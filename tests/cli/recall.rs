@@ -487,7 +487,8 @@ fn caches_rewritten_in_place_are_never_written_through_a_link_or_waited_on() {
     common::make_fifo(&hint);
     assert_eq!(places(&recall(&env, "quokka")).len(), 2, "a FIFO as the hint is passed over");
     // Nor is a FIFO, a link to a device or a folder in place of the index's own files (its
-    // head, the list of its files, a segment's, a lock): the index is rebuilt, with a note.
+    // head, the list of its files, a segment's, a lock, its stamps): the index is rebuilt,
+    // with a note.
     let index = env.cca_home.join("recall/index");
     let segment = std::fs::read_dir(&index)
         .unwrap()
@@ -507,8 +508,10 @@ fn caches_rewritten_in_place_are_never_written_through_a_link_or_waited_on() {
         std::fs::create_dir(path).unwrap();
     };
     type Attack = fn(&std::path::Path);
-    let attacks: [(&str, Attack); 5] = [
+    let attacks: [(&str, Attack); 6] = [
         ("meta.json", fifo),
+        // Beside the index: its stamps, written over at each commit.
+        ("../index.stamps", folder),
         (".managed.json", zero),
         (segment.file_name().unwrap().to_str().unwrap(), fifo),
         (".tantivy-meta.lock", fifo),
