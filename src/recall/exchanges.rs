@@ -30,6 +30,17 @@ pub(crate) struct Exchange {
 
 /// The header and every exchange of a transcript.
 pub(crate) fn exchanges(bytes: &[u8]) -> Result<(Header, Vec<Exchange>), NotTranscript> {
+    // A line saved in another encoding keeps a turn from going on in the file (its fix is
+    // said there), but not its exchanges from being found, as `cca grep` finds them: each byte
+    // that is not UTF-8 is read as `?`, which keeps every offset where it was.
+    let mended;
+    let bytes = match std::str::from_utf8(bytes) {
+        Ok(_) => bytes,
+        Err(_) => {
+            mended = question_marks_for_bad_bytes(bytes);
+            mended.as_slice()
+        }
+    };
     let mut header = None;
     let mut found = Vec::new();
     // Complete exchanges so far: what numbers the next one.
@@ -103,6 +114,27 @@ pub(crate) fn exchanges(bytes: &[u8]) -> Result<(Header, Vec<Exchange>), NotTran
             not_utf8: false,
             newer: false,
         }),
+    }
+}
+
+/// `bytes` with each byte of what is not UTF-8 put as `?`: the same length, UTF-8 throughout.
+fn question_marks_for_bad_bytes(bytes: &[u8]) -> Vec<u8> {
+    let mut mended = Vec::with_capacity(bytes.len());
+    let mut rest = bytes;
+    loop {
+        match std::str::from_utf8(rest) {
+            Ok(_) => {
+                mended.extend_from_slice(rest);
+                return mended;
+            }
+            Err(e) => {
+                let (good, after) = rest.split_at(e.valid_up_to());
+                let bad = e.error_len().unwrap_or(after.len());
+                mended.extend_from_slice(good);
+                mended.extend(std::iter::repeat_n(b'?', bad));
+                rest = &after[bad..];
+            }
+        }
     }
 }
 

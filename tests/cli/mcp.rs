@@ -223,9 +223,8 @@ fn a_question_in_plain_words_gets_the_right_exchange_first() {
 
     // A session that cannot be read is not searched, and the agent is told so.
     let path = env.session_path(LATER_ID);
-    let mut damaged = std::fs::read(&path).unwrap();
-    damaged.extend_from_slice(b"caf\xe9\n");
-    std::fs::write(&path, &damaged).unwrap();
+    let whole = std::fs::read(&path).unwrap();
+    std::fs::write(&path, [b"a line put before its header\n".as_slice(), &whole].concat()).unwrap();
     // Every search says so, the second of one server's too.
     let question = json!({"query": "mandatory locking on Windows"});
     let out = sdk(&env, &[call("search", question.clone()), call("search", question)]);

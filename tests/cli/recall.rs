@@ -208,9 +208,14 @@ fn a_session_that_cannot_be_read_is_said_at_each_search_and_found_again_when_men
     assert!(!recall(&env, "locks on windows").is_empty());
     let path = env.session_path(STAMP);
     let whole = std::fs::read(&path).unwrap();
-    let mut damaged = whole.clone();
-    damaged.extend_from_slice(b"caf\xe9\n");
-    std::fs::write(&path, &damaged).unwrap();
+    // A line in another encoding keeps a turn from going on there, not its exchanges from
+    // being found (as `cca grep` finds them).
+    std::fs::write(&path, [whole.as_slice(), b"caf\xe9 locks\n"].concat()).unwrap();
+    let run = env.run(&["recall", "--json", "locks on windows"]);
+    assert!(!run.ok().stderr.contains("cannot be read"), "{run}");
+    assert_eq!(first(&printed(&run)).0, STAMP, "{run}");
+    // Its header gone: not a transcript.
+    std::fs::write(&path, [b"a line put first\n".as_slice(), &whole].concat()).unwrap();
     let run = env.run(&["recall", "--json", "locks on windows"]);
     run.ok()
         .stderr_has(&format!("session {STAMP} cannot be read"))
