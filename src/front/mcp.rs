@@ -113,7 +113,7 @@ fn handle(tools: &tools::Tools, line: &[u8]) -> Option<Value> {
     }
     let Ok(text) = std::str::from_utf8(line) else {
         return Some(error(
-            Value::Null,
+            id_of(&String::from_utf8_lossy(line)),
             PARSE_ERROR,
             format!("the line is not UTF-8 text: {}", quote(line)),
         ));
@@ -122,7 +122,7 @@ fn handle(tools: &tools::Tools, line: &[u8]) -> Option<Value> {
         Ok(message) => message,
         Err(e) => {
             return Some(error(
-                Value::Null,
+                id_of(text),
                 PARSE_ERROR,
                 format!("the line is not JSON ({e}): {}", quote(line)),
             ));
@@ -146,7 +146,10 @@ fn handle(tools: &tools::Tools, line: &[u8]) -> Option<Value> {
         ));
     }
     let Some(method) = object.get("method").and_then(Value::as_str) else {
-        // A response to a request cca never sends, or not a message at all.
+        // A response (to a request cca never sends) is never answered, as JSON-RPC has it.
+        if object.contains_key("result") || object.contains_key("error") {
+            return None;
+        }
         return id.map(|id| error(id, INVALID_REQUEST, "a request needs a `method`".into()));
     };
     let params = object.get("params").cloned().unwrap_or(Value::Null);
@@ -159,6 +162,22 @@ fn handle(tools: &tools::Tools, line: &[u8]) -> Option<Value> {
         Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
         Err((code, message)) => error(id, code, message),
     })
+}
+
+/// The id of a request that cannot be read whole (a byte that is not UTF-8 put as U+FFFD, a
+/// lone surrogate in one of its strings), when the rest says it: the client waiting for that
+/// id hears why, where a null id answered no one.
+fn id_of(text: &str) -> Value {
+    #[derive(serde::Deserialize)]
+    struct Id {
+        #[serde(default)]
+        id: Value,
+    }
+    // Skipping a string checks none of its escapes: only the id is read.
+    match serde_json::from_str::<Id>(text) {
+        Ok(Id { id }) if id.is_string() || id.is_i64() || id.is_u64() => id,
+        _ => Value::Null,
+    }
 }
 
 /// A request's result, or its JSON-RPC error.

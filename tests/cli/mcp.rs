@@ -520,8 +520,19 @@ fn malformed_and_huge_lines_are_errors_and_the_server_keeps_serving() {
 
     raw.send(b"this is not json {");
     assert_eq!(raw.next()["error"]["code"], -32700);
+    // A line that cannot be read whole, whose id can: the error goes to that id, for the
+    // client waiting on it.
     raw.send(b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\",\"x\":\"\xff\xfe\"}");
-    assert_eq!(raw.next()["error"]["code"], -32700);
+    let refused = raw.next();
+    assert_eq!((&refused["error"]["code"], &refused["id"]), (&json!(-32700), &json!(3)));
+    raw.send(br#"{"jsonrpc":"2.0","id":"s","method":"ping","params":{"x":"\ud800"}}"#);
+    let refused = raw.next();
+    assert_eq!((&refused["error"]["code"], &refused["id"]), (&json!(-32700), &json!("s")));
+    // A response (to a request cca never sends) is never answered: the next reply is the
+    // next request's.
+    raw.send(br#"{"jsonrpc":"2.0","id":13,"result":{}}"#);
+    raw.send(br#"{"jsonrpc":"2.0","id":14,"error":{"code":1,"message":"x"}}"#);
+    assert_eq!(raw.call(15, "ping", json!({}))["result"], json!({}));
     raw.send(br#"[{"jsonrpc":"2.0","id":4,"method":"ping"}]"#);
     assert_eq!(raw.next()["error"]["code"], -32600);
     // MCP ids are strings or integers: any other is refused, and not echoed back.
