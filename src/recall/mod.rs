@@ -426,7 +426,11 @@ fn update_hinted(store: &Store, id: &str, progress: &dyn Progress) -> Option<(In
         return Some((index, digest));
     }
     directory::private_locks(&dir);
-    let stale = [(id.to_string(), stamp)];
+    let mut stale = vec![(id.to_string(), stamp)];
+    // As in `update`: what could not be read is tried again.
+    for (unread, _) in index.unread().iter().filter(|(unread, _)| unread != id) {
+        stale.push((unread.clone(), store.session_stamp(unread)));
+    }
     index::contained("an update", || apply(store, &dir, index, known, &stale, progress)).ok()?;
     Index::open(&dir).ok()
 }
@@ -493,7 +497,16 @@ fn update(
     stamps: &[(String, Stamp)],
     progress: &dyn Progress,
 ) -> Result<Index> {
-    let stale = stale(&known, stamps);
+    let mut stale = stale(&known, stamps);
+    // What the last commit could not read is read again with the rest: a newer cca may read
+    // it (the file's stamp alone would leave it unread until it changes).
+    for (id, _) in index.unread() {
+        if !stale.iter().any(|(s, _)| s == id)
+            && let Some((_, stamp)) = stamps.iter().find(|(s, _)| s == id)
+        {
+            stale.push((id.clone(), Some(*stamp)));
+        }
+    }
     apply(store, dir, index, known, &stale, progress)
 }
 

@@ -650,7 +650,8 @@ fn parse_marker(line: &Line) -> Marker {
     let Ok(text) = std::str::from_utf8(line.head) else {
         return Marker::Bad("not UTF-8".into());
     };
-    let text = text.strip_suffix('\r').unwrap_or(text);
+    // Spaces an editor (or a hand) left after the marker are not part of it.
+    let text = text.strip_suffix('\r').unwrap_or(text).trim_end_matches([' ', '\t']);
     let Some(inner) = text.strip_prefix("<!-- cca:").and_then(|t| t.strip_suffix(" -->")) else {
         return Marker::Bad("no closing ` -->`".into());
     };
@@ -807,6 +808,18 @@ mod tests {
         // Its own fields are what make it a header.
         let spoiled = text.replacen(title, r#""title":7"#, 1);
         assert!(crate::transcript::parse(&spoiled).is_err());
+    }
+
+    #[test]
+    fn spaces_after_a_marker_leave_it_a_marker() {
+        let t = Transcript {
+            header: header(),
+            records: vec![record(Kind::User, "q"), record(Kind::Assistant, "a")],
+        };
+        let text = render(&t).replace("-->\n", "--> \t\n");
+        let (read, problems) = crate::transcript::parse(&text).unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(read, t);
     }
 
     #[test]
