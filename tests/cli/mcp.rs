@@ -323,6 +323,31 @@ fn every_exchange_search_names_can_be_read() {
     let (read, error) = text(&results[1]);
     assert!(!error && read.contains("partial baboonword"), "{read}");
     assert!(!read.contains("There is no exchange 2"), "{read}");
+    // Answered next, that exchange shares the number 2: each search shows the one it found,
+    // ranked or by pattern, not the other.
+    env.run(&["search", "-q", "-r", "third cherryword"]).ok();
+    let out = sdk(
+        &env,
+        &[
+            call("search", json!({"query": "baboonword"})),
+            call("search", json!({"query": "baboonword", "regex": true})),
+            call("search", json!({"query": "cherryword"})),
+        ],
+    );
+    for (result, shown, not) in [
+        (0, "baboonword", "cherryword"),
+        (1, "baboonword", "cherryword"),
+        (2, "cherryword", "baboonword"),
+    ] {
+        let (found, _) = text(&out["results"][result]);
+        let question = found.split("Question:\n").nth(1).unwrap_or_default();
+        assert!(
+            question.starts_with(&format!("second {shown}"))
+                || question.starts_with(&format!("third {shown}")),
+            "{found}"
+        );
+        assert!(!found.contains(not), "{found}");
+    }
 }
 
 #[test]

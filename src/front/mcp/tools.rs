@@ -236,7 +236,15 @@ impl Tools {
                 words: 0,
             };
             let texts = self.excerpts(&f.session, &[f.exchange]);
-            let texts = texts.iter().find(|e| e.turn == f.exchange);
+            // An attempt that failed and the exchange after it share a number: the one found.
+            let of_kind: Vec<Excerpt> = texts
+                .into_iter()
+                .filter(|e| {
+                    e.answer.as_ref().is_some_and(|a| a.kind == Kind::Assistant) == f.answered
+                })
+                .collect();
+            let lines: Vec<String> = f.excerpt.lines().map(str::to_string).collect();
+            let texts = attempt_holding(&of_kind, f.exchange, &lines);
             let mut block = format!(
                 "\n#{} · score {:.2}{}",
                 rank + 1,
@@ -307,7 +315,7 @@ impl Tools {
             }
             let texts = excerpts
                 .get(session.id.as_str())
-                .and_then(|e| e.iter().find(|e| e.turn == hit.turn));
+                .and_then(|e| attempt_holding(e, hit.turn, &hit.lines));
             let first_of_session = last_session != Some(session.id.as_str());
             last_session = Some(session.id.as_str());
             let block = excerpt_block(session, hit, texts, first_of_session);
@@ -351,6 +359,9 @@ impl Tools {
     }
 
     /// The question and answer of some exchanges of a session, for excerpts.
+    /// The exchanges numbered `turns`, each attempt at one (a failed or interrupted answer,
+    /// and the question it answered) apart: an attempt shares its number with the exchange
+    /// after it.
     fn excerpts(&self, id: &str, turns: &[u64]) -> Vec<Excerpt> {
         let Ok((_, records, _)) = self.records(id, |turn| turns.contains(&turn), |_| 64 * 1024)
         else {
@@ -358,16 +369,14 @@ impl Tools {
         };
         let mut out: Vec<Excerpt> = Vec::new();
         for r in records {
-            let at = out.iter().position(|e| e.turn == r.turn).unwrap_or_else(|| {
-                out.push(Excerpt { turn: r.turn, question: None, answer: None });
-                out.len() - 1
-            });
-            let e = &mut out[at];
             match r.kind {
-                // The last attempt's question, and what ended the exchange.
-                Kind::User => e.question = Some(r),
-                Kind::Assistant => e.answer = Some(r),
-                Kind::Failed | Kind::Interrupted if e.answer.is_none() => e.answer = Some(r),
+                Kind::User => out.push(Excerpt { turn: r.turn, question: Some(r), answer: None }),
+                Kind::Assistant | Kind::Failed | Kind::Interrupted => {
+                    match out.last_mut().filter(|e| e.turn == r.turn && e.answer.is_none()) {
+                        Some(e) => e.answer = Some(r),
+                        None => out.push(Excerpt { turn: r.turn, question: None, answer: Some(r) }),
+                    }
+                }
                 _ => {}
             }
         }
@@ -797,4 +806,17 @@ fn exchange_texts(records: &[Text]) -> Vec<(u64, String)> {
 
 fn exchanges_word(n: u64) -> String {
     if n == 1 { "1 exchange".into() } else { format!("{n} exchanges") }
+}
+
+/// Of the attempts at exchange `turn` (`texts`), the one that holds the lines found; else the
+/// last, the exchange itself.
+fn attempt_holding<'a>(texts: &'a [Excerpt], turn: u64, lines: &[String]) -> Option<&'a Excerpt> {
+    let attempts = || texts.iter().filter(move |e| e.turn == turn);
+    let found: Vec<&str> =
+        lines.iter().map(|l| l.trim().trim_matches('…').trim()).filter(|l| !l.is_empty()).collect();
+    let holds = |e: &&Excerpt| {
+        let texts = [&e.question, &e.answer];
+        found.iter().any(|l| texts.iter().any(|t| t.as_ref().is_some_and(|t| t.text.contains(l))))
+    };
+    attempts().find(holds).or_else(|| attempts().last())
 }
