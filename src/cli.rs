@@ -358,7 +358,7 @@ pub struct SessionsArgs {
     #[arg(long)]
     pub here: bool,
     /// Only sessions started with this engine
-    #[arg(long, value_name = "NAME", add = engine_candidates())]
+    #[arg(long, value_name = "NAME", add = engine_candidates(), value_parser = not_blank)]
     pub engine: Option<String>,
     /// Only sessions active since DATE: 2026-11-21, today, yesterday, "2026-11-21 10:15", RFC
     /// 3339, or a time ago such as 3d, 12h, 2w
@@ -556,7 +556,7 @@ pub struct StandbyArgs {
     #[arg(long)]
     pub end: bool,
     /// Only this engine's standby
-    #[arg(short, long, value_name = "ENGINE")]
+    #[arg(short, long, value_name = "ENGINE", value_parser = not_blank)]
     pub engine: Option<String>,
 }
 
@@ -700,7 +700,7 @@ pub struct RecallArgs {
     pub json: bool,
 
     /// Only sessions started with this engine
-    #[arg(long, value_name = "NAME", add = engine_candidates())]
+    #[arg(long, value_name = "NAME", add = engine_candidates(), value_parser = not_blank)]
     pub engine: Option<String>,
 
     #[command(flatten)]
@@ -765,7 +765,7 @@ pub struct GrepArgs {
     pub role: Option<GrepRole>,
 
     /// Only sessions started with this engine
-    #[arg(long, value_name = "NAME", add = engine_candidates())]
+    #[arg(long, value_name = "NAME", add = engine_candidates(), value_parser = not_blank)]
     pub engine: Option<String>,
 
     #[command(flatten)]
@@ -918,6 +918,15 @@ pub struct AnswerArgs {
     /// (`enabled = false` under [compaction] in config.toml does it for good)
     #[arg(long)]
     pub no_compact: bool,
+}
+
+/// A name given to narrow what is shown (`--engine`): a blank one (an unset variable in a
+/// script, `--engine "$E"`) would narrow nothing, silently.
+fn not_blank(text: &str) -> Result<String, String> {
+    match text.trim() {
+        "" => Err("it is empty: give an engine's name, such as claude".into()),
+        _ => Ok(text.to_string()),
+    }
 }
 
 #[cfg(test)]

@@ -73,6 +73,10 @@ pub(crate) fn run(args: &RecallArgs) -> Result<u8> {
                 given.join(", ")
             ));
         }
+        // A folder gone since (its sessions are still found) or mistyped: said which.
+        if let Some(folder) = filter.folder.as_ref().filter(|f| !f.exists()) {
+            say(&format!("cca: note: {} is not a folder here (a typo?)", folder.display()));
+        }
     }
     if args.json {
         let list: Vec<_> = found.iter().map(as_json).collect();

@@ -182,6 +182,25 @@ fn an_answer_whose_figures_were_spoiled_by_hand_is_still_found_and_sent() {
     assert!(sent.contains("stabilised File::lock") && sent.contains("LockFileEx"), "{sent}");
 }
 
+/// A blank engine (an unset variable in a script) would narrow nothing, silently: refused by
+/// every command that narrows by engine. A folder that is not there is said to be not there.
+#[test]
+fn a_blank_engine_to_narrow_by_is_refused_and_a_folder_not_there_said() {
+    let env = TestEnv::new();
+    two_sessions(&env);
+    for args in [
+        &["grep", "--engine", "", "lock"][..],
+        &["recall", "--engine", " ", "lock"],
+        &["sessions", "--engine", ""],
+        &["standby", "--engine", ""],
+    ] {
+        env.run(args).code(2).stderr_has("it is empty: give an engine's name");
+    }
+    env.run(&["recall", "--folder", "/no/such/folder", "lock"])
+        .ok()
+        .stderr_has("/no/such/folder is not a folder here (a typo?)");
+}
+
 #[test]
 fn fifos_and_devices_named_like_sessions_are_skipped_not_read() {
     let env = TestEnv::new();
