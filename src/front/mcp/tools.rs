@@ -818,5 +818,5 @@ fn attempt_holding<'a>(texts: &'a [Excerpt], turn: u64, lines: &[String]) -> Opt
         let texts = [&e.question, &e.answer];
         found.iter().any(|l| texts.iter().any(|t| t.as_ref().is_some_and(|t| t.text.contains(l))))
     };
-    attempts().find(holds).or_else(|| attempts().last())
+    attempts().find(holds).or_else(|| attempts().next_back())
 }
