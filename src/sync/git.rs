@@ -298,6 +298,11 @@ impl Git {
         Ok(listed.lines().map(str::to_string).collect())
     }
 
+    /// Whether `path` was changed by a commit after the one that made it.
+    pub(crate) fn changed_since_made(&self, path: &str) -> bool {
+        self.ok(&["log", "--format=%H", "--", path]).is_ok_and(|log| log.lines().count() > 1)
+    }
+
     /// Files written here and not yet committed (what a killed sync may have left).
     pub(crate) fn uncommitted(&self, folder: &str) -> Result<Vec<String>> {
         let listed = self.ok(&["status", "--porcelain", "-uall", "--no-renames", "--", folder])?;

@@ -385,7 +385,8 @@ pub(crate) fn sync(
     let seal = opened_seal(store, &state)?;
     let git = Git::new(&store.sync_repo(), background)?;
     let recloned = reclone_if_lost(store, &git, &mut state)?;
-    key_fits(store, &seal, state.synced_at.is_some())?;
+    // The remote's description changed since it was made: it, not the key, is to doubt.
+    key_fits(store, &seal, || git.changed_since_made(DESCRIPTION))?;
     let mut syncing = Syncing {
         store,
         state,
@@ -475,7 +476,7 @@ fn header_id(text: &str) -> Option<String> {
 /// The key kept here must be the one the remote is sealed for (its description, as the clone
 /// holds it): records sealed for another key would stop every other machine's sync, so
 /// nothing is sent with it. A clone that cannot say is not checked here.
-fn key_fits(store: &Store, seal: &Seal, synced_before: bool) -> Result<()> {
+fn key_fits(store: &Store, seal: &Seal, described_again: impl FnOnce() -> bool) -> Result<()> {
     let text = std::fs::read_to_string(store.sync_repo().join(DESCRIPTION));
     let Some(description) = text.ok().and_then(|t| serde_json::from_str::<Description>(&t).ok())
     else {
@@ -486,10 +487,10 @@ fn key_fits(store: &Store, seal: &Seal, synced_before: bool) -> Result<()> {
     }
     let key = store.sync_dir().join("key");
     let failure = match seal {
-        // The key (or none) this machine has synced with: the remote's description changed,
-        // which anyone who can push can do. The key here is not the one to doubt.
-        _ if synced_before => Failure::new(exit::ERROR, format!(
-            "the remote's {DESCRIPTION} now names another key than the one this machine has synced with"
+        // Anyone who can push can change the description: copying another key over the one
+        // here would then be the harm.
+        _ if described_again() => Failure::new(exit::ERROR, format!(
+            "the remote's {DESCRIPTION} was changed since the remote was set up: it names another key than the one here"
         ))
         .hint(format!(
             "if someone set the remote up again with a new key, put that key in {} (`cca sync key` where it was made); if no one did, someone who can push changed that file: put it back from git's history (`git -C {} log -p -- {DESCRIPTION}`); nothing was sent",

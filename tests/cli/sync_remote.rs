@@ -267,9 +267,9 @@ fn a_machine_name_or_a_remote_that_is_not_one_is_refused() {
     a.init(&remote, None).ok();
 }
 
-/// Anyone who can push can make the remote's description name another key: a machine that has
-/// synced with its key is not told its key is wrong (copying another over it would be the
-/// harm), but that the description changed, and how to put it back.
+/// Anyone who can push can make the remote's description name another key: a machine is not
+/// told its key is wrong (copying another over it would be the harm), but that the description
+/// changed since the remote was set up, and how to put it back.
 #[test]
 fn a_description_changed_on_the_remote_is_said_to_be_changed_not_the_key_here() {
     let (a, _b, remote) = two_machines();
@@ -285,7 +285,7 @@ fn a_description_changed_on_the_remote_is_said_to_be_changed_not_the_key_here() 
     git(&["-C", work_dir, "push", "-q", "origin", "cca"]);
     a.sync();
     let run = a.sync();
-    run.code(1).stderr_has("now names another key than the one this machine has synced with");
+    run.code(1).stderr_has("was changed since the remote was set up: it names another key");
     run.stderr_has("log -p -- cca-sync.json");
     assert!(!run.stderr.contains("is not the key this remote is sealed for"), "{run}");
 }
