@@ -169,25 +169,8 @@ impl Syncing<'_> {
             else {
                 continue;
             };
-            if known.is_none() {
-                let named = (id.clone(), session.to_string(), record.machine.clone());
-                match () {
-                    _ if id == session => self.report.new.push(id.clone()),
-                    _ if record.parent.is_none() => self.report.same_id.push(named),
-                    _ => self.report.forks.push(named),
-                }
-            }
-            self.touched(&id, record);
-            let stamp = self.store.session_stamp(&id).unwrap_or(0);
-            let local = Local {
-                session: session.to_string(),
-                base: record.id.clone(),
-                len: text.len() as u64,
-                hash: now,
-                removed: false,
-                stamp,
-            };
-            self.state.sessions.insert(id, local);
+            let new_here = known.is_none();
+            self.counted(id, session, record, text.len() as u64, new_here);
         }
     }
 
@@ -379,27 +362,33 @@ impl Syncing<'_> {
             }
         }
         let id = made.context("no free id for a session taken from the remote")?;
-        let named = (id.clone(), session.to_string(), record.machine.clone());
-        match () {
-            _ if id == session => self.report.new.push(id.clone()),
-            // Not a continuation: a conversation of its own that only shares the id.
-            _ if record.parent.is_none() => self.report.same_id.push(named),
-            _ => self.report.forks.push(named),
+        self.counted(id, session, record, text.len() as u64, true);
+        Ok(true)
+    }
+
+    /// Counts the session file `id` (`len` bytes) at `record` of `session`; one `new_here` is
+    /// said: new here, or a fork named after its machine.
+    fn counted(&mut self, id: String, session: &str, record: &Record, len: u64, new_here: bool) {
+        if new_here {
+            let named = (id.clone(), session.to_string(), record.machine.clone());
+            match () {
+                _ if id == session => self.report.new.push(id.clone()),
+                // Not a continuation: a conversation of its own that only shares the id.
+                _ if record.parent.is_none() => self.report.same_id.push(named),
+                _ => self.report.forks.push(named),
+            }
         }
         self.touched(&id, record);
         let stamp = self.store.session_stamp(&id).unwrap_or(0);
-        self.state.sessions.insert(
-            id,
-            Local {
-                session: session.to_string(),
-                base: record.id.clone(),
-                len: text.len() as u64,
-                hash: record.hash.clone(),
-                removed: false,
-                stamp,
-            },
-        );
-        Ok(true)
+        let local = Local {
+            session: session.to_string(),
+            base: record.id.clone(),
+            len,
+            hash: record.hash.clone(),
+            removed: false,
+            stamp,
+        };
+        self.state.sessions.insert(id, local);
     }
 
     /// A session's text as the record `at` left it, rebuilt from every log of the session.
