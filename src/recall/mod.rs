@@ -427,10 +427,7 @@ fn update_hinted(store: &Store, id: &str, progress: &dyn Progress) -> Option<(In
     }
     directory::private_locks(&dir);
     let mut stale = vec![(id.to_string(), stamp)];
-    // As in `update`: what could not be read is tried again.
-    for (unread, _) in index.unread().iter().filter(|(unread, _)| unread != id) {
-        stale.push((unread.clone(), store.session_stamp(unread)));
-    }
+    read_unread_again(&mut stale, &index, |id| store.session_stamp(id));
     index::contained("an update", || apply(store, &dir, index, known, &stale, progress)).ok()?;
     Index::open(&dir).ok()
 }
@@ -498,16 +495,26 @@ fn update(
     progress: &dyn Progress,
 ) -> Result<Index> {
     let mut stale = stale(&known, stamps);
-    // What the last commit could not read is read again with the rest: a newer cca may read
-    // it (the file's stamp alone would leave it unread until it changes).
+    // One gone is among the stale already (the last commit holds its stamp).
+    read_unread_again(&mut stale, &index, |id| {
+        stamps.iter().find(|(s, _)| s == id).map(|(_, stamp)| *stamp)
+    });
+    apply(store, dir, index, known, &stale, progress)
+}
+
+/// Adds to `stale` the sessions the last commit could not read, with their stamps now
+/// (`stamp_now`): a newer cca may read what an older one could not, and their files' stamps
+/// alone would keep them unread until they change.
+fn read_unread_again(
+    stale: &mut Vec<(String, Option<Stamp>)>,
+    index: &Index,
+    stamp_now: impl Fn(&str) -> Option<Stamp>,
+) {
     for (id, _) in index.unread() {
-        if !stale.iter().any(|(s, _)| s == id)
-            && let Some((_, stamp)) = stamps.iter().find(|(s, _)| s == id)
-        {
-            stale.push((id.clone(), Some(*stamp)));
+        if !stale.iter().any(|(s, _)| s == id) {
+            stale.push((id.clone(), stamp_now(id)));
         }
     }
-    apply(store, dir, index, known, &stale, progress)
 }
 
 /// Reads again each of the `stale` sessions (with their stamp now, `None` for one gone) and

@@ -358,10 +358,9 @@ impl Tools {
         out
     }
 
-    /// The question and answer of some exchanges of a session, for excerpts.
-    /// The exchanges numbered `turns`, each attempt at one (a failed or interrupted answer,
-    /// and the question it answered) apart: an attempt shares its number with the exchange
-    /// after it.
+    /// The question and answer of some exchanges of a session, for excerpts: those numbered
+    /// `turns`, each attempt at one (a failed or interrupted answer, and the question it
+    /// answered) apart, as an attempt shares its number with the exchange after it.
     fn excerpts(&self, id: &str, turns: &[u64]) -> Vec<Excerpt> {
         let Ok((_, records, _)) = self.records(id, |turn| turns.contains(&turn), |_| 64 * 1024)
         else {
