@@ -92,7 +92,15 @@ pub(crate) fn parse_date(
 ) -> Result<chrono::DateTime<chrono::Utc>> {
     use chrono::{Local, NaiveDate, NaiveDateTime, TimeDelta, TimeZone, Utc};
     let t = text.trim();
-    let local = |naive: NaiveDateTime| Local.from_local_datetime(&naive).earliest();
+    // A time the clocks skip (the hour lost to daylight saving) is read with the offset in
+    // force before the jump, as a clock not yet put forward would show it: 02:30 on the day
+    // New York skips from 02:00 to 03:00 is 03:30. No two jumps are a day apart.
+    let local = |naive: NaiveDateTime| {
+        Local.from_local_datetime(&naive).earliest().or_else(|| {
+            let before = Local.from_local_datetime(&(naive - TimeDelta::days(1))).earliest()?;
+            Some(naive.and_local_timezone(*before.offset()).single()?.with_timezone(&Local))
+        })
+    };
     let ago = t.find(|c: char| !c.is_ascii_digit()).filter(|&i| i > 0).and_then(|i| {
         let n: i64 = t[..i].parse().ok()?;
         match &t[i..] {

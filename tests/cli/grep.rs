@@ -582,6 +582,19 @@ fn sessions_show_names_and_filter() {
     assert!(run.stdout.contains("20261124-000000"), "{run}");
     assert_eq!(ids(&["--here"]).len(), 4);
     env.run(&["sessions", "--since", "soon"]).code(2).stderr_has("not a date");
+    // A local time the clocks skip is read as a clock not yet put forward shows it: 02:30 on
+    // the day New York goes from 02:00 to 03:00 is 03:30 (07:30 UTC), between these two.
+    for now in ["2026-03-08T07:20:00Z", "2026-03-08T07:40:00Z"] {
+        env.run_with(&["search", "-q", "at the jump"], None, &[("CCA_NOW", now)]).ok();
+    }
+    let run = env.run_with(
+        &["sessions", "--since", "2026-03-08 02:30", "--json"],
+        None,
+        &[("TZ", "America/New_York")],
+    );
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(run.stdout.contains("20260308-074000"), "{run}");
+    assert!(!run.stdout.contains("20260308-072000"), "{run}");
 }
 
 #[test]
