@@ -21,9 +21,16 @@ pub(crate) enum Refusal {
     Shape(&'static str),
 }
 
-/// Whether a hook's command is cca's for `tool` (whatever path cca was at when it went in).
+/// Whether a hook's command is cca's for `tool`, whatever path cca was at when it went in:
+/// `import --hook TOOL` run by a program called cca (`cca`, `'/opt/cca'`, `cca-dev`). A program
+/// of the user's with the same words (`my-backup import --hook claude`) is not cca's.
 pub(crate) fn is_ours(command: &str, tool: &str) -> bool {
-    command.trim_end().ends_with(&format!("import --hook {tool}"))
+    let Some(program) = command.trim_end().strip_suffix(&format!(" import --hook {tool}")) else {
+        return false;
+    };
+    let program = program.trim_end().trim_end_matches(['\'', '"']);
+    let name = program.rsplit(['/', ' ', '\'', '"']).next().unwrap_or(program);
+    name.strip_prefix("cca").is_some_and(|rest| !rest.starts_with(|c: char| c.is_alphanumeric()))
 }
 
 /// The settings with cca's `SessionEnd` hook `command` added, or `None` when a hook of cca's
@@ -47,7 +54,7 @@ pub(crate) fn json_on(
             return Ok(None);
         }
         // cca's hook from another place (cca moved, or its home changed): replaced.
-        let without = json_off(text, tool)?.unwrap_or_default();
+        let without = json_off(text, tool)?.ok_or(Refusal::Shape(CANNOT_TAKE_OUT))?;
         return json_on(Some(&without), tool, command);
     }
     let b = text.as_bytes();
@@ -68,9 +75,22 @@ pub(crate) fn json_on(
     Ok(Some(insert(text, end, &entry)))
 }
 
-/// The settings without cca's hook for `tool`, or `None` when there is none. A list or object
-/// left empty by it goes too, so that a file cca added `hooks` to loses it again.
+/// Said when a hook of cca's is seen and yet cannot be taken out: never written over.
+const CANNOT_TAKE_OUT: &str = "cca's hook is there but cannot be taken out";
+
+/// The settings without cca's hooks for `tool` (every one: two homes may each have put one
+/// in), or `None` when there is none. A list or object left empty by them goes too, so that a
+/// file cca added `hooks` to loses it again.
 pub(crate) fn json_off(text: &str, tool: &str) -> Result<Option<String>, Refusal> {
+    let Some(mut without) = json_off_one(text, tool)? else { return Ok(None) };
+    while let Some(fewer) = json_off_one(&without, tool)? {
+        without = fewer;
+    }
+    Ok(Some(without))
+}
+
+/// The settings without the first hook of cca's for `tool`.
+fn json_off_one(text: &str, tool: &str) -> Result<Option<String>, Refusal> {
     parse(text)?;
     let Some(at) = find_ours(text, tool)? else { return Ok(None) };
     let b = text.as_bytes();
@@ -100,7 +120,7 @@ pub(crate) fn codex_on(text: Option<&str>, ours: &[String]) -> Result<Option<Str
             return Ok(None);
         }
         // cca's hook from another place (cca moved, or its home changed): replaced.
-        let without = codex_off(text.unwrap_or(""))?.unwrap_or_default();
+        let without = codex_off(text.unwrap_or(""))?.ok_or(Refusal::Shape(CANNOT_TAKE_OUT))?;
         return codex_on(Some(&without), ours);
     }
     let head = ours.iter().map(String::as_str).chain(["--"]);
@@ -135,11 +155,12 @@ pub(crate) fn codex_off(text: &str) -> Result<Option<String>, Refusal> {
         text.parse().map_err(|e: toml_edit::TomlError| Refusal::NotParsed(e.to_string()))?;
     let Some(item) = doc.get("notify") else { return Ok(None) };
     let argv = notify_argv(item)?;
-    let head = argv.iter().position(|a| a == "--");
-    let Some(cut) = head.filter(|&i| is_ours(&argv[..i].join(" "), "codex")) else {
+    // cca's words end at `--`; a notify written by hand without it may be cca's alone.
+    let cut = argv.iter().position(|a| a == "--").unwrap_or(argv.len());
+    if !is_ours(&argv[..cut].join(" "), "codex") {
         return Ok(None);
-    };
-    if cut + 1 == argv.len() {
+    }
+    if cut + 1 >= argv.len() {
         doc.remove("notify");
     } else if let Some(array) = doc.get_mut("notify").and_then(toml_edit::Item::as_array_mut) {
         // cca's words taken out; the user's stay as they are written.
@@ -448,6 +469,47 @@ mod tests {
         assert_eq!(json_off(&off, "claude").unwrap(), None);
         assert!(!json_has_ours(&off, "claude"));
         assert!(!json_has_ours(&text, "gemini"), "another tool's entry is not this one's");
+    }
+
+    #[test]
+    fn only_a_program_called_cca_is_cca() {
+        for ours in [
+            CMD,
+            "cca import --hook claude",
+            "CCA_HOME='/a b' '/it'\\''s/cca' import --hook claude",
+            "/opt/cca-dev import --hook claude  ",
+        ] {
+            assert!(is_ours(ours, "claude"), "{ours}");
+        }
+        for theirs in [
+            "my-backup import --hook claude",
+            "import --hook claude",
+            "/bin/ccat import --hook claude",
+            CMD.trim_end_matches("claude"),
+        ] {
+            assert!(!is_ours(theirs, "claude"), "{theirs}");
+        }
+        let users = r#"{"hooks": {"SessionEnd": [{"hooks": [{"type": "command", "command": "my-backup import --hook claude"}]}]}}"#;
+        assert!(!json_has_ours(users, "claude"));
+        assert_eq!(json_off(users, "claude").unwrap(), None);
+        assert_eq!(json_off(&on(Some(users)), "claude").unwrap().as_deref(), Some(users));
+    }
+
+    #[test]
+    fn every_hook_of_cca_goes_out_and_a_notify_of_cca_s_alone_too() {
+        let two = r#"{"hooks":{"SessionEnd":[{"hooks":[{"type":"command","command":"/old/cca import --hook claude"}]},{"hooks":[{"type":"command","command":"CCA_HOME=/x /usr/bin/cca import --hook claude"}]}]}}"#;
+        assert_eq!(json_off(two, "claude").unwrap().as_deref(), Some("{}"));
+        let with = on(Some(two));
+        assert_eq!(json_off(&with, "claude").unwrap().as_deref(), Some("{}"));
+        // A notify of cca's with no `--` (written by hand): taken out, and replaced whole by
+        // `on`, never the rest of the file with it.
+        let by_hand = "# mine\nmodel = \"o3\"\nnotify = [\"/usr/local/bin/cca\", \"import\", \"--hook\", \"codex\"]\n\n[mcp_servers.docs]\ncommand = \"docs-mcp\"\n";
+        assert!(codex_has_ours(by_hand));
+        let off = codex_off(by_hand).unwrap().unwrap();
+        assert_eq!(off, "# mine\nmodel = \"o3\"\n\n[mcp_servers.docs]\ncommand = \"docs-mcp\"\n");
+        let with = codex_on(Some(by_hand), &ours()).unwrap().unwrap();
+        assert!(with.contains("model = \"o3\"") && with.contains("[mcp_servers.docs]"), "{with}");
+        assert_eq!(codex_off(&with).unwrap().as_deref(), Some(off.as_str()));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -90,6 +90,26 @@ pub(crate) fn settings_writable(path: &Path) -> Result<()> {
             format!("{} is read-only for you; left alone", target.display()),
         )
         .hint("make it writable (`chmod u+w FILE`, or as its owner) and run the command again, or edit it by hand")
+        .into());
+    }
+    // Renaming a new file over another user's would make it this user's (root's, under
+    // sudo), and the tool could no longer read its own settings: left alone, as is a new
+    // file in another user's folder.
+    let me = rustix::process::geteuid().as_raw();
+    let place = match target.exists() {
+        true => Some(target.as_path()),
+        false => target.parent(),
+    };
+    let owned = place.and_then(|p| {
+        let owner = fs::metadata(p).ok()?.uid();
+        (owner != me).then(|| (p.to_path_buf(), owner))
+    });
+    if let Some((place, owner)) = owned {
+        return Err(crate::error::Failure::new(
+            crate::error::exit::ERROR,
+            format!("{} belongs to another user (uid {owner}); left alone", place.display()),
+        )
+        .hint("run the command as that user, without sudo")
         .into());
     }
     Ok(())

@@ -416,3 +416,72 @@ fn a_tool_whose_settings_turn_hooks_off_is_said_to() {
         .stderr_has("turn every hook off (`\"disableAllHooks\": true`)")
         .stderr_has("(`\"hooksConfig\": {\"enabled\": false}`)");
 }
+
+/// Edits the user made between two `on`s (from two homes of one store, or after cca moved)
+/// are kept by `off`: the original kept is the file as it was before the second `on`.
+#[test]
+fn off_keeps_what_the_user_changed_between_two_ons() {
+    let env = TestEnv::new();
+    let [claude, _, codex] = files(&env);
+    write(&claude, CLAUDE);
+    write(&codex, CODEX);
+    env.run(&["import", "--auto", "on"]).ok();
+    let edit = |file: &Path, from: &str, to: &str| {
+        let text = std::fs::read_to_string(file).unwrap();
+        assert!(text.contains(from), "{text}");
+        std::fs::write(file, text.replacen(from, to, 1)).unwrap();
+    };
+    edit(&claude, "{", "{\"permissions\": {\"allow\": [\"Bash(git:*)\"]},");
+    std::fs::write(
+        &codex,
+        format!(
+            "{}\n[projects.\"/w\"]\ntrust_level = \"trusted\"\n",
+            std::fs::read_to_string(&codex).unwrap()
+        ),
+    )
+    .unwrap();
+    let home = env.cca_home.to_str().unwrap().to_string();
+    let same_store = format!("{home}/../{}", env.cca_home.file_name().unwrap().to_str().unwrap());
+    env.run_with(&["import", "--auto", "on"], None, &[("CCA_HOME", &same_store)]).ok();
+    env.run(&["import", "--auto", "off"]).ok();
+    let claude_now = std::fs::read_to_string(&claude).unwrap();
+    assert!(claude_now.contains("Bash(git:*)") && !claude_now.contains("--hook"), "{claude_now}");
+    let codex_now = std::fs::read_to_string(&codex).unwrap();
+    assert!(codex_now.contains("trust_level") && !codex_now.contains("--hook"), "{codex_now}");
+    assert_eq!(codex_now, format!("{CODEX}\n[projects.\"/w\"]\ntrust_level = \"trusted\"\n"));
+}
+
+/// `on` with Claude Code's folder set elsewhere for a while, then `off` in either place: no
+/// hook of cca's is left in either file, and each is given back.
+#[test]
+fn off_takes_the_hook_out_of_every_file_it_was_put_in() {
+    let env = TestEnv::new();
+    let [claude, _, _] = files(&env);
+    write(&claude, CLAUDE);
+    let alt = env.root.path().join("alt");
+    write(&alt.join("settings.json"), "{}\n");
+    env.run(&["import", "--auto", "on"]).ok();
+    env.run_with(
+        &["import", "--auto", "on"],
+        None,
+        &[("CLAUDE_CONFIG_DIR", alt.to_str().unwrap())],
+    )
+    .ok();
+    env.run(&["import", "--auto", "off"]).ok();
+    assert_eq!(std::fs::read_to_string(&claude).unwrap(), CLAUDE);
+    assert_eq!(std::fs::read_to_string(alt.join("settings.json")).unwrap(), "{}\n");
+    assert!(!env.cca_home.join("auto/claude.json").exists());
+}
+
+/// Another user's settings (cca run as root, under sudo) are left alone: a file renamed over
+/// them would be root's, and the tool could no longer read it.
+#[test]
+fn another_user_s_settings_are_left_alone() {
+    let env = TestEnv::new();
+    let [claude, _, _] = files(&env);
+    write(&claude, CLAUDE);
+    std::os::unix::fs::chown(&claude, Some(65534), Some(65534)).expect("tests run as root");
+    env.run(&["import", "--auto", "on"]).code(1).stderr_has("belongs to another user");
+    assert_eq!(std::fs::read_to_string(&claude).unwrap(), CLAUDE);
+    assert_eq!(std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&claude).unwrap()), 65534);
+}

@@ -43,7 +43,7 @@ pub(crate) fn name(tool: HookTool) -> &'static str {
 }
 
 /// What `store` keeps of a settings file cca changed.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct Record {
     file: PathBuf,
     /// The file before cca's hook went in; `None`: there was no file.
@@ -161,42 +161,65 @@ fn on_unwarned(store: &Store, target: &Target, hook: &Hook) -> Result<String> {
     // Before the record is kept: a file that cannot be changed leaves no trace. (One that
     // has the hook already, read-only, is on: above.)
     store::settings_writable(&target.file)?;
-    // Replacing a hook of cca's (cca moved): the user's original is still the one kept. One
-    // this home did not write (another CCA_HOME's, or one whose record was lost) is not the
-    // user's: the original is the file without it, so that `off` takes every hook of cca's.
-    let kept: Option<Record> =
-        store.auto_record(target.name())?.and_then(|text| serde_json::from_str(&text).ok());
-    let original = match kept {
-        Some(record) if record.file == target.file && is_on(target) => record.original,
-        _ if is_on(target) => text.map(|text| match without_ours(target.tool, &text) {
+    // Replacing a hook of cca's (cca moved) in a file as cca left it: the user's original is
+    // still the one kept. A file changed since, or with a hook this home did not write
+    // (another CCA_HOME's, or one whose record was lost), has the user's latest in it: the
+    // original is the file without cca's hooks, so that `off` keeps those changes and takes
+    // every hook of cca's.
+    let mut records = records(store, target.tool)?;
+    let kept = records.iter().position(|r| r.file == target.file);
+    let original = match kept.map(|i| records.remove(i)) {
+        Some(record) if text.as_deref() == Some(record.written.as_str()) => record.original,
+        _ => text.map(|text| match without_ours(target.tool, &text) {
             Ok(Some(without)) => without,
             _ => text,
         }),
-        _ => text,
     };
-    // The record first: a file with cca's hook never lacks the way back.
-    let record = Record { file: target.file.clone(), original, written: new.clone() };
-    store.keep_auto_record(target.name(), &serde_json::to_string(&record)?)?;
+    // The record first: a file with cca's hook never lacks the way back. One record for each
+    // file: the tool's folder may be elsewhere for a while (CLAUDE_CONFIG_DIR).
+    records.push(Record { file: target.file.clone(), original, written: new.clone() });
+    keep_records(store, target.tool, &records)?;
     store::write_settings(&target.file, &new)?;
     Ok(format!("on: each conversation is imported as it ends ({})", target.file.display()))
 }
 
+/// Takes cca's hook out of every file of the tool's it was put in (each has its record, even
+/// if the tool's folder was set elsewhere since) and out of the tool's file now.
 fn off(store: &Store, target: &Target) -> Result<String> {
-    let record: Option<Record> =
-        store.auto_record(target.name())?.and_then(|text| serde_json::from_str(&text).ok());
-    // The file cca changed, even if the tool's folder was set elsewhere since.
-    let file = record.as_ref().map_or(target.file.clone(), |r| r.file.clone());
-    let Some(text) = store::read_settings(&file)? else {
-        store.forget_auto_record(target.name())?;
-        return Ok("off".into());
-    };
-    if let Some(record) = record.filter(|r| r.written == text) {
+    let mut records = records(store, target.tool)?;
+    // The tool's file now, if no record names it: cca's entry alone is taken out of it.
+    if !records.iter().any(|r| r.file == target.file) {
+        records.insert(
+            0,
+            Record { file: target.file.clone(), original: None, written: String::new() },
+        );
+    }
+    let mut said = Vec::new();
+    while let Some(record) = records.last() {
+        // A failure leaves this record and those after it kept: no way back is lost.
+        let done = off_in(target, record)?;
+        records.pop();
+        let left: Vec<Record> = records.iter().filter(|r| !r.written.is_empty()).cloned().collect();
+        keep_records(store, target.tool, &left)?;
+        said.extend(done);
+    }
+    Ok(match said.is_empty() {
+        true => "off".into(),
+        false => format!("off: {}", said.join("; ")),
+    })
+}
+
+/// cca's hook out of the file `record` is of: the original back when the file is as cca left
+/// it, else cca's entry alone taken out. What was done, or `None` when there was nothing to do.
+fn off_in(target: &Target, record: &Record) -> Result<Option<String>> {
+    let file = &record.file;
+    let Some(text) = store::read_settings(file)? else { return Ok(None) };
+    if !record.written.is_empty() && record.written == text {
         match &record.original {
-            Some(original) => store::write_settings(&file, original)?,
-            None => store::remove_settings(&file)?,
+            Some(original) => store::write_settings(file, original)?,
+            None => store::remove_settings(file)?,
         }
-        store.forget_auto_record(target.name())?;
-        return Ok(format!("off: {} is back as it was", file.display()));
+        return Ok(Some(format!("{} is back as it was", file.display())));
     }
     // A file that names no hook of cca's is not read (it may have comments cca cannot keep).
     let names_ours = match target.tool {
@@ -204,18 +227,31 @@ fn off(store: &Store, target: &Target) -> Result<String> {
         tool => text.contains(&format!("--hook {}", name(tool))),
     };
     if !names_ours {
-        store.forget_auto_record(target.name())?;
-        return Ok("off".into());
+        return Ok(None);
     }
     let Some(new) =
         without_ours(target.tool, &text).map_err(|r| refused(target, r, Switch::Off))?
     else {
-        store.forget_auto_record(target.name())?;
-        return Ok("off".into());
+        return Ok(None);
     };
-    store::write_settings(&file, &new)?;
-    store.forget_auto_record(target.name())?;
-    Ok(format!("off: cca's hook taken out of {} (changed since; the rest kept)", file.display()))
+    store::write_settings(file, &new)?;
+    Ok(Some(format!("cca's hook taken out of {} (changed since; the rest kept)", file.display())))
+}
+
+/// What cca noted of the files of `tool` it put its hook in: one record each (an older cca
+/// kept one record alone).
+fn records(store: &Store, tool: HookTool) -> Result<Vec<Record>> {
+    let Some(text) = store.auto_record(name(tool))? else { return Ok(Vec::new()) };
+    Ok(serde_json::from_str::<Vec<Record>>(&text)
+        .or_else(|_| serde_json::from_str::<Record>(&text).map(|r| vec![r]))
+        .unwrap_or_default())
+}
+
+fn keep_records(store: &Store, tool: HookTool, records: &[Record]) -> Result<()> {
+    match records.is_empty() {
+        true => store.forget_auto_record(name(tool)),
+        false => store.keep_auto_record(name(tool), &serde_json::to_string(records)?),
+    }
 }
 
 /// The settings' text with cca's hook taken out; `None` when it has none.
