@@ -361,7 +361,7 @@ pub struct SessionsArgs {
     #[arg(long, value_name = "NAME", add = engine_candidates(), value_parser = not_blank)]
     pub engine: Option<String>,
     /// Only sessions active since DATE: 2026-11-21, today, yesterday, "2026-11-21 10:15", RFC
-    /// 3339, or a time ago such as 3d, 12h, 2w
+    /// 3339, or a time ago such as 30m (minutes), 12h, 3d, 2w, 2mo, 1y
     #[arg(long, value_name = "DATE")]
     pub since: Option<String>,
 }
@@ -575,7 +575,7 @@ Examples:
   cca import codex ~/old/rollout-x.jsonl    # a file, or a folder of them
   cca import llm                            # llm's logs.db, found as `llm logs path` finds it
   cca import --auto on                      # from now on, each conversation as it ends
-  cca export claude && claude --resume ID   # and back";
+  claude --resume \"$(cca export claude)\"   # and back: the latest, in Claude Code";
 
 /// `cca import`'s options.
 #[derive(Debug, Args)]
@@ -666,7 +666,7 @@ Examples:
 #[derive(Debug, Args)]
 pub struct SpanArgs {
     /// Only what was said since DATE: 2026-11-21, today, yesterday, "2026-11-21 10:15", RFC
-    /// 3339, or a time ago such as 3d, 12h, 2w
+    /// 3339, or a time ago such as 30m (minutes), 12h, 3d, 2w, 2mo, 1y
     #[arg(long, value_name = "DATE")]
     pub since: Option<String>,
 

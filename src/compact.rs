@@ -131,7 +131,7 @@ pub(crate) fn compact(
             ),
         };
         return Err(Failure::new(exit::ERROR, format!("{wrote}, so nothing was changed"))
-        .hint("compact with an engine that summarises (`-e ENGINE`), or start the context anew with `cca clear`")
+        .hint("the session's engine writes the summary, and this one did not; start the context anew with `cca clear` instead (the file keeps every exchange)")
         .into());
     }
 

@@ -83,8 +83,8 @@ pub(crate) fn parse_span(
 
 /// A point in time as a person types it: `2026-11-21` (local time; the day's start, or its end
 /// with `end_of_day`), `today` and `yesterday` (the same, of the local day now or before it),
-/// `2026-11-21 10:15` or `2026-11-21T10:15:00` (local), RFC 3339, or a time ago: `30m`, `12h`,
-/// `3d`, `2w`.
+/// `2026-11-21 10:15` or `2026-11-21T10:15:00` (local), RFC 3339, or a time ago: `30m` (or
+/// `30min`), `12h`, `3d`, `2w`, `2mo` (30 days each), `1y` (365 days).
 pub(crate) fn parse_date(
     text: &str,
     now: chrono::DateTime<chrono::Utc>,
@@ -104,10 +104,13 @@ pub(crate) fn parse_date(
     let ago = t.find(|c: char| !c.is_ascii_digit()).filter(|&i| i > 0).and_then(|i| {
         let n: i64 = t[..i].parse().ok()?;
         match &t[i..] {
-            "m" => TimeDelta::try_minutes(n),
+            "m" | "min" => TimeDelta::try_minutes(n),
             "h" => TimeDelta::try_hours(n),
             "d" => TimeDelta::try_days(n),
             "w" => TimeDelta::try_weeks(n),
+            // A month of 30 days and a year of 365: a search's edge, not a calendar's.
+            "mo" => TimeDelta::try_days(n.checked_mul(30)?),
+            "y" => TimeDelta::try_days(n.checked_mul(365)?),
             _ => None,
         }
     });
@@ -136,7 +139,7 @@ pub(crate) fn parse_date(
     };
     when.ok_or_else(|| {
         Failure::usage(format!("`{text}` is not a date cca understands"))
-            .hint("write 2026-11-21, today, yesterday, \"2026-11-21 10:15\", 2026-11-21T10:15:00Z, or a time ago: 3d, 12h, 2w")
+            .hint("write 2026-11-21, today, yesterday, \"2026-11-21 10:15\", 2026-11-21T10:15:00Z, or a time ago: 30m (minutes), 12h, 3d, 2w, 2mo (months), 1y")
             .into()
     })
 }
@@ -158,6 +161,10 @@ mod tests {
         assert_eq!(parse_date("12h", now, true).unwrap(), at("2026-11-20T22:15:00Z"));
         assert_eq!(parse_date("2w", now, false).unwrap(), at("2026-11-07T10:15:00Z"));
         assert_eq!(parse_date("30m", now, false).unwrap(), at("2026-11-21T09:45:00Z"));
+        assert_eq!(parse_date("30min", now, false).unwrap(), at("2026-11-21T09:45:00Z"));
+        assert_eq!(parse_date("2mo", now, false).unwrap(), at("2026-09-22T10:15:00Z"));
+        assert_eq!(parse_date("1y", now, false).unwrap(), at("2025-11-21T10:15:00Z"));
+        assert!(parse_date("30s", now, false).unwrap_err().to_string().contains("not a date"));
         assert_eq!(
             parse_date("2026-11-20T08:00:00+01:00", now, false).unwrap(),
             at("2026-11-20T07:00:00Z")

@@ -418,12 +418,16 @@ pub(crate) fn fork(
     let _lock = store.lock(source, true, waiting)?;
     let (summary, exchange_ends) = store.summarize_with_ends(source)?;
     let n = at.unwrap_or(summary.exchanges);
+    // A session with no answered exchange has nothing a fork could keep, whatever --at says.
+    if summary.exchanges == 0 {
+        return Err(Failure::usage(format!(
+            "session {source} has no answered exchange, so there is nothing to fork"
+        ))
+        .hint("start anew with `cca search QUESTION`, or continue it with `cca search -s ID QUESTION`")
+        .into());
+    }
     if n == 0 {
-        let message = match at {
-            Some(_) => "a fork at 0 would keep nothing of the session".to_string(),
-            None => format!("session {source} has no answered exchange to fork"),
-        };
-        return Err(Failure::usage(message)
+        return Err(Failure::usage("a fork at 0 would keep nothing of the session")
             .hint("keep at least one exchange (`--at 1`), or start anew with `cca search QUESTION`")
             .into());
     }

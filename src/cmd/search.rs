@@ -99,6 +99,11 @@ fn question(words: &[String], cap: u64) -> Result<(String, Option<String>)> {
     }
     match read_text(stdin, "stdin", cap)? {
         Some(text) if !text.trim().is_empty() => Ok((text, None)),
+        Some(text) if !text.is_empty() => {
+            Err(Failure::usage("no question: stdin held only spaces and line ends")
+                .hint("give the question as arguments: `cca search \"what is ...\"`")
+                .into())
+        }
         _ => Err(Failure::usage("no question: stdin was empty")
             .hint("give the question as arguments: `cca search \"what is ...\"`")
             .into()),

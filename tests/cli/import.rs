@@ -425,3 +425,22 @@ fn what_the_search_for_files_passes_over_is_said_and_a_whole_home_copy_is_found(
     let run = env.run(&["import", "codex", env.root.path().join("backup").to_str().unwrap()]);
     assert!(run.ok().stdout.contains("new\t2 exchanges\tcodex:0199-codex"), "{run}");
 }
+
+/// With no folder of the tool's to import from, the import says so rather than a bare
+/// "0 new", and still succeeds: there is nothing to lose.
+#[test]
+fn an_import_from_a_tool_that_kept_nothing_here_says_where_it_looked() {
+    let env = TestEnv::new();
+    for (tool, dir) in
+        [("claude", ".claude/projects"), ("gemini", ".gemini/tmp"), ("codex", ".codex/sessions")]
+    {
+        env.run(&["import", tool]).ok().stderr_has(&format!(
+            "{} does not exist: {tool} has kept no conversation there",
+            env.home.join(dir).display()
+        ));
+    }
+    std::fs::create_dir_all(env.home.join(".codex/sessions")).unwrap();
+    let run = env.run(&["import", "codex"]);
+    assert_eq!(run.code, Some(0), "{run}");
+    assert!(!run.stderr.contains("does not exist"), "{run}");
+}

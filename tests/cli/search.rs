@@ -250,6 +250,9 @@ fn stdin_is_the_question_or_an_attachment() {
     assert!(history.contains("<attachment name=\"stdin\">\ndiff --git"), "{history}");
 
     env.run_with(&["search"], Some(b""), &[]).code(2).stderr_has("stdin was empty");
+    env.run_with(&["search"], Some(b"  \n\t\n"), &[])
+        .code(2)
+        .stderr_has("stdin held only spaces and line ends");
     env.run_with(&["search"], Some(b"caf\xe9"), &[]).code(2).stderr_has("not UTF-8");
     env.run_with(&["search", "x"], Some(b"a\0b"), &[]).code(2).stderr_has("NUL");
 }

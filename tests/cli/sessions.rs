@@ -174,7 +174,12 @@ fn fork_at_turn_two_sends_exactly_two_exchanges() {
     let failing = [("CCA_NOW", "2026-11-21T14:00:00Z"), ("FAKE_SCRIPT", "fail down")];
     env.run_with(&["search", "-q", "x"], None, &failing).code(1);
     let before = env.session_files();
-    env.run(&["fork"]).code(2).stderr_has("has no answered exchange to fork");
+    // Whatever --at says, the one thing said is that there is nothing to fork.
+    for at in [&["fork"][..], &["fork", "--at", "1"], &["fork", "--at", "0"]] {
+        let run = env.run(at);
+        run.code(2).stderr_has("has no answered exchange, so there is nothing to fork");
+        assert!(!run.stderr.contains("--at"), "no hint leads to another refusal: {run}");
+    }
     assert_eq!(env.session_files(), before);
 }
 

@@ -124,9 +124,17 @@ fn import(source: ImportSource, paths: &[PathBuf], dry_run: bool) -> Result<u8> 
         Tool::Llm => Some(llm_program(&settings)?),
         _ => None,
     };
-    let Walked { files, skipped } = sources_and_skipped(&settings, tool, paths)?;
+    let Walked { files, skipped, missing } = sources_and_skipped(&settings, tool, paths)?;
     for (path, why) in &skipped {
         warn(path, &format!("passed over: {why}"));
+    }
+    if let Some(dir) = missing {
+        say(&format!(
+            "cca: {} does not exist: {} has kept no conversation there; give the files or \
+             folders to import from elsewhere",
+            dir.display(),
+            tool.name()
+        ));
     }
     let mut index = load_index(&store, dry_run)?;
     let mut tally = Tally::default();
@@ -411,21 +419,28 @@ fn sources_and_skipped(settings: &Settings, tool: Tool, given: &[PathBuf]) -> Re
     };
     let mut found = Walked::default();
     if given.is_empty() {
-        match tool {
+        let (dir, depth) = match tool {
             Tool::Claude => {
                 let root = match &settings.claude_home {
                     Some(root) => root.clone(),
                     None => home()?.join(".claude"),
                 };
-                walk(&root.join("projects"), 1, &wanted, &mut found)
+                (root.join("projects"), 1)
             }
             Tool::Gemini => {
                 let root = settings.gemini_home.clone().map_or_else(home, Ok)?;
-                walk(&root.join(".gemini/tmp"), 2, &wanted, &mut found)
+                (root.join(".gemini/tmp"), 2)
             }
-            Tool::Codex => walk(&home()?.join(".codex/sessions"), 3, &wanted, &mut found),
+            Tool::Codex => (home()?.join(".codex/sessions"), 3),
             // llm finds its own database.
-            Tool::Llm => found.files.push(PathBuf::new()),
+            Tool::Llm => {
+                found.files.push(PathBuf::new());
+                return Ok(found);
+            }
+        };
+        walk(&dir, depth, &wanted, &mut found);
+        if !dir.exists() {
+            found.missing = Some(dir);
         }
     } else {
         for path in given {
@@ -453,6 +468,8 @@ const GIVEN_DEPTH: usize = 12;
 struct Walked {
     files: Vec<PathBuf>,
     skipped: Vec<(PathBuf, String)>,
+    /// The tool's own folder, looked in for want of files given, when it is not there.
+    missing: Option<PathBuf>,
 }
 
 /// Files `wanted` in `dir` and up to `depth` folders below it (not following links). A folder

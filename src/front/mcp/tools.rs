@@ -53,7 +53,7 @@ pub(super) fn list() -> Value {
     let filters = json!({
         "cwd": {"type": "string", "description": "Only conversations started in this folder or below it: an absolute path, or \"here\" for the folder the agent works in."},
         "engine": {"type": "string", "description": "Only conversations started with this engine: \"claude\", \"gemini\", or another configured one."},
-        "since": {"type": "string", "description": "Only what was said since this date: 2026-11-21, \"2026-11-21 10:15\", RFC 3339, or a time ago such as 3d, 12h, 2w."},
+        "since": {"type": "string", "description": "Only what was said since this date: 2026-11-21, \"2026-11-21 10:15\", RFC 3339, or a time ago such as 30m (minutes), 12h, 3d, 2w, 2mo, 1y."},
     });
     let mut search_props = json!({
         "query": {"type": "string", "description": "What to find, in plain words (a question as you would ask it): exchanges are ranked by how well they match, no word is required, \"quoted words\" count more found together. Or a regular expression when regex is true."},
