@@ -463,7 +463,8 @@ pub struct SyncArgs {
     #[command(subcommand)]
     pub action: Option<SyncAction>,
 
-    /// Say nothing unless something fails (for scripts)
+    /// Say nothing unless something fails (for scripts); `status` and `key` print what they
+    /// are asked for all the same
     #[arg(short, long, global = true)]
     pub quiet: bool,
 

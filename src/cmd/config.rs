@@ -73,9 +73,13 @@ pub(crate) fn run(_: &ConfigArgs) -> Result<u8> {
     let links = if settings.hyperlinks { "on" } else { "off (URLs shown after the text)" };
     row("hyperlinks", links.into(), "environment".into());
 
-    let sync = match settings.sync_after_turn {
-        true => "after-turn (a sync starts in the background after each answered turn)",
-        false => "by hand (`cca sync`)",
+    let set_up = store.read_sync_state().ok().flatten().is_some();
+    let sync = match (settings.sync_after_turn, set_up) {
+        (true, true) => "after-turn (a sync starts in the background after each answered turn)",
+        (true, false) => {
+            "after-turn, but this machine is not set up to sync: nothing is synced until `cca sync init REMOTE`"
+        }
+        (false, _) => "by hand (`cca sync`)",
     };
     row("sync", sync.into(), from_file(&["sync"]));
 

@@ -100,6 +100,7 @@ pub(crate) fn run(_: &DoctorArgs) -> Result<u8> {
 
     out.push_str(&auto_report(&settings));
     problems.extend(super::import::at_risk(&settings, &store));
+    out.push_str(&sync_report(&settings, &store, &mut problems));
 
     if !suggestions.is_empty() {
         out.push_str("\nsuggestions:\n");
@@ -142,6 +143,35 @@ fn settings() -> Result<(crate::config::Settings, Store, Option<String>)> {
             Ok((settings, store, Some(problem)))
         }
     }
+}
+
+/// Whether this machine syncs, and with what; `sync = "after-turn"` on a machine not set up
+/// to sync is a problem: the user believes sessions go somewhere they do not.
+fn sync_report(
+    settings: &crate::config::Settings,
+    store: &Store,
+    problems: &mut Vec<String>,
+) -> String {
+    let line = match crate::sync::status(store) {
+        Ok(status) => {
+            let last = status.synced_at.map_or("never".to_string(), |at| at.replace('T', " "));
+            let when = if settings.sync_after_turn { "after each turn" } else { "by hand" };
+            format!("with {} ({when}; last sync {last})", status.remote)
+        }
+        Err(_) if store.read_sync_state().ok().flatten().is_none() => {
+            if settings.sync_after_turn {
+                problems.push(
+                    "config.toml says sync = \"after-turn\", but this machine is not set up to sync, so nothing is synced: `cca sync init REMOTE` sets it up".into(),
+                );
+            }
+            "not set up (`cca sync init REMOTE`)".to_string()
+        }
+        Err(e) => {
+            problems.push(format!("sync: {}", crate::error::with_hint(&e)));
+            "cannot be read (see problems)".to_string()
+        }
+    };
+    format!("\nsync: {line}\n")
 }
 
 /// Which tools' conversations arrive as they end (`cca import --auto`).

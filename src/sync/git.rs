@@ -358,6 +358,42 @@ pub(crate) fn remote_address(remote: &str) -> Result<String> {
     Ok(remote.to_string())
 }
 
+/// A remote that is a folder on this machine (no `host:` and no `scheme://`), made a bare
+/// repository when it is not there or is empty, so that "a folder" is a remote as it is said
+/// to be; its absolute path. A folder holding other things and no repository is refused. A
+/// remote elsewhere is `None`: git says what it finds there.
+pub(crate) fn make_folder_remote(remote: &str) -> Result<Option<String>> {
+    if remote.contains("://") || remote.find(':').is_some_and(|c| !remote[..c].contains('/')) {
+        return Ok(None);
+    }
+    let path = std::path::absolute(remote)
+        .with_context(|| format!("cannot make {remote} an absolute path"))?;
+    let is_repository = path.join("HEAD").is_file() && path.join("objects").is_dir();
+    if path.join(".git").exists() || is_repository {
+        return Ok(None);
+    }
+    let empty = match std::fs::read_dir(&path) {
+        Ok(mut entries) => entries.next().is_none(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+        Err(_) => false,
+    };
+    if !empty {
+        bail!(
+            Failure::usage(format!(
+                "{} is not a git repository, and holds other things",
+                path.display()
+            ))
+            .hint(format!(
+                "give a new or empty folder (cca makes the repository in it), or make one: `git init --bare {}`",
+                crate::human::shell_word(&path.to_string_lossy())
+            ))
+        );
+    }
+    std::fs::create_dir_all(&path).with_context(|| format!("cannot create {}", path.display()))?;
+    Git::new(&path, false)?.ok(&["init", "-q", "--bare", "-b", BRANCH])?;
+    Ok(Some(path.to_string_lossy().into_owned()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -201,6 +201,8 @@ pub(crate) fn init(
         ));
     }
     let remote = &git::remote_address(remote)?;
+    let made_remote = git::make_folder_remote(remote)?;
+    let remote = made_remote.as_deref().unwrap_or(remote);
     store.make_sync_dir()?;
     let repo = store.sync_repo();
     if repo.exists() {

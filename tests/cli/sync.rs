@@ -899,3 +899,58 @@ fn a_hand_edit_elsewhere_reaches_this_machine_without_moving_latest() {
     assert!(b.text(ID).contains("where does the retry sit"), "{run}");
     assert!(b.env.latest().contains("a question of the desktop's"), "{}", b.env.latest());
 }
+
+/// A folder is a remote, as the help says: one not there, or empty, is made a bare
+/// repository, which a second machine then joins by the same path; a folder holding other
+/// things is refused with what to do, and left as it was.
+#[test]
+fn a_new_or_empty_folder_is_made_a_remote_and_one_holding_other_things_refused() {
+    let one = Machine::new("one");
+    one.ask("2026-11-21T10:00:00Z", "kept in a folder", false);
+    let remote = one.env.root.path().join("not/yet/there");
+    one.init(&remote, None).ok().stderr_has(&format!("now syncs with {}", remote.display()));
+    assert!(remote.join("HEAD").is_file(), "a bare repository was made");
+    let two = Machine::new("two");
+    two.init(&remote, Some(&one.key())).ok();
+    assert_eq!(two.sessions(), one.sessions());
+
+    let empty = two.env.root.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let three = Machine::new("three");
+    three.init(&empty, None).ok();
+    assert!(empty.join("objects").is_dir());
+
+    let full = three.env.root.path().join("full");
+    std::fs::create_dir(&full).unwrap();
+    std::fs::write(full.join("notes.txt"), "mine").unwrap();
+    let four = Machine::new("four");
+    four.init(&full, None)
+        .code(2)
+        .stderr_has("is not a git repository, and holds other things")
+        .stderr_has("git init --bare");
+    assert_eq!(std::fs::read_dir(&full).unwrap().count(), 1);
+    assert!(!four.env.cca_home.join("sync/state.json").exists());
+}
+
+/// `sync = "after-turn"` on a machine not set up to sync is said to sync nothing, by `cca
+/// config` and as a problem by `cca doctor`, which also says whom a machine set up syncs with.
+#[test]
+fn after_turn_sync_on_a_machine_not_set_up_is_said_to_sync_nothing() {
+    let one = Machine::new("one");
+    let config = std::fs::read_to_string(one.env.cca_home.join("config.toml")).unwrap_or_default();
+    std::fs::write(
+        one.env.cca_home.join("config.toml"),
+        format!("sync = \"after-turn\"\n{config}"),
+    )
+    .unwrap();
+    let config = one.run(&["config"]);
+    assert!(config.stdout.contains("not set up to sync: nothing is synced"), "{config}");
+    let doctor = one.run(&["doctor"]);
+    assert!(doctor.stdout.contains("sync: not set up"), "{doctor}");
+    assert!(doctor.stdout.contains("nothing is synced: `cca sync init REMOTE`"), "{doctor}");
+    let remote = bare_remote(&one.env);
+    one.init(&remote, None).ok();
+    let doctor = one.run(&["doctor"]);
+    assert!(doctor.stdout.contains(&format!("sync: with {}", remote.display())), "{doctor}");
+    assert!(!doctor.stdout.contains("nothing is synced"), "{doctor}");
+}
