@@ -98,7 +98,7 @@ pub(crate) fn run(_: &DoctorArgs) -> Result<u8> {
         out.push_str(&format!("  config: none ({} would be read)\n", config.display()));
     }
 
-    out.push_str(&auto_report(&settings));
+    out.push_str(&auto_report(&settings, &store, &mut problems));
     problems.extend(super::import::at_risk(&settings, &store));
     out.push_str(&sync_report(&settings, &store, &mut problems));
 
@@ -175,15 +175,16 @@ fn sync_report(
 }
 
 /// Which tools' conversations arrive as they end (`cca import --auto`).
-fn auto_report(settings: &crate::config::Settings) -> String {
+fn auto_report(
+    settings: &crate::config::Settings,
+    store: &Store,
+    problems: &mut Vec<String>,
+) -> String {
     let states: Vec<String> = super::import::targets(settings)
         .iter()
         .map(|t| {
-            let state = match () {
-                _ if !t.dir.is_dir() => "not found",
-                _ if super::import::is_on(t) => "on",
-                _ => "off",
-            };
+            let (state, problem) = super::import::state(settings, store, t);
+            problems.extend(problem);
             format!("{} {state}", t.name())
         })
         .collect();

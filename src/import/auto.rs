@@ -185,8 +185,73 @@ pub(crate) fn codex_has_ours(text: &str) -> bool {
     })
 }
 
+/// The program cca's hook for `tool` runs and the `CCA_HOME` it gives it, if the settings
+/// (`codex`: its config.toml) have cca's hook: for `cca doctor` to say whether it still works.
+pub(crate) fn hook_runs(text: &str, tool: &str) -> Option<(String, Option<String>)> {
+    let words = match tool {
+        "codex" => {
+            let doc = text.parse::<toml_edit::DocumentMut>().ok()?;
+            let argv = notify_argv(doc.get("notify")?).ok()?;
+            let head = argv.iter().position(|a| a == "--").unwrap_or(argv.len());
+            argv[..head].to_vec()
+        }
+        tool => {
+            parse(text).ok()?;
+            sh_words(&find_ours(text, tool).ok()??.command)
+        }
+    };
+    let program = words.len().checked_sub(4).and_then(|i| words.get(i))?;
+    (is_ours(&format!("{} import --hook {tool}", program), tool)).then_some(())?;
+    let home = words.iter().find_map(|w| w.strip_prefix("CCA_HOME=")).map(String::from);
+    Some((program.clone(), home))
+}
+
+/// A command's words as sh splits them: `'...'` taken as written, `"..."` and `\` with their
+/// escapes (enough for what cca writes, and what a person writes by hand in its place).
+fn sh_words(command: &str) -> Vec<String> {
+    let (mut words, mut word, mut started) = (Vec::new(), String::new(), false);
+    let mut chars = command.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                started = true;
+                word.extend(chars.by_ref().take_while(|&c| c != '\''));
+            }
+            '"' => {
+                started = true;
+                while let Some(c) = chars.next() {
+                    match c {
+                        '"' => break,
+                        '\\' => word.extend(chars.next()),
+                        c => word.push(c),
+                    }
+                }
+            }
+            '\\' => {
+                started = true;
+                word.extend(chars.next());
+            }
+            c if c.is_whitespace() => {
+                if started {
+                    words.push(std::mem::take(&mut word));
+                }
+                started = false;
+            }
+            c => {
+                started = true;
+                word.push(c);
+            }
+        }
+    }
+    if started {
+        words.push(word);
+    }
+    words
+}
+
 /// Whether a JSON settings file has cca's hook for `tool`.
-pub(crate) fn json_has_ours(text: &str, tool: &str) -> bool {
+#[cfg(test)]
+fn json_has_ours(text: &str, tool: &str) -> bool {
     parse(text).is_ok() && find_ours(text, tool).ok().flatten().is_some()
 }
 
@@ -493,6 +558,21 @@ mod tests {
         assert!(!json_has_ours(users, "claude"));
         assert_eq!(json_off(users, "claude").unwrap(), None);
         assert_eq!(json_off(&on(Some(users)), "claude").unwrap().as_deref(), Some(users));
+    }
+
+    #[test]
+    fn what_a_hook_runs_is_read_back_as_sh_and_codex_would() {
+        let cmd = "CCA_HOME='/a b/it'\\''s' '/opt/my cca/cca' import --hook claude";
+        let with = on(Some("{}"));
+        assert_eq!(hook_runs(&with, "claude"), Some(("/usr/local/bin/cca".into(), None)));
+        let with = json_on(Some("{}"), "claude", cmd).unwrap().unwrap();
+        let runs = hook_runs(&with, "claude");
+        assert_eq!(runs, Some(("/opt/my cca/cca".into(), Some("/a b/it's".into()))));
+        assert_eq!(hook_runs("{}", "claude"), None);
+        let argv = ["/usr/bin/env", "CCA_HOME=/h", "/bin/cca", "import", "--hook", "codex"];
+        let with = codex_on(Some(""), &argv.map(String::from)).unwrap().unwrap();
+        assert_eq!(hook_runs(&with, "codex"), Some(("/bin/cca".into(), Some("/h".into()))));
+        assert_eq!(sh_words(r#"a "b \" c" d\ e"#), ["a", "b \" c", "d e"]);
     }
 
     #[test]

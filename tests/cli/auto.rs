@@ -485,3 +485,52 @@ fn another_user_s_settings_are_left_alone() {
     assert_eq!(std::fs::read_to_string(&claude).unwrap(), CLAUDE);
     assert_eq!(std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&claude).unwrap()), 65534);
 }
+
+/// `cca doctor` says a hook that is there but imports nothing here is not working: its
+/// program gone, another cca home's, or every hook of the tool's turned off; and where it
+/// looked for a tool it did not find.
+#[test]
+fn doctor_says_which_hooks_would_import_nothing_here() {
+    let env = TestEnv::new();
+    let [claude, gemini, _] = files(&env);
+    write(&claude, "{\"disableAllHooks\": true}\n");
+    write(&gemini, "{}\n");
+    let old = env.root.path().join("old/cca");
+    std::fs::create_dir_all(old.parent().unwrap()).unwrap();
+    std::fs::copy(cca_exe(), &old).unwrap();
+    // `on` from a cca that is then removed (an old install).
+    let base = env.command();
+    let mut on = std::process::Command::new(&old);
+    on.env_clear().current_dir(&env.work).args(["import", "--auto", "on"]);
+    on.envs(base.get_envs().filter_map(|(key, value)| Some((key, value?))));
+    run_command(on, None).ok();
+    std::fs::remove_file(&old).unwrap();
+    let doctor = env.run(&["doctor"]);
+    let problems = doctor.stdout.split("problems:").nth(1).unwrap_or_default().to_string();
+    assert!(doctor.stdout.contains("claude on, but see problems"), "{doctor}");
+    assert!(
+        problems.contains(&format!("claude's hook runs {}, which is not there", old.display())),
+        "{doctor}"
+    );
+    assert!(problems.contains("gemini's hook runs"), "{doctor}");
+    assert!(
+        doctor
+            .stdout
+            .contains(&format!("codex not found (no {})", env.home.join(".codex").display())),
+        "{doctor}"
+    );
+    // Put right from here: the program is there, and the home is this one.
+    env.run(&["import", "--auto", "on"]).ok();
+    let doctor = env.run(&["doctor"]);
+    assert!(doctor.stdout.contains("gemini on,"), "{doctor}");
+    assert!(doctor.stdout.contains("disableAllHooks"), "{doctor}");
+    assert!(!doctor.stdout.contains("which is not there"), "{doctor}");
+    // A hook of another home's imports elsewhere.
+    let other = env.root.path().join("other-home");
+    env.run_with(&["import", "--auto", "on"], None, &[("CCA_HOME", other.to_str().unwrap())]).ok();
+    let doctor = env.run(&["doctor"]);
+    assert!(
+        doctor.stdout.contains(&format!("gemini's hook imports into {}", other.display())),
+        "{doctor}"
+    );
+}

@@ -262,13 +262,52 @@ fn without_ours(tool: HookTool, text: &str) -> Result<Option<String>, Refusal> {
     }
 }
 
-/// Whether cca's hook is in the tool's settings.
-pub(crate) fn is_on(target: &Target) -> bool {
-    let Ok(Some(text)) = store::read_settings(&target.file) else { return false };
-    match target.tool {
-        HookTool::Codex => edit::codex_has_ours(&text),
-        tool => edit::json_has_ours(&text, name(tool)),
+/// What `cca doctor` says of a tool's hook: `on`, `off`, or `not found` (with the folder looked
+/// for); and, for a hook that is there but would import nothing here, the problem: its
+/// program gone, another home's, or every hook of the tool's turned off.
+pub(crate) fn state(
+    settings: &Settings,
+    store: &Store,
+    target: &Target,
+) -> (String, Option<String>) {
+    if !target.dir.is_dir() {
+        return (format!("not found (no {})", target.dir.display()), None);
     }
+    let text = store::read_settings(&target.file).ok().flatten().unwrap_or_default();
+    let Some((program, home)) = edit::hook_runs(&text, target.name()) else {
+        return ("off".into(), None);
+    };
+    let again = "`cca import --auto on` puts it right";
+    let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    };
+    let home =
+        home.map(PathBuf::from).or_else(|| settings.user_home.as_ref().map(|h| h.join(".cca")));
+    let problem = if !is_program(Path::new(&program)) {
+        Some(format!(
+            "{}'s hook runs {program}, which is not there: the tool's conversations are not imported; {again}",
+            target.name()
+        ))
+    } else if home.as_deref().is_some_and(|home| !same(home, &store.home)) {
+        Some(format!(
+            "{}'s hook imports into {}, not this cca home ({}); {again} from this home, if this is the one meant",
+            target.name(),
+            home.unwrap_or_default().display(),
+            store.home.display()
+        ))
+    } else {
+        hooks_turned_off(target).map(|setting| {
+            format!("{}'s settings turn every hook off (`{setting}`): nothing is imported until that is taken out", target.name())
+        })
+    };
+    let said = if problem.is_some() { "on, but see problems" } else { "on" };
+    (said.into(), problem)
+}
+
+/// Whether `path` is a program this user can run.
+fn is_program(path: &Path) -> bool {
+    path.is_file() && rustix::fs::access(path, rustix::fs::Access::EXEC_OK).is_ok()
 }
 
 /// The hook's command for Claude Code and gemini, which run it with `sh -c` (bash): cca's

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 mod auto;
 mod hook;
 
-pub(crate) use auto::{at_risk, is_on, targets};
+pub(crate) use auto::{at_risk, state, targets};
 
 use super::print;
 use crate::cli::{ImportArgs, ImportSource};
