@@ -40,6 +40,9 @@ pub(crate) fn json_on(
     tool: &str,
     command: &str,
 ) -> Result<Option<String>, Refusal> {
+    if let Some(layout) = text.and_then(Layout::of) {
+        return layout.restore(json_on(Some(&layout.body), tool, command));
+    }
     let quoted = serde_json::to_string(command).unwrap_or_default();
     let entry = format!("{{\"hooks\": [{{\"type\": \"command\", \"command\": {quoted}}}]}}");
     let text = text.unwrap_or("");
@@ -82,6 +85,9 @@ const CANNOT_TAKE_OUT: &str = "cca's hook is there but cannot be taken out";
 /// in), or `None` when there is none. A list or object left empty by them goes too, so that a
 /// file cca added `hooks` to loses it again.
 pub(crate) fn json_off(text: &str, tool: &str) -> Result<Option<String>, Refusal> {
+    if let Some(layout) = Layout::of(text) {
+        return layout.restore(json_off(&layout.body, tool));
+    }
     let Some(mut without) = json_off_one(text, tool)? else { return Ok(None) };
     while let Some(fewer) = json_off_one(&without, tool)? {
         without = fewer;
@@ -110,6 +116,9 @@ fn json_off_one(text: &str, tool: &str) -> Result<Option<String>, Refusal> {
 /// codex's config with cca's hook as `notify`: `ours` is cca's argv; a notify of the user's is
 /// kept after `--`, for cca's hook to run. `None` when cca's is there already.
 pub(crate) fn codex_on(text: Option<&str>, ours: &[String]) -> Result<Option<String>, Refusal> {
+    if let Some(layout) = text.and_then(Layout::of) {
+        return layout.restore(codex_on(Some(&layout.body), ours));
+    }
     let mut doc: toml_edit::DocumentMut = text
         .unwrap_or("")
         .parse()
@@ -151,6 +160,9 @@ pub(crate) fn codex_on(text: Option<&str>, ours: &[String]) -> Result<Option<Str
 /// codex's config without cca's hook: the user's own notify back in its place, or no notify.
 /// `None` when cca's is not there.
 pub(crate) fn codex_off(text: &str) -> Result<Option<String>, Refusal> {
+    if let Some(layout) = Layout::of(text) {
+        return layout.restore(codex_off(&layout.body));
+    }
     let mut doc: toml_edit::DocumentMut =
         text.parse().map_err(|e: toml_edit::TomlError| Refusal::NotParsed(e.to_string()))?;
     let Some(item) = doc.get("notify") else { return Ok(None) };
@@ -176,8 +188,38 @@ pub(crate) fn codex_off(text: &str) -> Result<Option<String>, Refusal> {
     Ok(Some(doc.to_string()))
 }
 
+/// A byte-order mark and CRLF line ends, which serde_json and toml_edit do not keep: taken off
+/// before an edit and put back after, so that the edit changes cca's entry alone. (A file
+/// whose lines end both ways is edited as it is: the entry's line ends in LF.)
+struct Layout {
+    bom: bool,
+    crlf: bool,
+    body: String,
+}
+
+impl Layout {
+    fn of(text: &str) -> Option<Layout> {
+        let (bom, body) = match text.strip_prefix('\u{feff}') {
+            Some(body) => (true, body),
+            None => (false, text),
+        };
+        let crlf =
+            body.contains("\r\n") && body.matches('\n').count() == body.matches("\r\n").count();
+        let body = if crlf { body.replace("\r\n", "\n") } else { body.to_string() };
+        (bom || crlf).then_some(Layout { bom, crlf, body })
+    }
+
+    fn restore(&self, edited: Result<Option<String>, Refusal>) -> Result<Option<String>, Refusal> {
+        Ok(edited?.map(|text| {
+            let text = if self.crlf { text.replace('\n', "\r\n") } else { text };
+            if self.bom { format!("\u{feff}{text}") } else { text }
+        }))
+    }
+}
+
 /// Whether codex's config has cca's notify.
 pub(crate) fn codex_has_ours(text: &str) -> bool {
+    let text = text.trim_start_matches('\u{feff}');
     let Ok(doc) = text.parse::<toml_edit::DocumentMut>() else { return false };
     doc.get("notify").and_then(|item| notify_argv(item).ok()).is_some_and(|argv| {
         let head = argv.iter().position(|a| a == "--").unwrap_or(argv.len());
@@ -188,6 +230,7 @@ pub(crate) fn codex_has_ours(text: &str) -> bool {
 /// The program cca's hook for `tool` runs and the `CCA_HOME` it gives it, if the settings
 /// (`codex`: its config.toml) have cca's hook: for `cca doctor` to say whether it still works.
 pub(crate) fn hook_runs(text: &str, tool: &str) -> Option<(String, Option<String>)> {
+    let text = text.trim_start_matches('\u{feff}');
     let words = match tool {
         "codex" => {
             let doc = text.parse::<toml_edit::DocumentMut>().ok()?;
@@ -252,6 +295,7 @@ fn sh_words(command: &str) -> Vec<String> {
 /// Whether a JSON settings file has cca's hook for `tool`.
 #[cfg(test)]
 fn json_has_ours(text: &str, tool: &str) -> bool {
+    let text = text.trim_start_matches('\u{feff}');
     parse(text).is_ok() && find_ours(text, tool).ok().flatten().is_some()
 }
 
@@ -264,14 +308,31 @@ fn notify_argv(item: &toml_edit::Item) -> Result<Vec<String>, Refusal> {
 }
 
 fn parse(text: &str) -> Result<Value, Refusal> {
-    let value: Value = serde_json::from_str(text).map_err(|e| {
-        if text.contains("//") || text.contains("/*") {
-            Refusal::Comments
-        } else {
-            Refusal::NotParsed(e.to_string())
-        }
+    let value: Value = serde_json::from_str(text).map_err(|e| match has_comments(text) {
+        true => Refusal::Comments,
+        false => Refusal::NotParsed(e.to_string()),
     })?;
     if value.is_object() { Ok(value) } else { Err(Refusal::Shape("the file is not a JSON object")) }
+}
+
+/// Whether the text has `//` or `/*` outside its strings (a URL in a string is no comment).
+fn has_comments(text: &str) -> bool {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'/' if matches!(b.get(i + 1), Some(b'/' | b'*')) => return true,
+            _ => {}
+        }
+        i += 1;
+    }
+    false
 }
 
 /// Where cca's hook sits: each container's opening byte, and the index in it of what holds
@@ -476,7 +537,7 @@ mod tests {
 
     fn round_trip(before: &str) -> String {
         let with = on(Some(before));
-        let value: Value = serde_json::from_str(&with).unwrap();
+        let value: Value = serde_json::from_str(with.trim_start_matches('\u{feff}')).unwrap();
         assert!(json_has_ours(&with, "claude"), "{with}");
         assert_eq!(json_on(Some(&with), "claude", CMD).unwrap(), None, "added once");
         let commands: Vec<&str> = value["hooks"]["SessionEnd"]
@@ -561,6 +622,22 @@ mod tests {
     }
 
     #[test]
+    fn a_byte_order_mark_and_crlf_line_ends_are_kept() {
+        for before in ["\u{feff}{\r\n  \"model\": \"opus\"\r\n}\r\n", "{\r\n  \"a\": 1\r\n}\r\n"] {
+            let with = round_trip(before);
+            assert_eq!(with.matches('\n').count(), with.matches("\r\n").count(), "{with:?}");
+            assert_eq!(with.starts_with('\u{feff}'), before.starts_with('\u{feff}'));
+            assert!(hook_runs(&with, "claude").is_some());
+        }
+        let toml = "\u{feff}model = \"o3\"\r\n[tui]\r\nnotify = true\r\n";
+        let with = codex_on(Some(toml), &ours()).unwrap().unwrap();
+        assert!(with.starts_with("\u{feff}model = \"o3\"\r\nnotify = ["), "{with:?}");
+        assert_eq!(with.matches('\n').count(), with.matches("\r\n").count(), "{with:?}");
+        assert!(codex_has_ours(&with) && hook_runs(&with, "codex").is_some());
+        assert_eq!(codex_off(&with).unwrap().as_deref(), Some(toml));
+    }
+
+    #[test]
     fn what_a_hook_runs_is_read_back_as_sh_and_codex_would() {
         let cmd = "CCA_HOME='/a b/it'\\''s' '/opt/my cca/cca' import --hook claude";
         let with = on(Some("{}"));
@@ -612,6 +689,9 @@ mod tests {
         assert!(matches!(json_on(Some("{"), "claude", CMD), Err(Refusal::NotParsed(_))));
         assert!(matches!(json_on(Some("[]"), "claude", CMD), Err(Refusal::Shape(_))));
         assert!(matches!(json_on(Some(r#"{"hooks": 1}"#), "claude", CMD), Err(Refusal::Shape(_))));
+        let url = "{\"url\": \"https://example.org\",}";
+        assert!(matches!(json_on(Some(url), "claude", CMD), Err(Refusal::NotParsed(_))));
+        assert_eq!(json_on(Some("{\"a\": \"x\" /* no */}"), "claude", CMD), Err(Refusal::Comments));
         let list = r#"{"hooks": {"SessionEnd": {}}}"#;
         assert!(matches!(json_on(Some(list), "claude", CMD), Err(Refusal::Shape(_))));
     }

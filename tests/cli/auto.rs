@@ -125,7 +125,14 @@ fn a_settings_file_with_comments_is_refused_and_left_alone() {
     write(&gemini, commented);
     let run = env.run(&["import", "--auto", "on"]);
     run.code(1).stderr_has("has comments").stderr_has("hint: add cca's hook by hand");
+    assert_eq!(run.stderr.matches("has comments").count(), 1, "said once: {run}");
     assert_eq!(std::fs::read_to_string(&gemini).unwrap(), commented);
+    // A trailing comma is not a comment, though a URL in the file has `//`.
+    let comma = "{\"url\": \"https://example.org\",}\n";
+    write(&gemini, comma);
+    let run = env.run(&["import", "--auto", "on"]);
+    run.code(1).stderr_has("cannot be read");
+    assert!(!run.stderr.contains("has comments"), "{run}");
     assert!(run.stderr.contains("not found"), "claude and codex have no folder: {run}");
 }
 

@@ -89,7 +89,7 @@ pub(crate) fn switch(settings: &Settings, store: &Store, switch: Switch) -> Resu
             .hint("set HOME (or CLAUDE_CONFIG_DIR, GEMINI_CLI_HOME), then run it again")
         );
     }
-    let mut failed = None;
+    let mut failed: Vec<(&str, anyhow::Error)> = Vec::new();
     for target in targets {
         let done = match switch {
             Switch::On if !target.dir.is_dir() => {
@@ -105,15 +105,28 @@ pub(crate) fn switch(settings: &Settings, store: &Store, switch: Switch) -> Resu
         };
         match done {
             Ok(what) => say(&format!("cca: {}: {what}", target.name())),
-            Err(e) => {
-                say(&format!("cca: {}: {e:#}", target.name()));
-                failed = failed.or(Some(e));
-            }
+            Err(e) => failed.push((target.name(), e)),
         }
     }
-    match failed {
-        Some(e) => Err(e),
-        None => Ok(exit::OK),
+    // Each failure is said once: one alone as the error, several each with its hint, then
+    // how many.
+    if failed.len() == 1 {
+        let (name, e) = failed.remove(0);
+        return Err(e.context(name));
+    }
+    for (name, e) in &failed {
+        say(&format!("cca: {name}: {e:#}"));
+        if let Some(hint) = crate::error::hint_of(e) {
+            say(&format!("hint: {hint}"));
+        }
+    }
+    match failed.len() {
+        0 => Ok(exit::OK),
+        n => Err(Failure::new(
+            exit::ERROR,
+            format!("{n} tools' settings were left as they were (above)"),
+        )
+        .into()),
     }
 }
 
