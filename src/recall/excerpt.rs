@@ -14,18 +14,35 @@ const LINE_CHARS: usize = 200;
 
 /// How many of `words` (stop words aside) the exchange holds.
 pub(crate) fn matched(exchange: &Exchange, words: &[String]) -> usize {
-    let text = format!("{}\n{}", exchange.question, exchange.answer).to_lowercase();
-    stems(words).iter().filter(|w| text.contains(*w)).count()
+    let text = folded(&format!("{}\n{}", exchange.question, exchange.answer));
+    stems(words).iter().filter(|w| text.contains(w.as_str())).count()
 }
 
-/// A stem's worth of each word, so `locking` finds `locks`; stop words left out.
-fn stems(words: &[String]) -> Vec<&str> {
+/// A stem's worth of each word, so `locking` finds `locks`; stop words left out; accents
+/// folded, as the index folds them.
+fn stems(words: &[String]) -> Vec<String> {
     words
         .iter()
-        .map(|w| w.as_str())
         .filter(|w| !is_stop_word(w))
-        .map(|w| w.get(..w.len().min(5)).unwrap_or(w))
+        .map(|w| folded(w))
+        .map(|w| w.chars().take(5).collect())
         .collect()
+}
+
+/// Lower-cased, accents folded (`Café` is `cafe`), as the index reads words.
+fn folded(text: &str) -> String {
+    use tantivy::tokenizer::{AsciiFoldingFilter, RawTokenizer, TextAnalyzer};
+    thread_local! {
+        static FOLD: std::cell::RefCell<TextAnalyzer> = std::cell::RefCell::new(
+            TextAnalyzer::builder(RawTokenizer::default()).filter(AsciiFoldingFilter).build(),
+        );
+    }
+    let lower = text.to_lowercase();
+    if lower.is_ascii() {
+        return lower;
+    }
+    FOLD.with_borrow_mut(|fold| fold.token_stream(&lower).next().map(|t| t.text.clone()))
+        .unwrap_or(lower)
 }
 
 /// The question, then the answer's lines that hold most of `words` (a line before and after the
@@ -34,8 +51,8 @@ pub(crate) fn excerpt(exchange: &Exchange, words: &[String]) -> String {
     let words = stems(words);
     let lines: Vec<&str> = exchange.answer.lines().filter(|l| !l.trim().is_empty()).collect();
     let holds = |line: &str| {
-        let lower = line.to_lowercase();
-        words.iter().filter(|w| lower.contains(*w)).count()
+        let lower = folded(line);
+        words.iter().filter(|w| lower.contains(w.as_str())).count()
     };
     let best = (0..lines.len()).max_by_key(|&i| (holds(lines[i]), std::cmp::Reverse(i)));
     let start = best.map_or(0, |i| i.saturating_sub(1));
@@ -53,21 +70,21 @@ pub(crate) fn excerpt(exchange: &Exchange, words: &[String]) -> String {
 
 /// At most `max` characters of `line` around the first of `words` it holds, with `…` where
 /// it was cut: a long line (a paragraph written as one) shows the word found, not its start.
-fn around(line: &str, words: &[&str], max: usize) -> String {
+fn around(line: &str, words: &[String], max: usize) -> String {
     let chars: Vec<char> = line.chars().collect();
     if chars.len() <= max {
         return line.to_string();
     }
-    // The line lower-cased, each of its bytes with the character of `line` it comes from
-    // (lower-casing may change a character's length).
+    // The line folded, each of its bytes with the character of `line` it comes from (folding
+    // may change a character's length: `É` is `e`, `æ` is `ae`).
     let (mut lower, mut from) = (String::new(), Vec::new());
+    let mut one = [0u8; 4];
     for (i, c) in chars.iter().enumerate() {
-        for l in c.to_lowercase() {
-            lower.push(l);
-            from.extend(std::iter::repeat_n(i, l.len_utf8()));
-        }
+        let l = folded(c.encode_utf8(&mut one));
+        lower.push_str(&l);
+        from.extend(std::iter::repeat_n(i, l.len()));
     }
-    let at = words.iter().filter_map(|w| lower.find(w)).min().map_or(0, |byte| from[byte]);
+    let at = words.iter().filter_map(|w| lower.find(w.as_str())).min().map_or(0, |byte| from[byte]);
     let start = at.saturating_sub(max / 3).min(chars.len() - (max - 2));
     let end = (start + max - 2).min(chars.len());
     let mut out = String::new();
@@ -131,8 +148,26 @@ mod tests {
         assert!(line.starts_with('…') && line.ends_with('…'), "{line}");
         assert_eq!(line.chars().count(), LINE_CHARS);
         // Short lines are as they were; a word in none of them shows the line's start.
-        assert_eq!(around("a short line", &["short"], LINE_CHARS), "a short line");
-        let start = around(&"x".repeat(500), &["absent"], 10);
+        assert_eq!(around("a short line", &["short".into()], LINE_CHARS), "a short line");
+        let start = around(&"x".repeat(500), &["absent".into()], 10);
         assert_eq!(start, "xxxxxxxx…");
+    }
+
+    #[test]
+    fn accents_are_folded_as_the_index_folds_them() {
+        let answer =
+            format!("intro\n{} the CAFÉ on the corner {}\nend", "ü".repeat(300), "x".repeat(300));
+        let exchange = Exchange {
+            number: 1,
+            at: None,
+            question: "where?".into(),
+            answer,
+            answered: true,
+            span: 0..0,
+        };
+        assert_eq!(matched(&exchange, &["cafe".to_string()]), 1);
+        assert_eq!(matched(&exchange, &["café".to_string()]), 1);
+        let got = excerpt(&exchange, &["cafe".to_string()]);
+        assert!(got.lines().nth(2).unwrap().contains("CAFÉ on the corner"), "{got}");
     }
 }

@@ -24,8 +24,8 @@ use tantivy::schema::{
     TextOptions, Value,
 };
 use tantivy::tokenizer::{
-    LowerCaser, SimpleTokenizer, StopWordFilter, TextAnalyzer, Token, TokenFilter, TokenStream,
-    Tokenizer,
+    AsciiFoldingFilter, LowerCaser, SimpleTokenizer, StopWordFilter, TextAnalyzer, Token,
+    TokenFilter, TokenStream, Tokenizer,
 };
 use tantivy::{IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
@@ -38,7 +38,7 @@ use super::stems::RememberingStemmer;
 use crate::store::Stamp;
 
 /// The index's layout and analysis; an index of another is rebuilt (with a note).
-pub(crate) const VERSION: u32 = 7;
+pub(crate) const VERSION: u32 = 8;
 const ANALYZER: &str = "cca_english";
 /// Memory for the writer's buffers, per thread (tantivy's least is 15 MB).
 const WRITER_HEAP: usize = 48 << 20;
@@ -140,6 +140,9 @@ fn analyzer() -> TextAnalyzer {
     TextAnalyzer::builder(SimpleTokenizer::default())
         .filter(CutLongWords)
         .filter(LowerCaser)
+        // `cafe` finds `café`, and `naive` `naïve`: accents are how words are written, not
+        // what they are.
+        .filter(AsciiFoldingFilter)
         .filter(StopWordFilter::remove(STOP_WORDS.iter().map(|w| w.to_string())))
         .filter(RememberingStemmer)
         .build()
@@ -203,6 +206,9 @@ fn word_analyzer() -> TextAnalyzer {
     TextAnalyzer::builder(tantivy::tokenizer::RawTokenizer::default())
         .filter(CutLongWords)
         .filter(LowerCaser)
+        // `cafe` finds `café`, and `naive` `naïve`: accents are how words are written, not
+        // what they are.
+        .filter(AsciiFoldingFilter)
         .filter(StopWordFilter::remove(STOP_WORDS.iter().map(|w| w.to_string())))
         .filter(RememberingStemmer)
         .build()

@@ -91,6 +91,24 @@ fn plain_words_find_the_right_exchange_and_the_index_is_a_cache() {
     assert!(run.ok().stdout.lines().next().unwrap().contains(" · not answered · "), "{run}");
 }
 
+/// Accents are how a word is written, not what it is: `cafe` finds `Café` and the other way
+/// round, and the excerpt shows the line that holds it.
+#[test]
+fn a_word_is_found_with_or_without_its_accents() {
+    let env = TestEnv::new();
+    let script =
+        [("FAKE_SCRIPT", "say intro line;say Meet at the Café Müller near the naïve façade")];
+    env.run_with(&["search", "-q", "where do we meet"], None, &script).ok();
+    env.run_with(&["search", "-q", "something else"], None, &[("FAKE_SCRIPT", "say nothing here")])
+        .ok();
+    for question in ["cafe muller", "CAFÉ", "naive facade", "müller"] {
+        let found = recall(&env, question);
+        assert_eq!(found.len(), 1, "{question}: {found:?}");
+        let excerpt = found[0]["excerpt"].as_str().unwrap();
+        assert!(excerpt.contains("Café Müller"), "{question}: {excerpt}");
+    }
+}
+
 #[test]
 fn a_limit_of_nothing_or_an_empty_question_is_a_usage_error_and_any_larger_limit_is_all() {
     let env = TestEnv::new();
