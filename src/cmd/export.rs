@@ -49,10 +49,13 @@ pub(crate) fn run(args: &ExportArgs) -> Result<u8> {
     let turns = turns(&t).map_err(|(n, at)| {
         Failure::new(
             exit::ERROR,
-            format!("exchange {n} of session {id} has {} for its time, not a time", shown_id(&at)),
+            format!(
+                "exchange {n} of session {id} has {} for its time (its `at`, or the session's `created` when it has none), not a time the tools read",
+                shown_id(&at)
+            ),
         )
         .hint(format!(
-            "fix its `at` in {} (as 2026-01-31T09:15:00Z), then export again",
+            "fix it in {} (as 2026-01-31T09:15:00Z, a year from 1970 to 9999), then export again",
             store.session_path(&id).display()
         ))
     })?;
@@ -61,33 +64,39 @@ pub(crate) fn run(args: &ExportArgs) -> Result<u8> {
             .hint(format!("ask something in it first: cca search -s {id} QUESTION"))
             .into());
     }
-    if !t.header.cwd.starts_with('/') {
-        // Both tools file a conversation under its folder, and resume it from there.
-        return Err(Failure::usage(format!("session {id} has no folder to export it under"))
-            .hint("the tools keep conversations per folder: continue it in cca instead")
-            .into());
-    }
-    let cwd = PathBuf::from(&t.header.cwd);
+    // The tools file a conversation under its folder, and resume it from there.
+    let Some(folder) = folder(&t.header.cwd) else {
+        return Err(Failure::usage(format!(
+            "session {id} has no folder to export it under ({} is not an absolute path of a folder)",
+            shown_id(&t.header.cwd)
+        ))
+        .hint("the tools keep conversations per folder: continue it in cca instead")
+        .into());
+    };
+    let cwd = PathBuf::from(&folder);
     let uuid = uuid(&id, &settings);
+    // What gemini must be told of a folder new to it, once its conversation is written.
+    let mut registration = None;
     let (path, contents) = match tool {
         ExportTool::Claude => {
             let root = match &settings.claude_home {
                 Some(root) => root.clone(),
                 None => user_home(&settings)?.join(".claude"),
             };
-            let folder = claude_folder(&t.header.cwd);
+            let name = claude_folder(&folder);
             let path = root
                 .join("projects")
-                .join(component(&folder, "the folder's name for claude", OURS)?)
+                .join(component(&name, "the folder's name for claude", OURS)?)
                 .join(component(&format!("{uuid}.jsonl"), "the file's name", OURS)?);
-            (path, claude_lines(&uuid, &t.header.cwd, &turns))
+            (path, claude_lines(&uuid, &folder, &turns))
         }
         ExportTool::Gemini => {
             let root = match &settings.gemini_home {
                 Some(home) => home.join(".gemini"),
                 None => user_home(&settings)?.join(".gemini"),
             };
-            let project = gemini_project(&store, &root, &cwd)?;
+            let (project, new) = gemini_project(&root, &cwd)?;
+            registration = new;
             // gemini names its files by the minute the conversation started.
             let minute = turns[0].asked.format("%Y-%m-%dT%H-%M");
             let name = format!("session-{minute}-{}.jsonl", &uuid[..8]);
@@ -100,7 +109,7 @@ pub(crate) fn run(args: &ExportArgs) -> Result<u8> {
             // 30 days ago as it starts (`sessionRetention`, on by default), and this one was
             // just written to be resumed.
             let updated = settings.now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
-            (path, gemini_lines(&uuid, &project_hash(&t.header.cwd), &turns, &updated))
+            (path, gemini_lines(&uuid, &project_hash(&folder), &turns, &updated))
         }
         ExportTool::Codex => {
             // Where `cca import codex` reads, and codex keeps its sessions by default.
@@ -112,16 +121,25 @@ pub(crate) fn run(args: &ExportArgs) -> Result<u8> {
                 "the file's name",
                 OURS,
             )?);
-            (path, codex_lines(&uuid, &t.header.cwd, &turns))
+            (path, codex_lines(&uuid, &folder, &turns))
         }
     };
-    store.write_beside(&path, contents.as_bytes())?;
     let tool_of = match tool {
         ExportTool::Claude => crate::import::Tool::Claude,
         ExportTool::Gemini => crate::import::Tool::Gemini,
         ExportTool::Codex => crate::import::Tool::Codex,
     };
+    // Noted first: an import that finds the file then knows it for cca's own, and a note of a
+    // file that could not be written finds nothing. Then the conversation, then (gemini) the
+    // folder registered: an export that fails leaves nothing of it in the tool's folder.
     super::import::exported(&store, tool_of, &uuid, &id)?;
+    store.write_beside(&path, contents.as_bytes())?;
+    if let Some(registration) = registration
+        && let Err(e) = registration.write(&store)
+    {
+        store.remove_beside(&path);
+        return Err(e);
+    }
     crate::front::terminal::say(&format!(
         "cca: exported {id} to {}; resume it from {} with: {} {uuid}",
         path.display(),
@@ -244,8 +262,36 @@ fn framed(t: &transcript::Transcript) -> Vec<Framed> {
     out
 }
 
+/// A time the tools read: a leap second is written as the second before it (no tool reads
+/// `:60`), and a year outside 1970 to 9999 is none (written, it is `+10000` or `-0001`).
 fn time(at: &str) -> Option<Time> {
-    chrono::DateTime::parse_from_rfc3339(at).ok().map(|t| t.to_utc())
+    use chrono::{Datelike, Timelike};
+    let t = chrono::DateTime::parse_from_rfc3339(at).ok()?.to_utc();
+    let t = match t.nanosecond() {
+        n if n >= 1_000_000_000 => t.with_nanosecond(n - 1_000_000_000)?,
+        _ => t,
+    };
+    (1970..=9999).contains(&t.year()).then_some(t)
+}
+
+/// The session's folder as the tools key it: `.`, `..` and doubled `/` resolved as text (a
+/// project is its folder's text to them); `None` for one that is not an absolute path, or that
+/// holds a control character (a NUL, a line end), which no folder the tools were run in has.
+fn folder(cwd: &str) -> Option<String> {
+    if !cwd.starts_with('/') || cwd.chars().any(char::is_control) {
+        return None;
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for part in cwd.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            part => parts.push(part),
+        }
+    }
+    Some(format!("/{}", parts.join("/")))
 }
 
 /// Milliseconds, as the tools write their times.
@@ -326,9 +372,30 @@ fn codex_lines(uuid: &str, cwd: &str, turns: &[Turn]) -> String {
     lines.iter().map(|l| format!("{l}\n")).collect()
 }
 
-/// gemini's short name for the project in `cwd` (its `projects.json`), registered there (with
-/// `.project_root` beside its chats, as gemini does) if gemini has not seen the folder yet.
-fn gemini_project(store: &Store, root: &Path, cwd: &Path) -> Result<String> {
+/// A folder new to gemini, to be registered in its `projects.json` (with `.project_root`
+/// beside its chats, as gemini does) once its conversation is written.
+struct Registration {
+    registry: PathBuf,
+    text: String,
+    project_root: PathBuf,
+    folder: String,
+}
+
+impl Registration {
+    fn write(&self, store: &Store) -> Result<()> {
+        // gemini's own file keeps its permissions (and a link stays a link).
+        crate::store::write_settings(&self.registry, &self.text)?;
+        store.write_beside(&self.project_root, self.folder.as_bytes())
+    }
+}
+
+/// The characters of a project's name cca makes from its folder's: a file name has at most
+/// 255 bytes, and a `-2` may follow.
+const PROJECT_NAME: usize = 200;
+
+/// gemini's short name for the project in `cwd` (its `projects.json`), and what to register if
+/// gemini has not seen the folder yet.
+fn gemini_project(root: &Path, cwd: &Path) -> Result<(String, Option<Registration>)> {
     let registry = root.join("projects.json");
     let mut projects: Value = match std::fs::read_to_string(&registry) {
         Ok(text) => serde_json::from_str(&text)
@@ -356,7 +423,7 @@ fn gemini_project(store: &Store, root: &Path, cwd: &Path) -> Result<String> {
                  anew",
                 registry.display()
             );
-            return component(name, &what, &hint).map(str::to_string);
+            return component(name, &what, &hint).map(|name| (name.to_string(), None));
         }
         Some(_) => return Err(wrong_shape().into()),
         None => {}
@@ -367,6 +434,7 @@ fn gemini_project(store: &Store, root: &Path, cwd: &Path) -> Result<String> {
         .unwrap_or_default()
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .take(PROJECT_NAME)
         .collect();
     // The folder `/` has no name of its own.
     let base = if base.is_empty() { "root".to_string() } else { base };
@@ -379,9 +447,8 @@ fn gemini_project(store: &Store, root: &Path, cwd: &Path) -> Result<String> {
     component(&name, "the project's name for gemini", OURS)?;
     names.insert(key.clone(), json!(name));
     let text = serde_json::to_string_pretty(&projects).context("projects.json")?;
-    store.write_beside(&registry, text.as_bytes())?;
-    store.write_beside(&root.join("tmp").join(&name).join(".project_root"), key.as_bytes())?;
-    Ok(name)
+    let project_root = root.join("tmp").join(&name).join(".project_root");
+    Ok((name, Some(Registration { registry, text, project_root, folder: key })))
 }
 
 /// The folder Claude Code keeps a project's sessions in, under `projects/` (its own rule, read
@@ -419,6 +486,23 @@ fn claude_folder(cwd: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_folder_is_keyed_as_text_and_times_the_tools_cannot_read_are_none() {
+        assert_eq!(folder("/"), Some("/".into()));
+        assert_eq!(folder("//"), Some("/".into()));
+        assert_eq!(folder("/./"), Some("/".into()));
+        assert_eq!(folder("/tmp/../../etc/x/.."), Some("/etc".into()));
+        assert_eq!(folder("/home/me/"), Some("/home/me".into()));
+        for bad in ["", "relative/x", "/a\nb", "/a\0b", "~/x"] {
+            assert_eq!(folder(bad), None, "{bad:?}");
+        }
+        assert_eq!(js_time(&time("2026-06-30T23:59:60Z").unwrap()), "2026-06-30T23:59:59.000Z");
+        assert!(time("9999-12-31T23:59:59-01:00").is_none());
+        assert!(time("0000-01-01T00:00:00+01:00").is_none());
+        assert!(time("1969-12-31T23:59:59Z").is_none());
+        assert!(time("2026-11-21T10:15:00+01:00").is_some());
+    }
 
     #[test]
     fn claude_names_a_project_folder_as_it_does() {

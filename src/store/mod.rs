@@ -308,6 +308,13 @@ impl Store {
         replace_file(path, contents)
     }
 
+    /// Removes a file [`Store::write_beside`] wrote (the file a link points at), when what
+    /// went with it failed. Best effort: a file left is the tool's to list, never cca's to
+    /// read again.
+    pub(crate) fn remove_beside(&self, path: &Path) {
+        let _ = fs::remove_file(files::through_links(path));
+    }
+
     /// A file to tee an answer into as it streams: unnamed, private, gone when dropped.
     /// Called under a session lock, so the folders exist.
     pub(crate) fn scratch_file(&self) -> Result<File> {

@@ -157,3 +157,59 @@ fn a_session_exported_then_imported_is_not_copied() {
     .unwrap();
     assert!(!text.contains("cca-import"), "{text}");
 }
+
+/// An export that fails part-way leaves nothing of itself in the tool's folder: gemini's list
+/// of projects is not changed when its conversation cannot be written, and no conversation is
+/// written when cca cannot note the export (a later import would take it for another's).
+#[test]
+fn an_export_that_fails_leaves_nothing_in_the_tools_folder() {
+    let env = TestEnv::new();
+    answered(&env);
+    let gemini = env.home.join(".gemini");
+    std::fs::create_dir_all(&gemini).unwrap();
+    let registry = gemini.join("projects.json");
+    std::fs::write(&registry, "{\"projects\": {}}\n").unwrap();
+    // A file where gemini keeps its projects' folders: the conversation cannot be written.
+    std::fs::write(gemini.join("tmp"), "not a folder").unwrap();
+    env.run(&["export", "gemini"]).code(1);
+    assert_eq!(std::fs::read_to_string(&registry).unwrap(), "{\"projects\": {}}\n");
+    assert_eq!(files_under(&gemini), [registry.clone(), gemini.join("tmp")]);
+
+    // cca's note of its exports cannot be written: nothing goes to claude's folder.
+    let notes = env.cca_home.join("imports.json");
+    let kept = std::fs::read(&notes).ok();
+    let _ = std::fs::remove_file(&notes);
+    std::fs::create_dir_all(&notes).unwrap();
+    env.run(&["export", "claude"]).code(1);
+    assert_eq!(files_under(&env.home.join(".claude")), Vec::<PathBuf>::new());
+    std::fs::remove_dir(&notes).unwrap();
+    if let Some(kept) = kept {
+        std::fs::write(&notes, kept).unwrap();
+    }
+    let id = env.run(&["export", "claude"]).ok().stdout.trim().to_string();
+    env.run(&["import", "claude"]).ok();
+    assert_eq!(env.session_files().len(), 1, "the export is cca's own, not imported: {id}");
+}
+
+/// A folder written oddly in the header (`//`, `/./`, `..`) is the folder it names: exported
+/// twice, it is one project to gemini; one holding a control character is no folder.
+#[test]
+fn a_folder_is_exported_under_the_folder_it_names() {
+    let env = TestEnv::new();
+    let id = answered(&env);
+    let path = env.cca_home.join(format!("sessions/session_{id}.md"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    let work = env.work.to_str().unwrap();
+    let cwd = format!("\"cwd\":\"{work}\"");
+    assert!(text.contains(&cwd), "{text}");
+    for odd in [format!("{work}/."), format!("/{work}//"), format!("{work}/x/..")] {
+        std::fs::write(&path, text.replacen(&cwd, &format!("\"cwd\":\"{odd}\""), 1)).unwrap();
+        env.run(&["export", "gemini"]).ok();
+    }
+    let registry = std::fs::read_to_string(env.home.join(".gemini/projects.json")).unwrap();
+    let projects: serde_json::Value = serde_json::from_str(&registry).unwrap();
+    assert_eq!(projects["projects"].as_object().unwrap().len(), 1, "{registry}");
+    assert!(projects["projects"][work].is_string(), "{registry}");
+    std::fs::write(&path, text.replacen(&cwd, &format!("\"cwd\":\"{work}\\nx\""), 1)).unwrap();
+    env.run(&["export", "claude"]).code(2).stderr_has("no folder to export it under");
+}
