@@ -34,8 +34,9 @@ pub(crate) fn run(args: &NameArgs) -> Result<u8> {
         store::validate_name(name)?;
     }
     let id = session::chosen(&settings, &store, target)?;
-    let _names = store.lock_names(|| say("cca: another cca is naming a session; waiting…"))?;
+    // The session's lock first: naming another session never waits for a turn in this one.
     let _lock = store.lock(&id, true, || say_waiting(&id))?;
+    let _names = store.lock_names(|| say("cca: another cca is naming a session; waiting…"))?;
     let summary = store.summarize(&id)?;
     if let Some(name) = new_name {
         if name != id && store.session_path(name).is_file() {

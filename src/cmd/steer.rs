@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use crate::cli::SteerArgs;
 use crate::config::Flags;
 use crate::error::{Failure, exit};
+use crate::human::shell_word;
 use crate::session;
 use crate::steer::{self, Reply};
 
@@ -62,12 +63,13 @@ fn message(words: &[String]) -> Result<String> {
 fn ask_hint(given: Option<&str>, id: &str, text: &str) -> String {
     let words = hint_words(text);
     match given {
-        Some(name) => format!("to ask in it, use `cca search -s {name} \"{words}\"`"),
-        None => format!("to ask in it, use `, \"{words}\"` (or `cca search -s {id} ...`)"),
+        Some(name) => format!("to ask in it, use `cca search -s {} {words}`", shell_word(name)),
+        None => format!("to ask in it, use `, {words}` (or `cca search -s {id} ...`)"),
     }
 }
 
-/// The start of the message, for a hint.
+/// The start of the message, for a hint, quoted so that pasted back it runs nothing (`$(...)`
+/// and backquotes stay as written).
 fn hint_words(text: &str) -> String {
-    crate::transcript::one_line(text, 40).replace('"', "'")
+    shell_word(&crate::transcript::one_line(text, 80))
 }

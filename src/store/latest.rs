@@ -13,6 +13,9 @@ use super::Store;
 use super::files::{read_regular, replace_file};
 use super::ids::{file_name, id_from_file_name};
 
+/// The most a `latest` of the text-file form holds: a session file's name, with room.
+const LONGEST_NAME: usize = 4096;
+
 impl Store {
     /// Points `latest` at a session, atomically: readers see the old or the new link, never none.
     pub(crate) fn set_latest(&self, id: &str) -> Result<()> {
@@ -47,14 +50,28 @@ impl Store {
         let target = match fs::read_link(&link) {
             Ok(target) => target,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            // Not a symlink: the text-file form.
-            Err(e) if e.kind() == io::ErrorKind::InvalidInput => PathBuf::from(
-                String::from_utf8_lossy(
-                    &read_regular(&link)
-                        .with_context(|| format!("cannot read {}", link.display()))?,
-                )
-                .trim(),
-            ),
+            // Not a symlink: the text-file form, a session file's name (a file far longer
+            // is none, and is not read whole nor echoed).
+            Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
+                let text = read_regular(&link)
+                    .with_context(|| format!("cannot read {}", link.display()))?;
+                if text.len() > LONGEST_NAME {
+                    return Err(Failure::new(
+                        exit::ERROR,
+                        format!(
+                            "{} is neither a link nor a session file's name ({} bytes)",
+                            link.display(),
+                            text.len()
+                        ),
+                    )
+                    .hint(format!(
+                        "remove it (`rm {}`); the next turn makes it again",
+                        link.display()
+                    ))
+                    .into());
+                }
+                PathBuf::from(String::from_utf8_lossy(&text).trim())
+            }
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", link.display())),
         };
         let bad = |why: &str| {
@@ -70,13 +87,17 @@ impl Store {
             (Some(dir), Some(name)) if target.is_absolute() && self.is_sessions_dir(dir) => {
                 Path::new(name)
             }
+            // `./session_ID.md`: the same folder.
+            (Some(dir), Some(name)) if dir == Path::new(".") => Path::new(name),
             _ => target.as_path(),
         };
         let Some(id) = name.to_str().and_then(id_from_file_name) else {
             return Err(bad("which is not a session file in this folder").into());
         };
-        if !self.session_path(&id).is_file() {
-            return Err(bad("which does not exist").into());
+        match fs::metadata(self.session_path(&id)) {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => return Err(bad("which is not a regular file").into()),
+            Err(_) => return Err(bad("which does not exist").into()),
         }
         Ok(Some(id))
     }

@@ -40,17 +40,27 @@ impl Store {
     ) -> Result<SessionLock> {
         self.ensure()?;
         let path = self.locks_dir().join(format!("{id}.lock"));
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(FILE_MODE)
-            .open(&path)
-            .with_context(|| format!("cannot open the lock {}", path.display()))?;
+        let open = || {
+            OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .mode(FILE_MODE)
+                .open(&path)
+                .with_context(|| format!("cannot open the lock {}", path.display()))
+        };
+        let mut file = open()?;
         let mut on_wait = Some(on_wait);
         loop {
             match file.try_lock() {
-                Ok(()) => return Ok(SessionLock { _file: file }),
+                // `cca rm` removes a session's lock file: one locked after that is no lock the
+                // next cca would see. Held only while the name still names it; else opened
+                // again (made anew) and waited for as any other.
+                Ok(()) if is_named(&file, &path) => return Ok(SessionLock { _file: file }),
+                Ok(()) => {
+                    file = open()?;
+                    continue;
+                }
                 Err(fs::TryLockError::WouldBlock) => {}
                 Err(fs::TryLockError::Error(e)) => {
                     return Err(e).with_context(|| format!("cannot lock {}", path.display()));
@@ -71,6 +81,15 @@ impl Store {
             // Polled rather than blocked on, so that a cancel is noticed while waiting.
             std::thread::sleep(std::time::Duration::from_millis(25));
         }
+    }
+}
+
+/// Whether `path` names the file `file` has open (the same inode on the same device).
+fn is_named(file: &File, path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), fs::metadata(path)) {
+        (Ok(held), Ok(named)) => held.ino() == named.ino() && held.dev() == named.dev(),
+        _ => false,
     }
 }
 

@@ -24,9 +24,25 @@ impl Store {
             .with_context(|| format!("cannot open {}", path.display()))
     }
 
-    /// Opens a session for reading.
+    /// Opens a session for reading. One not there (removed while this waited for its lock,
+    /// say) is said to be gone, with where to find it.
     pub(crate) fn open_session(&self, id: &str) -> Result<File> {
-        self.open_transcript(&self.session_path(id))
+        let path = self.session_path(id);
+        match open_regular(&path, OpenOptions::new().read(true)) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let hint = match self.trashed_path(id).exists() {
+                    true => format!("it is in the trash: `cca restore {id}` brings it back"),
+                    false => "`cca sessions` lists the sessions there are".to_string(),
+                };
+                Err(Failure::new(
+                    exit::ERROR,
+                    format!("session {id} is not there any more (removed, or moved, just now)"),
+                )
+                .hint(hint)
+                .into())
+            }
+            opened => opened.with_context(|| format!("cannot open {}", path.display())),
+        }
     }
 
     /// A session's whole file, as bytes (recall reads every exchange of a session it indexes).

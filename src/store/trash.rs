@@ -73,6 +73,8 @@ impl Store {
     /// this session: the next `,` continues another conversation, and the user must know.
     pub(crate) fn remove(&self, id: &str, purge: bool) -> Result<Repointed> {
         let path = self.session_path(id);
+        // However `latest` names it (a relative or an absolute link, made by hand).
+        let was_latest = matches!(self.latest(), Ok(Some(latest)) if latest == id);
         if purge {
             delete_entry(&path)?;
         } else {
@@ -100,7 +102,7 @@ impl Store {
                 let _ = fs::remove_file(entry.path());
             }
         }
-        if self.latest_target().as_deref() == Some(file_name(id).as_str()) {
+        if was_latest || self.latest_target().as_deref() == Some(file_name(id).as_str()) {
             return self.repoint_latest();
         }
         Ok(Repointed::No)

@@ -603,3 +603,97 @@ fn a_question_opening_with_blank_lines_titles_its_session_by_its_words() {
     let run = env.run(&["sessions"]);
     assert!(run.ok().stdout.contains("what is rust"), "{run}");
 }
+
+/// `cca rm` takes a session's lock file away; a cca that had it open, waiting, and then locks
+/// it after a `cca restore`, holds no lock the next cca sees: it must take the lock again, so
+/// that one writer at a time stays true. Here the waiting turn is stopped while the session is
+/// removed and restored (as a slow machine would leave it), then a third asks with --no-wait.
+#[test]
+fn a_turn_that_waited_through_rm_and_restore_is_still_the_one_writer() {
+    use std::process::Stdio;
+    let env = TestEnv::new();
+    env.run(&["search", "-q", "first"]).ok();
+    let id =
+        env.session_files()[0].trim_start_matches("session_").trim_end_matches(".md").to_string();
+    let spawn = |script: &str, question: &str| {
+        let mut cmd = env.command();
+        cmd.args(["search", "-q", "-s", &id, question])
+            .env("FAKE_SCRIPT", script)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        Guard(cmd.spawn().unwrap())
+    };
+    let holder = spawn("say a;sleep 1500;say a-end", "turn a");
+    // An engine started is a turn holding the session.
+    let started = |n: usize| assert!(wait_until(TIMEOUT, || env.calls().len() >= n), "no turn");
+    started(2);
+    let waiting = spawn("say b;sleep 3000;say b-end", "turn b");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    waiting.signal(rustix::process::Signal::STOP);
+    env.run(&["rm", &id]).ok();
+    assert!(holder.finish().status.success());
+    env.run(&["restore", &id]).ok();
+    waiting.signal(rustix::process::Signal::CONT);
+    // The waiting turn takes the lock again and answers; meanwhile the session is busy.
+    started(3);
+    env.run(&["search", "-q", "-s", &id, "--no-wait", "probe"]).code(75);
+    assert!(waiting.finish().status.success());
+    let shown = env.run(&["show", "--raw", &id]).ok().stdout.clone();
+    assert!(!shown.contains("interrupted"), "{shown}");
+    assert!(shown.contains("b-end"), "{shown}");
+}
+
+/// Naming a session never waits for a turn in another: the names' lock is taken after the
+/// session's own.
+#[test]
+fn naming_a_session_does_not_wait_for_a_turn_in_another() {
+    use std::process::Stdio;
+    let env = TestEnv::new();
+    env.run_with(&["search", "-q", "one"], None, &[("CCA_NOW", "2026-11-21T10:00:00Z")]).ok();
+    env.run_with(&["search", "-q", "two"], None, &[("CCA_NOW", "2026-11-21T11:00:00Z")]).ok();
+    let (one, two) = ("20261121-100000", "20261121-110000");
+    let mut cmd = env.command();
+    cmd.args(["search", "-q", "-s", one, "stuck"])
+        .env("FAKE_SCRIPT", "say x;hang")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let turn = Guard(cmd.spawn().unwrap());
+    assert!(wait_until(TIMEOUT, || env.calls().len() >= 3), "the turn started");
+    let mut cmd = env.command();
+    cmd.args(["name", one, "waits"]).stdout(Stdio::null()).stderr(Stdio::null());
+    let waiting = Guard(cmd.spawn().unwrap());
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Ends while the turn in the other session still runs (or the run's timeout fails it).
+    env.run(&["name", two, "free"]).ok();
+    turn.signal(rustix::process::Signal::KILL);
+    let _ = turn.finish();
+    let _ = waiting.finish();
+}
+
+/// `latest` made by hand as an absolute link, or as `./session_ID.md`, is the session it names:
+/// followed, and moved on when that session is removed.
+#[test]
+fn latest_however_it_names_a_session_is_moved_on_when_it_goes() {
+    let env = TestEnv::new();
+    env.run_with(&["search", "-q", "one"], None, &[("CCA_NOW", "2026-11-21T10:00:00Z")]).ok();
+    env.run_with(&["search", "-q", "two"], None, &[("CCA_NOW", "2026-11-21T11:00:00Z")]).ok();
+    let sessions = env.cca_home.join("sessions");
+    let latest = sessions.join("latest");
+    for target in
+        [sessions.join("session_20261121-110000.md"), "./session_20261121-110000.md".into()]
+    {
+        std::fs::remove_file(&latest).unwrap();
+        std::os::unix::fs::symlink(&target, &latest).unwrap();
+        let run = env.run(&["show", "--raw"]);
+        assert!(run.ok().stdout.contains("two"), "{run}");
+    }
+    env.run(&["rm", "20261121-110000"]).ok().stderr_has("20261121-100000");
+    let run = env.run(&["show", "--raw"]);
+    assert!(run.ok().stdout.contains("# one"), "{run}");
+    // A `latest` that is a huge file is said to be no session's name, not echoed.
+    std::fs::remove_file(&latest).unwrap();
+    std::fs::write(&latest, "x".repeat(100_000)).unwrap();
+    let run = env.run(&["show"]);
+    run.code(1).stderr_has("is neither a link nor a session file's name");
+    assert!(run.stderr.len() < 2_000, "{}", run.stderr.len());
+}

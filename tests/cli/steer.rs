@@ -83,8 +83,11 @@ fn steer_with_no_running_turn_says_so() {
     env.run(&["name", "other"]).ok();
     env.run(&["search", "another"]).ok();
     let run = env.run(&["steer", "-s", "other", "focus"]);
-    run.code(1).stderr_has("hint: to ask in it, use `cca search -s other \"focus\"`");
+    run.code(1).stderr_has("hint: to ask in it, use `cca search -s other focus`");
     assert!(!run.stderr.contains("`, "), "{run}");
+    // Pasted back, the hint runs nothing of the message.
+    let run = env.run(&["steer", "-s", "other", "x $(touch pwned) `id` it's"]);
+    run.code(1).stderr_has(r#"use `cca search -s other 'x $(touch pwned) `id` it'\''s'`"#);
     env.run_with(&["steer"], Some(b"a\0b"), &[]).code(2).stderr_has("NUL");
     env.run_with(&["steer"], Some(b"  \n"), &[]).code(2).stderr_has("empty");
     assert!(sockets(&env).is_empty());
