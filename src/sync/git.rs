@@ -358,16 +358,23 @@ pub(crate) fn remote_address(remote: &str) -> Result<String> {
     Ok(remote.to_string())
 }
 
-/// A remote that is a folder on this machine (no `host:` and no `scheme://`), made a bare
-/// repository when it is not there or is empty, so that "a folder" is a remote as it is said
-/// to be; its absolute path. A folder holding other things and no repository is refused. A
-/// remote elsewhere is `None`: git says what it finds there.
+/// A remote that is a folder on this machine (a path: `/...`, `./...`, `../...`), made a bare
+/// repository when it is empty, or not there in a folder that is, so that "a folder" is a
+/// remote as it is said to be; its absolute path. A folder holding other things and no
+/// repository is refused. Anything else is `None`: git says what it finds there.
 pub(crate) fn make_folder_remote(remote: &str) -> Result<Option<String>> {
-    if remote.contains("://") || remote.find(':').is_some_and(|c| !remote[..c].contains('/')) {
+    // A path written as one (`/...`, `./...`, `../...`), not a word git could read as an
+    // option or a name.
+    let is_path = ["/", "./", "../"].iter().any(|p| remote.starts_with(p));
+    if !is_path || remote.contains("://") {
         return Ok(None);
     }
     let path = std::path::absolute(remote)
         .with_context(|| format!("cannot make {remote} an absolute path"))?;
+    // One folder made at most, in a folder that is there: a typo deeper down is git's to say.
+    if !path.exists() && !path.parent().is_some_and(Path::is_dir) {
+        return Ok(None);
+    }
     let is_repository = path.join("HEAD").is_file() && path.join("objects").is_dir();
     if path.join(".git").exists() || is_repository {
         return Ok(None);

@@ -907,7 +907,7 @@ fn a_hand_edit_elsewhere_reaches_this_machine_without_moving_latest() {
 fn a_new_or_empty_folder_is_made_a_remote_and_one_holding_other_things_refused() {
     let one = Machine::new("one");
     one.ask("2026-11-21T10:00:00Z", "kept in a folder", false);
-    let remote = one.env.root.path().join("not/yet/there");
+    let remote = one.env.root.path().join("not-yet-there.git");
     one.init(&remote, None).ok().stderr_has(&format!("now syncs with {}", remote.display()));
     assert!(remote.join("HEAD").is_file(), "a bare repository was made");
     let two = Machine::new("two");
