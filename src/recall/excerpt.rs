@@ -3,8 +3,8 @@
 //!
 //! Pure: text in, text out.
 
+use super::analysis::{is_cjk, is_stop_word, pieces};
 use super::exchanges::Exchange;
-use super::index::is_stop_word;
 
 /// The question, cut to this many characters.
 const QUESTION_CHARS: usize = 160;
@@ -25,7 +25,11 @@ fn stems(words: &[String]) -> Vec<String> {
         .iter()
         .filter(|w| !is_stop_word(w))
         .map(|w| folded(w))
-        .map(|w| w.chars().take(5).collect())
+        .flat_map(|w| match w.chars().any(is_cjk) {
+            // Text written without spaces, in the pairs the index holds it as.
+            true => pieces(&w).into_iter().map(|r| w[r].to_string()).collect(),
+            false => vec![w.chars().take(5).collect()],
+        })
         .collect()
 }
 

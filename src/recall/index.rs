@@ -23,22 +23,18 @@ use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing,
     TextOptions, Value,
 };
-use tantivy::tokenizer::{
-    AsciiFoldingFilter, LowerCaser, SimpleTokenizer, StopWordFilter, TextAnalyzer, Token,
-    TokenFilter, TokenStream, Tokenizer,
-};
 use tantivy::{IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
+use super::analysis::{analyzer, word_analyzer};
 use super::directory::Unflushed;
 use super::exchanges::Exchange;
 use super::meaning::{self, Vector};
 use super::question::Question;
 use super::sessions::{self, SessionFields};
-use super::stems::RememberingStemmer;
 use crate::store::Stamp;
 
 /// The index's layout and analysis; an index of another is rebuilt (with a note).
-pub(crate) const VERSION: u32 = 8;
+pub(crate) const VERSION: u32 = 9;
 const ANALYZER: &str = "cca_english";
 /// Memory for the writer's buffers, per thread (tantivy's least is 15 MB).
 const WRITER_HEAP: usize = 48 << 20;
@@ -46,16 +42,6 @@ const WRITER_HEAP: usize = 48 << 20;
 const LEAST_HEAP: usize = 15_000_000;
 /// Fewer sessions to read again than this take one thread and the least memory.
 const FEW_SESSIONS: usize = 200;
-
-/// Words too common to tell exchanges apart: Lucene's English list, and the words a question
-/// asks with ("when did we", "how do I").
-const STOP_WORDS: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
-    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
-    "they", "this", "to", "was", "will", "with", "what", "when", "where", "which", "who", "why",
-    "how", "did", "do", "does", "we", "i", "you", "me", "my", "our", "us", "can", "could",
-    "should", "would", "s", "t", "about", "from", "have", "has", "had", "been", "were",
-];
 
 /// Field weights: a word in a question or a title says more about what the exchange is about
 /// than the same word somewhere in a long answer.
@@ -130,94 +116,6 @@ fn schema() -> (Schema, Fields) {
         session_meaning: b.add_bytes_field("session_meaning", STORED),
     };
     (b.build(), fields)
-}
-
-pub(crate) fn is_stop_word(word: &str) -> bool {
-    STOP_WORDS.contains(&word)
-}
-
-fn analyzer() -> TextAnalyzer {
-    TextAnalyzer::builder(SimpleTokenizer::default())
-        .filter(CutLongWords)
-        .filter(LowerCaser)
-        // `cafe` finds `café`, and `naive` `naïve`: accents are how words are written, not
-        // what they are.
-        .filter(AsciiFoldingFilter)
-        .filter(StopWordFilter::remove(STOP_WORDS.iter().map(|w| w.to_string())))
-        .filter(RememberingStemmer)
-        .build()
-}
-
-/// The characters of a word that are kept: a longer one is cut to its start.
-const LONGEST_WORD: usize = 40;
-
-/// Words over [`LONGEST_WORD`] characters, cut to their first that many: a long identifier, or
-/// a run of text written without spaces (Chinese, Japanese), is found all the same (dropped,
-/// as tantivy's filter does, it was never found), and a blob (a hash) costs one short word.
-#[derive(Clone, Copy)]
-struct CutLongWords;
-
-impl TokenFilter for CutLongWords {
-    type Tokenizer<T: Tokenizer> = CutLongWordsFilter<T>;
-
-    fn transform<T: Tokenizer>(self, tokenizer: T) -> CutLongWordsFilter<T> {
-        CutLongWordsFilter(tokenizer)
-    }
-}
-
-#[derive(Clone)]
-struct CutLongWordsFilter<T>(T);
-
-impl<T: Tokenizer> Tokenizer for CutLongWordsFilter<T> {
-    type TokenStream<'a> = CutLongWordsStream<T::TokenStream<'a>>;
-
-    fn token_stream<'a>(&'a mut self, text: &'a str) -> Self::TokenStream<'a> {
-        CutLongWordsStream(self.0.token_stream(text))
-    }
-}
-
-struct CutLongWordsStream<T>(T);
-
-impl<T: TokenStream> TokenStream for CutLongWordsStream<T> {
-    fn advance(&mut self) -> bool {
-        if !self.0.advance() {
-            return false;
-        }
-        let text = &mut self.0.token_mut().text;
-        if let Some((end, _)) = text.char_indices().nth(LONGEST_WORD) {
-            text.truncate(end);
-        }
-        true
-    }
-
-    fn token(&self) -> &Token {
-        self.0.token()
-    }
-
-    fn token_mut(&mut self) -> &mut Token {
-        self.0.token_mut()
-    }
-}
-
-/// The index's analysis of one word a question's words were cut into already
-/// ([`super::question::words`], as the tokenizer cuts them): cut again after lower-casing, a
-/// word could come apart where the text's did not (`İ` lower-cases to `i` and a combining dot).
-fn word_analyzer() -> TextAnalyzer {
-    TextAnalyzer::builder(tantivy::tokenizer::RawTokenizer::default())
-        .filter(CutLongWords)
-        .filter(LowerCaser)
-        // `cafe` finds `café`, and `naive` `naïve`: accents are how words are written, not
-        // what they are.
-        .filter(AsciiFoldingFilter)
-        .filter(StopWordFilter::remove(STOP_WORDS.iter().map(|w| w.to_string())))
-        .filter(RememberingStemmer)
-        .build()
-}
-
-/// Whether any of `words` is one the index holds words as (not a stop word).
-pub(crate) fn any_indexed(words: &[String]) -> bool {
-    let mut analyzer = word_analyzer();
-    words.iter().any(|word| analyzer.token_stream(word).next().is_some())
 }
 
 /// Runs `f`, a reading of the index (a search, or an update, which reads it too), with a panic
@@ -710,11 +608,15 @@ impl Index {
     fn terms(&self, words: &[String]) -> Vec<(usize, String)> {
         let mut analyzer = word_analyzer();
         let mut terms = Vec::new();
+        // A word cut in pieces (text written without spaces) takes a position each, as in
+        // the index: the words after it move on.
+        let mut shift = 0;
         for (at, word) in words.iter().enumerate() {
             let mut stream = analyzer.token_stream(word);
             while let Some(token) = stream.next() {
-                terms.push((at, token.text.clone()));
+                terms.push((at + shift + token.position, token.text.clone()));
             }
+            shift += super::analysis::pieces(word).len().saturating_sub(1);
         }
         terms
     }

@@ -42,7 +42,7 @@ fn table() -> &'static Table {
         let words = std::str::from_utf8(words).unwrap_or_default();
         let words: Vec<&str> = words.split_terminator('\n').collect();
         assert_eq!(words.len(), count, "words.bin holds {count} words");
-        let stop = words.iter().map(|w| super::index::is_stop_word(w)).collect();
+        let stop = words.iter().map(|w| super::analysis::is_stop_word(w)).collect();
         let longest = words.iter().map(|w| w.len()).max().unwrap_or(0);
         Table { words, scales, vectors, stop, longest }
     })
@@ -73,7 +73,7 @@ fn scan(text: &str, mut each: impl FnMut(Option<usize>)) {
 
 /// A stop word the table lacks (it holds them all but a few).
 fn is_stop(word: &[u8]) -> bool {
-    std::str::from_utf8(word).is_ok_and(|w| super::index::is_stop_word(&w.to_ascii_lowercase()))
+    std::str::from_utf8(word).is_ok_and(|w| super::analysis::is_stop_word(&w.to_ascii_lowercase()))
 }
 
 /// Adds the `at`th word's vector to `sum`.

@@ -28,6 +28,7 @@ use chrono::{DateTime, Utc};
 use crate::store::{Stamp, Store};
 use crate::transcript::Header;
 
+mod analysis;
 mod directory;
 mod excerpt;
 mod exchanges;
@@ -211,7 +212,7 @@ pub(crate) fn why_nothing_can_be_found(text: &str) -> Option<&'static str> {
     if question.words.is_empty() {
         return Some("the question has no word to search for");
     }
-    (!index::any_indexed(&question.words))
+    (!analysis::any_indexed(&question.words))
         .then_some("every word of the question is too common to be searched for")
 }
 

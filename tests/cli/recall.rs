@@ -109,6 +109,28 @@ fn a_word_is_found_with_or_without_its_accents() {
     }
 }
 
+/// Text written without spaces (Chinese, Japanese) is found by any of its words, not only by
+/// the whole run of characters it was written in; a quoted phrase of it too.
+#[test]
+fn text_written_without_spaces_is_found_by_its_words() {
+    let env = TestEnv::new();
+    let script = [("FAKE_SCRIPT", "say intro line;say 我们决定把重试逻辑移到客户端里面。")];
+    env.run_with(&["search", "-q", "重试放在哪里"], None, &script).ok();
+    let other = [("FAKE_SCRIPT", "say 東京都の天気は晴れです")];
+    env.run_with(&["search", "-q", "天気"], None, &other).ok();
+    for (question, holds) in [
+        ("客户端", "客户端"),
+        ("重试逻辑", "重试"),
+        ("\"重试逻辑\"", "重试"),
+        ("東京の天気", "東京都"),
+    ] {
+        let found = recall(&env, question);
+        assert!(!found.is_empty(), "{question}");
+        let excerpt = found[0]["excerpt"].as_str().unwrap();
+        assert!(excerpt.contains(holds), "{question}: {excerpt}");
+    }
+}
+
 #[test]
 fn a_limit_of_nothing_or_an_empty_question_is_a_usage_error_and_any_larger_limit_is_all() {
     let env = TestEnv::new();

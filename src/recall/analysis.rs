@@ -1,0 +1,262 @@
+//! How text becomes the index's words, for the index and for a question alike: runs of
+//! letters and digits, text written without spaces (Chinese, Japanese, Korean) in overlapping
+//! pairs of characters, long words cut, lower-cased, accents folded, stop words out, English
+//! stems. Pure: text in, words out.
+
+use tantivy::tokenizer::{
+    AsciiFoldingFilter, LowerCaser, RawTokenizer, SimpleTokenizer, StopWordFilter, TextAnalyzer,
+    Token, TokenFilter, TokenStream, Tokenizer,
+};
+
+use super::stems::RememberingStemmer;
+
+/// Words too common to tell exchanges apart: Lucene's English list, and the words a question
+/// asks with ("when did we", "how do I").
+const STOP_WORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
+    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
+    "they", "this", "to", "was", "will", "with", "what", "when", "where", "which", "who", "why",
+    "how", "did", "do", "does", "we", "i", "you", "me", "my", "our", "us", "can", "could",
+    "should", "would", "s", "t", "about", "from", "have", "has", "had", "been", "were",
+];
+
+pub(crate) fn is_stop_word(word: &str) -> bool {
+    STOP_WORDS.contains(&word)
+}
+
+/// The index's analysis of a field's text.
+pub(super) fn analyzer() -> TextAnalyzer {
+    TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(CjkPairs)
+        .filter(CutLongWords)
+        .filter(LowerCaser)
+        // `cafe` finds `café`, and `naive` `naïve`: accents are how words are written, not
+        // what they are.
+        .filter(AsciiFoldingFilter)
+        .filter(StopWordFilter::remove(STOP_WORDS.iter().map(|w| w.to_string())))
+        .filter(RememberingStemmer)
+        .build()
+}
+
+/// The characters of a word that are kept: a longer one is cut to its start.
+const LONGEST_WORD: usize = 40;
+
+/// Words over [`LONGEST_WORD`] characters, cut to their first that many: a long identifier, or
+/// a run of text written without spaces (Chinese, Japanese), is found all the same (dropped,
+/// as tantivy's filter does, it was never found), and a blob (a hash) costs one short word.
+#[derive(Clone, Copy)]
+struct CutLongWords;
+
+impl TokenFilter for CutLongWords {
+    type Tokenizer<T: Tokenizer> = CutLongWordsFilter<T>;
+
+    fn transform<T: Tokenizer>(self, tokenizer: T) -> CutLongWordsFilter<T> {
+        CutLongWordsFilter(tokenizer)
+    }
+}
+
+#[derive(Clone)]
+struct CutLongWordsFilter<T>(T);
+
+impl<T: Tokenizer> Tokenizer for CutLongWordsFilter<T> {
+    type TokenStream<'a> = CutLongWordsStream<T::TokenStream<'a>>;
+
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> Self::TokenStream<'a> {
+        CutLongWordsStream(self.0.token_stream(text))
+    }
+}
+
+struct CutLongWordsStream<T>(T);
+
+impl<T: TokenStream> TokenStream for CutLongWordsStream<T> {
+    fn advance(&mut self) -> bool {
+        if !self.0.advance() {
+            return false;
+        }
+        let text = &mut self.0.token_mut().text;
+        if let Some((end, _)) = text.char_indices().nth(LONGEST_WORD) {
+            text.truncate(end);
+        }
+        true
+    }
+
+    fn token(&self) -> &Token {
+        self.0.token()
+    }
+
+    fn token_mut(&mut self) -> &mut Token {
+        self.0.token_mut()
+    }
+}
+
+/// The index's analysis of one word a question's words were cut into already
+/// ([`super::question::words`], as the tokenizer cuts them): cut again after lower-casing, a
+/// word could come apart where the text's did not (`İ` lower-cases to `i` and a combining dot).
+pub(super) fn word_analyzer() -> TextAnalyzer {
+    TextAnalyzer::builder(RawTokenizer::default())
+        .filter(CjkPairs)
+        .filter(CutLongWords)
+        .filter(LowerCaser)
+        // `cafe` finds `café`, and `naive` `naïve`: accents are how words are written, not
+        // what they are.
+        .filter(AsciiFoldingFilter)
+        .filter(StopWordFilter::remove(STOP_WORDS.iter().map(|w| w.to_string())))
+        .filter(RememberingStemmer)
+        .build()
+}
+
+/// Whether any of `words` is one the index holds words as (not a stop word).
+pub(crate) fn any_indexed(words: &[String]) -> bool {
+    let mut analyzer = word_analyzer();
+    words.iter().any(|word| analyzer.token_stream(word).next().is_some())
+}
+
+/// Whether `c` is written without spaces between words: Chinese characters, Japanese kana,
+/// Korean syllables.
+pub(crate) fn is_cjk(c: char) -> bool {
+    matches!(
+        u32::from(c),
+        0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xAC00..=0xD7AF | 0xF900..=0xFAFF
+            | 0x20000..=0x2FFFF
+    )
+}
+
+/// The byte ranges a word is cut into: a run of other characters whole, a run of CJK ones in
+/// overlapping pairs (`東京都` is `東京`, `京都`; one alone stays one), as Lucene's CJK
+/// analysis does: the tokenizer sees such a run as one word, found only by the whole run.
+pub(crate) fn pieces(word: &str) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let chars: Vec<(usize, char)> = word.char_indices().collect();
+    let end_of = |i: usize| chars.get(i + 1).map_or(word.len(), |&(at, _)| at);
+    let mut i = 0;
+    while i < chars.len() {
+        let cjk = is_cjk(chars[i].1);
+        let mut j = i;
+        while j + 1 < chars.len() && is_cjk(chars[j + 1].1) == cjk {
+            j += 1;
+        }
+        match cjk && j > i {
+            true => out.extend((i..j).map(|k| chars[k].0..end_of(k + 1))),
+            false => out.push(chars[i].0..end_of(j)),
+        }
+        i = j + 1;
+    }
+    out
+}
+
+/// A token filter: each word that holds CJK characters in its [`pieces`], positions kept in
+/// order (each piece one further, the words after it moved on), so that a quoted phrase still
+/// finds its words next to each other.
+#[derive(Clone, Copy)]
+struct CjkPairs;
+
+impl TokenFilter for CjkPairs {
+    type Tokenizer<T: Tokenizer> = CjkPairsFilter<T>;
+
+    fn transform<T: Tokenizer>(self, tokenizer: T) -> CjkPairsFilter<T> {
+        CjkPairsFilter(tokenizer)
+    }
+}
+
+#[derive(Clone)]
+struct CjkPairsFilter<T>(T);
+
+impl<T: Tokenizer> Tokenizer for CjkPairsFilter<T> {
+    type TokenStream<'a> = CjkPairsStream<T::TokenStream<'a>>;
+
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> Self::TokenStream<'a> {
+        CjkPairsStream { tail: self.0.token_stream(text), cut: Vec::new(), own: None, shift: 0 }
+    }
+}
+
+struct CjkPairsStream<T> {
+    tail: T,
+    /// The pieces of the word being cut still to come, last first.
+    cut: Vec<Token>,
+    /// The piece given now; `None` when the tail's token is given as it is.
+    own: Option<Token>,
+    /// How many positions the pieces so far added.
+    shift: usize,
+}
+
+impl<T: TokenStream> TokenStream for CjkPairsStream<T> {
+    fn advance(&mut self) -> bool {
+        if let Some(next) = self.cut.pop() {
+            self.own = Some(next);
+            return true;
+        }
+        self.own = None;
+        if !self.tail.advance() {
+            return false;
+        }
+        let shift = self.shift;
+        let token = self.tail.token_mut();
+        token.position += shift;
+        if !token.text.chars().any(is_cjk) {
+            return true;
+        }
+        let pieces = pieces(&token.text);
+        self.shift += pieces.len() - 1;
+        let token = self.tail.token();
+        self.cut = pieces
+            .into_iter()
+            .enumerate()
+            .map(|(i, range)| Token {
+                offset_from: token.offset_from + range.start,
+                offset_to: token.offset_from + range.end,
+                position: token.position + i,
+                text: token.text[range].to_string(),
+                position_length: 1,
+            })
+            .rev()
+            .collect();
+        self.own = self.cut.pop();
+        true
+    }
+
+    fn token(&self) -> &Token {
+        self.own.as_ref().unwrap_or_else(|| self.tail.token())
+    }
+
+    fn token_mut(&mut self) -> &mut Token {
+        match &mut self.own {
+            Some(own) => own,
+            None => self.tail.token_mut(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(mut analyzer: TextAnalyzer, text: &str) -> Vec<(usize, String)> {
+        let mut stream = analyzer.token_stream(text);
+        let mut out = Vec::new();
+        while let Some(token) = stream.next() {
+            out.push((token.position, token.text.clone()));
+        }
+        out
+    }
+
+    #[test]
+    fn text_without_spaces_is_cut_in_pairs_and_the_words_after_it_move_on() {
+        let got = words(analyzer(), "Rust 東京都 locks");
+        let want = [(0, "rust"), (1, "東京"), (2, "京都"), (3, "lock")];
+        assert_eq!(got, want.map(|(p, w)| (p, w.to_string())));
+        assert_eq!(
+            words(analyzer(), "x 日 y"),
+            [(0, "x".into()), (1, "日".into()), (2, "y".into())]
+        );
+        // A word mixing both is cut where the kind of character changes.
+        let mixed: Vec<String> =
+            words(word_analyzer(), "abc東京").into_iter().map(|(_, w)| w).collect();
+        assert_eq!(mixed, ["abc", "東京"]);
+        let r = "ab東京都c";
+        assert_eq!(
+            pieces(r).into_iter().map(|p| &r[p]).collect::<Vec<_>>(),
+            ["ab", "東京", "京都", "c"]
+        );
+        assert!(pieces("").is_empty());
+    }
+}
