@@ -97,7 +97,8 @@ pub(crate) fn parse_date(
     // New York skips from 02:00 to 03:00 is 03:30. No two jumps are a day apart.
     let local = |naive: NaiveDateTime| {
         Local.from_local_datetime(&naive).earliest().or_else(|| {
-            let before = Local.from_local_datetime(&(naive - TimeDelta::days(1))).earliest()?;
+            let day_before = naive.checked_sub_signed(TimeDelta::days(1))?;
+            let before = Local.from_local_datetime(&day_before).earliest()?;
             Some(naive.and_local_timezone(*before.offset()).single()?.with_timezone(&Local))
         })
     };
@@ -190,7 +191,7 @@ mod tests {
             parse_date("yesterday", now, true).unwrap()
                 > start(today) - chrono::TimeDelta::seconds(1)
         );
-        for bad in ["", "tomorrow", "3y", "d", "2026-13-01", "-3d"] {
+        for bad in ["", "tomorrow", "3x", "3s", "d", "2026-13-01", "-3d"] {
             assert!(parse_date(bad, now, false).is_err(), "{bad}");
         }
     }

@@ -291,7 +291,7 @@ fn home_report(store: &Store, out: &mut String, problems: &mut Vec<String>) -> b
             crate::human::counted(exposed.len() as u64, "transcript", "transcripts"),
             shown.join(", "),
             if exposed.len() > 5 { ", ..." } else { "" },
-            store.sessions_dir().display()
+            crate::human::shell_word(&store.sessions_dir().to_string_lossy())
         ));
     }
     let leftovers = store.leftovers();
@@ -320,7 +320,7 @@ fn writable(dir: &std::path::Path, problems: &mut Vec<String>) -> bool {
         problems.push(format!(
             "{} cannot be written by you, so no turn can be kept: give it back with `chmod u+rwx {}`, or point CCA_HOME elsewhere",
             dir.display(),
-            dir.display()
+            crate::human::shell_word(&dir.to_string_lossy())
         ));
     }
     writable
@@ -334,7 +334,7 @@ fn check_mode(path: &std::path::Path, forbidden: u32, problems: &mut Vec<String>
             problems.push(format!(
                 "{} can be read by others (mode {mode:o}): run `chmod {want} {}`",
                 path.display(),
-                path.display()
+                crate::human::shell_word(&path.to_string_lossy())
             ));
         }
     }

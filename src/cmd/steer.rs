@@ -71,5 +71,8 @@ fn ask_hint(given: Option<&str>, id: &str, text: &str) -> String {
 /// The start of the message, for a hint, quoted so that pasted back it runs nothing (`$(...)`
 /// and backquotes stay as written).
 fn hint_words(text: &str) -> String {
-    shell_word(&crate::transcript::one_line(text, 80))
+    let line = crate::transcript::one_line(text, 80);
+    // Words that start with `-` would be read as an option.
+    let options_end = if line.starts_with('-') { "-- " } else { "" };
+    format!("{options_end}{}", shell_word(&line))
 }

@@ -22,15 +22,16 @@ pub(crate) enum Refusal {
 }
 
 /// Whether a hook's command is cca's for `tool`, whatever path cca was at when it went in:
-/// `import --hook TOOL` run by a program called cca (`cca`, `'/opt/cca'`, `cca-dev`). A program
-/// of the user's with the same words (`my-backup import --hook claude`) is not cca's.
+/// `import --hook TOOL` run by a program called `cca` (`cca`, `'/opt/cca'`). A program of the
+/// user's with the same words (`my-backup import --hook claude`, `cca-notify ...`) is not
+/// cca's; `on` refuses to put in a hook whose program it would not know again.
 pub(crate) fn is_ours(command: &str, tool: &str) -> bool {
     let Some(program) = command.trim_end().strip_suffix(&format!(" import --hook {tool}")) else {
         return false;
     };
     let program = program.trim_end().trim_end_matches(['\'', '"']);
     let name = program.rsplit(['/', ' ', '\'', '"']).next().unwrap_or(program);
-    name.strip_prefix("cca").is_some_and(|rest| !rest.starts_with(|c: char| c.is_alphanumeric()))
+    name == "cca"
 }
 
 /// The settings with cca's `SessionEnd` hook `command` added, or `None` when a hook of cca's
@@ -603,7 +604,7 @@ mod tests {
             CMD,
             "cca import --hook claude",
             "CCA_HOME='/a b' '/it'\\''s/cca' import --hook claude",
-            "/opt/cca-dev import --hook claude  ",
+            "/opt/cca import --hook claude  ",
         ] {
             assert!(is_ours(ours, "claude"), "{ours}");
         }
@@ -611,6 +612,7 @@ mod tests {
             "my-backup import --hook claude",
             "import --hook claude",
             "/bin/ccat import --hook claude",
+            "~/bin/cca-notify import --hook claude",
             CMD.trim_end_matches("claude"),
         ] {
             assert!(!is_ours(theirs, "claude"), "{theirs}");

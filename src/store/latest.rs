@@ -14,7 +14,7 @@ use super::files::{read_regular, replace_file};
 use super::ids::{file_name, id_from_file_name};
 
 /// The most a `latest` of the text-file form holds: a session file's name, with room.
-const LONGEST_NAME: usize = 4096;
+const LONGEST_NAME: u64 = 4096;
 
 impl Store {
     /// Points `latest` at a session, atomically: readers see the old or the new link, never none.
@@ -53,23 +53,24 @@ impl Store {
             // Not a symlink: the text-file form, a session file's name (a file far longer
             // is none, and is not read whole nor echoed).
             Err(e) if e.kind() == io::ErrorKind::InvalidInput => {
-                let text = read_regular(&link)
-                    .with_context(|| format!("cannot read {}", link.display()))?;
-                if text.len() > LONGEST_NAME {
+                let size = fs::metadata(&link).map_or(0, |m| m.len());
+                if size > LONGEST_NAME {
                     return Err(Failure::new(
                         exit::ERROR,
                         format!(
                             "{} is neither a link nor a session file's name ({} bytes)",
                             link.display(),
-                            text.len()
+                            size
                         ),
                     )
                     .hint(format!(
                         "remove it (`rm {}`); the next turn makes it again",
-                        link.display()
+                        crate::human::shell_word(&link.to_string_lossy())
                     ))
                     .into());
                 }
+                let text = read_regular(&link)
+                    .with_context(|| format!("cannot read {}", link.display()))?;
                 PathBuf::from(String::from_utf8_lossy(&text).trim())
             }
             Err(e) => return Err(e).with_context(|| format!("cannot read {}", link.display())),
@@ -112,7 +113,7 @@ impl Store {
     pub(super) fn latest_target(&self) -> Option<String> {
         match fs::read_link(self.latest_path()) {
             Ok(target) => Some(target.to_string_lossy().into_owned()),
-            Err(_) => read_regular(&self.latest_path())
+            Err(_) => super::files::read_at_most(&self.latest_path(), LONGEST_NAME)
                 .ok()
                 .map(|t| String::from_utf8_lossy(&t).trim().to_string()),
         }

@@ -50,6 +50,7 @@ impl Store {
                 .with_context(|| format!("cannot open the lock {}", path.display()))
         };
         let mut file = open()?;
+        let mut reopened = 0u32;
         let mut on_wait = Some(on_wait);
         loop {
             match file.try_lock() {
@@ -59,7 +60,12 @@ impl Store {
                 Ok(()) if is_named(&file, &path) => return Ok(SessionLock { _file: file }),
                 Ok(()) => {
                     file = open()?;
-                    continue;
+                    // At once the first time; after that (the file replaced again and again),
+                    // as any other wait.
+                    reopened += 1;
+                    if reopened == 1 {
+                        continue;
+                    }
                 }
                 Err(fs::TryLockError::WouldBlock) => {}
                 Err(fs::TryLockError::Error(e)) => {

@@ -154,7 +154,10 @@ pub(crate) fn check_private_dir(dir: &Path, meta: &fs::Metadata, uid: u32) -> Re
             exit::ERROR,
             format!("{} is not a folder of this user (uid {uid})", dir.display()),
         )
-        .hint(format!("remove it (`rm -r {}`); cca makes it again", dir.display()))
+        .hint(format!(
+            "remove it (`rm -r {}`); cca makes it again",
+            crate::human::shell_word(&dir.to_string_lossy())
+        ))
         .into());
     }
     Ok(())

@@ -85,7 +85,7 @@ impl Store {
                     Failure::new(exit::ERROR, format!("the trash already holds a session {id}"))
                         .hint(format!(
                             "delete that one first (`rm {}`), or use --purge",
-                            to.display()
+                            crate::human::shell_word(&to.to_string_lossy())
                         ))
                 );
             }

@@ -382,7 +382,9 @@ pub(crate) fn make_folder_remote(remote: &str) -> Result<Option<String>> {
     let empty = match std::fs::read_dir(&path) {
         Ok(mut entries) => entries.next().is_none(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
-        Err(_) => false,
+        Err(e) => {
+            return Err(e).with_context(|| format!("cannot use {} as a remote", path.display()));
+        }
     };
     if !empty {
         bail!(

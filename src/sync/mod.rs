@@ -497,7 +497,7 @@ fn key_fits(store: &Store, seal: &Seal, described_again: impl FnOnce() -> bool) 
         .hint(format!(
             "if someone set the remote up again with a new key, put that key in {} (`cca sync key` where it was made); if no one did, someone who can push changed that file: put it back from git's history (`git -C {} log -p -- {DESCRIPTION}`); nothing was sent",
             key.display(),
-            store.sync_repo().display()
+            crate::human::shell_word(&store.sync_repo().to_string_lossy())
         )),
         Seal::Plain => Failure::usage("this machine syncs plain, but the remote is sealed with a key")
             .hint(format!("put the remote's key (`cca sync key` on a machine that syncs with it) in {}", key.display())),

@@ -541,3 +541,20 @@ fn doctor_says_which_hooks_would_import_nothing_here() {
         "{doctor}"
     );
 }
+
+/// A hook is known for cca's by its program's name, `cca`: a cca installed under another name
+/// refuses to put in a hook it could never replace or take out, and changes nothing.
+#[test]
+fn a_cca_not_called_cca_puts_in_no_hook() {
+    let env = TestEnv::new();
+    let [claude, _, _] = files(&env);
+    write(&claude, CLAUDE);
+    let renamed = env.root.path().join("cca2");
+    std::fs::copy(cca_exe(), &renamed).unwrap();
+    let base = env.command();
+    let mut on = std::process::Command::new(&renamed);
+    on.env_clear().current_dir(&env.work).args(["import", "--auto", "on"]);
+    on.envs(base.get_envs().filter_map(|(key, value)| Some((key, value?))));
+    run_command(on, None).code(2).stderr_has("a hook is known for cca's by the name `cca`");
+    assert_eq!(std::fs::read_to_string(&claude).unwrap(), CLAUDE);
+}

@@ -595,6 +595,10 @@ fn sessions_show_names_and_filter() {
     assert_eq!(run.code, Some(0), "{run}");
     assert!(run.stdout.contains("20260308-074000"), "{run}");
     assert!(!run.stdout.contains("20260308-072000"), "{run}");
+    // The earliest date there is, east of UTC, is no time at all: said, never a panic.
+    let run =
+        env.run_with(&["sessions", "--since=-262143-01-01 00:00"], None, &[("TZ", "Asia/Tokyo")]);
+    run.code(2).stderr_has("not a date");
 }
 
 #[test]

@@ -88,6 +88,8 @@ fn steer_with_no_running_turn_says_so() {
     // Pasted back, the hint runs nothing of the message.
     let run = env.run(&["steer", "-s", "other", "x $(touch pwned) `id` it's"]);
     run.code(1).stderr_has(r#"use `cca search -s other 'x $(touch pwned) `id` it'\''s'`"#);
+    let run = env.run(&["steer", "-s", "other", "--", "-v is what"]);
+    run.code(1).stderr_has("use `cca search -s other -- '-v is what'`");
     env.run_with(&["steer"], Some(b"a\0b"), &[]).code(2).stderr_has("NUL");
     env.run_with(&["steer"], Some(b"  \n"), &[]).code(2).stderr_has("empty");
     assert!(sockets(&env).is_empty());

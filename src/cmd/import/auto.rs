@@ -79,6 +79,17 @@ pub(crate) fn switch(settings: &Settings, store: &Store, switch: Switch) -> Resu
         _ => Some(settings.home.value.as_path()),
     };
     let hook = Hook { exe: &exe, home };
+    // A hook is known for cca's by its program's name: one cca would not know again could
+    // never be replaced or taken out.
+    if switch == Switch::On && exe.file_name().is_none_or(|n| n != "cca") {
+        bail!(
+            Failure::usage(format!(
+                "cca's program is {}: a hook is known for cca's by the name `cca`, and this one would not be",
+                exe.display()
+            ))
+            .hint("run `cca import --auto on` from cca installed as `cca` (`make install` puts it so)")
+        );
+    }
     let targets = targets(settings);
     // No home to find the tools' settings in (HOME unset, and none in the password file).
     if targets.is_empty() {
@@ -151,7 +162,8 @@ fn on(store: &Store, target: &Target, hook: &Hook) -> Result<String> {
 /// that is not plain JSON (comments) is not looked into.
 fn hooks_turned_off(target: &Target) -> Option<&'static str> {
     let text = store::read_settings(&target.file).ok()??;
-    let settings: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let settings: serde_json::Value =
+        serde_json::from_str(text.trim_start_matches('\u{feff}')).ok()?;
     match target.tool {
         HookTool::Claude => {
             (settings["disableAllHooks"] == true).then_some("\"disableAllHooks\": true")
@@ -297,7 +309,13 @@ pub(crate) fn state(
     };
     let home =
         home.map(PathBuf::from).or_else(|| settings.user_home.as_ref().map(|h| h.join(".cca")));
-    let problem = if !is_program(Path::new(&program)) {
+    // A program named as a person might write it by hand: found on PATH, or in the home.
+    let path = match program.strip_prefix("~/") {
+        Some(rest) => settings.user_home.as_ref().map_or(PathBuf::from(&program), |h| h.join(rest)),
+        None if !program.contains('/') => which::which(&program).unwrap_or(PathBuf::from(&program)),
+        None => PathBuf::from(&program),
+    };
+    let problem = if !is_program(&path) {
         Some(format!(
             "{}'s hook runs {program}, which is not there: the tool's conversations are not imported; {again}",
             target.name()
@@ -431,7 +449,9 @@ pub(crate) fn at_risk(settings: &Settings, store: &Store) -> Vec<String> {
 /// Claude Code's `cleanupPeriodDays` (30 unless set).
 fn claude_days(file: &Path) -> u64 {
     let settings = store::read_settings(file).ok().flatten();
-    let value = settings.and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+    let value = settings.and_then(|t| {
+        serde_json::from_str::<serde_json::Value>(t.trim_start_matches('\u{feff}')).ok()
+    });
     value.and_then(|v| v["cleanupPeriodDays"].as_u64()).unwrap_or(30)
 }
 
@@ -439,7 +459,9 @@ fn claude_days(file: &Path) -> u64 {
 /// default), or `None` when retention is off.
 fn gemini_days(file: &Path) -> Option<u64> {
     let settings = store::read_settings(file).ok().flatten();
-    let value = settings.and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+    let value = settings.and_then(|t| {
+        serde_json::from_str::<serde_json::Value>(t.trim_start_matches('\u{feff}')).ok()
+    });
     let retention = value.map(|v| v["general"]["sessionRetention"].clone()).unwrap_or_default();
     if retention["enabled"] == false {
         return None;
