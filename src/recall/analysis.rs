@@ -145,8 +145,8 @@ pub(crate) fn pieces(word: &str) -> Vec<std::ops::Range<usize>> {
 }
 
 /// A token filter: each word that holds CJK characters in its [`pieces`], positions kept in
-/// order (each piece one further, the words after it moved on), so that a quoted phrase still
-/// finds its words next to each other.
+/// order (each piece one further, the words after it moved on, past a gap of one), so that a
+/// quoted phrase still finds its words next to each other, and a run's pairs only in it.
 #[derive(Clone, Copy)]
 struct CjkPairs;
 
@@ -196,7 +196,9 @@ impl<T: TokenStream> TokenStream for CjkPairsStream<T> {
             return true;
         }
         let pieces = pieces(&token.text);
-        self.shift += pieces.len() - 1;
+        // One position more after the run: pairs of two runs (`東京、京都`) are not next to
+        // each other as a run's own are, so a quoted run is found only where it is whole.
+        self.shift += pieces.len();
         let token = self.tail.token();
         self.cut = pieces
             .into_iter()
@@ -242,11 +244,11 @@ mod tests {
     #[test]
     fn text_without_spaces_is_cut_in_pairs_and_the_words_after_it_move_on() {
         let got = words(analyzer(), "Rust 東京都 locks");
-        let want = [(0, "rust"), (1, "東京"), (2, "京都"), (3, "lock")];
+        let want = [(0, "rust"), (1, "東京"), (2, "京都"), (4, "lock")];
         assert_eq!(got, want.map(|(p, w)| (p, w.to_string())));
         assert_eq!(
             words(analyzer(), "x 日 y"),
-            [(0, "x".into()), (1, "日".into()), (2, "y".into())]
+            [(0, "x".into()), (1, "日".into()), (3, "y".into())]
         );
         // A word mixing both is cut where the kind of character changes.
         let mixed: Vec<String> =

@@ -616,7 +616,10 @@ impl Index {
             while let Some(token) = stream.next() {
                 terms.push((at + shift + token.position, token.text.clone()));
             }
-            shift += super::analysis::pieces(word).len().saturating_sub(1);
+            // As the index's analysis does: a run's pairs, then a gap of one.
+            if word.chars().any(super::analysis::is_cjk) {
+                shift += super::analysis::pieces(word).len();
+            }
         }
         terms
     }

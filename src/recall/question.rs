@@ -38,11 +38,13 @@ pub(crate) const SYNONYMS: &[&[&str]] = &[
     &["library", "crate", "package", "dependency"],
 ];
 
-/// Words are runs of letters and digits, lower-cased, as the index's tokenizer cuts them.
+/// Words are runs of letters and digits, lower-cased a character at a time, as the index's
+/// tokenizer cuts and lower-cases them (a whole word's lower-casing makes a final `Σ` into
+/// `ς`, which the index never holds for it).
 pub(crate) fn words(text: &str) -> Vec<String> {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
+        .map(|w| w.chars().flat_map(char::to_lowercase).collect())
         .collect()
 }
 
@@ -51,7 +53,9 @@ pub(crate) fn parse(text: &str) -> Question {
     // Between quotes (odd pieces) is a phrase; an unclosed quote runs to the end.
     for (i, piece) in text.split('"').enumerate() {
         let found = words(piece);
-        if i % 2 == 1 && found.len() > 1 {
+        // A quoted run of text written without spaces is a phrase of its pairs of characters.
+        let pieces: usize = found.iter().map(|w| super::analysis::pieces(w).len()).sum();
+        if i % 2 == 1 && pieces > 1 {
             question.phrases.push(found.clone());
         }
         question.words.extend(found);
@@ -87,6 +91,14 @@ mod tests {
         assert_eq!(parse("\"one\" word").phrases.len(), 0);
         assert!(parse("?!").words.is_empty());
         assert!(q.related.is_empty());
+    }
+
+    #[test]
+    fn words_are_lower_cased_as_the_index_does_and_a_quoted_run_without_spaces_is_a_phrase() {
+        assert_eq!(words("Ο ΔΡΟΜΟΣ"), ["ο", "δρομοσ"]);
+        assert_eq!(parse("\"東京都庁\"").phrases, [vec!["東京都庁".to_string()]]);
+        assert!(parse("\"東\"").phrases.is_empty());
+        assert!(parse("\"word\"").phrases.is_empty());
     }
 
     #[test]

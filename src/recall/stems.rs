@@ -90,6 +90,12 @@ impl<T: TokenStream> TokenStream for RememberingStemmerStream<'_, T> {
             return false;
         }
         let token = self.tail.token_mut();
+        // English stems only what is written in ASCII letters (accents were folded before): a
+        // pair of CJK characters, of which a store holds hundreds of thousands, would only
+        // fill the memory and start it again, each met once.
+        if !token.text.is_ascii() {
+            return true;
+        }
         if let Some(known) = self.stems.get(&token.text) {
             if let Some(stem) = known {
                 token.text.clear();

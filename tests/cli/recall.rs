@@ -129,6 +129,18 @@ fn text_written_without_spaces_is_found_by_its_words() {
         let excerpt = found[0]["excerpt"].as_str().unwrap();
         assert!(excerpt.contains(holds), "{question}: {excerpt}");
     }
+    // A quoted run counts more where its characters are in order than where they are apart.
+    let scattered =
+        [("FAKE_SCRIPT", "say 昨日は東京と京都と都庁の写真を見ました。景色がきれいでした。")];
+    env.run_with(&["search", "-q", "地名"], None, &scattered).ok();
+    let exact = [("FAKE_SCRIPT", "say 昨日は東京都庁の展望台に行きました。景色がきれいでした。")];
+    env.run_with(&["search", "-q", "昨日"], None, &exact).ok();
+    let found = recall(&env, "\"東京都庁\"");
+    assert!(found[0]["excerpt"].as_str().unwrap().contains("展望台"), "{found:?}");
+    // A word in capitals is found as written (Greek's final sigma).
+    env.run_with(&["search", "-q", "greek"], None, &[("FAKE_SCRIPT", "say Ο ΔΡΟΜΟΣ ΚΑΙ Ο ΝΟΜΟΣ")])
+        .ok();
+    assert!(!recall(&env, "ΔΡΟΜΟΣ").is_empty());
 }
 
 #[test]
