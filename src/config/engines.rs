@@ -10,6 +10,9 @@ use anyhow::Result;
 use super::{EngineFile, Env, File, Place, Source};
 use crate::engine::{self, BYTES_PER_TOKEN, EngineConfig, HistoryMode, SystemPromptMode};
 
+/// The most characters an engine's name (or a model's) may have.
+pub(crate) const LONGEST_NAME: usize = 64;
+
 fn bytes_per_token(engine: &str, value: Option<f64>, place: &Place) -> Result<f64> {
     match value {
         None => Ok(BYTES_PER_TOKEN),
@@ -152,8 +155,21 @@ pub(super) fn engines(
             continue;
         }
         let section = format!("engines.{name}");
-        if name.is_empty() || name.contains(['/', '\\']) || name.starts_with('.') {
-            let message = format!("`{name}` is not a usable engine name");
+        // A name goes into transcripts' headers and every listing: a line of its own, short.
+        if name.is_empty()
+            || name.contains(['/', '\\'])
+            || name.starts_with('.')
+            || name.chars().any(char::is_control)
+            || name.chars().count() > LONGEST_NAME
+        {
+            let shown: String = name
+                .chars()
+                .take(LONGEST_NAME)
+                .map(|c| if c.is_control() { '?' } else { c })
+                .collect();
+            let message = format!(
+                "`{shown}` is not a usable engine name (at most {LONGEST_NAME} characters, no control characters, `/` or leading `.`)"
+            );
             return Err(place.error(&section, None, message));
         }
         // A program that reads a prompt on stdin, or an ACP agent.

@@ -277,15 +277,28 @@ impl EngineConfig {
 /// words: wherever it comes from (a flag, the environment, the config file, a transcript's
 /// header, an editor), it reaches the engine's command line.
 pub(crate) fn check_model(model: &str, from: &str) -> anyhow::Result<()> {
-    let odd = model.is_empty()
-        || model.starts_with('-')
-        || model.chars().any(|c| c.is_whitespace() || c.is_control());
-    if !odd {
-        return Ok(());
+    /// A model's name goes into the transcript's header, one line: far longer is no name.
+    const LONGEST_MODEL: usize = 256;
+    if model.chars().count() > LONGEST_MODEL {
+        let start: String = model.chars().take(40).collect();
+        return Err(crate::error::Failure::usage(format!(
+            "the model name {start:?}... ({from}) is not a model name: it is over {LONGEST_MODEL} characters; it was not used"
+        ))
+        .hint("name a model as the engine does (`sonnet`, `gemini-2.5-pro`), and fix the place it came from")
+        .into());
     }
+    let why = match () {
+        _ if model.is_empty() => "it is empty",
+        _ if model.starts_with('-') => {
+            "it starts with `-`, so an engine could read it as an option"
+        }
+        _ if model.chars().any(|c| c.is_whitespace() || c.is_control()) => {
+            "it holds spaces or control characters, so an engine could read it as several words"
+        }
+        _ => return Ok(()),
+    };
     Err(crate::error::Failure::usage(format!(
-        "the model name {model:?} ({from}) is not a model name: it starts with `-` or holds \
-         spaces or control characters, so an engine could read it as an option; it was not used"
+        "the model name {model:?} ({from}) is not a model name: {why}; it was not used"
     ))
     .hint("name a model as the engine does (`sonnet`, `gemini-2.5-pro`), and fix the place it came from")
     .into())

@@ -163,6 +163,17 @@ fn a_model_name_that_reads_as_an_option_is_refused_wherever_it_comes_from() {
     env.run(&["search", "q"]).code(2).stderr_has("the model name \"two words\"");
     env.write_config("model = \"--resume=latest\"\n");
     env.run(&["search", "q"]).code(2).stderr_has("config.toml");
+    // One far too long for a name would make a header no cca reads: refused, nothing made.
+    let long = "a".repeat(70_000);
+    env.write_config("");
+    env.run(&["search", "-m", &long, "q"]).code(2).stderr_has("is over 256 characters");
+    nothing_recorded(&env);
+    // So is an engine's name made of control characters, or far too long.
+    let long_engine = format!("[engines.{}]\ncommand = [\"x\"]\n", "e".repeat(100));
+    for config in ["[engines.\"a\\u001b[31mRED\"]\ncommand = [\"x\"]\n", long_engine.as_str()] {
+        env.write_config(config);
+        env.run(&["search", "q"]).code(2).stderr_has("is not a usable engine name");
+    }
     nothing_recorded(&env);
 }
 
