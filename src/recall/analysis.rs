@@ -26,9 +26,13 @@ pub(crate) fn is_stop_word(word: &str) -> bool {
 
 /// The index's analysis of a field's text.
 pub(super) fn analyzer() -> TextAnalyzer {
-    TextAnalyzer::builder(SimpleTokenizer::default())
-        .filter(CjkPairs)
-        .filter(CutLongWords)
+    analysis(SimpleTokenizer::default())
+}
+
+/// The filters every text goes through after `tokenizer` cut it in words.
+fn analysis<T: Tokenizer>(tokenizer: T) -> TextAnalyzer {
+    TextAnalyzer::builder(tokenizer)
+        .filter(WordPieces)
         .filter(LowerCaser)
         // `cafe` finds `café`, and `naive` `naïve`: accents are how words are written, not
         // what they are.
@@ -41,68 +45,11 @@ pub(super) fn analyzer() -> TextAnalyzer {
 /// The characters of a word that are kept: a longer one is cut to its start.
 const LONGEST_WORD: usize = 40;
 
-/// Words over [`LONGEST_WORD`] characters, cut to their first that many: a long identifier, or
-/// a run of text written without spaces (Chinese, Japanese), is found all the same (dropped,
-/// as tantivy's filter does, it was never found), and a blob (a hash) costs one short word.
-#[derive(Clone, Copy)]
-struct CutLongWords;
-
-impl TokenFilter for CutLongWords {
-    type Tokenizer<T: Tokenizer> = CutLongWordsFilter<T>;
-
-    fn transform<T: Tokenizer>(self, tokenizer: T) -> CutLongWordsFilter<T> {
-        CutLongWordsFilter(tokenizer)
-    }
-}
-
-#[derive(Clone)]
-struct CutLongWordsFilter<T>(T);
-
-impl<T: Tokenizer> Tokenizer for CutLongWordsFilter<T> {
-    type TokenStream<'a> = CutLongWordsStream<T::TokenStream<'a>>;
-
-    fn token_stream<'a>(&'a mut self, text: &'a str) -> Self::TokenStream<'a> {
-        CutLongWordsStream(self.0.token_stream(text))
-    }
-}
-
-struct CutLongWordsStream<T>(T);
-
-impl<T: TokenStream> TokenStream for CutLongWordsStream<T> {
-    fn advance(&mut self) -> bool {
-        if !self.0.advance() {
-            return false;
-        }
-        let text = &mut self.0.token_mut().text;
-        if let Some((end, _)) = text.char_indices().nth(LONGEST_WORD) {
-            text.truncate(end);
-        }
-        true
-    }
-
-    fn token(&self) -> &Token {
-        self.0.token()
-    }
-
-    fn token_mut(&mut self) -> &mut Token {
-        self.0.token_mut()
-    }
-}
-
 /// The index's analysis of one word a question's words were cut into already
 /// ([`super::question::words`], as the tokenizer cuts them): cut again after lower-casing, a
 /// word could come apart where the text's did not (`İ` lower-cases to `i` and a combining dot).
 pub(super) fn word_analyzer() -> TextAnalyzer {
-    TextAnalyzer::builder(RawTokenizer::default())
-        .filter(CjkPairs)
-        .filter(CutLongWords)
-        .filter(LowerCaser)
-        // `cafe` finds `café`, and `naive` `naïve`: accents are how words are written, not
-        // what they are.
-        .filter(AsciiFoldingFilter)
-        .filter(StopWordFilter::remove(STOP_WORDS.iter().map(|w| w.to_string())))
-        .filter(RememberingStemmer)
-        .build()
+    analysis(RawTokenizer::default())
 }
 
 /// Whether any of `words` is one the index holds words as (not a stop word).
@@ -146,30 +93,33 @@ pub(crate) fn pieces(word: &str) -> Vec<std::ops::Range<usize>> {
 
 /// A token filter: each word that holds CJK characters in its [`pieces`], positions kept in
 /// order (each piece one further, the words after it moved on, past a gap of one), so that a
-/// quoted phrase still finds its words next to each other, and a run's pairs only in it.
+/// quoted phrase still finds its words next to each other, and a run's pairs only in it; and
+/// every word over [`LONGEST_WORD`] characters cut to its first that many: a long identifier
+/// is found all the same (dropped, as tantivy's filter does, it was never found), and a blob
+/// (a hash) costs one short word.
 #[derive(Clone, Copy)]
-struct CjkPairs;
+struct WordPieces;
 
-impl TokenFilter for CjkPairs {
-    type Tokenizer<T: Tokenizer> = CjkPairsFilter<T>;
+impl TokenFilter for WordPieces {
+    type Tokenizer<T: Tokenizer> = WordPiecesFilter<T>;
 
-    fn transform<T: Tokenizer>(self, tokenizer: T) -> CjkPairsFilter<T> {
-        CjkPairsFilter(tokenizer)
+    fn transform<T: Tokenizer>(self, tokenizer: T) -> WordPiecesFilter<T> {
+        WordPiecesFilter(tokenizer)
     }
 }
 
 #[derive(Clone)]
-struct CjkPairsFilter<T>(T);
+struct WordPiecesFilter<T>(T);
 
-impl<T: Tokenizer> Tokenizer for CjkPairsFilter<T> {
-    type TokenStream<'a> = CjkPairsStream<T::TokenStream<'a>>;
+impl<T: Tokenizer> Tokenizer for WordPiecesFilter<T> {
+    type TokenStream<'a> = WordPiecesStream<T::TokenStream<'a>>;
 
     fn token_stream<'a>(&'a mut self, text: &'a str) -> Self::TokenStream<'a> {
-        CjkPairsStream { tail: self.0.token_stream(text), cut: Vec::new(), own: None, shift: 0 }
+        WordPiecesStream { tail: self.0.token_stream(text), cut: Vec::new(), own: None, shift: 0 }
     }
 }
 
-struct CjkPairsStream<T> {
+struct WordPiecesStream<T> {
     tail: T,
     /// The pieces of the word being cut still to come, last first.
     cut: Vec<Token>,
@@ -179,8 +129,34 @@ struct CjkPairsStream<T> {
     shift: usize,
 }
 
-impl<T: TokenStream> TokenStream for CjkPairsStream<T> {
+impl<T: TokenStream> TokenStream for WordPiecesStream<T> {
     fn advance(&mut self) -> bool {
+        if !self.next_piece() {
+            return false;
+        }
+        let text = &mut self.token_mut().text;
+        if let Some((end, _)) = text.char_indices().nth(LONGEST_WORD) {
+            text.truncate(end);
+        }
+        true
+    }
+
+    fn token(&self) -> &Token {
+        self.own.as_ref().unwrap_or_else(|| self.tail.token())
+    }
+
+    fn token_mut(&mut self) -> &mut Token {
+        match &mut self.own {
+            Some(own) => own,
+            None => self.tail.token_mut(),
+        }
+    }
+}
+
+impl<T: TokenStream> WordPiecesStream<T> {
+    /// The next piece, uncut: a pair of the word being cut, or the tail's next word (cut in
+    /// pieces when it holds CJK characters).
+    fn next_piece(&mut self) -> bool {
         if let Some(next) = self.cut.pop() {
             self.own = Some(next);
             return true;
@@ -214,17 +190,6 @@ impl<T: TokenStream> TokenStream for CjkPairsStream<T> {
             .collect();
         self.own = self.cut.pop();
         true
-    }
-
-    fn token(&self) -> &Token {
-        self.own.as_ref().unwrap_or_else(|| self.tail.token())
-    }
-
-    fn token_mut(&mut self) -> &mut Token {
-        match &mut self.own {
-            Some(own) => own,
-            None => self.tail.token_mut(),
-        }
     }
 }
 
@@ -260,5 +225,9 @@ mod tests {
             ["ab", "東京", "京都", "c"]
         );
         assert!(pieces("").is_empty());
+        // A long word, or a long piece of one, is cut to its first 40 characters.
+        let long = format!("{}東京", "x".repeat(50));
+        let cut: Vec<String> = words(word_analyzer(), &long).into_iter().map(|(_, w)| w).collect();
+        assert_eq!(cut, ["x".repeat(40), "東京".to_string()]);
     }
 }

@@ -26,6 +26,14 @@ fn write(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
 }
 
+/// `PROGRAM ARGS`, a copy of cca somewhere else, in the environment `env` gives cca.
+fn run_as(env: &TestEnv, program: &Path, args: &[&str]) -> Run {
+    let mut cmd = std::process::Command::new(program);
+    cmd.env_clear().current_dir(&env.work).args(args);
+    cmd.envs(env.command().get_envs().filter_map(|(key, value)| Some((key, value?))));
+    run_command(cmd, None)
+}
+
 fn files(env: &TestEnv) -> [PathBuf; 3] {
     [".claude/settings.json", ".gemini/settings.json", ".codex/config.toml"]
         .map(|f| env.home.join(f))
@@ -506,11 +514,7 @@ fn doctor_says_which_hooks_would_import_nothing_here() {
     std::fs::create_dir_all(old.parent().unwrap()).unwrap();
     std::fs::copy(cca_exe(), &old).unwrap();
     // `on` from a cca that is then removed (an old install).
-    let base = env.command();
-    let mut on = std::process::Command::new(&old);
-    on.env_clear().current_dir(&env.work).args(["import", "--auto", "on"]);
-    on.envs(base.get_envs().filter_map(|(key, value)| Some((key, value?))));
-    run_command(on, None).ok();
+    run_as(&env, &old, &["import", "--auto", "on"]).ok();
     std::fs::remove_file(&old).unwrap();
     let doctor = env.run(&["doctor"]);
     let problems = doctor.stdout.split("problems:").nth(1).unwrap_or_default().to_string();
@@ -551,10 +555,8 @@ fn a_cca_not_called_cca_puts_in_no_hook() {
     write(&claude, CLAUDE);
     let renamed = env.root.path().join("cca2");
     std::fs::copy(cca_exe(), &renamed).unwrap();
-    let base = env.command();
-    let mut on = std::process::Command::new(&renamed);
-    on.env_clear().current_dir(&env.work).args(["import", "--auto", "on"]);
-    on.envs(base.get_envs().filter_map(|(key, value)| Some((key, value?))));
-    run_command(on, None).code(2).stderr_has("a hook is known for cca's by the name `cca`");
+    run_as(&env, &renamed, &["import", "--auto", "on"])
+        .code(2)
+        .stderr_has("a hook is known for cca's by the name `cca`");
     assert_eq!(std::fs::read_to_string(&claude).unwrap(), CLAUDE);
 }
