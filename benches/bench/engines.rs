@@ -126,6 +126,17 @@ impl Front {
     }
 }
 
+/// The size of a caching run's turns, in sentences of about 50 bytes.
+#[derive(Clone, Copy)]
+pub(crate) struct Turns {
+    question: usize,
+    answer: usize,
+}
+
+/// Turns of some 2,800 tokens: over the providers' least cacheable prefix from the first.
+const LONG_TURNS: Turns = Turns { question: 105, answer: 110 };
+const SHORT_TURNS: Turns = Turns { question: 10, answer: 40 };
+
 impl Bench {
     pub(crate) fn caching(&self) {
         println!(
@@ -150,6 +161,7 @@ impl Bench {
         let inline = "history = \"inline\"\n";
         self.cache_rows(
             "caching",
+            LONG_TURNS,
             &[
                 ("claude, cca (default: structured history)", &claude, CacheRoute::Cca("")),
                 ("claude, one `cca chat` (claude kept warm)", &claude, CacheRoute::Chat),
@@ -184,6 +196,7 @@ impl Bench {
         );
         self.cache_rows(
             "codex-caching",
+            LONG_TURNS,
             &[
                 ("codex, cca (default: structured history)", &codex, CacheRoute::Cca("")),
                 (
@@ -195,15 +208,28 @@ impl Bench {
                 ("codex's own `codex exec resume --last`", &codex, CacheRoute::Own),
             ],
         );
+        // A request's share is what it repeats over all it holds: long turns leave early
+        // requests under a share that shorter ones, with the same history behind them, pass.
+        println!(
+            "The same, with turns of a more usual size: a question of about 0.5 KB and an answer of about 2.1 KB (some 650 tokens a turn).\n"
+        );
+        self.cache_rows(
+            "codex-caching-short",
+            SHORT_TURNS,
+            &[
+                ("codex, cca (default: structured history)", &codex, CacheRoute::Cca("")),
+                ("codex's own `codex exec resume --last`", &codex, CacheRoute::Own),
+            ],
+        );
     }
 
     /// A row of the caching table per route: each follow-up's share, then requests 3 to 10's.
-    fn cache_rows(&self, prefix: &str, routes: &[(&str, &Path, CacheRoute)]) {
+    fn cache_rows(&self, prefix: &str, turns: Turns, routes: &[(&str, &Path, CacheRoute)]) {
         println!(
             "| engine, route | request 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10 | 3-10 | not cached, KB |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
         );
         for (i, (label, program, route)) in routes.iter().enumerate() {
-            let bodies = self.cache_turns(&format!("{prefix}-{i}"), program, route);
+            let bodies = self.cache_turns(&format!("{prefix}-{i}"), program, route, turns);
             let shares: Vec<f64> = bodies
                 .windows(2)
                 .map(|pair| mock_api::cacheable_share(&pair[0], &pair[1]))
@@ -221,12 +247,14 @@ impl Bench {
         println!();
     }
 
-    /// Ten long turns through `program` by `route`; the answer requests as the server got them.
+    /// Ten turns of the size `turns` says through `program` by `route`; the answer requests as
+    /// the server got them.
     pub(crate) fn cache_turns(
         &self,
         name: &str,
         program: &Path,
         route: &CacheRoute,
+        turns: Turns,
     ) -> Vec<serde_json::Value> {
         let engine = program.file_name().unwrap().to_string_lossy().into_owned();
         let api = mock_api::MockApi::start();
@@ -279,12 +307,12 @@ impl Bench {
             _ => None,
         };
         for n in 0..10 {
-            let answer = filler(n, "Answer", 110);
+            let answer = filler(n, "Answer", turns.answer);
             api.set(mock_api::Behavior {
                 answer: Some(answer.clone()),
                 ..mock_api::Behavior::default()
             });
-            let question = filler(n, "Question", 105);
+            let question = filler(n, "Question", turns.question);
             let mut cmd = match route {
                 CacheRoute::Chat | CacheRoute::Acp => {
                     let front = front.as_mut().expect("started above");

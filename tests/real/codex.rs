@@ -417,6 +417,25 @@ fn codex_follow_ups_extend_the_previous_request_and_a_hand_edit_reaches_the_next
 }
 
 #[test]
+fn turns_of_a_usual_size_are_cached_past_85_percent_from_the_third_request() {
+    // A question of about 0.5 KB and an answer of about 2 KB. (The long turns above leave
+    // request 3 near 84% for any route, codex's own resume included: what it must send anew,
+    // the last answer and the new question, is then a larger share of all it holds.)
+    let (r, codex) = codex_real();
+    for n in 0..4 {
+        r.api.set(Behavior { answer: Some(filler(n, "Answer", 40)), ..Behavior::default() });
+        let question = filler(n, "Question", 10);
+        let resume: &[&str] = if n > 0 { &["-r"] } else { &["-e", "codex"] };
+        run(&r, &codex, &[&["search", "-q"], resume, &[question.as_str()]].concat()).ok();
+    }
+    let bodies: Vec<Value> = r.api.turns().into_iter().map(|t| t.body).collect();
+    assert_eq!(bodies.len(), 4);
+    for (n, share) in shares(&bodies).into_iter().enumerate() {
+        assert!(share >= 0.85, "request {}: {share:.3} of it cached", n + 3);
+    }
+}
+
+#[test]
 fn codex_answers_a_steer_as_the_next_turn() {
     use cca::transcript::Kind::{Assistant, User};
     let (r, codex) = codex_real();
