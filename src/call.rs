@@ -573,9 +573,13 @@ fn materialize(
                      dir: &mut dyn FnMut() -> Result<PathBuf>|
      -> Result<PathBuf> {
         // In place of the user's, where the engine says it is.
-        let user_home = match home.user {
-            UserFolder::Home => settings.user_home.as_deref(),
-            UserFolder::GeminiCliHome => settings.gemini_home.as_deref(),
+        let in_home = |home_dir: Option<&std::path::Path>| {
+            (home_dir.map(std::path::Path::to_path_buf), home_dir.map(|h| h.join(home.config_dir)))
+        };
+        let (user_home, user_config) = match home.user {
+            UserFolder::Home => in_home(settings.user_home.as_deref()),
+            UserFolder::GeminiCliHome => in_home(settings.gemini_home.as_deref()),
+            UserFolder::CodexHome => (settings.user_home.clone(), settings.codex_home.clone()),
         };
         let over = |user: Option<&str>| home.settings.as_ref().map(|s| s.over(user));
         let text = |user: Option<&str>| over(user).unwrap_or_default();
@@ -592,7 +596,7 @@ fn materialize(
             "" => dir()?.join("home"),
             id => store.engine_home_dir(home.engine, id),
         };
-        store.make_engine_home(&at, &made, user_home)
+        store.make_engine_home(&at, &made, user_home.as_deref(), user_config.as_deref())
     };
     let mut resolve = |arg: &Arg| -> Result<OsString> {
         let mut dir = || -> Result<PathBuf> {

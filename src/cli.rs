@@ -198,7 +198,7 @@ pub enum Command {
     /// Import conversations from Claude Code, gemini, codex or llm as cca sessions
     ///
     /// Reads the tool's own store (claude: ~/.claude/projects; gemini: ~/.gemini/tmp/*/chats;
-    /// codex: ~/.codex/sessions; llm: its logs.db), or the files and folders given. One session
+    /// codex: ~/.codex/sessions or $CODEX_HOME/sessions; llm: its logs.db), or the files and folders given. One session
     /// per conversation, with its times, folder, title, engine and model; tool calls as cca's
     /// tool lines; what cca cannot carry (thinking, images, subagent side chains) is named in
     /// the answer. Importing again adds only what is new: a conversation that went on gets its
@@ -225,7 +225,7 @@ pub enum Command {
     ///
     /// claude: ~/.claude/projects/<folder>/<uuid>.jsonl, then `claude --resume UUID`; gemini:
     /// ~/.gemini/tmp/<project>/chats/, then `gemini --resume UUID`; codex:
-    /// ~/.codex/sessions/YYYY/MM/DD/, then `codex resume UUID`; each from the session's folder. Prints the id to resume on stdout. Questions, answers (with their tool lines)
+    /// ~/.codex/sessions/YYYY/MM/DD/ (or under $CODEX_HOME), then `codex resume UUID`; each from the session's folder. Prints the id to resume on stdout. Questions, answers (with their tool lines)
     /// and their times are carried; attachments go with their question.
     Export(ExportArgs),
 
@@ -271,7 +271,8 @@ pub enum Command {
     ///
     /// Environment: CCA_HOME, CCA_ENGINE, CCA_MODEL, CCA_PROMPT, CCA_SESSION, CCA_CLAUDE,
     /// CCA_GEMINI, CCA_CODEX, CCA_NOW (a fixed clock, for tests), CCA_GRACE_MS (for tests), CCA_COMPLETE (used by completions),
-    /// GEMINI_CLI_HOME and CLAUDE_CONFIG_DIR (where gemini and claude keep their files), and the
+    /// GEMINI_CLI_HOME, CLAUDE_CONFIG_DIR and CODEX_HOME (where gemini, claude and codex keep
+    /// their files), and the
     /// standard NO_COLOR, TERM, PAGER,
     /// PATH, HOME. Links in rendered answers are terminal hyperlinks where the terminal is known
     /// to show them (TERM_PROGRAM, VTE_VERSION, WT_SESSION, KONSOLE_VERSION, TERM; not inside
@@ -588,7 +589,7 @@ pub struct ImportArgs {
     /// Import each conversation of Claude Code, gemini and codex as it ends (on), or stop (off)
     ///
     /// on: adds cca's hook to each tool found: Claude Code's and gemini's SessionEnd hook in
-    /// their settings.json, codex's notify in ~/.codex/config.toml (codex runs one notify: one of
+    /// their settings.json, codex's notify in ~/.codex/config.toml or $CODEX_HOME's (codex runs one notify: one of
     /// your own is kept, and cca's hook runs it). Your own hooks and the rest of the file stay as
     /// they are. off: takes out exactly cca's entry, and gives back your file byte for byte when
     /// nothing else changed. `cca doctor` says which are on.

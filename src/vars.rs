@@ -31,6 +31,9 @@ pub const GEMINI_CLI_HOME: &str = "GEMINI_CLI_HOME";
 /// claude's own: its folder (else `$HOME/.claude`), where it keeps its sessions: cca reads there
 /// the session file of a structured-history turn (and removes it), imports and exports.
 pub const CLAUDE_CONFIG_DIR: &str = "CLAUDE_CONFIG_DIR";
+/// codex's own: its folder (else `$HOME/.codex`), where it keeps its sessions and settings:
+/// what cca imports, exports and hooks into, and what the home cca gives its codex links to.
+pub const CODEX_HOME: &str = "CODEX_HOME";
 /// Standard: the pager for `cca show` on a terminal (default `less -FRX`); a command with spaces
 /// or shell syntax runs through `sh -c`, as git runs it.
 pub const PAGER: &str = "PAGER";
@@ -50,7 +53,7 @@ pub const KONSOLE_VERSION: &str = "KONSOLE_VERSION";
 pub const TMUX: &str = "TMUX";
 pub const STY: &str = "STY";
 
-pub const ALL: [&str; 24] = [
+pub const ALL: [&str; 25] = [
     HOME,
     ENGINE,
     MODEL,
@@ -68,6 +71,7 @@ pub const ALL: [&str; 24] = [
     USER_HOME,
     GEMINI_CLI_HOME,
     CLAUDE_CONFIG_DIR,
+    CODEX_HOME,
     FORCE_HYPERLINK,
     TERM_PROGRAM,
     VTE_VERSION,

@@ -112,8 +112,11 @@ pub(crate) fn run(args: &ExportArgs) -> Result<u8> {
             (path, gemini_lines(&uuid, &project_hash(&folder), &turns, &updated))
         }
         ExportTool::Codex => {
-            // Where `cca import codex` reads, and codex keeps its sessions by default.
-            let root = user_home(&settings)?.join(".codex").join("sessions");
+            // Where `cca import codex` reads, and codex keeps its sessions.
+            let root = match &settings.codex_home {
+                Some(root) => root.join("sessions"),
+                None => user_home(&settings)?.join(".codex/sessions"),
+            };
             let started = turns[0].asked;
             let name = format!("rollout-{}-{uuid}.jsonl", started.format("%Y-%m-%dT%H-%M-%S"));
             let path = root.join(started.format("%Y/%m/%d").to_string()).join(component(

@@ -352,6 +352,8 @@ pub struct Settings {
     pub gemini_home: Option<PathBuf>,
     /// Where claude keeps its files: `CLAUDE_CONFIG_DIR`, else `.claude` in the user's home.
     pub claude_home: Option<PathBuf>,
+    /// Where codex keeps its files: `CODEX_HOME`, else `.codex` in the user's home.
+    pub codex_home: Option<PathBuf>,
     /// The user's home folder, where other tools keep their sessions (`cca import`, `cca export`).
     pub user_home: Option<PathBuf>,
     pub color: bool,
@@ -567,6 +569,12 @@ pub fn resolve(
                 .or_else(dirs::home_dir)
                 .map(|h| h.join(".claude"))
         }),
+        codex_home: env.os(vars::CODEX_HOME).map(PathBuf::from).or_else(|| {
+            env.os(vars::USER_HOME)
+                .map(PathBuf::from)
+                .or_else(dirs::home_dir)
+                .map(|h| h.join(".codex"))
+        }),
         user_home: env.os(vars::USER_HOME).map(PathBuf::from).or_else(dirs::home_dir),
         color: env.os(vars::NO_COLOR).is_none() && !dumb_terminal,
         dumb_terminal,
@@ -741,6 +749,7 @@ mod tests {
                 (vars::PAGER, "most"),
                 (vars::GEMINI_CLI_HOME, "/g"),
                 (vars::CLAUDE_CONFIG_DIR, "/c"),
+                (vars::CODEX_HOME, "/x"),
             ],
             Flags::default(),
             None,
@@ -749,8 +758,10 @@ mod tests {
         assert_eq!(s.pager.as_deref(), Some("most"));
         assert_eq!(s.gemini_home, Some(PathBuf::from("/g")));
         assert_eq!(s.claude_home, Some(PathBuf::from("/c")));
+        assert_eq!(s.codex_home, Some(PathBuf::from("/x")));
         let s = settings(&[(vars::USER_HOME, "/h")], Flags::default(), None).unwrap();
         assert_eq!(s.claude_home, Some(PathBuf::from("/h/.claude")));
+        assert_eq!(s.codex_home, Some(PathBuf::from("/h/.codex")));
     }
 
     #[test]

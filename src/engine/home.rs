@@ -37,13 +37,15 @@ pub struct Home {
     pub user: UserFolder,
 }
 
-/// The folder that holds the user's configuration folder (`.gemini`, `.codex`).
+/// Where the user's configuration folder (`.gemini`, `.codex`) is.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum UserFolder {
-    /// The user's home folder.
+    /// In the user's home folder.
     Home,
-    /// gemini's: `GEMINI_CLI_HOME` when it is set, else the user's home folder.
+    /// gemini's: in `GEMINI_CLI_HOME` when it is set, else in the user's home folder.
     GeminiCliHome,
+    /// codex's: `CODEX_HOME` itself when it is set, else in the user's home folder.
+    CodexHome,
 }
 
 /// Which entries of the user's configuration folder an engine's home links to.

@@ -48,14 +48,15 @@ impl Store {
     }
 
     /// Makes `at` a home for the engine, or makes it afresh: its configuration folder holding a
-    /// link to each entry of the user's (in `user_home`) but the engine's own and the settings,
-    /// the settings written, and links to the user's home files. What the engine wrote of its
+    /// link to each entry of the user's (`user_config`) but the engine's own and the settings,
+    /// the settings written, and links to the user's home files (in `user_home`). What the engine wrote of its
     /// own stays, but for copies of conversations not written for a day. Returns `at`.
     pub(crate) fn make_engine_home(
         &self,
         at: &Path,
         home: &EngineHome,
         user_home: Option<&Path>,
+        user_config: Option<&Path>,
     ) -> Result<PathBuf> {
         let config = at.join(home.config_dir);
         fs::DirBuilder::new()
@@ -75,8 +76,7 @@ impl Store {
         for name in home.home_files {
             remove_entry(&at.join(name))?;
         }
-        let user_config = user_home.map(|h| h.join(home.config_dir));
-        let entries = user_config.as_deref().and_then(|dir| fs::read_dir(dir).ok());
+        let entries = user_config.and_then(|dir| fs::read_dir(dir).ok());
         for entry in entries.into_iter().flatten().flatten() {
             let name = entry.file_name();
             if (home.linked)(&name) && !is_settings(&name) {

@@ -491,6 +491,42 @@ fn an_exported_session_is_resumed_by_codex_with_its_history() {
     assert_eq!(r.env.session_files().len(), 2, "{imported}");
 }
 
+/// With `CODEX_HOME` set, codex's folder is there and not in `~/.codex`: the settings cca's
+/// codex runs with, where `cca export` writes and `cca import` reads, and where `--auto` puts
+/// its hook.
+#[test]
+fn codex_home_is_where_codex_s_settings_and_sessions_are() {
+    let (r, codex) = codex_real();
+    let elsewhere = r.env.root.path().join("codex-elsewhere");
+    std::fs::rename(r.env.home.join(".codex"), &elsewhere).unwrap();
+    let run = |args: &[&str]| {
+        let mut cmd = r.command();
+        cmd.args(args).env("CCA_CODEX", &codex).env("CODEX_HOME", &elsewhere);
+        run_command(cmd, None)
+    };
+    // The loopback provider is in the moved config.toml alone: the turn reaches it only
+    // through a link to it.
+    run(&["search", "-q", "-e", "codex", "first question"]).ok();
+    assert_eq!(r.api.turns().len(), 1);
+    let uuid = run(&["export", "codex"]).ok().stdout.trim().to_string();
+    let mut cmd = std::process::Command::new(&codex);
+    cmd.env_clear()
+        .env("HOME", &r.env.home)
+        .env("PATH", r.env.path_var())
+        .env("CODEX_HOME", &elsewhere)
+        .current_dir(&r.env.work)
+        .args(["exec", "--json", "--skip-git-repo-check", "resume", &uuid, "second question"])
+        .stdin(Stdio::null());
+    assert!(run_command(cmd, None).ok().stdout.contains("ECHO: second question"));
+    let imported = run(&["import", "codex"]);
+    assert!(imported.ok().stdout.contains("fork of"), "{imported}");
+    assert!(!r.env.home.join(".codex").exists(), "nothing was written in ~/.codex");
+    run(&["import", "--auto", "on"]).ok();
+    let config = std::fs::read_to_string(elsewhere.join("config.toml")).unwrap();
+    assert!(config.contains("import\", \"--hook\", \"codex\""), "{config}");
+    assert!(!r.env.home.join(".codex").exists(), "nothing was written in ~/.codex");
+}
+
 /// A wrapper around codex that notes each start (its first argument) in a file: the wrapper,
 /// and the file.
 fn count_starts(r: &Real, codex: &Path) -> (PathBuf, PathBuf) {

@@ -52,7 +52,8 @@ struct Record {
 }
 
 /// The three tools' settings files: Claude Code's in `$CLAUDE_CONFIG_DIR` (else ~/.claude),
-/// gemini's in `$GEMINI_CLI_HOME/.gemini` (else ~/.gemini), codex's in ~/.codex.
+/// gemini's in `$GEMINI_CLI_HOME/.gemini` (else ~/.gemini), codex's in `$CODEX_HOME` (else
+/// ~/.codex).
 pub(crate) fn targets(settings: &Settings) -> Vec<Target> {
     let mut found = Vec::new();
     if let Some(dir) = settings.claude_home.clone() {
@@ -62,8 +63,7 @@ pub(crate) fn targets(settings: &Settings) -> Vec<Target> {
         let dir = home.join(".gemini");
         found.push(Target { tool: HookTool::Gemini, file: dir.join("settings.json"), dir });
     }
-    if let Some(home) = &settings.user_home {
-        let dir = home.join(".codex");
+    if let Some(dir) = settings.codex_home.clone() {
         found.push(Target { tool: HookTool::Codex, file: dir.join("config.toml"), dir });
     }
     found

@@ -431,7 +431,13 @@ fn sources_and_skipped(settings: &Settings, tool: Tool, given: &[PathBuf]) -> Re
                 let root = settings.gemini_home.clone().map_or_else(home, Ok)?;
                 (root.join(".gemini/tmp"), 2)
             }
-            Tool::Codex => (home()?.join(".codex/sessions"), 3),
+            Tool::Codex => {
+                let root = match &settings.codex_home {
+                    Some(root) => root.clone(),
+                    None => home()?.join(".codex"),
+                };
+                (root.join("sessions"), 3)
+            }
             // llm finds its own database.
             Tool::Llm => {
                 found.files.push(PathBuf::new());

@@ -82,12 +82,9 @@ pub(crate) const SPEC: Spec = Spec {
     decoder: |model| Box::new(Decoder::priced(model)),
     tidy,
     reads_at_start,
-    home: |_| Some((CODEX_HOME, home())),
+    home: |_| Some((crate::vars::CODEX_HOME, home())),
     stderr_noise: Some(noise),
 };
-
-/// The variable codex reads its folder from (else `~/.codex`).
-const CODEX_HOME: &str = "CODEX_HOME";
 
 /// What codex says on stderr that tells the user nothing: that it reads stdin (cca writes the
 /// prompt there), and that it makes no helper links in a temporary folder.
@@ -116,7 +113,7 @@ pub(crate) fn home() -> super::home::Home {
         home_files: &[],
         settings: None,
         arg: super::home::HomeArg::ConfigDir,
-        user: super::home::UserFolder::Home,
+        user: super::home::UserFolder::CodexHome,
     }
 }
 
@@ -217,7 +214,7 @@ pub(crate) fn invocation(
         }
     };
     args.push(Arg::plain("-"));
-    let env = vec![(CODEX_HOME.to_string(), Arg::Home(home()))];
+    let env = vec![(crate::vars::CODEX_HOME.to_string(), Arg::Home(home()))];
     let follow_up = frame::follow_up(&request.attachments, request.query);
     Ok(Invocation { program, args, env, stdin, images: Vec::new(), follow_up, resume: None })
 }
@@ -234,7 +231,7 @@ fn kept(
     request: &Request,
     system: Option<&str>,
 ) -> anyhow::Result<Invocation> {
-    let mut env = vec![(CODEX_HOME.to_string(), Arg::Home(home()))];
+    let mut env = vec![(crate::vars::CODEX_HOME.to_string(), Arg::Home(home()))];
     let follow_up = frame::follow_up(&request.attachments, request.query);
     let images = Vec::new();
     if engine.history == HistoryMode::Inline || request.live.exchanges.is_empty() {
@@ -876,7 +873,7 @@ mod tests {
             "-",
         ];
         assert_eq!(plain, expected);
-        assert_eq!(inv.env, [(CODEX_HOME.to_string(), Arg::Home(home()))]);
+        assert_eq!(inv.env, [(crate::vars::CODEX_HOME.to_string(), Arg::Home(home()))]);
         let stdin = frame::to_string(&inv.stdin, &b""[..]).unwrap();
         assert!(!stdin.contains("sys"), "the system prompt is codex's instructions: {stdin}");
         engine.system_prompt = SystemPromptMode::Inline;
