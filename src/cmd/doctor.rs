@@ -11,6 +11,22 @@ use crate::error::exit;
 use crate::session;
 use crate::store::Store;
 
+/// The first line `engine` (found at `path`) says when asked its version the way its config
+/// says, `None` in the `Ok` when nothing says how: running a program is not harmless when
+/// nothing says what it does with an argument.
+fn engine_version(
+    settings: &crate::config::Settings,
+    store: &Store,
+    engine: &crate::engine::EngineConfig,
+    path: &std::path::Path,
+) -> Option<Result<String, String>> {
+    let args: Vec<&str> = engine.version_args.as_ref()?.iter().map(String::as_str).collect();
+    // In the home a turn gives it: gemini reads and writes its project list even to say its
+    // version, codex its helper programs.
+    let (env, _files) = crate::call::home_env(settings, store, engine, path).unwrap_or_default();
+    Some(crate::run::first_line_of(path, &args, &env, Duration::from_secs(15)))
+}
+
 /// `cca doctor`
 pub(crate) fn run(_: &DoctorArgs) -> Result<u8> {
     let (settings, store, broken) = settings()?;
@@ -19,39 +35,46 @@ pub(crate) fn run(_: &DoctorArgs) -> Result<u8> {
     let mut out = format!("cca {}\n\nengines:\n", env!("CARGO_PKG_VERSION"));
 
     let default = session::default_engine(&settings);
+    let engines: Vec<_> = settings.engines.values().collect();
+    // Each asked at once: an engine that hangs at its version holds the report for as long as
+    // it is given, not that times the number of engines.
+    let versions: Vec<Option<Result<String, String>>> = std::thread::scope(|scope| {
+        let asking: Vec<_> = engines
+            .iter()
+            .map(|engine| {
+                let path = crate::run::locate(&settings, engine).ok()?;
+                let store = &store;
+                let settings = &settings;
+                Some(scope.spawn(move || engine_version(settings, store, engine, &path)))
+            })
+            .collect();
+        asking
+            .into_iter()
+            .map(|asked| asked?.join().unwrap_or_else(|_| Some(Err("cannot ask it".into()))))
+            .collect()
+    });
     let mut usable = 0;
-    for engine in settings.engines.values() {
+    for (engine, version) in engines.iter().zip(versions) {
         let mark = if engine.name == default { "  (default)" } else { "" };
         match crate::run::locate(&settings, engine) {
             Ok(path) => {
                 usable += 1;
-                // Running a program is not harmless when nothing says what it does with an
-                // argument: a command engine is asked only the way its config says.
-                let version = match &engine.version_args {
-                    Some(args) => {
-                        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                        // In the home a turn gives it: gemini reads and writes its project
-                        // list even to say its version, codex its helper programs.
-                        let (env, _files) = crate::call::home_env(&settings, &store, engine, &path)
-                            .unwrap_or_default();
-                        let limit = Duration::from_secs(15);
-                        crate::run::first_line_of(&path, &args, &env, limit).unwrap_or_else(
-                            |why| {
-                                let asked = std::iter::once(path.display().to_string())
-                                    .chain(args.iter().map(|a| a.to_string()))
-                                    .collect::<Vec<_>>()
-                                    .join(" ");
-                                // One that hangs at its version is likely to hang at a question.
-                                if why.contains("did not answer") {
-                                    problems.push(format!(
-                                        "engine {}: `{asked}` {}: a turn with it may hang too; check that it runs by hand",
-                                        engine.name,
-                                        why.trim_start_matches("it ")
-                                    ));
-                                }
-                                format!("version unknown (`{asked}`: {why})")
-                            },
-                        )
+                let version = match version {
+                    Some(Ok(version)) => version,
+                    Some(Err(why)) => {
+                        let asked = std::iter::once(path.display().to_string())
+                            .chain(engine.version_args.iter().flatten().cloned())
+                            .collect::<Vec<_>>()
+                            .join(" ");
+                        // One that hangs at its version is likely to hang at a question.
+                        if why.contains("did not answer") {
+                            problems.push(format!(
+                                "engine {}: `{asked}` {}: a turn with it may hang too; check that it runs by hand",
+                                engine.name,
+                                why.trim_start_matches("it ")
+                            ));
+                        }
+                        format!("version unknown (`{asked}`: {why})")
                     }
                     None => "version not asked (set version_args to ask)".into(),
                 };
