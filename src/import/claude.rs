@@ -49,11 +49,12 @@ pub(crate) fn parse(bytes: &[u8]) -> Conversation {
         matches!(v["type"].as_str(), Some("user" | "assistant" | "attachment" | "system"))
             && v["uuid"].is_string()
     };
+    // Every line with a uuid, messages or not: a message's parent may be a line of another
+    // type (a hook's `progress`), which the chain passes through.
     let by_uuid: HashMap<&str, usize> = values
         .iter()
         .enumerate()
-        .filter(|(_, (_, v))| is_message(v))
-        .map(|(i, (_, v))| (v["uuid"].as_str().unwrap_or(""), i))
+        .filter_map(|(i, (_, v))| Some((v["uuid"].as_str()?, i)))
         .collect();
     let main = |v: &Value| v["isSidechain"].as_bool() != Some(true);
     let side_chains = values
@@ -87,7 +88,26 @@ pub(crate) fn parse(bytes: &[u8]) -> Conversation {
         chain.push(i);
         let v = &values[i].1;
         let parent = v["parentUuid"].as_str().or(v["logicalParentUuid"].as_str());
-        at = parent.and_then(|p| by_uuid.get(p).copied());
+        at = match parent.map(|p| by_uuid.get(p).copied()) {
+            None => None,
+            Some(Some(parent)) => Some(parent),
+            // A parent not in the file (a line lost or cut short): the conversation goes on
+            // from the message before this one in the file, and is not cut here.
+            Some(None) => {
+                let before = values[..i].iter().rposition(|(_, v)| main(v) && is_message(v));
+                conv.problems.push(Problem {
+                    line: values[i].0,
+                    message: match before {
+                        Some(b) => format!(
+                            "the parent of this message is not in the file; read on from the message before it (line {})",
+                            values[b].0
+                        ),
+                        None => "the parent of this message is not in the file".into(),
+                    },
+                });
+                before
+            }
+        };
     }
     chain.reverse();
     // The conversation's own id: a stray line of another session elsewhere in the file does
@@ -283,6 +303,34 @@ mod tests {
                "timestamp": "2026-11-23T10:00:05.000Z",
                "message": {"id": id, "role": "assistant", "model": "claude-x", "content": content,
                            "usage": {"input_tokens": 7, "output_tokens": 3}}})
+    }
+
+    #[test]
+    fn a_chain_goes_through_lines_of_other_types_and_past_a_parent_not_in_the_file() {
+        let text = |t: &str| json!([{"type": "text", "text": t}]);
+        let progress = json!({"type": "progress", "uuid": "p1", "parentUuid": "a1",
+                              "sessionId": "s1", "data": {"type": "hook_progress"}});
+        let lines = [
+            user("u1", None, json!("first")),
+            assistant("a1", "u1", "m1", text("one")),
+            progress,
+            user("u2", Some("p1"), json!("second")),
+            assistant("a2", "u2", "m2", text("two")),
+            user("u3", Some("lost"), json!("third")),
+            assistant("a3", "u3", "m3", text("three")),
+        ];
+        let c = parse(&file(&lines));
+        let questions: Vec<&str> = c.exchanges.iter().map(|e| e.question.as_str()).collect();
+        assert_eq!(questions, ["first", "second", "third"]);
+        assert_eq!(
+            c.problems,
+            [Problem {
+                line: 6,
+                message: "the parent of this message is not in the file; read on from the \
+                          message before it (line 5)"
+                    .into()
+            }]
+        );
     }
 
     #[test]

@@ -27,11 +27,14 @@ pub(crate) fn parse(bytes: &[u8]) -> Conversation {
         let p = &v["payload"];
         let at = v["timestamp"].as_str().and_then(super::rfc3339);
         match v["type"].as_str() {
-            Some("session_meta") => {
+            // The file's own thread is the first: a fork's rollout (`codex fork`) goes on with
+            // a copy of its parent's, `session_meta` included.
+            Some("session_meta") if conv.id.is_empty() => {
                 conv.id = p["id"].as_str().unwrap_or("").to_string();
                 conv.cwd = p["cwd"].as_str().map(str::to_string);
                 conv.created = p["timestamp"].as_str().and_then(super::rfc3339).or(at);
             }
+            Some("session_meta") => {}
             Some("turn_context") => {
                 model = p["model"].as_str().map(str::to_string);
                 if conv.cwd.is_none() {
@@ -202,6 +205,20 @@ mod tests {
         let a = &c.exchanges[0].attempts;
         assert_eq!(a.len(), 1);
         assert_eq!((a[0].question.as_str(), a[0].interrupted), ("stopped", true));
+    }
+
+    #[test]
+    fn a_fork_s_rollout_is_its_own_thread_though_it_holds_its_parent_s() {
+        let meta = |id: &str, cwd: &str, at: &str| json!({"timestamp": at, "type": "session_meta", "payload": {"id": id, "cwd": cwd, "timestamp": at}});
+        let lines = [
+            meta("f2", "/fork", "2026-11-23T11:00:00.000Z"),
+            meta("x1", "/w", "2026-11-23T10:00:00.000Z"),
+            json!({"timestamp": "2026-11-23T11:00:00.000Z", "type": "response_item", "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "q"}]}}),
+        ];
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let c = parse(text.as_bytes());
+        assert_eq!((c.id.as_str(), c.cwd.as_deref()), ("f2", Some("/fork")));
+        assert_eq!(c.created, super::super::rfc3339("2026-11-23T11:00:00.000Z"));
     }
 
     #[test]
