@@ -132,15 +132,23 @@ pub(crate) fn run(args: &ExportArgs) -> Result<u8> {
         ExportTool::Gemini => crate::import::Tool::Gemini,
         ExportTool::Codex => crate::import::Tool::Codex,
     };
-    // Noted first: an import that finds the file then knows it for cca's own, and a note of a
-    // file that could not be written finds nothing. Then the conversation, then (gemini) the
-    // folder registered: an export that fails leaves nothing of it in the tool's folder.
+    // Noted first: an import that finds the file then knows it for cca's own. Then the
+    // conversation, then (gemini) the folder registered: an export that fails leaves nothing
+    // of it in the tool's folder, and takes its note back.
     super::import::exported(&store, tool_of, &uuid, &id)?;
-    store.write_beside(&path, contents.as_bytes())?;
-    if let Some(registration) = registration
-        && let Err(e) = registration.write(&store)
+    let written = store.write_beside(&path, contents.as_bytes()).and_then(|()| match registration
+        .map(|r| r.write(&store))
     {
-        store.remove_beside(&path);
+        Some(Err(e)) => {
+            store.remove_beside(&path);
+            Err(e)
+        }
+        _ => Ok(()),
+    });
+    if let Err(e) = written {
+        // A note left behind (its removal failing too) names a file that is not there: it
+        // finds nothing.
+        let _ = super::import::not_exported(&store, tool_of, &uuid);
         return Err(e);
     }
     crate::front::terminal::say(&format!(

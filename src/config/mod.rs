@@ -543,6 +543,7 @@ pub fn resolve(
         None => GRACE,
     };
     let dumb_terminal = env.os(vars::TERM).is_some_and(|t| t == "dumb");
+    let user_home = env.os(vars::USER_HOME).map(PathBuf::from).or_else(dirs::home_dir);
     Ok(Settings {
         home,
         config_path,
@@ -558,24 +559,12 @@ pub fn resolve(
         grace,
         path: env.os(vars::PATH).cloned(),
         pager: env.text(vars::PAGER)?,
-        gemini_home: env
-            .os(vars::GEMINI_CLI_HOME)
-            .or(env.os(vars::USER_HOME))
-            .map(PathBuf::from)
-            .or_else(dirs::home_dir),
-        claude_home: env.os(vars::CLAUDE_CONFIG_DIR).map(PathBuf::from).or_else(|| {
-            env.os(vars::USER_HOME)
-                .map(PathBuf::from)
-                .or_else(dirs::home_dir)
-                .map(|h| h.join(".claude"))
-        }),
-        codex_home: env.os(vars::CODEX_HOME).map(PathBuf::from).or_else(|| {
-            env.os(vars::USER_HOME)
-                .map(PathBuf::from)
-                .or_else(dirs::home_dir)
-                .map(|h| h.join(".codex"))
-        }),
-        user_home: env.os(vars::USER_HOME).map(PathBuf::from).or_else(dirs::home_dir),
+        gemini_home: tool_folder(env, vars::GEMINI_CLI_HOME).or_else(|| user_home.clone()),
+        claude_home: tool_folder(env, vars::CLAUDE_CONFIG_DIR)
+            .or_else(|| user_home.as_ref().map(|h| h.join(".claude"))),
+        codex_home: tool_folder(env, vars::CODEX_HOME)
+            .or_else(|| user_home.as_ref().map(|h| h.join(".codex"))),
+        user_home,
         color: env.os(vars::NO_COLOR).is_none() && !dumb_terminal,
         dumb_terminal,
         render: match (flags.render, parsed.render) {
@@ -613,6 +602,13 @@ fn hyperlinks(env: &Env) -> bool {
         || text(vars::VTE_VERSION).parse::<u32>().is_ok_and(|v| v >= 5000)
         || env.os(vars::WT_SESSION).is_some()
         || env.os(vars::KONSOLE_VERSION).is_some()
+}
+
+/// A tool's folder from its variable, made absolute (from the folder cca runs in, as the tool
+/// itself takes it): cca keeps where it put a hook, and finds it again from any folder.
+fn tool_folder(env: &Env, name: &str) -> Option<PathBuf> {
+    let folder = PathBuf::from(env.os(name)?);
+    Some(std::path::absolute(&folder).unwrap_or(folder))
 }
 
 pub fn unknown_engine(name: &str, engines: &BTreeMap<String, EngineConfig>) -> Failure {

@@ -642,7 +642,10 @@ fn add_session(
 ) -> Result<Option<String>> {
     let bytes = match store.read_session_bytes(id) {
         Ok(bytes) => bytes,
-        Err(e) if e.chain().any(is_not_found) => return Ok(None),
+        // Gone since it was stamped; a link that leads nowhere is there, and cannot be read.
+        Err(e) if e.chain().any(is_not_found) && store.session_stamp(id).is_none() => {
+            return Ok(None);
+        }
         Err(e) => return Ok(Some(format!("{e:#}"))),
     };
     let (header, exchanges) = match exchanges::exchanges(&bytes) {

@@ -330,7 +330,11 @@ const STAMPS_PER_THREAD: usize = 1_000;
 /// The stamp of the session file `name` in `dir`, `None` when it is gone; a link is followed
 /// (a session file may be one), so a change to the file it points at changes the stamp.
 fn stamp(dir: &rustix::fd::OwnedFd, name: &str) -> Option<Stamp> {
-    let m = rustix::fs::statat(dir, name, rustix::fs::AtFlags::empty()).ok()?;
+    // A link that leads nowhere is a session all the same, whose reading fails and is said:
+    // stamped as the link itself.
+    let m = rustix::fs::statat(dir, name, rustix::fs::AtFlags::empty())
+        .or_else(|_| rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW))
+        .ok()?;
     let fields = [
         m.st_size as u64,
         m.st_mtime as u64,

@@ -560,3 +560,28 @@ fn a_cca_not_called_cca_puts_in_no_hook() {
         .stderr_has("a hook is known for cca's by the name `cca`");
     assert_eq!(std::fs::read_to_string(&claude).unwrap(), CLAUDE);
 }
+
+/// A tool's folder given as a relative path (`CODEX_HOME=rel`) is the folder it names from where
+/// cca ran, as the tools take it: `off` run from another folder finds the hooks `on` put there.
+#[test]
+fn a_relative_tool_folder_is_found_again_from_another_folder() {
+    let env = TestEnv::new();
+    let (a, b) = (env.root.path().join("a"), env.root.path().join("b"));
+    write(&a.join("codex/config.toml"), CODEX);
+    write(&a.join("claude/settings.json"), CLAUDE);
+    std::fs::create_dir_all(&b).unwrap();
+    let auto = |switch: &str, from: &Path| {
+        let mut cmd = env.command();
+        cmd.args(["import", "--auto", switch])
+            .env("CODEX_HOME", "codex")
+            .env("CLAUDE_CONFIG_DIR", "claude")
+            .current_dir(from);
+        run_command(cmd, None).ok();
+    };
+    auto("on", &a);
+    assert_ne!(std::fs::read_to_string(a.join("codex/config.toml")).unwrap(), CODEX);
+    assert_ne!(std::fs::read_to_string(a.join("claude/settings.json")).unwrap(), CLAUDE);
+    auto("off", &b);
+    assert_eq!(std::fs::read_to_string(a.join("codex/config.toml")).unwrap(), CODEX);
+    assert_eq!(std::fs::read_to_string(a.join("claude/settings.json")).unwrap(), CLAUDE);
+}

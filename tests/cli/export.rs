@@ -174,6 +174,9 @@ fn an_export_that_fails_leaves_nothing_in_the_tools_folder() {
     env.run(&["export", "gemini"]).code(1);
     assert_eq!(std::fs::read_to_string(&registry).unwrap(), "{\"projects\": {}}\n");
     assert_eq!(files_under(&gemini), [registry.clone(), gemini.join("tmp")]);
+    // Nor is the export noted: its note is taken back.
+    let noted = std::fs::read_to_string(env.cca_home.join("imports.json")).unwrap_or_default();
+    assert!(!noted.contains("gemini:"), "{noted}");
 
     // cca's note of its exports cannot be written: nothing goes to claude's folder.
     let notes = env.cca_home.join("imports.json");

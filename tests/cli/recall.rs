@@ -280,6 +280,11 @@ fn a_session_that_cannot_be_read_is_said_at_each_search_and_found_again_when_men
     std::fs::write(&path, &whole).unwrap();
     assert_eq!(first(&recall(&env, "locks on windows")).0, STAMP);
     assert_eq!(std::fs::read(&path).unwrap(), whole, "a search never writes a transcript");
+    // A link that leads nowhere in its place is said too, as `cca grep` says it.
+    std::fs::remove_file(&path).unwrap();
+    std::os::unix::fs::symlink(env.root.path().join("nowhere.md"), &path).unwrap();
+    let run = env.run(&["recall", "--json", "locks on windows"]);
+    run.ok().stderr_has(&format!("session {STAMP} cannot be read"));
 }
 
 #[test]

@@ -780,9 +780,22 @@ fn new_header(
 /// Notes that `cca export` wrote session `id` as `tool`'s conversation `conversation`, so that
 /// importing it (the tool resumed it, and its end-of-session hook ran) makes no copy of it.
 pub(crate) fn exported(store: &Store, tool: Tool, conversation: &str, id: &str) -> Result<()> {
+    note_exported(store, tool, conversation, Some(id))
+}
+
+/// Takes back the note [`exported`] made, for an export that failed after it.
+pub(crate) fn not_exported(store: &Store, tool: Tool, conversation: &str) -> Result<()> {
+    note_exported(store, tool, conversation, None)
+}
+
+fn note_exported(store: &Store, tool: Tool, conversation: &str, id: Option<&str>) -> Result<()> {
     let _lock = store.lock_imports(|| say("cca: waiting for an import to finish"))?;
     let mut index = load_index(store, false)?;
-    index.conversations.insert(format!("{}:{conversation}", tool.name()), id.to_string());
+    let key = format!("{}:{conversation}", tool.name());
+    match id {
+        Some(id) => index.conversations.insert(key, id.to_string()),
+        None => index.conversations.remove(&key),
+    };
     store.write_imports(&serde_json::to_string(&index).context("the imports' index")?)
 }
 
