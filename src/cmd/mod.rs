@@ -37,6 +37,21 @@ use crate::config::Flags;
 pub(crate) use crate::front::terminal::{print_stdout as print, print_with};
 
 pub(crate) fn run(cli: Cli) -> Result<u8> {
+    // A listing asked for in JSON says its failure in JSON too, as `cca search --json` and a
+    // command line clap refuses do: a script reading stdout always gets JSON.
+    let listed_in_json = match &cli.command {
+        Command::Sessions(args) => args.json,
+        Command::Grep(args) => args.json,
+        Command::Recall(args) => args.json,
+        _ => false,
+    };
+    match command(&cli) {
+        Err(e) if listed_in_json => Ok(crate::front::terminal::json_error(&e)),
+        done => done,
+    }
+}
+
+fn command(cli: &Cli) -> Result<u8> {
     match &cli.command {
         Command::Search(args) => search::run(args),
         Command::Comma(args) => comma::run(args),

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, anyhow};
 use serde::{Deserialize, Serialize};
 use tantivy::collector::TopDocs;
-use tantivy::directory::error::LockError;
+use tantivy::directory::error::{LockError, OpenDirectoryError, OpenReadError, OpenWriteError};
 use tantivy::query::{
     BooleanQuery, BoostQuery, ConstScoreQuery, Occur, PhraseQuery, Query, RangeQuery, TermQuery,
 };
@@ -185,6 +185,18 @@ pub(crate) fn is_machine_fault(e: &anyhow::Error, dir: &Path) -> bool {
             || match c.downcast_ref::<tantivy::TantivyError>() {
                 Some(tantivy::TantivyError::IoError(io)) => io_fault(io),
                 Some(tantivy::TantivyError::LockFailure(LockError::IoError(io), _)) => io_fault(io),
+                Some(tantivy::TantivyError::OpenReadError(OpenReadError::IoError {
+                    io_error,
+                    ..
+                })) => io_fault(io_error),
+                Some(tantivy::TantivyError::OpenWriteError(OpenWriteError::IoError {
+                    io_error,
+                    ..
+                })) => io_fault(io_error),
+                Some(tantivy::TantivyError::OpenDirectoryError(OpenDirectoryError::IoError {
+                    io_error,
+                    ..
+                })) => io_fault(io_error),
                 _ => false,
             }
     });

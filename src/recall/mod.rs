@@ -385,7 +385,8 @@ fn fresh_index(
         Index::open(&dir).and_then(|(index, digest)| Ok((index, Index::stamps(&dir, digest)?)));
     let (index, known) = match opened {
         Ok(opened) => opened,
-        Err(_) if !dir.join("meta.json").exists() => Index::create(&dir)?,
+        // None made yet. (One this user cannot look into is not taken for none: it is said.)
+        Err(_) if matches!(dir.join("meta.json").try_exists(), Ok(false)) => Index::create(&dir)?,
         Err(e) if index::is_machine_fault(&e, &dir) => return Err(e),
         Err(e) => {
             note_rebuilding(progress, &dir, &e);

@@ -811,3 +811,43 @@ fn two_writers_and_a_searcher_at_once() {
         }
     }
 }
+
+/// `--json` on a listing says a failure as one JSON object on stdout too, whether clap or the
+/// command itself refuses, as `cca search --json` does: a script reading stdout gets JSON.
+#[test]
+fn a_listing_in_json_says_its_failure_in_json() {
+    let env = TestEnv::new();
+    two_sessions(&env);
+    for args in [
+        &["recall", "--json", "-n", "0", "locks"][..],
+        &["recall", "--json", "--since", "tomorrow", "locks"],
+        &["recall", "--json", "--bogus", "locks"],
+        &["grep", "--json", "("],
+        &["sessions", "--json", "--since", "never"],
+    ] {
+        let run = env.run(args);
+        assert_eq!(run.code, Some(2), "{args:?}: {run}");
+        let said: serde_json::Value = serde_json::from_str(run.stdout.trim())
+            .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {run}"));
+        assert_eq!((said["ok"].clone(), said["exit_code"].clone()), (false.into(), 2.into()));
+        assert!(said["error"].as_str().is_some_and(|e| !e.is_empty()), "{args:?}: {said}");
+        assert!(!run.stderr.is_empty(), "{args:?}: said on stderr too");
+    }
+}
+
+/// An index this user may not look into is not taken for none: it is said, and left as it is
+/// (a search never removes what it cannot read for want of permission).
+#[test]
+fn an_index_this_user_may_not_look_into_is_said_and_left_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    two_sessions(&env);
+    assert_eq!(first(&recall(&env, "locks on windows")).0, STAMP);
+    let index = env.cca_home.join("recall/index");
+    std::fs::set_permissions(&index, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let run = env.run_bound_by_modes(&["recall", "--json", "locks on windows"], &[&index]);
+    std::fs::set_permissions(&index, std::fs::Permissions::from_mode(0o700)).unwrap();
+    run.code(1).stderr_has("Permission denied");
+    assert!(!run.stderr.contains("cannot remove"), "{run}");
+    assert!(index.join("meta.json").exists(), "the index is still there");
+}
