@@ -264,6 +264,12 @@ fn bad_arguments_unknown_tools_and_ids_get_answers_a_model_can_act_on() {
             // Still serving.
             call("list", json!({})),
             call("list", json!({"engine": "Claude"})),
+            // A control character would be searched for and not shown back.
+            call("search", json!({"query": "ret\u{0}ry", "regex": true})),
+            call("list", json!({"cwd": "/w\u{1b}[2J"})),
+            // A whole number written with a fraction is the integer it is; 2.5 is none.
+            call("list", json!({"limit": 1.0})),
+            call("list", json!({"limit": 2.5})),
         ],
     );
     let results = out["results"].as_array().unwrap();
@@ -300,6 +306,17 @@ fn bad_arguments_unknown_tools_and_ids_get_answers_a_model_can_act_on() {
     assert!(!error && list.contains(STAMP), "{list}");
     let (listed, _) = text(&results[20]);
     assert!(listed.contains("no session kept was held with the engine `Claude`"), "{listed}");
+    for (i, says) in [
+        (21, "search: `query` holds a control character (U+0000)"),
+        (22, "list: `cwd` holds a control character (U+001B)"),
+    ] {
+        let (message, error) = text(&results[i]);
+        assert!(error && message.contains(says), "result {i} says {says:?}: {message}");
+    }
+    let (one, error) = text(&results[23]);
+    assert!(!error && one.matches(" exchange").count() == 1, "{one}");
+    let (message, error) = text(&results[24]);
+    assert!(error && message.contains("`limit` must be an integer"), "{message}");
 }
 
 /// A question whose answer failed after the last answered exchange: search names it by the

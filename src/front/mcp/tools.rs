@@ -143,13 +143,31 @@ impl Tools {
 
     /// Runs a tool: its text, or an error text for the model; `None` when there is no such tool.
     pub(super) fn call(&self, name: &str, arguments: &Value) -> Option<Result<String, String>> {
+        // What is echoed back passes through `safe_text`, which drops control characters: one
+        // in an argument would be searched for and not shown, so it is refused.
+        let control = arguments.as_object().into_iter().flatten().find_map(|(field, value)| {
+            let c =
+                value.as_str()?.chars().find(|c| c.is_control() && !matches!(c, '\t' | '\n'))?;
+            Some((field, c))
+        });
+        let result = match (name, control) {
+            ("search" | "read" | "list", Some((field, c))) => Err(format!(
+                "{name}: `{field}` holds a control character (U+{:04X}), which cannot be shown back; leave it out",
+                u32::from(c)
+            )),
+            _ => self.dispatch(name, arguments)?,
+        };
+        Some(result.map(|t| safe_text(&t)).map_err(|t| safe_text(&t)))
+    }
+
+    fn dispatch(&self, name: &str, arguments: &Value) -> Option<Result<String, String>> {
         let result = match name {
             "search" => args(name, arguments).and_then(|a| self.search(a)),
             "read" => args(name, arguments).and_then(|a| self.read(a)),
             "list" => args(name, arguments).and_then(|a| self.list(a)),
             _ => return None,
         };
-        Some(result.map(|t| safe_text(&t)).map_err(|t| safe_text(&t)))
+        Some(result)
     }
 
     // -----------------------------------------------------------------------------------------
@@ -636,6 +654,7 @@ fn args<T: for<'de> Deserialize<'de>>(tool: &str, arguments: &Value) -> Result<T
         .as_array()
         .and_then(|tools| tools.iter().find(|t| t["name"] == tool))
         .map(|t| &t["inputSchema"]);
+    let arguments = &whole_numbers(schema, arguments);
     if let Some(schema) = schema {
         against_schema(schema, arguments).map_err(|e| format!("{tool}: {e}"))?;
     }
@@ -650,6 +669,24 @@ fn args<T: for<'de> Deserialize<'de>>(tool: &str, arguments: &Value) -> Result<T
     T::deserialize(Value::Object(given)).map_err(|e| {
         format!("{tool}: bad arguments: {e}. See the tool's input schema for what it takes.")
     })
+}
+
+/// `arguments` with each number written with a fraction of zero (`2.0`, as some clients send
+/// every number) made the integer it is wherever `schema` takes an integer: JSON has one kind
+/// of number, and JSON Schema counts `2.0` an integer.
+fn whole_numbers(schema: Option<&Value>, arguments: &Value) -> Value {
+    let mut arguments = arguments.clone();
+    if let (Some(schema), Some(given)) = (schema, arguments.as_object_mut()) {
+        for (key, value) in given.iter_mut() {
+            let whole = value
+                .as_f64()
+                .filter(|n| value.is_f64() && n.fract() == 0.0 && n.abs() < 2f64.powi(53));
+            if let Some(n) = whole.filter(|_| schema["properties"][key]["type"] == "integer") {
+                *value = json!(n as i64);
+            }
+        }
+    }
+    arguments
 }
 
 /// What is wrong with `arguments` by a tool's input `schema`: not an object, an argument it
