@@ -52,6 +52,13 @@ pub(crate) fn json_on(
             "{{\n  \"hooks\": {{\n    \"SessionEnd\": [\n      {entry}\n    ]\n  }}\n}}\n"
         )));
     }
+    if let Err(Refusal::Comments) = parse(text) {
+        // Not written in, but there already (put by hand, as the refusal says): nothing to do.
+        let read = uncommented(text);
+        if parse(&read).is_ok() && find_ours(&read, tool)?.is_some_and(|f| f.command == command) {
+            return Ok(None);
+        }
+    }
     parse(text)?;
     if let Some(found) = find_ours(text, tool)? {
         if found.command == command {
@@ -240,8 +247,9 @@ pub(crate) fn hook_runs(text: &str, tool: &str) -> Option<(String, Option<String
             argv[..head].to_vec()
         }
         tool => {
-            parse(text).ok()?;
-            sh_words(&find_ours(text, tool).ok()??.command)
+            let text = uncommented(text);
+            parse(&text).ok()?;
+            sh_words(&find_ours(&text, tool).ok()??.command)
         }
     };
     let program = words.len().checked_sub(4).and_then(|i| words.get(i))?;
@@ -318,7 +326,14 @@ fn parse(text: &str) -> Result<Value, Refusal> {
 
 /// Whether the text has `//` or `/*` outside its strings (a URL in a string is no comment).
 fn has_comments(text: &str) -> bool {
-    let b = text.as_bytes();
+    uncommented(text) != text
+}
+
+/// The text with each comment outside its strings (`// ...` to the line's end, `/* ... */`)
+/// made spaces, byte for byte: what JSON with comments (gemini's settings) says, read at the
+/// same places.
+fn uncommented(text: &str) -> String {
+    let mut b = text.as_bytes().to_vec();
     let mut i = 0;
     while i < b.len() {
         match b[i] {
@@ -328,12 +343,28 @@ fn has_comments(text: &str) -> bool {
                     i += if b[i] == b'\\' { 2 } else { 1 };
                 }
             }
-            b'/' if matches!(b.get(i + 1), Some(b'/' | b'*')) => return true,
+            b'/' if matches!(b.get(i + 1), Some(b'/' | b'*')) => {
+                let block = b[i + 1] == b'*';
+                let end = match block {
+                    true => text[i + 2..].find("*/").map_or(b.len(), |at| i + 2 + at + 2),
+                    false => text[i..].find('\n').map_or(b.len(), |at| i + at),
+                };
+                // Spaces for its bytes, its line ends kept.
+                b[i..end].iter_mut().filter(|c| **c != b'\n').for_each(|c| *c = b' ');
+                i = end;
+                continue;
+            }
             _ => {}
         }
         i += 1;
     }
-    false
+    // Only ASCII bytes were replaced, by ASCII spaces, each whole comment: still UTF-8.
+    String::from_utf8(b).unwrap_or_else(|_| text.to_string())
+}
+
+/// A JSON settings file's value, comments aside: for reading what it says, never for writing.
+pub(crate) fn settings_value(text: &str) -> Option<Value> {
+    serde_json::from_str(&uncommented(text.trim_start_matches('\u{feff}'))).ok()
 }
 
 /// Where cca's hook sits: each container's opening byte, and the index in it of what holds
@@ -652,6 +683,23 @@ mod tests {
         let with = codex_on(Some(""), &argv.map(String::from)).unwrap().unwrap();
         assert_eq!(hook_runs(&with, "codex"), Some(("/bin/cca".into(), Some("/h".into()))));
         assert_eq!(sh_words(r#"a "b \" c" d\ e"#), ["a", "b \" c", "d e"]);
+    }
+
+    #[test]
+    fn a_hook_put_by_hand_in_settings_with_comments_is_found_there() {
+        let gemini = "'/usr/local/bin/cca' import --hook gemini";
+        let text = format!(
+            "// my settings\n{{\"url\": \"http://x/*y*/\", /* a note */\n \"hooks\": {{\"SessionEnd\": [{{\"hooks\": [{{\"type\": \"command\", \"command\": {}}}]}}]}}}}\n",
+            serde_json::to_string(gemini).unwrap()
+        );
+        let read = uncommented(&text);
+        assert_eq!(read.len(), text.len(), "comments are spaces, byte for byte");
+        assert!(read.contains("\"http://x/*y*/\"") && !read.contains("a note"), "{read}");
+        assert_eq!(settings_value(&text).unwrap()["url"], "http://x/*y*/");
+        assert_eq!(hook_runs(&text, "gemini"), Some(("/usr/local/bin/cca".into(), None)));
+        assert_eq!(json_on(Some(&text), "gemini", gemini), Ok(None));
+        assert_eq!(json_on(Some(&text), "gemini", CMD), Err(Refusal::Comments));
+        assert_eq!(uncommented("[1] /* cut"), "[1]       ");
     }
 
     #[test]

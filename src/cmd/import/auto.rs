@@ -158,12 +158,11 @@ fn on(store: &Store, target: &Target, hook: &Hook) -> Result<String> {
 }
 
 /// The setting of a tool's that keeps every hook from running (Claude Code's
-/// `disableAllHooks`, gemini's `hooksConfig.enabled` false), if its settings hold it. A file
-/// that is not plain JSON (comments) is not looked into.
+/// `disableAllHooks`, gemini's `hooksConfig.enabled` false), if its settings hold it (read
+/// with their comments aside).
 fn hooks_turned_off(target: &Target) -> Option<&'static str> {
     let text = store::read_settings(&target.file).ok()??;
-    let settings: serde_json::Value =
-        serde_json::from_str(text.trim_start_matches('\u{feff}')).ok()?;
+    let settings = crate::import::auto::settings_value(&text)?;
     match target.tool {
         HookTool::Claude => {
             (settings["disableAllHooks"] == true).then_some("\"disableAllHooks\": true")
@@ -449,9 +448,7 @@ pub(crate) fn at_risk(settings: &Settings, store: &Store) -> Vec<String> {
 /// Claude Code's `cleanupPeriodDays` (30 unless set).
 fn claude_days(file: &Path) -> u64 {
     let settings = store::read_settings(file).ok().flatten();
-    let value = settings.and_then(|t| {
-        serde_json::from_str::<serde_json::Value>(t.trim_start_matches('\u{feff}')).ok()
-    });
+    let value = settings.and_then(|t| crate::import::auto::settings_value(&t));
     value.and_then(|v| v["cleanupPeriodDays"].as_u64()).unwrap_or(30)
 }
 
@@ -459,9 +456,7 @@ fn claude_days(file: &Path) -> u64 {
 /// default), or `None` when retention is off.
 fn gemini_days(file: &Path) -> Option<u64> {
     let settings = store::read_settings(file).ok().flatten();
-    let value = settings.and_then(|t| {
-        serde_json::from_str::<serde_json::Value>(t.trim_start_matches('\u{feff}')).ok()
-    });
+    let value = settings.and_then(|t| crate::import::auto::settings_value(&t));
     let retention = value.map(|v| v["general"]["sessionRetention"].clone()).unwrap_or_default();
     if retention["enabled"] == false {
         return None;
