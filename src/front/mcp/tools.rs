@@ -144,10 +144,13 @@ impl Tools {
     /// Runs a tool: its text, or an error text for the model; `None` when there is no such tool.
     pub(super) fn call(&self, name: &str, arguments: &Value) -> Option<Result<String, String>> {
         // What is echoed back passes through `safe_text`, which drops control characters: one
-        // in an argument would be searched for and not shown, so it is refused.
+        // in an argument would be searched for and not shown, so it is refused (tabs and line
+        // ends, spaces between words, aside).
         let control = arguments.as_object().into_iter().flatten().find_map(|(field, value)| {
-            let c =
-                value.as_str()?.chars().find(|c| c.is_control() && !matches!(c, '\t' | '\n'))?;
+            let c = value
+                .as_str()?
+                .chars()
+                .find(|c| c.is_control() && !matches!(c, '\t' | '\n' | '\r'))?;
             Some((field, c))
         });
         let result = match (name, control) {
