@@ -524,12 +524,19 @@ fn doctor_says_which_hooks_would_import_nothing_here() {
         "{doctor}"
     );
     assert!(problems.contains("gemini's hook runs"), "{doctor}");
+    let codex = env.home.join(".codex");
     assert!(
-        doctor
-            .stdout
-            .contains(&format!("codex not found (no {})", env.home.join(".codex").display())),
+        doctor.stdout.contains(&format!("codex not found ({} does not exist)", codex.display())),
         "{doctor}"
     );
+    // A file in its place is no folder either, and is said to be so.
+    std::fs::write(&codex, "").unwrap();
+    let said = format!("codex not found ({} is not a folder)", codex.display());
+    assert!(env.run(&["doctor"]).stdout.contains(&said), "{doctor}");
+    env.run(&["import", "--auto", "on"])
+        .ok()
+        .stderr_has(&format!("({} is not a folder)", codex.display()));
+    std::fs::remove_file(&codex).unwrap();
     // Put right from here: the program is there, and the home is this one.
     env.run(&["import", "--auto", "on"]).ok();
     let doctor = env.run(&["doctor"]);

@@ -105,9 +105,9 @@ pub(crate) fn switch(settings: &Settings, store: &Store, switch: Switch) -> Resu
         let done = match switch {
             Switch::On if !target.dir.is_dir() => {
                 say(&format!(
-                    "cca: {}: not found ({} does not exist), left alone",
+                    "cca: {}: not found ({}), left alone",
                     target.name(),
-                    target.dir.display()
+                    no_folder(&target.dir)
                 ));
                 continue;
             }
@@ -286,6 +286,15 @@ fn without_ours(tool: HookTool, text: &str) -> Result<Option<String>, Refusal> {
     }
 }
 
+/// Why `dir` is no tool's folder: it is not there, or it is something else (a file named by
+/// `CODEX_HOME`, say).
+fn no_folder(dir: &Path) -> String {
+    match std::fs::metadata(dir) {
+        Ok(_) => format!("{} is not a folder", dir.display()),
+        Err(_) => format!("{} does not exist", dir.display()),
+    }
+}
+
 /// What `cca doctor` says of a tool's hook: `on`, `off`, or `not found` (with the folder looked
 /// for); and, for a hook that is there but would import nothing here, the problem: its
 /// program gone, another home's, or every hook of the tool's turned off.
@@ -295,7 +304,7 @@ pub(crate) fn state(
     target: &Target,
 ) -> (String, Option<String>) {
     if !target.dir.is_dir() {
-        return (format!("not found (no {})", target.dir.display()), None);
+        return (format!("not found ({})", no_folder(&target.dir)), None);
     }
     let text = store::read_settings(&target.file).ok().flatten().unwrap_or_default();
     let Some((program, home)) = edit::hook_runs(&text, target.name()) else {
