@@ -416,7 +416,9 @@ fn what_the_search_for_files_passes_over_is_said_and_a_whole_home_copy_is_found(
     let run = env.run(&["import", "codex"]);
     run.ok()
         .stderr_has("rollout-2026-11-20T09-00-00-fifo.jsonl: passed over: not a regular file")
-        .stderr_has("rollout-2026-11-20T10-00-00-link.jsonl: passed over: a link");
+        .stderr_has("rollout-2026-11-20T10-00-00-link.jsonl: passed over: a link; give it by name");
+    // A FIFO is not to be given by name either: never read.
+    assert!(!run.stderr.contains("not a regular file; give it by name"), "{run}");
     // A copy of a whole home, given as a folder: its rollouts are five folders down.
     let backup = env.root.path().join("backup/.codex/sessions/2026/11/20");
     std::fs::create_dir_all(&backup).unwrap();

@@ -492,9 +492,12 @@ fn walk(dir: &Path, depth: usize, wanted: &dyn Fn(&Path) -> bool, out: &mut Walk
         match entry.file_type() {
             Ok(t) if t.is_dir() && depth > 0 => walk(&path, depth - 1, wanted, out),
             Ok(t) if t.is_file() && wanted(&path) => out.files.push(path),
+            // A link may be followed when given by name; a FIFO or a device never is read.
+            Ok(t) if t.is_symlink() && wanted(&path) => {
+                out.skipped.push((path, "a link; give it by name to import it".into()));
+            }
             Ok(t) if !t.is_dir() && wanted(&path) => {
-                let what = if t.is_symlink() { "a link" } else { "not a regular file" };
-                out.skipped.push((path, format!("{what}; give it by name to import it")));
+                out.skipped.push((path, "not a regular file".into()));
             }
             _ => {}
         }
