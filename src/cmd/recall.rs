@@ -52,7 +52,7 @@ pub(crate) fn run(args: &RecallArgs) -> Result<u8> {
         );
     }
     let bar = Bar::new(!args.json && std::io::stderr().is_terminal() && !settings.dumb_terminal);
-    let found = recall::recall(&store, &question, &filter, args.limit, now, &bar)?;
+    let found = recall::recall(&store, None, &question, &filter, args.limit, now, &bar)?;
     if let Some(why) = recall::why_nothing_can_be_found(&question).filter(|_| found.is_empty()) {
         say(&format!("cca: {why}. Hint: {UNSEARCHABLE_HINT}"));
     } else if found.is_empty() {

@@ -437,7 +437,14 @@ impl Index {
             0..FEW_SESSIONS => (1, LEAST_HEAP),
             _ => (cores, cores * WRITER_HEAP),
         };
-        let writer = self.index.writer_with_num_threads(threads, heap).map_err(|e| match e {
+        // One merging thread, not tantivy's four: an update after a turn merges at most a few
+        // small segments, and each thread is started whether or not it merges.
+        let options = tantivy::indexer::IndexWriterOptions::builder()
+            .num_worker_threads(threads)
+            .memory_budget_per_thread(heap / threads)
+            .num_merge_threads(1)
+            .build();
+        let writer = self.index.writer_with_options(options).map_err(|e| match e {
             // tantivy's own words blame another writer, whatever the cause.
             tantivy::TantivyError::LockFailure(LockError::IoError(io), _) => {
                 anyhow::Error::new(std::io::Error::new(io.kind(), io.to_string()))

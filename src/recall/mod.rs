@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use anyhow::{Result, anyhow};
 use chrono::{DateTime, Utc};
 
-use crate::store::{Stamp, Store};
+use crate::store::{SessionsWatch, Stamp, Store};
 use crate::transcript::Header;
 
 mod analysis;
@@ -107,16 +107,19 @@ pub(crate) trait Progress: Sync {
 pub(crate) const PROGRESS_FROM: usize = 200;
 
 /// The `limit` exchanges that best answer `text`, best first, among those `filter` lets
-/// through, after bringing the index up to date with the store.
+/// through, after bringing the index up to date with the store: with every session stat'ed
+/// for a change, or only those `watch` (a server's, kept between searches) was told of.
 pub(crate) fn recall(
     store: &Store,
+    watch: Option<&SessionsWatch>,
     text: &str,
     filter: &Filter,
     limit: usize,
     now: DateTime<Utc>,
     progress: &dyn Progress,
 ) -> Result<Vec<Found>> {
-    let (found, unread) = search(store, text, filter, limit, now, progress)?;
+    let stamper = Stamper { store, watch };
+    let (found, unread) = search(&stamper, text, filter, limit, now, progress)?;
     note_unread(progress, &unread);
     Ok(found)
 }
@@ -124,18 +127,34 @@ pub(crate) fn recall(
 /// What a search found, with the sessions the index it searched could not read.
 type Searched = (Vec<Found>, Vec<(String, String)>);
 
+/// Where a search learns which sessions changed: a stat of each, or a watch's word.
+struct Stamper<'a> {
+    store: &'a Store,
+    watch: Option<&'a SessionsWatch>,
+}
+
+impl Stamper<'_> {
+    fn stamps(&self) -> Result<Vec<(String, Stamp)>> {
+        match self.watch {
+            Some(watch) => watch.stamps(self.store),
+            None => self.store.session_stamps(),
+        }
+    }
+}
+
 /// [`recall`]'s work: the index brought up to date, then searched.
 fn search(
-    store: &Store,
+    stamper: &Stamper,
     text: &str,
     filter: &Filter,
     limit: usize,
     now: DateTime<Utc>,
     progress: &dyn Progress,
 ) -> Result<Searched> {
+    let store = stamper.store;
     let question = question::parse(text);
     // Nothing kept yet: nothing to find, and no reason to make a folder for it.
-    if !store.recall_dir().exists() && store.session_stamps()?.is_empty() {
+    if !store.recall_dir().exists() && stamper.stamps()?.is_empty() {
         return Ok((Vec::new(), Vec::new()));
     }
     let dir = index_dir(store);
@@ -156,7 +175,7 @@ fn search(
         // index searched once, after.
         Some(id) => {
             let (stamps, hinted) = std::thread::scope(|scope| {
-                let stamping = scope.spawn(|| store.session_stamps());
+                let stamping = scope.spawn(|| stamper.stamps());
                 let hinted = update_hinted(store, &id, progress);
                 (stamping.join().map_err(|_| anyhow!("cannot stat the sessions")), hinted)
             });
@@ -178,7 +197,7 @@ fn search(
         // Otherwise the index is searched as it is meanwhile: most searches find nothing
         // changed, and then what was found stands.
         None => std::thread::scope(|scope| {
-            let stamping = scope.spawn(|| store.session_stamps());
+            let stamping = scope.spawn(|| stamper.stamps());
             let early = as_it_is();
             let stamps = stamping.join().map_err(|_| anyhow!("cannot stat the sessions"))?;
             anyhow::Ok((stamps?, early))
@@ -199,7 +218,7 @@ fn search(
         Err(e) if index::is_machine_fault(&e, &dir) => cannot_update(&dir, e, early, progress),
         Err(e) => {
             // Unreadable past what opening checks (a damaged segment): never trusted.
-            let index = rebuild(store, &format!("{e:#}"), progress)?;
+            let index = rebuild(stamper, &format!("{e:#}"), progress)?;
             searched(&index)
         }
     }
@@ -435,12 +454,13 @@ fn update_hinted(store: &Store, id: &str, progress: &dyn Progress) -> Option<(In
 }
 
 /// Starts the index again from nothing, under the lock.
-fn rebuild(store: &Store, why: &str, progress: &dyn Progress) -> Result<Index> {
+fn rebuild(stamper: &Stamper, why: &str, progress: &dyn Progress) -> Result<Index> {
+    let store = stamper.store;
     let dir = index_dir(store);
     note_rebuilding(progress, &dir, &why);
     let _lock = store.lock(".recall", true, || {})?;
     let (index, known) = Index::create(&dir)?;
-    update(store, &dir, index, known, &store.session_stamps()?, progress)
+    update(store, &dir, index, known, &stamper.stamps()?, progress)
 }
 
 /// The one line a search says when the index in `dir` is rebuilt, and why.

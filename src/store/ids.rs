@@ -145,6 +145,12 @@ impl Store {
     /// Every session with its file's [`Stamp`], for caches that must notice any change: an
     /// append, a hand edit, a rename over it. A session gone since it was listed is left out.
     pub(crate) fn session_stamps(&self) -> Result<Vec<(String, Stamp)>> {
+        Ok(self.session_stamps_seen()?.into_iter().map(|(id, seen)| (id, seen.stamp)).collect())
+    }
+
+    /// [`Store::session_stamps`], with whether a watch on the sessions folder is told of each
+    /// file's changes.
+    pub(super) fn session_stamps_seen(&self) -> Result<Vec<(String, Seen)>> {
         let Some((dir, names)) = self.session_file_names()? else { return Ok(Vec::new()) };
         // A stat per session is most of what a search over thousands of sessions costs (the
         // kernel's name lookups), so they are spread over the cores.
@@ -154,7 +160,7 @@ impl Store {
                 .min(std::thread::available_parallelism().map_or(1, |n| n.get()))
                 .clamp(1, 4),
         };
-        let stamped = |names: &[String]| -> Vec<(String, Stamp)> {
+        let stamped = |names: &[String]| -> Vec<(String, Seen)> {
             names
                 .iter()
                 .filter_map(|name| Some((id_of(name)?.to_string(), stamp(&dir, name)?)))
@@ -178,6 +184,12 @@ impl Store {
 
     /// One session file's [`Stamp`], `None` when it is not there.
     pub(crate) fn session_stamp(&self, id: &str) -> Option<Stamp> {
+        self.session_seen(id).map(|seen| seen.stamp)
+    }
+
+    /// [`Store::session_stamp`], with whether a watch on the sessions folder is told of the
+    /// file's changes.
+    pub(super) fn session_seen(&self, id: &str) -> Option<Seen> {
         let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY;
         let dir = rustix::fs::open(
             self.sessions_dir(),
@@ -327,14 +339,24 @@ pub(crate) type Stamp = u64;
 /// Sessions one thread stats before another is worth starting.
 const STAMPS_PER_THREAD: usize = 1_000;
 
+/// A session file's [`Stamp`], and whether a watch on the sessions folder hears of every
+/// change to it: not of a link's (the file it points at changes elsewhere), nor of a file with
+/// a second name in another folder (a write through that name is told to that folder).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Seen {
+    pub stamp: Stamp,
+    pub watched: bool,
+}
+
 /// The stamp of the session file `name` in `dir`, `None` when it is gone; a link is followed
 /// (a session file may be one), so a change to the file it points at changes the stamp.
-fn stamp(dir: &rustix::fd::OwnedFd, name: &str) -> Option<Stamp> {
+fn stamp(dir: &rustix::fd::OwnedFd, name: &str) -> Option<Seen> {
+    use rustix::fs::{AtFlags, FileType, statat};
+    let own = statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    let link = FileType::from_raw_mode(own.st_mode) == FileType::Symlink;
     // A link that leads nowhere is a session all the same, whose reading fails and is said:
     // stamped as the link itself.
-    let m = rustix::fs::statat(dir, name, rustix::fs::AtFlags::empty())
-        .or_else(|_| rustix::fs::statat(dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW))
-        .ok()?;
+    let m = if link { statat(dir, name, AtFlags::empty()).unwrap_or(own) } else { own };
     let fields = [
         m.st_size as u64,
         m.st_mtime as u64,
@@ -343,9 +365,11 @@ fn stamp(dir: &rustix::fd::OwnedFd, name: &str) -> Option<Stamp> {
         m.st_ctime_nsec as u64,
         m.st_ino as u64,
     ];
-    Some(fields.iter().flat_map(|f| f.to_le_bytes()).fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    }))
+    let stamp =
+        fields.iter().flat_map(|f| f.to_le_bytes()).fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+        });
+    Some(Seen { stamp, watched: !link && m.st_nlink == 1 })
 }
 
 pub(super) fn id_from_file_name(name: &str) -> Option<String> {

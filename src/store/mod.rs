@@ -38,6 +38,7 @@ mod read;
 pub(crate) mod socket;
 mod sync;
 mod trash;
+mod watch;
 mod write;
 
 pub(crate) use auto::{read_settings, remove_settings, settings_writable, write_settings};
@@ -54,6 +55,7 @@ pub(crate) use listing::{Listed, newest_first};
 pub(crate) use read::not_transcript;
 pub(crate) use sync::{append_log, read_log, write_repo_file};
 pub(crate) use trash::{remove_files_in, take_engine_session_file, take_file_below};
+pub(crate) use watch::SessionsWatch;
 pub(crate) use write::Appender;
 
 pub(crate) const DIR_MODE: u32 = 0o700;

@@ -674,3 +674,64 @@ fn an_answer_with_no_question_is_no_exchange_wherever_exchanges_are_counted() {
     assert!(forked.contains("\"turn\":2") && forked.contains("the second question"), "{forked}");
     assert!(forked.contains("ECHO: the second question"), "{forked}");
 }
+
+/// A server lives on between searches, and is told by the kernel which sessions changed (not
+/// stat'ing each): every kind of change is in its next search all the same.
+#[test]
+fn a_running_server_finds_every_change_to_the_store_in_its_next_search() {
+    let env = TestEnv::new();
+    three_sessions(&env);
+    let mut raw = Raw::start(&env);
+    let init = json!({"protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}});
+    raw.call(0, "initialize", init);
+    let mut id = 0;
+    let mut search = |query: &str| {
+        id += 1;
+        let found =
+            raw.call(id, "tools/call", json!({"name": "search", "arguments": {"query": query}}));
+        found["result"]["content"][0]["text"].as_str().unwrap().to_string()
+    };
+    assert!(search("zebrafish").starts_with("Nothing found"));
+
+    // A hand edit in place (as an editor that writes the file over does).
+    let path = env.session_path(STAMP);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.write_all(text.replace("LockFileEx", "zebrafish").as_bytes()).unwrap();
+    drop(file);
+    assert!(search("zebrafish").contains(STAMP));
+
+    // A new exchange, by a turn in a terminal.
+    env.run_with(
+        &["search", "-q", "-s", LATER_ID, "and macOS?"],
+        None,
+        &[("FAKE_SCRIPT", "say flock, with a quokka.")],
+    )
+    .ok();
+    assert!(search("quokka").contains(LATER_ID));
+
+    // A save through a new file renamed over the old (as most editors save).
+    let later = env.session_path(LATER_ID);
+    let text = std::fs::read_to_string(&later).unwrap();
+    let aside = env.sessions_dir().join(".saved");
+    std::fs::write(&aside, text.replace("quokka", "narwhal")).unwrap();
+    std::fs::rename(&aside, &later).unwrap();
+    let found = search("narwhal");
+    assert!(found.contains(LATER_ID), "{found}");
+    assert!(search("quokka").starts_with("Nothing found"));
+
+    // A session file that is a link: a change to the file it leads to.
+    let elsewhere = env.root.path().join("kept-elsewhere.md");
+    std::fs::rename(&path, &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
+    assert!(search("zebrafish").contains(STAMP));
+    let text = std::fs::read_to_string(&elsewhere).unwrap();
+    std::fs::write(&elsewhere, text.replace("zebrafish", "axolotl")).unwrap();
+    assert!(search("axolotl").contains(STAMP));
+
+    // rm.
+    env.run(&["rm", LATER_ID]).ok();
+    assert!(search("narwhal").starts_with("Nothing found"));
+    assert_eq!(raw.finish(), Some(0));
+}

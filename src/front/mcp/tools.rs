@@ -46,6 +46,9 @@ const LIST_LIMIT: (usize, usize) = (20, 200);
 pub(super) struct Tools {
     settings: Settings,
     store: Store,
+    /// What changed in the store between searches, told by the kernel: a ranked search then
+    /// stats only those sessions.
+    watch: store::SessionsWatch,
 }
 
 /// The tools, as `tools/list` describes them to the model.
@@ -138,7 +141,7 @@ struct ListArgs {
 
 impl Tools {
     pub(super) fn new(settings: Settings, store: Store) -> Tools {
-        Tools { settings, store }
+        Tools { settings, store, watch: store::SessionsWatch::default() }
     }
 
     /// Runs a tool: its text, or an error text for the model; `None` when there is no such tool.
@@ -224,9 +227,16 @@ impl Tools {
         };
         // One more than asked, to tell whether there were more.
         let notes = Notes::default();
-        let found =
-            recall::recall(&self.store, &query, &filter, limit + 1, self.settings.now(), &notes)
-                .map_err(|e| format!("search: {}", message(&e)))?;
+        let found = recall::recall(
+            &self.store,
+            Some(&self.watch),
+            &query,
+            &filter,
+            limit + 1,
+            self.settings.now(),
+            &notes,
+        )
+        .map_err(|e| format!("search: {}", message(&e)))?;
         let mut out = String::new();
         if found.is_empty() {
             let sessions = self.store.session_ids().map_or(0, |ids| ids.len());
