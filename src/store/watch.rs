@@ -44,6 +44,9 @@ pub(crate) struct SessionsWatch {
 
 struct Watched {
     inotify: OwnedFd,
+    /// The folder watched (device and inode): the store's path may come to name another (a
+    /// `CCA_HOME` moved away and made again), of which this watch hears nothing.
+    folder: (u64, u64),
     since: Instant,
     stamps: BTreeMap<String, Stamp>,
     /// Sessions stat'ed at every search: the watch may not hear of their changes.
@@ -55,6 +58,7 @@ impl SessionsWatch {
     pub(crate) fn stamps(&self, store: &Store) -> Result<Vec<(String, Stamp)>> {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(watched) = state.as_mut().filter(|w| w.since.elapsed() < REFRESH)
+            && folder(store) == Some(watched.folder)
             && let Some(changed) = watched.changed()
         {
             for id in changed {
@@ -67,13 +71,17 @@ impl SessionsWatch {
         }
         *state = None;
         // Watched first, then stamped: a change made meanwhile is stat'ed again next time.
-        let inotify = watch(store);
+        let inotify = watch(store).zip(folder(store));
         let seen = store.session_stamps_seen()?;
         let stamps = seen.iter().map(|(id, seen)| (id.clone(), seen.stamp)).collect();
-        if let Some(inotify) = inotify {
-            let since = Instant::now();
-            let mut watched =
-                Watched { inotify, since, stamps: BTreeMap::new(), unwatched: BTreeSet::new() };
+        if let Some((inotify, folder)) = inotify {
+            let mut watched = Watched {
+                inotify,
+                folder,
+                since: Instant::now(),
+                stamps: BTreeMap::new(),
+                unwatched: BTreeSet::new(),
+            };
             seen.into_iter().for_each(|(id, seen)| watched.keep(id, seen));
             *state = Some(watched);
         }
@@ -119,6 +127,13 @@ impl Watched {
             }
         }
     }
+}
+
+/// The device and inode of the folder `store`'s sessions are in, a link to it followed as
+/// the watch follows it.
+fn folder(store: &Store) -> Option<(u64, u64)> {
+    let stat = rustix::fs::stat(store.sessions_dir()).ok()?;
+    Some((stat.st_dev, stat.st_ino as u64))
 }
 
 /// A watch on `store`'s sessions folder, if it has one on a local file system.
@@ -208,5 +223,20 @@ mod tests {
         std::fs::create_dir(&sessions).unwrap();
         std::fs::write(path("f"), "# f\n").unwrap();
         same("the folder moved away and made again");
+        let store_path = home.path().join("cca");
+        std::fs::create_dir_all(store_path.join("sessions")).unwrap();
+        std::fs::write(store_path.join("sessions/session_h.md"), "# h\n").unwrap();
+        let linked = Store::new(home.path().join("linked"));
+        std::os::unix::fs::symlink(&store_path, &linked.home).unwrap();
+        let watch = SessionsWatch::default();
+        assert_eq!(watch.stamps(&linked).unwrap(), linked.session_stamps().unwrap());
+        std::fs::rename(&store_path, home.path().join("cca-before")).unwrap();
+        std::fs::create_dir_all(store_path.join("sessions")).unwrap();
+        std::fs::write(store_path.join("sessions/session_i.md"), "# i\n").unwrap();
+        assert_eq!(
+            watch.stamps(&linked).unwrap(),
+            linked.session_stamps().unwrap(),
+            "the store's folder moved away and made again, with the watched folder in it"
+        );
     }
 }
