@@ -5,7 +5,7 @@
 //! What the kernel might not tell is stat'ed as before: a link's file and one with a second
 //! name (see [`Seen`]) at every search; every session when the kernel's queue overflowed or
 //! the folder went, and once a minute besides (a file given a second name elsewhere since, and
-//! written through it, is not told); and at every search on a file system whose changes may
+//! written through it, is not told, nor a write through a memory map); and at every search on a file system whose changes may
 //! come from another machine (NFS, FUSE), as a command's search does.
 
 use std::collections::{BTreeMap, BTreeSet};
