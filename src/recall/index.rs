@@ -349,6 +349,8 @@ pub(crate) struct Index {
     fields: Fields,
     /// What the last commit says could not be read (its [`Head`]'s).
     unread: Vec<(String, String)>,
+    /// The digest of the stamps the last commit holds.
+    digest: u64,
 }
 
 impl Index {
@@ -371,7 +373,12 @@ impl Index {
             return Err(anyhow!("it was built by another version of cca"));
         }
         index.tokenizers().register(ANALYZER, analyzer());
-        Ok((Index { index, fields, unread: head.unread }, head.digest))
+        Ok((Index { index, fields, unread: head.unread, digest: head.digest }, head.digest))
+    }
+
+    /// The digest of the stamps its last commit holds ([`digest`]).
+    pub(crate) fn digest(&self) -> u64 {
+        self.digest
     }
 
     /// When the index in `dir` was last committed (its `meta.json` written), if it was.
@@ -420,7 +427,7 @@ impl Index {
             .and_then(|d| tantivy::Index::create(d, schema, tantivy::IndexSettings::default()))
             .with_context(|| format!("cannot create an index in {}", dir.display()))?;
         index.tokenizers().register(ANALYZER, analyzer());
-        let mut index = Index { index, fields, unread: Vec::new() };
+        let mut index = Index { index, fields, unread: Vec::new(), digest: 0 };
         let stamps = Stamps::new();
         let mut writer = index.writer(0)?;
         index.commit(&mut writer, dir, &stamps, Vec::new())?;
@@ -543,6 +550,7 @@ impl Index {
         commit.set_payload(&serde_json::to_string(&head)?);
         commit.commit()?;
         self.unread = head.unread;
+        self.digest = digest;
         // Not flushed, as tantivy's files are not: a file a system crash cut short does not
         // have the digest it names, and the index is rebuilt.
         crate::store::replace_cache_file(&stamps_path(dir), stamps_text(digest, stamps).as_bytes())

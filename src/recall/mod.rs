@@ -449,8 +449,11 @@ fn update_hinted(store: &Store, id: &str, progress: &dyn Progress) -> Option<(In
     directory::private_locks(&dir);
     let mut stale = vec![(id.to_string(), stamp)];
     read_unread_again(&mut stale, &index, |id| store.session_stamp(id));
-    index::contained("an update", || apply(store, &dir, index, known, &stale, progress)).ok()?;
-    Index::open(&dir).ok()
+    let index =
+        index::contained("an update", || apply(store, &dir, index, known, &stale, progress))
+            .ok()?;
+    let digest = index.digest();
+    Some((index, digest))
 }
 
 /// Starts the index again from nothing, under the lock.
