@@ -34,6 +34,7 @@ mod latest;
 mod listing;
 mod live_index;
 mod lock;
+mod names;
 mod read;
 pub(crate) mod socket;
 mod sync;
