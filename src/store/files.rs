@@ -89,6 +89,27 @@ pub(super) fn open_cache_in_place(path: &Path) -> io::Result<File> {
     }
 }
 
+/// Local file systems, whose every change the kernel sees and times to the nanosecond (by
+/// `statfs`'s magic numbers): ext2 to 4, XFS, Btrfs, tmpfs, F2FS, ZFS, bcachefs and overlayfs.
+/// Not NFS, SMB or FUSE (changes may come from another machine, and be timed to the second),
+/// nor FAT (timed to two seconds).
+const LOCAL: [u32; 8] = [
+    0xEF53,
+    0x5846_5342,
+    0x9123_683E,
+    0x0102_1994,
+    0xF2F5_2010,
+    0x2FC1_2FC1,
+    0xCA45_1A4E,
+    0x794C_7630,
+];
+
+/// Whether the open file or folder `fd` lies on a local file system ([`LOCAL`]).
+pub(super) fn local_file_system(fd: &rustix::fd::OwnedFd) -> bool {
+    // The low 32 bits: `f_type` is a signed long, and the magic numbers are 32-bit.
+    rustix::fs::fstatfs(fd).is_ok_and(|s| LOCAL.contains(&(s.f_type as u32)))
+}
+
 /// Reads a whole file cca keeps; see [`open_regular`].
 pub(super) fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
     let mut bytes = Vec::new();

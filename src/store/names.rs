@@ -6,9 +6,13 @@
 //!
 //! A folder's times come from the kernel's coarse clock, so a change in the same tick as the
 //! one before can leave them as they were: a state is kept only when the folder's times are
-//! older than that clock read before them (a later change then gets a later time). Kept only
-//! where `recall/` is: its searches are what needs the names fast, and a listing makes no
-//! folder. A file that does not hold the count and digest of its names it says is not used.
+//! older than that clock read before them (a later change then gets a later time), and only
+//! on a local file system that keeps times to the nanosecond (one that keeps whole seconds, as
+//! ext4 with small inodes, FAT or a FUSE mount may, would give a change in the same second the
+//! same time): with times of no nanoseconds, or on any other file system, the folder is read
+//! each time. Kept only where `recall/` is: its searches are what needs the names fast, and a
+//! listing makes no folder. A file that is not a regular one, is larger than any listing, or
+//! does not hold the count and digest of its names it says, is not used.
 
 use std::fmt::Write as _;
 
@@ -27,12 +31,19 @@ pub(super) struct Folder {
     settled: bool,
 }
 
-/// The state of the sessions folder open as `dir`, `None` if it cannot be had.
+/// Listings larger than this are not kept (some 3 million sessions).
+const MOST: u64 = 100 << 20;
+
+/// The state of the sessions folder open as `dir`, `None` if it cannot be had, or if a change
+/// could leave it as it is (see the top of this file).
 pub(super) fn folder(dir: &OwnedFd) -> Option<Folder> {
     let clock = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
     let stat = rustix::fs::fstat(dir).ok()?;
     let mtime = (stat.st_mtime as i64, stat.st_mtime_nsec as i64);
     let ctime = (stat.st_ctime as i64, stat.st_ctime_nsec as i64);
+    if mtime.1 == 0 || ctime.1 == 0 || !super::files::local_file_system(dir) {
+        return None;
+    }
     let before = (clock.tv_sec, clock.tv_nsec as i64);
     Some(Folder {
         header: format!(
@@ -51,7 +62,8 @@ fn settled(changed: (i64, i64), before: (i64, i64)) -> bool {
 
 /// The names kept for `folder`, if they were kept for it.
 pub(super) fn kept(store: &Store, folder: &Folder) -> Option<Vec<String>> {
-    let text = std::fs::read_to_string(store.recall_dir().join(FILE)).ok()?;
+    let bytes = super::files::read_at_most(&store.recall_dir().join(FILE), MOST).ok()?;
+    let text = String::from_utf8(bytes).ok()?;
     let (header, rest) = text.split_once('\n')?;
     let (state, check) = header.rsplit_once(' ')?;
     let (state, count) = state.rsplit_once(' ')?;
@@ -74,6 +86,9 @@ pub(super) fn keep(store: &Store, folder: &Folder, names: &[String]) {
     for name in names {
         text.push_str(name);
         text.push('\n');
+    }
+    if text.len() as u64 > MOST {
+        return;
     }
     // A cache: a failure to write it leaves the next listing to read the folder.
     let _ = super::replace_cache_file(&dir.join(FILE), text.as_bytes());
@@ -138,5 +153,28 @@ mod tests {
             std::fs::write(&file, &damaged).unwrap();
             assert_eq!(kept(&store, &now), None, "{damaged:?}");
         }
+        // Not a regular file: neither waited on nor read without end.
+        std::fs::remove_file(&file).unwrap();
+        rustix::fs::mknodat(rustix::fs::CWD, &file, rustix::fs::FileType::Fifo, 0o600.into(), 0)
+            .unwrap();
+        assert_eq!(kept(&store, &now), None, "a FIFO");
+        std::fs::remove_file(&file).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &file).unwrap();
+        assert_eq!(kept(&store, &now), None, "a device");
+    }
+
+    #[test]
+    fn a_folder_timed_to_the_second_is_read_each_time() {
+        let home = tempfile::tempdir().unwrap();
+        let sessions = home.path().join("sessions");
+        std::fs::create_dir(&sessions).unwrap();
+        let open = || {
+            let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY;
+            rustix::fs::open(&sessions, flags, 0.into()).unwrap()
+        };
+        assert!(folder(&open()).is_some(), "this machine's temporary folder keeps nanoseconds");
+        let second = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_796_000_000);
+        std::fs::File::open(&sessions).unwrap().set_modified(second).unwrap();
+        assert_eq!(folder(&open()), None, "a time of no nanoseconds may hide a change");
     }
 }

@@ -20,19 +20,6 @@ use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use super::Store;
 use super::ids::{Seen, Stamp, id_from_file_name};
 
-/// Local file systems, whose every change the kernel sees (by `statfs`'s magic numbers): ext2
-/// to 4, XFS, Btrfs, tmpfs, F2FS, ZFS, bcachefs and overlayfs.
-const LOCAL: [u32; 8] = [
-    0xEF53,
-    0x5846_5342,
-    0x9123_683E,
-    0x0102_1994,
-    0xF2F5_2010,
-    0x2FC1_2FC1,
-    0xCA45_1A4E,
-    0x794C_7630,
-];
-
 /// How long what the kernel told is trusted before every session is stat'ed again.
 const REFRESH: Duration = Duration::from_secs(60);
 
@@ -141,9 +128,7 @@ fn watch(store: &Store) -> Option<OwnedFd> {
     let dir = store.sessions_dir();
     let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY;
     let opened = rustix::fs::open(&dir, flags | rustix::fs::OFlags::CLOEXEC, 0.into()).ok()?;
-    // The low 32 bits: `f_type` is a signed long, and the magic numbers are 32-bit.
-    let kind = rustix::fs::fstatfs(&opened).ok()?.f_type as u32;
-    if !LOCAL.contains(&kind) {
+    if !super::files::local_file_system(&opened) {
         return None;
     }
     let inotify = inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK).ok()?;
