@@ -374,11 +374,9 @@ fn stamp(dir: &rustix::fd::OwnedFd, name: &str) -> Option<Seen> {
         m.st_ctime as u64,
         m.st_ctime_nsec as u64,
         m.st_ino as u64,
-    ];
-    let stamp =
-        fields.iter().flat_map(|f| f.to_le_bytes()).fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-        });
+    ]
+    .map(u64::to_le_bytes);
+    let stamp = super::live_index::fnv1a(&fields.each_ref().map(|f| f.as_slice()));
     Some(Seen { stamp, watched: !link && m.st_nlink == 1 })
 }
 

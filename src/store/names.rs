@@ -96,10 +96,8 @@ pub(super) fn keep(store: &Store, folder: &Folder, names: &[String]) {
 
 /// FNV-1a over the names, each ended by a new line.
 fn digest(names: &[String]) -> u64 {
-    names
-        .iter()
-        .flat_map(|n| n.bytes().chain([b'\n']))
-        .fold(0xcbf2_9ce4_8422_2325, |hash, b| (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    let pieces: Vec<&[u8]> = names.iter().flat_map(|n| [n.as_bytes(), b"\n"]).collect();
+    super::live_index::fnv1a(&pieces)
 }
 
 #[cfg(test)]
