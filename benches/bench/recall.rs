@@ -131,7 +131,7 @@ impl Bench {
         println!("{}", row("`rg -l -i WORD|WORD…` (exact, unranked)", rg_ms));
         let (fresh, settled) = (Stats::new(fresh_ms), Stats::new(recall_ms));
         println!(
-            "\nQuestions: {}. Each round runs one new turn (`cca search`, median {:.1} ms, which does no index work but leave the id of the session it changed in `recall/changed`), then the question through `cca recall` (which takes that session into the index while it stats the rest, then searches) and again with nothing new; then a second new turn and the question twice through `cca mcp`; then an exact search of its words. The cost of a new exchange to the next search: {:.1} ms at the median (the first two rows' difference). Targets: p50 at most 20 ms, p95 at most 50 ms.\n",
+            "\nQuestions: {}. Each round runs one new turn (`cca search`, median {:.1} ms, which does no index work but leave the id of the session it changed in `recall/changed`), then the question through `cca recall` (which reads that session while it stats the rest, and searches it beside the index, uncommitted) and again with nothing new; then a second new turn and the question twice through `cca mcp`; then an exact search of its words. The cost of a new exchange to the next search: {:.1} ms at the median (the first two rows' difference). Targets: p50 at most 20 ms, p95 at most 50 ms.\n",
             QUESTIONS.map(|q| format!("`{q}`")).join(", "),
             Stats::new(turn_ms).median(),
             fresh.median() - settled.median(),

@@ -8,30 +8,33 @@
 //! the format version: a search compares the store's stamps with that digest alone, and a
 //! stamps file that is not the last commit's (a crash between the two writes) is not trusted.
 
-use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
 use serde::{Deserialize, Serialize};
 use tantivy::collector::TopDocs;
+use tantivy::directory::RamDirectory;
 use tantivy::directory::error::{LockError, OpenDirectoryError, OpenReadError, OpenWriteError};
 use tantivy::query::{
-    BooleanQuery, BoostQuery, ConstScoreQuery, Occur, PhraseQuery, Query, RangeQuery, TermQuery,
+    Bm25StatisticsProvider, BooleanQuery, BoostQuery, ConstScoreQuery, Occur, PhraseQuery, Query,
+    RangeQuery, TermQuery,
 };
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing,
     TextOptions, Value,
 };
-use tantivy::{IndexWriter, ReloadPolicy, TantivyDocument, Term};
+use tantivy::{DocAddress, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
 
 use super::analysis::{analyzer, word_analyzer};
 use super::directory::Unflushed;
 use super::exchanges::Exchange;
 use super::meaning::{self, Vector};
+use super::overlay::{Overlay, Together};
 use super::question::Question;
 use super::sessions::{self, SessionFields};
-use crate::store::Stamp;
+use super::stamps::{self, Stamps, stamps_path};
+use crate::transcript::Header;
 
 /// The index's layout and analysis; an index of another is rebuilt (with a note).
 pub(crate) const VERSION: u32 = 9;
@@ -40,6 +43,9 @@ const ANALYZER: &str = "cca_english";
 const WRITER_HEAP: usize = 48 << 20;
 /// tantivy's least memory per thread (15 MB; not exported).
 const LEAST_HEAP: usize = 15_000_000;
+/// Memory for an overlay's writer ([`Index::overlay`]): it sizes the term table, zeroed
+/// before the first word (a table grows as it must), and a few short sessions need little.
+const OVERLAY_HEAP: usize = 1 << 20;
 /// Fewer sessions to read again than this take one thread and the least memory.
 const FEW_SESSIONS: usize = 200;
 
@@ -237,9 +243,6 @@ impl std::fmt::Display for Damaged {
 
 impl std::error::Error for Damaged {}
 
-/// What the index holds of each session: its file's stamp when it was read.
-pub(crate) type Stamps = BTreeMap<String, Stamp>;
-
 /// What a commit says of itself: the format, and the digest of the stamps it holds
 /// ([`digest`]), so that a search that finds the store's stamps the same reads nothing else.
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -249,56 +252,6 @@ struct Head {
     /// The sessions that could not be read (id, why): not in the index, said at each search.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     unread: Vec<(String, String)>,
-}
-
-/// The stamps file's text: the digest, then a line per session, `ID STAMP`, numbers in hex.
-/// (Plain lines, each number written by hand: JSON, then `format!` per line, took milliseconds
-/// to write and read at 10,000 sessions, paid by the search after each new turn.)
-fn stamps_text(digest: u64, stamps: &Stamps) -> String {
-    let mut text = String::with_capacity(40 * (stamps.len() + 1));
-    push_hex(&mut text, digest);
-    text.push('\n');
-    for (id, stamp) in stamps {
-        text.push_str(id);
-        text.push(' ');
-        push_hex(&mut text, *stamp);
-        text.push('\n');
-    }
-    text
-}
-
-/// `n` as 16 lowercase hex digits.
-fn push_hex(text: &mut String, n: u64) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    text.extend((0..16).rev().map(|i| char::from(DIGITS[(n >> (4 * i)) as usize & 0xf])));
-}
-
-/// The stamps a stamps file holds, when they have the digest it names; `None` for anything
-/// else (a file cut short, damaged, or not one).
-fn parse_stamps(text: &str) -> Option<(u64, Stamps)> {
-    let mut lines = text.lines();
-    let digest = u64::from_str_radix(lines.next()?, 16).ok()?;
-    let pairs = lines
-        .map(|line| {
-            let (id, stamp) = line.split_once(' ')?;
-            Some((id.to_string(), u64::from_str_radix(stamp, 16).ok()?))
-        })
-        .collect::<Option<Vec<_>>>()?;
-    // Built at once from the pairs (they are in order), not one insert at a time.
-    let stamps = Stamps::from_iter(pairs);
-    let held = self::digest(stamps.iter().map(|(id, s)| (id.as_str(), *s)));
-    (held == digest && text.ends_with('\n')).then_some((digest, stamps))
-}
-
-/// A digest of sessions and stamps, whatever their order: a sum of each pair's FNV-1a.
-pub(crate) fn digest<'a>(pairs: impl Iterator<Item = (&'a str, Stamp)>) -> u64 {
-    pairs.fold(0u64, |sum, (id, stamp)| {
-        let mut hash = 0xcbf2_9ce4_8422_2325u64;
-        for byte in id.bytes().chain([0]).chain(stamp.to_le_bytes()) {
-            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
-        }
-        sum.wrapping_add(hash)
-    })
 }
 
 /// A session as it is indexed: what is asked of its header, and its exchanges.
@@ -312,6 +265,21 @@ pub(crate) struct Session<'a> {
     /// `cca grep` takes it.
     pub created: &'a str,
     pub exchanges: &'a [Exchange],
+}
+
+impl<'a> Session<'a> {
+    /// Session `id` as its file holds it.
+    pub(crate) fn of(id: &'a str, header: &'a Header, exchanges: &'a [Exchange]) -> Session<'a> {
+        Session {
+            id,
+            title: &header.title,
+            name: header.name.as_deref(),
+            engine: &header.engine,
+            folder: &header.cwd,
+            created: &header.created,
+            exchanges,
+        }
+    }
 }
 
 /// Which exchanges a search may find.
@@ -384,20 +352,6 @@ impl Index {
     /// When the index in `dir` was last committed (its `meta.json` written), if it was.
     pub(crate) fn committed_at(dir: &Path) -> Option<std::time::SystemTime> {
         std::fs::metadata(dir.join("meta.json")).and_then(|m| m.modified()).ok()
-    }
-
-    /// The stamps the last commit holds (its digest is `digest`), from the stamps file beside
-    /// the index; `Err` when that file is not the last commit's.
-    pub(crate) fn stamps(dir: &Path, digest: u64) -> Result<Stamps> {
-        let path = stamps_path(dir);
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("cannot read {}", path.display()))?;
-        let (held, stamps) =
-            parse_stamps(&text).ok_or_else(|| anyhow!("{} cannot be read", path.display()))?;
-        if held != digest {
-            return Err(anyhow!("{} is not the index's last commit's", path.display()));
-        }
-        Ok(stamps)
     }
 
     /// Makes a new, empty index in `dir`, in place of whatever was there, committed so that it
@@ -484,6 +438,14 @@ impl Index {
 
     /// Adds a session's exchanges, in the writer's next commit.
     pub(crate) fn add(&self, writer: &IndexWriter, session: &Session) -> Result<()> {
+        for doc in self.documents(session) {
+            writer.add_document(doc)?;
+        }
+        Ok(())
+    }
+
+    /// A session's exchanges as the index holds them, a document each.
+    fn documents(&self, session: &Session) -> Vec<TantivyDocument> {
         let f = self.fields;
         let about = match session.name {
             Some(name) => format!("{} {name}", session.title),
@@ -497,6 +459,7 @@ impl Index {
         let session_meaning =
             meaning::mean(meanings.iter().flatten()).map(|v| meaning::to_bytes(&v));
         let mut before: Option<&str> = None;
+        let mut docs = Vec::with_capacity(session.exchanges.len());
         for (i, (exchange, meant)) in session.exchanges.iter().zip(&meanings).enumerate() {
             let mut doc = TantivyDocument::default();
             if i == 0 {
@@ -524,9 +487,23 @@ impl Index {
             for folder in Path::new(session.folder).ancestors() {
                 doc.add_text(f.folder, folder.to_string_lossy());
             }
+            docs.push(doc);
+        }
+        docs
+    }
+
+    /// `sessions` as their files hold them now, indexed in memory, to be searched beside the
+    /// index in place of what it holds of `ids` (those sessions, and any gone since).
+    pub(crate) fn overlay(&self, ids: &[String], sessions: &[Session]) -> Result<Overlay> {
+        let builder = tantivy::IndexBuilder::new()
+            .schema(self.index.schema())
+            .tokenizers(self.index.tokenizers().clone());
+        let mut writer =
+            builder.single_segment_index_writer(RamDirectory::create(), OVERLAY_HEAP)?;
+        for doc in sessions.iter().flat_map(|session| self.documents(session)) {
             writer.add_document(doc)?;
         }
-        Ok(())
+        Ok(Overlay { index: writer.finalize()?, ids: ids.to_vec() })
     }
 
     /// The sessions the last commit says could not be read, with why.
@@ -544,7 +521,7 @@ impl Index {
         stamps: &Stamps,
         unread: Vec<(String, String)>,
     ) -> Result<()> {
-        let digest = digest(stamps.iter().map(|(id, s)| (id.as_str(), *s)));
+        let digest = stamps::digest(stamps.iter().map(|(id, s)| (id.as_str(), *s)));
         let mut commit = writer.prepare_commit()?;
         let head = Head { version: VERSION, digest, unread };
         commit.set_payload(&serde_json::to_string(&head)?);
@@ -553,18 +530,20 @@ impl Index {
         self.digest = digest;
         // Not flushed, as tantivy's files are not: a file a system crash cut short does not
         // have the digest it names, and the index is rebuilt.
-        crate::store::replace_cache_file(&stamps_path(dir), stamps_text(digest, stamps).as_bytes())
+        stamps::write(dir, digest, stamps)
     }
 
     /// The `limit` best exchanges for `question` among those `filter` lets through, each with
-    /// its session's score as one document.
+    /// its session's score as one document; with `overlay`, its sessions as it holds them in
+    /// place of the index's.
     pub(crate) fn search(
         &self,
         question: &Question,
         filter: &Filter,
         limit: usize,
+        overlay: Option<&Overlay>,
     ) -> Result<Vec<Hit>> {
-        contained("a search", || self.search_unguarded(question, filter, limit))
+        contained("a search", || self.search_unguarded(question, filter, limit, overlay))
     }
 
     fn search_unguarded(
@@ -572,6 +551,7 @@ impl Index {
         question: &Question,
         filter: &Filter,
         limit: usize,
+        overlay: Option<&Overlay>,
     ) -> Result<Vec<Hit>> {
         let f = self.fields;
         let fields = [
@@ -584,21 +564,53 @@ impl Index {
             return Ok(Vec::new());
         };
         // Read once, by this process: no watching for later commits.
-        let reader = self.index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
-        let searcher = reader.searcher();
+        let searcher_of = |index: &tantivy::Index| -> Result<Searcher> {
+            let reader: tantivy::IndexReader =
+                index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
+            Ok(reader.searcher())
+        };
+        // The index, hiding the overlay's sessions; then the overlay.
+        let mut searched = vec![(searcher_of(&self.index)?, Vec::new())];
+        if let Some(overlay) = overlay {
+            searched[0].1 = overlay.ids.clone();
+            searched.push((searcher_of(&overlay.index)?, Vec::new()));
+        }
+        let searchers: Vec<&Searcher> = searched.iter().map(|(s, _)| s).collect();
+        let together = Together(&searchers);
         // No more than there are: a limit from outside (`-n`) sizes tantivy's buffers.
-        let limit = limit.min(usize::try_from(searcher.num_docs()).unwrap_or(usize::MAX)).max(1);
-        let top = searcher.search(&query, &TopDocs::with_limit(limit).order_by_score())?;
-        let mut hits = Vec::with_capacity(top.len());
-        for (score, address) in top {
-            let doc: TantivyDocument = searcher.doc(address)?;
+        let docs: u64 = searchers.iter().map(|s| s.num_docs()).sum();
+        let limit = limit.min(usize::try_from(docs).unwrap_or(usize::MAX)).max(1);
+        let mut top: Vec<(f32, usize, DocAddress)> = Vec::new();
+        for (i, (searcher, hidden)) in searched.iter().enumerate() {
+            // Hidden exchanges are passed over as they are met, so as many more are asked
+            // for. (Excluding them in the query would keep tantivy from skipping the
+            // exchanges that cannot make the top: many times slower.)
+            let mut more = 0;
+            for id in hidden {
+                more += searcher.doc_freq(&Term::from_field_text(f.session, id))?;
+            }
+            let more = usize::try_from(more).unwrap_or(usize::MAX);
+            let collector = TopDocs::with_limit(limit.saturating_add(more)).order_by_score();
+            let found = searcher.search_with_statistics_provider(&query, &collector, &together)?;
+            top.extend(found.into_iter().map(|(score, address)| (score, i, address)));
+        }
+        top.sort_by(|a, b| b.0.total_cmp(&a.0));
+        let mut hits = Vec::with_capacity(limit);
+        for (score, i, address) in top {
+            if hits.len() == limit {
+                break;
+            }
+            let doc: TantivyDocument = searchers[i].doc(address)?;
             let session = doc.get_first(f.session).and_then(|v| v.as_str());
             let number = doc.get_first(f.number).and_then(|v| v.as_u64());
             let at = doc.get_first(f.at).and_then(|v| v.as_i64());
             let about = |field| {
                 doc.get_first(field).and_then(|v| v.as_bytes()).and_then(meaning::from_bytes)
             };
-            if let (Some(session), Some(number)) = (session, number) {
+            let hidden = |id: &str| searched[i].1.iter().any(|h| h == id);
+            if let (Some(session), Some(number)) = (session, number)
+                && !hidden(session)
+            {
                 hits.push(Hit {
                     session: session.to_string(),
                     number,
@@ -617,14 +629,16 @@ impl Index {
         let mut ids: Vec<&str> = hits.iter().map(|h| h.session.as_str()).collect();
         ids.sort_unstable();
         ids.dedup();
-        let sessions = searcher.doc_freq(&Term::from_field_text(f.kind, FIRST_KIND))?;
+        let sessions = together.doc_freq(&Term::from_field_text(f.kind, FIRST_KIND))?;
         let fields = SessionFields {
             question: f.question,
             answer: f.answer,
             title: f.title,
             session: f.session,
         };
-        let scores = sessions::scores(&searcher, fields, &self.weighed(question), &ids, sessions)?;
+        let each: Vec<(&Searcher, &[String])> =
+            searched.iter().map(|(s, hidden)| (s, hidden.as_slice())).collect();
+        let scores = sessions::scores(&each, fields, &self.weighed(question), &ids, sessions)?;
         for hit in &mut hits {
             hit.session_score = scores.get(&hit.session).copied().unwrap_or(0.0);
         }
@@ -742,11 +756,6 @@ impl Index {
     }
 }
 
-/// The stamps file: beside the index's folder, so that tantivy's clean-up never meets it.
-fn stamps_path(dir: &Path) -> PathBuf {
-    dir.with_extension("stamps")
-}
-
 /// An RFC 3339 time as seconds since the epoch.
 pub(crate) fn seconds(at: &str) -> Option<i64> {
     chrono::DateTime::parse_from_rfc3339(at).ok().map(|t| t.timestamp())
@@ -791,7 +800,57 @@ mod tests {
     }
 
     fn search(index: &Index, question: &str, limit: usize) -> Vec<Hit> {
-        index.search(&super::super::question::parse(question), &Filter::default(), limit).unwrap()
+        index
+            .search(&super::super::question::parse(question), &Filter::default(), limit, None)
+            .unwrap()
+    }
+
+    /// Sessions read into an overlay are found as a commit of them would find them, scores
+    /// and all; what the index held of them is not found.
+    #[test]
+    fn an_overlay_finds_what_a_commit_of_its_sessions_would() {
+        let [a, b, b2, c] = [
+            ["salmon", "tides"],
+            ["trout", "rivers"],
+            ["trout", "lakes"],
+            ["salmon trout", "rain"],
+        ]
+        .map(|[q, a]| vec![exchange(1, &format!("where do {q} live?"), a)]);
+        let session = |id, exchanges| Session {
+            id,
+            title: "",
+            name: None,
+            engine: "claude",
+            folder: "/w",
+            created: "",
+            exchanges,
+        };
+        let (_before, before) = index_of(&[("a", "", &a), ("b", "", &b)]);
+        // The commit: b taken out and put back as it is now, c added.
+        let (temp, mut after) = index_of(&[("a", "", &a), ("b", "", &b)]);
+        let mut writer = after.writer(0).unwrap();
+        after.remove(&writer, "b");
+        after.add(&writer, &session("b", &b2)).unwrap();
+        after.add(&writer, &session("c", &c)).unwrap();
+        after.commit(&mut writer, &temp.path().join("index"), &Stamps::new(), Vec::new()).unwrap();
+        let ids = ["b".to_string(), "c".to_string()];
+        let overlay = before.overlay(&ids, &[session("b", &b2), session("c", &c)]).unwrap();
+        for question in ["where do trout live", "salmon rivers lakes rain", "trout"] {
+            let question = super::super::question::parse(question);
+            let found = |index: &Index, overlay| {
+                let hits = index.search(&question, &Filter::default(), 10, overlay).unwrap();
+                let mut hits: Vec<_> =
+                    hits.into_iter().map(|h| (h.session, h.score, h.session_score)).collect();
+                hits.sort_by(|x, y| x.0.cmp(&y.0));
+                hits
+            };
+            let (committed, overlaid) = (found(&after, None), found(&before, Some(&overlay)));
+            assert_eq!(committed.len(), overlaid.len(), "{committed:?} {overlaid:?}");
+            for (x, y) in committed.iter().zip(&overlaid) {
+                assert_eq!(x.0, y.0);
+                assert!((x.1 - y.1).abs() < 1e-5 && (x.2 - y.2).abs() < 1e-5, "{x:?} {y:?}");
+            }
+        }
     }
 
     #[test]
@@ -826,7 +885,7 @@ mod tests {
         }];
         let (_dir, index) = index_of(&[("a", "client", &exchanges)]);
         let question = super::super::question::parse("retry client");
-        let score = |filter: &Filter| index.search(&question, filter, 5).unwrap()[0].score;
+        let score = |filter: &Filter| index.search(&question, filter, 5, None).unwrap()[0].score;
         let unfiltered = score(&Filter::default());
         let filters = [
             Filter { folder: Some("/w".into()), ..Filter::default() },
@@ -906,27 +965,10 @@ mod tests {
         assert_eq!(segments(), 1);
         let (reopened, digest_after) = Index::open(&dir).unwrap();
         assert_eq!(digest_after, digest_before, "the payload stays the last commit's");
-        assert_eq!(Index::stamps(&dir, digest_after).unwrap(), stamps);
+        assert_eq!(stamps::read(&dir, digest_after).unwrap(), stamps);
         let after: Vec<(String, f32)> =
             search(&reopened, "region", 5).into_iter().map(|h| (h.session, h.score)).collect();
         assert_eq!(after, before);
         reopened.merge_all().unwrap();
-    }
-
-    #[test]
-    fn a_stamps_file_is_read_back_only_whole() {
-        let stamps: Stamps =
-            [("20261121-101500".to_string(), 7), ("b".to_string(), u64::MAX)].into_iter().collect();
-        let held = digest(stamps.iter().map(|(id, s)| (id.as_str(), *s)));
-        let text = stamps_text(held, &stamps);
-        assert_eq!(parse_stamps(&text), Some((held, stamps.clone())));
-        // Cut short anywhere, or damaged: not trusted.
-        for cut in 0..text.len() {
-            assert_eq!(parse_stamps(&text[..cut]), None, "{:?}", &text[..cut]);
-        }
-        assert_eq!(parse_stamps(&text.replace(" 0000000000000007", " 0000000000000008")), None);
-        assert_eq!(parse_stamps("{\"digest\": 1}"), None);
-        let empty = stamps_text(digest(std::iter::empty()), &Stamps::new());
-        assert_eq!(parse_stamps(&empty), Some((0, Stamps::new())));
     }
 }

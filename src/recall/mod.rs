@@ -7,14 +7,16 @@
 //! The transcripts stay the truth. The index (`$CCA_HOME/recall/index/`) is brought up to date
 //! when a search runs, never by a turn: each session's file stamp (size, times, inode) is
 //! compared with the one its exchanges were indexed from, and only sessions that changed are
-//! read again. A turn leaves only a hint of the session it changed (`recall/changed`), which
-//! the next search takes in while it stamps the rest. An index that cannot be read, or that
+//! read again. A turn leaves only a hint of the session it changed (`recall/changed`): the next
+//! search reads the sessions it names while it stamps the rest, and searches them beside the
+//! index (`overlay`) rather than committing them, while they are few and short. An index that cannot be read, or that
 //! another version wrote, is rebuilt with a note; one deleted is rebuilt in silence. Updates take a lock of their own (never a
 //! session's), so a search never waits for a turn and a turn never waits for a search.
 //!
 //! This file is the driver; the rooms are `exchanges` (what one exchange is), `question` (how a
 //! question is read), `index` (tantivy, and every file effect but the folder and the lock),
 //! `sessions` (a whole session's score, from its exchanges), `meaning` (word vectors),
+//! `overlay` (sessions searched beside the index), `stamps` (what the index holds of each),
 //! `stems` (stemming that remembers),
 //! `directory` (where tantivy writes, without flushing) and `excerpt` (the words shown around
 //! what was found).
@@ -34,15 +36,19 @@ mod excerpt;
 mod exchanges;
 mod index;
 mod meaning;
+mod overlay;
 mod question;
 mod sessions;
+mod stamps;
 mod stems;
 
 pub(crate) use index::Filter;
-use index::{Index, Session, Stamps};
+use index::{Index, Session};
+use overlay::Overlay;
 use question::Question;
 #[cfg(any(test, feature = "testing"))]
 pub(crate) use question::SYNONYMS;
+use stamps::Stamps;
 
 /// The index's folder under the recall folder.
 const INDEX_DIR: &str = "index";
@@ -55,6 +61,12 @@ const COMMIT_EVERY: usize = 2_000;
 /// sessions wrote cost every later search about 10 ms; merging them took 3.5 s on the
 /// benchmark's store, once. Smaller updates leave their segments to the merge policy.
 const MERGE_FROM: usize = 1_000;
+/// Sessions turns changed since the index's last commit are read at each search into an
+/// overlay of the index ([`Overlay`]) rather than committed, while there are at most this many
+/// of them, of at most [`OVERLAY_BYTES`] in all: a commit costs a search over 10,000 sessions
+/// about 15 ms, reading a short session again well under one.
+const OVERLAY_SESSIONS: usize = 16;
+const OVERLAY_BYTES: usize = 256 << 10;
 /// How many of the best by words are weighed again with their session, their age and what
 /// they mean.
 const CANDIDATES: usize = 200;
@@ -106,19 +118,31 @@ pub(crate) trait Progress: Sync {
 /// Sessions to read before a progress is shown at all.
 pub(crate) const PROGRESS_FROM: usize = 200;
 
+/// What a server keeps between its searches: a watch on the sessions folder, so that only the
+/// sessions it was told of are stat'ed again, and the last overlay read, so that sessions
+/// turns changed are not read again while their files and the index stay as they were.
+#[derive(Default)]
+pub(crate) struct Warm {
+    watch: SessionsWatch,
+    overlay: std::sync::Mutex<Option<(OverlayKey, Overlay)>>,
+}
+
+/// What an overlay was read from: the index's digest, and each session's stamp.
+type OverlayKey = (u64, Vec<(String, Option<Stamp>)>);
+
 /// The `limit` exchanges that best answer `text`, best first, among those `filter` lets
 /// through, after bringing the index up to date with the store: with every session stat'ed
-/// for a change, or only those `watch` (a server's, kept between searches) was told of.
+/// for a change, or with what `warm` (a server's, kept between searches) holds.
 pub(crate) fn recall(
     store: &Store,
-    watch: Option<&SessionsWatch>,
+    warm: Option<&Warm>,
     text: &str,
     filter: &Filter,
     limit: usize,
     now: DateTime<Utc>,
     progress: &dyn Progress,
 ) -> Result<Vec<Found>> {
-    let stamper = Stamper { store, watch };
+    let stamper = Stamper { store, warm };
     let (found, unread) = search(&stamper, text, filter, limit, now, progress)?;
     note_unread(progress, &unread);
     Ok(found)
@@ -130,13 +154,13 @@ type Searched = (Vec<Found>, Vec<(String, String)>);
 /// Where a search learns which sessions changed: a stat of each, or a watch's word.
 struct Stamper<'a> {
     store: &'a Store,
-    watch: Option<&'a SessionsWatch>,
+    warm: Option<&'a Warm>,
 }
 
 impl Stamper<'_> {
     fn stamps(&self) -> Result<Vec<(String, Stamp)>> {
-        match self.watch {
-            Some(watch) => watch.stamps(self.store),
+        match self.warm {
+            Some(warm) => warm.watch.stamps(self.store),
             None => self.store.session_stamps(),
         }
     }
@@ -159,36 +183,55 @@ fn search(
     }
     let dir = index_dir(store);
     let digest_of =
-        |stamps: &[(String, Stamp)]| index::digest(stamps.iter().map(|(id, s)| (id.as_str(), *s)));
-    let searched = |index: &Index| -> Result<Searched> {
-        Ok((found(store, index, &question, filter, limit, now)?, index.unread().to_vec()))
+        |stamps: &[(String, Stamp)]| stamps::digest(stamps.iter().map(|(id, s)| (id.as_str(), *s)));
+    let searched = |index: &Index, overlay: Option<&Overlay>| -> Result<Searched> {
+        let found = found(store, index, overlay, &question, filter, limit, now)?;
+        // What the overlay read is not unread.
+        let overlaid = |id: &String| overlay.is_some_and(|o| o.holds(id));
+        let unread = index.unread().iter().filter(|(id, _)| !overlaid(id)).cloned().collect();
+        Ok((found, unread))
     };
     // The index searched as it is, with the digest of its last commit.
     let as_it_is = || {
         let (index, digest) = Index::open(&dir).ok()?;
-        Some((digest, searched(&index).ok()?))
+        Some((digest, searched(&index, None).ok()?))
     };
     // Stamping the store (a stat of every session) is most of what a search over thousands of
     // sessions costs, so something else is done meanwhile.
     let (stamps, early) = match hinted_change(store, &dir) {
-        // A turn since the index's last commit: its session is brought in meanwhile, and the
-        // index searched once, after.
-        Some(id) => {
+        // Turns since the index's last commit: their sessions are read meanwhile (or, when
+        // they are many or long, brought into the index), and searched once, after.
+        Some(ids) => {
             let (stamps, hinted) = std::thread::scope(|scope| {
                 let stamping = scope.spawn(|| stamper.stamps());
-                let hinted = update_hinted(store, &id, progress);
+                let hinted = take_in_hinted(store, &ids, stamper.warm, progress);
                 (stamping.join().map_err(|_| anyhow!("cannot stat the sessions")), hinted)
             });
             let stamps = stamps??;
+            let store_digest = digest_of(&stamps);
             match hinted {
-                Some((index, digest)) if digest == digest_of(&stamps) => {
-                    if let Ok(searched) = searched(&index) {
+                Some(Hinted::Read { index, overlay, held }) => {
+                    let expected = held.digest_with(&stamps, index.digest());
+                    if expected == store_digest && overlay.is_none() {
+                        // Nothing the index lacks: the hint was done already.
+                        store.remove_changed_hint();
+                    }
+                    match searched(&index, overlay.as_ref()) {
+                        Ok(searched) if expected == store_digest => return Ok(searched),
+                        // Something else changed too: the usual update takes it in, and
+                        // if it cannot, this is what is found.
+                        Ok(searched) => (stamps, Some((expected, searched))),
+                        Err(_) => (stamps, None),
+                    }
+                }
+                Some(Hinted::Committed(index)) if index.digest() == store_digest => {
+                    if let Ok(searched) = searched(&index, None) {
                         return Ok(searched);
                     }
                     (stamps, None)
                 }
                 // Something else changed too: the usual update takes it in.
-                Some(_) => (stamps, None),
+                Some(Hinted::Committed(_)) => (stamps, None),
                 // The index could not take it in (a folder made read-only, a full disk): what
                 // it holds is found all the same, as below.
                 None => (stamps, as_it_is()),
@@ -213,13 +256,13 @@ fn search(
         Ok(index) => index,
         Err(e) => return cannot_update(&dir, e, early, progress),
     };
-    match searched(&index) {
+    match searched(&index, None) {
         Ok(searched) => Ok(searched),
         Err(e) if index::is_machine_fault(&e, &dir) => cannot_update(&dir, e, early, progress),
         Err(e) => {
             // Unreadable past what opening checks (a damaged segment): never trusted.
             let index = rebuild(stamper, &format!("{e:#}"), progress)?;
-            searched(&index)
+            searched(&index, None)
         }
     }
 }
@@ -266,12 +309,13 @@ fn cannot_update(
 fn found(
     store: &Store,
     index: &Index,
+    overlay: Option<&Overlay>,
     question: &Question,
     filter: &Filter,
     limit: usize,
     now: DateTime<Utc>,
 ) -> Result<Vec<Found>> {
-    let hits = index.search(question, filter, limit.max(CANDIDATES))?;
+    let hits = index.search(question, filter, limit.max(CANDIDATES), overlay)?;
     let mut weighed: Vec<(f32, index::Hit)> = hits
         .into_iter()
         .map(|hit| ((hit.score + SESSION_SHARE * hit.session_score) * prior(hit.at, now), hit))
@@ -401,7 +445,7 @@ fn fresh_index(
     let _lock = store.lock(".recall", true, || {})?;
     directory::private_locks(&dir);
     let opened =
-        Index::open(&dir).and_then(|(index, digest)| Ok((index, Index::stamps(&dir, digest)?)));
+        Index::open(&dir).and_then(|(index, digest)| Ok((index, stamps::read(&dir, digest)?)));
     let (index, known) = match opened {
         Ok(opened) => opened,
         // None made yet. (One this user cannot look into is not taken for none: it is said.)
@@ -415,45 +459,142 @@ fn fresh_index(
     // An update reads the index too (the terms of what it takes out): one that fails on
     // damage the opening did not see starts again from nothing, as a search that fails does.
     // (Any other failure, a full disk say, would fail a rebuild as well: it is said.)
-    match index::contained("an update", || update(store, &dir, index, known, stamps, progress)) {
-        Err(e) if index::is_damage(&e) && !index::is_machine_fault(&e, &dir) => {
-            note_rebuilding(progress, &dir, &e);
-            let (index, known) = Index::create(&dir)?;
-            update(store, &dir, index, known, stamps, progress)
-        }
-        updated => updated,
-    }
-}
-
-/// The session a turn left word it changed ([`Store::hint_changed`]) after the index's last
-/// commit, if one did: then a search of the index as it is would be thrown away.
-fn hinted_change(store: &Store, dir: &std::path::Path) -> Option<String> {
-    let (id, at) = store.changed_hint()?;
-    (at > Index::committed_at(dir)?).then_some(id)
-}
-
-/// Brings session `id` into the index, under the lock, while the caller stamps the store: the
-/// index after, with its digest; `None` when that could not be done here (the search's usual
-/// path then does it, and says what went wrong). A hint found already done is removed, so that
-/// it does not turn later searches from this path.
-fn update_hinted(store: &Store, id: &str, progress: &dyn Progress) -> Option<(Index, u64)> {
-    let dir = index_dir(store);
-    let _lock = store.lock(".recall", true, || {}).ok()?;
-    let (index, digest) = Index::open(&dir).ok()?;
-    let known = Index::stamps(&dir, digest).ok()?;
-    let stamp = store.session_stamp(id);
-    if known.get(id).copied() == stamp {
+    let updated =
+        match index::contained("an update", || update(store, &dir, index, known, stamps, progress))
+        {
+            Err(e) if index::is_damage(&e) && !index::is_machine_fault(&e, &dir) => {
+                note_rebuilding(progress, &dir, &e);
+                let (index, known) = Index::create(&dir)?;
+                update(store, &dir, index, known, stamps, progress)
+            }
+            updated => updated,
+        };
+    // What the hint names is in the index now. (A turn's hint left meanwhile is lost with it:
+    // the next search then stats every session, and finds that change as any other.)
+    if updated.is_ok() {
         store.remove_changed_hint();
-        return Some((index, digest));
     }
+    updated
+}
+
+/// The sessions turns left word they changed ([`Store::hint_changed`]) after the index's last
+/// commit, if they did: then a search of the index as it is would be thrown away.
+fn hinted_change(store: &Store, dir: &std::path::Path) -> Option<Vec<String>> {
+    let (ids, at) = store.changed_hint()?;
+    (at > Index::committed_at(dir)?).then_some(ids)
+}
+
+/// What a search did with the sessions turns hinted at, while it stamped the store.
+enum Hinted {
+    /// Read from their files into an overlay, the index as it is beside it (no overlay when
+    /// the index holds each as it is); `held` is what the index holds of them.
+    Read { index: Box<Index>, overlay: Option<Overlay>, held: Held },
+    /// Too many or too long to read at each search: brought into the index.
+    Committed(Index),
+}
+
+/// The hinted sessions' stamps: those the index holds (`None` for one it does not) and those
+/// their files had when read (`None` for one gone).
+struct Held {
+    ids: Vec<String>,
+    indexed: Vec<Option<Stamp>>,
+}
+
+impl Held {
+    /// The digest the store's stamps have if the only change since the index's last commit
+    /// (whose digest is `digest`) is to these sessions: then the index with the overlay is
+    /// the store.
+    fn digest_with(&self, stamps: &[(String, Stamp)], digest: u64) -> u64 {
+        let now = |id: &str| stamps.iter().find(|(s, _)| s == id).map(|(_, stamp)| *stamp);
+        let pairs = |stamp: &dyn Fn(usize) -> Option<Stamp>| {
+            let pairs = self.ids.iter().enumerate();
+            stamps::digest(pairs.filter_map(|(i, id)| Some((id.as_str(), stamp(i)?))))
+        };
+        let was = pairs(&|i| self.indexed[i]);
+        let is = pairs(&|i| now(&self.ids[i]));
+        digest.wrapping_sub(was).wrapping_add(is)
+    }
+}
+
+/// Reads the sessions `ids` a turn hinted at into an overlay of the index, when they are few
+/// and short enough to read at each search until the index's next commit; otherwise brings
+/// them into the index, under the lock. `None` when neither could be done here (the search's
+/// usual path then does it, and says what went wrong).
+fn take_in_hinted(
+    store: &Store,
+    ids: &[String],
+    warm: Option<&Warm>,
+    progress: &dyn Progress,
+) -> Option<Hinted> {
+    let dir = index_dir(store);
+    let (index, digest) = Index::open(&dir).ok()?;
+    let indexed = stamps::held_of(&dir, digest, ids).ok()?;
+    let now: Vec<Option<Stamp>> = ids.iter().map(|id| store.session_stamp(id)).collect();
+    let changed: Vec<usize> = (0..ids.len()).filter(|&i| indexed[i] != now[i]).collect();
+    let held = Held { ids: ids.to_vec(), indexed };
+    if changed.is_empty() {
+        return Some(Hinted::Read { index: Box::new(index), overlay: None, held });
+    }
+    // What a server read for its last search, if nothing it was read from changed since.
+    let key: OverlayKey = (digest, changed.iter().map(|&i| (ids[i].clone(), now[i])).collect());
+    let kept = warm.map(|w| w.overlay.lock().unwrap_or_else(|e| e.into_inner()));
+    if let Some((kept_key, overlay)) = kept.as_deref().and_then(Option::as_ref)
+        && *kept_key == key
+    {
+        return Some(Hinted::Read { index: Box::new(index), overlay: Some(overlay.clone()), held });
+    }
+    drop(kept);
+    if changed.len() <= OVERLAY_SESSIONS {
+        let mut read = Vec::new();
+        let mut bytes = 0;
+        for &i in &changed {
+            match store.read_session_bytes(&ids[i]) {
+                Ok(text) => {
+                    bytes += text.len();
+                    read.push((ids[i].as_str(), exchanges::exchanges(&text).ok()));
+                }
+                // Gone: its exchanges are hidden, and there are none to add.
+                Err(e) if e.chain().any(is_not_found) => {}
+                Err(_) => read.push((ids[i].as_str(), None)),
+            }
+            if bytes > OVERLAY_BYTES {
+                break;
+            }
+        }
+        // One that is not a transcript is said by the commit, as the usual update says it.
+        if bytes <= OVERLAY_BYTES && read.iter().all(|(_, parsed)| parsed.is_some()) {
+            let sessions: Vec<Session> = read
+                .iter()
+                .filter_map(|(id, parsed)| {
+                    let (header, exchanges) = parsed.as_ref()?;
+                    Some(Session::of(id, header, exchanges))
+                })
+                .collect();
+            let hidden: Vec<String> = changed.iter().map(|&i| ids[i].clone()).collect();
+            let overlay = index.overlay(&hidden, &sessions).ok()?;
+            if let Some(warm) = warm {
+                *warm.overlay.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some((key, overlay.clone()));
+            }
+            return Some(Hinted::Read { index: Box::new(index), overlay: Some(overlay), held });
+        }
+    }
+    let _lock = store.lock(".recall", true, || {}).ok()?;
+    // Another search may have brought them in meanwhile.
+    let (index, digest) = Index::open(&dir).ok()?;
+    let known = stamps::read(&dir, digest).ok()?;
     directory::private_locks(&dir);
-    let mut stale = vec![(id.to_string(), stamp)];
+    let mut stale: Vec<(String, Option<Stamp>)> = ids
+        .iter()
+        .map(|id| (id.clone(), store.session_stamp(id)))
+        .filter(|(id, stamp)| known.get(id).copied() != *stamp)
+        .collect();
     read_unread_again(&mut stale, &index, |id| store.session_stamp(id));
     let index =
         index::contained("an update", || apply(store, &dir, index, known, &stale, progress))
             .ok()?;
-    let digest = index.digest();
-    Some((index, digest))
+    store.remove_changed_hint();
+    Some(Hinted::Committed(index))
 }
 
 /// Starts the index again from nothing, under the lock.
@@ -676,18 +817,7 @@ fn add_session(
         Ok(read) => read,
         Err(e) => return Ok(Some(format!("{e:#}"))),
     };
-    index.add(
-        writer,
-        &Session {
-            id,
-            title: &header.title,
-            name: header.name.as_deref(),
-            engine: &header.engine,
-            folder: &header.cwd,
-            created: &header.created,
-            exchanges: &exchanges,
-        },
-    )?;
+    index.add(writer, &Session::of(id, &header, &exchanges))?;
     Ok(None)
 }
 

@@ -38,10 +38,11 @@ pub(crate) struct SessionFields {
 }
 
 /// Each of `ids`' BM25 score as one document for `terms` (the index's words, each with its
-/// weight), over a collection of `sessions` sessions. A session with none of the words has
-/// no entry.
+/// weight), over a collection of `sessions` sessions in `searchers`, each with the sessions
+/// whose exchanges it hides (they count in its statistics, as a deleted exchange does). A
+/// session with none of the words has no entry.
 pub(crate) fn scores(
-    searcher: &Searcher,
+    searchers: &[(&Searcher, &[String])],
     f: SessionFields,
     terms: &[(String, f32)],
     ids: &[&str],
@@ -58,7 +59,10 @@ pub(crate) fn scores(
     let (mut exchanges, mut tokens, mut title_tokens) = (0u64, 0u64, 0u64);
     // Per term: how many exchanges hold it (in their question or their answer, the more).
     let mut held = vec![0u64; terms.len()];
-    for segment in searcher.segment_readers() {
+    let segments = searchers.iter().flat_map(|(searcher, hidden)| {
+        searcher.segment_readers().iter().map(move |segment| (segment, *hidden))
+    });
+    for (segment, hidden) in segments {
         exchanges += u64::from(segment.max_doc());
         let alive = segment.alive_bitset();
         let (question, answer, title) = (
@@ -72,6 +76,9 @@ pub(crate) fn scores(
         let index = segment.inverted_index(f.session)?;
         let mut docs: Vec<(DocId, usize)> = Vec::new();
         for (s, id) in ids.iter().enumerate() {
+            if hidden.iter().any(|h| h == id) {
+                continue;
+            }
             let term = Term::from_field_text(f.session, id);
             let Some(mut postings) = index.read_postings(&term, IndexRecordOption::Basic)? else {
                 continue;

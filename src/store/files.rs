@@ -80,7 +80,7 @@ pub(super) fn open_regular_with(
 pub(super) fn open_cache_in_place(path: &Path) -> io::Result<File> {
     let open = || {
         let mut options = OpenOptions::new();
-        options.write(true).create(true).truncate(false).mode(FILE_MODE);
+        options.read(true).write(true).create(true).truncate(false).mode(FILE_MODE);
         open_regular_with(path, &mut options, rustix::fs::OFlags::NOFOLLOW)
     };
     match open() {

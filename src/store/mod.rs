@@ -73,6 +73,18 @@ pub(crate) struct Store {
     pub home: PathBuf,
 }
 
+/// The most sessions the hint names: more than a search reads beside the index.
+const HINTED_MOST: usize = 32;
+
+/// The sessions a hint file names, a line each; `None` for a file that is not one.
+fn read_hint(file: &fs::File) -> Option<Vec<String>> {
+    use std::io::Read;
+    let mut text = String::new();
+    file.take(HINTED_MOST as u64 * 130).read_to_string(&mut text).ok()?;
+    let ids: Vec<String> = text.strip_suffix('\n')?.split('\n').map(str::to_string).collect();
+    ids.iter().all(|id| validate_id(id).is_ok()).then_some(ids)
+}
+
 impl Store {
     pub(crate) fn new(home: PathBuf) -> Store {
         Store { home }
@@ -167,10 +179,9 @@ impl Store {
         self.recall_dir().join("changed")
     }
 
-    /// The session the hint names, and when it was left; `None` when there is none, or it
-    /// names no session (half-written, or written by hand).
-    pub(crate) fn changed_hint(&self) -> Option<(String, std::time::SystemTime)> {
-        use std::io::Read;
+    /// The sessions the hint names, and when it was last left; `None` when there is none, or
+    /// it names no session (half-written, or written by hand).
+    pub(crate) fn changed_hint(&self) -> Option<(Vec<String>, std::time::SystemTime)> {
         let file = files::open_regular_with(
             &self.changed_hint_path(),
             OpenOptions::new().read(true),
@@ -178,10 +189,8 @@ impl Store {
         )
         .ok()?;
         let at = file.metadata().and_then(|m| m.modified()).ok()?;
-        let mut text = String::new();
-        file.take(256).read_to_string(&mut text).ok()?;
-        let id = text.strip_suffix('\n')?;
-        validate_id(id).ok().map(|()| (id.to_string(), at))
+        let ids = read_hint(&file)?;
+        (!ids.is_empty()).then_some((ids, at))
     }
 
     /// Removes the hint, once the index holds what it names.
@@ -190,16 +199,21 @@ impl Store {
     }
 
     /// Leaves the hint that session `id` changed, where recall keeps an index (none is made
-    /// for it). Rewritten in place, as the live index is: a hint read half-written names no
-    /// session, and the search then does without it.
+    /// for it): a line added to those of the sessions changed since the hint was last taken
+    /// in, the oldest dropped past [`HINTED_MOST`]. Rewritten in place, as the live index is:
+    /// a hint read half-written names no session, and the search then does without it; one
+    /// that misses a session only makes the search that reads it go the longer way.
     pub(crate) fn hint_changed(&self, id: &str) {
         use std::os::unix::fs::FileExt;
-        if let Ok(file) = files::open_cache_in_place(&self.changed_hint_path()) {
-            let line = format!("{id}\n");
-            let _ = file
-                .write_all_at(line.as_bytes(), 0)
-                .and_then(|()| file.set_len(line.len() as u64));
-        }
+        let Ok(file) = files::open_cache_in_place(&self.changed_hint_path()) else { return };
+        let mut ids = read_hint(&file).unwrap_or_default();
+        ids.retain(|held| held != id);
+        let drop = (ids.len() + 1).saturating_sub(HINTED_MOST);
+        let mut text: String = ids[drop..].iter().map(|id| format!("{id}\n")).collect();
+        text.push_str(id);
+        text.push('\n');
+        let _ =
+            file.write_all_at(text.as_bytes(), 0).and_then(|()| file.set_len(text.len() as u64));
     }
 
     /// Makes [`Self::recall_dir`] (0700, with `CCA_HOME`) if it is not there.

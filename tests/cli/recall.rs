@@ -297,17 +297,32 @@ fn an_index_that_cannot_be_written_still_finds_what_it_holds_and_says_so() {
         .stderr_has("the recall index in")
         .stderr_has("cannot be brought up to date")
         .stderr_has("removing it loses nothing");
-    let before = recall(&env, "locks on windows");
-    assert_eq!(first(&before).0, STAMP);
+    assert_eq!(first(&recall(&env, "locks on windows")).0, STAMP);
+    // A turn's exchange is read beside the index: found, with nothing written.
     env.run(&["search", "-q", "-r", "and the locks on linux?"]).ok();
-    // A new exchange it cannot take in: what it holds is found, with a note.
-    let run = env.run_on_full_disk(1_000, &["recall", "--json", "-n", "5", "locks on windows"]);
+    let run = env.run_on_full_disk(1_000, &["recall", "--json", "-n", "5", "locks on linux"]);
+    assert!(run.ok().stderr.is_empty(), "{run}");
+    assert!(excerpts(&printed(&run)).contains("linux"), "{run}");
+    // A hand edit it must write to take in: what it holds is found, with a note.
+    hand_edit(&env, "LockFileEx", "zebrafish");
+    let run = env.run_on_full_disk(1_000, &["recall", "--json", "zebrafish"]);
     run.ok().stderr_has("leave out the latest changes");
-    let found: Vec<Value> = printed(&run);
-    assert_eq!(places(&found), places(&before));
+    assert!(printed(&run).is_empty(), "{run}");
     // Room again: the next search takes it in.
-    let found = recall(&env, "locks on linux");
-    assert!(found.iter().any(|f| f["excerpt"].as_str().unwrap().contains("linux")), "{found:?}");
+    assert_eq!(first(&recall(&env, "zebrafish")), (STAMP.to_string(), 2));
+}
+
+/// Every excerpt found, one after another.
+fn excerpts(found: &[Value]) -> String {
+    found.iter().map(|f| f["excerpt"].as_str().unwrap()).collect()
+}
+
+/// Replaces `was` with `is` in the first session's transcript, as an editor would.
+fn hand_edit(env: &TestEnv, was: &str, is: &str) {
+    let path = env.session_path(STAMP);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(was));
+    std::fs::write(&path, text.replace(was, is)).unwrap();
 }
 
 /// An index in a folder this user may not write (made read-only, or left by a `sudo cca
@@ -356,17 +371,21 @@ fn an_index_in_a_folder_this_user_may_not_write_is_searched_as_it_is() {
     let run = run_as_user(&["recall", "--json", "-n", "5", "locks on windows"]);
     assert!(run.ok().stderr.is_empty(), "{run}");
     assert_eq!(places(&printed(&run)), places(&before));
-    // A new exchange it cannot take in: what it holds, with a note that says why.
+    // A turn's exchange is read beside the index: found, with nothing written.
     shut(0o755);
     env.run(&["search", "-q", "-r", "and the locks on linux?"]).ok();
     shut(0o444);
-    let run = run_as_user(&["recall", "--json", "-n", "5", "locks on windows"]);
+    let run = run_as_user(&["recall", "--json", "-n", "5", "locks on linux"]);
+    assert!(run.ok().stderr.is_empty(), "{run}");
+    assert!(excerpts(&printed(&run)).contains("linux"), "{run}");
+    // A hand edit it must write to take in: what it holds, with a note that says why.
+    hand_edit(&env, "LockFileEx", "zebrafish");
+    let run = run_as_user(&["recall", "--json", "zebrafish"]);
     run.ok().stderr_has("leave out the latest changes").stderr_has("denied");
     assert!(!run.stderr.contains("already an `IndexWriter`"), "{run}");
-    assert_eq!(places(&printed(&run)), places(&before));
+    assert!(printed(&run).is_empty(), "{run}");
     shut(0o755);
-    let found = recall(&env, "locks on linux");
-    assert!(found.iter().any(|f| f["excerpt"].as_str().unwrap().contains("linux")), "{found:?}");
+    assert_eq!(first(&recall(&env, "zebrafish")), (STAMP.to_string(), 2));
 }
 
 /// Every file and folder under `dir`, `dir` included.

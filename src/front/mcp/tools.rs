@@ -46,9 +46,9 @@ const LIST_LIMIT: (usize, usize) = (20, 200);
 pub(super) struct Tools {
     settings: Settings,
     store: Store,
-    /// What changed in the store between searches, told by the kernel: a ranked search then
-    /// stats only those sessions.
-    watch: store::SessionsWatch,
+    /// What ranked searches keep between them: which sessions changed, told by the kernel
+    /// (only those are stat'ed again), and the sessions turns changed, read beside the index.
+    warm: recall::Warm,
 }
 
 /// The tools, as `tools/list` describes them to the model.
@@ -141,7 +141,7 @@ struct ListArgs {
 
 impl Tools {
     pub(super) fn new(settings: Settings, store: Store) -> Tools {
-        Tools { settings, store, watch: store::SessionsWatch::default() }
+        Tools { settings, store, warm: recall::Warm::default() }
     }
 
     /// Runs a tool: its text, or an error text for the model; `None` when there is no such tool.
@@ -229,7 +229,7 @@ impl Tools {
         let notes = Notes::default();
         let found = recall::recall(
             &self.store,
-            Some(&self.watch),
+            Some(&self.warm),
             &query,
             &filter,
             limit + 1,

@@ -1,0 +1,129 @@
+//! The stamps file, beside the index: what the index holds of each session, its file's stamp
+//! when it was read, written just after each commit, whose payload holds the stamps' digest.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, anyhow};
+
+use crate::store::Stamp;
+
+/// What the index holds of each session: its file's stamp when it was read.
+pub(crate) type Stamps = BTreeMap<String, Stamp>;
+
+/// The stamps file's text: the digest, then a line per session, `ID STAMP`, numbers in hex.
+/// (Plain lines, each number written by hand: JSON, then `format!` per line, took milliseconds
+/// to write and read at 10,000 sessions, paid by the search after each new turn.)
+pub(super) fn stamps_text(digest: u64, stamps: &Stamps) -> String {
+    let mut text = String::with_capacity(40 * (stamps.len() + 1));
+    push_hex(&mut text, digest);
+    text.push('\n');
+    for (id, stamp) in stamps {
+        text.push_str(id);
+        text.push(' ');
+        push_hex(&mut text, *stamp);
+        text.push('\n');
+    }
+    text
+}
+
+/// `n` as 16 lowercase hex digits.
+fn push_hex(text: &mut String, n: u64) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    text.extend((0..16).rev().map(|i| char::from(DIGITS[(n >> (4 * i)) as usize & 0xf])));
+}
+
+/// The stamps a stamps file holds, when they have the digest it names; `None` for anything
+/// else (a file cut short, damaged, or not one).
+fn parse_stamps(text: &str) -> Option<(u64, Stamps)> {
+    let mut lines = text.lines();
+    let digest = u64::from_str_radix(lines.next()?, 16).ok()?;
+    let pairs = lines
+        .map(|line| {
+            let (id, stamp) = line.split_once(' ')?;
+            Some((id.to_string(), u64::from_str_radix(stamp, 16).ok()?))
+        })
+        .collect::<Option<Vec<_>>>()?;
+    // Built at once from the pairs (they are in order), not one insert at a time.
+    let stamps = Stamps::from_iter(pairs);
+    let held = self::digest(stamps.iter().map(|(id, s)| (id.as_str(), *s)));
+    (held == digest && text.ends_with('\n')).then_some((digest, stamps))
+}
+
+/// A digest of sessions and stamps, whatever their order: a sum of each pair's FNV-1a.
+pub(crate) fn digest<'a>(pairs: impl Iterator<Item = (&'a str, Stamp)>) -> u64 {
+    pairs.fold(0u64, |sum, (id, stamp)| {
+        let mut hash = 0xcbf2_9ce4_8422_2325u64;
+        for byte in id.bytes().chain([0]).chain(stamp.to_le_bytes()) {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+        sum.wrapping_add(hash)
+    })
+}
+
+/// The stamps the last commit holds (its digest is `digest`), from the stamps file beside
+/// the index; `Err` when that file is not the last commit's.
+pub(crate) fn read(dir: &Path, digest: u64) -> Result<Stamps> {
+    let path = stamps_path(dir);
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let (held, stamps) =
+        parse_stamps(&text).ok_or_else(|| anyhow!("{} cannot be read", path.display()))?;
+    if held != digest {
+        return Err(anyhow!("{} is not the index's last commit's", path.display()));
+    }
+    Ok(stamps)
+}
+
+/// The stamps the last commit holds (its digest is `digest`) of sessions `ids`, each
+/// `None` when it holds none, found in the stamps file without reading the rest. A line
+/// damaged in the middle of that file gives a stamp no file has: the search that asked
+/// finds the store's digest not what it expected, and goes the usual way.
+pub(crate) fn held_of(dir: &Path, digest: u64, ids: &[String]) -> Result<Vec<Option<Stamp>>> {
+    let path = stamps_path(dir);
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let head = text.lines().next().and_then(|line| u64::from_str_radix(line, 16).ok());
+    if head != Some(digest) {
+        return Err(anyhow!("{} is not the index's last commit's", path.display()));
+    }
+    let stamp_of = |id: &str| {
+        let at = text.find(&format!("\n{id} "))? + id.len() + 2;
+        u64::from_str_radix(text.get(at..)?.lines().next()?, 16).ok()
+    };
+    Ok(ids.iter().map(|id| stamp_of(id)).collect())
+}
+
+/// Writes the stamps file of the index in `dir`, whose commit holds `digest`. Not flushed, as
+/// tantivy's files are not: a file a system crash cut short does not have the digest it
+/// names, and the index is rebuilt.
+pub(super) fn write(dir: &Path, digest: u64, stamps: &Stamps) -> Result<()> {
+    crate::store::replace_cache_file(&stamps_path(dir), stamps_text(digest, stamps).as_bytes())
+}
+
+/// The stamps file: beside the index's folder, so that tantivy's clean-up never meets it.
+pub(super) fn stamps_path(dir: &Path) -> PathBuf {
+    dir.with_extension("stamps")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stamps_file_is_read_back_only_whole() {
+        let stamps: Stamps =
+            [("20261121-101500".to_string(), 7), ("b".to_string(), u64::MAX)].into_iter().collect();
+        let held = digest(stamps.iter().map(|(id, s)| (id.as_str(), *s)));
+        let text = stamps_text(held, &stamps);
+        assert_eq!(parse_stamps(&text), Some((held, stamps.clone())));
+        // Cut short anywhere, or damaged: not trusted.
+        for cut in 0..text.len() {
+            assert_eq!(parse_stamps(&text[..cut]), None, "{:?}", &text[..cut]);
+        }
+        assert_eq!(parse_stamps(&text.replace(" 0000000000000007", " 0000000000000008")), None);
+        assert_eq!(parse_stamps("{\"digest\": 1}"), None);
+        let empty = stamps_text(digest(std::iter::empty()), &Stamps::new());
+        assert_eq!(parse_stamps(&empty), Some((0, Stamps::new())));
+    }
+}
