@@ -199,41 +199,48 @@ fn search(
     // Stamping the store (a stat of every session) is most of what a search over thousands of
     // sessions costs, so something else is done meanwhile.
     let (stamps, early) = match hinted_change(store, &dir) {
-        // Turns since the index's last commit: their sessions are read meanwhile (or, when
-        // they are many or long, brought into the index), and searched once, after.
+        // Turns since the index's last commit: their sessions are read (or, when they are
+        // many or long, brought into the index) and searched with it meanwhile; what was
+        // found stands if nothing else changed.
         Some(ids) => {
             let (stamps, hinted) = std::thread::scope(|scope| {
                 let stamping = scope.spawn(|| stamper.stamps());
-                let hinted = take_in_hinted(store, &ids, stamper.warm, progress);
+                let hinted = take_in_hinted(store, &ids, stamper.warm, progress).map(|hinted| {
+                    let found = match &hinted {
+                        Hinted::Read { index, overlay, .. } => searched(index, overlay.as_ref()),
+                        Hinted::Committed(index) => searched(index, None),
+                    };
+                    (hinted, found)
+                });
                 (stamping.join().map_err(|_| anyhow!("cannot stat the sessions")), hinted)
             });
             let stamps = stamps??;
             let store_digest = digest_of(&stamps);
             match hinted {
-                Some(Hinted::Read { index, overlay, held }) => {
-                    let expected = held.digest_with(&stamps, index.digest());
-                    if expected == store_digest && overlay.is_none() {
-                        // Nothing the index lacks: the hint was done already.
-                        store.remove_changed_hint();
-                    }
-                    match searched(&index, overlay.as_ref()) {
-                        Ok(searched) if expected == store_digest => return Ok(searched),
-                        // Something else changed too: the usual update takes it in, and
-                        // if it cannot, this is what is found.
-                        Ok(searched) => (stamps, Some((expected, searched))),
+                Some((hinted, found)) => {
+                    // The store as the index and what was taken in hold it.
+                    let expected = match &hinted {
+                        Hinted::Read { index, held, .. } => {
+                            held.digest_with(&stamps, index.digest())
+                        }
+                        Hinted::Committed(index) => index.digest(),
+                    };
+                    match found {
+                        Ok(found) if expected == store_digest => {
+                            if let Hinted::Read { overlay: None, .. } = hinted {
+                                // Nothing the index lacks: the hint was done already.
+                                store.remove_changed_hint();
+                            }
+                            return Ok(found);
+                        }
+                        // Something else changed too: the usual update takes it in, and if
+                        // it cannot, this is what is found.
+                        Ok(found) => (stamps, Some((expected, found))),
                         Err(_) => (stamps, None),
                     }
                 }
-                Some(Hinted::Committed(index)) if index.digest() == store_digest => {
-                    if let Ok(searched) = searched(&index, None) {
-                        return Ok(searched);
-                    }
-                    (stamps, None)
-                }
-                // Something else changed too: the usual update takes it in.
-                Some(Hinted::Committed(_)) => (stamps, None),
-                // The index could not take it in (a folder made read-only, a full disk): what
-                // it holds is found all the same, as below.
+                // The index could not take them in (a folder made read-only, a full disk):
+                // what it holds is found all the same, as below.
                 None => (stamps, as_it_is()),
             }
         }

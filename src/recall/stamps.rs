@@ -76,20 +76,23 @@ pub(crate) fn read(dir: &Path, digest: u64) -> Result<Stamps> {
 }
 
 /// The stamps the last commit holds (its digest is `digest`) of sessions `ids`, each
-/// `None` when it holds none, found in the stamps file without reading the rest. A line
-/// damaged in the middle of that file gives a stamp no file has: the search that asked
-/// finds the store's digest not what it expected, and goes the usual way.
+/// `None` when it holds none, looked up in the stamps file (its lines are in the order of
+/// their ids) without reading each. A damaged line gives a stamp no file has, or none: the
+/// search that asked finds the store's digest not what it expected, and goes the usual way.
 pub(crate) fn held_of(dir: &Path, digest: u64, ids: &[String]) -> Result<Vec<Option<Stamp>>> {
     let path = stamps_path(dir);
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("cannot read {}", path.display()))?;
-    let head = text.lines().next().and_then(|line| u64::from_str_radix(line, 16).ok());
+    let mut lines = text.split_terminator('\n');
+    let head = lines.next().and_then(|line| u64::from_str_radix(line, 16).ok());
     if head != Some(digest) {
         return Err(anyhow!("{} is not the index's last commit's", path.display()));
     }
+    let lines: Vec<(&str, &str)> =
+        lines.map(|line| line.split_once(' ').unwrap_or((line, ""))).collect();
     let stamp_of = |id: &str| {
-        let at = text.find(&format!("\n{id} "))? + id.len() + 2;
-        u64::from_str_radix(text.get(at..)?.lines().next()?, 16).ok()
+        let at = lines.binary_search_by(|(held, _)| (*held).cmp(id)).ok()?;
+        u64::from_str_radix(lines[at].1, 16).ok()
     };
     Ok(ids.iter().map(|id| stamp_of(id)).collect())
 }
@@ -109,6 +112,20 @@ pub(super) fn stamps_path(dir: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sessions_stamp_is_looked_up_in_the_file_of_the_commit_only() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path().join("index");
+        let stamps: Stamps =
+            [("a", 1), ("b-2", 2), ("b", 3), ("c", 4)].map(|(id, s)| (id.to_string(), s)).into();
+        let held = digest(stamps.iter().map(|(id, s)| (id.as_str(), *s)));
+        write(&dir, held, &stamps).unwrap();
+        let ids = ["c", "b", "a", "zz", "b-2", ""].map(String::from);
+        let found = held_of(&dir, held, &ids).unwrap();
+        assert_eq!(found, [Some(4), Some(3), Some(1), None, Some(2), None]);
+        assert!(held_of(&dir, held + 1, &ids).is_err(), "another commit's");
+    }
 
     #[test]
     fn a_stamps_file_is_read_back_only_whole() {
