@@ -344,6 +344,11 @@ impl Index {
         Ok((Index { index, fields, unread: head.unread, digest: head.digest }, head.digest))
     }
 
+    /// Its layout.
+    pub(crate) fn schema(&self) -> tantivy::schema::Schema {
+        self.index.schema()
+    }
+
     /// The digest of the stamps its last commit holds ([`digest`]).
     pub(crate) fn digest(&self) -> u64 {
         self.digest

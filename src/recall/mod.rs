@@ -67,6 +67,8 @@ const MERGE_FROM: usize = 1_000;
 /// about 15 ms, reading a short session again well under one.
 const OVERLAY_SESSIONS: usize = 16;
 const OVERLAY_BYTES: usize = 256 << 10;
+/// Where the last overlay read is kept, under the recall folder ([`Overlay::keep`]).
+const OVERLAY_FILE: &str = "overlay";
 /// How many of the best by words are weighed again with their session, their age and what
 /// they mean.
 const CANDIDATES: usize = 200;
@@ -542,49 +544,10 @@ fn take_in_hinted(
     if changed.is_empty() {
         return Some(Hinted::Read { index: Box::new(index), overlay: None, held });
     }
-    // What a server read for its last search, if nothing it was read from changed since.
+    let hidden: Vec<String> = changed.iter().map(|&i| ids[i].clone()).collect();
     let key: OverlayKey = (digest, changed.iter().map(|&i| (ids[i].clone(), now[i])).collect());
-    let kept = warm.map(|w| w.overlay.lock().unwrap_or_else(|e| e.into_inner()));
-    if let Some((kept_key, overlay)) = kept.as_deref().and_then(Option::as_ref)
-        && *kept_key == key
-    {
-        return Some(Hinted::Read { index: Box::new(index), overlay: Some(overlay.clone()), held });
-    }
-    drop(kept);
-    if changed.len() <= OVERLAY_SESSIONS {
-        let mut read = Vec::new();
-        let mut bytes = 0;
-        for &i in &changed {
-            match store.read_session_bytes(&ids[i]) {
-                Ok(text) => {
-                    bytes += text.len();
-                    read.push((ids[i].as_str(), exchanges::exchanges(&text).ok()));
-                }
-                // Gone: its exchanges are hidden, and there are none to add.
-                Err(e) if e.chain().any(is_not_found) => {}
-                Err(_) => read.push((ids[i].as_str(), None)),
-            }
-            if bytes > OVERLAY_BYTES {
-                break;
-            }
-        }
-        // One that is not a transcript is said by the commit, as the usual update says it.
-        if bytes <= OVERLAY_BYTES && read.iter().all(|(_, parsed)| parsed.is_some()) {
-            let sessions: Vec<Session> = read
-                .iter()
-                .filter_map(|(id, parsed)| {
-                    let (header, exchanges) = parsed.as_ref()?;
-                    Some(Session::of(id, header, exchanges))
-                })
-                .collect();
-            let hidden: Vec<String> = changed.iter().map(|&i| ids[i].clone()).collect();
-            let overlay = index.overlay(&hidden, &sessions).ok()?;
-            if let Some(warm) = warm {
-                *warm.overlay.lock().unwrap_or_else(|e| e.into_inner()) =
-                    Some((key, overlay.clone()));
-            }
-            return Some(Hinted::Read { index: Box::new(index), overlay: Some(overlay), held });
-        }
+    if let Some(overlay) = overlay_for(store, &index, &hidden, key, warm) {
+        return Some(Hinted::Read { index: Box::new(index), overlay: Some(overlay), held });
     }
     let _lock = store.lock(".recall", true, || {}).ok()?;
     // Another search may have brought them in meanwhile.
@@ -602,6 +565,68 @@ fn take_in_hinted(
             .ok()?;
     store.remove_changed_hint();
     Some(Hinted::Committed(index))
+}
+
+/// The overlay of sessions `hidden`, their files and the index as `key` says: the one a server
+/// kept from its last search, or the one kept in `recall/overlay` by the last search of any,
+/// or else read now; `None` when they are too many or too long to read at each search, or one
+/// is not a transcript (the commit that takes them in says so).
+fn overlay_for(
+    store: &Store,
+    index: &Index,
+    hidden: &[String],
+    key: OverlayKey,
+    warm: Option<&Warm>,
+) -> Option<Overlay> {
+    let mut kept = warm.map(|w| w.overlay.lock().unwrap_or_else(|e| e.into_inner()));
+    if let Some((kept_key, overlay)) = kept.as_deref().and_then(Option::as_ref)
+        && *kept_key == key
+    {
+        return Some(overlay.clone());
+    }
+    let path = store.recall_dir().join(OVERLAY_FILE);
+    let (digest, stamps) = &key;
+    let lines: String = stamps.iter().map(|(id, stamp)| format!("{id} {stamp:?}\n")).collect();
+    let file_key = crate::store::fnv1a(&[&digest.to_le_bytes(), lines.as_bytes()]);
+    let overlay = match Overlay::kept(&path, file_key, &index.schema()) {
+        Some(overlay) => overlay,
+        None => {
+            let overlay = read_overlay(store, index, hidden)?;
+            overlay.keep(&path, file_key);
+            overlay
+        }
+    };
+    if let Some(kept) = kept.as_deref_mut() {
+        *kept = Some((key, overlay.clone()));
+    }
+    Some(overlay)
+}
+
+/// Sessions `hidden` read from their files into an overlay of `index`, when they are at most
+/// [`OVERLAY_SESSIONS`] of at most [`OVERLAY_BYTES`], and each a transcript.
+fn read_overlay(store: &Store, index: &Index, hidden: &[String]) -> Option<Overlay> {
+    if hidden.len() > OVERLAY_SESSIONS {
+        return None;
+    }
+    let mut read = Vec::new();
+    let mut bytes = 0;
+    for id in hidden {
+        match store.read_session_bytes(id) {
+            Ok(text) => {
+                bytes += text.len();
+                if bytes > OVERLAY_BYTES {
+                    return None;
+                }
+                read.push((id.as_str(), exchanges::exchanges(&text).ok()?));
+            }
+            // Gone: its exchanges are hidden, and there are none to add.
+            Err(e) if e.chain().any(is_not_found) => {}
+            Err(_) => return None,
+        }
+    }
+    let sessions: Vec<Session> =
+        read.iter().map(|(id, (header, exchanges))| Session::of(id, header, exchanges)).collect();
+    index.overlay(hidden, &sessions).ok()
 }
 
 /// Starts the index again from nothing, under the lock.

@@ -151,7 +151,7 @@ fn seal(file: &File, record: &std::ops::Range<u64>) -> io::Result<u64> {
 }
 
 /// FNV-1a, 64 bits, of the pieces one after the other.
-pub(super) fn fnv1a(pieces: &[&[u8]]) -> u64 {
+pub(crate) fn fnv1a(pieces: &[&[u8]]) -> u64 {
     let mut h: u64 = 0xcbf29ce484222325;
     for &b in pieces.iter().flat_map(|p| p.iter()) {
         h ^= u64::from(b);

@@ -53,6 +53,7 @@ use files::{read_optional, read_users_file, sync_dir};
 pub(crate) use ids::{Stamp, sort_key, validate_id, validate_name};
 pub(crate) use latest::Repointed;
 pub(crate) use listing::{Listed, newest_first};
+pub(crate) use live_index::fnv1a;
 pub(crate) use read::not_transcript;
 pub(crate) use sync::{append_log, read_log, write_repo_file};
 pub(crate) use trash::{remove_files_in, take_engine_session_file, take_file_below};

@@ -529,6 +529,56 @@ fn a_turns_hint_is_taken_in_first_and_never_trusted() {
     }
 }
 
+/// Sessions turns changed are read beside the index rather than committed: the index is not
+/// written, what was read is kept for the next search, and they are committed when they are
+/// too many, or when anything else changed; the results are a rebuild's throughout.
+#[test]
+fn turns_sessions_are_searched_beside_the_index_until_a_commit() {
+    let env = TestEnv::new();
+    two_sessions(&env);
+    assert_eq!(first(&recall(&env, "locks on windows")).0, STAMP);
+    let recall_dir = env.cca_home.join("recall");
+    let meta = recall_dir.join("index/meta.json");
+    let committed = || std::fs::read(&meta).unwrap();
+    let before = committed();
+    let turn = |args: &[&str], answer: &str| {
+        let script = format!("say {answer}");
+        env.run_with(args, None, &[("FAKE_SCRIPT", script.as_str())]).ok();
+    };
+    let rebuilt = |question: &str| {
+        let found = recall(&env, question);
+        let kept = env.root.path().join("kept-recall");
+        std::fs::rename(&recall_dir, &kept).unwrap();
+        assert_eq!(results(&recall(&env, question)), results(&found), "as a rebuild finds it");
+        std::fs::remove_dir_all(&recall_dir).unwrap();
+        std::fs::rename(&kept, &recall_dir).unwrap();
+        found
+    };
+    turn(&["search", "-q", "-r", "and macOS?"], "flock, with a quokka.");
+    turn(&["search", "-q", "what about axolotls?"], "they regrow limbs.");
+    assert_eq!(first(&rebuilt("quokka")).0, LATER_ID);
+    assert_eq!(places(&rebuilt("axolotls")).len(), 1);
+    assert_eq!(committed(), before, "nothing committed");
+    assert!(recall_dir.join("overlay").is_file(), "what was read is kept");
+    // What was kept is what is found, whatever the file holds: damaged, it is read again.
+    std::fs::write(recall_dir.join("overlay"), "cca-overlay 1 0 0 x\nmeta.json 3\nabc").unwrap();
+    assert_eq!(first(&rebuilt("quokka")).0, LATER_ID);
+    // A hand edit is not a turn's: everything is committed, and the hint goes.
+    let path = env.session_path(STAMP);
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replace("LockFileEx", "zebrafish")).unwrap();
+    assert_eq!(first(&rebuilt("zebrafish")), (STAMP.to_string(), 2));
+    assert_ne!(committed(), before);
+    assert!(!recall_dir.join("changed").exists());
+    // More sessions than are read at each search are committed at once.
+    let before = committed();
+    for n in 0..17 {
+        turn(&["search", "-q", &format!("note {n} on pangolins")], "scales.");
+    }
+    assert_eq!(places(&rebuilt("pangolins")).len(), 5);
+    assert_ne!(committed(), before);
+}
+
 /// The caches cca rewrites in place at every append (recall's hint, the live index) are never
 /// written through a link (it would overwrite what the link names, a transcript included) and
 /// never waited on (a FIFO): what is found there is replaced by the cache.
