@@ -443,6 +443,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_hint_names_each_session_changed_once_the_latest_last_and_no_more_than_its_most() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path().join("home"));
+        store.make_recall_dir().unwrap();
+        let ids = || store.changed_hint().map(|(ids, _)| ids).unwrap_or_default();
+        store.hint_changed("a");
+        store.hint_changed("b");
+        store.hint_changed("a");
+        assert_eq!(ids(), ["b", "a"]);
+        for n in 0..40 {
+            store.hint_changed(&format!("s{n}"));
+        }
+        let held = ids();
+        assert_eq!(held.len(), HINTED_MOST);
+        assert_eq!(held.last().unwrap(), "s39");
+        assert_eq!(held[0], format!("s{}", 40 - HINTED_MOST));
+        // A hint that is not one (written by hand, cut short) names only what comes next.
+        fs::write(store.changed_hint_path(), "a\n../etc\n").unwrap();
+        assert!(store.changed_hint().is_none());
+        store.hint_changed("c");
+        assert_eq!(ids(), ["c"]);
+        fs::write(store.changed_hint_path(), "a\nb").unwrap();
+        assert!(store.changed_hint().is_none(), "cut short");
+        store.remove_changed_hint();
+        assert!(store.changed_hint().is_none());
+    }
+
+    #[test]
     fn an_image_is_kept_once_by_its_content_and_a_cut_copy_is_a_leftover() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
