@@ -176,15 +176,15 @@ pub(crate) fn is_damage(e: &anyhow::Error) -> bool {
     })
 }
 
-/// Whether a failure of the index comes from the machine, not from its files: a full disk,
-/// or a folder this user may not write. Then it is searched as it is, with a note; rebuilt,
+/// Whether a failure of the index comes from the machine, not from its files: a full disk, a
+/// file-size limit, or a folder this user may not write. Then it is searched as it is, with a note; rebuilt,
 /// it would fail the same way, and lose what it held. tantivy's writer threads report a full
 /// disk as a thread that died, or an internal error: those count when the disk has almost no
 /// room left (an index of another version, or whose files do not read, is still rebuilt).
 pub(crate) fn is_machine_fault(e: &anyhow::Error, dir: &Path) -> bool {
     use std::io::ErrorKind as K;
     let io_fault = |io: &std::io::Error| {
-        is_forbidden(io) || matches!(io.kind(), K::StorageFull | K::QuotaExceeded)
+        is_forbidden(io) || matches!(io.kind(), K::StorageFull | K::QuotaExceeded | K::FileTooLarge)
     };
     let said = e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>().is_some_and(io_fault)
