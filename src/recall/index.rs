@@ -177,10 +177,11 @@ pub(crate) fn is_damage(e: &anyhow::Error) -> bool {
 }
 
 /// Whether a failure of the index comes from the machine, not from its files: a full disk, a
-/// file-size limit, or a folder this user may not write. Then it is searched as it is, with a note; rebuilt,
-/// it would fail the same way, and lose what it held. tantivy's writer threads report a full
-/// disk as a thread that died, or an internal error: those count when the disk has almost no
-/// room left (an index of another version, or whose files do not read, is still rebuilt).
+/// file-size limit, or a folder this user may not write. Then it is searched as it is, with a
+/// note; rebuilt, it would fail the same way, and lose what it held. tantivy's writer threads
+/// report a full disk as a thread that died, or an internal error: those count when the disk has
+/// almost no room left (an index of another version, or whose files do not read, is still
+/// rebuilt).
 pub(crate) fn is_machine_fault(e: &anyhow::Error, dir: &Path) -> bool {
     use std::io::ErrorKind as K;
     let io_fault = |io: &std::io::Error| {
@@ -244,7 +245,8 @@ impl std::fmt::Display for Damaged {
 impl std::error::Error for Damaged {}
 
 /// What a commit says of itself: the format, and the digest of the stamps it holds
-/// ([`digest`]), so that a search that finds the store's stamps the same reads nothing else.
+/// ([`stamps::digest`]), so that a search that finds the store's stamps the same reads nothing
+/// else.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Head {
     version: u32,
@@ -349,7 +351,7 @@ impl Index {
         self.index.schema()
     }
 
-    /// The digest of the stamps its last commit holds ([`digest`]).
+    /// The digest of the stamps its last commit holds ([`stamps::digest`]).
     pub(crate) fn digest(&self) -> u64 {
         self.digest
     }

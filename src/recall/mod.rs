@@ -5,21 +5,21 @@
 //! the transcripts.
 //!
 //! The transcripts stay the truth. The index (`$CCA_HOME/recall/index/`) is brought up to date
-//! when a search runs, never by a turn: each session's file stamp (size, times, inode) is
-//! compared with the one its exchanges were indexed from, and only sessions that changed are
-//! read again. A turn leaves only a hint of the session it changed (`recall/changed`): the next
-//! search reads the sessions it names while it stamps the rest, and searches them beside the
-//! index (`overlay`) rather than committing them, while they are few and short. An index that cannot be read, or that
-//! another version wrote, is rebuilt with a note; one deleted is rebuilt in silence. Updates take a lock of their own (never a
-//! session's), so a search never waits for a turn and a turn never waits for a search.
+//! when a search runs, never by a turn: each session's file stamp (size, times, inode) is compared
+//! with the one its exchanges were indexed from, and only sessions that changed are read again. A
+//! turn leaves only a hint of the session it changed (`recall/changed`): the next search reads the
+//! sessions it names while it stamps the rest, and searches them beside the index (`overlay`)
+//! rather than committing them, while they are few and short. An index that cannot be read, or
+//! that another version wrote, is rebuilt with a note; one deleted is rebuilt in silence. Updates
+//! take a lock of their own (never a session's), so a search never waits for a turn and a turn
+//! never waits for a search.
 //!
 //! This file is the driver; the rooms are `exchanges` (what one exchange is), `question` (how a
-//! question is read), `index` (tantivy, and every file effect but the folder and the lock),
-//! `sessions` (a whole session's score, from its exchanges), `meaning` (word vectors),
-//! `overlay` (sessions searched beside the index), `stamps` (what the index holds of each),
-//! `stems` (stemming that remembers),
-//! `directory` (where tantivy writes, without flushing) and `excerpt` (the words shown around
-//! what was found).
+//! question is read), `index` (tantivy, and its files), `stamps` (the file of what the index
+//! holds of each session), `overlay` (sessions searched beside the index, and the file it is
+//! kept in), `sessions` (a whole session's score, from its exchanges), `meaning` (word vectors),
+//! `stems` (stemming that remembers), `directory` (where tantivy writes, without flushing) and
+//! `excerpt` (the words shown around what was found). The folder and the lock are the store's.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

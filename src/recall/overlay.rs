@@ -18,11 +18,11 @@ const MAGIC: &str = "cca-overlay 1";
 /// More than a few short sessions' overlay ever takes.
 const MOST: u64 = 64 << 20;
 
-/// A few sessions as their files hold them now, indexed in memory ([`super::index::Index::overlay`]) and
-/// searched beside the index in place of what it holds of them, with the two's statistics
-/// taken as one: the scores a commit of them would give (an exchange a commit takes out still
-/// counts in tantivy's statistics until its segment is merged, as one hidden here does),
-/// without the commit's cost.
+/// A few sessions as their files hold them now, indexed in memory
+/// ([`super::index::Index::overlay`]) and searched beside the index in place of what it holds of
+/// them, with the two's statistics taken as one: the scores a commit of them would give (an
+/// exchange a commit takes out still counts in tantivy's statistics until its segment is merged,
+/// as one hidden here does), without the commit's cost.
 #[derive(Clone)]
 pub(crate) struct Overlay {
     pub(super) index: tantivy::Index,
