@@ -411,9 +411,7 @@ fn every_change_to_the_store_is_in_the_next_search() {
     assert!(recall(&env, "zebrafish").is_empty());
 
     // A hand edit, found at once.
-    let path = env.session_path(STAMP);
-    let text = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(&path, text.replace("LockFileEx", "zebrafish")).unwrap();
+    hand_edit(&env, "LockFileEx", "zebrafish");
     assert_eq!(first(&recall(&env, "zebrafish")), (STAMP.to_string(), 2));
 
     // A new exchange.
@@ -503,9 +501,7 @@ fn a_turns_hint_is_taken_in_first_and_never_trusted() {
     )
     .ok();
     assert_eq!(std::fs::read_to_string(&hint).unwrap(), format!("{LATER_ID}\n"));
-    let path = env.session_path(STAMP);
-    let text = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(&path, text.replace("LockFileEx", "zebrafish")).unwrap();
+    hand_edit(&env, "LockFileEx", "zebrafish");
     assert_eq!(first(&recall(&env, "zebrafish")), (STAMP.to_string(), 2));
     assert_eq!(first(&recall(&env, "quokka")), (LATER_ID.to_string(), 2));
     let question = "locks quokka zebrafish";
@@ -564,9 +560,7 @@ fn turns_sessions_are_searched_beside_the_index_until_a_commit() {
     std::fs::write(recall_dir.join("overlay"), "cca-overlay 1 0 0 x\nmeta.json 3\nabc").unwrap();
     assert_eq!(first(&rebuilt("quokka")).0, LATER_ID);
     // A hand edit is not a turn's: everything is committed, and the hint goes.
-    let path = env.session_path(STAMP);
-    let text = std::fs::read_to_string(&path).unwrap();
-    std::fs::write(&path, text.replace("LockFileEx", "zebrafish")).unwrap();
+    hand_edit(&env, "LockFileEx", "zebrafish");
     assert_eq!(first(&rebuilt("zebrafish")), (STAMP.to_string(), 2));
     assert_ne!(committed(), before);
     assert!(!recall_dir.join("changed").exists());
