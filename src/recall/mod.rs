@@ -126,11 +126,9 @@ pub(crate) const PROGRESS_FROM: usize = 200;
 #[derive(Default)]
 pub(crate) struct Warm {
     watch: SessionsWatch,
-    overlay: std::sync::Mutex<Option<(OverlayKey, Overlay)>>,
+    /// With the digest of what it was read from ([`overlay_for`]).
+    overlay: std::sync::Mutex<Option<(u64, Overlay)>>,
 }
-
-/// What an overlay was read from: the index's digest, and each session's stamp.
-type OverlayKey = (u64, Vec<(String, Option<Stamp>)>);
 
 /// The `limit` exchanges that best answer `text`, best first, among those `filter` lets
 /// through, after bringing the index up to date with the store: with every session stat'ed
@@ -545,7 +543,9 @@ fn take_in_hinted(
         return Some(Hinted::Read { index: Box::new(index), overlay: None, held });
     }
     let hidden: Vec<String> = changed.iter().map(|&i| ids[i].clone()).collect();
-    let key: OverlayKey = (digest, changed.iter().map(|&i| (ids[i].clone(), now[i])).collect());
+    // What the overlay is read from: the index's commit, and each session's stamp.
+    let from: String = changed.iter().map(|&i| format!("{} {:?}\n", ids[i], now[i])).collect();
+    let key = crate::store::fnv1a(&[&digest.to_le_bytes(), from.as_bytes()]);
     if let Some(overlay) = overlay_for(store, &index, &hidden, key, warm) {
         return Some(Hinted::Read { index: Box::new(index), overlay: Some(overlay), held });
     }
@@ -567,15 +567,15 @@ fn take_in_hinted(
     Some(Hinted::Committed(index))
 }
 
-/// The overlay of sessions `hidden`, their files and the index as `key` says: the one a server
-/// kept from its last search, or the one kept in `recall/overlay` by the last search of any,
+/// The overlay of sessions `hidden`, their files and the index as `key` (a digest of them)
+/// says: the one a server kept from its last search, or the one kept in `recall/overlay` by the last search of any,
 /// or else read now; `None` when they are too many or too long to read at each search, or one
 /// is not a transcript (the commit that takes them in says so).
 fn overlay_for(
     store: &Store,
     index: &Index,
     hidden: &[String],
-    key: OverlayKey,
+    key: u64,
     warm: Option<&Warm>,
 ) -> Option<Overlay> {
     let mut kept = warm.map(|w| w.overlay.lock().unwrap_or_else(|e| e.into_inner()));
@@ -585,14 +585,11 @@ fn overlay_for(
         return Some(overlay.clone());
     }
     let path = store.recall_dir().join(OVERLAY_FILE);
-    let (digest, stamps) = &key;
-    let lines: String = stamps.iter().map(|(id, stamp)| format!("{id} {stamp:?}\n")).collect();
-    let file_key = crate::store::fnv1a(&[&digest.to_le_bytes(), lines.as_bytes()]);
-    let overlay = match Overlay::kept(&path, file_key, &index.schema()) {
+    let overlay = match Overlay::kept(&path, key, &index.schema()) {
         Some(overlay) => overlay,
         None => {
             let overlay = read_overlay(store, index, hidden)?;
-            overlay.keep(&path, file_key);
+            overlay.keep(&path, key);
             overlay
         }
     };
