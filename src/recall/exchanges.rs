@@ -30,6 +30,15 @@ pub(crate) struct Exchange {
 
 /// The header and every exchange of a transcript.
 pub(crate) fn exchanges(bytes: &[u8]) -> Result<(Header, Vec<Exchange>), NotTranscript> {
+    exchanges_numbered(bytes, |_| true)
+}
+
+/// The header and the exchanges of a transcript whose numbers are `wanted`: the text of the
+/// others is never unescaped (for a search's excerpts, most of the work of reading a session).
+pub(crate) fn exchanges_numbered(
+    bytes: &[u8],
+    wanted: impl Fn(u64) -> bool,
+) -> Result<(Header, Vec<Exchange>), NotTranscript> {
     // A line saved in another encoding keeps a turn from going on in the file (its fix is
     // said there), but not its exchanges from being found, as `cca grep` finds them: each byte
     // that is not UTF-8 is read as `?`, which keeps every offset where it was.
@@ -57,7 +66,9 @@ pub(crate) fn exchanges(bytes: &[u8]) -> Result<(Header, Vec<Exchange>), NotTran
             Kind::User => {
                 // A question that got no answer before the next (a hand edit, a damaged file)
                 // is kept, as an attempt under the next one's number.
-                if let Some((question, at, start)) = asking.take() {
+                if let Some((question, at, start)) = asking.take()
+                    && wanted(complete + 1)
+                {
                     found.push(Exchange {
                         number: complete + 1,
                         at,
@@ -67,24 +78,32 @@ pub(crate) fn exchanges(bytes: &[u8]) -> Result<(Header, Vec<Exchange>), NotTran
                         span: start..span.raw.start,
                     });
                 }
-                asking = Some((content(&span.content), span.meta.at, span.raw.start));
+                let question = match wanted(complete + 1) {
+                    true => content(&span.content),
+                    false => String::new(),
+                };
+                asking = Some((question, span.meta.at, span.raw.start));
             }
             Kind::Attachment => {
-                if let Some((question, _, _)) = &mut asking {
+                if let Some((question, _, _)) = &mut asking
+                    && wanted(complete + 1)
+                {
                     question.push('\n');
                     question.push_str(&content(&span.content));
                 }
             }
             Kind::Assistant | Kind::Failed | Kind::Interrupted => {
                 if let Some((question, asked_at, start)) = asking.take() {
-                    found.push(Exchange {
-                        number: complete + 1,
-                        at: span.meta.at.or(asked_at),
-                        question,
-                        answer: content(&span.content),
-                        answered: span.kind == Kind::Assistant,
-                        span: start..span.raw.end,
-                    });
+                    if wanted(complete + 1) {
+                        found.push(Exchange {
+                            number: complete + 1,
+                            at: span.meta.at.or(asked_at),
+                            question,
+                            answer: content(&span.content),
+                            answered: span.kind == Kind::Assistant,
+                            span: start..span.raw.end,
+                        });
+                    }
                     complete += u64::from(span.kind == Kind::Assistant);
                 }
             }
@@ -95,7 +114,7 @@ pub(crate) fn exchanges(bytes: &[u8]) -> Result<(Header, Vec<Exchange>), NotTran
     // Reading from memory cannot fail.
     scanned.unwrap_or(Ok(()))?;
     // A question still being answered (or whose answer a crash cut off).
-    if let Some((question, at, start)) = asking {
+    if let Some((question, at, start)) = asking.filter(|_| wanted(complete + 1)) {
         let end = bytes.len() as u64;
         found.push(Exchange {
             number: complete + 1,
@@ -176,6 +195,8 @@ mod tests {
                 (3, "pending?", ""),
             ]
         );
+        let (_, second) = exchanges_numbered(text.as_bytes(), |n| n == 2).unwrap();
+        assert_eq!(second, found[1..3], "the exchanges of the numbers wanted, as they are");
         let first = &text[found[0].span.start as usize..found[0].span.end as usize];
         assert!(first.starts_with("<!-- cca:user") && first.ends_with("<!-- cca:end -->\n"));
     }

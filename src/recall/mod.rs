@@ -21,7 +21,7 @@
 //! `stems` (stemming that remembers), `directory` (where tantivy writes, without flushing) and
 //! `excerpt` (the words shown around what was found). The folder and the lock are the store's.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use anyhow::{Result, anyhow};
@@ -159,10 +159,20 @@ struct Stamper<'a> {
 
 impl Stamper<'_> {
     fn stamps(&self) -> Result<Vec<(String, Stamp)>> {
-        match self.warm {
-            Some(warm) => warm.watch.stamps(self.store),
-            None => self.store.session_stamps(),
-        }
+        self.stamps_beside(|| ()).0
+    }
+
+    /// The stamps, taken while this thread does `meanwhile` (which then helps, if they are
+    /// a stat of each session still under way).
+    fn stamps_beside<T>(&self, meanwhile: impl FnOnce() -> T) -> (Result<Vec<(String, Stamp)>>, T) {
+        let Some(warm) = self.warm else { return self.store.session_stamps_beside(meanwhile) };
+        std::thread::scope(|scope| {
+            let stamping = scope.spawn(|| warm.watch.stamps(self.store));
+            let done = meanwhile();
+            let stamps =
+                stamping.join().unwrap_or_else(|_| Err(anyhow!("cannot stat the sessions")));
+            (stamps, done)
+        })
     }
 }
 
@@ -203,18 +213,16 @@ fn search(
         // many or long, brought into the index) and searched with it meanwhile; what was
         // found stands if nothing else changed.
         Some(ids) => {
-            let (stamps, hinted) = std::thread::scope(|scope| {
-                let stamping = scope.spawn(|| stamper.stamps());
-                let hinted = take_in_hinted(store, &ids, stamper.warm, progress).map(|hinted| {
+            let (stamps, hinted) = stamper.stamps_beside(|| {
+                take_in_hinted(store, &ids, stamper.warm, progress).map(|hinted| {
                     let found = match &hinted {
                         Hinted::Read { index, overlay, .. } => searched(index, overlay.as_ref()),
                         Hinted::Committed(index) => searched(index, None),
                     };
                     (hinted, found)
-                });
-                (stamping.join().map_err(|_| anyhow!("cannot stat the sessions")), hinted)
+                })
             });
-            let stamps = stamps??;
+            let stamps = stamps?;
             let store_digest = digest_of(&stamps);
             match hinted {
                 Some((hinted, found)) => {
@@ -246,12 +254,10 @@ fn search(
         }
         // Otherwise the index is searched as it is meanwhile: most searches find nothing
         // changed, and then what was found stands.
-        None => std::thread::scope(|scope| {
-            let stamping = scope.spawn(|| stamper.stamps());
-            let early = as_it_is();
-            let stamps = stamping.join().map_err(|_| anyhow!("cannot stat the sessions"))?;
-            anyhow::Ok((stamps?, early))
-        })?,
+        None => {
+            let (stamps, early) = stamper.stamps_beside(as_it_is);
+            (stamps?, early)
+        }
     };
     let store_digest = digest_of(&stamps);
     let early = match early {
@@ -340,6 +346,11 @@ fn found(
     // An attempt and the exchange that followed it share a number: the better stands for both.
     let mut seen = std::collections::HashSet::new();
     weighed.retain(|(_, hit)| seen.insert((hit.session.clone(), hit.number)));
+    // Of each session, only the exchanges that may be found are read out of it.
+    let mut numbers: HashMap<String, Vec<u64>> = HashMap::new();
+    for (_, hit) in &weighed {
+        numbers.entry(hit.session.clone()).or_default().push(hit.number);
+    }
     let mut found: Vec<Found> = Vec::with_capacity(limit.min(weighed.len()));
     // Each session's file is read once however many of its exchanges were found.
     let mut read: BTreeMap<String, Option<(Header, Vec<exchanges::Exchange>)>> = BTreeMap::new();
@@ -358,7 +369,8 @@ fn found(
         }
         let session = read.entry(hit.session.clone()).or_insert_with(|| {
             let bytes = store.read_session_bytes(&hit.session).ok()?;
-            exchanges::exchanges(&bytes).ok()
+            let wanted = numbers.get(hit.session.as_str()).map_or(&[][..], Vec::as_slice);
+            exchanges::exchanges_numbered(&bytes, |n| wanted.contains(&n)).ok()
         });
         // Gone or changed since the index was brought up to date: the next search has it.
         let Some((header, all)) = session else { continue };

@@ -5,7 +5,7 @@ use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use rustix::fs::Mode;
 
 use crate::error::Failure;
@@ -119,7 +119,7 @@ impl Store {
     /// allocation per entry, and not at all while the folder is as when it was last listed
     /// (`names`): at 10,000 sessions the listing is a sixth of what a search that finds nothing
     /// new costs.
-    fn session_file_names(&self) -> Result<Option<(rustix::fd::OwnedFd, Vec<String>)>> {
+    pub(super) fn session_file_names(&self) -> Result<Option<(rustix::fd::OwnedFd, Vec<String>)>> {
         let path = self.sessions_dir();
         let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY;
         let dir = match rustix::fs::open(&path, flags | rustix::fs::OFlags::CLOEXEC, Mode::empty())
@@ -150,64 +150,6 @@ impl Store {
             super::names::keep(self, &folder, &names);
         }
         Ok(Some((dir, names)))
-    }
-
-    /// Every session with its file's [`Stamp`], for caches that must notice any change: an
-    /// append, a hand edit, a rename over it. A session gone since it was listed is left out.
-    pub(crate) fn session_stamps(&self) -> Result<Vec<(String, Stamp)>> {
-        Ok(self.session_stamps_seen()?.into_iter().map(|(id, seen)| (id, seen.stamp)).collect())
-    }
-
-    /// [`Store::session_stamps`], with whether a watch on the sessions folder is told of each
-    /// file's changes.
-    pub(super) fn session_stamps_seen(&self) -> Result<Vec<(String, Seen)>> {
-        let Some((dir, names)) = self.session_file_names()? else { return Ok(Vec::new()) };
-        // A stat per session is most of what a search over thousands of sessions costs (the
-        // kernel's name lookups), so they are spread over the cores.
-        let threads = match names.len() {
-            0..STAMPS_PER_THREAD => 1,
-            n => (n / STAMPS_PER_THREAD)
-                .min(std::thread::available_parallelism().map_or(1, |n| n.get()))
-                .clamp(1, 4),
-        };
-        let stamped = |names: &[String]| -> Vec<(String, Seen)> {
-            names
-                .iter()
-                .filter_map(|name| Some((id_of(name)?.to_string(), stamp(&dir, name)?)))
-                .collect()
-        };
-        if threads == 1 {
-            return Ok(stamped(&names));
-        }
-        std::thread::scope(|scope| {
-            let parts: Vec<_> = names
-                .chunks(names.len().div_ceil(threads))
-                .map(|part| scope.spawn(move || stamped(part)))
-                .collect();
-            let mut stamps = Vec::with_capacity(names.len());
-            for part in parts {
-                stamps.extend(part.join().map_err(|_| anyhow!("cannot stat the sessions"))?);
-            }
-            Ok(stamps)
-        })
-    }
-
-    /// One session file's [`Stamp`], `None` when it is not there.
-    pub(crate) fn session_stamp(&self, id: &str) -> Option<Stamp> {
-        self.session_seen(id).map(|seen| seen.stamp)
-    }
-
-    /// [`Store::session_stamp`], with whether a watch on the sessions folder is told of the
-    /// file's changes.
-    pub(super) fn session_seen(&self, id: &str) -> Option<Seen> {
-        let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY;
-        let dir = rustix::fs::open(
-            self.sessions_dir(),
-            flags | rustix::fs::OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .ok()?;
-        stamp(&dir, &file_name(id))
     }
 
     /// A session id from an id, a unique prefix of one, or a session's name. This is the one
@@ -341,51 +283,12 @@ pub(super) fn file_name(id: &str) -> String {
     format!("{PREFIX}{id}{SUFFIX}")
 }
 
-/// What identifies a session file's contents without reading them: its size, modification
-/// and change times and inode, folded into one number (FNV-1a) that any append, hand edit or
-/// rename over the file changes.
-pub(crate) type Stamp = u64;
-
-/// Sessions one thread stats before another is worth starting.
-const STAMPS_PER_THREAD: usize = 1_000;
-
-/// A session file's [`Stamp`], and whether a watch on the sessions folder hears of every
-/// change to it: not of a link's (the file it points at changes elsewhere), nor of a file with
-/// a second name in another folder (a write through that name is told to that folder).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Seen {
-    pub stamp: Stamp,
-    pub watched: bool,
-}
-
-/// The stamp of the session file `name` in `dir`, `None` when it is gone; a link is followed
-/// (a session file may be one), so a change to the file it points at changes the stamp.
-fn stamp(dir: &rustix::fd::OwnedFd, name: &str) -> Option<Seen> {
-    use rustix::fs::{AtFlags, FileType, statat};
-    let own = statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
-    let link = FileType::from_raw_mode(own.st_mode) == FileType::Symlink;
-    // A link that leads nowhere is a session all the same, whose reading fails and is said:
-    // stamped as the link itself.
-    let m = if link { statat(dir, name, AtFlags::empty()).unwrap_or(own) } else { own };
-    let fields = [
-        m.st_size as u64,
-        m.st_mtime as u64,
-        m.st_mtime_nsec as u64,
-        m.st_ctime as u64,
-        m.st_ctime_nsec as u64,
-        m.st_ino as u64,
-    ]
-    .map(u64::to_le_bytes);
-    let stamp = super::live_index::fnv1a(&fields.each_ref().map(|f| f.as_slice()));
-    Some(Seen { stamp, watched: !link && m.st_nlink == 1 })
-}
-
 pub(super) fn id_from_file_name(name: &str) -> Option<String> {
     id_of(name).map(str::to_string)
 }
 
 /// The session id a file name is of, if it is a session file's.
-fn id_of(name: &str) -> Option<&str> {
+pub(super) fn id_of(name: &str) -> Option<&str> {
     let id = name.strip_prefix(PREFIX)?.strip_suffix(SUFFIX)?;
     validate_id(id).ok().map(|()| id)
 }
@@ -473,52 +376,5 @@ mod tests {
         );
         assert_eq!(id_from_file_name("session_../x.md"), None);
         assert_eq!(id_from_file_name("latest"), None);
-    }
-
-    /// Enough sessions to be stamped on several threads: every one is there once, and a
-    /// change to one file (an append, a rewrite in place, a rename over it) changes its stamp
-    /// alone.
-    #[test]
-    fn every_session_is_stamped_once_and_any_change_to_a_file_changes_its_stamp() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::new(dir.path().join("home"));
-        store.ensure().unwrap();
-        let ids: Vec<String> = (0..2 * STAMPS_PER_THREAD + 7).map(|n| format!("s-{n}")).collect();
-        for id in &ids {
-            fs::write(store.session_path(id), id).unwrap();
-        }
-        fs::write(store.sessions_dir().join("notes.txt"), "not a session").unwrap();
-        let stamps = |store: &Store| -> std::collections::BTreeMap<String, Stamp> {
-            store.session_stamps().unwrap().into_iter().collect()
-        };
-        let before = stamps(&store);
-        assert_eq!(before.len(), ids.len());
-        assert_eq!(store.session_stamps().unwrap().len(), ids.len(), "each once");
-
-        let changed = |store: &Store, before: &std::collections::BTreeMap<String, Stamp>| {
-            let after = stamps(store);
-            let ids: Vec<String> = after
-                .iter()
-                .filter(|(id, s)| before.get(*id) != Some(s))
-                .map(|(id, _)| id.clone())
-                .collect();
-            (ids, after)
-        };
-        let mut file = fs::OpenOptions::new().append(true).open(store.session_path("s-1")).unwrap();
-        file.write_all(b" more").unwrap();
-        let (ids, before) = changed(&store, &before);
-        assert_eq!(ids, ["s-1"]);
-
-        // The same size, written in place: the times tell.
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        fs::write(store.session_path("s-2"), "s-9").unwrap();
-        let (ids, before) = changed(&store, &before);
-        assert_eq!(ids, ["s-2"]);
-
-        let other = store.sessions_dir().join("elsewhere");
-        fs::write(&other, "s-3").unwrap();
-        fs::rename(&other, store.session_path("s-3")).unwrap();
-        let (ids, _) = changed(&store, &before);
-        assert_eq!(ids, ["s-3"]);
     }
 }

@@ -37,6 +37,7 @@ mod lock;
 mod names;
 mod read;
 pub(crate) mod socket;
+mod stamping;
 mod sync;
 mod trash;
 mod watch;
@@ -50,11 +51,12 @@ pub(crate) use files::{
     read_at_most, read_text, read_text_at_most, replace_cache_file, replace_file,
 };
 use files::{read_optional, read_users_file, sync_dir};
-pub(crate) use ids::{Stamp, sort_key, validate_id, validate_name};
+pub(crate) use ids::{sort_key, validate_id, validate_name};
 pub(crate) use latest::Repointed;
 pub(crate) use listing::{Listed, newest_first};
 pub(crate) use live_index::fnv1a;
 pub(crate) use read::not_transcript;
+pub(crate) use stamping::Stamp;
 pub(crate) use sync::{append_log, read_log, write_repo_file};
 pub(crate) use trash::{remove_files_in, take_engine_session_file, take_file_below};
 pub(crate) use watch::SessionsWatch;

@@ -18,7 +18,8 @@ use rustix::fd::OwnedFd;
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 
 use super::Store;
-use super::ids::{Seen, Stamp, id_from_file_name};
+use super::ids::id_from_file_name;
+use super::stamping::{Seen, Stamp};
 
 /// How long what the kernel told is trusted before every session is stat'ed again.
 const REFRESH: Duration = Duration::from_secs(60);

@@ -1,0 +1,240 @@
+//! Stamping the session files: a stat of each, folded into one number that any change to the
+//! file changes, for the caches that must notice every change (recall's index, `cca sync`).
+//!
+//! At 10,000 sessions the stats are most of what a ranked search costs (the kernel's name
+//! lookups, about 1.4 µs each on the benchmark's machine), so they are shared out in parts:
+//! among threads started for them, and the caller's own, once it is done with what it does
+//! meanwhile. Every core is then busy until both are done, whichever takes longer.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use anyhow::{Result, anyhow};
+use rustix::fd::OwnedFd;
+use rustix::fs::Mode;
+
+use super::Store;
+use super::ids::{file_name, id_of};
+
+/// What identifies a session file's contents without reading them: its size, modification
+/// and change times and inode, folded into one number (FNV-1a) that any append, hand edit or
+/// rename over the file changes.
+pub(crate) type Stamp = u64;
+
+/// Session files one thread stats at a time: small enough that the threads finish together,
+/// large enough that taking a part costs nothing beside its stats (about 0.4 ms).
+const PART: usize = 256;
+
+/// A session file's [`Stamp`], and whether a watch on the sessions folder hears of every
+/// change to it: not of a link's (the file it points at changes elsewhere), nor of a file with
+/// a second name in another folder (a write through that name is told to that folder).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Seen {
+    pub stamp: Stamp,
+    pub watched: bool,
+}
+
+/// Sessions found, with their [`Seen`], in the folder's order.
+type Stamped = Vec<(String, Seen)>;
+
+/// The sessions folder, open, with its session files' names; `None` when there is none.
+type Listed = Option<(OwnedFd, Vec<String>)>;
+
+impl Store {
+    /// Every session with its file's [`Stamp`], for caches that must notice any change: an
+    /// append, a hand edit, a rename over it. A session gone since it was listed is left out.
+    pub(crate) fn session_stamps(&self) -> Result<Vec<(String, Stamp)>> {
+        self.session_stamps_beside(|| ()).0
+    }
+
+    /// [`Store::session_stamps`], taken while this thread does `meanwhile`, which then helps
+    /// with the stats still to do.
+    pub(crate) fn session_stamps_beside<T>(
+        &self,
+        meanwhile: impl FnOnce() -> T,
+    ) -> (Result<Vec<(String, Stamp)>>, T) {
+        let (seen, done) = self.session_stamps_seen_beside(meanwhile);
+        let stamps = seen.map(|seen| seen.into_iter().map(|(id, s)| (id, s.stamp)).collect());
+        (stamps, done)
+    }
+
+    /// [`Store::session_stamps`], with whether a watch on the sessions folder is told of each
+    /// file's changes.
+    pub(super) fn session_stamps_seen(&self) -> Result<Stamped> {
+        self.session_stamps_seen_beside(|| ()).0
+    }
+
+    fn session_stamps_seen_beside<T>(&self, meanwhile: impl FnOnce() -> T) -> (Result<Stamped>, T) {
+        let stamping = Stamping {
+            store: self,
+            listed: OnceLock::new(),
+            next: AtomicUsize::new(0),
+            parts: Mutex::new(Vec::new()),
+        };
+        // One thread of its own at least, so that stamping starts at once; no more than four:
+        // the kernel's lookups in one folder stop scaling there.
+        let helpers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(2, 4) - 1;
+        let (whole, done) = std::thread::scope(|scope| {
+            let threads: Vec<_> = (0..helpers).map(|_| scope.spawn(|| stamping.help())).collect();
+            let done = meanwhile();
+            stamping.help();
+            (threads.into_iter().map(|t| t.join()).all(|joined| joined.is_ok()), done)
+        });
+        let stamped = match whole {
+            true => stamping.stamped(),
+            false => Err(anyhow!("cannot stat the sessions")),
+        };
+        (stamped, done)
+    }
+
+    /// One session file's [`Stamp`], `None` when it is not there.
+    pub(crate) fn session_stamp(&self, id: &str) -> Option<Stamp> {
+        self.session_seen(id).map(|seen| seen.stamp)
+    }
+
+    /// [`Store::session_stamp`], with whether a watch on the sessions folder is told of the
+    /// file's changes.
+    pub(super) fn session_seen(&self, id: &str) -> Option<Seen> {
+        let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY;
+        let dir = rustix::fs::open(
+            self.sessions_dir(),
+            flags | rustix::fs::OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()?;
+        stamp(&dir, &file_name(id))
+    }
+}
+
+/// The stats of one listing of the sessions folder, taken in parts by whichever threads help.
+struct Stamping<'a> {
+    store: &'a Store,
+    /// The folder, open, and its session files' names; listed by the first thread to help
+    /// while the others wait.
+    listed: OnceLock<Result<Listed>>,
+    /// The first name no thread has taken yet.
+    next: AtomicUsize,
+    /// Each part stamped, by where it starts.
+    parts: Mutex<Vec<(usize, Stamped)>>,
+}
+
+impl Stamping<'_> {
+    /// Stamps parts until none is left.
+    fn help(&self) {
+        let Ok(Some((dir, names))) = self.listed.get_or_init(|| self.store.session_file_names())
+        else {
+            return;
+        };
+        loop {
+            let start = self.next.fetch_add(PART, Ordering::Relaxed);
+            if start >= names.len() {
+                return;
+            }
+            let stamped = names[start..(start + PART).min(names.len())]
+                .iter()
+                .filter_map(|name| Some((id_of(name)?.to_string(), stamp(dir, name)?)))
+                .collect();
+            self.parts.lock().unwrap_or_else(PoisonError::into_inner).push((start, stamped));
+        }
+    }
+
+    /// Every part, in the folder's order, once every helper is done.
+    fn stamped(self) -> Result<Stamped> {
+        let Some((_, names)) = self.listed.into_inner().transpose()?.flatten() else {
+            return Ok(Vec::new());
+        };
+        let mut parts = self.parts.into_inner().unwrap_or_else(PoisonError::into_inner);
+        parts.sort_unstable_by_key(|(start, _)| *start);
+        let mut stamped = Vec::with_capacity(names.len());
+        stamped.extend(parts.into_iter().flat_map(|(_, part)| part));
+        Ok(stamped)
+    }
+}
+
+/// The stamp of the session file `name` in `dir`, `None` when it is gone; a link is followed
+/// (a session file may be one), so a change to the file it points at changes the stamp.
+fn stamp(dir: &OwnedFd, name: &str) -> Option<Seen> {
+    use rustix::fs::{AtFlags, FileType, statat};
+    let own = statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+    let link = FileType::from_raw_mode(own.st_mode) == FileType::Symlink;
+    // A link that leads nowhere is a session all the same, whose reading fails and is said:
+    // stamped as the link itself.
+    let m = if link { statat(dir, name, AtFlags::empty()).unwrap_or(own) } else { own };
+    let fields = [
+        m.st_size as u64,
+        m.st_mtime as u64,
+        m.st_mtime_nsec as u64,
+        m.st_ctime as u64,
+        m.st_ctime_nsec as u64,
+        m.st_ino as u64,
+    ]
+    .map(u64::to_le_bytes);
+    let stamp = super::live_index::fnv1a(&fields.each_ref().map(|f| f.as_slice()));
+    Some(Seen { stamp, watched: !link && m.st_nlink == 1 })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::io::Write;
+
+    use super::*;
+
+    /// Enough sessions to be stamped in many parts on several threads: every one is there
+    /// once, and a change to one file (an append, a rewrite in place, a rename over it)
+    /// changes its stamp alone.
+    #[test]
+    fn every_session_is_stamped_once_and_any_change_to_a_file_changes_its_stamp() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path().join("home"));
+        store.ensure().unwrap();
+        let ids: Vec<String> = (0..8 * PART + 7).map(|n| format!("s-{n}")).collect();
+        for id in &ids {
+            fs::write(store.session_path(id), id).unwrap();
+        }
+        fs::write(store.sessions_dir().join("notes.txt"), "not a session").unwrap();
+        let stamps = |store: &Store| -> std::collections::BTreeMap<String, Stamp> {
+            store.session_stamps().unwrap().into_iter().collect()
+        };
+        let before = stamps(&store);
+        assert_eq!(before.len(), ids.len());
+        assert_eq!(store.session_stamps().unwrap().len(), ids.len(), "each once");
+        // The caller helps once it is done, whatever it did meanwhile.
+        let (beside, meanwhile) = store.session_stamps_beside(|| "done");
+        assert_eq!((beside.unwrap().into_iter().collect(), meanwhile), (before.clone(), "done"));
+
+        let changed = |store: &Store, before: &std::collections::BTreeMap<String, Stamp>| {
+            let after = stamps(store);
+            let ids: Vec<String> = after
+                .iter()
+                .filter(|(id, s)| before.get(*id) != Some(s))
+                .map(|(id, _)| id.clone())
+                .collect();
+            (ids, after)
+        };
+        let mut file = fs::OpenOptions::new().append(true).open(store.session_path("s-1")).unwrap();
+        file.write_all(b" more").unwrap();
+        let (ids, before) = changed(&store, &before);
+        assert_eq!(ids, ["s-1"]);
+
+        // The same size, written in place: the times tell.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        fs::write(store.session_path("s-2"), "s-9").unwrap();
+        let (ids, before) = changed(&store, &before);
+        assert_eq!(ids, ["s-2"]);
+
+        let other = store.sessions_dir().join("elsewhere");
+        fs::write(&other, "s-3").unwrap();
+        fs::rename(&other, store.session_path("s-3")).unwrap();
+        let (ids, _) = changed(&store, &before);
+        assert_eq!(ids, ["s-3"]);
+    }
+
+    #[test]
+    fn a_store_without_a_sessions_folder_has_no_stamps() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::new(dir.path().join("home"));
+        assert_eq!(store.session_stamps().unwrap(), []);
+        assert!(!store.sessions_dir().exists(), "stamping makes no folder");
+    }
+}
