@@ -81,20 +81,37 @@ pub(crate) fn read(dir: &Path, digest: u64) -> Result<Stamps> {
 /// search that asked finds the store's digest not what it expected, and goes the usual way.
 pub(crate) fn held_of(dir: &Path, digest: u64, ids: &[String]) -> Result<Vec<Option<Stamp>>> {
     let path = stamps_path(dir);
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    let mut lines = text.split_terminator('\n');
-    let head = lines.next().and_then(|line| u64::from_str_radix(line, 16).ok());
-    if head != Some(digest) {
+    let bytes = std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let (head, lines) =
+        bytes.split_at(memchr::memchr(b'\n', &bytes).map_or(bytes.len(), |n| n + 1));
+    let head = std::str::from_utf8(head).ok().map(|h| h.trim_end_matches('\n'));
+    if head.and_then(|h| u64::from_str_radix(h, 16).ok()) != Some(digest) {
         return Err(anyhow!("{} is not the index's last commit's", path.display()));
     }
-    let lines: Vec<(&str, &str)> =
-        lines.map(|line| line.split_once(' ').unwrap_or((line, ""))).collect();
-    let stamp_of = |id: &str| {
-        let at = lines.binary_search_by(|(held, _)| (*held).cmp(id)).ok()?;
-        u64::from_str_radix(lines[at].1, 16).ok()
-    };
-    Ok(ids.iter().map(|id| stamp_of(id)).collect())
+    Ok(ids.iter().map(|id| stamp_in(lines, id)).collect())
+}
+
+/// The stamp of `id` in a stamps file's `lines` (in the order of their ids), found by a
+/// binary search of the bytes: neither each line nor the whole file is read as text.
+fn stamp_in(lines: &[u8], id: &str) -> Option<Stamp> {
+    // The lines that start in `low..high` are those left to look at.
+    let (mut low, mut high) = (0, lines.len());
+    while low < high {
+        let middle = low + (high - low) / 2;
+        let start = memchr::memrchr(b'\n', &lines[low..middle]).map_or(low, |n| low + n + 1);
+        let end = memchr::memchr(b'\n', &lines[start..]).map_or(lines.len(), |n| start + n);
+        let line = &lines[start..end];
+        let (held, stamp) = line.split_at(memchr::memchr(b' ', line).unwrap_or(line.len()));
+        match held.cmp(id.as_bytes()) {
+            std::cmp::Ordering::Equal => {
+                let stamp = std::str::from_utf8(stamp.get(1..)?).ok()?;
+                return u64::from_str_radix(stamp, 16).ok();
+            }
+            std::cmp::Ordering::Less => low = end + 1,
+            std::cmp::Ordering::Greater => high = start,
+        }
+    }
+    None
 }
 
 /// Writes the stamps file of the index in `dir`, whose commit holds `digest`. Not flushed, as
@@ -125,6 +142,18 @@ mod tests {
         let found = held_of(&dir, held, &ids).unwrap();
         assert_eq!(found, [Some(4), Some(3), Some(1), None, Some(2), None]);
         assert!(held_of(&dir, held + 1, &ids).is_err(), "another commit's");
+
+        // Every line of a long file is found, and nothing between them.
+        for count in [0, 1, 2, 3, 1000] {
+            let stamps: Stamps = (0..count).map(|n| (format!("{:05}", 2 * n), n)).collect();
+            let held = digest(stamps.iter().map(|(id, s)| (id.as_str(), *s)));
+            write(&dir, held, &stamps).unwrap();
+            let ids: Vec<String> = (0..2 * count + 1).map(|n| format!("{n:05}")).collect();
+            let expected: Vec<Option<Stamp>> = (0..2 * count + 1)
+                .map(|n| (n % 2 == 0 && n < 2 * count).then_some(n / 2))
+                .collect();
+            assert_eq!(held_of(&dir, held, &ids).unwrap(), expected, "{count} sessions");
+        }
     }
 
     #[test]
