@@ -67,12 +67,11 @@ pub(super) fn kept(store: &Store, folder: &Folder) -> Option<Vec<String>> {
     let (header, rest) = text.split_once('\n')?;
     let (state, check) = header.rsplit_once(' ')?;
     let (state, count) = state.rsplit_once(' ')?;
-    if state != folder.header {
+    if state != folder.header || check != format!("{:016x}", digest(rest.as_bytes())) {
         return None;
     }
     let names: Vec<String> = rest.lines().map(str::to_string).collect();
-    (count.parse() == Ok(names.len()) && check == format!("{:016x}", digest(&names)))
-        .then_some(names)
+    (count.parse() == Ok(names.len())).then_some(names)
 }
 
 /// Keeps `names`, read from the sessions folder in state `folder`, for the next listing to take.
@@ -81,12 +80,14 @@ pub(super) fn keep(store: &Store, folder: &Folder, names: &[String]) {
     if !folder.settled || !dir.is_dir() {
         return;
     }
-    let mut text = String::with_capacity(64 + names.iter().map(|n| n.len() + 1).sum::<usize>());
-    let _ = writeln!(text, "{} {} {:016x}", folder.header, names.len(), digest(names));
+    let mut lines = String::with_capacity(names.iter().map(|n| n.len() + 1).sum::<usize>());
     for name in names {
-        text.push_str(name);
-        text.push('\n');
+        lines.push_str(name);
+        lines.push('\n');
     }
+    let mut text = String::with_capacity(64 + lines.len());
+    let _ = writeln!(text, "{} {} {:016x}", folder.header, names.len(), digest(lines.as_bytes()));
+    text.push_str(&lines);
     if text.len() as u64 > MOST {
         return;
     }
@@ -94,10 +95,18 @@ pub(super) fn keep(store: &Store, folder: &Folder, names: &[String]) {
     let _ = super::replace_cache_file(&dir.join(FILE), text.as_bytes());
 }
 
-/// FNV-1a over the names, each ended by a new line.
-fn digest(names: &[String]) -> u64 {
-    let pieces: Vec<&[u8]> = names.iter().flat_map(|n| [n.as_bytes(), b"\n"]).collect();
-    super::live_index::fnv1a(&pieces)
+/// A digest of the names' lines, eight bytes at a step: FNV-1a, a byte at a step, took 0.4 ms
+/// of a search at 10,000 sessions. Any change to a byte changes every step after it (each is
+/// a multiplication by an odd number, which loses nothing, and a rotation).
+fn digest(text: &[u8]) -> u64 {
+    const PRIME: u64 = 0x0000_0100_0000_01b3;
+    let step = |hash: u64, word: u64| (hash ^ word).wrapping_mul(PRIME).rotate_left(29);
+    let mut words = text.chunks_exact(8);
+    let mut hash = step(0xcbf2_9ce4_8422_2325, text.len() as u64);
+    for word in &mut words {
+        hash = step(hash, u64::from_le_bytes(word.try_into().unwrap_or([0; 8])));
+    }
+    words.remainder().iter().fold(hash, |hash, &byte| step(hash, u64::from(byte)))
 }
 
 #[cfg(test)]
