@@ -12,7 +12,7 @@ use super::stems::RememberingStemmer;
 
 /// Words too common to tell exchanges apart: Lucene's English list, and the words a question
 /// asks with ("when did we", "how do I").
-const STOP_WORDS: &[&str] = &[
+pub(super) const STOP_WORDS: &[&str] = &[
     "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
     "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
     "they", "this", "to", "was", "will", "with", "what", "when", "where", "which", "who", "why",

@@ -42,7 +42,13 @@ fn table() -> &'static Table {
         let words = std::str::from_utf8(words).unwrap_or_default();
         let words: Vec<&str> = words.split_terminator('\n').collect();
         assert_eq!(words.len(), count, "words.bin holds {count} words");
-        let stop = words.iter().map(|w| super::analysis::is_stop_word(w)).collect();
+        // Each stop word looked up in the table, not each word of the table in the stop words.
+        let mut stop = vec![false; count];
+        for word in super::analysis::STOP_WORDS {
+            if let Ok(at) = words.binary_search(word) {
+                stop[at] = true;
+            }
+        }
         let longest = words.iter().map(|w| w.len()).max().unwrap_or(0);
         Table { words, scales, vectors, stop, longest }
     })
