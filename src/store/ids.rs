@@ -138,14 +138,12 @@ impl Store {
             return Ok(Some((dir, names)));
         }
         let mut names = Vec::new();
-        let mut entries = rustix::fs::Dir::read_from(&dir)
-            .with_context(|| format!("cannot list {}", path.display()))?;
-        while let Some(entry) = entries.read() {
-            let entry = entry.with_context(|| format!("cannot list {}", path.display()))?;
-            if let Some(name) = entry.file_name().to_str().ok().filter(|n| id_of(n).is_some()) {
+        each_name(&dir, |name| {
+            if let Some(name) = name.to_str().ok().filter(|n| id_of(n).is_some()) {
                 names.push(name.to_string());
             }
-        }
+        })
+        .with_context(|| format!("cannot list {}", path.display()))?;
         if let Some(folder) = folder {
             super::names::keep(self, &folder, &names);
         }
@@ -237,6 +235,29 @@ impl Store {
                     .into())
             }
         }
+    }
+}
+
+/// Calls `each` with the name of every entry of the folder open as `dir`. On Linux the
+/// kernel's listing is read in place, from one buffer: rustix's `Dir` makes a string of each
+/// name, 1 to 2 ms of the 5 that listing 10,000 sessions took.
+fn each_name(dir: &rustix::fd::OwnedFd, mut each: impl FnMut(&std::ffi::CStr)) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut buffer = vec![std::mem::MaybeUninit::<u8>::uninit(); 64 * 1024];
+        let mut entries = rustix::fs::RawDir::new(dir, &mut buffer);
+        while let Some(entry) = entries.next() {
+            each(entry?.file_name());
+        }
+        Ok(())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let mut entries = rustix::fs::Dir::read_from(dir)?;
+        while let Some(entry) = entries.read() {
+            each(entry?.file_name());
+        }
+        Ok(())
     }
 }
 
