@@ -74,16 +74,25 @@ impl Store {
         // One thread of its own at least, so that stamping starts at once; no more than four:
         // the kernel's lookups in one folder stop scaling there.
         let helpers = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(2, 4) - 1;
+        // Each on a core of its own (see `Pinned`).
         let spawner = current_cpu();
+        let started = AtomicUsize::new(0);
         let (whole, done) = std::thread::scope(|scope| {
             let threads: Vec<_> = (0..helpers)
                 .map(|_| {
                     scope.spawn(|| {
-                        move_off(spawner);
+                        let _elsewhere = Pinned::off(spawner);
+                        started.fetch_add(1, Ordering::Relaxed);
                         stamping.help()
                     })
                 })
                 .collect();
+            let _here = Pinned::on(spawner);
+            // A helper not started yet may be waiting behind this thread on its core: it is
+            // let run, and moves.
+            if started.load(Ordering::Relaxed) < helpers {
+                std::thread::yield_now();
+            }
             let done = meanwhile();
             stamping.help();
             (threads.into_iter().map(|t| t.join()).all(|joined| joined.is_ok()), done)
@@ -167,25 +176,63 @@ fn current_cpu() -> Option<usize> {
     None
 }
 
-/// Moves the calling thread, just started, off core `cpu` (its spawner's) if it was put there
-/// while another is free to run it. A new thread often starts on its spawner's core and takes
-/// it, leaving the spawner waiting for the scheduler to move one of them, up to a tick later
-/// (a tick, 4 ms here) while the other core idles: over 10,000 sessions, searches took 21.5 ms
-/// at the median without this, 20.4 with it. The thread is then let run anywhere again.
-fn move_off(cpu: Option<usize>) {
+/// The calling thread kept on one core, or off it, while stamping; let run anywhere again when
+/// dropped. Left to itself the scheduler often started a helper on its spawner's core, or later
+/// moved one onto the other's, and left the two sharing it for a tick or more (4 ms here) while
+/// the other core idled: a search took 25 to 37 ms instead of 20 a third of the time. Over
+/// 10,000 sessions, kept apart, the searches took 19.5 to 19.9 ms at the median with nothing new
+/// (20.7 to 21.3 without) and 22.7 to 23.0 right after a turn (23.8 to 23.9). Nothing is done
+/// where the thread may run on one core only, or the system does not say.
+struct Pinned {
     #[cfg(target_os = "linux")]
-    if let Some(cpu) = cpu
-        && rustix::thread::sched_getcpu() == cpu
-        && let Ok(anywhere) = rustix::thread::sched_getaffinity(None)
-    {
-        let mut elsewhere = anywhere;
-        elsewhere.unset(cpu);
-        if elsewhere.count() > 0 && rustix::thread::sched_setaffinity(None, &elsewhere).is_ok() {
-            let _ = rustix::thread::sched_setaffinity(None, &anywhere);
+    anywhere: Option<rustix::thread::CpuSet>,
+}
+
+impl Pinned {
+    /// Keeps the calling thread on core `cpu`.
+    fn on(cpu: Option<usize>) -> Pinned {
+        Pinned::keep(cpu, true)
+    }
+
+    /// Keeps the calling thread off core `cpu`.
+    fn off(cpu: Option<usize>) -> Pinned {
+        Pinned::keep(cpu, false)
+    }
+
+    #[cfg(target_os = "linux")]
+    fn keep(cpu: Option<usize>, on: bool) -> Pinned {
+        use rustix::thread::{CpuSet, sched_getaffinity, sched_setaffinity};
+        let Some((cpu, anywhere)) = cpu.zip(sched_getaffinity(None).ok()) else {
+            return Pinned { anywhere: None };
+        };
+        let mut only = match on {
+            true => CpuSet::new(),
+            false => anywhere,
+        };
+        match on {
+            true => only.set(cpu),
+            false => only.unset(cpu),
+        }
+        let pinned = anywhere.count() > 1
+            && anywhere.is_set(cpu)
+            && only.count() > 0
+            && sched_setaffinity(None, &only).is_ok();
+        Pinned { anywhere: pinned.then_some(anywhere) }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn keep(_cpu: Option<usize>, _on: bool) -> Pinned {
+        Pinned {}
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
+        if let Some(anywhere) = &self.anywhere {
+            let _ = rustix::thread::sched_setaffinity(None, anywhere);
         }
     }
-    #[cfg(not(target_os = "linux"))]
-    let _ = cpu;
 }
 
 /// The stamp of the session file `name` in `dir`, `None` when it is gone; a link is followed
@@ -236,9 +283,14 @@ mod tests {
         let before = stamps(&store);
         assert_eq!(before.len(), ids.len());
         assert_eq!(store.session_stamps().unwrap().len(), ids.len(), "each once");
-        // The caller helps once it is done, whatever it did meanwhile.
+        // The caller helps once it is done, whatever it did meanwhile, and may then run on any
+        // core it could before.
+        #[cfg(target_os = "linux")]
+        let cores = rustix::thread::sched_getaffinity(None).unwrap();
         let (beside, meanwhile) = store.session_stamps_beside(|| "done");
         assert_eq!((beside.unwrap().into_iter().collect(), meanwhile), (before.clone(), "done"));
+        #[cfg(target_os = "linux")]
+        assert_eq!(rustix::thread::sched_getaffinity(None).unwrap(), cores);
 
         let changed = |store: &Store, before: &std::collections::BTreeMap<String, Stamp>| {
             let after = stamps(store);
