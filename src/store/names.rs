@@ -80,17 +80,20 @@ pub(super) fn keep(store: &Store, folder: &Folder, names: &[String]) {
     if !folder.settled || !dir.is_dir() {
         return;
     }
-    let mut lines = String::with_capacity(names.iter().map(|n| n.len() + 1).sum::<usize>());
+    // One buffer: the header, its digest's place held by zeros, then the names.
+    let mut text = String::with_capacity(128 + names.iter().map(|n| n.len() + 1).sum::<usize>());
+    let _ = write!(text, "{} {} ", folder.header, names.len());
+    let at = text.len();
+    text.push_str("0000000000000000\n");
     for name in names {
-        lines.push_str(name);
-        lines.push('\n');
+        text.push_str(name);
+        text.push('\n');
     }
-    let mut text = String::with_capacity(64 + lines.len());
-    let _ = writeln!(text, "{} {} {:016x}", folder.header, names.len(), digest(lines.as_bytes()));
-    text.push_str(&lines);
     if text.len() as u64 > MOST {
         return;
     }
+    let sum = format!("{:016x}", digest(&text.as_bytes()[at + 17..]));
+    text.replace_range(at..at + 16, &sum);
     // A cache: a failure to write it leaves the next listing to read the folder.
     let _ = super::replace_cache_file(&dir.join(FILE), text.as_bytes());
 }
