@@ -318,7 +318,7 @@ pub(super) fn id_of(name: &str) -> Option<&str> {
 pub(crate) fn validate_id(id: &str) -> Result<()> {
     if !id.is_empty()
         && id.len() <= 128
-        && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
     {
         return Ok(());
     }
