@@ -159,11 +159,14 @@ struct Stamper<'a> {
 
 impl Stamper<'_> {
     fn stamps(&self) -> Result<Vec<(String, Stamp)>> {
-        self.stamps_beside(|| ()).0
+        match self.warm {
+            Some(warm) => warm.watch.stamps(self.store),
+            None => self.store.session_stamps(),
+        }
     }
 
-    /// The stamps, taken while this thread does `meanwhile` (which then helps, if they are
-    /// a stat of each session still under way).
+    /// The stamps, taken while this thread does `meanwhile`; a stat of each session is then
+    /// helped with by this thread ([`Store::session_stamps_beside`]), a watch's word waited for.
     fn stamps_beside<T>(&self, meanwhile: impl FnOnce() -> T) -> (Result<Vec<(String, Stamp)>>, T) {
         let Some(warm) = self.warm else { return self.store.session_stamps_beside(meanwhile) };
         std::thread::scope(|scope| {
@@ -572,9 +575,10 @@ fn take_in_hinted(
         .filter(|(id, stamp)| known.get(id).copied() != *stamp)
         .collect();
     read_unread_again(&mut stale, &index, |id| store.session_stamp(id));
-    let index =
-        index::contained("an update", || apply(store, &dir, index, known, &stale, progress))
-            .ok()?;
+    // On every core: the search's thread is kept on one while the store is stamped, and the
+    // threads the update starts would be too.
+    let update = || apply(store, &dir, index, known, &stale, progress);
+    let index = crate::store::on_any_core(|| index::contained("an update", update)).ok()?;
     store.remove_changed_hint();
     Some(Hinted::Committed(index))
 }

@@ -144,7 +144,10 @@ pub(crate) fn read_at_most(path: &Path, cap: u64) -> io::Result<Vec<u8>> {
         )));
     }
     // Room for the whole file and the read that finds its end: one read, not a growing buffer.
-    let mut bytes = Vec::with_capacity(usize::try_from(size).map_or(0, |size| size + 1));
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(usize::try_from(size).map_or(0, |size| size + 1))
+        .map_err(io::Error::other)?;
     file.take(cap).read_to_end(&mut bytes)?;
     Ok(bytes)
 }

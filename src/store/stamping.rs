@@ -3,9 +3,11 @@
 //!
 //! At 10,000 sessions the stats are most of what a ranked search costs (the kernel's name
 //! lookups, about 1.4 µs each on the benchmark's machine), so they are shared out in parts:
-//! among threads started for them, and the caller's own, once it is done with what it does
-//! meanwhile. Every core is then busy until both are done, whichever takes longer.
+//! among threads started for them (up to three), and the caller's own, once it is done with
+//! what it does meanwhile: no core idles while stats are left, whichever finishes first.
 
+#[cfg(target_os = "linux")]
+use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
@@ -78,24 +80,29 @@ impl Store {
         let spawner = current_cpu();
         let started = AtomicUsize::new(0);
         let (whole, done) = std::thread::scope(|scope| {
+            // A helper that cannot be started (a limit on threads) is done without: this
+            // thread takes every part the others do not.
             let threads: Vec<_> = (0..helpers)
-                .map(|_| {
-                    scope.spawn(|| {
+                .filter_map(|_| {
+                    let helper = || {
                         let _elsewhere = Pinned::off(spawner);
                         started.fetch_add(1, Ordering::Relaxed);
                         stamping.help()
-                    })
+                    };
+                    std::thread::Builder::new().spawn_scoped(scope, helper).ok()
                 })
                 .collect();
             let _here = Pinned::on(spawner);
             // A helper not started yet may be waiting behind this thread on its core: it is
             // let run, and moves.
-            if started.load(Ordering::Relaxed) < helpers {
+            if started.load(Ordering::Relaxed) < threads.len() {
                 std::thread::yield_now();
             }
             let done = meanwhile();
             stamping.help();
-            (threads.into_iter().map(|t| t.join()).all(|joined| joined.is_ok()), done)
+            // Each joined, whether or not one before it panicked.
+            let joined: Vec<bool> = threads.into_iter().map(|t| t.join().is_ok()).collect();
+            (joined.into_iter().all(|ok| ok), done)
         });
         let stamped = match whole {
             true => stamping.stamped(),
@@ -176,6 +183,28 @@ fn current_cpu() -> Option<usize> {
     None
 }
 
+#[cfg(target_os = "linux")]
+thread_local! {
+    /// The cores the calling thread may run on when [`Pinned::on`] does not keep it on one.
+    static UNPINNED: Cell<Option<rustix::thread::CpuSet>> = const { Cell::new(None) };
+}
+
+/// Runs `f` with the calling thread free of the core [`Store::session_stamps_beside`] keeps it
+/// on while it does what it does meanwhile, for work that starts threads of its own (they
+/// would be kept on that core too): a commit's readers and tantivy's writers.
+pub(crate) fn on_any_core<T>(f: impl FnOnce() -> T) -> T {
+    #[cfg(target_os = "linux")]
+    if let Some(anywhere) = UNPINNED.with(Cell::get)
+        && let Ok(pinned) = rustix::thread::sched_getaffinity(None)
+        && rustix::thread::sched_setaffinity(None, &anywhere).is_ok()
+    {
+        let done = f();
+        let _ = rustix::thread::sched_setaffinity(None, &pinned);
+        return done;
+    }
+    f()
+}
+
 /// The calling thread kept on one core, or off it, while stamping; let run anywhere again when
 /// dropped. Left to itself the scheduler often started a helper on its spawner's core, or later
 /// moved one onto the other's, and left the two sharing it for a tick or more (4 ms here) while
@@ -217,6 +246,9 @@ impl Pinned {
             && anywhere.is_set(cpu)
             && only.count() > 0
             && sched_setaffinity(None, &only).is_ok();
+        if pinned && on {
+            UNPINNED.with(|unpinned| unpinned.set(Some(anywhere)));
+        }
         Pinned { anywhere: pinned.then_some(anywhere) }
     }
 
@@ -230,6 +262,7 @@ impl Drop for Pinned {
     fn drop(&mut self) {
         #[cfg(target_os = "linux")]
         if let Some(anywhere) = &self.anywhere {
+            UNPINNED.with(|unpinned| unpinned.set(None));
             let _ = rustix::thread::sched_setaffinity(None, anywhere);
         }
     }
@@ -287,7 +320,19 @@ mod tests {
         // core it could before.
         #[cfg(target_os = "linux")]
         let cores = rustix::thread::sched_getaffinity(None).unwrap();
-        let (beside, meanwhile) = store.session_stamps_beside(|| "done");
+        let (beside, meanwhile) = store.session_stamps_beside(|| {
+            // Kept on one core meanwhile (where it may run on more), but not what it runs
+            // `on_any_core`, nor a thread that starts.
+            #[cfg(target_os = "linux")]
+            {
+                let now = || rustix::thread::sched_getaffinity(None).unwrap().count();
+                assert_eq!(now(), 1);
+                assert_eq!(on_any_core(now), cores.count());
+                let started = on_any_core(|| std::thread::spawn(now).join().unwrap());
+                assert_eq!(started, cores.count());
+            }
+            "done"
+        });
         assert_eq!((beside.unwrap().into_iter().collect(), meanwhile), (before.clone(), "done"));
         #[cfg(target_os = "linux")]
         assert_eq!(rustix::thread::sched_getaffinity(None).unwrap(), cores);
