@@ -50,7 +50,8 @@ impl Store {
     }
 
     /// [`Store::session_stamps`], taken while this thread does `meanwhile`, which then helps
-    /// with the stats still to do.
+    /// with the stats still to do. Meanwhile this thread is kept on its core (see `Pinned`),
+    /// and so would be any thread it starts: work that starts threads runs [`on_any_core`].
     pub(crate) fn session_stamps_beside<T>(
         &self,
         meanwhile: impl FnOnce() -> T,
