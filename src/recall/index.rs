@@ -13,7 +13,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
 use serde::{Deserialize, Serialize};
-use tantivy::collector::TopDocs;
 use tantivy::directory::RamDirectory;
 use tantivy::directory::error::{LockError, OpenDirectoryError, OpenReadError, OpenWriteError};
 use tantivy::query::{
@@ -31,6 +30,7 @@ use super::directory::Unflushed;
 use super::exchanges::Exchange;
 use super::meaning::{self, Vector};
 use super::overlay::{Overlay, Together};
+use super::phrases::{self, Asked};
 use super::question::Question;
 use super::sessions::{self, SessionFields};
 use super::stamps::{self, Stamps, stamps_path};
@@ -567,7 +567,7 @@ impl Index {
             (f.title, TITLE_BOOST),
             (f.context, CONTEXT_BOOST),
         ];
-        let Some(query) = self.query(question, &fields, filter) else {
+        let Some(asked) = self.query(question, &fields, filter) else {
             return Ok(Vec::new());
         };
         // Read once, by this process: no watching for later commits.
@@ -597,8 +597,7 @@ impl Index {
                 more += searcher.doc_freq(&Term::from_field_text(f.session, id))?;
             }
             let more = usize::try_from(more).unwrap_or(usize::MAX);
-            let collector = TopDocs::with_limit(limit.saturating_add(more)).order_by_score();
-            let found = searcher.search_with_statistics_provider(&query, &collector, &together)?;
+            let found = phrases::best(searcher, &asked, limit.saturating_add(more), &together)?;
             top.extend(found.into_iter().map(|(score, address)| (score, i, address)));
         }
         top.sort_by(|a, b| b.0.total_cmp(&a.0));
@@ -690,13 +689,13 @@ impl Index {
 
     /// Any word may match (none is required); a word scores by field (`fields`, with their
     /// weights), a related word at [`RELATED_WEIGHT`], and a quoted phrase found as written
-    /// scores again.
+    /// scores again, apart ([`phrases`]).
     fn query(
         &self,
         question: &Question,
         fields: &[(Field, f32)],
         filter: &Filter,
-    ) -> Option<Box<dyn Query>> {
+    ) -> Option<Asked> {
         let f = self.fields;
         let mut any: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for (word, weight) in self.weighed(question) {
@@ -711,6 +710,11 @@ impl Index {
                 ));
             }
         }
+        if any.is_empty() {
+            return None;
+        }
+        // A phrase's words are words of the question: an exchange that holds it matches them.
+        let mut phrases = Vec::new();
         for phrase in &question.phrases {
             let terms = self.terms(phrase);
             if terms.len() < 2 {
@@ -719,15 +723,8 @@ impl Index {
             for field in [f.question, f.answer] {
                 let offsets =
                     terms.iter().map(|(at, t)| (*at, Term::from_field_text(field, t))).collect();
-                let phrase = PhraseQuery::new_with_offset(offsets);
-                any.push((
-                    Occur::Should,
-                    Box::new(BoostQuery::new(Box::new(phrase), PHRASE_BOOST)),
-                ));
+                phrases.push((PhraseQuery::new_with_offset(offsets), PHRASE_BOOST));
             }
-        }
-        if any.is_empty() {
-            return None;
         }
         let any: Box<dyn Query> = Box::new(BooleanQuery::new(any));
         // A filter lets through and scores nothing: a deeper folder (more folders above it
@@ -755,11 +752,13 @@ impl Index {
             let range = RangeQuery::new(bound(filter.since, true), bound(filter.until, false));
             must.push(filtering(Box::new(range)));
         }
-        if must.is_empty() {
-            return Some(any);
-        }
-        must.push((Occur::Must, any));
-        Some(Box::new(BooleanQuery::new(must)))
+        let words = if must.is_empty() {
+            any
+        } else {
+            must.push((Occur::Must, any));
+            Box::new(BooleanQuery::new(must))
+        };
+        Some(Asked { words, phrases })
     }
 }
 

@@ -37,6 +37,7 @@ mod exchanges;
 mod index;
 mod meaning;
 mod overlay;
+mod phrases;
 mod question;
 mod sessions;
 mod stamps;
