@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use anyhow::{Result, anyhow};
 use chrono::{DateTime, Utc};
 
-use crate::store::{SessionsWatch, Stamp, Store};
+use crate::store::{SessionsWatch, Stamp, Stamped, Store};
 use crate::transcript::Header;
 
 mod analysis;
@@ -168,10 +168,10 @@ impl Stamper<'_> {
 
     /// The stamps, taken while this thread does `meanwhile`; a stat of each session is then
     /// helped with by this thread ([`Store::session_stamps_beside`]), a watch's word waited for.
-    fn stamps_beside<T>(&self, meanwhile: impl FnOnce() -> T) -> (Result<Vec<(String, Stamp)>>, T) {
+    fn stamps_beside<T>(&self, meanwhile: impl FnOnce() -> T) -> (Result<Stamped>, T) {
         let Some(warm) = self.warm else { return self.store.session_stamps_beside(meanwhile) };
         std::thread::scope(|scope| {
-            let stamping = scope.spawn(|| warm.watch.stamps(self.store));
+            let stamping = scope.spawn(|| warm.watch.stamps(self.store).map(Stamped::of));
             let done = meanwhile();
             let stamps =
                 stamping.join().unwrap_or_else(|_| Err(anyhow!("cannot stat the sessions")));
@@ -196,8 +196,6 @@ fn search(
         return Ok((Vec::new(), Vec::new()));
     }
     let dir = index_dir(store);
-    let digest_of =
-        |stamps: &[(String, Stamp)]| stamps::digest(stamps.iter().map(|(id, s)| (id.as_str(), *s)));
     let searched = |index: &Index, overlay: Option<&Overlay>| -> Result<Searched> {
         let found = found(store, index, overlay, &question, filter, limit, now)?;
         // What the overlay read is not unread.
@@ -227,7 +225,7 @@ fn search(
                 })
             });
             let stamps = stamps?;
-            let store_digest = digest_of(&stamps);
+            let store_digest = stamps.digest();
             match hinted {
                 Some((hinted, found)) => {
                     // The store as the index and what was taken in hold it.
@@ -263,13 +261,13 @@ fn search(
             (stamps?, early)
         }
     };
-    let store_digest = digest_of(&stamps);
+    let store_digest = stamps.digest();
     let early = match early {
         Some((digest, searched)) if digest == store_digest => return Ok(searched),
         Some((_, searched)) => Some(searched),
         None => None,
     };
-    let index = match fresh_index(store, &stamps, store_digest, progress) {
+    let index = match fresh_index(store, &stamps.into_stamps(), store_digest, progress) {
         Ok(index) => index,
         Err(e) => return cannot_update(&dir, e, early, progress),
     };
@@ -527,8 +525,8 @@ impl Held {
     /// The digest the store's stamps have if the only change since the index's last commit
     /// (whose digest is `digest`) is to these sessions: then the index with the overlay is
     /// the store.
-    fn digest_with(&self, stamps: &[(String, Stamp)], digest: u64) -> u64 {
-        let now = |id: &str| stamps.iter().find(|(s, _)| s == id).map(|(_, stamp)| *stamp);
+    fn digest_with(&self, stamps: &Stamped, digest: u64) -> u64 {
+        let now = |id: &str| stamps.get(id);
         let pairs = |stamp: &dyn Fn(usize) -> Option<Stamp>| {
             let pairs = self.ids.iter().enumerate();
             stamps::digest(pairs.filter_map(|(i, id)| Some((id.as_str(), stamp(i)?))))

@@ -50,16 +50,9 @@ fn parse_stamps(text: &str) -> Option<(u64, Stamps)> {
     (held == digest && text.ends_with('\n')).then_some((digest, stamps))
 }
 
-/// A digest of sessions and stamps, whatever their order: a sum of each pair's FNV-1a.
-pub(crate) fn digest<'a>(pairs: impl Iterator<Item = (&'a str, Stamp)>) -> u64 {
-    pairs.fold(0u64, |sum, (id, stamp)| {
-        let mut hash = 0xcbf2_9ce4_8422_2325u64;
-        for byte in id.bytes().chain([0]).chain(stamp.to_le_bytes()) {
-            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
-        }
-        sum.wrapping_add(hash)
-    })
-}
+/// A digest of sessions and stamps, whatever their order: the store's ([`crate::store::digest`]),
+/// so that the index's commit names the store as a search stamps it.
+pub(crate) use crate::store::digest;
 
 /// The stamps the last commit holds (its digest is `digest`), from the stamps file beside
 /// the index; `Err` when that file is not the last commit's.

@@ -56,7 +56,7 @@ pub(crate) use latest::Repointed;
 pub(crate) use listing::{Listed, newest_first};
 pub(crate) use live_index::fnv1a;
 pub(crate) use read::not_transcript;
-pub(crate) use stamping::{Stamp, on_any_core};
+pub(crate) use stamping::{Stamp, Stamped, digest, on_any_core};
 pub(crate) use sync::{append_log, read_log, write_repo_file};
 pub(crate) use trash::{remove_files_in, take_engine_session_file, take_file_below};
 pub(crate) use watch::SessionsWatch;

@@ -15,6 +15,7 @@ use anyhow::{Result, anyhow};
 use rustix::fd::OwnedFd;
 use rustix::fs::Mode;
 
+use super::PREFIX;
 use super::Store;
 use super::ids::{file_name, id_of};
 
@@ -36,8 +37,58 @@ pub(super) struct Seen {
     pub watched: bool,
 }
 
-/// Sessions found, with their [`Seen`], in the folder's order.
-type Stamped = Vec<(String, Seen)>;
+/// Every session listed, in the folder's order, with its file's [`Seen`] (`None`: gone since
+/// it was listed), and the [`digest`] of their stamps, taken part by part as they were stat'ed.
+pub(crate) struct Stamped {
+    ids: Vec<String>,
+    seen: Vec<Option<Seen>>,
+    digest: u64,
+}
+
+impl Stamped {
+    /// Of stamps taken elsewhere (a watch's).
+    pub(crate) fn of(stamps: Vec<(String, Stamp)>) -> Stamped {
+        let digest = digest(stamps.iter().map(|(id, stamp)| (id.as_str(), *stamp)));
+        let (ids, stamps): (Vec<String>, Vec<Stamp>) = stamps.into_iter().unzip();
+        let seen = stamps.into_iter().map(|stamp| Some(Seen { stamp, watched: true })).collect();
+        Stamped { ids, seen, digest }
+    }
+
+    /// The [`digest`] of every session's stamp.
+    pub(crate) fn digest(&self) -> u64 {
+        self.digest
+    }
+
+    /// Session `id`'s stamp, `None` when there is no such session.
+    pub(crate) fn get(&self, id: &str) -> Option<Stamp> {
+        let at = self.ids.iter().position(|held| held == id)?;
+        self.seen[at].map(|seen| seen.stamp)
+    }
+
+    /// Each session with its stamp.
+    pub(crate) fn into_stamps(self) -> Vec<(String, Stamp)> {
+        self.into_seen().into_iter().map(|(id, seen)| (id, seen.stamp)).collect()
+    }
+
+    /// Each session with its [`Seen`].
+    pub(super) fn into_seen(self) -> Vec<(String, Seen)> {
+        let pairs = self.ids.into_iter().zip(self.seen);
+        pairs.filter_map(|(id, seen)| Some((id, seen?))).collect()
+    }
+}
+
+/// Stamps folded into one number that any stamp's change changes, whatever their order: the
+/// sum of each session's FNV-1a of its id and stamp, so that it can be taken in parts, and
+/// one session's change taken out and put in ([`Stamped`], and recall's stamps file).
+pub(crate) fn digest<'a>(pairs: impl Iterator<Item = (&'a str, Stamp)>) -> u64 {
+    pairs.fold(0u64, |sum, (id, stamp)| {
+        let mut hash = 0xcbf2_9ce4_8422_2325u64;
+        for byte in id.bytes().chain([0]).chain(stamp.to_le_bytes()) {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+        sum.wrapping_add(hash)
+    })
+}
 
 /// The sessions folder, open, with its session files' names; `None` when there is none.
 type Listed = Option<(OwnedFd, Vec<String>)>;
@@ -46,7 +97,7 @@ impl Store {
     /// Every session with its file's [`Stamp`], for caches that must notice any change: an
     /// append, a hand edit, a rename over it. A session gone since it was listed is left out.
     pub(crate) fn session_stamps(&self) -> Result<Vec<(String, Stamp)>> {
-        self.session_stamps_beside(|| ()).0
+        Ok(self.session_stamps_beside(|| ()).0?.into_stamps())
     }
 
     /// [`Store::session_stamps`], taken while this thread does `meanwhile`, which then helps
@@ -55,19 +106,7 @@ impl Store {
     pub(crate) fn session_stamps_beside<T>(
         &self,
         meanwhile: impl FnOnce() -> T,
-    ) -> (Result<Vec<(String, Stamp)>>, T) {
-        let (seen, done) = self.session_stamps_seen_beside(meanwhile);
-        let stamps = seen.map(|seen| seen.into_iter().map(|(id, s)| (id, s.stamp)).collect());
-        (stamps, done)
-    }
-
-    /// [`Store::session_stamps`], with whether a watch on the sessions folder is told of each
-    /// file's changes.
-    pub(super) fn session_stamps_seen(&self) -> Result<Stamped> {
-        self.session_stamps_seen_beside(|| ()).0
-    }
-
-    fn session_stamps_seen_beside<T>(&self, meanwhile: impl FnOnce() -> T) -> (Result<Stamped>, T) {
+    ) -> (Result<Stamped>, T) {
         let stamping = Stamping {
             store: self,
             listed: OnceLock::new(),
@@ -112,6 +151,12 @@ impl Store {
         (stamped, done)
     }
 
+    /// [`Store::session_stamps`], with whether a watch on the sessions folder is told of each
+    /// file's changes.
+    pub(super) fn session_stamps_seen(&self) -> Result<Vec<(String, Seen)>> {
+        Ok(self.session_stamps_beside(|| ()).0?.into_seen())
+    }
+
     /// One session file's [`Stamp`], `None` when it is not there.
     pub(crate) fn session_stamp(&self, id: &str) -> Option<Stamp> {
         self.session_seen(id).map(|seen| seen.stamp)
@@ -131,6 +176,9 @@ impl Store {
     }
 }
 
+/// A part stamped: where it starts among the names, what each file was, and their digest.
+type Part = (usize, Vec<Option<Seen>>, u64);
+
 /// The stats of one listing of the sessions folder, taken in parts by whichever threads help.
 struct Stamping<'a> {
     store: &'a Store,
@@ -139,8 +187,7 @@ struct Stamping<'a> {
     listed: OnceLock<Result<Listed>>,
     /// The first name no thread has taken yet.
     next: AtomicUsize,
-    /// Each part stamped, by where it starts.
-    parts: Mutex<Vec<(usize, Stamped)>>,
+    parts: Mutex<Vec<Part>>,
 }
 
 impl Stamping<'_> {
@@ -155,24 +202,43 @@ impl Stamping<'_> {
             if start >= names.len() {
                 return;
             }
-            let stamped = names[start..(start + PART).min(names.len())]
+            let mut digested = 0u64;
+            let seen = names[start..(start + PART).min(names.len())]
                 .iter()
-                .filter_map(|name| Some((id_of(name)?.to_string(), stamp(dir, name)?)))
+                .map(|name| {
+                    let id = id_of(name)?;
+                    let seen = stamp(dir, name)?;
+                    digested = digested.wrapping_add(digest([(id, seen.stamp)].into_iter()));
+                    Some(seen)
+                })
                 .collect();
-            self.parts.lock().unwrap_or_else(PoisonError::into_inner).push((start, stamped));
+            let mut parts = self.parts.lock().unwrap_or_else(PoisonError::into_inner);
+            parts.push((start, seen, digested));
         }
     }
 
     /// Every part, in the folder's order, once every helper is done.
     fn stamped(self) -> Result<Stamped> {
-        let Some((_, names)) = self.listed.into_inner().transpose()?.flatten() else {
-            return Ok(Vec::new());
+        let Some((_, mut ids)) = self.listed.into_inner().transpose()?.flatten() else {
+            return Ok(Stamped { ids: Vec::new(), seen: Vec::new(), digest: 0 });
         };
         let mut parts = self.parts.into_inner().unwrap_or_else(PoisonError::into_inner);
-        parts.sort_unstable_by_key(|(start, _)| *start);
-        let mut stamped = Vec::with_capacity(names.len());
-        stamped.extend(parts.into_iter().flat_map(|(_, part)| part));
-        Ok(stamped)
+        parts.sort_unstable_by_key(|(start, ..)| *start);
+        let mut seen = Vec::with_capacity(ids.len());
+        let mut digest = 0u64;
+        for (_, part, digested) in parts {
+            seen.extend(part);
+            digest = digest.wrapping_add(digested);
+        }
+        // Each file's name made its id where it stands, rather than copied.
+        for name in &mut ids {
+            if let Some(id) = id_of(name) {
+                let (start, end) = (PREFIX.len(), PREFIX.len() + id.len());
+                name.truncate(end);
+                name.drain(..start);
+            }
+        }
+        Ok(Stamped { ids, seen, digest })
     }
 }
 
@@ -334,7 +400,16 @@ mod tests {
             }
             "done"
         });
-        assert_eq!((beside.unwrap().into_iter().collect(), meanwhile), (before.clone(), "done"));
+        let beside = beside.unwrap();
+        // The digest taken in parts is the digest of the whole, and each session is found.
+        let whole = digest(before.iter().map(|(id, stamp)| (id.as_str(), *stamp)));
+        assert_eq!(beside.digest(), whole);
+        assert_eq!(beside.get("s-3"), before.get("s-3").copied());
+        assert_eq!(beside.get("notes"), None);
+        assert_eq!(
+            (beside.into_stamps().into_iter().collect(), meanwhile),
+            (before.clone(), "done")
+        );
         #[cfg(target_os = "linux")]
         assert_eq!(rustix::thread::sched_getaffinity(None).unwrap(), cores);
 
