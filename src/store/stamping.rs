@@ -40,7 +40,11 @@ pub(super) struct Seen {
 /// Every session listed, in the folder's order, with its file's [`Seen`] (`None`: gone since
 /// it was listed), and the [`digest`] of their stamps, taken part by part as they were stat'ed.
 pub(crate) struct Stamped {
-    ids: Vec<String>,
+    /// Each session's file name as listed, or its id ([`Stamped::of`]).
+    names: Vec<String>,
+    /// Whether `names` are file names: they are made ids only when the ids are asked for, since
+    /// the usual search needs no more than the digest and a few sessions' stamps.
+    files: bool,
     seen: Vec<Option<Seen>>,
     digest: u64,
 }
@@ -49,9 +53,9 @@ impl Stamped {
     /// Of stamps taken elsewhere (a watch's).
     pub(crate) fn of(stamps: Vec<(String, Stamp)>) -> Stamped {
         let digest = digest(stamps.iter().map(|(id, stamp)| (id.as_str(), *stamp)));
-        let (ids, stamps): (Vec<String>, Vec<Stamp>) = stamps.into_iter().unzip();
+        let (names, stamps): (Vec<String>, Vec<Stamp>) = stamps.into_iter().unzip();
         let seen = stamps.into_iter().map(|stamp| Some(Seen { stamp, watched: true })).collect();
-        Stamped { ids, seen, digest }
+        Stamped { names, files: false, seen, digest }
     }
 
     /// The [`digest`] of every session's stamp.
@@ -61,7 +65,11 @@ impl Stamped {
 
     /// Session `id`'s stamp, `None` when there is no such session.
     pub(crate) fn get(&self, id: &str) -> Option<Stamp> {
-        let at = self.ids.iter().position(|held| held == id)?;
+        let name = match self.files {
+            true => file_name(id),
+            false => id.to_string(),
+        };
+        let at = self.names.iter().position(|held| *held == name)?;
         self.seen[at].map(|seen| seen.stamp)
     }
 
@@ -72,8 +80,20 @@ impl Stamped {
 
     /// Each session with its [`Seen`].
     pub(super) fn into_seen(self) -> Vec<(String, Seen)> {
-        let pairs = self.ids.into_iter().zip(self.seen);
-        pairs.filter_map(|(id, seen)| Some((id, seen?))).collect()
+        let files = self.files;
+        let pairs = self.names.into_iter().zip(self.seen);
+        pairs
+            .filter_map(|(mut name, seen)| {
+                let seen = seen?;
+                // The file's name made its id where it stands, rather than copied.
+                if files {
+                    let end = PREFIX.len() + id_of(&name)?.len();
+                    name.truncate(end);
+                    name.drain(..PREFIX.len());
+                }
+                Some((name, seen))
+            })
+            .collect()
     }
 }
 
@@ -219,26 +239,18 @@ impl Stamping<'_> {
 
     /// Every part, in the folder's order, once every helper is done.
     fn stamped(self) -> Result<Stamped> {
-        let Some((_, mut ids)) = self.listed.into_inner().transpose()?.flatten() else {
-            return Ok(Stamped { ids: Vec::new(), seen: Vec::new(), digest: 0 });
+        let Some((_, names)) = self.listed.into_inner().transpose()?.flatten() else {
+            return Ok(Stamped { names: Vec::new(), files: true, seen: Vec::new(), digest: 0 });
         };
         let mut parts = self.parts.into_inner().unwrap_or_else(PoisonError::into_inner);
         parts.sort_unstable_by_key(|(start, ..)| *start);
-        let mut seen = Vec::with_capacity(ids.len());
+        let mut seen = Vec::with_capacity(names.len());
         let mut digest = 0u64;
         for (_, part, digested) in parts {
             seen.extend(part);
             digest = digest.wrapping_add(digested);
         }
-        // Each file's name made its id where it stands, rather than copied.
-        for name in &mut ids {
-            if let Some(id) = id_of(name) {
-                let (start, end) = (PREFIX.len(), PREFIX.len() + id.len());
-                name.truncate(end);
-                name.drain(..start);
-            }
-        }
-        Ok(Stamped { ids, seen, digest })
+        Ok(Stamped { names, files: true, seen, digest })
     }
 }
 
