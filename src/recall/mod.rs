@@ -341,7 +341,7 @@ fn found(
     weighed.sort_by(|(a, x), (b, y)| {
         b.total_cmp(a)
             .then_with(|| {
-                crate::store::sort_key(&y.session).cmp(&crate::store::sort_key(&x.session))
+                crate::store::sort_key_of(&y.session).cmp(&crate::store::sort_key_of(&x.session))
             })
             .then(x.number.cmp(&y.number))
     });

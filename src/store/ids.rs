@@ -291,12 +291,18 @@ fn no_session_but(wanted: &str, matches: &[String]) -> anyhow::Error {
 
 /// Orders ids by time, then by their same-second counter (`-2` before `-10`).
 pub(crate) fn sort_key(id: &str) -> (String, u64) {
-    let parts: Vec<&str> = id.splitn(3, '-').collect();
-    match parts.as_slice() {
-        [day, time, n] if n.chars().all(|c| c.is_ascii_digit()) => {
-            (format!("{day}-{time}"), n.parse().unwrap_or(0))
+    let (time, n) = sort_key_of(id);
+    (time.to_string(), n)
+}
+
+/// [`sort_key`], borrowed from the id: for orders taken many times over (a search's ties).
+pub(crate) fn sort_key_of(id: &str) -> (&str, u64) {
+    let mut parts = id.splitn(3, '-');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(day), Some(time), Some(n)) if n.chars().all(|c| c.is_ascii_digit()) => {
+            (&id[..day.len() + 1 + time.len()], n.parse().unwrap_or(0))
         }
-        _ => (id.to_string(), 1),
+        _ => (id, 1),
     }
 }
 
@@ -357,6 +363,22 @@ pub(crate) fn validate_name(name: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ids_order_by_second_then_count_borrowed_or_not() {
+        let mut ids = ["20261121-101500-10", "20261121-101501", "20261121-101500-2", "import-x-y"];
+        ids.sort_by(|a, b| sort_key_of(a).cmp(&sort_key_of(b)));
+        assert_eq!(
+            ids,
+            ["20261121-101500-2", "20261121-101500-10", "20261121-101501", "import-x-y"]
+        );
+        for id in
+            ids.into_iter().chain(["20261121-101500", "a-b-", "x", "a-b-99999999999999999999"])
+        {
+            let (time, n) = sort_key(id);
+            assert_eq!(sort_key_of(id), (time.as_str(), n), "{id}");
+        }
+    }
 
     #[test]
     fn a_whole_id_is_a_second_with_its_count_and_nothing_less() {

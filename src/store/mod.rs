@@ -51,7 +51,7 @@ pub(crate) use files::{
     read_at_most, read_text, read_text_at_most, replace_cache_file, replace_file,
 };
 use files::{read_optional, read_users_file, sync_dir};
-pub(crate) use ids::{sort_key, validate_id, validate_name};
+pub(crate) use ids::{sort_key, sort_key_of, validate_id, validate_name};
 pub(crate) use latest::Repointed;
 pub(crate) use listing::{Listed, newest_first};
 pub(crate) use live_index::fnv1a;
