@@ -102,11 +102,7 @@ impl Stamped {
 /// one session's change taken out and put in ([`Stamped`], and recall's stamps file).
 pub(crate) fn digest<'a>(pairs: impl Iterator<Item = (&'a str, Stamp)>) -> u64 {
     pairs.fold(0u64, |sum, (id, stamp)| {
-        let mut hash = 0xcbf2_9ce4_8422_2325u64;
-        for byte in id.bytes().chain([0]).chain(stamp.to_le_bytes()) {
-            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
-        }
-        sum.wrapping_add(hash)
+        sum.wrapping_add(super::fnv1a(&[id.as_bytes(), &[0], &stamp.to_le_bytes()]))
     })
 }
 
@@ -365,7 +361,7 @@ fn stamp(dir: &OwnedFd, name: &str) -> Option<Seen> {
         m.st_ino as u64,
     ]
     .map(u64::to_le_bytes);
-    let stamp = super::live_index::fnv1a(&fields.each_ref().map(|f| f.as_slice()));
+    let stamp = super::fnv1a(&fields.each_ref().map(|f| f.as_slice()));
     Some(Seen { stamp, watched: !link && m.st_nlink == 1 })
 }
 
@@ -450,6 +446,16 @@ mod tests {
         fs::rename(&other, store.session_path("s-3")).unwrap();
         let (ids, _) = changed(&store, &before);
         assert_eq!(ids, ["s-3"]);
+    }
+
+    /// The index's stamps file and commit hold digests an earlier cca wrote: the function
+    /// stays the sum of each pair's FNV-1a of its id, a zero byte and its stamp.
+    #[test]
+    fn the_digest_of_stamps_is_the_one_earlier_indexes_hold() {
+        let pairs = [("20261121-101500", 42), ("s-2", 7)];
+        assert_eq!(digest(pairs.into_iter()), 0x1648_e5c0_41e3_2246);
+        assert_eq!(digest(pairs.into_iter().rev()), 0x1648_e5c0_41e3_2246, "whatever the order");
+        assert_eq!(digest(std::iter::empty()), 0);
     }
 
     #[test]
