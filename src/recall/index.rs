@@ -36,7 +36,7 @@ use super::stamps::{self, Stamps, stamps_path};
 use crate::transcript::Header;
 
 /// The index's layout and analysis; an index of another is rebuilt (with a note).
-pub(crate) const VERSION: u32 = 10;
+pub(crate) const VERSION: u32 = 11;
 const ANALYZER: &str = "cca_english";
 /// Memory for the writer's buffers, per thread (tantivy's least is 15 MB).
 const WRITER_HEAP: usize = 48 << 20;
@@ -53,8 +53,6 @@ const FEW_SESSIONS: usize = 200;
 const QUESTION_BOOST: f32 = 1.5;
 const ANSWER_BOOST: f32 = 1.0;
 const TITLE_BOOST: f32 = 1.0;
-/// The question before: a follow-up ("and on Windows?") leans on it for what it is about.
-const CONTEXT_BOOST: f32 = 0.5;
 /// A word that often means what a word of the question means ([`Question::related`]) counts
 /// this much of what the word itself would.
 const RELATED_WEIGHT: f32 = 0.5;
@@ -67,8 +65,6 @@ struct Fields {
     answer: Field,
     /// The session's title and name.
     title: Field,
-    /// The question of the exchange before.
-    context: Field,
     /// What is counted and filtered on, a term each ([`Facet`]). One field for all: each
     /// field indexed costs a segment's writing some 0.3 ms however little it holds, which a
     /// search after a turn pays for the sessions it reads beside the index.
@@ -109,7 +105,6 @@ fn schema() -> (Schema, Fields) {
         question: b.add_text_field("question", text(phrases)),
         answer: b.add_text_field("answer", text(phrases)),
         title: b.add_text_field("title", text(words)),
-        context: b.add_text_field("context", text(words)),
         facets: b.add_text_field("facets", STRING),
         session: b.add_text_field("session", STRING | STORED),
         number: b.add_u64_field("exchange", STORED),
@@ -483,7 +478,6 @@ impl Index {
             .collect();
         let session_meaning =
             meaning::mean(meanings.iter().flatten()).map(|v| meaning::to_bytes(&v));
-        let mut before: Option<&str> = None;
         let mut docs = Vec::with_capacity(session.exchanges.len());
         for (i, (exchange, meant)) in session.exchanges.iter().zip(&meanings).enumerate() {
             let mut doc = TantivyDocument::default();
@@ -491,10 +485,6 @@ impl Index {
                 doc.add_text(f.facets, Facet::First.text());
             }
             doc.add_text(f.question, &exchange.question);
-            if let Some(before) = before.filter(|b| *b != exchange.question) {
-                doc.add_text(f.context, before);
-            }
-            before = Some(&exchange.question);
             doc.add_text(f.answer, &exchange.answer);
             doc.add_text(f.title, &about);
             doc.add_text(f.session, session.id);
@@ -579,12 +569,8 @@ impl Index {
         overlay: Option<&Overlay>,
     ) -> Result<Vec<Hit>> {
         let f = self.fields;
-        let fields = [
-            (f.question, QUESTION_BOOST),
-            (f.answer, ANSWER_BOOST),
-            (f.title, TITLE_BOOST),
-            (f.context, CONTEXT_BOOST),
-        ];
+        let fields =
+            [(f.question, QUESTION_BOOST), (f.answer, ANSWER_BOOST), (f.title, TITLE_BOOST)];
         let Some(asked) = self.query(question, &fields, filter) else {
             return Ok(Vec::new());
         };
