@@ -92,6 +92,14 @@ fn merge_policy() -> tantivy::indexer::LogMergePolicy {
     policy
 }
 
+/// Stored fields in blocks of 2 KB, not tantivy's 16: a search reads the stored fields of its
+/// 200 candidates, each in a block of its own that is decompressed whole, which with 16 KB
+/// blocks was some 4 ms of a search's CPU. The stored fields take 13% more room (0.6% of the
+/// index).
+fn settings() -> tantivy::IndexSettings {
+    tantivy::IndexSettings { docstore_blocksize: 2048, ..Default::default() }
+}
+
 fn schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
     let text = |record| {
@@ -398,7 +406,7 @@ impl Index {
         let (schema, fields) = schema();
         let index = Unflushed::open(dir)
             .map_err(tantivy::TantivyError::from)
-            .and_then(|d| tantivy::Index::create(d, schema, tantivy::IndexSettings::default()))
+            .and_then(|d| tantivy::Index::create(d, schema, settings()))
             .with_context(|| format!("cannot create an index in {}", dir.display()))?;
         index.tokenizers().register(ANALYZER, analyzer());
         let mut index = Index { index, fields, unread: Vec::new(), digest: 0 };
@@ -980,5 +988,7 @@ mod tests {
             search(&reopened, "region", 5).into_iter().map(|h| (h.session, h.score)).collect();
         assert_eq!(after, before);
         reopened.merge_all().unwrap();
+        // The stored fields' small blocks are the index's, for every segment written later.
+        assert_eq!(reopened.index.settings().docstore_blocksize, settings().docstore_blocksize);
     }
 }
