@@ -25,8 +25,10 @@ use tantivy::schema::{
 use tantivy::{DocAddress, IndexWriter, ReloadPolicy, Searcher, TantivyDocument, Term};
 
 use super::analysis::{analyzer, word_analyzer};
+use super::context;
 use super::directory::Unflushed;
 use super::exchanges::Exchange;
+use super::facet::Facet;
 use super::meaning::{self, Vector};
 use super::overlay::{Overlay, Together};
 use super::phrases::{self, Asked};
@@ -53,6 +55,8 @@ const FEW_SESSIONS: usize = 200;
 const QUESTION_BOOST: f32 = 1.5;
 const ANSWER_BOOST: f32 = 1.0;
 const TITLE_BOOST: f32 = 1.0;
+/// The question before, scored for the candidates found ([`super::context`]).
+const CONTEXT_BOOST: f32 = 0.5;
 /// A word that often means what a word of the question means ([`Question::related`]) counts
 /// this much of what the word itself would.
 const RELATED_WEIGHT: f32 = 0.5;
@@ -65,6 +69,8 @@ struct Fields {
     answer: Field,
     /// The session's title and name.
     title: Field,
+    /// The question of the exchange before.
+    context: Field,
     /// What is counted and filtered on, a term each ([`Facet`]). One field for all: each
     /// field indexed costs a segment's writing some 0.3 ms however little it holds, which a
     /// search after a turn pays for the sessions it reads beside the index.
@@ -113,6 +119,7 @@ fn schema() -> (Schema, Fields) {
         question: b.add_text_field("question", text(phrases)),
         answer: b.add_text_field("answer", text(phrases)),
         title: b.add_text_field("title", text(words)),
+        context: b.add_text_field("context", text(words)),
         facets: b.add_text_field("facets", STRING),
         session: b.add_text_field("session", STRING | STORED),
         number: b.add_u64_field("exchange", STORED),
@@ -309,31 +316,6 @@ pub(crate) struct Hit {
     pub session_meaning: Option<Vector>,
 }
 
-/// A term of [`Fields::facets`].
-enum Facet<'a> {
-    /// On the first exchange of each session: how many sessions there are, for their scores
-    /// ([`super::sessions`]).
-    First,
-    Engine(&'a str),
-    /// The session's folder and every folder above it, so "this folder or below" is one term.
-    Folder(&'a str),
-}
-
-impl Facet<'_> {
-    /// Its text, its kind first: a folder named like an engine is not one.
-    fn text(&self) -> String {
-        match self {
-            Facet::First => "first".to_string(),
-            Facet::Engine(engine) => format!("engine {engine}"),
-            Facet::Folder(folder) => format!("folder {folder}"),
-        }
-    }
-
-    fn term(&self, field: Field) -> Term {
-        Term::from_field_text(field, &self.text())
-    }
-}
-
 /// An open index.
 pub(crate) struct Index {
     index: tantivy::Index,
@@ -486,6 +468,7 @@ impl Index {
             .collect();
         let session_meaning =
             meaning::mean(meanings.iter().flatten()).map(|v| meaning::to_bytes(&v));
+        let mut before: Option<&str> = None;
         let mut docs = Vec::with_capacity(session.exchanges.len());
         for (i, (exchange, meant)) in session.exchanges.iter().zip(&meanings).enumerate() {
             let mut doc = TantivyDocument::default();
@@ -493,6 +476,10 @@ impl Index {
                 doc.add_text(f.facets, Facet::First.text());
             }
             doc.add_text(f.question, &exchange.question);
+            if let Some(before) = before.filter(|b| *b != exchange.question) {
+                doc.add_text(f.context, before);
+            }
+            before = Some(&exchange.question);
             doc.add_text(f.answer, &exchange.answer);
             doc.add_text(f.title, &about);
             doc.add_text(f.session, session.id);
@@ -612,6 +599,8 @@ impl Index {
             let found = phrases::best(searcher, &asked, limit.saturating_add(more), &together)?;
             top.extend(found.into_iter().map(|(score, address)| (score, i, address)));
         }
+        let weighed = self.weighed(question);
+        context::add(&mut top, &searchers, &together, f.context, &weighed, CONTEXT_BOOST)?;
         top.sort_by(|a, b| b.0.total_cmp(&a.0));
         let mut hits = Vec::with_capacity(limit);
         for (score, i, address) in top {
@@ -656,7 +645,7 @@ impl Index {
         };
         let each: Vec<(&Searcher, &[String])> =
             searched.iter().map(|(s, hidden)| (s, hidden.as_slice())).collect();
-        let scores = sessions::scores(&each, fields, &self.weighed(question), &ids, sessions)?;
+        let scores = sessions::scores(&each, fields, &weighed, &ids, sessions)?;
         for hit in &mut hits {
             hit.session_score = scores.get(&hit.session).copied().unwrap_or(0.0);
         }
@@ -780,10 +769,10 @@ pub(crate) fn seconds(at: &str) -> Option<i64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn exchange(number: u64, question: &str, answer: &str) -> Exchange {
+    pub(in super::super) fn exchange(number: u64, question: &str, answer: &str) -> Exchange {
         Exchange {
             number,
             at: None,
@@ -796,7 +785,9 @@ mod tests {
 
     /// An index in a new folder holding `sessions` (id, title, exchanges), committed; the
     /// folder goes with the `TempDir`.
-    fn index_of(sessions: &[(&str, &str, &[Exchange])]) -> (tempfile::TempDir, Index) {
+    pub(in super::super) fn index_of(
+        sessions: &[(&str, &str, &[Exchange])],
+    ) -> (tempfile::TempDir, Index) {
         let temp = tempfile::tempdir().unwrap();
         let dir = temp.path().join("index");
         let (mut index, stamps) = Index::create(&dir).unwrap();
@@ -817,7 +808,7 @@ mod tests {
         (temp, index)
     }
 
-    fn search(index: &Index, question: &str, limit: usize) -> Vec<Hit> {
+    pub(in super::super) fn search(index: &Index, question: &str, limit: usize) -> Vec<Hit> {
         index
             .search(&super::super::question::parse(question), &Filter::default(), limit, None)
             .unwrap()

@@ -31,9 +31,11 @@ use crate::store::{SessionsWatch, Stamp, Stamped, Store};
 use crate::transcript::Header;
 
 mod analysis;
+mod context;
 mod directory;
 mod excerpt;
 mod exchanges;
+mod facet;
 mod index;
 mod meaning;
 mod overlay;

@@ -23,8 +23,8 @@ use tantivy::schema::{Field, IndexRecordOption};
 use tantivy::{DocId, DocSet, Searcher, TERMINATED, Term};
 
 /// BM25's constants, tantivy's.
-const K1: f32 = 1.2;
-const B: f32 = 0.75;
+pub(super) const K1: f32 = 1.2;
+pub(super) const B: f32 = 0.75;
 
 /// Where a session's words are.
 #[derive(Clone, Copy)]
